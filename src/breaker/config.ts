@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { parseOrThrow } from './config-error';
+
+const ms = (min: number) => z.number().int().min(min);
+const fraction = z.number().min(0).max(1);
+
+/**
+ * Breaker policy configuration. Every duration is in milliseconds. Defaults are the field's usual
+ * starting point (a 30 s window, 20 samples, half failing, 30 s cooldown) and are listed in README.md.
+ */
+export const policyConfigSchema = z
+  .object({
+    /** Length of the rolling window of outcomes. */
+    windowMs: ms(1_000).max(3_600_000).default(30_000),
+    /** Width of one window bucket; the window holds windowMs / bucketMs buckets (at most 600). */
+    bucketMs: ms(100).default(1_000),
+    /** No rule trips on fewer health-relevant samples than this in the window. */
+    minSamples: ms(1).default(20),
+    /** Trip when failures / (successes + failures) reaches this. */
+    failureRatio: z.number().gt(0).max(1).default(0.5),
+    /** The endpoint's p95 latency when healthy; the latency budget is this times latencyBudgetFactor. */
+    healthyP95Ms: z.number().positive().nullable().default(null),
+    latencyBudgetFactor: z.number().min(1).default(1.5),
+    /** An explicit latency budget; overrides healthyP95Ms * latencyBudgetFactor. Null with no healthyP95Ms: no latency rule. */
+    latencyBudgetMs: z.number().positive().nullable().default(null),
+    /** The latency rule needs this many latency samples in the window (besides minSamples). */
+    latencyMinSamples: ms(1).default(20),
+    /** Trip when permanent (request's-fault) outcomes reach this count ... */
+    permanentSurgeCount: ms(1).default(50),
+    /** ... and this share of all health-relevant samples. */
+    permanentSurgeRatio: z.number().gt(0).max(1).default(0.5),
+    /** First cooldown after a trip. */
+    cooldownMs: ms(1).default(30_000),
+    /** Cooldowns vary by +/- this fraction, so a fleet's probes do not line up. */
+    cooldownJitter: fraction.lt(1).default(0.2),
+    /** Each consecutive open multiplies the cooldown by this ... */
+    cooldownMultiplier: z.number().min(1).default(2),
+    /** ... up to cooldownMs times this factor (the cap). */
+    cooldownMaxFactor: z.number().min(1).default(8),
+    /** Each full period of this length spent closed forgives one consecutive open. */
+    cooldownDecayMs: ms(1).default(300_000),
+    /** A probe token expires this long after it is granted. */
+    probeLeaseMs: ms(1).default(30_000),
+    /** Probe tokens outstanding at once, fleet-wide. */
+    maxConcurrentProbes: ms(1).max(100).default(1),
+    /** Consecutive successful probes that close the breaker. */
+    probesToClose: ms(1).max(1_000).default(3),
+    /** After closing, allowance grows linearly from rampFloor to 1 over this time (0: no ramp). */
+    rampMs: ms(0).default(10_000),
+    rampFloor: z.number().gt(0).max(1).default(0.1),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.bucketMs > c.windowMs) {
+      ctx.addIssue({ code: 'custom', path: ['bucketMs'], input: c.bucketMs, message: `must be <= windowMs (${c.windowMs})` });
+    } else if (c.windowMs / c.bucketMs > 600) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['bucketMs'],
+        input: c.bucketMs,
+        message: `must be >= windowMs / 600 (${Math.ceil(c.windowMs / 600)}) so the window holds at most 600 buckets`,
+      });
+    }
+  });
+
+export type PolicyConfig = z.output<typeof policyConfigSchema>;
+/** What a user writes: every field optional. */
+export type PolicyConfigInput = z.input<typeof policyConfigSchema>;
+
+/** Validates and fills defaults; throws ConfigError naming each bad field and the value received. */
+export function parsePolicyConfig(input: unknown = {}): PolicyConfig {
+  return parseOrThrow(policyConfigSchema, input ?? {}, 'breaker config');
+}
+
+export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
+
+/** The latency budget in ms, or null when no latency rule applies. */
+export function latencyBudgetMs(config: PolicyConfig): number | null {
+  if (config.latencyBudgetMs !== null) return config.latencyBudgetMs;
+  if (config.healthyP95Ms !== null) return config.healthyP95Ms * config.latencyBudgetFactor;
+  return null;
+}

@@ -1,0 +1,36 @@
+import type { PolicyConfig } from './config';
+
+/** The longest cooldown before jitter: cooldownMs * cooldownMaxFactor. */
+export function cooldownCapMs(config: PolicyConfig): number {
+  return config.cooldownMs * config.cooldownMaxFactor;
+}
+
+/**
+ * Cooldown for the `consecutiveOpens`-th open in a row (1 for the first):
+ * min(cooldownMs * multiplier^(opens-1), cap), scaled by 1 + jitter * (2 * rand - 1).
+ * `rand` is in [0, 1) and comes from the caller (the workflow's seeded randomness), so this replays.
+ * Always within [cooldownMs * (1 - jitter), cap * (1 + jitter)].
+ */
+export function cooldownDurationMs(config: PolicyConfig, consecutiveOpens: number, rand: number): number {
+  const exponent = Math.max(0, consecutiveOpens - 1);
+  const grown = Math.min(config.cooldownMs * config.cooldownMultiplier ** exponent, cooldownCapMs(config));
+  const r = Math.min(Math.max(rand, 0), 1);
+  const jittered = Math.round(grown * (1 + config.cooldownJitter * (2 * r - 1)));
+  // Whole milliseconds, kept inside the documented bounds after rounding.
+  return Math.min(Math.max(jittered, Math.ceil(config.cooldownMs * (1 - config.cooldownJitter))), maxCooldownMs(config));
+}
+
+/** The longest an upstream Retry-After may hold the breaker open: the jittered cap. */
+export function maxCooldownMs(config: PolicyConfig): number {
+  return Math.floor(cooldownCapMs(config) * (1 + config.cooldownJitter));
+}
+
+/**
+ * Consecutive opens remembered after the breaker has stayed closed from `closedAt` to `now`:
+ * each full cooldownDecayMs forgives one.
+ */
+export function decayedOpens(config: PolicyConfig, consecutiveOpens: number, closedAt: number | null, now: number): number {
+  if (closedAt === null) return consecutiveOpens;
+  const periods = Math.floor(Math.max(0, now - closedAt) / config.cooldownDecayMs);
+  return Math.max(0, consecutiveOpens - periods);
+}

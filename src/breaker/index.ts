@@ -1,0 +1,10 @@
+/** The breaker policy: pure, deterministic, no I/O, no clock, no randomness of its own. */
+export * from './config';
+export * from './config-error';
+export * from './cooldown';
+export * from './latency';
+export * from './outcome';
+export * from './policy';
+export * from './rules';
+export * from './state';
+export * from './window';

@@ -1,0 +1,310 @@
+import { ConfigError } from './config-error';
+import { parsePolicyConfig, type PolicyConfig } from './config';
+import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
+import { isFailure } from './outcome';
+import { shouldTrip } from './rules';
+import type {
+  BreakerStateName,
+  Permit,
+  PolicyEvent,
+  PolicyState,
+  ProbeDecision,
+  StepResult,
+  TransitionReason,
+  TransitionRecord,
+} from './state';
+import { figures, prune, record, type WindowFigures } from './window';
+
+/**
+ * The breaker as a pure state machine: `step(state, event, now, rand)`. `now` is the caller's clock in ms
+ * (the workflow clock in the entity) and `rand` a number in [0, 1) from the caller's seeded randomness; the
+ * same inputs always give the same result, so the entity replays. Inputs are never mutated.
+ */
+export function initialState(config: PolicyConfig): PolicyState {
+  return {
+    version: 1,
+    config,
+    mode: 'auto',
+    forcedUntil: null,
+    phase: 'closed',
+    window: [],
+    openedAt: null,
+    cooldownUntil: null,
+    consecutiveOpens: 0,
+    closedAt: null,
+    rampStartedAt: null,
+    probes: [],
+    lastGeneration: 0,
+    probeSuccesses: 0,
+    retryAfterHintUntil: null,
+  };
+}
+
+export function stateName(s: PolicyState): BreakerStateName {
+  return s.mode === 'auto' ? s.phase : s.mode;
+}
+
+/** Applies one event at time `now`. Time-driven changes (cooldown end, lease expiry) happen first. */
+export function step(state: PolicyState, event: PolicyEvent, now: number, rand: number): StepResult {
+  const out = new Recorder(advance(state, now), now);
+  switch (event.type) {
+    case 'tick':
+      break;
+    case 'report':
+      onReport(out, event, rand);
+      break;
+    case 'probe-request':
+      return { ...out.result(), decision: onProbeRequest(out, event.requestId, event.requester) };
+    case 'probe-result':
+      onProbeResult(out, event, rand);
+      break;
+    case 'force-open':
+      out.move(
+        { mode: 'forced-open', forcedUntil: event.durationMs ? now + event.durationMs : null, probes: [], probeSuccesses: 0 },
+        'forced-open',
+        event.reason ?? (event.durationMs ? `forced open for ${event.durationMs} ms` : 'forced open'),
+      );
+      break;
+    case 'force-close':
+      out.move({ ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
+      break;
+    case 'reset':
+      out.move({ ...initialState(out.state.config) }, 'reset', event.reason ?? 'reset', true);
+      break;
+    case 'disable':
+      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [] }, 'disabled', event.reason ?? 'metrics only: never blocks');
+      break;
+    case 'enable':
+      onEnable(out, event.reason ?? 'automatic mode');
+      break;
+    case 'configure':
+      onConfigure(out, event.config);
+      break;
+  }
+  return out.result();
+}
+
+/** What a worker may do at `now` given this (possibly slightly stale) state. */
+export function permit(state: PolicyState, now: number): Permit {
+  const s = advance(state, now).state;
+  const name = stateName(s);
+  switch (name) {
+    case 'closed':
+      return { state: name, allow: true, retryAfterMs: null, allowance: rampAllowance(s, now), probeRequired: false };
+    case 'forced-closed':
+    case 'metrics-only':
+      return { state: name, allow: true, retryAfterMs: null, allowance: 1, probeRequired: false };
+    case 'open':
+      return { state: name, allow: false, retryAfterMs: Math.max(0, (s.cooldownUntil ?? now) - now), allowance: 0, probeRequired: false };
+    case 'forced-open':
+      return { state: name, allow: false, retryAfterMs: s.forcedUntil === null ? null : s.forcedUntil - now, allowance: 0, probeRequired: false };
+    case 'half-open':
+      return { state: name, allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };
+  }
+}
+
+/** Fraction of normal concurrency allowed: grows linearly from rampFloor to 1 over rampMs after a recovery. */
+export function rampAllowance(s: PolicyState, now: number): number {
+  if (s.mode !== 'auto' || s.phase !== 'closed' || s.rampStartedAt === null || s.config.rampMs === 0) return 1;
+  const progress = (now - s.rampStartedAt) / s.config.rampMs;
+  if (progress >= 1) return 1;
+  const { rampFloor } = s.config;
+  return rampFloor + (1 - rampFloor) * Math.max(0, progress);
+}
+
+/** The window's figures at `now`. */
+export function windowFigures(s: PolicyState, now: number): WindowFigures {
+  return figures(s.window, now, s.config);
+}
+
+/** The time-driven part of every step: slide the window, expire leases, end cooldowns and timed force-opens. */
+export function advance(state: PolicyState, now: number): StepResult {
+  const out = new Recorder(state, now);
+  const s = out.state;
+  const window = prune(s.window, now, s.config);
+  const probes = s.probes.filter((p) => p.leaseUntil > now);
+  if (window.length !== s.window.length || probes.length !== s.probes.length) out.patch({ window, probes });
+  if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
+    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery');
+  } else if ((s.mode === 'auto' || s.mode === 'metrics-only') && s.phase === 'open' && s.cooldownUntil !== null && s.cooldownUntil <= now) {
+    out.move(halfOpenFields(), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`);
+  }
+  return out.result();
+}
+
+function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, rand: number): void {
+  const s = out.state;
+  const now = out.now;
+  const window = record(s.window, now, event.counts, event.latency, s.config);
+  const failed = (event.counts.transient ?? 0) + (event.counts['service-exception'] ?? 0);
+  const hint = event.retryAfterMs && failed > 0 ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs) : s.retryAfterHintUntil;
+  out.patch({ window, retryAfterHintUntil: hint });
+  if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
+  if (s.phase === 'closed') {
+    const f = figures(window, now, s.config);
+    const verdict = shouldTrip(f, s.config);
+    if (verdict) open(out, verdict.rule, verdict.detail, rand, f);
+  } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
+    // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
+    if (failed > 0) open(out, 'probe-failed', `shadow probe: ${failed} failures reported`, rand);
+    else if ((event.counts.success ?? 0) > 0) probeSucceeded(out, 'shadow probe: report with successes only');
+  }
+}
+
+function onProbeRequest(out: Recorder, requestId: string, requester: string): ProbeDecision {
+  const s = out.state;
+  const now = out.now;
+  if (s.mode === 'forced-open') {
+    return { kind: 'denied', reason: 'forced-open', retryAfterMs: s.forcedUntil === null ? null : s.forcedUntil - now };
+  }
+  if (s.mode !== 'auto' || s.phase === 'closed') return { kind: 'not-needed', state: stateName(s) };
+  if (s.phase === 'open') return { kind: 'denied', reason: 'open', retryAfterMs: Math.max(0, (s.cooldownUntil ?? now) - now) };
+  // A repeated request (a retried activity, a redelivered signal) gets the token it already holds.
+  const held = s.probes.find((p) => p.requestId === requestId);
+  if (held) return { kind: 'granted', token: held };
+  if (s.probes.length >= s.config.maxConcurrentProbes) {
+    const nextFree = Math.min(...s.probes.map((p) => p.leaseUntil));
+    return { kind: 'denied', reason: 'busy', retryAfterMs: nextFree - now };
+  }
+  const token = { generation: s.lastGeneration + 1, requestId, holder: requester, grantedAt: now, leaseUntil: now + s.config.probeLeaseMs };
+  out.patch({ probes: [...s.probes, token], lastGeneration: token.generation });
+  return { kind: 'granted', token };
+}
+
+function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe-result' }>, rand: number): void {
+  const s = out.state;
+  const token = s.probes.find((p) => p.generation === event.generation);
+  if (!token) {
+    out.ignore(`probe result for generation ${event.generation} ignored: no live token (stale, expired or unknown)`);
+    return;
+  }
+  out.patch({ probes: s.probes.filter((p) => p !== token) });
+  if (isFailure(event.outcome)) {
+    if (event.retryAfterMs) out.patch({ retryAfterHintUntil: Math.max(s.retryAfterHintUntil ?? 0, out.now + event.retryAfterMs) });
+    open(out, 'probe-failed', `probe ${event.generation} by ${token.holder} failed: ${event.outcome}`, rand);
+  } else if (event.outcome === 'success') {
+    probeSucceeded(out, `probe ${event.generation} by ${token.holder} succeeded`);
+  }
+  // neutral, permanent and rate-limited probes say nothing about health: the token is released, no count.
+}
+
+function probeSucceeded(out: Recorder, detail: string): void {
+  const successes = out.state.probeSuccesses + 1;
+  if (successes < out.state.config.probesToClose) {
+    out.patch({ probeSuccesses: successes });
+    return;
+  }
+  out.move(
+    { ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null },
+    'probes-succeeded',
+    `${detail}; ${successes} consecutive successful probes`,
+  );
+}
+
+function onEnable(out: Recorder, reason: string): void {
+  const s = out.state;
+  if (s.mode === 'auto') return;
+  // Out of a forced open, test recovery first; out of the other modes traffic was flowing anyway.
+  const fields = s.mode === 'forced-open' ? halfOpenFields() : { ...closedFields(out.now), rampStartedAt: null };
+  out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
+}
+
+function onConfigure(out: Recorder, patch: object): void {
+  try {
+    const config = parsePolicyConfig({ ...out.state.config, ...patch });
+    const changed = Object.keys(patch).join(', ');
+    out.move({ config, window: prune(out.state.window, out.now, config) }, 'configured', `configuration changed: ${changed}`, true);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    out.ignore(`configuration rejected: ${err.message}`);
+  }
+}
+
+function open(out: Recorder, reason: TransitionReason, detail: string, rand: number, f?: WindowFigures): void {
+  const s = out.state;
+  const now = out.now;
+  const opens = decayedOpens(s.config, s.consecutiveOpens, s.closedAt, now) + 1;
+  let cooldownMs = cooldownDurationMs(s.config, opens, rand);
+  if (s.retryAfterHintUntil !== null && s.retryAfterHintUntil > now) {
+    cooldownMs = Math.max(cooldownMs, Math.min(s.retryAfterHintUntil - now, maxCooldownMs(s.config)));
+  }
+  out.move(
+    {
+      phase: 'open',
+      openedAt: now,
+      cooldownUntil: now + cooldownMs,
+      consecutiveOpens: opens,
+      closedAt: null,
+      rampStartedAt: null,
+      probes: [],
+      probeSuccesses: 0,
+      retryAfterHintUntil: null,
+    },
+    reason,
+    detail,
+    false,
+    { figures: f ?? figures(s.window, now, s.config), cooldownMs },
+  );
+}
+
+function halfOpenFields(): Partial<PolicyState> {
+  return { phase: 'half-open', cooldownUntil: null, probes: [], probeSuccesses: 0 };
+}
+
+function closedFields(now: number): Partial<PolicyState> {
+  // A fresh window: the failures that tripped the breaker must not trip it again at once.
+  return {
+    phase: 'closed',
+    window: [],
+    openedAt: null,
+    cooldownUntil: null,
+    closedAt: now,
+    probes: [],
+    probeSuccesses: 0,
+    retryAfterHintUntil: null,
+  };
+}
+
+/** Accumulates the new state and the transitions one step makes. */
+class Recorder {
+  readonly transitions: TransitionRecord[] = [];
+  private ignored: string | undefined;
+  constructor(
+    private current: StepResult | PolicyState,
+    readonly now: number,
+  ) {
+    if ('transitions' in current) {
+      this.transitions.push(...current.transitions);
+      this.current = current.state;
+    }
+  }
+
+  get state(): PolicyState {
+    return this.current as PolicyState;
+  }
+
+  patch(fields: Partial<PolicyState>): void {
+    this.current = { ...this.state, ...fields };
+  }
+
+  /** Patches and records the transition; `always` records even when the state name does not change. */
+  move(fields: Partial<PolicyState>, reason: TransitionReason, detail: string, always = false, extra: Partial<TransitionRecord> = {}): void {
+    const before = this.state;
+    this.patch(fields);
+    const after = this.state;
+    // In metrics-only mode the phase moves in the shadow: recorded, but the fleet still sees metrics-only.
+    const shadow = before.mode === 'metrics-only' && after.mode === 'metrics-only';
+    const from = shadow ? before.phase : stateName(before);
+    const to = shadow ? after.phase : stateName(after);
+    if (from === to && !always) return;
+    this.transitions.push({ at: this.now, from, to, reason, detail, ...extra, ...(shadow ? { shadow: true } : {}) });
+  }
+
+  ignore(why: string): void {
+    this.ignored = why;
+  }
+
+  result(): StepResult {
+    return { state: this.state, transitions: this.transitions, ...(this.ignored ? { ignored: this.ignored } : {}) };
+  }
+}

@@ -1,0 +1,42 @@
+import { latencyBudgetMs, type PolicyConfig } from './config';
+import type { WindowFigures } from './window';
+
+/** Why a closed breaker trips. */
+export type TripRule = 'failure-ratio' | 'latency' | 'permanent-surge';
+
+export interface TripVerdict {
+  rule: TripRule;
+  detail: string;
+}
+
+/**
+ * The tripping rule, all of it: a closed breaker opens when
+ *   failures / n >= failureRatio with n >= minSamples, or
+ *   p95 latency > budget with >= latencyMinSamples latency samples, or
+ *   permanent faults >= permanentSurgeCount and >= permanentSurgeRatio of all samples,
+ * and never while the window holds fewer than minSamples health-relevant samples.
+ */
+export function shouldTrip(f: WindowFigures, config: PolicyConfig): TripVerdict | null {
+  if (f.samples < config.minSamples) return null;
+  if (f.n >= config.minSamples && f.failureRatio >= config.failureRatio) {
+    return {
+      rule: 'failure-ratio',
+      detail: `${f.failures}/${f.n} failed (${pct(f.failureRatio)} >= ${pct(config.failureRatio)}; ${f.transient} transient, ${f.serviceException} service-exception)`,
+    };
+  }
+  const budget = latencyBudgetMs(config);
+  if (budget !== null && f.p95Ms !== null && f.latencySamples >= config.latencyMinSamples && f.p95Ms > budget) {
+    return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples` };
+  }
+  if (f.permanent >= config.permanentSurgeCount && f.permanent / f.samples >= config.permanentSurgeRatio) {
+    return {
+      rule: 'permanent-surge',
+      detail: `${f.permanent}/${f.samples} permanent faults (>= ${config.permanentSurgeCount} and ${pct(config.permanentSurgeRatio)})`,
+    };
+  }
+  return null;
+}
+
+function pct(x: number): string {
+  return `${Math.round(x * 1000) / 10}%`;
+}

@@ -1,0 +1,129 @@
+import type { PolicyConfig, PolicyConfigInput } from './config';
+import type { OutcomeCounts, OutcomeKind } from './outcome';
+import type { RollingWindow, WindowFigures } from './window';
+
+/** The automatic state machine's phase. */
+export type Phase = 'closed' | 'open' | 'half-open';
+
+/**
+ * Who decides: `auto` (the phase rules), an operator's `forced-open` or `forced-closed`, or
+ * `metrics-only`, where the phase still moves ("what it would do") but nothing is ever blocked.
+ */
+export type Mode = 'auto' | 'forced-open' | 'forced-closed' | 'metrics-only';
+
+/** The state the fleet sees: the phase in `auto` mode, otherwise the mode. */
+export type BreakerStateName = Phase | Exclude<Mode, 'auto'>;
+
+/** A half-open probe token. Its generation fences it: a result for any other generation is ignored. */
+export interface ProbeToken {
+  generation: number;
+  requestId: string;
+  holder: string;
+  grantedAt: number;
+  leaseUntil: number;
+}
+
+/** The whole breaker state. Plain JSON (no undefined, no Map): it is carried across continue-as-new. */
+export interface PolicyState {
+  version: 1;
+  config: PolicyConfig;
+  mode: Mode;
+  /** Expiry of a forced-open with a duration; null when forced open until told otherwise. */
+  forcedUntil: number | null;
+  phase: Phase;
+  window: RollingWindow;
+  openedAt: number | null;
+  cooldownUntil: number | null;
+  /** Opens in a row without a long enough closed stretch in between; drives cooldown growth. */
+  consecutiveOpens: number;
+  closedAt: number | null;
+  /** Start of the traffic ramp after a recovery; null when no ramp runs. */
+  rampStartedAt: number | null;
+  probes: ProbeToken[];
+  lastGeneration: number;
+  /** Consecutive successful probes in this half-open round. */
+  probeSuccesses: number;
+  /** An upstream Retry-After seen with failures: the next cooldown lasts at least until then. */
+  retryAfterHintUntil: number | null;
+}
+
+export type TransitionReason =
+  | 'failure-ratio'
+  | 'latency'
+  | 'permanent-surge'
+  | 'cooldown-elapsed'
+  | 'probe-failed'
+  | 'probes-succeeded'
+  | 'forced-open'
+  | 'forced-close'
+  | 'force-expired'
+  | 'disabled'
+  | 'enabled'
+  | 'reset'
+  | 'configured';
+
+/** One recorded transition: when, from, to, why, and the figures that caused it. */
+export interface TransitionRecord {
+  at: number;
+  from: BreakerStateName;
+  to: BreakerStateName;
+  reason: TransitionReason;
+  detail: string;
+  figures?: WindowFigures;
+  /** The cooldown chosen, on transitions into open. */
+  cooldownMs?: number;
+  /** Set in metrics-only mode: the phase moved, but nothing was blocked. */
+  shadow?: boolean;
+}
+
+export type PolicyEvent =
+  /** Time passed: expire leases, end cooldowns and timed force-opens. */
+  | { type: 'tick' }
+  /** A batched outcome report from one worker for one interval. */
+  | {
+      type: 'report';
+      counts: Partial<OutcomeCounts>;
+      /** Latency histogram over LATENCY_BOUNDS_MS (see latency.ts). */
+      latency?: number[];
+      /** Largest upstream Retry-After (ms) seen with failures in this batch. */
+      retryAfterMs?: number;
+    }
+  | { type: 'probe-request'; requestId: string; requester: string }
+  | { type: 'probe-result'; generation: number; outcome: OutcomeKind; latencyMs?: number; retryAfterMs?: number }
+  | { type: 'force-open'; reason?: string; durationMs?: number }
+  | { type: 'force-close'; reason?: string }
+  | { type: 'reset'; reason?: string }
+  /** Metrics-only: record and report what it would do, never block. */
+  | { type: 'disable'; reason?: string }
+  | { type: 'enable'; reason?: string }
+  /** Changes fields of the configuration; unnamed fields keep their values. */
+  | { type: 'configure'; config: PolicyConfigInput };
+
+/** The answer to a probe request. */
+export type ProbeDecision =
+  | { kind: 'granted'; token: ProbeToken }
+  /** Closed (or forced closed, or metrics-only): no token needed, proceed. */
+  | { kind: 'not-needed'; state: BreakerStateName }
+  | { kind: 'denied'; reason: 'open' | 'forced-open' | 'busy'; retryAfterMs: number | null };
+
+export interface StepResult {
+  state: PolicyState;
+  transitions: TransitionRecord[];
+  /** Set for probe-request events. */
+  decision?: ProbeDecision;
+  /** Why an event changed nothing it asked for (a stale probe result, a rejected configuration). */
+  ignored?: string;
+}
+
+/** What a worker needs to decide a call: from `permit()`. */
+export interface Permit {
+  state: BreakerStateName;
+  /** May ordinary traffic go to the endpoint? */
+  allow: boolean;
+  /** When to come back, for refusals with a known end. */
+  retryAfterMs: number | null;
+  /** Fraction (0..1] of normal concurrency allowed now: the ramp after a recovery. */
+  allowance: number;
+  /** Half-open: only a probe-token holder may call. */
+  probeRequired: boolean;
+}

@@ -1,0 +1,90 @@
+import type { PolicyConfig } from './config';
+import { addInto, emptyHistogram, percentile, totalOf } from './latency';
+import { OUTCOME_KINDS, type OutcomeCounts, zeroCounts } from './outcome';
+
+/** One bucket of the rolling window: outcomes whose report arrived in [start, start + bucketMs). */
+export interface WindowBucket {
+  start: number;
+  counts: OutcomeCounts;
+  latency: number[];
+}
+
+/** Buckets in ascending start order; only buckets that saw something are kept. Plain JSON. */
+export type RollingWindow = WindowBucket[];
+
+/** What the window says now: the figures every rule reads and every trip record carries. */
+export interface WindowFigures {
+  successes: number;
+  /** transient + service-exception */
+  failures: number;
+  transient: number;
+  serviceException: number;
+  permanent: number;
+  neutral: number;
+  rateLimited: number;
+  /** successes + failures: the denominator of the failure ratio. */
+  n: number;
+  /** n + permanent: every health-relevant request; no rule trips below minSamples of these. */
+  samples: number;
+  /** failures / n, or 0 when n is 0. */
+  failureRatio: number;
+  latencySamples: number;
+  /** p95 latency in ms, or null without latency samples. */
+  p95Ms: number | null;
+}
+
+/** Drops buckets that have slid out of the window ending at `now`. Returns a new array. */
+export function prune(window: RollingWindow, now: number, config: PolicyConfig): RollingWindow {
+  const oldestKept = now - config.windowMs;
+  return window.filter((b) => b.start + config.bucketMs > oldestKept);
+}
+
+/** Adds counts and a latency histogram at `now` into the window. Returns a new window (input untouched). */
+export function record(
+  window: RollingWindow,
+  now: number,
+  counts: Partial<OutcomeCounts>,
+  latency: readonly number[] | undefined,
+  config: PolicyConfig,
+): RollingWindow {
+  const start = Math.floor(now / config.bucketMs) * config.bucketMs;
+  const pruned = prune(window, now, config);
+  const last = pruned[pruned.length - 1];
+  let bucket: WindowBucket;
+  if (last && last.start === start) {
+    bucket = { start, counts: { ...last.counts }, latency: [...last.latency] };
+    pruned[pruned.length - 1] = bucket;
+  } else {
+    bucket = { start, counts: zeroCounts(), latency: emptyHistogram() };
+    // Events arrive in workflow-time order, so a new bucket always goes last.
+    pruned.push(bucket);
+  }
+  for (const kind of OUTCOME_KINDS) bucket.counts[kind] += counts[kind] ?? 0;
+  if (latency) addInto(bucket.latency, latency);
+  return pruned;
+}
+
+export function figures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures {
+  const totals = zeroCounts();
+  const latency = emptyHistogram();
+  for (const bucket of prune(window, now, config)) {
+    for (const kind of OUTCOME_KINDS) totals[kind] += bucket.counts[kind];
+    addInto(latency, bucket.latency);
+  }
+  const failures = totals.transient + totals['service-exception'];
+  const n = totals.success + failures;
+  return {
+    successes: totals.success,
+    failures,
+    transient: totals.transient,
+    serviceException: totals['service-exception'],
+    permanent: totals.permanent,
+    neutral: totals.neutral,
+    rateLimited: totals['rate-limited'],
+    n,
+    samples: n + totals.permanent,
+    failureRatio: n === 0 ? 0 : failures / n,
+    latencySamples: totalOf(latency),
+    p95Ms: percentile(latency, 0.95),
+  };
+}

@@ -1,0 +1,143 @@
+import { ApplicationFailure, defineQuery, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ConfigError,
+  initialState,
+  parsePolicyConfig,
+  permit,
+  step,
+  stateName,
+  windowFigures,
+  type BreakerStateName,
+  type Permit,
+  type PolicyConfigInput,
+  type PolicyEvent,
+  type PolicyState,
+  type ProbeDecision,
+  type TransitionRecord,
+  type WindowFigures,
+} from '../breaker';
+import { BREAKER_KEY, BREAKER_STATE } from './search-attributes';
+
+/**
+ * A breaker drill: plays a scripted sequence of policy events against a breaker configuration on the
+ * workflow clock, with cooldowns, leases and timed force-opens running on durable timers exactly as the
+ * entity runs them. Use it to rehearse a configuration against an outage ("with these settings, how long
+ * would last night's outage have held the breaker open, and how many probes would it have let through?").
+ */
+export interface DrillStep {
+  /** When to apply the event, in ms after the drill starts; steps must be in non-decreasing order. */
+  atMs: number;
+  event: PolicyEvent;
+}
+
+export interface DrillInput {
+  config?: PolicyConfigInput;
+  steps: DrillStep[];
+  /** Keep the clock running this long after the last step, so pending cooldowns can elapse. */
+  settleMs?: number;
+  /** Label for the BreakerKey search attribute. */
+  key?: string;
+  /** Keep BreakerState / BreakerKey search attributes current (the server must have them registered). */
+  upsertSearchAttributes?: boolean;
+}
+
+export interface DrillResult {
+  startedAt: number;
+  finalState: BreakerStateName;
+  transitions: TransitionRecord[];
+  /** The answer to every probe-request step, in order. */
+  decisions: ProbeDecision[];
+  /** Steps whose event changed nothing it asked for, with the reason. */
+  ignored: { atMs: number; why: string }[];
+}
+
+export interface DrillStatus {
+  elapsedMs: number;
+  stepsApplied: number;
+  permit: Permit;
+  figures: WindowFigures;
+}
+
+export const drillStatusQuery = defineQuery<DrillStatus>('drillStatus');
+
+export async function breakerDrillWorkflow(input: DrillInput): Promise<DrillResult> {
+  let state: PolicyState = initialState(parseInput(input));
+  const startedAt = Date.now();
+  const result: DrillResult = { startedAt, finalState: 'closed', transitions: [], decisions: [], ignored: [] };
+  let stepsApplied = 0;
+  const publish = (name: BreakerStateName) => {
+    if (input.upsertSearchAttributes) {
+      upsertSearchAttributes([
+        { key: BREAKER_STATE, value: name },
+        { key: BREAKER_KEY, value: input.key ?? 'drill' },
+      ]);
+    }
+  };
+  const apply = (event: PolicyEvent) => {
+    const now = Date.now();
+    // Workflow Math.random is seeded per run, so the jitter it draws replays identically.
+    const out = step(state, event, now, Math.random());
+    state = out.state;
+    if (out.transitions.length) {
+      result.transitions.push(...out.transitions);
+      publish(stateName(state));
+    }
+    if (out.decision) result.decisions.push(out.decision);
+    if (out.ignored) result.ignored.push({ atMs: now - startedAt, why: out.ignored });
+  };
+  // Sleeps until `until`, waking at every deadline the state holds so each timed transition happens on time.
+  const runUntil = async (until: number) => {
+    for (;;) {
+      const now = Date.now();
+      if (now >= until) return;
+      const deadline = nextDeadline(state, now);
+      await sleep(Math.min(until, deadline ?? until) - now);
+      if (deadline !== null && deadline <= until) apply({ type: 'tick' });
+    }
+  };
+
+  setHandler(drillStatusQuery, () => ({
+    elapsedMs: Date.now() - startedAt,
+    stepsApplied,
+    permit: permit(state, Date.now()),
+    figures: windowFigures(state, Date.now()),
+  }));
+
+  publish(stateName(state));
+  for (const s of input.steps) {
+    await runUntil(startedAt + s.atMs);
+    apply(s.event);
+    stepsApplied++;
+  }
+  const lastAt = input.steps.length ? input.steps[input.steps.length - 1]!.atMs : 0;
+  await runUntil(startedAt + lastAt + (input.settleMs ?? 0));
+  result.finalState = stateName(state);
+  return result;
+}
+
+/** The earliest time after `now` at which the state changes by itself, or null. */
+function nextDeadline(state: PolicyState, now: number): number | null {
+  const candidates = [
+    state.mode !== 'forced-open' && state.phase === 'open' ? state.cooldownUntil : null,
+    state.mode === 'forced-open' ? state.forcedUntil : null,
+    ...state.probes.map((p) => p.leaseUntil),
+  ].filter((t): t is number => t !== null && t > now);
+  return candidates.length ? Math.min(...candidates) : null;
+}
+
+function parseInput(input: DrillInput) {
+  try {
+    if (!input || !Array.isArray(input.steps)) throw new ConfigError('drill input', [`steps: expected an array (got ${JSON.stringify(input?.steps)})`]);
+    input.steps.forEach((s, i) => {
+      const prev = i > 0 ? input.steps[i - 1]!.atMs : 0;
+      if (typeof s.atMs !== 'number' || !(s.atMs >= prev)) {
+        throw new ConfigError('drill input', [`steps.${i}.atMs: must be a number >= ${prev} (got ${JSON.stringify(s.atMs)})`]);
+      }
+    });
+    return parsePolicyConfig(input.config ?? {});
+  } catch (err) {
+    // A bad input fails the workflow at once instead of retrying the workflow task forever.
+    if (err instanceof ConfigError) throw ApplicationFailure.nonRetryable(err.message, 'ConfigError');
+    throw err;
+  }
+}

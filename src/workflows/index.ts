@@ -1,0 +1,2 @@
+// Every workflow type the tilebreaker worker registers (this module is the worker's workflowsPath).
+export { breakerDrillWorkflow } from './drill';
