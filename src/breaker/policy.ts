@@ -53,8 +53,10 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
     case 'report':
       onReport(out, event, rand);
       break;
-    case 'probe-request':
-      return { ...out.result(), decision: onProbeRequest(out, event.requestId, event.requester) };
+    case 'probe-request': {
+      const decision = onProbeRequest(out, event.requestId, event.requester);
+      return { ...out.result(), decision };
+    }
     case 'probe-result':
       onProbeResult(out, event, rand);
       break;
@@ -125,9 +127,14 @@ export function advance(state: PolicyState, now: number): StepResult {
   const probes = s.probes.filter((p) => p.leaseUntil > now);
   if (window.length !== s.window.length || probes.length !== s.probes.length) out.patch({ window, probes });
   if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
-    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery');
+    // Recorded at the moment it became due, not when the next event happened to arrive.
+    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery', false, {
+      at: s.forcedUntil,
+    });
   } else if ((s.mode === 'auto' || s.mode === 'metrics-only') && s.phase === 'open' && s.cooldownUntil !== null && s.cooldownUntil <= now) {
-    out.move(halfOpenFields(), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`);
+    out.move(halfOpenFields(), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`, false, {
+      at: s.cooldownUntil,
+    });
   }
   return out.result();
 }

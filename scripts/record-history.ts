@@ -1,0 +1,88 @@
+/**
+ * Records the history of a finished workflow run into test/histories/, where the replay test replays it
+ * against the current workflow code on every test run (an incompatible workflow change then fails CI).
+ *
+ *   npm run record-history -- --scenario drill-outage         run a built-in scenario on the time-skipping server
+ *   npm run record-history -- --workflow-id ID --name NAME    take a finished run from the server at TEMPORAL_ADDRESS
+ *
+ * Never edit a recorded history to make a replay pass: change the workflow with patched() or a new type.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { Worker } from '@temporalio/worker';
+import { Command } from 'commander';
+import { connectionConfigFromEnv } from '../src/client/connection-config';
+import { packageRoot } from '../src/client/local-server';
+import { breakerDrillWorkflow } from '../src/workflows';
+import { timeSkippingEnv, uniqueTaskQueue, workflowsPath } from '../test/helpers/temporal-env';
+import { outageDrill } from '../test/scenarios/drill-outage';
+
+const scenarios = {
+  'drill-outage': { workflow: breakerDrillWorkflow, input: outageDrill },
+} as const;
+type ScenarioName = keyof typeof scenarios;
+
+const historiesDir = path.join(packageRoot(), 'test', 'histories');
+
+async function save(handle: WorkflowHandle, name: string): Promise<void> {
+  const history = await handle.fetchHistory();
+  mkdirSync(historiesDir, { recursive: true });
+  const file = path.join(historiesDir, `${name}.json`);
+  writeFileSync(file, historyToJSON(history) + '\n');
+  console.log(`recorded ${history.events?.length ?? 0} events of ${handle.workflowId} to ${path.relative(process.cwd(), file)}`);
+}
+
+async function recordScenario(name: ScenarioName): Promise<void> {
+  const scenario = scenarios[name];
+  const env = await timeSkippingEnv();
+  try {
+    const taskQueue = uniqueTaskQueue(name);
+    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowsPath });
+    await worker.runUntil(async () => {
+      const handle = await env.client.workflow.start(scenario.workflow, { args: [scenario.input()], taskQueue, workflowId: name });
+      await handle.result();
+      await save(handle, name);
+    });
+  } finally {
+    await env.teardown();
+  }
+}
+
+async function recordExisting(workflowId: string, runId: string | undefined, name: string): Promise<void> {
+  const conn = connectionConfigFromEnv();
+  if (!conn.address) throw new Error('--workflow-id needs TEMPORAL_ADDRESS to name the server that ran it');
+  const connection = await Connection.connect({ address: conn.address, tls: conn.tls, ...(conn.apiKey ? { apiKey: conn.apiKey } : {}) });
+  try {
+    const client = new Client({ connection, namespace: conn.namespace });
+    const handle = client.workflow.getHandle(workflowId, runId);
+    const { status } = await handle.describe();
+    if (status.name === 'RUNNING') throw new Error(`workflow ${workflowId} is still running; record finished runs only`);
+    await save(handle, name);
+  } finally {
+    await connection.close();
+  }
+}
+
+const program = new Command('record-history')
+  .description('record a finished workflow history into test/histories/ for the replay test')
+  .option('--scenario <name>', `run a built-in scenario on the time-skipping server (${Object.keys(scenarios).join(', ')})`)
+  .option('--workflow-id <id>', 'record a finished run from the server at TEMPORAL_ADDRESS')
+  .option('--run-id <id>', 'with --workflow-id: a specific run')
+  .option('--name <name>', 'file name (without .json) under test/histories/')
+  .action(async (opts: { scenario?: string; workflowId?: string; runId?: string; name?: string }) => {
+    if (opts.scenario) {
+      if (!(opts.scenario in scenarios)) program.error(`--scenario: unknown scenario ${JSON.stringify(opts.scenario)}; known: ${Object.keys(scenarios).join(', ')}`);
+      await recordScenario(opts.scenario as ScenarioName);
+    } else if (opts.workflowId) {
+      await recordExisting(opts.workflowId, opts.runId, opts.name ?? opts.workflowId.replace(/[^\w.-]+/g, '_'));
+    } else {
+      program.error('give --scenario NAME or --workflow-id ID');
+    }
+  });
+
+program.parseAsync().catch((err: unknown) => {
+  console.error(`record-history: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
