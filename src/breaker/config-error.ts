@@ -31,6 +31,8 @@ function describeIssue(issue: z.core.$ZodIssue): string {
 
 function showValue(value: unknown): string {
   if (value === undefined) return 'nothing';
+  // JSON.stringify would print NaN and Infinity as null.
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
   try {
     const text = JSON.stringify(value);
     return text.length > 80 ? `${text.slice(0, 77)}...` : text;

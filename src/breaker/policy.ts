@@ -60,13 +60,20 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
     case 'probe-result':
       onProbeResult(out, event, rand);
       break;
-    case 'force-open':
+    case 'force-open': {
+      const { durationMs } = event;
+      if (durationMs !== undefined && !(Number.isFinite(durationMs) && durationMs > 0)) {
+        out.ignore(`force-open rejected: durationMs must be a positive number of ms (got ${durationMs})`);
+        break;
+      }
+      // closedAt: null, so time spent forced open does not count as calm time that forgives consecutive opens.
       out.move(
-        { mode: 'forced-open', forcedUntil: event.durationMs ? now + event.durationMs : null, probes: [], probeSuccesses: 0 },
+        { mode: 'forced-open', forcedUntil: durationMs ? now + durationMs : null, probes: [], probeSuccesses: 0, closedAt: null, rampStartedAt: null },
         'forced-open',
-        event.reason ?? (event.durationMs ? `forced open for ${event.durationMs} ms` : 'forced open'),
+        event.reason ?? (durationMs ? `forced open for ${durationMs} ms` : 'forced open'),
       );
       break;
+    }
     case 'force-close':
       out.move({ ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
       break;
@@ -74,7 +81,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       out.move({ ...initialState(out.state.config) }, 'reset', event.reason ?? 'reset', true);
       break;
     case 'disable':
-      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [] }, 'disabled', event.reason ?? 'metrics only: never blocks');
+      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], probeSuccesses: 0 }, 'disabled', event.reason ?? 'metrics only: never blocks');
       break;
     case 'enable':
       onEnable(out, event.reason ?? 'automatic mode');
