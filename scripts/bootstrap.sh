@@ -8,5 +8,6 @@ if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules
   echo "bootstrap: installing npm packages (npm ci)" >&2
   npm ci --no-audit --no-fund >&2
 fi
+rm -rf dist  # no stale compiled tests from deleted sources
 node_modules/.bin/tsc -p tsconfig.json
 bash scripts/setup-temporal.sh

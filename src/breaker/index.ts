@@ -8,3 +8,4 @@ export * from './policy';
 export * from './rules';
 export * from './state';
 export * from './window';
+export * from './key';

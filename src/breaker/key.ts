@@ -1,0 +1,47 @@
+/**
+ * The canonical breaker key of a failure domain: `scheme://host:port` with the scheme and host in lower
+ * case, IDNs in punycode, IPv6 in brackets and the port always explicit (80 / 443 when the URL has none),
+ * optionally followed by `/` and a partition (a WMS layer, or a path prefix where one host fronts
+ * independent backends). Two pipelines that call the same endpoint get the same key, whatever else their
+ * URLs carry (paths, query strings, credentials), and so share one breaker: `breaker/<key>`.
+ *
+ *   breakerKey('HTTPS://Tiles.Example.com/osm/{z}/{x}/{y}.png')      -> 'https://tiles.example.com:443'
+ *   breakerKey('http://wms.example.com:8080/cgi-bin/mapserv?map=a', { partition: 'roads' })
+ *                                                                     -> 'http://wms.example.com:8080/roads'
+ */
+export function breakerKey(url: string, opts: { partition?: string } = {}): string {
+  let parsed: URL;
+  try {
+    // Tile templates carry {z}/{x}/{y} placeholders, which URL accepts in paths; only the origin matters here.
+    parsed = new URL(url);
+  } catch {
+    throw new Error(`breaker key: url is not an absolute URL (got ${JSON.stringify(url)})`);
+  }
+  const scheme = parsed.protocol.replace(/:$/, '').toLowerCase();
+  if (scheme !== 'http' && scheme !== 'https') {
+    throw new Error(`breaker key: url must be http or https (got ${JSON.stringify(url)})`);
+  }
+  const port = parsed.port || (scheme === 'https' ? '443' : '80');
+  const origin = `${scheme}://${parsed.hostname.toLowerCase()}:${port}`;
+  const partition = opts.partition?.trim().replace(/^\/+|\/+$/g, '');
+  if (opts.partition !== undefined && !partition) {
+    throw new Error(`breaker key: partition must not be empty (got ${JSON.stringify(opts.partition)})`);
+  }
+  return partition ? `${origin}/${partition}` : origin;
+}
+
+/** The entity workflow's id for a key. */
+export function breakerWorkflowId(key: string): string {
+  return `breaker/${key}`;
+}
+
+/** Is `key` already canonical? (Keys from configuration or the CLI are checked before use.) */
+export function isCanonicalKey(key: string): boolean {
+  const m = /^(https?:\/\/[^/]+)(?:\/(.+))?$/.exec(key);
+  if (!m) return false;
+  try {
+    return breakerKey(m[1]!, m[2] !== undefined ? { partition: m[2] } : {}) === key;
+  } catch {
+    return false;
+  }
+}
