@@ -5,6 +5,7 @@ import { isFailure } from './outcome';
 import { shouldTrip } from './rules';
 import type {
   BreakerStateName,
+  BreakerView,
   Permit,
   PolicyEvent,
   PolicyState,
@@ -95,30 +96,69 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
 
 /** What a worker may do at `now` given this (possibly slightly stale) state. */
 export function permit(state: PolicyState, now: number): Permit {
-  const s = advance(state, now).state;
-  const name = stateName(s);
-  switch (name) {
+  return permitFor(breakerView(state), now);
+}
+
+/** The earliest moment after `now` at which the state changes by itself (a cooldown, a lease, a timed force-open), or null. */
+export function nextDeadline(s: PolicyState, now: number): number | null {
+  const times = [
+    s.mode !== 'forced-open' && s.phase === 'open' ? s.cooldownUntil : null,
+    s.mode === 'forced-open' ? s.forcedUntil : null,
+    ...s.probes.map((p) => p.leaseUntil),
+  ].filter((t): t is number => t !== null && t > now);
+  return times.length ? Math.min(...times) : null;
+}
+
+/** The compact view of a state that workers cache (the entity's `view` query). */
+export function breakerView(s: PolicyState): BreakerView {
+  return {
+    state: stateName(s),
+    mode: s.mode,
+    phase: s.phase,
+    cooldownUntil: s.cooldownUntil,
+    forcedUntil: s.forcedUntil,
+    rampStartedAt: s.rampStartedAt,
+    rampMs: s.config.rampMs,
+    rampFloor: s.config.rampFloor,
+    probesOutstanding: s.probes.length,
+    maxConcurrentProbes: s.config.maxConcurrentProbes,
+  };
+}
+
+/**
+ * What a worker may do at `now` (its own clock) given a view. A cooldown or timed force-open that has ended
+ * by `now` reads as half-open even if the view still says open: the entity's timer is due, so ask for a probe.
+ */
+export function permitFor(v: BreakerView, now: number): Permit {
+  const refuse = (retryAfterMs: number | null): Permit => ({ state: v.state, allow: false, retryAfterMs, allowance: 0, probeRequired: false });
+  const halfOpen: Permit = { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };
+  switch (v.state) {
     case 'closed':
-      return { state: name, allow: true, retryAfterMs: null, allowance: rampAllowance(s, now), probeRequired: false };
+      return { state: v.state, allow: true, retryAfterMs: null, allowance: rampAllowanceFor(v, now), probeRequired: false };
     case 'forced-closed':
     case 'metrics-only':
-      return { state: name, allow: true, retryAfterMs: null, allowance: 1, probeRequired: false };
+      return { state: v.state, allow: true, retryAfterMs: null, allowance: 1, probeRequired: false };
     case 'open':
-      return { state: name, allow: false, retryAfterMs: Math.max(0, (s.cooldownUntil ?? now) - now), allowance: 0, probeRequired: false };
+      if (v.cooldownUntil !== null && v.cooldownUntil <= now) return halfOpen;
+      return refuse(Math.max(0, (v.cooldownUntil ?? now) - now));
     case 'forced-open':
-      return { state: name, allow: false, retryAfterMs: s.forcedUntil === null ? null : s.forcedUntil - now, allowance: 0, probeRequired: false };
+      if (v.forcedUntil !== null && v.forcedUntil <= now) return halfOpen;
+      return refuse(v.forcedUntil === null ? null : v.forcedUntil - now);
     case 'half-open':
-      return { state: name, allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };
+      return halfOpen;
   }
 }
 
 /** Fraction of normal concurrency allowed: grows linearly from rampFloor to 1 over rampMs after a recovery. */
 export function rampAllowance(s: PolicyState, now: number): number {
-  if (s.mode !== 'auto' || s.phase !== 'closed' || s.rampStartedAt === null || s.config.rampMs === 0) return 1;
-  const progress = (now - s.rampStartedAt) / s.config.rampMs;
+  return rampAllowanceFor(breakerView(s), now);
+}
+
+function rampAllowanceFor(v: BreakerView, now: number): number {
+  if (v.state !== 'closed' || v.rampStartedAt === null || v.rampMs === 0) return 1;
+  const progress = (now - v.rampStartedAt) / v.rampMs;
   if (progress >= 1) return 1;
-  const { rampFloor } = s.config;
-  return rampFloor + (1 - rampFloor) * Math.max(0, progress);
+  return v.rampFloor + (1 - v.rampFloor) * Math.max(0, progress);
 }
 
 /** The window's figures at `now`. */

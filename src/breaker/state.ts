@@ -115,7 +115,24 @@ export interface StepResult {
   ignored?: string;
 }
 
-/** What a worker needs to decide a call: from `permit()`. */
+/**
+ * The little a worker needs to decide calls, as the entity's `view` query returns it: absolute times, so a
+ * worker applies it with its own clock (`permitFor`) while the view is up to a second old.
+ */
+export interface BreakerView {
+  state: BreakerStateName;
+  mode: Mode;
+  phase: Phase;
+  cooldownUntil: number | null;
+  forcedUntil: number | null;
+  rampStartedAt: number | null;
+  rampMs: number;
+  rampFloor: number;
+  probesOutstanding: number;
+  maxConcurrentProbes: number;
+}
+
+/** What a worker needs to decide a call: from `permit()` or `permitFor()`. */
 export interface Permit {
   state: BreakerStateName;
   /** May ordinary traffic go to the endpoint? */

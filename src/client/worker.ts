@@ -1,4 +1,5 @@
 import { NativeConnection, Worker } from '@temporalio/worker';
+import * as activities from '../activities';
 
 /** The tilebreaker worker: every workflow type on one task queue. Activities join as they are built. */
 export async function createWorker(opts: { connection: NativeConnection; namespace: string; taskQueue: string }): Promise<Worker> {
@@ -7,5 +8,6 @@ export async function createWorker(opts: { connection: NativeConnection; namespa
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     workflowsPath: require.resolve('../workflows'),
+    activities,
   });
 }

@@ -2,6 +2,7 @@ import { ApplicationFailure, defineQuery, setHandler, sleep, upsertSearchAttribu
 import {
   ConfigError,
   initialState,
+  nextDeadline,
   parsePolicyConfig,
   permit,
   step,
@@ -115,15 +116,6 @@ export async function breakerDrillWorkflow(input: DrillInput): Promise<DrillResu
   return result;
 }
 
-/** The earliest time after `now` at which the state changes by itself, or null. */
-function nextDeadline(state: PolicyState, now: number): number | null {
-  const candidates = [
-    state.mode !== 'forced-open' && state.phase === 'open' ? state.cooldownUntil : null,
-    state.mode === 'forced-open' ? state.forcedUntil : null,
-    ...state.probes.map((p) => p.leaseUntil),
-  ].filter((t): t is number => t !== null && t > now);
-  return candidates.length ? Math.min(...candidates) : null;
-}
 
 function parseInput(input: DrillInput) {
   try {

@@ -1,2 +1,3 @@
 // Every workflow type the tilebreaker worker registers (this module is the worker's workflowsPath).
 export { breakerDrillWorkflow } from './drill';
+export { breakerEntityWorkflow } from './breaker-entity';

@@ -1,0 +1,1 @@
+export { BreakerGuard, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats } from './guard';

@@ -1,0 +1,43 @@
+import { bucketIndex, emptyHistogram, isFailure, type OutcomeCounts, type OutcomeKind, zeroCounts } from '../../breaker';
+import type { OutcomeReport } from '../../workflows/breaker-messages';
+
+/** Outcomes seen for one key since the last report: counts, a latency histogram, the largest Retry-After. */
+export class ReportBuffer {
+  private counts: OutcomeCounts = zeroCounts();
+  private latency = emptyHistogram();
+  private retryAfterMs = 0;
+  private size = 0;
+  private failed = 0;
+
+  add(kind: OutcomeKind, latencyMs: number | undefined, retryAfterMs?: number): void {
+    this.counts[kind]++;
+    this.size++;
+    if (latencyMs !== undefined && kind !== 'neutral' && kind !== 'rate-limited') this.latency[bucketIndex(latencyMs)]!++;
+    if (isFailure(kind)) {
+      this.failed++;
+      if (retryAfterMs) this.retryAfterMs = Math.max(this.retryAfterMs, retryAfterMs);
+    }
+  }
+
+  get empty(): boolean {
+    return this.size === 0;
+  }
+
+  get failures(): number {
+    return this.failed;
+  }
+
+  /** The report to send, and the buffer emptied. */
+  take(reporter: string): OutcomeReport {
+    const counts = Object.fromEntries(Object.entries(this.counts).filter(([, n]) => n > 0)) as Partial<OutcomeCounts>;
+    const report: OutcomeReport = { reporter, counts };
+    if (this.latency.some((n) => n > 0)) report.latency = this.latency;
+    if (this.retryAfterMs) report.retryAfterMs = this.retryAfterMs;
+    this.counts = zeroCounts();
+    this.latency = emptyHistogram();
+    this.retryAfterMs = 0;
+    this.size = 0;
+    this.failed = 0;
+    return report;
+  }
+}

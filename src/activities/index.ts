@@ -1,0 +1,2 @@
+// Every activity the tilebreaker worker registers.
+export { probeEndpoint } from './probe';

@@ -1,0 +1,136 @@
+/**
+ * The breaker entity's messages: one source of truth for the workflow, the worker-side guard, the CLI and
+ * tests. Signals carry facts in; queries read state out. Grants go out through the `probeDecision` query
+ * (or, for a requester that is itself a workflow, a `probeGrant` signal back).
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type {
+  BreakerView,
+  OutcomeCounts,
+  OutcomeKind,
+  PolicyConfig,
+  PolicyConfigInput,
+  PolicyState,
+  ProbeDecision,
+  TransitionRecord,
+  WindowFigures,
+} from '../breaker';
+
+/** How the entity tests an endpoint itself when nobody asks for a probe token. */
+export interface ProbeSpec {
+  /** A cheap, representative request: one known tile, or GetCapabilities. */
+  url: string;
+  /** Request timeout; default 10 s. */
+  timeoutMs?: number;
+  /** Headers to send (no credentials: specs are stored in workflow history). */
+  headers?: Record<string, string>;
+  /** A response is healthy when its status is in this list; default: any 2xx. */
+  okStatuses?: number[];
+  /** ... and its Content-Type starts with this (e.g. "image/"); default: any. */
+  contentTypePrefix?: string;
+}
+
+export interface EntityOptions {
+  /** A closed breaker with no reports for this long finishes; the next report re-creates it. Default 1 h. */
+  idleMs?: number;
+  /** Half-open with no probe request for this long: the entity probes by itself. Default 2 s. */
+  selfProbeDelayMs?: number;
+  /** Continue-as-new after this many history events (or when the server suggests it). Default 2,000. */
+  maxHistoryEvents?: number;
+  /** Transitions kept in the log. Default 500. */
+  logSize?: number;
+  /** Keep the BreakerState / BreakerKey search attributes current. Default true (the server must have them). */
+  searchAttributes?: boolean;
+}
+
+/** Everything continue-as-new carries. */
+export interface CarriedState {
+  policy: PolicyState;
+  log: TransitionRecord[];
+  lastReportAt: number;
+  /** Recent probe decisions by request id, oldest first, so a requester can still read its grant. */
+  decisions: [string, ProbeDecision][];
+  counters: EntityCounters;
+}
+
+export interface EntityCounters {
+  reports: number;
+  probeRequests: number;
+  selfProbes: number;
+  ignoredResults: number;
+  continuedAsNew: number;
+}
+
+export interface EntityInput {
+  key: string;
+  config?: PolicyConfigInput;
+  probe?: ProbeSpec;
+  options?: EntityOptions;
+  carried?: CarriedState;
+}
+
+export interface OutcomeReport {
+  reporter: string;
+  counts: Partial<OutcomeCounts>;
+  /** Latency histogram over LATENCY_BOUNDS_MS. */
+  latency?: number[];
+  /** Largest Retry-After (ms) seen with failures. */
+  retryAfterMs?: number;
+}
+
+export interface ProbeRequest {
+  requestId: string;
+  requester: string;
+  /** A workflow requester gets its decision signalled back to this workflow id (signal `probeGrant`). */
+  replyToWorkflowId?: string;
+}
+
+export interface ProbeResult {
+  generation: number;
+  outcome: OutcomeKind;
+  latencyMs?: number;
+  retryAfterMs?: number;
+  reporter?: string;
+}
+
+export type AdminAction =
+  | { action: 'force-open'; reason?: string; durationMs?: number; actor?: string }
+  | { action: 'force-close'; reason?: string; actor?: string }
+  | { action: 'reset'; reason?: string; actor?: string }
+  | { action: 'disable'; reason?: string; actor?: string }
+  | { action: 'enable'; reason?: string; actor?: string }
+  | { action: 'configure'; config: PolicyConfigInput; reason?: string; actor?: string }
+  | { action: 'set-probe'; probe: ProbeSpec | null; actor?: string };
+
+/** The full state, for people (the CLI's `breaker show`) and monitoring. */
+export interface BreakerStatus {
+  key: string;
+  view: BreakerView;
+  /** Workflow time the status was computed at. */
+  asOf: number;
+  openedAt: number | null;
+  consecutiveOpens: number;
+  probes: { generation: number; holder: string; grantedAt: number; leaseUntil: number }[];
+  probeSuccesses: number;
+  figures: WindowFigures;
+  config: PolicyConfig;
+  probe: ProbeSpec | null;
+  lastReportAt: number;
+  counters: EntityCounters;
+  historyLength: number;
+}
+
+export const reportSignal = defineSignal<[OutcomeReport]>('report');
+export const requestProbeSignal = defineSignal<[ProbeRequest]>('requestProbe');
+export const probeResultSignal = defineSignal<[ProbeResult]>('probeResult');
+export const adminSignal = defineSignal<[AdminAction]>('admin');
+/** Sent back to a requesting workflow. */
+export const probeGrantSignal = defineSignal<[{ key: string; requestId: string; decision: ProbeDecision }]>('probeGrant');
+
+/** Compact view for guards (cached per process for about a second). */
+export const viewQuery = defineQuery<BreakerView>('view');
+export const statusQuery = defineQuery<BreakerStatus>('status');
+/** Transitions, most recent first; optional limit. */
+export const transitionsQuery = defineQuery<TransitionRecord[], [number?]>('transitions');
+/** The decision for a probe request id, or null while the request has not been processed. */
+export const probeDecisionQuery = defineQuery<ProbeDecision | null, [string]>('probeDecision');

@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import { histogramOf } from '../../src/breaker';
+import { createWorker } from '../../src/client/worker';
+import {
+  adminSignal,
+  probeDecisionQuery,
+  probeResultSignal,
+  reportSignal,
+  requestProbeSignal,
+  statusQuery,
+  transitionsQuery,
+  viewQuery,
+} from '../../src/workflows/breaker-messages';
+import { startEntity, waitForView } from '../helpers/entity';
+import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+import { startTestEndpoint, type TestEndpoint } from '../helpers/tile-server';
+
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+let endpoint: TestEndpoint;
+const taskQueue = uniqueTaskQueue('entity');
+let n = 0;
+/** A fresh key per test, so tests never share an entity. */
+const key = () => `http://127.0.0.1:1/test-${process.pid}-${++n}`;
+const noSA = { searchAttributes: false };
+
+before(async () => {
+  env = await timeSkippingEnv();
+  worker = await createWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue });
+  running = worker.run();
+  endpoint = await startTestEndpoint(200);
+});
+after(async () => {
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+  await endpoint?.close();
+});
+
+describe('tripping', () => {
+  test('the fleet-wide failure ratio trips the entity', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), options: noSA });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 6, transient: 4 } });
+    assert.equal((await h.query(viewQuery)).state, 'closed');
+    // A second worker's report crosses the threshold of the window both share.
+    await h.signal(reportSignal, { reporter: 'w2', counts: { success: 4, 'service-exception': 6 } });
+    const view = await h.query(viewQuery);
+    assert.equal(view.state, 'open');
+    const [trip] = await h.query(transitionsQuery, 1);
+    assert.equal(trip!.reason, 'failure-ratio');
+    assert.equal(trip!.figures!.n, 20);
+    assert.equal(trip!.figures!.failures, 10);
+  });
+
+  test('no trip below minSamples, however bad the ratio', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), options: noSA });
+    for (let i = 0; i < 19; i++) await h.signal(reportSignal, { reporter: `w${i}`, counts: { transient: 1 } });
+    const status = await h.query(statusQuery);
+    assert.equal(status.view.state, 'closed');
+    assert.equal(status.figures.failures, 19);
+    assert.equal(status.counters.reports, 20);
+  });
+
+  test('p95 latency over the budget trips it', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { healthyP95Ms: 200 }, options: noSA });
+    const slow = histogramOf(Array.from({ length: 30 }, (_, i) => (i < 25 ? 150 : 900)));
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 30 }, latency: slow });
+    assert.equal((await h.query(viewQuery)).state, 'open');
+    const [trip] = await h.query(transitionsQuery, 1);
+    assert.equal(trip!.reason, 'latency');
+    assert.ok(trip!.figures!.p95Ms! > 300);
+  });
+});
+
+describe('cooldown and probes', () => {
+  test('open -> durable cooldown -> half-open with no traffic -> self-probe -> closed', async () => {
+    const before = endpoint.requests;
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 10 * 60_000, cooldownJitter: 0, probesToClose: 3 },
+      probe: { url: `${endpoint.url}/0/0/0.png`, contentTypePrefix: 'image/' },
+      options: { ...noSA, selfProbeDelayMs: 5_000 },
+    });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+    const open = await h.query(viewQuery);
+    assert.equal(open.state, 'open');
+    // Ten minutes of cooldown, skipped: nobody sends traffic, the entity probes three times by itself.
+    await waitForView(env, h, (v) => v.state === 'closed', { stepMs: 60_000, maxSteps: 30 });
+    const transitions = (await h.query(transitionsQuery)).reverse();
+    assert.deepEqual(
+      transitions.map((t) => `${t.from}>${t.to}:${t.reason}`),
+      ['closed>open:failure-ratio', 'open>half-open:cooldown-elapsed', 'half-open>closed:probes-succeeded'],
+    );
+    assert.equal(transitions[1]!.at - transitions[0]!.at, 10 * 60_000, 'the cooldown ran on a durable timer to the millisecond');
+    const status = await h.query(statusQuery);
+    assert.equal(status.counters.selfProbes, 3);
+    assert.equal(endpoint.requests - before, 3, 'three real HTTP probes reached the endpoint');
+  });
+
+  test('a failed probe re-opens with a doubled cooldown', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0 }, options: noSA });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
+    await h.signal(requestProbeSignal, { requestId: 'r1', requester: 'w1' });
+    const decision = await h.query(probeDecisionQuery, 'r1');
+    assert.equal(decision?.kind, 'granted');
+    if (decision?.kind !== 'granted') return;
+    await h.signal(probeResultSignal, { generation: decision.token.generation, outcome: 'transient' });
+    const [reopen] = await h.query(transitionsQuery, 1);
+    assert.deepEqual([reopen!.from, reopen!.to, reopen!.reason, reopen!.cooldownMs], ['half-open', 'open', 'probe-failed', 120_000]);
+  });
+
+  test('exactly one of 20 concurrent requesters gets the probe token', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 1_000 }, options: noSA });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+    await waitForView(env, h, (v) => v.state === 'half-open');
+    await Promise.all(Array.from({ length: 20 }, (_, i) => h.signal(requestProbeSignal, { requestId: `c${i}`, requester: `worker-${i}` })));
+    const decisions = await Promise.all(Array.from({ length: 20 }, (_, i) => h.query(probeDecisionQuery, `c${i}`)));
+    assert.equal(decisions.filter((d) => d?.kind === 'granted').length, 1);
+    assert.equal(decisions.filter((d) => d?.kind === 'denied' && d.reason === 'busy').length, 19);
+    assert.equal((await h.query(viewQuery)).probesOutstanding, 1);
+  });
+
+  test('a vanished holder’s lease expires and the next requester gets a new generation; its late result is ignored', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 1_000, probeLeaseMs: 30_000 }, options: noSA });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+    await waitForView(env, h, (v) => v.state === 'half-open');
+    await h.signal(requestProbeSignal, { requestId: 'gone', requester: 'crashed-worker' });
+    const first = await h.query(probeDecisionQuery, 'gone');
+    assert.equal(first?.kind, 'granted');
+    await waitForView(env, h, (v) => v.probesOutstanding === 0, { stepMs: 5_000 });
+    await h.signal(requestProbeSignal, { requestId: 'next', requester: 'worker-2' });
+    const second = await h.query(probeDecisionQuery, 'next');
+    assert.ok(first?.kind === 'granted' && second?.kind === 'granted');
+    assert.equal(second.token.generation, first.token.generation + 1);
+    // The crashed worker comes back with a success for the old generation: ignored, nothing changes.
+    await h.signal(probeResultSignal, { generation: first.token.generation, outcome: 'success' });
+    const status = await h.query(statusQuery);
+    assert.equal(status.counters.ignoredResults, 1);
+    assert.equal(status.probeSuccesses, 0);
+    assert.equal(status.probes.length, 1);
+  });
+});
+
+describe('admin', () => {
+  test('force-open with a duration, its expiry, force-close, disable, enable, reset and configure', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), options: noSA });
+    await h.signal(adminSignal, { action: 'force-open', durationMs: 3_600_000, reason: 'renderer upgrade', actor: 'sre-1' });
+    let view = await h.query(viewQuery);
+    assert.equal(view.state, 'forced-open');
+    view = await waitForView(env, h, (v) => v.state !== 'forced-open', { stepMs: 600_000 });
+    assert.equal(view.state, 'half-open');
+    await h.signal(adminSignal, { action: 'force-close' });
+    assert.equal((await h.query(viewQuery)).state, 'forced-closed');
+    await h.signal(reportSignal, { reporter: 'w', counts: { transient: 50 } });
+    assert.equal((await h.query(viewQuery)).state, 'forced-closed', 'a forced-closed breaker never trips');
+    await h.signal(adminSignal, { action: 'disable' });
+    assert.equal((await h.query(viewQuery)).state, 'metrics-only');
+    await h.signal(adminSignal, { action: 'enable' });
+    assert.equal((await h.query(viewQuery)).state, 'closed');
+    await h.signal(adminSignal, { action: 'configure', config: { minSamples: 5 } });
+    await h.signal(adminSignal, { action: 'configure', config: { failureRatio: 7 } });
+    const status = await h.query(statusQuery);
+    assert.equal(status.config.minSamples, 5);
+    assert.equal(status.config.failureRatio, 0.5, 'an invalid configuration is refused');
+    await h.signal(reportSignal, { reporter: 'w', counts: { transient: 5 } });
+    assert.equal((await h.query(viewQuery)).state, 'open', 'the new minSamples applies');
+    await h.signal(adminSignal, { action: 'reset', reason: 'false alarm' });
+    assert.equal((await h.query(viewQuery)).state, 'closed');
+    const log = (await h.query(transitionsQuery)).reverse();
+    assert.deepEqual(
+      log.map((t) => t.reason),
+      ['forced-open', 'force-expired', 'forced-close', 'disabled', 'enabled', 'configured', 'failure-ratio', 'reset'],
+    );
+    assert.match(log[0]!.detail, /renderer upgrade \(by sre-1\)/);
+  });
+});
+
+describe('continue-as-new', () => {
+  test('carries the whole state and loses no signal sent while it happens', async () => {
+    const k = key();
+    const h = await startEntity(env.client, taskQueue, { key: k, config: { minSamples: 1_000_000 }, options: { ...noSA, maxHistoryEvents: 60 } });
+    await h.signal(adminSignal, { action: 'disable', reason: 'before continue-as-new' });
+    const firstRun = (await h.describe()).runId;
+    // 300 reports from 10 concurrent senders: the entity continues as new meanwhile.
+    await Promise.all(
+      Array.from({ length: 10 }, async (_, w) => {
+        for (let i = 0; i < 30; i++) await h.signal(reportSignal, { reporter: `w${w}`, counts: { success: 1 } });
+      }),
+    );
+    const status = await env.client.workflow.getHandle(h.workflowId).query(statusQuery);
+    assert.ok(status.counters.continuedAsNew >= 1, `continued as new ${status.counters.continuedAsNew} times`);
+    assert.equal(status.counters.reports, 301, 'every report arrived (300 plus the starting one)');
+    assert.equal(status.figures.successes, 300);
+    assert.equal(status.view.state, 'metrics-only', 'the mode survived');
+    assert.equal(status.config.minSamples, 1_000_000, 'the configuration survived');
+    const log = await env.client.workflow.getHandle(h.workflowId).query(transitionsQuery);
+    assert.equal(log[log.length - 1]!.detail, 'before continue-as-new', 'the transition log survived');
+    assert.notEqual((await env.client.workflow.getHandle(h.workflowId).describe()).runId, firstRun);
+  });
+});

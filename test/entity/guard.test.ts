@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
+import { breakerKey, breakerWorkflowId } from '../../src/breaker';
+import { createWorker } from '../../src/client/worker';
+import { statusQuery } from '../../src/workflows/breaker-messages';
+import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+const taskQueue = uniqueTaskQueue('guard');
+let n = 0;
+const host = () => `http://tiles-${process.pid}-${++n}.example.test`;
+const guards: BreakerGuard[] = [];
+const guard = (reporter: string, extra: Partial<ConstructorParameters<typeof BreakerGuard>[0]> = {}) => {
+  const g = new BreakerGuard({ client: env.client, taskQueue, reporter, entityOptions: { searchAttributes: false }, ...extra });
+  guards.push(g);
+  return g;
+};
+
+before(async () => {
+  env = await timeSkippingEnv();
+  worker = await createWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue });
+  running = worker.run();
+});
+after(async () => {
+  await Promise.all(guards.map((g) => g.close()));
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+});
+
+/** Polls `fn` until `ok` holds (or `ms` pass); an entity not created yet reads as undefined. */
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch((err: unknown) => {
+      if (err instanceof Error && err.name === 'WorkflowNotFoundError') return undefined;
+      throw err;
+    });
+    if ((v !== undefined && ok(v)) || Date.now() >= end) {
+      if (v === undefined) assert.fail('the entity was never created');
+      return v;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('the guard', () => {
+  test('with no entity yet, calls proceed (closed)', async () => {
+    const g = guard('w1');
+    const d = await g.acquire(breakerKey(host()));
+    assert.deepEqual([d.kind, d.kind === 'proceed' && d.failOpen], ['proceed', false]);
+  });
+
+  test('a healthy steady state sends one report per interval, not one per call', async () => {
+    const key = breakerKey(host());
+    const g = guard('w1', { reportIntervalMs: 60_000 });
+    for (let i = 0; i < 200; i++) {
+      const d = await g.acquire(key);
+      g.release(d, { kind: 'success', latencyMs: 20 });
+    }
+    assert.equal(g.stats.reportsSent, 0, 'nothing sent before the interval');
+    assert.ok(g.stats.queries <= 2, `${g.stats.queries} queries for 200 calls (cached view)`);
+    await g.flush();
+    assert.equal(g.stats.reportsSent, 1);
+    const status = await env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery);
+    assert.equal(status.figures.successes, 200);
+    assert.equal(status.figures.latencySamples, 200);
+  });
+
+  test('failures are reported at once, not at the next interval, and trip the breaker for every guard', async () => {
+    const key = breakerKey(host());
+    const a = guard('worker-a', { reportIntervalMs: 60_000 });
+    const b = guard('worker-b', { reportIntervalMs: 60_000 });
+    assert.equal((await b.acquire(key)).kind, 'proceed');
+    for (let i = 0; i < 20; i++) a.release(await a.acquire(key), { kind: 'transient', latencyMs: 5 });
+    // No flush called: the failures went on their own.
+    const status = await until(
+      () => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery),
+      (s) => s.view.state === 'open',
+    );
+    assert.equal(status.view.state, 'open');
+    // b's cached view is at most cacheTtlMs old: within a second it refuses without touching the network.
+    const refused = await until(() => b.acquire(key), (d) => d.kind === 'refused', 2_000);
+    assert.equal(refused.kind, 'refused');
+    assert.ok(refused.kind === 'refused' && refused.retryAfterMs! > 0);
+  });
+
+  test('two pipelines whose URLs differ only in path share one breaker', async () => {
+    const origin = host();
+    const roads = breakerKey(`${origin}/roads/{z}/{x}/{y}.png`);
+    const aerial = breakerKey(`${origin.toUpperCase().replace('HTTP', 'http')}:80/aerial/wmts?layer=x`);
+    assert.equal(roads, aerial);
+    const p1 = guard('pipeline-roads');
+    const p2 = guard('pipeline-aerial');
+    for (let i = 0; i < 20; i++) p1.release(await p1.acquire(roads), { kind: 'service-exception' });
+    const d = await until(() => p2.acquire(aerial), (x) => x.kind === 'refused');
+    assert.equal(d.kind, 'refused');
+  });
+
+  test('half-open: one guard gets the probe, the others are refused; its success closes the breaker', async () => {
+    const key = breakerKey(host());
+    const config = { cooldownMs: 1_000, cooldownJitter: 0, probesToClose: 1, rampMs: 0 };
+    const gs = [guard('g0', { config }), guard('g1', { config }), guard('g2', { config })];
+    for (let i = 0; i < 20; i++) gs[0]!.release(await gs[0]!.acquire(key), { kind: 'transient' });
+    await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'open');
+    await env.sleep(1_500);
+    await new Promise((r) => setTimeout(r, 1_100)); // let every cached view expire
+    const decisions: GuardDecision[] = await Promise.all(gs.map((g) => g.acquire(key)));
+    const probes = decisions.filter((d) => d.kind === 'probe');
+    assert.equal(probes.length, 1, JSON.stringify(decisions));
+    assert.equal(decisions.filter((d) => d.kind === 'refused').length, 2);
+    const holder = gs[decisions.indexOf(probes[0]!)]!;
+    holder.release(probes[0]!, { kind: 'success', latencyMs: 10 });
+    const status = await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'closed');
+    assert.equal(status.view.state, 'closed');
+  });
+});
