@@ -11,17 +11,22 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
 import { Command } from 'commander';
 import { connectionConfigFromEnv } from '../src/client/connection-config';
 import { packageRoot } from '../src/client/local-server';
 import { breakerDrillWorkflow } from '../src/workflows';
-import { timeSkippingEnv, uniqueTaskQueue, workflowsPath } from '../test/helpers/temporal-env';
+import { createWorker } from '../src/client/worker';
+import { timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
 import { outageDrill } from '../test/scenarios/drill-outage';
+import { entityScenarios, type EntityScenario } from '../test/scenarios/entity-scenarios';
 
-const scenarios = {
-  'drill-outage': { workflow: breakerDrillWorkflow, input: outageDrill },
-} as const;
+const drillOutage: EntityScenario = async ({ client, taskQueue }) => {
+  const handle = await client.workflow.start(breakerDrillWorkflow, { args: [outageDrill()], taskQueue, workflowId: 'drill-outage' });
+  await handle.result();
+  return handle;
+};
+
+const scenarios: Record<string, EntityScenario> = { 'drill-outage': drillOutage, ...entityScenarios };
 type ScenarioName = keyof typeof scenarios;
 
 const historiesDir = path.join(packageRoot(), 'test', 'histories');
@@ -35,16 +40,12 @@ async function save(handle: WorkflowHandle, name: string): Promise<void> {
 }
 
 async function recordScenario(name: ScenarioName): Promise<void> {
-  const scenario = scenarios[name];
+  const scenario = scenarios[name]!;
   const env = await timeSkippingEnv();
   try {
     const taskQueue = uniqueTaskQueue(name);
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowsPath });
-    await worker.runUntil(async () => {
-      const handle = await env.client.workflow.start(scenario.workflow, { args: [scenario.input()], taskQueue, workflowId: name });
-      await handle.result();
-      await save(handle, name);
-    });
+    const worker = await createWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue });
+    await worker.runUntil(async () => save(await scenario({ env, client: env.client, taskQueue }), name));
   } finally {
     await env.teardown();
   }
@@ -67,12 +68,15 @@ async function recordExisting(workflowId: string, runId: string | undefined, nam
 
 const program = new Command('record-history')
   .description('record a finished workflow history into test/histories/ for the replay test')
+  .option('--all', 'record every built-in scenario')
   .option('--scenario <name>', `run a built-in scenario on the time-skipping server (${Object.keys(scenarios).join(', ')})`)
   .option('--workflow-id <id>', 'record a finished run from the server at TEMPORAL_ADDRESS')
   .option('--run-id <id>', 'with --workflow-id: a specific run')
   .option('--name <name>', 'file name (without .json) under test/histories/')
-  .action(async (opts: { scenario?: string; workflowId?: string; runId?: string; name?: string }) => {
-    if (opts.scenario) {
+  .action(async (opts: { all?: boolean; scenario?: string; workflowId?: string; runId?: string; name?: string }) => {
+    if (opts.all) {
+      for (const name of Object.keys(scenarios)) await recordScenario(name);
+    } else if (opts.scenario) {
       if (!(opts.scenario in scenarios)) program.error(`--scenario: unknown scenario ${JSON.stringify(opts.scenario)}; known: ${Object.keys(scenarios).join(', ')}`);
       await recordScenario(opts.scenario as ScenarioName);
     } else if (opts.workflowId) {

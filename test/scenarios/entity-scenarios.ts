@@ -1,0 +1,98 @@
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery } from '../../src/workflows/breaker-messages';
+import { startEntity, waitForView } from '../helpers/entity';
+import { startTestEndpoint } from '../helpers/tile-server';
+
+/** What a recorded scenario gets: a time-skipping environment with a tilebreaker worker on `taskQueue`. */
+export interface ScenarioContext {
+  env: TestWorkflowEnvironment;
+  client: Client;
+  taskQueue: string;
+}
+
+/** Drives one entity run to its end and returns a handle on exactly that run, for its history. */
+export type EntityScenario = (ctx: ScenarioContext) => Promise<WorkflowHandle>;
+
+const idle = { searchAttributes: false, idleMs: 10 * 60_000 };
+
+/** An outage with no traffic during recovery: trip, durable cooldown, three self-probes, closed, idle finish. */
+export const entitySelfProbeRecovery: EntityScenario = async ({ env, client, taskQueue }) => {
+  const endpoint = await startTestEndpoint(200);
+  try {
+    const h = await startEntity(client, taskQueue, {
+      key: 'http://127.0.0.1:1/recorded-self-probe',
+      config: { cooldownMs: 5 * 60_000, probesToClose: 3 },
+      probe: { url: `${endpoint.url}/0/0/0.png`, contentTypePrefix: 'image/' },
+      options: { ...idle, selfProbeDelayMs: 2_000 },
+    });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12, transient: 9 } });
+    await h.signal(reportSignal, { reporter: 'w2', counts: { success: 3, 'service-exception': 8, permanent: 1 } });
+    await waitForView(env, h, (v) => v.state === 'closed', { stepMs: 60_000, maxSteps: 30 });
+    await h.result();
+    return h;
+  } finally {
+    await endpoint.close();
+  }
+};
+
+/** Probe contention: 20 requesters, a vanished holder's lease, a stale result, a failed probe, recovery. */
+export const entityProbeContention: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-contention',
+    config: { cooldownMs: 60_000, probeLeaseMs: 30_000, probesToClose: 2 },
+    options: idle,
+  });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
+  await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
+  await Promise.all(Array.from({ length: 20 }, (_, i) => h.signal(requestProbeSignal, { requestId: `a${i}`, requester: `worker-${i}` })));
+  const granted = (await Promise.all(Array.from({ length: 20 }, (_, i) => h.query(probeDecisionQuery, `a${i}`)))).find((d) => d?.kind === 'granted');
+  if (granted?.kind !== 'granted') throw new Error('no grant');
+  // The holder vanishes; its lease lapses; a late result for its generation is ignored.
+  await waitForView(env, h, (v) => v.probesOutstanding === 0, { stepMs: 10_000 });
+  await h.signal(probeResultSignal, { generation: granted.token.generation, outcome: 'success' });
+  const probe = async (id: string, outcome: 'success' | 'transient') => {
+    await h.signal(requestProbeSignal, { requestId: id, requester: 'worker-x' });
+    const d = await h.query(probeDecisionQuery, id);
+    if (d?.kind !== 'granted') throw new Error(`no grant for ${id}: ${JSON.stringify(d)}`);
+    await h.signal(probeResultSignal, { generation: d.token.generation, outcome, latencyMs: 40 });
+  };
+  await probe('b', 'transient');
+  await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
+  await probe('c', 'success');
+  await probe('d', 'success');
+  if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
+  await h.result();
+  return h;
+};
+
+/** Operator actions, then a burst of reports that makes the entity continue as new: the first run's history. */
+export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-admin',
+    config: { minSamples: 10 },
+    options: { ...idle, maxHistoryEvents: 80 },
+  });
+  const firstRunId = (await h.describe()).runId;
+  await h.signal(adminSignal, { action: 'force-open', durationMs: 15 * 60_000, reason: 'renderer upgrade', actor: 'sre' });
+  await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5 * 60_000 });
+  await h.signal(adminSignal, { action: 'force-close', actor: 'sre' });
+  await h.signal(adminSignal, { action: 'configure', config: { failureRatio: 0.3 } });
+  await h.signal(adminSignal, { action: 'disable' });
+  await h.signal(reportSignal, { reporter: 'w', counts: { transient: 12 } });
+  await h.signal(adminSignal, { action: 'enable' });
+  await h.signal(adminSignal, { action: 'reset', reason: 'done' });
+  for (let i = 0; i < 60; i++) await h.signal(reportSignal, { reporter: `w${i % 4}`, counts: { success: 3 } });
+  const first = client.workflow.getHandle(h.workflowId, firstRunId);
+  for (let i = 0; i < 100 && (await first.describe()).status.name === 'RUNNING'; i++) await env.sleep(1_000);
+  if ((await first.describe()).status.name !== 'CONTINUED_AS_NEW') throw new Error('the first run did not continue as new');
+  await h.signal(adminSignal, { action: 'force-open', reason: 'stop the new run' });
+  await client.workflow.getHandle(h.workflowId).terminate('recording done');
+  return first;
+};
+
+export const entityScenarios = {
+  'entity-self-probe-recovery': entitySelfProbeRecovery,
+  'entity-probe-contention': entityProbeContention,
+  'entity-admin-continue-as-new': entityAdminContinueAsNew,
+} as const;
