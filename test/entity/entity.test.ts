@@ -180,6 +180,23 @@ describe('admin', () => {
   });
 });
 
+describe('idle', () => {
+  test('a closed breaker with no reports for idleMs finishes, and the next report starts it again', async () => {
+    const k = key();
+    const h = await startEntity(env.client, taskQueue, { key: k, options: { ...noSA, idleMs: 30 * 60_000 } });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 5 } });
+    const firstRun = (await h.describe()).runId;
+    const exit = await h.result(); // the time-skipping server skips the idle half hour
+    assert.equal(exit.reason, 'idle');
+    assert.equal(exit.counters.reports, 2);
+    const again = await startEntity(env.client, taskQueue, { key: k, options: { ...noSA, idleMs: 30 * 60_000 } }, { reporter: 'w1', counts: { transient: 1 } });
+    const status = await again.query(statusQuery);
+    assert.equal(status.counters.reports, 1);
+    assert.equal(status.figures.transient, 1);
+    assert.notEqual((await again.describe()).runId, firstRun);
+  });
+});
+
 describe('continue-as-new', () => {
   test('carries the whole state and loses no signal sent while it happens', async () => {
     const k = key();

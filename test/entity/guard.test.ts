@@ -114,6 +114,12 @@ describe('the guard', () => {
     const probes = decisions.filter((d) => d.kind === 'probe');
     assert.equal(probes.length, 1, JSON.stringify(decisions));
     assert.equal(decisions.filter((d) => d.kind === 'refused').length, 2);
+    // A guard that reads the view while the token is out refuses locally, without asking the entity.
+    const handle = env.client.workflow.getHandle(breakerWorkflowId(key));
+    const requestsBefore = (await handle.query(statusQuery)).counters.probeRequests;
+    const late = await guard('g3', { config }).acquire(key);
+    assert.equal(late.kind, 'refused');
+    assert.equal((await handle.query(statusQuery)).counters.probeRequests, requestsBefore);
     const holder = gs[decisions.indexOf(probes[0]!)]!;
     holder.release(probes[0]!, { kind: 'success', latencyMs: 10 });
     const status = await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'closed');

@@ -125,6 +125,12 @@ export class BreakerGuard {
       this.stats.refused++;
       return { kind: 'refused', key, state: permit.state, retryAfterMs: permit.retryAfterMs, reason: `breaker ${permit.state}` };
     }
+    // Half-open with every token out: refuse here, without a signal (a fleet asking every second would load
+    // the entity for nothing). The holder's result or the lease's end frees the slot; the next view shows it.
+    if (view && view.probesOutstanding >= view.maxConcurrentProbes && view.state === 'half-open') {
+      this.stats.refused++;
+      return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: another worker holds the probe token' };
+    }
     // Half-open: one request for a token per process at a time; the others wait for its answer.
     if (ks.probePending) {
       this.stats.refused++;
@@ -197,7 +203,10 @@ export class BreakerGuard {
   /** The cached view; null when no entity exists; undefined when the entity cannot be reached. */
   private async view(key: string, ks: KeyState): Promise<BreakerView | null | undefined> {
     const now = Date.now();
-    const ttl = now < ks.alertUntil ? this.o.alertCacheTtlMs : this.o.cacheTtlMs;
+    // The short TTL only while closed: it exists to notice a trip sooner. Once the view is open, it stays
+    // right until its cooldown ends, and re-reading it faster would only load the entity.
+    const alert = now < ks.alertUntil && ks.view?.state !== 'open' && ks.view?.state !== 'forced-open';
+    const ttl = alert ? this.o.alertCacheTtlMs : this.o.cacheTtlMs;
     if (ks.fetchedAt && now - ks.fetchedAt < ttl) return ks.view;
     if (!ks.inflight) {
       this.stats.queries++;
