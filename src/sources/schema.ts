@@ -1,0 +1,139 @@
+import { z } from 'zod';
+import { parseOrThrow } from '../breaker/config-error';
+import { MAX_ZOOM } from '../geo/mercator';
+
+/**
+ * Tile source configuration. Pure and Node-free: the CLI validates a file with it, workflows validate their
+ * input with it, activities build requests from it. Credentials are never values here, only the names of
+ * environment variables that activities read (so they never reach workflow inputs, histories or manifests).
+ */
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
+
+export const authSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('bearer'), tokenEnv: envName }).strict(),
+  z.object({ type: z.literal('basic'), userEnv: envName, passwordEnv: envName }).strict(),
+  z.object({ type: z.literal('header'), header: z.string().min(1), valueEnv: envName }).strict(),
+  z.object({ type: z.literal('query'), param: z.string().min(1), valueEnv: envName }).strict(),
+]);
+export type AuthConfig = z.output<typeof authSchema>;
+
+const httpUrl = z
+  .string()
+  .url()
+  .refine((u) => /^https?:\/\//i.test(u), 'must be an http or https URL')
+  .refine((u) => !/^https?:\/\/[^/]*@/i.test(u), 'must not embed credentials; use auth with an environment variable');
+
+const headers = z
+  .record(z.string(), z.string())
+  .refine((h) => !Object.keys(h).some((k) => /^(authorization|proxy-authorization|cookie)$/i.test(k)), 'must not carry credentials; use auth')
+  .default({});
+
+const zoom = z.number().int().min(0).max(MAX_ZOOM);
+
+const common = {
+  /** Breaker partition: a layer or path prefix when one host fronts independent backends. */
+  breakerPartition: z.string().min(1).optional(),
+  minZoom: zoom.default(0),
+  maxZoom: zoom.default(22),
+  tileSize: z.number().int().min(16).max(4096).default(256),
+  /** MIME type of the tiles, e.g. image/png, image/jpeg, image/webp. */
+  format: z.string().regex(/^image\/[a-z0-9.+-]+$/i, 'must be an image MIME type such as image/png').default('image/png'),
+  headers,
+  userAgent: z.string().min(1).default('tilebreaker (+https://github.com/tilebreaker)'),
+  auth: authSchema.optional(),
+  /** A uniform tile: `allow` it (open sea is blank), or count it as a service failure (EXCEPTIONS=BLANK). */
+  blankTiles: z.enum(['allow', 'fail']).default('allow'),
+  /** Requests in flight to this source per worker. */
+  concurrency: z.number().int().min(1).max(256).default(8),
+  timeouts: z
+    .object({
+      connectMs: z.number().int().min(1).default(5_000),
+      headersMs: z.number().int().min(1).default(15_000),
+      bodyMs: z.number().int().min(1).default(30_000),
+    })
+    .strict()
+    .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000 }),
+  /** A response body larger than this is aborted. */
+  maxBytes: z.number().int().min(1_024).default(8 * 1024 * 1024),
+  maxRedirects: z.number().int().min(0).max(10).default(3),
+};
+
+/** `url` holds {z}, {x}, {y} (and optionally {s} with `subdomains`). XYZ rows count from the top. */
+const xyz = z
+  .object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
+  .strict();
+/** Like xyz, but rows count from the bottom (TMS). */
+const tms = z
+  .object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
+  .strict();
+/** WMTS RESTful: `url` holds {TileMatrix}, {TileRow}, {TileCol} (and optionally {Style}, {TileMatrixSet}). */
+const wmtsRest = z
+  .object({
+    type: z.literal('wmts-rest'),
+    url: httpUrl,
+    style: z.string().default('default'),
+    tileMatrixSet: z.string().min(1).default('GoogleMapsCompatible'),
+    ...common,
+  })
+  .strict();
+/** WMTS KVP GetTile on a GoogleMapsCompatible-style matrix set whose matrix ids are the zoom levels. */
+const wmtsKvp = z
+  .object({
+    type: z.literal('wmts-kvp'),
+    url: httpUrl,
+    layer: z.string().min(1),
+    style: z.string().default('default'),
+    tileMatrixSet: z.string().min(1),
+    /** Prefix of the TileMatrix identifier (e.g. "EPSG:3857:" for GeoServer's gridsets). */
+    tileMatrixPrefix: z.string().default(''),
+    ...common,
+  })
+  .strict();
+/** WMS GetMap, one request per tile (or per metatile) in EPSG:3857. */
+const wms = z
+  .object({
+    type: z.literal('wms'),
+    url: httpUrl,
+    version: z.enum(['1.1.1', '1.3.0']).default('1.3.0'),
+    layers: z.array(z.string().min(1)).min(1),
+    styles: z.array(z.string()).default([]),
+    crs: z.enum(['EPSG:3857', 'EPSG:900913']).default('EPSG:3857'),
+    transparent: z.boolean().default(true),
+    /** Extra GetMap parameters (e.g. MAP, DPI); the standard ones cannot be overridden here. */
+    params: z.record(z.string(), z.string()).default({}),
+    ...common,
+  })
+  .strict()
+  .superRefine((s, ctx) => {
+    if (s.styles.length > 0 && s.styles.length !== s.layers.length) {
+      ctx.addIssue({ code: 'custom', path: ['styles'], input: s.styles, message: `must be empty or name one style per layer (${s.layers.length})` });
+    }
+    const reserved = ['SERVICE', 'REQUEST', 'VERSION', 'LAYERS', 'STYLES', 'SRS', 'CRS', 'BBOX', 'WIDTH', 'HEIGHT', 'FORMAT', 'TRANSPARENT'];
+    for (const k of Object.keys(s.params)) {
+      if (reserved.includes(k.toUpperCase())) ctx.addIssue({ code: 'custom', path: ['params', k], input: s.params[k], message: 'is set by tilebreaker; use the source fields' });
+    }
+  });
+
+export const sourceSchema = z.discriminatedUnion('type', [xyz, tms, wmtsRest, wmtsKvp, wms]).superRefine((s, ctx) => {
+  if (s.minZoom > s.maxZoom) ctx.addIssue({ code: 'custom', path: ['minZoom'], input: s.minZoom, message: `must be <= maxZoom (${s.maxZoom})` });
+  if ((s.type === 'xyz' || s.type === 'tms') && !/\{z\}/.test(s.url)) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: 'must contain {z}, {x} and {y}' });
+  if ((s.type === 'xyz' || s.type === 'tms') && /\{s\}/.test(s.url) && !s.subdomains?.length) {
+    ctx.addIssue({ code: 'custom', path: ['subdomains'], input: s.subdomains, message: 'must list subdomains when url contains {s}' });
+  }
+  if (s.type === 'wmts-rest' && !/\{TileMatrix\}/.test(s.url)) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: 'must contain {TileMatrix}, {TileRow} and {TileCol}' });
+});
+
+export type SourceConfig = z.output<typeof sourceSchema>;
+export type SourceInput = z.input<typeof sourceSchema>;
+
+/** A configuration file: named sources. */
+export const sourcesFileSchema = z.object({ sources: z.record(z.string().regex(/^[\w.-]+$/, 'must be a simple name'), sourceSchema) }).strict();
+export type SourcesFile = z.output<typeof sourcesFileSchema>;
+
+export function parseSource(input: unknown, subject = 'source'): SourceConfig {
+  return parseOrThrow(sourceSchema, input, subject);
+}
+
+export function parseSourcesFile(input: unknown, subject = 'sources file'): SourcesFile {
+  return parseOrThrow(sourcesFileSchema, input, subject);
+}
