@@ -49,10 +49,13 @@ const common = {
     .object({
       connectMs: z.number().int().min(1).default(5_000),
       headersMs: z.number().int().min(1).default(15_000),
+      /** Longest pause between body chunks. */
       bodyMs: z.number().int().min(1).default(30_000),
+      /** Longest whole request, so a body that drips just fast enough cannot hold a slot forever. */
+      totalMs: z.number().int().min(1).default(60_000),
     })
     .strict()
-    .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000 }),
+    .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 }),
   /** A response body larger than this is aborted. */
   maxBytes: z.number().int().min(1_024).default(8 * 1024 * 1024),
   maxRedirects: z.number().int().min(0).max(10).default(3),

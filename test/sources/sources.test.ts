@@ -18,7 +18,7 @@ describe('source configuration', () => {
     assert.equal(s.format, 'image/png');
     assert.equal(s.blankTiles, 'allow');
     assert.equal(s.concurrency, 8);
-    assert.deepEqual(s.timeouts, { connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000 });
+    assert.deepEqual(s.timeouts, { connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 });
   });
 
   test('bad values name the field and the value', () => {

@@ -1,0 +1,38 @@
+import type { AuthConfig } from '../../sources/schema';
+
+/**
+ * Applies a source's credentials, read from the environment at the moment of the request (inside the
+ * activity), to headers and URL. The configuration only ever names the variables.
+ */
+export function applyAuth(auth: AuthConfig | undefined, url: string, headers: Record<string, string>, env: NodeJS.ProcessEnv = process.env): string {
+  if (!auth) return url;
+  const read = (name: string) => {
+    const value = env[name];
+    if (value === undefined || value === '') throw new Error(`auth: environment variable ${name} is not set`);
+    return value;
+  };
+  switch (auth.type) {
+    case 'bearer':
+      headers['authorization'] = `Bearer ${read(auth.tokenEnv)}`;
+      return url;
+    case 'basic':
+      headers['authorization'] = `Basic ${Buffer.from(`${read(auth.userEnv)}:${read(auth.passwordEnv)}`).toString('base64')}`;
+      return url;
+    case 'header':
+      headers[auth.header.toLowerCase()] = read(auth.valueEnv);
+      return url;
+    case 'query': {
+      const u = new URL(url);
+      u.searchParams.set(auth.param, read(auth.valueEnv));
+      return u.toString();
+    }
+  }
+}
+
+/** A URL fit for logs and manifests: credentials in the query string are masked. */
+export function redactUrl(url: string, auth: AuthConfig | undefined): string {
+  if (auth?.type !== 'query') return url;
+  const u = new URL(url);
+  if (u.searchParams.has(auth.param)) u.searchParams.set(auth.param, '***');
+  return u.toString();
+}

@@ -1,0 +1,96 @@
+import type { OutcomeKind } from '../../breaker';
+import type { HttpExchange } from '../http/fetch-url';
+import { retryAfterMs } from '../http-outcome';
+import { checkImage } from './image-check';
+import { parseServiceException } from './service-exception';
+import { isImageKind, sniff } from './sniff';
+
+/** The pipeline's judgement of one response (DESIGN.md, "Outcome classification"): exactly one kind. */
+export interface Verdict {
+  kind: OutcomeKind;
+  reason: string;
+  httpStatus: number | null;
+  bytes: number;
+  contentType: string | null;
+  latencyMs: number;
+  retryAfterMs?: number;
+  /** 401/403: the credentials or the configuration are wrong, not the endpoint's health. */
+  configError?: boolean;
+  exceptionCode?: string;
+  image?: { width: number; height: number; format: string };
+}
+
+export interface Expectation {
+  width: number;
+  height: number;
+  /** A uniform image is a failure (WMS EXCEPTIONS=BLANK) rather than legitimately empty (open sea). */
+  blankIsFailure: boolean;
+}
+
+// Network errors that mean "the body we got is not what the server meant to send" rather than "no answer".
+const OVERSIZE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
+
+/**
+ * Every response or error maps to one outcome:
+ *   success            a decoded image of the expected size (and not blank where blank is a failure)
+ *   transient          refused, reset, timeouts, DNS, 5xx, 408, a body cut off mid-way
+ *   service-exception  a 2xx that is not a good tile: ServiceException XML, HTML error page, undecodable,
+ *                      truncated, wrong size, or blank where blank is not expected; an oversize body
+ *   permanent          400 and other 4xx, and ServiceExceptions whose code blames the request (LayerNotDefined...)
+ *   neutral            404 / 204 (no tile there), 401 / 403 (reported as configuration errors)
+ *   rate-limited       429 (with its Retry-After)
+ */
+export async function classify(x: HttpExchange, expected: Expectation): Promise<Verdict> {
+  const base = { httpStatus: x.status, bytes: x.body.length, contentType: x.headers['content-type'] ?? null, latencyMs: x.latencyMs };
+  const retryAfter = retryAfterMs(x.headers['retry-after']);
+  const withRetryAfter = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
+  if (x.error) {
+    if (x.error.code === OVERSIZE) return { ...base, kind: 'service-exception', reason: `body larger than the source's maxBytes (${x.error.message})` };
+    const where = x.status === null ? 'no response' : `HTTP ${x.status}, body cut off`;
+    return { ...base, kind: 'transient', reason: `${where}: ${x.error.code}: ${x.error.message}`, ...withRetryAfter };
+  }
+  const status = x.status!;
+  const exception = () => (sniff(x.body) === 'xml' ? parseServiceException(x.body) : null);
+
+  if (status === 429) return { ...base, kind: 'rate-limited', reason: `HTTP 429 rate limited${retryAfter !== undefined ? `, retry after ${retryAfter} ms` : ''}`, ...withRetryAfter };
+  if (status === 404 || status === 204) return { ...base, kind: 'neutral', reason: `HTTP ${status}: no tile there` };
+  if (status === 401 || status === 403) return { ...base, kind: 'neutral', configError: true, reason: `HTTP ${status}: check the source's credentials (auth) and access` };
+  if (status === 408 || status >= 500) {
+    const se = exception();
+    return { ...base, kind: 'transient', reason: `HTTP ${status}${se ? `: ${describe(se)}` : ''}`, ...withRetryAfter, ...(se?.code ? { exceptionCode: se.code } : {}) };
+  }
+  if (status >= 300) {
+    const se = exception();
+    const why = status < 400 ? 'redirect not followed (too many redirects?)' : se ? describe(se) : 'request rejected';
+    return { ...base, kind: 'permanent', reason: `HTTP ${status}: ${why}`, ...(se?.code ? { exceptionCode: se.code } : {}) };
+  }
+  if (status < 200) return { ...base, kind: 'permanent', reason: `HTTP ${status}: unexpected informational status` };
+
+  // 2xx: only a good image is a success.
+  const kind = sniff(x.body);
+  if (kind === 'xml') {
+    const se = parseServiceException(x.body);
+    if (se) {
+      return { ...base, kind: se.requestFault ? 'permanent' : 'service-exception', reason: `ServiceException: ${describe(se)}`, ...(se.code ? { exceptionCode: se.code } : {}) };
+    }
+    return { ...base, kind: 'service-exception', reason: 'XML document instead of an image' };
+  }
+  if (kind === 'html') return { ...base, kind: 'service-exception', reason: `HTML page instead of an image: ${title(x.body)}` };
+  if (kind === 'empty') return { ...base, kind: 'service-exception', reason: `HTTP ${status} with an empty body` };
+  if (!isImageKind(kind)) return { ...base, kind: 'service-exception', reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})` };
+
+  const check = await checkImage(x.body, { width: expected.width, height: expected.height });
+  if (!check.ok) return { ...base, kind: 'service-exception', reason: check.reason };
+  const image = { width: check.width!, height: check.height!, format: check.format! };
+  if (check.blank && expected.blankIsFailure) return { ...base, kind: 'service-exception', reason: `blank tile (uniform ${check.reason}) where blank is not expected`, image };
+  return { ...base, kind: 'success', reason: check.blank ? `${check.reason}, uniform` : check.reason, image };
+}
+
+function describe(se: { code: string | null; message: string }): string {
+  return se.code ? `${se.code}: ${se.message}` : se.message;
+}
+
+function title(body: Buffer): string {
+  const m = /<title[^>]*>([^<]{0,120})/i.exec(body.toString('utf8', 0, 4096));
+  return m ? JSON.stringify(m[1]!.trim()) : 'no title';
+}
