@@ -14,6 +14,12 @@ export const policyConfigSchema = z
     windowMs: ms(1_000).max(3_600_000).default(30_000),
     /** Width of one window bucket; the window holds windowMs / bucketMs buckets (at most 600). */
     bucketMs: ms(100).default(1_000),
+    /**
+     * The failure-ratio rule also runs over the most recent fastWindowMs (0: off). A fleet-wide window holds
+     * enough samples in a second to judge, so an outage trips the breaker in about a second instead of waiting
+     * for failures to outweigh 30 s of earlier successes. It covers the buckets that overlap that span.
+     */
+    fastWindowMs: ms(0).default(1_000),
     /** No rule trips on fewer health-relevant samples than this in the window. */
     minSamples: ms(1).default(20),
     /** Trip when failures / (successes + failures) reaches this. */
@@ -51,6 +57,9 @@ export const policyConfigSchema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.fastWindowMs > c.windowMs) {
+      ctx.addIssue({ code: 'custom', path: ['fastWindowMs'], input: c.fastWindowMs, message: `must be <= windowMs (${c.windowMs})` });
+    }
     if (c.bucketMs > c.windowMs) {
       ctx.addIssue({ code: 'custom', path: ['bucketMs'], input: c.bucketMs, message: `must be <= windowMs (${c.windowMs})` });
     } else if (c.windowMs / c.bucketMs > 600) {

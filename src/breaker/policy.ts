@@ -61,6 +61,12 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
     case 'probe-result':
       onProbeResult(out, event, rand);
       break;
+    case 'probe-cancel': {
+      const held = out.state.probes.filter((p) => p.requestId === event.requestId);
+      if (held.length) out.patch({ probes: out.state.probes.filter((p) => p.requestId !== event.requestId) });
+      else out.ignore(`probe cancel for ${event.requestId} ignored: it holds no live token`);
+      break;
+    }
     case 'force-open': {
       const { durationMs } = event;
       if (durationMs !== undefined && !(Number.isFinite(durationMs) && durationMs > 0)) {
@@ -79,7 +85,8 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       out.move({ ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
       break;
     case 'reset':
-      out.move({ ...initialState(out.state.config) }, 'reset', event.reason ?? 'reset', true);
+      // Generations keep counting: a token granted before the reset must stay stale after it.
+      out.move({ ...initialState(out.state.config), lastGeneration: out.state.lastGeneration }, 'reset', event.reason ?? 'reset', true);
       break;
     case 'disable':
       out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], probeSuccesses: 0 }, 'disabled', event.reason ?? 'metrics only: never blocks');
@@ -196,8 +203,9 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
   if (s.phase === 'closed') {
     const f = figures(window, now, s.config);
-    const verdict = shouldTrip(f, s.config);
-    if (verdict) open(out, verdict.rule, verdict.detail, rand, f);
+    const fast = s.config.fastWindowMs > 0 ? figures(window, now, { ...s.config, windowMs: s.config.fastWindowMs }) : null;
+    const verdict = shouldTrip(f, s.config, fast);
+    if (verdict) open(out, verdict.rule, verdict.detail, rand, verdict.figures);
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
     // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
     if (failed > 0) open(out, 'probe-failed', `shadow probe: ${failed} failures reported`, rand);

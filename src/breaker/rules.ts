@@ -7,6 +7,8 @@ export type TripRule = 'failure-ratio' | 'latency' | 'permanent-surge';
 export interface TripVerdict {
   rule: TripRule;
   detail: string;
+  /** The figures of the window that tripped (the fast window's when it was the one). */
+  figures: WindowFigures;
 }
 
 /**
@@ -14,27 +16,34 @@ export interface TripVerdict {
  *   failures / n >= failureRatio with n >= minSamples, or
  *   p95 latency > budget with >= latencyMinSamples latency samples, or
  *   permanent faults >= permanentSurgeCount and >= permanentSurgeRatio of all samples,
- * and never while the window holds fewer than minSamples health-relevant samples.
+ * and never while the window holds fewer than minSamples health-relevant samples. The failure-ratio rule
+ * runs over the whole window and over the fast window (`fast`, the most recent fastWindowMs), each with
+ * its own minSamples.
  */
-export function shouldTrip(f: WindowFigures, config: PolicyConfig): TripVerdict | null {
+export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null): TripVerdict | null {
+  if (fast && fast.samples >= config.minSamples && fast.n >= config.minSamples && fast.failureRatio >= config.failureRatio) {
+    return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the last ${config.fastWindowMs} ms`, figures: fast };
+  }
   if (f.samples < config.minSamples) return null;
   if (f.n >= config.minSamples && f.failureRatio >= config.failureRatio) {
-    return {
-      rule: 'failure-ratio',
-      detail: `${f.failures}/${f.n} failed (${pct(f.failureRatio)} >= ${pct(config.failureRatio)}; ${f.transient} transient, ${f.serviceException} service-exception)`,
-    };
+    return { rule: 'failure-ratio', detail: ratioDetail(f, config), figures: f };
   }
   const budget = latencyBudgetMs(config);
   if (budget !== null && f.p95Ms !== null && f.latencySamples >= config.latencyMinSamples && f.p95Ms > budget) {
-    return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples` };
+    return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples`, figures: f };
   }
   if (f.permanent >= config.permanentSurgeCount && f.permanent / f.samples >= config.permanentSurgeRatio) {
     return {
       rule: 'permanent-surge',
       detail: `${f.permanent}/${f.samples} permanent faults (>= ${config.permanentSurgeCount} and ${pct(config.permanentSurgeRatio)})`,
+      figures: f,
     };
   }
   return null;
+}
+
+function ratioDetail(f: WindowFigures, config: PolicyConfig): string {
+  return `${f.failures}/${f.n} failed (${pct(f.failureRatio)} >= ${pct(config.failureRatio)}; ${f.transient} transient, ${f.serviceException} service-exception)`;
 }
 
 function pct(x: number): string {

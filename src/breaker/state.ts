@@ -90,6 +90,8 @@ export type PolicyEvent =
     }
   | { type: 'probe-request'; requestId: string; requester: string }
   | { type: 'probe-result'; generation: number; outcome: OutcomeKind; latencyMs?: number; retryAfterMs?: number }
+  /** The requester will not use the token it asked for (it gave up waiting): release it, count nothing. */
+  | { type: 'probe-cancel'; requestId: string }
   | { type: 'force-open'; reason?: string; durationMs?: number }
   | { type: 'force-close'; reason?: string }
   | { type: 'reset'; reason?: string }

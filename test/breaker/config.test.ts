@@ -207,6 +207,14 @@ describe('unknown fields', () => {
 });
 
 describe('window shape', () => {
+  test('a fast window longer than the window is rejected on fastWindowMs', () => {
+    const err = rejected({ windowMs: 5_000, fastWindowMs: 6_000 }, 'fastWindowMs', '6000');
+    assert.ok(err.issues.some((i) => i.includes('must be <= windowMs (5000)')), err.message);
+  });
+  test('the fast window defaults to one second and 0 turns it off', () => {
+    assert.equal(parsePolicyConfig({}).fastWindowMs, 1_000);
+    assert.equal(parsePolicyConfig({ fastWindowMs: 0 }).fastWindowMs, 0);
+  });
   test('bucketMs larger than windowMs is rejected on bucketMs, naming windowMs and the value', () => {
     const err = rejected({ windowMs: 5_000, bucketMs: 6_000 }, 'bucketMs', '6000');
     assert.ok(err.issues.some((i) => i.includes('must be <= windowMs (5000)')), err.message);

@@ -196,6 +196,39 @@ describe('closed -> open', () => {
   });
 });
 
+describe('the fast window', () => {
+  test('an outage after a long healthy stretch trips on the last second alone', () => {
+    let s = report(fresh(), T0, { success: 400 }).state;
+    const r = report(s, T0 + 20_000, { transient: 25 });
+    const t = only(r.transitions);
+    assert.equal(t.reason, 'failure-ratio');
+    assert.match(t.detail, /25\/25 failed .* in the last 1000 ms/);
+    assert.equal(t.figures!.n, 25, 'the figures are the fast window\'s');
+    assert.equal(windowFigures(r.state, T0 + 20_000).n, 425, 'while the whole window holds 425');
+    s = fresh({ fastWindowMs: 0 });
+    s = report(s, T0, { success: 400 }).state;
+    assert.deepEqual(report(s, T0 + 20_000, { transient: 25 }).transitions, [], 'with the fast window off, 25 of 425 is no trip');
+  });
+
+  test('the fast window needs minSamples too', () => {
+    const s = report(fresh(), T0, { success: 400 }).state;
+    assert.deepEqual(report(s, T0 + 20_000, { transient: 19 }).transitions, []);
+  });
+});
+
+describe('probe cancel', () => {
+  test('a requester that gives up releases its token without counting anything', () => {
+    const { state, now } = halfOpen();
+    const g = grant(state, now, 'gave-up');
+    const r = go(g.state, { type: 'probe-cancel', requestId: 'gave-up' }, now + 10);
+    assert.deepEqual(r.state.probes, []);
+    assert.equal(r.state.probeSuccesses, 0);
+    assert.deepEqual(r.transitions, []);
+    assert.equal(grant(r.state, now + 11, 'next').token.generation, g.token.generation + 1);
+    assert.match(go(r.state, { type: 'probe-cancel', requestId: 'gave-up' }, now + 12).ignored ?? '', /holds no live token/);
+  });
+});
+
 describe('open -> half-open', () => {
   test('the breaker stays open until the cooldown elapses, then goes half-open', () => {
     const opened = tripped(fresh(), T0);
@@ -619,18 +652,33 @@ describe('force-close', () => {
 });
 
 describe('reset', () => {
-  test('reset returns to the initial state, keeping the configuration, and is recorded even from closed', () => {
+  test('reset returns to the initial state, keeping the configuration and the probe generation, and is recorded even from closed', () => {
     const config = cfg({ minSamples: 5 });
     let s = initialState(config);
     s = report(s, T0, { transient: 5 }).state;
     s = probe(tick(s, s.cooldownUntil!).state, s.cooldownUntil!, 'transient').state;
     assert.equal(s.consecutiveOpens, 2);
     const r = go(s, { type: 'reset', reason: 'new deployment' }, T0 + 40_000);
-    assert.deepEqual(r.state, initialState(config));
+    assert.deepEqual(r.state, { ...initialState(config), lastGeneration: 1 });
     const t = only(r.transitions);
     assert.deepEqual([t.from, t.to, t.reason, t.detail], ['open', 'closed', 'reset', 'new deployment']);
     const again = go(r.state, { type: 'reset' }, T0 + 40_001);
     assert.deepEqual([only(again.transitions).from, only(again.transitions).to], ['closed', 'closed']);
+  });
+
+  test('a token granted before a reset stays stale after it, even once new tokens are granted', () => {
+    let { state, now } = halfOpen();
+    const old = grant(state, now, 'before-reset', 'worker-a');
+    state = go(old.state, { type: 'reset' }, now + 1).state;
+    state = tripped(state, now + 2);
+    const halfOpenAt = state.cooldownUntil!;
+    state = tick(state, halfOpenAt).state;
+    assert.equal(state.phase, 'half-open');
+    const fresh = grant(state, halfOpenAt, 'after-reset', 'worker-b');
+    assert.notEqual(fresh.token.generation, old.token.generation);
+    const late = go(fresh.state, { type: 'probe-result', generation: old.token.generation, outcome: 'transient' }, halfOpenAt + 1);
+    assert.match(late.ignored ?? '', /ignored/);
+    assert.equal(late.state.phase, 'half-open');
   });
 
   test('after a reset the next trip starts from the first cooldown', () => {
