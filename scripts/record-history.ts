@@ -44,7 +44,7 @@ async function recordScenario(name: ScenarioName): Promise<void> {
   const env = await timeSkippingEnv();
   try {
     const taskQueue = uniqueTaskQueue(name);
-    const worker = await createWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue });
+    const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
     await worker.runUntil(async () => save(await scenario({ env, client: env.client, taskQueue }), name));
   } finally {
     await env.teardown();

@@ -22,11 +22,13 @@ program
     const config = connectionConfigFromEnv();
     if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
     const connection = await connectWorker({ ...config, address: config.address });
-    const worker = await createWorker({ connection, namespace: config.namespace, taskQueue: config.taskQueue });
+    const { client, connection: clientConnection } = await connectClient({ ...config, address: config.address });
+    const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue });
     console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue}`);
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
     await worker.run();
     await connection.close();
+    await clientConnection.close();
   });
 
 program
@@ -67,7 +69,7 @@ async function withTemporal(fn: (ctx: { client: import('@temporalio/client').Cli
   try {
     const { client, connection } = await connectClient({ ...config, address, namespace });
     const workerConnection = await connectWorker({ ...config, address, namespace });
-    const worker = await createWorker({ connection: workerConnection, namespace, taskQueue: config.taskQueue });
+    const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue: config.taskQueue });
     try {
       await worker.runUntil(fn({ client, taskQueue: config.taskQueue, address }));
     } finally {

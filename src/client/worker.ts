@@ -1,13 +1,14 @@
+import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import * as activities from '../activities';
+import { createActivities } from '../activities';
 
-/** The tilebreaker worker: every workflow type on one task queue. Activities join as they are built. */
-export async function createWorker(opts: { connection: NativeConnection; namespace: string; taskQueue: string }): Promise<Worker> {
+/** The tilebreaker worker: every workflow type and activity on one task queue. */
+export async function createWorker(opts: { connection: NativeConnection; client: Client; namespace: string; taskQueue: string }): Promise<Worker> {
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     workflowsPath: require.resolve('../workflows'),
-    activities,
+    activities: createActivities({ client: opts.client }),
   });
 }

@@ -1,17 +1,17 @@
 import {
   allHandlersFinished,
-  ApplicationFailure,
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
   log,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type * as activities from '../activities';
+import type { Activities } from '../activities';
 import {
   breakerView,
   ConfigError,
@@ -28,6 +28,7 @@ import {
 } from '../breaker';
 import {
   adminSignal,
+  cancelProbeSignal,
   probeDecisionQuery,
   probeGrantSignal,
   probeResultSignal,
@@ -50,7 +51,7 @@ const DEFAULTS: Required<EntityOptions> = {
   selfProbeDelayMs: 2_000,
   maxHistoryEvents: 2_000,
   logSize: 500,
-  searchAttributes: true,
+  searchAttributes: 'auto',
 };
 /** Probe decisions kept for requesters that have not read theirs yet. */
 const DECISIONS_KEPT = 256;
@@ -59,6 +60,8 @@ export interface EntityExit {
   key: string;
   reason: 'idle';
   counters: EntityCounters;
+  /** The run's transition log, most recent first: a finished run still answers "was it open last night?". */
+  transitions: TransitionRecord[];
 }
 
 /**
@@ -71,12 +74,18 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   const { key } = input;
   const opts: Required<EntityOptions> = { ...DEFAULTS, ...input.options };
   const carried: CarriedState | undefined = input.carried;
-  let policy: PolicyState = carried?.policy ?? initialState(parseConfig(input.config));
+  let policy: PolicyState = carried?.policy ?? initialState(parseConfig(key, input.config));
   let probeSpec: ProbeSpec | null = input.probe ?? null;
   const history: TransitionRecord[] = carried?.log ?? [];
   const decisions = new Map(carried?.decisions ?? []);
   const counters: EntityCounters = carried?.counters ?? { reports: 0, probeRequests: 0, selfProbes: 0, ignoredResults: 0, continuedAsNew: 0 };
   let lastReportAt = carried?.lastReportAt ?? Date.now();
+  let lastTransitionAt = carried?.lastTransitionAt ?? 0;
+  // Unknown until checked (auto), then carried across continue-as-new.
+  let searchAttributesOn: boolean | null = carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
+  // Self-probes that got no answer (404, 400, 429, activity failure) back off: a wrong probe URL must not
+  // hit the endpoint every two seconds forever, and a 429 is honoured.
+  let selfProbeBackoffMs = 0;
   // The latest moment anything happened around probes: the self-probe waits selfProbeDelayMs past it.
   let lastProbeActivityAt = Date.now();
   let selfProbeRunning = false;
@@ -84,7 +93,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   let wake = false;
 
   const publish = () => {
-    if (!opts.searchAttributes) return;
+    if (!searchAttributesOn) return;
     upsertSearchAttributes([
       { key: BREAKER_STATE, value: stateName(policy) },
       { key: BREAKER_KEY, value: key },
@@ -98,6 +107,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     if (out.transitions.length) {
       for (const t of out.transitions) {
         history.unshift(t);
+        lastTransitionAt = t.at;
         log.info('breaker transition', { key, from: t.from, to: t.to, reason: t.reason, detail: t.detail, cooldownMs: t.cooldownMs });
         if (t.to === 'half-open') lastProbeActivityAt = t.at;
       }
@@ -160,6 +170,13 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     }),
   );
   setHandler(
+    cancelProbeSignal,
+    guarded('cancelProbe', ({ requestId }) => {
+      lastProbeActivityAt = Date.now();
+      apply({ type: 'probe-cancel', requestId });
+    }),
+  );
+  setHandler(
     adminSignal,
     guarded('admin', (a) => {
       if (a.action === 'set-probe') {
@@ -188,6 +205,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     lastReportAt,
     counters: { ...counters },
     historyLength: workflowInfo().historyLength,
+    searchAttributes: searchAttributesOn,
   }));
 
   function remember(requestId: string, decision: NonNullable<StepResult['decision']>): void {
@@ -196,17 +214,23 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     while (decisions.size > DECISIONS_KEPT) decisions.delete(decisions.keys().next().value!);
   }
 
-  const probe = proxyActivities<typeof activities>({
-    // One attempt: a failed probe is an answer, and the next comes after the next cooldown.
-    retry: { maximumAttempts: 1 },
-    startToCloseTimeout: policy.config.probeLeaseMs,
-    // If no worker takes the probe, the token's lease lapses and traffic or a later self-probe tries again.
-    scheduleToCloseTimeout: policy.config.probeLeaseMs,
-  });
+  // Options follow the live configuration (a `configure` may change the lease).
+  const probeActivity = () =>
+    proxyActivities<Activities>({
+      // One attempt: a failed probe is an answer, and the next comes after the next cooldown.
+      retry: { maximumAttempts: 1 },
+      startToCloseTimeout: policy.config.probeLeaseMs,
+      // If no worker takes the probe, it gives up with the lease; traffic or a later self-probe tries again.
+      scheduleToCloseTimeout: policy.config.probeLeaseMs,
+    });
 
   const selfProbeDue = (): number | null => {
     if (!probeSpec || selfProbeRunning || policy.mode !== 'auto' || policy.phase !== 'half-open' || policy.probes.length > 0) return null;
-    return lastProbeActivityAt + opts.selfProbeDelayMs;
+    return lastProbeActivityAt + opts.selfProbeDelayMs + selfProbeBackoffMs;
+  };
+  const backOffSelfProbe = (atLeastMs = 0) => {
+    const cap = policy.config.cooldownMs * policy.config.cooldownMaxFactor;
+    selfProbeBackoffMs = Math.min(cap, Math.max(atLeastMs, selfProbeBackoffMs ? selfProbeBackoffMs * 2 : opts.selfProbeDelayMs));
   };
 
   const selfProbe = async (spec: ProbeSpec) => {
@@ -217,11 +241,20 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       if (decision?.kind !== 'granted') return;
       counters.selfProbes++;
       try {
-        const result = await probe.probeEndpoint(spec);
+        const result = await probeActivity().probeEndpoint(spec);
         apply({ type: 'probe-result', generation: decision.token.generation, outcome: result.outcome, latencyMs: result.latencyMs, ...(result.retryAfterMs ? { retryAfterMs: result.retryAfterMs } : {}) });
+        if (result.outcome === 'success' || result.outcome === 'transient' || result.outcome === 'service-exception') {
+          selfProbeBackoffMs = 0;
+        } else {
+          // 404 / 400 / 401 / 429: no verdict on health. Say so loudly, and do not hammer the endpoint.
+          backOffSelfProbe(result.retryAfterMs ?? 0);
+          log.warn('self-probe got no verdict; check the probe spec', { key, url: spec.url, outcome: result.outcome, reason: result.reason, nextInMs: selfProbeBackoffMs });
+        }
       } catch (err) {
         // The probe activity itself failed (no worker, a crash): that says nothing about the endpoint.
-        log.warn('self-probe activity failed; its token lapses with its lease', { key, error: err instanceof Error ? err.message : String(err) });
+        apply({ type: 'probe-cancel', requestId });
+        backOffSelfProbe();
+        log.warn('self-probe activity failed; token released', { key, error: err instanceof Error ? err.message : String(err) });
       }
     } finally {
       selfProbeRunning = false;
@@ -232,11 +265,25 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
 
   const historyFull = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= opts.maxHistoryEvents;
 
+  if (searchAttributesOn === null) {
+    try {
+      const check = proxyActivities<Activities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });
+      searchAttributesOn = await check.breakerSearchAttributesRegistered();
+    } catch (err) {
+      searchAttributesOn = false;
+      log.warn('could not check the search attributes; not keeping them', { key, error: err instanceof Error ? err.message : String(err) });
+    }
+    if (!searchAttributesOn) log.warn('BreakerState / BreakerKey are not registered in this namespace: breakers will not be listable by state', { key });
+  }
   publish();
+  // Idle means closed and quiet: no reports and no transitions for idleMs. Runs recorded before this rule
+  // (idle counted from the last report only) keep the old rule on replay.
+  const idleCountsTransitions = patched('idle-after-last-transition');
+  const idleAt = () => (idleCountsTransitions ? Math.max(lastReportAt, lastTransitionAt) : lastReportAt) + opts.idleMs;
   for (;;) {
     const now = Date.now();
     const idle = policy.mode === 'auto' && policy.phase === 'closed' && policy.probes.length === 0;
-    const due = [nextDeadline(policy, now), selfProbeDue(), idle ? lastReportAt + opts.idleMs : null].filter((t): t is number => t !== null);
+    const due = [nextDeadline(policy, now), selfProbeDue(), idle ? idleAt() : null].filter((t): t is number => t !== null);
     const until = due.length ? Math.max(Math.min(...due), now + 1) : null;
     wake = false;
     if (until === null) await condition(() => wake || historyFull());
@@ -247,9 +294,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     const selfProbeAt = selfProbeDue();
     if (probeSpec && selfProbeAt !== null && selfProbeAt <= Date.now()) void selfProbe(probeSpec);
 
-    if (policy.mode === 'auto' && policy.phase === 'closed' && policy.probes.length === 0 && Date.now() >= lastReportAt + opts.idleMs) {
+    if (policy.mode === 'auto' && policy.phase === 'closed' && policy.probes.length === 0 && Date.now() >= idleAt()) {
       await condition(allHandlersFinished);
-      if (Date.now() >= lastReportAt + opts.idleMs) return { key, reason: 'idle', counters };
+      if (Date.now() >= idleAt()) return { key, reason: 'idle', counters, transitions: history };
     }
     if (historyFull()) {
       // Finish in-flight work first, so the next run starts with everything this one knew.
@@ -259,7 +306,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
         key,
         ...(probeSpec ? { probe: probeSpec } : {}),
         ...(input.options ? { options: input.options } : {}),
-        carried: { policy, log: history, lastReportAt, decisions: [...decisions], counters },
+        carried: { policy, log: history, lastReportAt, lastTransitionAt, decisions: [...decisions], counters, searchAttributesOn: searchAttributesOn ?? false },
       });
     }
   }
@@ -284,11 +331,16 @@ function adminEvent(a: Exclude<AdminAction, { action: 'set-probe' }>): PolicyEve
   }
 }
 
-function parseConfig(config: EntityInput['config']) {
+/**
+ * The entity's configuration. An invalid one does not fail the run (the next report would only start another
+ * failing run): the breaker runs on defaults and says why, loudly; `configure` can fix it.
+ */
+function parseConfig(key: string, config: EntityInput['config']) {
   try {
     return parsePolicyConfig(config ?? {});
   } catch (err) {
-    if (err instanceof ConfigError) throw ApplicationFailure.nonRetryable(err.message, 'ConfigError');
-    throw err;
+    if (!(err instanceof ConfigError)) throw err;
+    log.error('invalid breaker configuration; running on defaults', { key, error: err.message });
+    return parsePolicyConfig({});
   }
 }

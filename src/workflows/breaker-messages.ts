@@ -39,13 +39,20 @@ export interface EntityOptions {
   maxHistoryEvents?: number;
   /** Transitions kept in the log. Default 500. */
   logSize?: number;
-  /** Keep the BreakerState / BreakerKey search attributes current. Default true (the server must have them). */
-  searchAttributes?: boolean;
+  /**
+   * Keep the BreakerState / BreakerKey search attributes current: `auto` (default) checks once per entity, by
+   * an activity, that the namespace has them registered (an unregistered one would fail every workflow task);
+   * true upserts without checking; false never.
+   */
+  searchAttributes?: boolean | 'auto';
 }
 
 /** Everything continue-as-new carries. */
 export interface CarriedState {
   policy: PolicyState;
+  /** The search-attribute check's answer, so a new run does not ask again. */
+  searchAttributesOn?: boolean;
+  lastTransitionAt?: number;
   log: TransitionRecord[];
   lastReportAt: number;
   /** Recent probe decisions by request id, oldest first, so a requester can still read its grant. */
@@ -118,11 +125,15 @@ export interface BreakerStatus {
   lastReportAt: number;
   counters: EntityCounters;
   historyLength: number;
+  /** Whether this entity keeps BreakerState / BreakerKey current (null: not checked yet). */
+  searchAttributes: boolean | null;
 }
 
 export const reportSignal = defineSignal<[OutcomeReport]>('report');
 export const requestProbeSignal = defineSignal<[ProbeRequest]>('requestProbe');
 export const probeResultSignal = defineSignal<[ProbeResult]>('probeResult');
+/** A requester gave up waiting for its decision: release a token it may hold, count nothing. */
+export const cancelProbeSignal = defineSignal<[{ requestId: string }]>('cancelProbe');
 export const adminSignal = defineSignal<[AdminAction]>('admin');
 /** Sent back to a requesting workflow. */
 export const probeGrantSignal = defineSignal<[{ key: string; requestId: string; decision: ProbeDecision }]>('probeGrant');

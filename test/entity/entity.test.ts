@@ -30,7 +30,7 @@ const noSA = { searchAttributes: false };
 
 before(async () => {
   env = await timeSkippingEnv();
-  worker = await createWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue });
+  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
   running = worker.run();
   endpoint = await startTestEndpoint(200);
 });

@@ -23,7 +23,7 @@ const guard = (reporter: string, extra: Partial<ConstructorParameters<typeof Bre
 
 before(async () => {
   env = await timeSkippingEnv();
-  worker = await createWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue });
+  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
   running = worker.run();
 });
 after(async () => {
@@ -50,6 +50,53 @@ async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5_000)
 }
 
 describe('the guard', () => {
+  test('a bad configuration is refused when the guard is made, naming the field', () => {
+    assert.throws(() => guard('w', { config: { failureRatio: 2 } }), /failureRatio: .*\(got 2\)/);
+  });
+
+  test('a burst of failures from concurrent calls is gathered into a few reports, not one per failure', async () => {
+    const key = breakerKey(host());
+    const g = guard('bursty', { reportIntervalMs: 60_000, config: { minSamples: 1_000_000 } });
+    // 10 calls in flight at a time, 100 failures spread over a few hundred ms.
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        for (let i = 0; i < 10; i++) {
+          g.release(await g.acquire(key), { kind: 'transient', latencyMs: 2 });
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      }),
+    );
+    await g.flush();
+    const status = await env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery);
+    assert.equal(status.figures.transient, 100, 'every failure was reported');
+    assert.ok(g.stats.reportsSent <= 15, `${g.stats.reportsSent} reports for 100 failures`);
+  });
+
+  test('a process that keeps failing waits on its reports, which slows its calls instead of flooding the entity', async () => {
+    const key = breakerKey(host());
+    const g = guard('sequential', { reportIntervalMs: 60_000, config: { minSamples: 1_000_000 } });
+    const started = Date.now();
+    for (let i = 0; i < 6; i++) g.release(await g.acquire(key), { kind: 'transient' });
+    await g.acquire(key);
+    // One report per failure here, but each after a gathering pause: 50 ms, then 200 ms while failures keep coming.
+    assert.ok(Date.now() - started >= 50 + 5 * 200, `6 failures took ${Date.now() - started} ms`);
+    assert.ok(g.stats.reportsSent <= 6);
+  });
+
+  test('after its probe fails, the same process does not call the re-opened endpoint', async () => {
+    const key = breakerKey(host());
+    const config = { cooldownMs: 1_000, cooldownJitter: 0 };
+    const g = guard('prober', { config });
+    for (let i = 0; i < 20; i++) g.release(await g.acquire(key), { kind: 'transient' });
+    await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'open');
+    await env.sleep(1_500);
+    await new Promise((r) => setTimeout(r, 1_100));
+    const probe = await g.acquire(key);
+    assert.equal(probe.kind, 'probe');
+    g.release(probe, { kind: 'transient' });
+    for (let i = 0; i < 4; i++) assert.equal((await g.acquire(key)).kind, 'refused');
+  });
+
   test('with no entity yet, calls proceed (closed)', async () => {
     const g = guard('w1');
     const d = await g.acquire(breakerKey(host()));

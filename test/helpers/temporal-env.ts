@@ -21,7 +21,7 @@ export async function timeSkippingEnv(): Promise<TestWorkflowEnvironment> {
   );
 }
 
-export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAttributeType>[] = []): Promise<TestWorkflowEnvironment> {
+export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAttributeType>[] = [], extraNamespaces: string[] = []): Promise<TestWorkflowEnvironment> {
   const conn = connectionConfigFromEnv();
   if (conn.address) {
     return TestWorkflowEnvironment.createFromExistingServer({
@@ -36,6 +36,7 @@ export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAt
       ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
       ip: '127.0.0.1',
       searchAttributes,
+      extraArgs: extraNamespaces.flatMap((ns) => ['--namespace', ns]),
     },
   });
 }

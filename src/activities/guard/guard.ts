@@ -2,17 +2,19 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
   breakerWorkflowId,
   isFailure,
+  parsePolicyConfig,
   permitFor,
+  type ProbeDecision,
   type BreakerStateName,
   type BreakerView,
   type OutcomeKind,
   type PolicyConfigInput,
-  type ProbeDecision,
   type ProbeToken,
 } from '../../breaker';
 // Types only: activities never load workflow code.
 import type { breakerEntityWorkflow } from '../../workflows/breaker-entity';
 import {
+  cancelProbeSignal,
   probeDecisionQuery,
   probeResultSignal,
   reportSignal,
@@ -39,11 +41,15 @@ export interface GuardOptions {
   reportIntervalMs?: number;
   /** A cached view is used for this long. Default 1 000 ms. */
   cacheTtlMs?: number;
-  /** ... and for this long while this process is seeing failures, so it learns of a trip sooner. Default 100 ms. */
-  alertCacheTtlMs?: number;
+  /**
+   * When this process's recent outcomes turn bad (a quarter or more failing), failures are reported after
+   * this short gathering delay instead of at the interval, and the next call waits for the report to land
+   * and re-reads the state first. Default 50 ms.
+   */
+  failureFlushMs?: number;
   /** A query or signal that takes longer counts as unreachable: fail open. Default 2 000 ms. */
   rpcTimeoutMs?: number;
-  /** How often to read a pending probe decision. Default 10 ms. */
+  /** First delay between reads of a pending probe decision (it doubles up to 100 ms). Default 5 ms. */
   probePollMs?: number;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
 }
@@ -76,10 +82,13 @@ interface KeyState {
   view: BreakerView | null;
   fetchedAt: number;
   inflight: Promise<BreakerView | null> | null;
+  /** After a failed read: fail open at once until then, instead of waiting out another timeout per call. */
+  unreachableUntil: number;
   buffer: ReportBuffer;
-  alertUntil: number;
+  /** A failure report on its way (gathering, then sending): calls wait for it and then re-read the state. */
+  alarm: Promise<void> | null;
+  alarmEndedAt: number;
   probePending: Promise<GuardDecision> | null;
-  flushScheduled: boolean;
 }
 
 /**
@@ -92,6 +101,7 @@ export class BreakerGuard {
   readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, queries: 0, reportsSent: 0, reportErrors: 0 };
   private readonly keys = new Map<string, KeyState>();
   private readonly pending = new Set<Promise<unknown>>();
+  private readonly timers = new Set<NodeJS.Timeout>();
   private readonly timer: NodeJS.Timeout;
   private requestSeq = 0;
   private failOpenLoggedAt = 0;
@@ -100,12 +110,14 @@ export class BreakerGuard {
   private readonly o: Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions'>> & Pick<GuardOptions, 'config' | 'probe' | 'entityOptions'>;
 
   constructor(options: GuardOptions) {
+    // A bad configuration is the caller's error, now: not a failed entity run per report later.
+    if (options.config) parsePolicyConfig(options.config);
     this.o = {
       reportIntervalMs: 1_000,
       cacheTtlMs: 1_000,
-      alertCacheTtlMs: 100,
+      failureFlushMs: 50,
       rpcTimeoutMs: 2_000,
-      probePollMs: 10,
+      probePollMs: 5,
       logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
       ...options,
     };
@@ -116,6 +128,8 @@ export class BreakerGuard {
   /** Decides one call to the endpoint of `key` (a canonical breaker key). */
   async acquire(key: string): Promise<GuardDecision> {
     const ks = this.keyState(key);
+    // This process has just seen failures: let the entity hear of them and read its verdict before calling again.
+    if (ks.alarm) await ks.alarm;
     const view = await this.view(key, ks);
     if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
@@ -147,8 +161,8 @@ export class BreakerGuard {
     if (decision.kind === 'refused') return;
     const ks = this.keyState(decision.key);
     if (decision.kind === 'probe') {
-      // The probe's result goes at once: the fleet is waiting on it.
-      ks.view = null;
+      // The probe's result goes at once: the fleet is waiting on it. Re-read the state after it.
+      ks.fetchedAt = 0;
       this.track(
         this.signal(decision.key, (h) =>
           h.signal(probeResultSignal, {
@@ -163,17 +177,25 @@ export class BreakerGuard {
       return;
     }
     ks.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
-    if (isFailure(outcome.kind)) {
-      // Detection must not wait for the batch interval: failures go now, and this process re-reads the
-      // state sooner for a while, so it learns of the trip it may have caused.
-      ks.alertUntil = Date.now() + 5 * this.o.reportIntervalMs;
-      if (!ks.flushScheduled) {
-        ks.flushScheduled = true;
-        setImmediate(() => {
-          ks.flushScheduled = false;
-          this.track(this.flushKey(decision.key, ks));
-        });
-      }
+    // Detection must not wait for the batch interval. But a trickle of failures among successes (a partial
+    // degradation below any threshold) stays batched, so it cannot become a signal per failure.
+    if (isFailure(outcome.kind) && !ks.alarm && !this.closed && ks.buffer.failures * 4 >= ks.buffer.outcomes) {
+      const key = decision.key;
+      // Failures that keep coming gather for longer (4x), so a failing process sends a few reports a second
+      // and, waiting on them, slows its own calls to the failing endpoint.
+      const gatherMs = Date.now() - ks.alarmEndedAt < 1_000 ? 4 * this.o.failureFlushMs : this.o.failureFlushMs;
+      ks.alarm = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.timers.delete(timer);
+          void this.flushKey(key, ks).finally(() => {
+            ks.fetchedAt = 0; // read the entity's verdict on what we just told it
+            ks.alarm = null;
+            ks.alarmEndedAt = Date.now();
+            resolve();
+          });
+        }, gatherMs);
+        this.timers.add(timer);
+      });
     }
   }
 
@@ -187,6 +209,9 @@ export class BreakerGuard {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    for (const ks of this.keys.values()) ks.alarm = null;
     await this.flush();
     await Promise.allSettled([...this.pending]);
   }
@@ -194,7 +219,7 @@ export class BreakerGuard {
   private keyState(key: string): KeyState {
     let ks = this.keys.get(key);
     if (!ks) {
-      ks = { view: null, fetchedAt: 0, inflight: null, buffer: new ReportBuffer(), alertUntil: 0, probePending: null, flushScheduled: false };
+      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null };
       this.keys.set(key, ks);
     }
     return ks;
@@ -203,11 +228,8 @@ export class BreakerGuard {
   /** The cached view; null when no entity exists; undefined when the entity cannot be reached. */
   private async view(key: string, ks: KeyState): Promise<BreakerView | null | undefined> {
     const now = Date.now();
-    // The short TTL only while closed: it exists to notice a trip sooner. Once the view is open, it stays
-    // right until its cooldown ends, and re-reading it faster would only load the entity.
-    const alert = now < ks.alertUntil && ks.view?.state !== 'open' && ks.view?.state !== 'forced-open';
-    const ttl = alert ? this.o.alertCacheTtlMs : this.o.cacheTtlMs;
-    if (ks.fetchedAt && now - ks.fetchedAt < ttl) return ks.view;
+    if (now < ks.unreachableUntil) return undefined;
+    if (ks.fetchedAt && now - ks.fetchedAt < this.o.cacheTtlMs) return ks.view;
     if (!ks.inflight) {
       this.stats.queries++;
       ks.inflight = this.rpc(() => this.handle(key).query(viewQuery))
@@ -215,6 +237,7 @@ export class BreakerGuard {
           (view) => view,
           (err: unknown) => {
             if (isNotFound(err)) return null;
+            ks.unreachableUntil = Date.now() + this.o.cacheTtlMs;
             this.noteUnreachable(key, err);
             throw err;
           },
@@ -237,22 +260,31 @@ export class BreakerGuard {
 
   private async requestProbe(key: string, ks: KeyState): Promise<GuardDecision> {
     const requestId = `${this.o.reporter}/${Date.now()}/${++this.requestSeq}`;
+    const deadline = Date.now() + this.o.rpcTimeoutMs;
     try {
       await this.rpc(() => this.handle(key).signal(requestProbeSignal, { requestId, requester: this.o.reporter }));
-      const deadline = Date.now() + this.o.rpcTimeoutMs;
-      for (;;) {
-        const decision: ProbeDecision | null = await this.rpc(() => this.handle(key).query(probeDecisionQuery, requestId));
-        if (decision) {
-          ks.fetchedAt = 0; // the state moved: read it afresh next time
-          return this.fromProbeDecision(key, decision);
-        }
-        if (Date.now() > deadline) throw new Error(`no decision for probe request ${requestId} within ${this.o.rpcTimeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, this.o.probePollMs));
-      }
     } catch (err) {
+      // The entity cannot be reached at all: fail open, as for any other read.
+      ks.unreachableUntil = Date.now() + this.o.cacheTtlMs;
       this.noteUnreachable(key, err);
       return this.failOpen(key);
     }
+    // The decision is usually there on the first read; back off (5, 10, 20 ... 100 ms) while it is not.
+    let pause = this.o.probePollMs;
+    while (Date.now() < deadline) {
+      const decision = await this.rpc(() => this.handle(key).query(probeDecisionQuery, requestId)).catch(() => null);
+      if (decision) {
+        ks.fetchedAt = 0; // the state moved: read it afresh next time
+        return this.fromProbeDecision(key, decision);
+      }
+      await new Promise((r) => setTimeout(r, Math.min(pause, Math.max(0, deadline - Date.now()))));
+      pause = Math.min(pause * 2, 100);
+    }
+    // The entity is too slow to answer. Give the token back if it was granted (so it does not sit out its
+    // lease), and do not call: half-open means the endpoint is not known to be healthy.
+    this.track(this.signal(key, (h) => h.signal(cancelProbeSignal, { requestId })));
+    this.stats.refused++;
+    return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: `half-open: no probe decision within ${this.o.rpcTimeoutMs} ms` };
   }
 
   private fromProbeDecision(key: string, d: ProbeDecision): GuardDecision {

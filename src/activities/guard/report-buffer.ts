@@ -23,6 +23,11 @@ export class ReportBuffer {
     return this.size === 0;
   }
 
+  /** Outcomes buffered since the last report. */
+  get outcomes(): number {
+    return this.size;
+  }
+
   get failures(): number {
     return this.failed;
   }

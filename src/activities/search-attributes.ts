@@ -1,0 +1,18 @@
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+
+/** The names the breaker entity keeps current (src/workflows/search-attributes.ts). */
+const NEEDED = ['BreakerState', 'BreakerKey'];
+
+/**
+ * Is every breaker search attribute registered in this worker's namespace? Asked once per entity (and
+ * carried across continue-as-new): upserting an unregistered attribute would fail every workflow task.
+ */
+export function makeSearchAttributeCheck(client: Client) {
+  return async function breakerSearchAttributesRegistered(): Promise<boolean> {
+    const namespace = Context.current().info.workflowNamespace;
+    const res = await client.connection.operatorService.listSearchAttributes({ namespace });
+    const known = new Set([...Object.keys(res.customAttributes ?? {}), ...Object.keys(res.systemAttributes ?? {})]);
+    return NEEDED.every((name) => known.has(name));
+  };
+}
