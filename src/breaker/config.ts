@@ -12,14 +12,20 @@ export const policyConfigSchema = z
   .object({
     /** Length of the rolling window of outcomes. */
     windowMs: ms(1_000).max(3_600_000).default(30_000),
-    /** Width of one window bucket; the window holds windowMs / bucketMs buckets (at most 600). */
-    bucketMs: ms(100).default(1_000),
     /**
-     * The failure-ratio rule also runs over the most recent fastWindowMs (0: off). A fleet-wide window holds
-     * enough samples in a second to judge, so an outage trips the breaker in about a second instead of waiting
-     * for failures to outweigh 30 s of earlier successes. It covers the buckets that overlap that span.
+     * Width of one window bucket; the window holds windowMs / bucketMs buckets (at most 600). Default:
+     * windowMs / 120, at least 250 ms (250 ms for the default 30 s window), so the fast window is fine-grained.
+     */
+    bucketMs: ms(100).optional(),
+    /**
+     * The failure-ratio rule also runs over the newest buckets: the shortest run of them, newest first and
+     * within fastWindowMs, that holds fastMinSamples samples (0: off). A fleet-wide breaker collects that many
+     * in a fraction of a second, so an outage trips it almost at once instead of waiting for failures to
+     * outweigh 30 s of earlier successes; a quiet endpoint never fills it and is judged on the whole window.
      */
     fastWindowMs: ms(0).default(1_000),
+    /** Samples the fast window needs (counted like minSamples; at least minSamples). Default: 2 x minSamples. */
+    fastMinSamples: ms(1).optional(),
     /** No rule trips on fewer health-relevant samples than this in the window. */
     minSamples: ms(1).default(20),
     /** Trip when failures / (successes + failures) reaches this. */
@@ -56,7 +62,15 @@ export const policyConfigSchema = z
     rampFloor: z.number().gt(0).max(1).default(0.1),
   })
   .strict()
+  .transform(({ bucketMs, fastMinSamples, ...c }) => ({
+    ...c,
+    bucketMs: bucketMs ?? Math.max(250, Math.ceil(c.windowMs / 120)),
+    fastMinSamples: fastMinSamples ?? 2 * c.minSamples,
+  }))
   .superRefine((c, ctx) => {
+    if (c.fastMinSamples < c.minSamples) {
+      ctx.addIssue({ code: 'custom', path: ['fastMinSamples'], input: c.fastMinSamples, message: `must be >= minSamples (${c.minSamples})` });
+    }
     if (c.fastWindowMs > c.windowMs) {
       ctx.addIssue({ code: 'custom', path: ['fastWindowMs'], input: c.fastWindowMs, message: `must be <= windowMs (${c.windowMs})` });
     }

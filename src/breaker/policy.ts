@@ -14,7 +14,7 @@ import type {
   TransitionReason,
   TransitionRecord,
 } from './state';
-import { figures, prune, record, type WindowFigures } from './window';
+import { fastFigures, figures, prune, record, type WindowFigures } from './window';
 
 /**
  * The breaker as a pure state machine: `step(state, event, now, rand)`. `now` is the caller's clock in ms
@@ -203,7 +203,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
   if (s.phase === 'closed') {
     const f = figures(window, now, s.config);
-    const fast = s.config.fastWindowMs > 0 ? figures(window, now, { ...s.config, windowMs: s.config.fastWindowMs }) : null;
+    const fast = fastFigures(window, now, s.config);
     const verdict = shouldTrip(f, s.config, fast);
     if (verdict) open(out, verdict.rule, verdict.detail, rand, verdict.figures);
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {

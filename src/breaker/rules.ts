@@ -17,12 +17,12 @@ export interface TripVerdict {
  *   p95 latency > budget with >= latencyMinSamples latency samples, or
  *   permanent faults >= permanentSurgeCount and >= permanentSurgeRatio of all samples,
  * and never while the window holds fewer than minSamples health-relevant samples. The failure-ratio rule
- * runs over the whole window and over the fast window (`fast`, the most recent fastWindowMs), each with
- * its own minSamples.
+ * runs over the whole window and over the fast window (`fast`: the newest fastMinSamples samples, within
+ * fastWindowMs; see window.ts).
  */
 export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null): TripVerdict | null {
   if (fast && fast.samples >= config.minSamples && fast.n >= config.minSamples && fast.failureRatio >= config.failureRatio) {
-    return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the last ${config.fastWindowMs} ms`, figures: fast };
+    return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the newest ${fast.samples} samples`, figures: fast };
   }
   if (f.samples < config.minSamples) return null;
   if (f.n >= config.minSamples && f.failureRatio >= config.failureRatio) {

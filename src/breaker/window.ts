@@ -65,9 +65,27 @@ export function record(
 }
 
 export function figures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures {
+  return sum(prune(window, now, config));
+}
+
+/**
+ * The fast window: the newest buckets, added newest first while they lie within fastWindowMs, up to the
+ * first point where they hold fastMinSamples health-relevant samples. Null when they never do (or it is off).
+ */
+export function fastFigures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures | null {
+  if (config.fastWindowMs === 0) return null;
+  const recent = prune(window, now, { ...config, windowMs: config.fastWindowMs });
+  for (let i = recent.length - 1; i >= 0; i--) {
+    const f = sum(recent.slice(i));
+    if (f.samples >= config.fastMinSamples) return f;
+  }
+  return null;
+}
+
+function sum(buckets: readonly WindowBucket[]): WindowFigures {
   const totals = zeroCounts();
   const latency = emptyHistogram();
-  for (const bucket of prune(window, now, config)) {
+  for (const bucket of buckets) {
     for (const kind of OUTCOME_KINDS) totals[kind] += bucket.counts[kind];
     addInto(latency, bucket.latency);
   }

@@ -7,6 +7,7 @@ import {
   patched,
   proxyActivities,
   setHandler,
+  upsertMemo,
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
@@ -92,6 +93,20 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it.
   let wake = false;
 
+  // The view also goes into the memo, where guards read it with DescribeWorkflowExecution: the server answers
+  // that from its own store, so a read never queues behind the entity's workflow tasks as a query does while
+  // a fleet's reports pour in. (Runs recorded before the memo existed replay without it.)
+  const viewInMemo = patched('view-memo');
+  let memoView = '';
+  const publishView = () => {
+    if (!viewInMemo) return;
+    const view = breakerView(policy);
+    const text = JSON.stringify(view);
+    if (text === memoView) return;
+    memoView = text;
+    upsertMemo({ view });
+  };
+
   const publish = () => {
     if (!searchAttributesOn) return;
     upsertSearchAttributes([
@@ -115,6 +130,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       publish();
     }
     if (out.transitions.length || nextDeadline(policy, Date.now()) !== before) wake = true;
+    publishView();
     return out;
   };
 
@@ -265,6 +281,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
 
   const historyFull = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= opts.maxHistoryEvents;
 
+  publishView();
   if (searchAttributesOn === null) {
     try {
       const check = proxyActivities<Activities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });

@@ -32,7 +32,7 @@ describe('defaults', () => {
   test('an empty configuration gets the documented defaults', () => {
     const c = parsePolicyConfig({});
     assert.equal(c.windowMs, 30_000);
-    assert.equal(c.bucketMs, 1_000);
+    assert.equal(c.bucketMs, 250);
     assert.equal(c.minSamples, 20);
     assert.equal(c.failureRatio, 0.5);
     assert.equal(c.healthyP95Ms, null);
@@ -65,7 +65,8 @@ describe('defaults', () => {
     const c = parsePolicyConfig({ minSamples: 5, cooldownMs: 1_000 });
     assert.equal(c.minSamples, 5);
     assert.equal(c.cooldownMs, 1_000);
-    assert.deepEqual({ ...c, minSamples: 20, cooldownMs: 30_000 }, DEFAULT_POLICY_CONFIG);
+    assert.equal(c.fastMinSamples, 10, 'the fast window follows minSamples (twice it) unless named');
+    assert.deepEqual({ ...c, minSamples: 20, cooldownMs: 30_000, fastMinSamples: 40 }, DEFAULT_POLICY_CONFIG);
   });
 
   test('the default latency budget is 1.5x healthyP95Ms, and none without healthyP95Ms', () => {
@@ -207,9 +208,16 @@ describe('unknown fields', () => {
 });
 
 describe('window shape', () => {
+  test('without bucketMs, the window gets 120 buckets of at least 250 ms', () => {
+    assert.equal(parsePolicyConfig({ windowMs: 3_600_000 }).bucketMs, 30_000);
+    assert.equal(parsePolicyConfig({ windowMs: 10_000 }).bucketMs, 250);
+  });
   test('a fast window longer than the window is rejected on fastWindowMs', () => {
     const err = rejected({ windowMs: 5_000, fastWindowMs: 6_000 }, 'fastWindowMs', '6000');
     assert.ok(err.issues.some((i) => i.includes('must be <= windowMs (5000)')), err.message);
+  });
+  test('fastMinSamples below minSamples is rejected', () => {
+    rejected({ minSamples: 50, fastMinSamples: 40 }, 'fastMinSamples', '40');
   });
   test('the fast window defaults to one second and 0 turns it off', () => {
     assert.equal(parsePolicyConfig({}).fastWindowMs, 1_000);
@@ -229,8 +237,8 @@ describe('window shape', () => {
   test('an hour of 100 ms buckets (36000 buckets) is rejected', () => {
     rejected({ windowMs: 3_600_000, bucketMs: 100 }, 'bucketMs', '100');
   });
-  test('the default 1 s buckets with a 10-minute-and-a-second window are rejected', () => {
-    rejected({ windowMs: 601_000 }, 'bucketMs', '1000');
+  test('1 s buckets with a 10-minute-and-a-second window are rejected', () => {
+    rejected({ windowMs: 601_000, bucketMs: 1_000 }, 'bucketMs', '1000');
     assert.doesNotThrow(() => parsePolicyConfig({ windowMs: 600_000 }));
   });
 });

@@ -197,22 +197,34 @@ describe('closed -> open', () => {
 });
 
 describe('the fast window', () => {
-  test('an outage after a long healthy stretch trips on the last second alone', () => {
+  test('an outage after a long healthy stretch trips on the newest samples alone', () => {
     let s = report(fresh(), T0, { success: 400 }).state;
-    const r = report(s, T0 + 20_000, { transient: 25 });
+    const r = report(s, T0 + 20_000, { transient: 45 });
     const t = only(r.transitions);
     assert.equal(t.reason, 'failure-ratio');
-    assert.match(t.detail, /25\/25 failed .* in the last 1000 ms/);
-    assert.equal(t.figures!.n, 25, 'the figures are the fast window\'s');
-    assert.equal(windowFigures(r.state, T0 + 20_000).n, 425, 'while the whole window holds 425');
+    assert.match(t.detail, /45\/45 failed .* in the newest 45 samples/);
+    assert.equal(t.figures!.n, 45, 'the figures are the fast window\'s');
+    assert.equal(windowFigures(r.state, T0 + 20_000).n, 445, 'while the whole window holds 445');
     s = fresh({ fastWindowMs: 0 });
     s = report(s, T0, { success: 400 }).state;
-    assert.deepEqual(report(s, T0 + 20_000, { transient: 25 }).transitions, [], 'with the fast window off, 25 of 425 is no trip');
+    assert.deepEqual(report(s, T0 + 20_000, { transient: 45 }).transitions, [], 'with the fast window off, 45 of 445 is no trip');
   });
 
-  test('the fast window needs minSamples too', () => {
+  test('the fast window needs fastMinSamples: fewer failures wait for the whole window', () => {
     const s = report(fresh(), T0, { success: 400 }).state;
-    assert.deepEqual(report(s, T0 + 20_000, { transient: 19 }).transitions, []);
+    assert.deepEqual(report(s, T0 + 20_000, { transient: 39 }).transitions, []);
+  });
+
+  test('the fast window is the shortest newest run of buckets holding fastMinSamples', () => {
+    // 250 ms buckets: 30 successes 300 ms ago, then 40 failures now. The newest bucket alone holds 40: trip.
+    let s = report(fresh(), T0, { success: 30 }).state;
+    const r = report(s, T0 + 300, { transient: 40 });
+    assert.equal(only(r.transitions).figures!.n, 40);
+    // 30 failures now after 30 successes: the newest bucket holds 30 < 40, so the run takes in the older
+    // bucket too: 30 / 60 failed, which still reaches 0.5.
+    s = report(fresh(), T0, { success: 30 }).state;
+    const r2 = report(s, T0 + 300, { transient: 30 });
+    assert.equal(only(r2.transitions).figures!.n, 60);
   });
 });
 
@@ -300,7 +312,8 @@ describe('half-open probes', () => {
     const g = grant(state, now, 'req-1');
     const again = go(g.state, { type: 'probe-request', requestId: 'req-1', requester: 'worker-1' }, now + 500);
     assert.deepEqual(again.decision, { kind: 'granted', token: g.token });
-    assert.deepEqual(again.state, g.state);
+    // Nothing changes but the window sliding on.
+    assert.deepEqual({ ...again.state, window: [] }, { ...g.state, window: [] });
   });
 
   test('an expired lease frees the slot for a new token of the next generation', () => {

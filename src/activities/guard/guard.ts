@@ -89,6 +89,8 @@ interface KeyState {
   alarm: Promise<void> | null;
   alarmEndedAt: number;
   probePending: Promise<GuardDecision> | null;
+  /** The entity is known to be running (a signal-with-start succeeded): reports go as plain signals. */
+  started: boolean;
 }
 
 /**
@@ -128,8 +130,9 @@ export class BreakerGuard {
   /** Decides one call to the endpoint of `key` (a canonical breaker key). */
   async acquire(key: string): Promise<GuardDecision> {
     const ks = this.keyState(key);
-    // This process has just seen failures: let the entity hear of them and read its verdict before calling again.
-    if (ks.alarm) await ks.alarm;
+    // This process has just seen failures: let the entity hear of them and read its verdict before calling
+    // again, but never wait long on it (a busy server must not stall the pipeline).
+    if (ks.alarm) await Promise.race([ks.alarm, new Promise((r) => setTimeout(r, 4 * this.o.failureFlushMs))]);
     const view = await this.view(key, ks);
     if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
@@ -181,9 +184,8 @@ export class BreakerGuard {
     // degradation below any threshold) stays batched, so it cannot become a signal per failure.
     if (isFailure(outcome.kind) && !ks.alarm && !this.closed && ks.buffer.failures * 4 >= ks.buffer.outcomes) {
       const key = decision.key;
-      // Failures that keep coming gather for longer (4x), so a failing process sends a few reports a second
-      // and, waiting on them, slows its own calls to the failing endpoint.
-      const gatherMs = Date.now() - ks.alarmEndedAt < 1_000 ? 4 * this.o.failureFlushMs : this.o.failureFlushMs;
+      // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
+      const gatherMs = Date.now() - ks.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
       ks.alarm = new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           this.timers.delete(timer);
@@ -219,7 +221,7 @@ export class BreakerGuard {
   private keyState(key: string): KeyState {
     let ks = this.keys.get(key);
     if (!ks) {
-      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null };
+      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null, started: false };
       this.keys.set(key, ks);
     }
     return ks;
@@ -232,7 +234,7 @@ export class BreakerGuard {
     if (ks.fetchedAt && now - ks.fetchedAt < this.o.cacheTtlMs) return ks.view;
     if (!ks.inflight) {
       this.stats.queries++;
-      ks.inflight = this.rpc(() => this.handle(key).query(viewQuery))
+      ks.inflight = this.rpc(() => this.readView(key))
         .then(
           (view) => view,
           (err: unknown) => {
@@ -256,6 +258,22 @@ export class BreakerGuard {
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * The entity's view, from the memo it keeps (DescribeWorkflowExecution, answered by the server without the
+   * worker), or by the `view` query from an entity that keeps none. A finished entity (idle) reads as none.
+   */
+  private async readView(key: string): Promise<BreakerView | null> {
+    const handle = this.handle(key);
+    const d = await handle.describe();
+    if (d.status.name !== 'RUNNING') return null;
+    const view = d.memo?.['view'] as BreakerView | undefined;
+    if (view) return view;
+    // No memo yet: a run this young has not finished its first workflow task, so it is closed; an older one
+    // predates the memo and answers the query.
+    const young = d.historyLength <= 10 || Date.now() - d.startTime.getTime() < 60_000;
+    return young ? null : handle.query(viewQuery);
   }
 
   private async requestProbe(key: string, ks: KeyState): Promise<GuardDecision> {
@@ -312,6 +330,21 @@ export class BreakerGuard {
     const report = ks.buffer.take(this.o.reporter);
     const probe = typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe;
     try {
+      // A plain signal while the entity is known to run (cheaper for the server); signal-with-start otherwise.
+      if (ks.started) {
+        const sent = await this.rpc(() => this.handle(key).signal(reportSignal, report)).then(
+          () => true,
+          (err: unknown) => {
+            if (isNotFound(err)) return false;
+            throw err;
+          },
+        );
+        if (sent) {
+          this.stats.reportsSent++;
+          return;
+        }
+        ks.started = false;
+      }
       await this.rpc(() =>
         this.o.client.workflow.signalWithStart<typeof breakerEntityWorkflow, [OutcomeReport]>('breakerEntityWorkflow', {
           workflowId: breakerWorkflowId(key),
@@ -321,6 +354,7 @@ export class BreakerGuard {
           signalArgs: [report],
         }),
       );
+      ks.started = true;
       this.stats.reportsSent++;
     } catch (err) {
       // Dropped, not retried: a stale report is worth less than a pipeline that keeps moving.

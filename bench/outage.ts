@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+/**
+ * Issue 3's outage benchmark (`npm run bench:outage`): one local tile server schedule (healthy -> outage ->
+ * recovered) per mode, 60 simulated workers fetching tiles back to back through
+ *   shared       tilebreaker's BreakerGuard + breaker entity on a real Temporal dev server,
+ *   per-process  one cockatiel breaker per simulated worker,
+ *   retry-only   the retry policy alone,
+ * one mode at a time, then one table per mode and the `outage: ...` line.
+ */
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { writeFileSync } from 'node:fs';
+import { now } from './outage/clock';
+import { makeModeContext, type ModeContext } from './outage/fleet';
+import { computeFigures, type ModeFigures } from './outage/metrics';
+import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } from './outage/per-process';
+import { ModeRecorder } from './outage/recorder';
+import { DEFINITIONS, finalFigures, finalLine, modeTable, targetLines } from './outage/report';
+import { runRetryOnlyMode } from './outage/retry-only';
+import { OutageServerProcess } from './outage/server-client';
+import { runSharedMode, sharedPolicyConfig, type SharedModeExtras } from './outage/shared-mode';
+import { MODES, OUTAGE_KINDS, type ModeName, type OutageKind, type Scenario } from './outage/types';
+
+function num(min: number, integer = false) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+      throw new InvalidArgumentError(`expected ${integer ? 'an integer' : 'a number'} >= ${min} (got ${JSON.stringify(value)})`);
+    }
+    return n;
+  };
+}
+
+function modeList(value: string): ModeName[] {
+  const modes = value.split(',').map((m) => m.trim()).filter(Boolean);
+  for (const m of modes) {
+    if (!(MODES as readonly string[]).includes(m)) throw new InvalidArgumentError(`unknown mode ${JSON.stringify(m)} (modes: ${MODES.join(', ')})`);
+  }
+  if (!modes.length) throw new InvalidArgumentError('name at least one mode');
+  return modes as ModeName[];
+}
+
+interface CliOptions {
+  workers: number;
+  healthy: number;
+  outage: number;
+  recovery: number;
+  cooldown: number;
+  kind: OutageKind;
+  retryAfter?: number;
+  tileLatency: number;
+  attempts: number;
+  backoffBase: number;
+  backoffCap: number;
+  probeAttempts: number;
+  window: number;
+  minSamples: number;
+  failureRatio: number;
+  ramp?: number;
+  modes: ModeName[];
+  json?: string;
+}
+
+const program = new Command('bench:outage')
+  .description('outage benchmark: shared (tilebreaker) vs per-process (cockatiel) vs retry-only breakers, one local tile server')
+  .option('--workers <n>', 'simulated workers per mode', num(1, true), 60)
+  .option('--healthy <s>', 'healthy warm-up before the outage, seconds', num(0.5), 5)
+  .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
+  .option('--recovery <s>', 'recovered phase after the outage, seconds', num(0.5), 15)
+  .option('--cooldown <ms>', 'breaker cooldown (both breaker modes), ms', num(1, true), 1000)
+  .addOption(new Option('--kind <kind>', 'outage kind: 503 answers, or refused connections').choices(OUTAGE_KINDS).default('503'))
+  .option('--retry-after <s>', 'Retry-After (seconds) on the 503 answers (default: none)', num(0, true))
+  .option('--tile-latency <ms>', 'mean render time of a healthy tile, ms (each takes 0.5x..1.5x)', num(0), 150)
+  .option('--attempts <n>', 'retry policy: attempts per tile', num(1, true), 3)
+  .option('--backoff-base <ms>', 'retry policy: full-jitter backoff base, ms', num(0), 100)
+  .option('--backoff-cap <ms>', 'retry policy: backoff cap, ms', num(0), 2000)
+  .option('--probe-attempts <n>', 'attempts a half-open probe gets (both breaker modes)', num(1, true), 1)
+  .option('--window <ms>', 'breaker window, ms', num(1000, true), 30_000)
+  .option('--min-samples <n>', 'breaker minimum samples in the window', num(1, true), 20)
+  .option('--failure-ratio <r>', 'breaker failure ratio that trips', num(0.01), 0.5)
+  .option('--ramp <ms>', "shared: the entity's ramp after recovery, ms (default: the project's default)", num(0, true))
+  .option('--modes <list>', `modes to run, in order (${MODES.join(',')})`, modeList, [...MODES])
+  .option('--json <file>', 'also write every figure as JSON to this file');
+
+async function main(): Promise<void> {
+  program.parse();
+  const o = program.opts<CliOptions>();
+  if (o.failureRatio >= 1) throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
+  const scenario: Scenario = {
+    workers: o.workers,
+    healthyMs: o.healthy * 1000,
+    outageMs: o.outage * 1000,
+    recoveryMs: o.recovery * 1000,
+    outageKind: o.kind,
+    retryAfterSec: o.retryAfter ?? null,
+    tileLatencyMs: o.tileLatency,
+    retry: { attempts: o.attempts, baseMs: o.backoffBase, capMs: o.backoffCap },
+    probeAttempts: o.probeAttempts,
+    rampMs: o.ramp ?? null,
+    breaker: { windowMs: o.window, minSamples: o.minSamples, failureRatio: o.failureRatio, cooldownMs: o.cooldown },
+  };
+  // The SDK logs worker state changes and bundling at INFO.
+  Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
+
+  const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
+  log(
+    `scenario: ${scenario.workers} workers, ${scenario.healthyMs / 1000} s healthy, ${scenario.outageKind} outage ${scenario.outageMs / 1000} s, ` +
+      `${scenario.recoveryMs / 1000} s recovered, cooldown ${scenario.breaker.cooldownMs} ms, tile ${scenario.tileLatencyMs} ms; modes ${o.modes.join(', ')}`,
+  );
+  const figures: Partial<Record<ModeName, ModeFigures>> = {};
+  let sharedExtras: SharedModeExtras | undefined;
+  for (const mode of o.modes) {
+    const started = now();
+    const server = await OutageServerProcess.spawn(scenario.tileLatencyMs);
+    const recorder = new ModeRecorder(mode);
+    const ctx: ModeContext = makeModeContext(mode, scenario, server, recorder, log);
+    log(`${mode}: tile server on ${server.baseUrl}`);
+    try {
+      if (mode === 'shared') sharedExtras = await runSharedMode(ctx);
+      else if (mode === 'per-process') await runPerProcessMode(ctx);
+      else await runRetryOnlyMode(ctx);
+      const stats = await server.stats();
+      figures[mode] = computeFigures({
+        mode,
+        scenario,
+        recorder,
+        server: stats,
+        wallMs: now() - started,
+        ...(mode === 'shared' && sharedExtras ? { entityTransitions: sharedExtras.transitions } : {}),
+      });
+      log(`${mode}: done, ${recorder.attempts.length} attempts`);
+    } catch (err) {
+      log(`${mode}: FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    } finally {
+      await server.close();
+    }
+  }
+
+  console.log('');
+  for (const mode of o.modes) {
+    const f = figures[mode];
+    console.log(f ? modeTable(f, scenario) : `== ${mode} ==  n/a: the mode did not complete (see the log above)`);
+    if (mode === 'shared' && sharedExtras && f) {
+      const g = sharedExtras.guardStats;
+      console.log(
+        `  entity ${sharedExtras.key} on ${sharedExtras.temporalAddress}: ${sharedExtras.transitions.length} transitions; guards: ${g.queries} queries, ` +
+          `${g.reportsSent} reports (${g.reportErrors} errors), ${g.probesGranted} probes granted, ${g.refused} refusals, ` +
+          `${sharedExtras.failOpen} fail-open calls, ${sharedExtras.deferred} tiles deferred by the ramp`,
+      );
+      console.log(`  policy: ${JSON.stringify(sharedPolicyConfig(scenario))}`);
+    }
+    if (mode === 'per-process' && f) {
+      const c = cockatielBreakerOptions(scenario.breaker);
+      console.log(
+        `  cockatiel 3.2.1 per worker: SamplingBreaker({ threshold: ${c.threshold}, duration: ${c.duration}, minimumRps: ${c.minimumRps.toFixed(6)} }), halfOpenAfter: ${c.halfOpenAfter}`,
+      );
+    }
+    console.log('');
+  }
+  console.log(DEFINITIONS);
+  console.log(
+    `  the retry policy under every mode: ${scenario.retry.attempts} attempts, full-jitter backoff U[0, min(${scenario.retry.capMs}, ${scenario.retry.baseMs} x 2^k)) ms; ` +
+      `a half-open probe gets ${scenario.probeAttempts} attempt(s); a refused worker waits min(max(retry-after or 200, 10), 1000) ms.`,
+  );
+  console.log('  each simulated worker has its own undici Agent (keep-alive pool), its own breaker or guard; nothing shared in memory but the process.');
+  if (o.modes.includes('per-process')) {
+    console.log('per-process (cockatiel) differences from our policy that remain:');
+    for (const d of PER_PROCESS_DIFFERENCES) console.log(`  - ${d}`);
+  }
+  if (scenario.outageKind === 'refused' && o.modes.includes('shared')) {
+    console.log("note: in a refused outage the entity's own probes are refused before the server can count them; they are missing from the shared counts.");
+  }
+  const final = finalFigures(figures);
+  console.log('');
+  for (const line of targetLines(figures, final)) console.log(line);
+  if (o.json) writeFileSync(o.json, JSON.stringify({ scenario, figures, final, shared: sharedExtras ? { ...sharedExtras } : null }, null, 2));
+  console.log(finalLine(final));
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  },
+);

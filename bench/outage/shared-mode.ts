@@ -1,0 +1,158 @@
+/**
+ * `shared`: tilebreaker's BreakerGuard and breaker entity workflow on a real Temporal dev server.
+ *
+ *   >>> runSharedMode(ctx) is the function the benchmark calls for this mode. <<<
+ *
+ * Each simulated worker has its own BreakerGuard (own view cache, own report buffer, reporter `sim-<i>`);
+ * the guards share one Temporal client connection (as they share the process), never breaker state. Per
+ * tile: acquire; when refused, wait refusalWaitMs(retryAfterMs) and move on; otherwise fetch under the retry
+ * policy (a probe gets scenario.probeAttempts attempts, 1 by default: one request tests recovery) and
+ * release with the last attempt's outcome.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
+import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
+import type { PolicyConfigInput, TransitionRecord } from '../../src/breaker';
+import { connectionConfigFromEnv } from '../../src/client/connection-config';
+import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
+import { connectClient, connectWorker } from '../../src/client/temporal';
+import { createWorker } from '../../src/client/worker';
+import { transitionsQuery } from '../../src/workflows/breaker-messages';
+import { now, sleep } from './clock';
+import { refusalWaitMs, tileUrl, type ModeContext } from './fleet';
+import { withRetry } from './retry';
+import type { Scenario } from './types';
+
+/** The x-sim-mode label on the entity's own probes, so the server counts them (503 outages only). */
+export const ENTITY_PROBE_LABEL = 'shared-entity-probe';
+
+/**
+ * The entity's policy for this benchmark: the scenario's window, thresholds and cooldown (and the project's
+ * default bucket size and fast window, which only a fleet-wide breaker can use), a constant cooldown
+ * (no jitter, no growth: "cooldown 1 s, outage 40 s = 40 cooldowns"), one successful probe closes (as
+ * cockatiel's half-open test does), the project's default ramp unless the scenario names one.
+ */
+export function sharedPolicyConfig(scenario: Scenario): PolicyConfigInput {
+  return {
+    windowMs: scenario.breaker.windowMs,
+    // bucketMs and fastWindowMs: the project's defaults (250 ms buckets; the ratio rule also over the last 1 s).
+    minSamples: scenario.breaker.minSamples,
+    failureRatio: scenario.breaker.failureRatio,
+    cooldownMs: scenario.breaker.cooldownMs,
+    cooldownJitter: 0,
+    cooldownMultiplier: 1,
+    probesToClose: 1,
+    maxConcurrentProbes: 1,
+    ...(scenario.rampMs !== null ? { rampMs: scenario.rampMs } : {}),
+  };
+}
+
+/** What only the shared mode can tell: the entity's own record of the run. */
+export interface SharedModeExtras {
+  key: string;
+  /** The entity's transitions, oldest first (workflow time, epoch ms). */
+  transitions: TransitionRecord[];
+  temporalAddress: string;
+  /** Tiles a worker deferred to honour the ramp allowance. */
+  deferred: number;
+  failOpen: number;
+  guardStats: { refused: number; probesGranted: number; queries: number; reportsSent: number; reportErrors: number };
+}
+
+export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras> {
+  const { scenario, recorder } = ctx;
+  const conn = connectionConfigFromEnv();
+  let embedded: EmbeddedServer | undefined;
+  const dbDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-outage-'));
+  if (!conn.address) {
+    ctx.log('shared: starting an embedded Temporal dev server');
+    embedded = await startEmbeddedServer({ dbFile: path.join(dbDir, 'temporal.sqlite') });
+  }
+  const address = conn.address ?? embedded!.address;
+  const namespace = conn.address ? conn.namespace : embedded!.namespace;
+  const { client, connection } = await connectClient({ ...conn, address, namespace });
+  const workerConnection = await connectWorker({ ...conn, address, namespace });
+  const taskQueue = `tilebreaker-bench-outage-${process.pid}-${Date.now()}`;
+  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue });
+  const running = worker.run();
+  ctx.log(`shared: Temporal at ${address}, worker on task queue ${taskQueue}`);
+
+  const key = breakerKey(ctx.baseUrl);
+  const config = sharedPolicyConfig(scenario);
+  const extras: SharedModeExtras = {
+    key,
+    transitions: [],
+    temporalAddress: address,
+    deferred: 0,
+    failOpen: 0,
+    guardStats: { refused: 0, probesGranted: 0, queries: 0, reportsSent: 0, reportErrors: 0 },
+  };
+  try {
+    await ctx.runFleet((fetcher) => {
+      const w = fetcher.worker;
+      const guard = new BreakerGuard({
+        client,
+        taskQueue,
+        reporter: `sim-${w}`,
+        config,
+        probe: { url: `${ctx.baseUrl}/0/0/0.png`, headers: { 'x-sim-mode': ENTITY_PROBE_LABEL }, timeoutMs: 5_000, contentTypePrefix: 'image/' },
+        logger: { warn: (message, meta) => recorder.error(`guard sim-${w} at ${new Date(now()).toISOString().slice(11, 23)}: ${message} ${meta ? JSON.stringify(meta) : ''}`) },
+      });
+      // The worker's recent tile time: how long a tile deferred by the ramp waits (see below).
+      let tileMs = scenario.tileLatencyMs;
+      return {
+        async step(seq, deadline) {
+          const asked = now();
+          const decision: GuardDecision = await guard.acquire(key);
+          recorder.decisionMs.push(now() - asked);
+          if (decision.kind === 'refused') {
+            recorder.view(w, 'refused');
+            await sleep(refusalWaitMs(decision.retryAfterMs));
+            return;
+          }
+          recorder.view(w, decision.kind);
+          if (decision.kind === 'proceed') {
+            if (decision.failOpen) extras.failOpen++;
+            // The ramp after a recovery allows a share of normal concurrency. A worker with one call at a
+            // time honours it by taking each tile with that probability and otherwise waiting about one tile
+            // time, so the fleet's concurrency tracks allowance x normal.
+            if (decision.allowance < 1 && Math.random() >= decision.allowance) {
+              extras.deferred++;
+              await sleep(tileMs);
+              return;
+            }
+          }
+          const probe = decision.kind === 'probe';
+          const url = tileUrl(ctx.baseUrl, w, seq);
+          const attempts = probe ? scenario.probeAttempts : scenario.retry.attempts;
+          const { last } = await withRetry(() => fetcher.attempt(url, probe), scenario.retry, attempts, deadline);
+          if (last.kind === 'success') tileMs = 0.8 * tileMs + 0.2 * last.latencyMs;
+          guard.release(decision, {
+            kind: last.kind,
+            latencyMs: last.latencyMs,
+            ...(last.retryAfterMs !== undefined ? { retryAfterMs: last.retryAfterMs } : {}),
+          });
+        },
+        async close() {
+          await guard.close();
+          for (const k of ['refused', 'probesGranted', 'queries', 'reportsSent', 'reportErrors'] as const) extras.guardStats[k] += guard.stats[k];
+        },
+      };
+    });
+    try {
+      extras.transitions = (await client.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery)).slice().sort((a, b) => a.at - b.at);
+    } catch (err) {
+      recorder.error(`transitions query: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  } finally {
+    worker.shutdown();
+    await running.catch((err: unknown) => recorder.error(`worker: ${err instanceof Error ? err.message : String(err)}`));
+    await connection.close();
+    await workerConnection.close();
+    await embedded?.stop();
+    rmSync(dbDir, { recursive: true, force: true });
+  }
+  return extras;
+}
