@@ -231,7 +231,10 @@ export class BreakerGuard {
   private async view(key: string, ks: KeyState): Promise<BreakerView | null | undefined> {
     const now = Date.now();
     if (now < ks.unreachableUntil) return undefined;
-    if (ks.fetchedAt && now - ks.fetchedAt < this.o.cacheTtlMs) return ks.view;
+    // While this process reports failures, its view is kept fresher (a quarter of the TTL), so it learns of
+    // the trip its failures may have caused within moments, not at the next full refresh.
+    const ttl = ks.alarm ? this.o.cacheTtlMs / 4 : this.o.cacheTtlMs;
+    if (ks.fetchedAt && now - ks.fetchedAt < ttl) return ks.view;
     if (!ks.inflight) {
       this.stats.queries++;
       ks.inflight = this.rpc(() => this.readView(key))
@@ -282,10 +285,12 @@ export class BreakerGuard {
     try {
       await this.rpc(() => this.handle(key).signal(requestProbeSignal, { requestId, requester: this.o.reporter }));
     } catch (err) {
-      // The entity cannot be reached at all: fail open, as for any other read.
-      ks.unreachableUntil = Date.now() + this.o.cacheTtlMs;
+      // The state was just read (half-open: the endpoint is not known to be healthy), so this is a slow or
+      // briefly unavailable server, not a lost coordination store: refuse and ask again shortly. If Temporal is
+      // really gone, the next read fails and the guard fails open then.
       this.noteUnreachable(key, err);
-      return this.failOpen(key);
+      this.stats.refused++;
+      return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: the probe request did not reach the entity' };
     }
     // The decision is usually there on the first read; back off (5, 10, 20 ... 100 ms) while it is not.
     let pause = this.o.probePollMs;
