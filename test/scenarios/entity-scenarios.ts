@@ -91,7 +91,33 @@ export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, ta
   return first;
 };
 
+/**
+ * The same outage on the entity as it runs today (default options): the search-attribute check activity,
+ * the view in the memo, idle counted from the last transition.
+ */
+export const entityOutageDefaults: EntityScenario = async ({ env, client, taskQueue }) => {
+  const endpoint = await startTestEndpoint(200);
+  try {
+    const h = await startEntity(client, taskQueue, {
+      key: 'http://127.0.0.1:1/recorded-defaults',
+      config: { cooldownMs: 2 * 60_000, probesToClose: 2 },
+      probe: { url: `${endpoint.url}/0/0/0.png`, contentTypePrefix: 'image/' },
+      options: { idleMs: 10 * 60_000 },
+    });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 400 } });
+    await env.sleep(20_000);
+    // The fast window: 45 failures now outweigh nothing in the newest buckets, though 400 successes remain in the window.
+    await h.signal(reportSignal, { reporter: 'w2', counts: { transient: 30, 'service-exception': 15 } });
+    await waitForView(env, h, (v) => v.state === 'closed', { stepMs: 30_000, maxSteps: 40 });
+    await h.result();
+    return h;
+  } finally {
+    await endpoint.close();
+  }
+};
+
 export const entityScenarios = {
+  'entity-outage-defaults': entityOutageDefaults,
   'entity-self-probe-recovery': entitySelfProbeRecovery,
   'entity-probe-contention': entityProbeContention,
   'entity-admin-continue-as-new': entityAdminContinueAsNew,
