@@ -129,6 +129,7 @@ export function breakerView(s: PolicyState): BreakerView {
     rampFloor: s.config.rampFloor,
     probesOutstanding: s.probes.length,
     maxConcurrentProbes: s.config.maxConcurrentProbes,
+    generation: s.lastGeneration,
   };
 }
 

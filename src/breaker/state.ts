@@ -132,6 +132,8 @@ export interface BreakerView {
   rampFloor: number;
   probesOutstanding: number;
   maxConcurrentProbes: number;
+  /** The latest probe generation granted: a report says which it saw, so late ones can be told apart. */
+  generation: number;
 }
 
 /** What a worker needs to decide a call: from `permit()` or `permitFor()`. */

@@ -19,6 +19,7 @@ import {
   initialState,
   nextDeadline,
   parsePolicyConfig,
+  permit,
   stateName,
   step,
   windowFigures,
@@ -149,6 +150,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     reportSignal,
     guarded('report', (r) => {
       counters.reports++;
+      if (r.generation !== undefined && r.generation < policy.lastGeneration && stateName(policy) !== 'closed') {
+        counters.lateReports = (counters.lateReports ?? 0) + 1;
+      }
       lastReportAt = Date.now();
       apply({ type: 'report', counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}), ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}) });
     }),
@@ -210,6 +214,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   setHandler(statusQuery, () => ({
     key,
     view: breakerView(policy),
+    permit: permit(policy, Date.now()),
     asOf: Date.now(),
     openedAt: policy.openedAt,
     consecutiveOpens: policy.consecutiveOpens,

@@ -8,6 +8,7 @@ import type {
   BreakerView,
   OutcomeCounts,
   OutcomeKind,
+  Permit,
   PolicyConfig,
   PolicyConfigInput,
   PolicyState,
@@ -62,6 +63,8 @@ export interface CarriedState {
 
 export interface EntityCounters {
   reports: number;
+  /** Reports of calls decided on a view older than the latest probe round, arriving while not closed. */
+  lateReports?: number;
   probeRequests: number;
   selfProbes: number;
   ignoredResults: number;
@@ -78,6 +81,8 @@ export interface EntityInput {
 
 export interface OutcomeReport {
   reporter: string;
+  /** The probe generation of the view the reporter decided by (see BreakerView.generation). */
+  generation?: number;
   counts: Partial<OutcomeCounts>;
   /** Latency histogram over LATENCY_BOUNDS_MS. */
   latency?: number[];
@@ -113,7 +118,9 @@ export type AdminAction =
 export interface BreakerStatus {
   key: string;
   view: BreakerView;
-  /** Workflow time the status was computed at. */
+  /** What a worker would be told at `asOf`: allowed, retryAfterMs, ramp allowance, probe required. */
+  permit: Permit;
+  /** Workflow time the status was computed at (the entity's last activity, not necessarily now). */
   asOf: number;
   openedAt: number | null;
   consecutiveOpens: number;

@@ -112,6 +112,8 @@ describe('cooldown and probes', () => {
     await h.signal(probeResultSignal, { generation: decision.token.generation, outcome: 'transient' });
     const [reopen] = await h.query(transitionsQuery, 1);
     assert.deepEqual([reopen!.from, reopen!.to, reopen!.reason, reopen!.cooldownMs], ['half-open', 'open', 'probe-failed', 120_000]);
+    const status = await h.query(statusQuery);
+    assert.deepEqual([status.permit.allow, status.permit.retryAfterMs, status.consecutiveOpens], [false, 120_000, 2]);
   });
 
   test('exactly one of 20 concurrent requesters gets the probe token', async () => {
@@ -137,10 +139,13 @@ describe('cooldown and probes', () => {
     const second = await h.query(probeDecisionQuery, 'next');
     assert.ok(first?.kind === 'granted' && second?.kind === 'granted');
     assert.equal(second.token.generation, first.token.generation + 1);
-    // The crashed worker comes back with a success for the old generation: ignored, nothing changes.
+    // The crashed worker comes back with a success for the old generation: ignored, nothing changes. Its
+    // report of calls decided on a view before the last grant is counted as late.
     await h.signal(probeResultSignal, { generation: first.token.generation, outcome: 'success' });
+    await h.signal(reportSignal, { reporter: 'crashed-worker', generation: first.token.generation, counts: { transient: 1 } });
     const status = await h.query(statusQuery);
     assert.equal(status.counters.ignoredResults, 1);
+    assert.equal(status.counters.lateReports, 1);
     assert.equal(status.probeSuccesses, 0);
     assert.equal(status.probes.length, 1);
   });

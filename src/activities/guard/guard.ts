@@ -333,6 +333,7 @@ export class BreakerGuard {
   private async flushKey(key: string, ks: KeyState): Promise<void> {
     if (ks.buffer.empty) return;
     const report = ks.buffer.take(this.o.reporter);
+    if (ks.view) report.generation = ks.view.generation;
     const probe = typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe;
     try {
       // A plain signal while the entity is known to run (cheaper for the server); signal-with-start otherwise.
@@ -410,7 +411,7 @@ export class BreakerGuard {
 }
 
 function closedView(): BreakerView {
-  return { state: 'closed', mode: 'auto', phase: 'closed', cooldownUntil: null, forcedUntil: null, rampStartedAt: null, rampMs: 0, rampFloor: 1, probesOutstanding: 0, maxConcurrentProbes: 1 };
+  return { state: 'closed', mode: 'auto', phase: 'closed', cooldownUntil: null, forcedUntil: null, rampStartedAt: null, rampMs: 0, rampFloor: 1, probesOutstanding: 0, maxConcurrentProbes: 1, generation: 0 };
 }
 
 function isNotFound(err: unknown): boolean {
