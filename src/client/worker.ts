@@ -9,6 +9,6 @@ export async function createWorker(opts: { connection: NativeConnection; client:
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     workflowsPath: require.resolve('../workflows'),
-    activities: createActivities({ client: opts.client }),
+    activities: createActivities({ client: opts.client, taskQueue: opts.taskQueue }),
   });
 }

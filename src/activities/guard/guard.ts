@@ -248,6 +248,10 @@ export class BreakerGuard {
           },
         )
         .then((view) => {
+          if (view === 'starting') {
+            ks.fetchedAt = 0;
+            return null;
+          }
           ks.view = view;
           ks.fetchedAt = Date.now();
           return view;
@@ -267,16 +271,16 @@ export class BreakerGuard {
    * The entity's view, from the memo it keeps (DescribeWorkflowExecution, answered by the server without the
    * worker), or by the `view` query from an entity that keeps none. A finished entity (idle) reads as none.
    */
-  private async readView(key: string): Promise<BreakerView | null> {
+  private async readView(key: string): Promise<BreakerView | null | 'starting'> {
     const handle = this.handle(key);
     const d = await handle.describe();
     if (d.status.name !== 'RUNNING') return null;
     const view = d.memo?.['view'] as BreakerView | undefined;
     if (view) return view;
-    // No memo yet: a run this young has not finished its first workflow task, so it is closed; an older one
-    // predates the memo and answers the query.
+    // No memo yet: a run this young has not finished its first workflow task, so it is closed (but an admin
+    // signal may be waiting in it, so the answer is not cached); an older one predates the memo: query it.
     const young = d.historyLength <= 10 || Date.now() - d.startTime.getTime() < 60_000;
-    return young ? null : handle.query(viewQuery);
+    return young ? 'starting' : handle.query(viewQuery);
   }
 
   private async requestProbe(key: string, ks: KeyState): Promise<GuardDecision> {

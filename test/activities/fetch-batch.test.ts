@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import { makeFetchBatch, type FetchBatchInput, type TileResult } from '../../src/activities/fetch/fetch-batch';
+import { BreakerGuard } from '../../src/activities/guard';
+import { EndpointPools } from '../../src/activities/http/endpoint-pool';
+import { TileStore } from '../../src/activities/store/tile-store';
+import { breakerKey } from '../../src/breaker';
+import { createWorker } from '../../src/client/worker';
+import { parseSource } from '../../src/sources/schema';
+import { adminSignal, viewQuery } from '../../src/workflows/breaker-messages';
+import { startEntity } from '../helpers/entity';
+import { startFaultServer, type FaultServer } from '../helpers/fault-server';
+import { gradientImage } from '../helpers/images';
+import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+
+let server: FaultServer;
+let root: string;
+const pools = new EndpointPools();
+const fetchTiles = makeFetchBatch({ pools });
+const tiles = (n: number) => Array.from({ length: n }, (_, i) => ({ z: 5, x: i % 32, y: Math.floor(i / 32) }));
+const source = (route: string) => parseSource({ type: 'xyz', url: `${server.url}/${route}/{z}/{x}/{y}.png`, concurrency: 4, timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 } });
+const input = (route: string, n: number, extra: Partial<FetchBatchInput> = {}): FetchBatchInput => ({
+  sourceName: route,
+  source: source(route),
+  tiles: tiles(n),
+  storeRoot: root,
+  retry: { attempts: 2, baseMs: 1, capMs: 5 },
+  ...extra,
+});
+
+before(async () => {
+  server = await startFaultServer();
+  root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-store-'));
+});
+after(async () => {
+  await pools.close();
+  await server.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('the batch fetch activity', () => {
+  test('every tile is fetched, validated and stored atomically with its metadata', async () => {
+    const results = await fetchTiles(input('ok', 20));
+    assert.equal(results.length, 20);
+    assert.ok(results.every((r) => r.status === 'ok' && r.kind === 'success' && r.attempts === 1));
+    const r = results[7]!;
+    assert.equal(r.path, path.join(root, 'ok', '5', '7', '0.png'));
+    const stored = await new TileStore(root).get('ok', { z: 5, x: 7, y: 0 });
+    assert.equal(stored?.meta.sha256, createHash('sha256').update(readFileSync(r.path!)).digest('hex'));
+    assert.equal(stored?.meta.width, 256);
+    assert.ok(!readFileSyncSafe(path.dirname(r.path!)).some((f) => f.endsWith('.tmp')), 'no temporary files left');
+  });
+
+  test('failures are retried within the batch, permanent ones never, 404s become holes: no tile is missing', async () => {
+    const failed = await fetchTiles(input('status/503', 3));
+    assert.deepEqual(failed.map((r) => [r.status, r.kind, r.attempts]), Array(3).fill(['failed', 'transient', 2]));
+    const permanent = await fetchTiles(input('se-130-layer', 2));
+    assert.deepEqual(permanent.map((r) => [r.status, r.kind, r.attempts]), Array(2).fill(['failed', 'permanent', 1]));
+    assert.match(permanent[0]!.reason, /LayerNotDefined/);
+    const holes = await fetchTiles(input('status/404', 2));
+    assert.deepEqual(holes.map((r) => [r.status, r.kind]), Array(2).fill(['hole', 'neutral']));
+    const auth = await fetchTiles(input('status/401', 1));
+    assert.equal(auth[0]!.status, 'failed');
+    assert.equal(auth[0]!.configError, true);
+  });
+
+  test('a retried activity resumes from its heartbeat and does not fetch finished tiles again', async () => {
+    const done: TileResult = { z: 5, x: 0, y: 0, status: 'ok', kind: 'success', reason: 'earlier attempt', attempts: 1 };
+    const env = new MockActivityEnvironment({ heartbeatDetails: { results: [done, null, null, null] } });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const before = server.requests;
+    const results = (await env.run(fetchTiles, input("ok", 4))) as TileResult[];
+    assert.equal(server.requests - before, 3, 'only the three unfinished tiles were requested');
+    assert.equal(results[0]!.reason, 'earlier attempt');
+    assert.ok(beats.length >= 1, 'progress was heartbeated');
+  });
+});
+
+function readFileSyncSafe(dir: string): string[] {
+  return existsSync(dir) ? require('node:fs').readdirSync(dir) : [];
+}
+
+describe('with the fleet-wide breaker', () => {
+  let env: TestWorkflowEnvironment;
+  let worker: Worker;
+  let running: Promise<void>;
+  const taskQueue = uniqueTaskQueue('fetch');
+  before(async () => {
+    env = await timeSkippingEnv();
+    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+    running = worker.run();
+  });
+  after(async () => {
+    worker?.shutdown();
+    await running;
+    await env?.teardown();
+  });
+
+  test('an open breaker refuses without touching the network: stale copy, hole or deferral as the pipeline chose', async () => {
+    const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: 'fetch-test' });
+    const guarded = makeFetchBatch({ pools, guard });
+    const key = breakerKey(server.url);
+    const h = await startEntity(env.client, taskQueue, { key, options: { searchAttributes: false } });
+    await h.signal(adminSignal, { action: 'force-open', reason: 'maintenance' });
+    assert.equal((await h.query(viewQuery)).state, 'forced-open'); // processed before any fetch
+    // A last good copy of one tile exists.
+    await new TileStore(root).put('guarded', { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), { fetchedAt: Date.UTC(2026, 10, 1), contentType: 'image/png' });
+    const before = server.requests;
+    const stale = await guarded(input('ok', 2, { whenRefused: 'stale', sourceName: 'guarded' }));
+    assert.deepEqual(stale.map((r) => r.status), ['stale', 'deferred']);
+    assert.match(stale[0]!.reason, /served the copy fetched 2026-11-01/);
+    assert.equal(stale[0]!.breakerState, 'forced-open');
+    const holes = await guarded(input('ok', 2, { whenRefused: 'hole' }));
+    assert.deepEqual(holes.map((r) => r.status), ['hole', 'hole']);
+    const deferred = await guarded(input('ok', 1, { whenRefused: 'defer' }));
+    assert.equal(deferred[0]!.status, 'deferred');
+    assert.equal(server.requests, before, 'no request reached the server');
+    await guard.close();
+  });
+});
