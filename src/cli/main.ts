@@ -7,6 +7,7 @@ import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-ser
 import { connectClient, connectWorker } from '../client/temporal';
 import { createWorker } from '../client/worker';
 import { printDrill, readDrillFile, runDrill } from './run-drill';
+import { tileCommand, type TileCommandOptions } from './tile-command';
 
 // The SDK logs every worker state change and the workflow bundle at INFO; a CLI user wants warnings.
 Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
@@ -39,6 +40,19 @@ program
   .action(async (file: string | undefined, opts: { json?: boolean }) => {
     const input = file ? readDrillFile(file) : demoDrill();
     await withTemporal(async ({ client, taskQueue }) => printDrill(await runDrill(client, taskQueue, input), !!opts.json));
+  });
+
+program
+  .command('tile')
+  .description('fetch one tile through the pipeline\'s fetch path and print one JSON object (exit 0 when it is a good tile)')
+  .argument('<zxy>', 'the tile as Z/X/Y (XYZ rows, from the top)')
+  .requiredOption('--source <file>', 'sources file (YAML or JSON)')
+  .option('--name <source>', 'which source in the file (default: its only one)')
+  .option('--breaker', 'go through the fleet-wide breaker at TEMPORAL_ADDRESS')
+  .option('--attempts <n>', 'attempts, with the pipeline\'s backoff between them', '1')
+  .option('--out <dir>', 'keep the tile in this tile store folder')
+  .action(async (zxy: string, opts: TileCommandOptions) => {
+    process.exitCode = await tileCommand(zxy, opts);
   });
 
 program
@@ -83,5 +97,6 @@ async function withTemporal(fn: (ctx: { client: import('@temporalio/client').Cli
 
 program.parseAsync().catch((err: unknown) => {
   console.error(`tilebreaker: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
+  // 2: the command could not run (bad input, unreachable server); 1 is kept for "ran, and the answer is no".
+  process.exit(2);
 });
