@@ -79,7 +79,7 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   if (kind === 'empty') return { ...base, kind: 'service-exception', reason: `HTTP ${status} with an empty body` };
   if (!isImageKind(kind)) return { ...base, kind: 'service-exception', reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})` };
 
-  const check = await checkImage(x.body, { width: expected.width, height: expected.height });
+  const check = await checkImage(x.body, { width: expected.width, height: expected.height }, kind);
   if (!check.ok) return { ...base, kind: 'service-exception', reason: check.reason };
   const image = { width: check.width!, height: check.height!, format: check.format! };
   if (check.blank && expected.blankIsFailure) return { ...base, kind: 'service-exception', reason: `blank tile (uniform ${check.reason}) where blank is not expected`, image };
