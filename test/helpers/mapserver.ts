@@ -1,0 +1,157 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+
+/**
+ * A real WMS on loopback: MapServer 8 from Debian (cgi-mapserver) behind lighttpd (a CGI front that passes
+ * MapServer's status codes through), with a small fixture made for the test: a georeferenced raster of four
+ * coloured quadrants with a gradient (gdal_translate) and a vector layer of roads (ogr2ogr to GeoPackage).
+ * `.ci/run` installs the packages; `available()` says whether this machine has them.
+ */
+export interface Wms {
+  /** GetMap base URL: http://127.0.0.1:<port>/cgi-bin/mapserv (the mapfile is set by the server's config). */
+  url: string;
+  /** The raster's extent in EPSG:3857: [minX, minY, maxX, maxY]. */
+  extent: [number, number, number, number];
+  stop(): Promise<void>;
+}
+
+const MAPSERV = '/usr/lib/cgi-bin/mapserv';
+const LIGHTTPD = '/usr/sbin/lighttpd';
+
+export function wmsAvailable(): boolean {
+  return existsSync(MAPSERV) && existsSync(LIGHTTPD) && existsSync('/usr/bin/gdal_translate') && existsSync('/usr/bin/ogr2ogr');
+}
+
+// Around Null Island: 2 x 2 km in EPSG:3857.
+const EXTENT: [number, number, number, number] = [0, 0, 2000, 2000];
+
+export async function startWms(): Promise<Wms> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-wms-'));
+  // Raster: NE red, NW green, SW blue, SE yellow, each with a gradient so no tile is uniform.
+  const size = 512;
+  const raw = Buffer.alloc(size * size * 3);
+  for (let y = 0; y < size; y++) {
+    for (let x = 0; x < size; x++) {
+      const i = (y * size + x) * 3;
+      const east = x >= size / 2;
+      const north = y < size / 2;
+      const shade = (x + y) % 64;
+      const [r, g, b] = north ? (east ? [255, shade, shade] : [shade, 255, shade]) : east ? [255, 255, shade] : [shade, shade, 255];
+      raw[i] = r;
+      raw[i + 1] = g;
+      raw[i + 2] = b;
+    }
+  }
+  await sharp(raw, { raw: { width: size, height: size, channels: 3 } }).png().toFile(path.join(dir, 'quadrants.png'));
+  execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-a_srs', 'EPSG:3857', '-a_ullr', String(EXTENT[0]), String(EXTENT[3]), String(EXTENT[2]), String(EXTENT[1]), 'quadrants.png', 'quadrants.tif'], { cwd: dir });
+  writeFileSync(
+    path.join(dir, 'roads.geojson'),
+    JSON.stringify({
+      type: 'FeatureCollection',
+      features: [
+        { type: 'Feature', properties: { name: 'Diagonal' }, geometry: { type: 'LineString', coordinates: [[0, 0], [2000, 2000]] } },
+        { type: 'Feature', properties: { name: 'Cross' }, geometry: { type: 'LineString', coordinates: [[0, 1500], [2000, 500]] } },
+      ],
+    }),
+  );
+  execFileSync('ogr2ogr', ['-q', '-f', 'GPKG', '-a_srs', 'EPSG:3857', 'roads.gpkg', 'roads.geojson'], { cwd: dir });
+  const mapfile = path.join(dir, 'fixture.map');
+  writeFileSync(
+    mapfile,
+    `MAP
+  NAME "fixture"
+  EXTENT ${EXTENT.join(' ')}
+  SIZE 256 256
+  UNITS METERS
+  SHAPEPATH "${dir}"
+  IMAGETYPE png
+  PROJECTION "init=epsg:3857" END
+  WEB
+    METADATA
+      "wms_title" "tilebreaker fixture"
+      "wms_onlineresource" "http://127.0.0.1/cgi-bin/mapserv?"
+      "wms_srs" "EPSG:3857 EPSG:4326 CRS:84"
+      "wms_enable_request" "*"
+    END
+  END
+  LAYER
+    NAME "quadrants"
+    TYPE RASTER
+    STATUS ON
+    DATA "quadrants.tif"
+    PROJECTION "init=epsg:3857" END
+    METADATA "wms_title" "quadrants" END
+  END
+  LAYER
+    NAME "roads"
+    TYPE LINE
+    STATUS ON
+    CONNECTIONTYPE OGR
+    CONNECTION "roads.gpkg"
+    DATA "roads"
+    PROJECTION "init=epsg:3857" END
+    METADATA "wms_title" "roads" END
+    CLASS STYLE COLOR 0 0 0 WIDTH 3 END END
+  END
+END
+`,
+  );
+  const config = path.join(dir, 'mapserver.conf');
+  writeFileSync(config, `CONFIG\n  ENV\n    MS_MAP_PATTERN "^${dir}"\n    MS_MAPFILE "${mapfile}"\n  END\nEND\n`);
+  const port = await freePort();
+  const conf = path.join(dir, 'lighttpd.conf');
+  writeFileSync(
+    conf,
+    `server.modules = ("mod_cgi", "mod_setenv", "mod_alias")
+server.document-root = "${dir}"
+server.bind = "127.0.0.1"
+server.port = ${port}
+server.errorlog = "${dir}/lighttpd-error.log"
+server.pid-file = "${dir}/lighttpd.pid"
+alias.url = ("/cgi-bin/mapserv" => "${MAPSERV}")
+cgi.assign = ("" => "")
+setenv.add-environment = ("MAPSERVER_CONFIG_FILE" => "${config}")
+`,
+  );
+  const child: ChildProcess = spawn(LIGHTTPD, ['-D', '-f', conf], { stdio: 'ignore' });
+  await waitForPort(port, child);
+  return {
+    url: `http://127.0.0.1:${port}/cgi-bin/mapserv`,
+    extent: EXTENT,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+async function waitForPort(port: number, child: ChildProcess): Promise<void> {
+  const { connect } = await import('node:net');
+  for (let i = 0; i < 100; i++) {
+    if (child.exitCode !== null) throw new Error(`lighttpd exited with ${child.exitCode}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const sock = connect(port, '127.0.0.1', () => {
+        sock.destroy();
+        resolve(true);
+      });
+      sock.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`lighttpd did not listen on ${port}`);
+}
