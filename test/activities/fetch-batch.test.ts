@@ -71,6 +71,17 @@ describe('the batch fetch activity', () => {
     assert.equal(auth[0]!.configError, true);
   });
 
+  test('a conditional refresh of a stored tile gets 304 and keeps the stored copy', async () => {
+    const first = await fetchTiles(input('etag', 2, { conditional: true }));
+    assert.deepEqual(first.map((r) => [r.status, r.httpStatus]), [['ok', 200], ['ok', 200]]);
+    const meta = (await new TileStore(root).get('etag', { z: 5, x: 0, y: 0 }))!.meta;
+    assert.equal(meta.etag, '"v1"');
+    assert.equal(meta.lastModified, 'Sun, 01 Nov 2026 00:00:00 GMT');
+    const again = await fetchTiles(input('etag', 2, { conditional: true }));
+    assert.deepEqual(again.map((r) => [r.status, r.httpStatus, r.path]), first.map((r) => ['ok', 304, r.path]));
+    assert.match(again[0]!.reason, /not modified/);
+  });
+
   test('a retried activity resumes from its heartbeat and does not fetch finished tiles again', async () => {
     const done: TileResult = { z: 5, x: 0, y: 0, status: 'ok', kind: 'success', reason: 'earlier attempt', attempts: 1 };
     const env = new MockActivityEnvironment({ heartbeatDetails: { results: [done, null, null, null] } });

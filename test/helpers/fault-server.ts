@@ -4,7 +4,7 @@ import { blankImage, gradientImage } from './images';
 
 /**
  * A fault-injecting tile server on 127.0.0.1: every row of the outcome classification by path.
- *   /ok/{z}/{x}/{y}.png  /ok-jpeg/...  /blank/...  /wrong-size/...  /truncated-png/...  /truncated-jpeg/...
+ *   /ok/{z}/{x}/{y}.png  /etag/... (ETag "v1", 304 to If-None-Match "v1")  /ok-jpeg/...  /blank/...  /wrong-size/...  /truncated-png/...  /truncated-jpeg/...
  *   /se-111 (200, WMS 1.1.1 ServiceExceptionReport, no code)  /se-130-layer (200, 1.3.0, LayerNotDefined)
  *   /ows-exception (200, OWS ExceptionReport, TileOutOfRange)  /se-500 (500 with a ServiceException)
  *   /html (200 HTML error page)  /empty (200, no body)  /json (200 JSON)  /status/{code}[?retryAfter=s]
@@ -52,6 +52,10 @@ export async function startFaultServer(tileSize = 256): Promise<FaultServer> {
     switch (route) {
       case 'ok':
         return send(200, 'image/png', png);
+      case 'etag':
+        // A tile with a validator: a conditional request for the same version gets 304.
+        if (req.headers['if-none-match'] === '"v1"') return res.writeHead(304, { etag: '"v1"' }).end();
+        return res.writeHead(200, { 'content-type': 'image/png', etag: '"v1"', 'last-modified': 'Sun, 01 Nov 2026 00:00:00 GMT' }).end(png);
       case 'ok-jpeg':
         return send(200, 'image/jpeg', jpeg);
       case 'blank':
