@@ -71,6 +71,27 @@ describe('the batch fetch activity', () => {
     assert.equal(auth[0]!.configError, true);
   });
 
+  test('credentials come from the environment at request time and never appear in a result', async () => {
+    process.env.TB_TEST_KEY = 's3cret';
+    try {
+      const auth = { type: 'query', param: 'api_key', valueEnv: 'TB_TEST_KEY' } as const;
+      const ok = await fetchTiles({ ...input('keyed', 1), source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }) });
+      assert.equal(ok[0]!.status, 'ok', ok[0]!.reason);
+      const down = await fetchTiles({ ...input('keyed-down', 1), source: parseSource({ type: 'xyz', url: `${server.url}/keyed-down/{z}/{x}/{y}.png`, auth }) });
+      assert.equal(down[0]!.status, 'failed');
+      assert.match(down[0]!.reason, /api_key=\*\*\*/);
+      assert.ok(!JSON.stringify([ok, down]).includes('s3cret'), 'the secret is in no result');
+      delete process.env.TB_TEST_KEY;
+      const before = server.requests;
+      const unset = await fetchTiles({ ...input('keyed', 2), source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }) });
+      assert.deepEqual(unset.map((r) => [r.status, r.configError, r.attempts]), Array(2).fill(['failed', true, 0]));
+      assert.match(unset[0]!.reason, /environment variable TB_TEST_KEY is not set/);
+      assert.equal(server.requests, before, 'no request without the credential');
+    } finally {
+      delete process.env.TB_TEST_KEY;
+    }
+  });
+
   test('a conditional refresh of a stored tile gets 304 and keeps the stored copy', async () => {
     const first = await fetchTiles(input('etag', 2, { conditional: true }));
     assert.deepEqual(first.map((r) => [r.status, r.httpStatus]), [['ok', 200], ['ok', 200]]);

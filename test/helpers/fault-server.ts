@@ -52,6 +52,12 @@ export async function startFaultServer(tileSize = 256): Promise<FaultServer> {
     switch (route) {
       case 'ok':
         return send(200, 'image/png', png);
+      case 'keyed':
+        // Needs ?api_key=s3cret (a query-string credential).
+        if (u.searchParams.get('api_key') !== 's3cret') return send(403, 'text/plain', 'bad key');
+        return send(200, 'image/png', png);
+      case 'keyed-down':
+        return send(503, 'text/plain', 'down');
       case 'etag':
         // A tile with a validator: a conditional request for the same version gets 304.
         if (req.headers['if-none-match'] === '"v1"') return res.writeHead(304, { etag: '"v1"' }).end();

@@ -117,15 +117,21 @@ async function fetchOne(
   const stored = input.conditional || input.whenRefused === 'stale' ? await store.get(input.sourceName, tile) : null;
   let verdict: Verdict | null = null;
   let made = 0;
+  let url = tileUrl(source, tile);
   for (let attempt = 1; attempt <= policy.attempts; attempt++) {
+    const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
+    if (input.conditional && stored?.meta.etag) headers['if-none-match'] = stored.meta.etag;
+    if (input.conditional && stored?.meta.lastModified) headers['if-modified-since'] = stored.meta.lastModified;
+    try {
+      url = applyAuth(source.auth, tileUrl(source, tile), headers);
+    } catch (err) {
+      // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
+      return { ...tile, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message };
+    }
     const decision: GuardDecision | null = useBreaker ? await deps.guard!.acquire(key) : null;
     if (decision) onDecision(decision);
     if (decision?.kind === 'refused') return refused(input, tile, decision, stored, attempt - 1);
     made = attempt;
-    const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
-    if (input.conditional && stored?.meta.etag) headers['if-none-match'] = stored.meta.etag;
-    if (input.conditional && stored?.meta.lastModified) headers['if-modified-since'] = stored.meta.lastModified;
-    const url = applyAuth(source.auth, tileUrl(source, tile), headers);
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
     const x = await fetchUrl(url, { dispatcher: deps.pools.for(source), headers, signal: signal ? AbortSignal.any([signal, deadline]) : deadline });
     if (x.status === 304 && stored) {
@@ -152,7 +158,7 @@ async function fetchOne(
     await sleep(backoffMs(attempt - 1, policy, verdict.retryAfterMs ?? 0), signal);
   }
   const v = verdict!;
-  const redacted = redactUrl(tileUrl(source, tile), source.auth);
+  const redacted = redactUrl(url, source.auth);
   const result: TileResult = {
     ...tile,
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
