@@ -1,11 +1,20 @@
 /**
- * tilebreaker's public API for programs: the pure breaker policy, the workflow types and their inputs,
- * and the helpers that connect to Temporal. The CLI (`npx tilebreaker`) is built on the same pieces.
+ * tilebreaker's public API for programs: the pure breaker policy, the guard that code around a protected call
+ * uses, the workflow types and their messages, tile sources, and the helpers that connect to Temporal. The
+ * CLI (`npx tilebreaker`) is built on the same pieces.
  */
 export * as breaker from './breaker';
+export { breakerKey, breakerWorkflowId } from './breaker/key';
+export { BreakerGuard, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats } from './activities/guard';
+export { createActivities, type Activities } from './activities';
 export { breakerDrillWorkflow, drillStatusQuery } from './workflows/drill';
 export type { DrillInput, DrillResult, DrillStatus, DrillStep } from './workflows/drill';
+export { breakerEntityWorkflow, type EntityExit } from './workflows/breaker-entity';
+export * from './workflows/breaker-messages';
 export { BREAKER_KEY, BREAKER_STATE, BREAKER_SEARCH_ATTRIBUTES } from './workflows/search-attributes';
+export { parseSource, parseSourcesFile, sourceSchema, type SourceConfig, type SourceInput } from './sources/schema';
+export { tileUrl, getMapUrl, geographicBbox, type TileAddress } from './sources/request-url';
+export { loadSource } from './client/source-file';
 export { connectionConfigFromEnv, type ConnectionConfig } from './client/connection-config';
 export { connectClient, connectWorker } from './client/temporal';
 export { createWorker } from './client/worker';
