@@ -59,7 +59,7 @@ program
   .command('demo')
   .description('the main job (npm start): for now, a breaker drill on an embedded Temporal dev server')
   .action(async () => {
-    console.log('tilebreaker: the nightly mosaic main job is not built yet (issues 3-5).');
+    console.log('tilebreaker: the nightly mosaic main job is not built yet (issue 5).');
     console.log('This run starts a real Temporal dev server and worker and rehearses a scripted outage with the breaker policy.\n');
     await withTemporal(async ({ client, taskQueue, address }) => {
       console.log(`Temporal at ${address}; running the demo drill (about 10 s of durable timers)...`);
