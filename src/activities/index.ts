@@ -13,17 +13,29 @@ export interface ActivityDeps {
 }
 
 /**
- * Every activity the tilebreaker worker registers, built from its dependencies. One connection pool set and
- * one breaker guard per worker process, shared by every activity it runs.
+ * Every activity the tilebreaker worker registers, built from its dependencies, and `close()` for what they
+ * share: one connection pool set and one breaker guard per worker process.
  */
-export function createActivities(deps: ActivityDeps) {
+export function createActivityRuntime(deps: ActivityDeps) {
   const pools = new EndpointPools();
   const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: `worker-${process.pid}` });
   return {
-    probeEndpoint,
-    breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
-    fetchTiles: makeFetchBatch({ pools, guard }),
+    activities: {
+      probeEndpoint,
+      breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
+      fetchTiles: makeFetchBatch({ pools, guard }),
+    },
+    /** Flushes the guard's buffered reports and closes the HTTP pools. */
+    async close(): Promise<void> {
+      await guard.close();
+      await pools.close();
+    },
   };
+}
+
+/** The activities alone (for tests and for workers that manage resources themselves). */
+export function createActivities(deps: ActivityDeps) {
+  return createActivityRuntime(deps).activities;
 }
 
 export type Activities = ReturnType<typeof createActivities>;

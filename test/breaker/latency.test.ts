@@ -175,7 +175,8 @@ describe('percentile', () => {
     );
   });
 
-  test('p95 is within 25 % of the true p95 on generated latency distributions', () => {
+  // The bound latency.ts documents: buckets at most 1.28x wide, and the estimate lies in the truth's bucket.
+  test('p95 is within 30 % of the true p95 on generated latency distributions', () => {
     const distribution = fc.oneof(
       // Log-normal latencies: median 2 ms .. 20 s, moderate to heavy tails.
       fc.record({ kind: fc.constant('lognormal' as const), median: fc.double({ min: 2, max: 20_000, noNaN: true }), sigma: fc.double({ min: 0.3, max: 1.5, noNaN: true }) }),
@@ -204,9 +205,13 @@ describe('percentile', () => {
         const truth = trueQuantile(samples, 0.95);
         const estimate = percentile(histogramOf(samples), 0.95)!;
         const error = Math.abs(estimate - truth) / truth;
-        assert.ok(error < 0.25, `p95 estimate ${estimate} vs true ${truth}: ${(error * 100).toFixed(1)} % off (${JSON.stringify(d)}, n=${n})`);
+        assert.ok(error < 0.3, `p95 estimate ${estimate} vs true ${truth}: ${(error * 100).toFixed(1)} % off (${JSON.stringify(d)}, n=${n})`);
       }),
-      { numRuns: 300 },
+      {
+        numRuns: 300,
+        // A case that once came out 25-30 % off (p95 at the edge of the slow mode): kept as a regression example.
+        examples: [[{ kind: 'bimodal', fast: 21.00226129165377, slowFactor: 3.178488055304773, slowShare: 0.04543420067057014 }, 200, 0]],
+      },
     );
   });
 
