@@ -143,7 +143,7 @@ async function main(): Promise<void> {
     if (mode === 'shared' && sharedExtras && f) {
       const g = sharedExtras.guardStats;
       console.log(
-        `  entity ${sharedExtras.key} on ${sharedExtras.temporalAddress}: ${sharedExtras.transitions.length} transitions; guards: ${g.queries} queries, ` +
+        `  entity ${sharedExtras.key} on ${sharedExtras.temporalAddress}: ${sharedExtras.transitions.length} transitions; guards: ${g.viewReads} state reads, ` +
           `${g.reportsSent} reports (${g.reportErrors} errors), ${g.probesGranted} probes granted, ${g.refused} refusals, ` +
           `${sharedExtras.failOpen} fail-open calls, ${sharedExtras.deferred} tiles deferred by the ramp`,
       );

@@ -58,7 +58,7 @@ export interface SharedModeExtras {
   /** Tiles a worker deferred to honour the ramp allowance. */
   deferred: number;
   failOpen: number;
-  guardStats: { refused: number; probesGranted: number; queries: number; reportsSent: number; reportErrors: number };
+  guardStats: { refused: number; probesGranted: number; viewReads: number; reportsSent: number; reportErrors: number };
 }
 
 export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras> {
@@ -87,7 +87,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
     temporalAddress: address,
     deferred: 0,
     failOpen: 0,
-    guardStats: { refused: 0, probesGranted: 0, queries: 0, reportsSent: 0, reportErrors: 0 },
+    guardStats: { refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0 },
   };
   try {
     await ctx.runFleet((fetcher) => {
@@ -137,7 +137,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
         },
         async close() {
           await guard.close();
-          for (const k of ['refused', 'probesGranted', 'queries', 'reportsSent', 'reportErrors'] as const) extras.guardStats[k] += guard.stats[k];
+          for (const k of ['refused', 'probesGranted', 'viewReads', 'reportsSent', 'reportErrors'] as const) extras.guardStats[k] += guard.stats[k];
         },
       };
     });

@@ -1,7 +1,8 @@
-import { request } from 'undici';
+import { getGlobalDispatcher } from 'undici';
 import type { OutcomeKind } from '../breaker';
 import type { ProbeSpec } from '../workflows/breaker-messages';
-import { outcomeOfNetworkError, outcomeOfStatus, retryAfterMs } from './http-outcome';
+import { fetchUrl } from './http/fetch-url';
+import { classify } from './validate/classify';
 
 export interface ProbeOutcome {
   outcome: OutcomeKind;
@@ -12,40 +13,32 @@ export interface ProbeOutcome {
 }
 
 /**
- * The breaker entity's own probe: one request to the spec's URL, judged as the pipeline judges a tile.
- * Never throws for the endpoint's faults (those are the answer); only for the activity's own.
+ * The breaker entity's own probe: one request to the spec's URL, judged as the pipeline judges a tile (the
+ * same fetch and the same classification), except that a probe of something other than an image (e.g.
+ * GetCapabilities, with `contentTypePrefix: 'text/xml'`) succeeds on a 2xx of that type, and `okStatuses`
+ * can name the statuses that count as healthy. Never throws for the endpoint's faults (those are the answer).
  */
 export async function probeEndpoint(spec: ProbeSpec): Promise<ProbeOutcome> {
-  const timeoutMs = spec.timeoutMs ?? 10_000;
-  const started = performance.now();
-  try {
-    const res = await request(spec.url, {
-      method: 'GET',
-      headers: { 'user-agent': 'tilebreaker-probe', ...spec.headers },
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    const body = await res.body.arrayBuffer();
-    const latencyMs = performance.now() - started;
-    const contentType = String(res.headers['content-type'] ?? '');
-    const healthy = spec.okStatuses ? spec.okStatuses.includes(res.statusCode) : res.statusCode >= 200 && res.statusCode < 300;
-    // An unexpected 2xx (not in okStatuses) is the server not doing what the probe needs.
-    let outcome: OutcomeKind = healthy ? 'success' : res.statusCode < 300 ? 'service-exception' : outcomeOfStatus(res.statusCode);
-    let reason = `HTTP ${res.statusCode} ${contentType || 'no content-type'}, ${body.byteLength} bytes`;
-    if (outcome === 'success' && spec.contentTypePrefix && !contentType.startsWith(spec.contentTypePrefix)) {
-      // A 200 that is not what we asked for (an error page, a ServiceException) is the server failing.
-      outcome = 'service-exception';
-      reason += `; expected ${spec.contentTypePrefix}*`;
+  const x = await fetchUrl(spec.url, {
+    dispatcher: getGlobalDispatcher(),
+    headers: { 'user-agent': 'tilebreaker-probe', ...spec.headers },
+    signal: AbortSignal.timeout(spec.timeoutMs ?? 10_000),
+  });
+  const contentType = x.headers['content-type'] ?? '';
+  const base = { latencyMs: x.latencyMs, httpStatus: x.status };
+  if (!x.error && x.status !== null) {
+    if (spec.okStatuses?.includes(x.status)) return { ...base, outcome: 'success', reason: `HTTP ${x.status} is in okStatuses` };
+    const nonImage = spec.contentTypePrefix !== undefined && !spec.contentTypePrefix.startsWith('image/');
+    if (nonImage && x.status >= 200 && x.status < 300 && contentType.startsWith(spec.contentTypePrefix!)) {
+      return { ...base, outcome: 'success', reason: `HTTP ${x.status} ${contentType}, ${x.body.length} bytes` };
     }
-    const retryAfter = retryAfterMs(res.headers['retry-after']);
-    return { outcome, latencyMs, httpStatus: res.statusCode, reason, ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}) };
-  } catch (err) {
-    return {
-      outcome: outcomeOfNetworkError(err),
-      latencyMs: performance.now() - started,
-      httpStatus: null,
-      reason: err instanceof Error ? `${err.name}: ${(err as { code?: string }).code ?? err.message}` : String(err),
-    };
   }
+  const v = await classify(x, { width: null, height: null, blankIsFailure: false });
+  let { kind, reason } = v;
+  if (kind === 'success' && spec.contentTypePrefix && !contentType.startsWith(spec.contentTypePrefix)) {
+    // A good image of another type than the probe expects is still not what it asked for.
+    kind = 'service-exception';
+    reason += `; expected ${spec.contentTypePrefix}*`;
+  }
+  return { ...base, outcome: kind, reason, ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}) };
 }

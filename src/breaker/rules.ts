@@ -21,13 +21,11 @@ export interface TripVerdict {
  * fastWindowMs; see window.ts).
  */
 export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null): TripVerdict | null {
-  if (fast && fast.samples >= config.minSamples && fast.n >= config.minSamples && fast.failureRatio >= config.failureRatio) {
+  if (fast && ratioTrips(fast, config)) {
     return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the newest ${fast.samples} samples`, figures: fast };
   }
   if (f.samples < config.minSamples) return null;
-  if (f.n >= config.minSamples && f.failureRatio >= config.failureRatio) {
-    return { rule: 'failure-ratio', detail: ratioDetail(f, config), figures: f };
-  }
+  if (ratioTrips(f, config)) return { rule: 'failure-ratio', detail: ratioDetail(f, config), figures: f };
   const budget = latencyBudgetMs(config);
   if (budget !== null && f.p95Ms !== null && f.latencySamples >= config.latencyMinSamples && f.p95Ms > budget) {
     return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples`, figures: f };
@@ -40,6 +38,10 @@ export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowF
     };
   }
   return null;
+}
+
+function ratioTrips(f: WindowFigures, config: PolicyConfig): boolean {
+  return f.samples >= config.minSamples && f.n >= config.minSamples && f.failureRatio >= config.failureRatio;
 }
 
 function ratioDetail(f: WindowFigures, config: PolicyConfig): string {

@@ -25,9 +25,12 @@ export interface ProbeSpec {
   timeoutMs?: number;
   /** Headers to send (no credentials: specs are stored in workflow history). */
   headers?: Record<string, string>;
-  /** A response is healthy when its status is in this list; default: any 2xx. */
+  /** Statuses that count as healthy whatever the body; default: none (the answer is judged like a tile). */
   okStatuses?: number[];
-  /** ... and its Content-Type starts with this (e.g. "image/"); default: any. */
+  /**
+   * The Content-Type a healthy answer has. An image type, or none: the answer must be a decodable image, as a
+   * tile must. Another type (e.g. "text/xml" for GetCapabilities): a 2xx of that type is healthy.
+   */
   contentTypePrefix?: string;
 }
 

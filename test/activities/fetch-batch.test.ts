@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -117,7 +117,7 @@ describe('the batch fetch activity', () => {
 });
 
 function readFileSyncSafe(dir: string): string[] {
-  return existsSync(dir) ? require('node:fs').readdirSync(dir) : [];
+  return existsSync(dir) ? readdirSync(dir) : [];
 }
 
 describe('with the fleet-wide breaker', () => {

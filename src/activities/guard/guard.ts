@@ -1,6 +1,9 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
+  breakerView,
   breakerWorkflowId,
+  DEFAULT_POLICY_CONFIG,
+  initialState,
   isFailure,
   parsePolicyConfig,
   permitFor,
@@ -73,7 +76,8 @@ export interface GuardStats {
   failOpen: number;
   refused: number;
   probesGranted: number;
-  queries: number;
+  /** Reads of the entity's state (describe, or the view query for entities without the memo). */
+  viewReads: number;
   reportsSent: number;
   reportErrors: number;
 }
@@ -100,7 +104,7 @@ interface KeyState {
  * be reached: the coordination store must never halt the pipeline.
  */
 export class BreakerGuard {
-  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, queries: 0, reportsSent: 0, reportErrors: 0 };
+  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0 };
   private readonly keys = new Map<string, KeyState>();
   private readonly pending = new Set<Promise<unknown>>();
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -136,7 +140,7 @@ export class BreakerGuard {
     const view = await this.view(key, ks);
     if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
-    const permit = permitFor(view ?? closedView(), Date.now());
+    const permit = permitFor(view ?? CLOSED_VIEW, Date.now());
     if (permit.allow) return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
     if (!permit.probeRequired) {
       this.stats.refused++;
@@ -236,7 +240,7 @@ export class BreakerGuard {
     const ttl = ks.alarm ? this.o.cacheTtlMs / 4 : this.o.cacheTtlMs;
     if (ks.fetchedAt && now - ks.fetchedAt < ttl) return ks.view;
     if (!ks.inflight) {
-      this.stats.queries++;
+      this.stats.viewReads++;
       ks.inflight = this.rpc(() => this.readView(key))
         .then(
           (view) => view,
@@ -414,9 +418,8 @@ export class BreakerGuard {
   }
 }
 
-function closedView(): BreakerView {
-  return { state: 'closed', mode: 'auto', phase: 'closed', cooldownUntil: null, forcedUntil: null, rampStartedAt: null, rampMs: 0, rampFloor: 1, probesOutstanding: 0, maxConcurrentProbes: 1, generation: 0 };
-}
+/** What a breaker that does not exist yet is: a fresh one, closed. */
+const CLOSED_VIEW: BreakerView = breakerView(initialState(DEFAULT_POLICY_CONFIG));
 
 function isNotFound(err: unknown): boolean {
   return err instanceof WorkflowNotFoundError || (err instanceof Error && err.name === 'WorkflowNotFoundError');

@@ -1,6 +1,6 @@
 import type { OutcomeKind } from '../../breaker';
 import type { HttpExchange } from '../http/fetch-url';
-import { retryAfterMs } from '../http-outcome';
+import { retryAfterMs } from '../http/retry-after';
 import { checkImage } from './image-check';
 import { parseServiceException } from './service-exception';
 import { isImageKind, sniff } from './sniff';
@@ -21,8 +21,9 @@ export interface Verdict {
 }
 
 export interface Expectation {
-  width: number;
-  height: number;
+  /** Expected image size; null: any size (the entity's probe). */
+  width: number | null;
+  height: number | null;
   /** A uniform image is a failure (WMS EXCEPTIONS=BLANK) rather than legitimately empty (open sea). */
   blankIsFailure: boolean;
 }
@@ -79,7 +80,8 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   if (kind === 'empty') return { ...base, kind: 'service-exception', reason: `HTTP ${status} with an empty body` };
   if (!isImageKind(kind)) return { ...base, kind: 'service-exception', reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})` };
 
-  const check = await checkImage(x.body, { width: expected.width, height: expected.height }, kind);
+  const size = expected.width !== null && expected.height !== null ? { width: expected.width, height: expected.height } : null;
+  const check = await checkImage(x.body, size, kind);
   if (!check.ok) return { ...base, kind: 'service-exception', reason: check.reason };
   const image = { width: check.width!, height: check.height!, format: check.format! };
   if (check.blank && expected.blankIsFailure) return { ...base, kind: 'service-exception', reason: `blank tile (uniform ${check.reason}) where blank is not expected`, image };
