@@ -1,0 +1,253 @@
+import type { Client } from '@temporalio/client';
+import { Command, InvalidArgumentError } from 'commander';
+import type { TransitionRecord } from '../breaker';
+import {
+  adminBreaker,
+  BREAKER_STATES,
+  listBreakers,
+  resolveBreakerKey,
+  showBreaker,
+  type AdminResult,
+  type BreakerAdminAction,
+  type ListResult,
+  type ListedBreaker,
+  type ShownBreaker,
+} from '../client/breakers';
+
+type WithClient = (fn: (client: Client) => Promise<void>) => Promise<void>;
+
+/**
+ * `tilebreaker breaker list | show | open | close | reset`: the operator's view of the fleet's breakers and
+ * the admin actions, against TEMPORAL_ADDRESS (`withClient` connects). Errors throw (the CLI exits 2);
+ * an admin action whose effect could not be read back sets exit code 1.
+ */
+export function registerBreakerCommands(program: Command, withClient: WithClient): Command {
+  const breaker = program
+    .command('breaker')
+    .description('list, inspect, force open / closed or reset the fleet-wide breakers at TEMPORAL_ADDRESS')
+    // A usage error exits 2, as every failure to run does here (commander's default, 1, means "ran, and the
+    // answer is no" in this CLI); help exits 0. Subcommands inherit this.
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+
+  breaker
+    .command('list')
+    .description('list the running breaker entities with their state (by the BreakerState / BreakerKey search attributes)')
+    .option('--state <state>', `only breakers in this state (${BREAKER_STATES.join(', ')})`, parseState)
+    .option('--json', 'print JSON')
+    .action(async (opts: { state?: string; json?: boolean }) => {
+      await withClient(async (client) => {
+        const result = await listBreakers(client, opts.state !== undefined ? { state: opts.state } : {});
+        console.log(opts.json ? JSON.stringify(result.breakers, null, 2) : formatList(result, opts.state, Date.now()));
+      });
+    });
+
+  const keyHelp = 'breaker key as "breaker list" prints it (e.g. https://tiles.example.com:443), or an endpoint URL';
+  const partitionHelp = 'with an endpoint URL: the partition (WMS layer or path prefix) of its key';
+
+  breaker
+    .command('show')
+    .description('show one breaker: state, window figures, permit, probes, counters and its transition log')
+    .argument('<key>', keyHelp)
+    .option('--partition <name>', partitionHelp)
+    .option('--limit <n>', 'transitions to show, most recent first', parseCount, 20)
+    .option('--json', 'print JSON')
+    .action(async (key: string, opts: { partition?: string; limit: number; json?: boolean }) => {
+      const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
+      await withClient(async (client) => {
+        const shown = await showBreaker(client, resolved, { limit: opts.limit });
+        console.log(opts.json ? JSON.stringify(shown, null, 2) : formatShow(shown, Date.now()));
+      });
+    });
+
+  const admin = (name: string, action: BreakerAdminAction, description: string) => {
+    const cmd = breaker
+      .command(name)
+      .description(description)
+      .argument('<key>', keyHelp)
+      .option('--partition <name>', partitionHelp)
+      .option('--reason <text>', 'why (recorded in the transition log with the actor)')
+      .option('--actor <who>', 'who, for the transition log (default cli:<user>@<host>)')
+      .option('--json', 'print JSON');
+    if (action === 'force-open') {
+      cmd.option('--for <duration>', 'open for this long, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)', parseDuration);
+    }
+    cmd.action(async (key: string, opts: { partition?: string; reason?: string; actor?: string; json?: boolean; for?: number }) => {
+      const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
+      await withClient(async (client) => {
+        const result = await adminBreaker(client, resolved, action, {
+          ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
+          ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
+          ...(opts.for !== undefined ? { durationMs: opts.for } : {}),
+        });
+        console.log(opts.json ? JSON.stringify(result, null, 2) : formatAdmin(result, Date.now()));
+        if (!result.confirmed) {
+          console.error(
+            `tilebreaker: the ${action} signal was delivered to ${result.workflowId}, but its status still reads ${result.status.view.state} (expected ${result.expected})`,
+          );
+          process.exitCode = 1;
+        }
+      });
+    });
+  };
+  admin('open', 'force-open', 'force a breaker open: the fleet stops calling the endpoint (optionally for a duration)');
+  admin('close', 'force-close', 'force a breaker closed: the fleet calls the endpoint whatever its failures, until reset');
+  admin('reset', 'reset', 'reset a breaker to closed in automatic mode, with an empty window (ends a forced state)');
+
+  return breaker;
+}
+
+function parseState(value: string): string {
+  if (!(BREAKER_STATES as readonly string[]).includes(value)) throw new InvalidArgumentError(`must be one of ${BREAKER_STATES.join(', ')}.`);
+  return value;
+}
+
+function parseCount(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number >= 1.');
+  return n;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "10m", "90s", "1h30m", "500ms", "2d" -> milliseconds. */
+export function parseDuration(value: string): number {
+  const text = value.trim().toLowerCase();
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
+  if (!parts.length || parts.map((p) => p[0]).join('') !== text) {
+    throw new InvalidArgumentError(`not a duration: ${JSON.stringify(value)} (give a number with a unit, e.g. 90s, 10m, 1h30m, 500ms, 2d).`);
+  }
+  const ms = Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MS[p[2]!]!, 0));
+  if (!(ms > 0)) throw new InvalidArgumentError(`a duration must be longer than 0 (got ${JSON.stringify(value)}).`);
+  return ms;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Human-readable output
+
+const iso = (t: number | Date | null | undefined): string => (t === null || t === undefined ? '-' : new Date(t).toISOString());
+
+/** 65_000 -> "1m 05s"; 1_500 -> "1.5s"; 250 -> "250ms". */
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(ms < 10_000 ? 1 : 0)}s`;
+  const s = Math.round(ms / 1_000);
+  const d = Math.floor(s / 86_400);
+  const h = Math.floor((s % 86_400) / 3_600);
+  const m = Math.floor((s % 3_600) / 60);
+  const sec = s % 60;
+  if (d) return `${d}d ${h}h`;
+  if (h) return `${h}h ${String(m).padStart(2, '0')}m`;
+  return `${m}m ${String(sec).padStart(2, '0')}s`;
+}
+
+/** "2025-01-01T00:00:03.000Z (in 25s)" / "(3s ago)". */
+function when(t: number, now: number): string {
+  const d = t - now;
+  return `${iso(t)} (${d >= 0 ? `in ${formatDuration(d)}` : `${formatDuration(-d)} ago`})`;
+}
+
+function listDetail(b: ListedBreaker, now: number): string {
+  const v = b.view;
+  if (!v) return b.state === null ? 'starting (no state published yet)' : '';
+  switch (v.state) {
+    case 'open':
+      return v.cooldownUntil !== null ? `cooldown ends ${when(v.cooldownUntil, now)}` : 'cooling down';
+    case 'forced-open':
+      return v.forcedUntil !== null ? `forced open until ${when(v.forcedUntil, now)}` : 'forced open until closed or reset';
+    case 'half-open':
+      return `probes ${v.probesOutstanding}/${v.maxConcurrentProbes} out (generation ${v.generation})`;
+    case 'closed':
+      return v.rampStartedAt !== null && v.rampStartedAt + v.rampMs > now ? `ramping up since ${iso(v.rampStartedAt)}` : '';
+    case 'forced-closed':
+      return 'forced closed until reset';
+    case 'metrics-only':
+      return 'metrics only: never blocks';
+  }
+}
+
+export function formatList(result: ListResult, state: string | undefined, now: number): string {
+  const { breakers } = result;
+  if (!breakers.length) {
+    return state ? `no running breakers in state ${state}` : 'no running breakers (an entity starts with the first outcome a guard reports for its key)';
+  }
+  const rows = breakers.map((b) => [`${b.state ?? 'unknown'}${b.stateFrom === 'memo' ? '*' : ''}`, b.key, listDetail(b, now)]);
+  const header = ['STATE', 'KEY', 'DETAIL'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => (i < r.length - 1 ? c.padEnd(widths[i]!) : c)).join('  ').trimEnd();
+  const lines = [line(header), ...rows.map(line)];
+  lines.push('', `${breakers.length} running breaker${breakers.length === 1 ? '' : 's'}${state ? ` in state ${state}` : ''}`);
+  if (breakers.some((b) => b.stateFrom === 'memo')) lines.push('* state from the entity\'s memo: its BreakerState search attribute is not set');
+  if (result.filteredBy === 'memo') lines.push('(BreakerState is not registered in this namespace: filtered by the entities\' memo)');
+  return lines.join('\n');
+}
+
+function formatTransitionLog(transitions: readonly TransitionRecord[]): string[] {
+  if (!transitions.length) return ['  (no transitions)'];
+  const moves = transitions.map((t) => `${t.from} -> ${t.to}${t.shadow ? ' (shadow)' : ''}`);
+  const width = Math.max(...moves.map((m) => m.length));
+  return transitions.map((t, i) => {
+    const cooldown = t.cooldownMs !== undefined ? ` [cooldown ${formatDuration(t.cooldownMs)}]` : '';
+    return `  ${iso(t.at)}  ${moves[i]!.padEnd(width)}  ${t.reason}: ${t.detail}${cooldown}`;
+  });
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+
+export function formatShow(shown: ShownBreaker, now: number): string {
+  const lines = [`breaker ${shown.key}`, `  workflow     ${shown.workflowId} (run ${shown.runId}, task queue ${shown.taskQueue}, started ${iso(shown.startTime)})`];
+  if (!shown.running) {
+    lines.push(
+      `  state        not running: ${shown.executionStatus}${shown.closeTime ? ` at ${iso(shown.closeTime)}` : ''}` +
+        (shown.executionStatus === 'COMPLETED' ? ' (finished idle and closed; the next report starts it again)' : ''),
+    );
+    lines.push('', `transitions of that run, most recent first (${shown.transitions.length}):`, ...formatTransitionLog(shown.transitions));
+    return lines.join('\n');
+  }
+  const s = shown.status;
+  const v = s.view;
+  let state: string = v.state;
+  if (v.state === 'open' && v.cooldownUntil !== null) state += `, cooldown ends ${when(v.cooldownUntil, now)}`;
+  if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
+  if (v.mode === 'metrics-only') state += ` (phase ${v.phase} in the shadow)`;
+  const p = shown.permitNow;
+  const permit = p.allow
+    ? `allow${p.allowance < 1 ? `, allowance ${pct(p.allowance)} of normal concurrency (ramp)` : ''}`
+    : p.probeRequired
+      ? `probe token holders only (${v.probesOutstanding}/${v.maxConcurrentProbes} out)`
+      : `refuse${p.retryAfterMs !== null ? `, retry after ${formatDuration(p.retryAfterMs)}` : ' until closed or reset'}`;
+  const f = s.figures;
+  const c = s.config;
+  const counters = s.counters;
+  lines.push(
+    `  state        ${state}`,
+    `  permit       ${permit}`,
+    `  window       n ${f.n}: ${f.successes} ok, ${f.failures} failed (${pct(f.failureRatio)}; ${f.transient} transient, ${f.serviceException} service-exception); ` +
+      `${f.permanent} permanent, ${f.neutral} neutral, ${f.rateLimited} rate-limited; p95 ${f.p95Ms === null ? '-' : `${Math.round(f.p95Ms)} ms`} (${f.latencySamples} latency samples)`,
+    `  opened at    ${iso(s.openedAt)}, consecutive opens ${s.consecutiveOpens}`,
+    `  probes       ${s.probes.length ? s.probes.map((t) => `generation ${t.generation} held by ${t.holder}, lease until ${iso(t.leaseUntil)}`).join('; ') : 'none out'}` +
+      `${s.probeSuccesses ? `; ${s.probeSuccesses} successful in a row` : ''}`,
+    `  self-probe   ${s.probe ? s.probe.url : 'none configured'}`,
+    `  config       window ${formatDuration(c.windowMs)}, min ${c.minSamples} samples, trip at ${pct(c.failureRatio)} failing, cooldown ${formatDuration(c.cooldownMs)} ` +
+      `(x${c.cooldownMultiplier} per consecutive open, cap x${c.cooldownMaxFactor}), ${c.probesToClose} probes to close, ramp ${formatDuration(c.rampMs)}`,
+    `  counters     ${count(counters.reports, 'report')}${counters.lateReports ? ` (${counters.lateReports} late)` : ''}, ${count(counters.probeRequests, 'probe request')}, ` +
+      `${count(counters.selfProbes, 'self-probe')}, ${count(counters.ignoredResults, 'ignored probe result')}, ${counters.continuedAsNew} continue-as-new`,
+    `  last report  ${iso(s.lastReportAt)}`,
+    `  search attrs ${s.searchAttributes === null ? 'not checked yet' : s.searchAttributes ? 'BreakerState / BreakerKey kept current' : 'not kept (not registered in this namespace)'}`,
+    `  as of        ${iso(s.asOf)} (the entity's last activity; history ${s.historyLength} events)`,
+    '',
+    `transitions, most recent first (${shown.transitions.length}):`,
+    ...formatTransitionLog(shown.transitions),
+  );
+  return lines.join('\n');
+}
+
+export function formatAdmin(r: AdminResult, now: number): string {
+  const v = r.status.view;
+  let state: string = v.state;
+  if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
+  const lines = [`breaker ${r.key}: ${r.action} ${r.confirmed ? 'done' : 'NOT CONFIRMED'}; state now ${state}`];
+  if (r.transition) lines.push(...formatTransitionLog([r.transition]));
+  else if (r.confirmed) lines.push(`  (it was already ${v.state}: no transition recorded)`);
+  return lines.join('\n');
+}

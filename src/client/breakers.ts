@@ -1,0 +1,360 @@
+import { hostname, userInfo } from 'node:os';
+import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
+import {
+  breakerKey,
+  breakerWorkflowId,
+  isCanonicalKey,
+  permitFor,
+  type BreakerStateName,
+  type BreakerView,
+  type Permit,
+  type TransitionRecord,
+} from '../breaker';
+import type { EntityExit } from '../workflows/breaker-entity';
+import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus } from '../workflows/breaker-messages';
+import { BREAKER_KEY, BREAKER_STATE } from '../workflows/search-attributes';
+
+/**
+ * Operator-side access to the fleet's breakers (the `tilebreaker breaker ...` commands): list the running
+ * entities, show one, and force one open or closed or reset it. Everything here goes through a plain
+ * @temporalio/client Client: no worker is needed, except that the entity's own workers must be running for
+ * queries (status, transitions) to be answered.
+ */
+
+/** The entity workflow's type name, as the worker registers it. */
+export const BREAKER_WORKFLOW_TYPE = 'breakerEntityWorkflow';
+
+export const BREAKER_STATES: readonly BreakerStateName[] = ['closed', 'open', 'half-open', 'forced-open', 'forced-closed', 'metrics-only'];
+
+/** How long to wait for an entity to answer a query before saying that it did not. */
+const QUERY_TIMEOUT_MS = 10_000;
+
+export interface ResolvedKey {
+  key: string;
+  workflowId: string;
+  /** What the user typed. */
+  input: string;
+  /** Whether the key was given as such or derived from an endpoint URL. */
+  from: 'key' | 'url';
+}
+
+/**
+ * A breaker key from what a user typed: a canonical key as `breaker list` prints it
+ * (`https://tiles.example.com:443`, optionally `/<partition>`), the entity's workflow id (`breaker/<key>`), or
+ * an endpoint URL (`https://Tiles.Example.com/osm/{z}/{x}/{y}.png`), whose key is derived with breakerKey.
+ * With `partition`, the input is an endpoint URL (or key) and the partition is added.
+ */
+export function resolveBreakerKey(input: string, opts: { partition?: string } = {}): ResolvedKey {
+  const text = input.trim().replace(/^breaker\//, '');
+  if (opts.partition !== undefined) {
+    const key = breakerKey(text, { partition: opts.partition });
+    return { key, workflowId: breakerWorkflowId(key), input, from: 'url' };
+  }
+  if (isCanonicalKey(text)) return { key: text, workflowId: breakerWorkflowId(text), input, from: 'key' };
+  let key: string;
+  try {
+    key = breakerKey(text);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new Error(
+      `not a breaker key or an endpoint URL: ${JSON.stringify(input)} (${why}). ` +
+        'A key looks like https://tiles.example.com:443 or http://wms.example.com:8080/roads, as "tilebreaker breaker list" prints it.',
+    );
+  }
+  return { key, workflowId: breakerWorkflowId(key), input, from: 'url' };
+}
+
+/** No entity (running or finished) has this key's workflow id. */
+export class BreakerNotFoundError extends Error {
+  constructor(
+    readonly key: string,
+    readonly workflowId: string,
+    readonly namespace: string,
+    hint = '',
+  ) {
+    super(
+      `no breaker entity for key ${key}: workflow id "${workflowId}" not found in namespace "${namespace}". ` +
+        `An entity is created by the first outcome a guard reports for the key; "tilebreaker breaker list" lists the running ones.${hint}`,
+    );
+    this.name = 'BreakerNotFoundError';
+  }
+}
+
+/** The entity exists but is not running (it finished idle, or was terminated): there is nothing to signal. */
+export class BreakerNotRunningError extends Error {
+  constructor(
+    readonly key: string,
+    readonly workflowId: string,
+    readonly status: string,
+    readonly closeTime: Date | undefined,
+  ) {
+    super(
+      `breaker ${key} (workflow "${workflowId}") is not running: its latest run is ${status}` +
+        `${closeTime ? ` since ${closeTime.toISOString()}` : ''}` +
+        (status === 'COMPLETED' ? ' (a closed breaker with no reports finishes; the next report starts it again)' : ''),
+    );
+    this.name = 'BreakerNotRunningError';
+  }
+}
+
+export interface ListedBreaker {
+  key: string;
+  workflowId: string;
+  runId: string;
+  /** From the BreakerState search attribute, else from the memo's view; null when neither is there yet. */
+  state: BreakerStateName | null;
+  stateFrom: 'search-attribute' | 'memo' | null;
+  /** The compact view the entity keeps in its memo (cooldown end, timed force-open end, probes), when there. */
+  view: BreakerView | null;
+  startTime: Date;
+  taskQueue: string;
+}
+
+export interface ListResult {
+  breakers: ListedBreaker[];
+  /** The visibility query sent. */
+  query: string;
+  /**
+   * How a state filter was applied: by the server (BreakerState), or here from the memo because the
+   * namespace does not have BreakerState registered.
+   */
+  filteredBy: 'search-attribute' | 'memo' | null;
+}
+
+/**
+ * The running breaker entities, by visibility query (eventually consistent: an entity started a moment ago
+ * may not be listed yet). `state` filters by BreakerState.
+ */
+export async function listBreakers(client: Client, opts: { state?: string } = {}): Promise<ListResult> {
+  const state = opts.state === undefined ? undefined : checkState(opts.state);
+  const base = `WorkflowType = '${BREAKER_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'`;
+  const query = state ? `${base} AND BreakerState = "${state}"` : base;
+  try {
+    return { breakers: await collect(client, query), query, filteredBy: state ? 'search-attribute' : null };
+  } catch (err) {
+    // A namespace without BreakerState registered rejects the query: filter by the memo's view instead.
+    if (!state || !/BreakerState/.test(err instanceof Error ? err.message : String(err))) throw err;
+    const all = await collect(client, base);
+    return { breakers: all.filter((b) => b.state === state), query: base, filteredBy: 'memo' };
+  }
+}
+
+async function collect(client: Client, query: string): Promise<ListedBreaker[]> {
+  const out: ListedBreaker[] = [];
+  for await (const wf of client.workflow.list({ query })) {
+    const view = asView(wf.memo?.['view']);
+    const fromAttribute = wf.typedSearchAttributes.get(BREAKER_STATE);
+    const state = (fromAttribute as BreakerStateName | undefined) ?? view?.state ?? null;
+    out.push({
+      key: wf.typedSearchAttributes.get(BREAKER_KEY) ?? wf.workflowId.replace(/^breaker\//, ''),
+      workflowId: wf.workflowId,
+      runId: wf.runId,
+      state,
+      stateFrom: fromAttribute !== undefined ? 'search-attribute' : view ? 'memo' : null,
+      view,
+      startTime: wf.startTime,
+      taskQueue: wf.taskQueue,
+    });
+  }
+  return out.sort((a, b) => a.key.localeCompare(b.key));
+}
+
+function checkState(state: string): BreakerStateName {
+  if (!(BREAKER_STATES as readonly string[]).includes(state)) {
+    throw new Error(`breaker state must be one of ${BREAKER_STATES.join(', ')} (got ${JSON.stringify(state)})`);
+  }
+  return state as BreakerStateName;
+}
+
+function asView(v: unknown): BreakerView | null {
+  return v && typeof v === 'object' && typeof (v as BreakerView).state === 'string' ? (v as BreakerView) : null;
+}
+
+export type ShownBreaker =
+  | {
+      running: true;
+      key: string;
+      workflowId: string;
+      runId: string;
+      taskQueue: string;
+      startTime: Date;
+      status: BreakerStatus;
+      /** What a worker would be told now (by this machine's clock), from the entity's view. */
+      permitNow: Permit;
+      /** Most recent first. */
+      transitions: TransitionRecord[];
+    }
+  | {
+      running: false;
+      key: string;
+      workflowId: string;
+      runId: string;
+      taskQueue: string;
+      startTime: Date;
+      /** The latest run's status: COMPLETED (finished idle, closed), TERMINATED, FAILED, ... */
+      executionStatus: string;
+      closeTime: Date | null;
+      /** A run that finished idle returns its transition log (most recent first); others: empty. */
+      transitions: TransitionRecord[];
+    };
+
+/**
+ * One breaker in full: the `status` and `transitions` queries of its entity (`limit`: at most this many
+ * transitions, most recent first). An entity that finished (idle) is shown from its result.
+ */
+export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey, opts: { limit?: number } = {}): Promise<ShownBreaker> {
+  const resolved = typeof keyOrUrl === 'string' ? resolveBreakerKey(keyOrUrl) : keyOrUrl;
+  const d = await describeEntity(client, resolved);
+  const handle = client.workflow.getHandle(resolved.workflowId);
+  const common = { key: resolved.key, workflowId: resolved.workflowId, runId: d.runId, taskQueue: d.taskQueue, startTime: d.startTime };
+  if (d.status.name !== 'RUNNING') {
+    let transitions: TransitionRecord[] = [];
+    if (d.status.name === 'COMPLETED') {
+      const exit = (await handle.result()) as EntityExit;
+      transitions = (exit.transitions ?? []).slice(0, opts.limit);
+    }
+    return { running: false, ...common, executionStatus: d.status.name, closeTime: d.closeTime ?? null, transitions };
+  }
+  // One query at a time: a second query sent while the first waits on a workflow task sits out a server-side
+  // retry (about 1.7 s on a dev server).
+  const [status, transitions] = await queryEntity(client, resolved, d, async () => [
+    await handle.query(statusQuery),
+    opts.limit === undefined ? await handle.query(transitionsQuery) : await handle.query(transitionsQuery, opts.limit),
+  ] as const);
+  return { running: true, ...common, status, permitNow: permitFor(status.view, Date.now()), transitions };
+}
+
+export type BreakerAdminAction = 'force-open' | 'force-close' | 'reset';
+
+export interface AdminResult {
+  key: string;
+  workflowId: string;
+  action: BreakerAdminAction;
+  actor: string;
+  /** The state the action leads to: forced-open, forced-closed, or closed after a reset. */
+  expected: BreakerStateName;
+  /** The entity's status read back after the signal. */
+  status: BreakerStatus;
+  /** The transition the action recorded (none when the breaker was already in that mode, e.g. a second force-open). */
+  transition: TransitionRecord | null;
+  /** The status shows the action took effect. */
+  confirmed: boolean;
+}
+
+/** The default actor recorded with an admin action: `cli:<user>@<host>`. */
+export function defaultActor(): string {
+  let user = process.env['USER'] ?? process.env['USERNAME'] ?? 'unknown';
+  try {
+    user = userInfo().username;
+  } catch {
+    // No passwd entry (containers): keep the environment's answer.
+  }
+  return `cli:${user}@${hostname()}`;
+}
+
+/**
+ * Sends an admin signal (`force-open`, optionally for `durationMs`; `force-close`; `reset`) to a running
+ * entity, then reads its status back until the action shows (up to `confirmTimeoutMs`, default 5 s).
+ * The entity records `reason (by actor)` as the transition's detail.
+ */
+export async function adminBreaker(
+  client: Client,
+  keyOrUrl: string | ResolvedKey,
+  action: BreakerAdminAction,
+  opts: { reason?: string; durationMs?: number; actor?: string; confirmTimeoutMs?: number } = {},
+): Promise<AdminResult> {
+  if (opts.durationMs !== undefined) {
+    if (action !== 'force-open') throw new Error(`a duration goes with force-open only (got ${action} with durationMs ${opts.durationMs})`);
+    if (!Number.isFinite(opts.durationMs) || opts.durationMs <= 0) throw new Error(`durationMs must be a positive number of ms (got ${opts.durationMs})`);
+  }
+  const resolved = typeof keyOrUrl === 'string' ? resolveBreakerKey(keyOrUrl) : keyOrUrl;
+  const d = await describeEntity(client, resolved);
+  if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
+  const handle = client.workflow.getHandle(resolved.workflowId);
+  const actor = opts.actor ?? defaultActor();
+  // The latest transition before the signal, to tell the action's own transition from older ones.
+  let before: TransitionRecord | undefined;
+  try {
+    [before] = await queryEntity(client, resolved, d, () => handle.query(transitionsQuery, 1));
+  } catch (err) {
+    if (err instanceof BreakerNotFoundError) throw err;
+    throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was not sent.`);
+  }
+  const signal: AdminAction =
+    action === 'force-open'
+      ? { action, actor, ...(opts.reason ? { reason: opts.reason } : {}), ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}) }
+      : { action, actor, ...(opts.reason ? { reason: opts.reason } : {}) };
+  try {
+    await handle.signal(adminSignal, signal);
+  } catch (err) {
+    // It finished (idle) between the describe and the signal.
+    if (err instanceof WorkflowNotFoundError) throw new BreakerNotRunningError(resolved.key, resolved.workflowId, 'not running', undefined);
+    throw err;
+  }
+
+  const expected: BreakerStateName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
+  const reasonName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-close' : 'reset';
+  const deadline = Date.now() + (opts.confirmTimeoutMs ?? 5_000);
+  for (;;) {
+    let status: BreakerStatus;
+    let recent: TransitionRecord[];
+    try {
+      [status, recent] = await queryEntity(client, resolved, d, async () => [await handle.query(statusQuery), await handle.query(transitionsQuery, 20)] as const);
+    } catch (err) {
+      throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was sent: it takes effect when a worker runs the entity.`);
+    }
+    const seen = before ? recent.findIndex((t) => sameTransition(t, before)) : -1;
+    const fresh = seen >= 0 ? recent.slice(0, seen) : recent;
+    const transition = fresh.find((t) => t.reason === reasonName && t.detail.includes(actor)) ?? null;
+    // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
+    const confirmed =
+      action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
+    if (confirmed || Date.now() >= deadline) {
+      return { key: resolved.key, workflowId: resolved.workflowId, action, actor, expected, status, transition, confirmed };
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function sameTransition(a: TransitionRecord, b: TransitionRecord): boolean {
+  return a.at === b.at && a.from === b.from && a.to === b.to && a.reason === b.reason && a.detail === b.detail;
+}
+
+async function describeEntity(client: Client, resolved: ResolvedKey): Promise<WorkflowExecutionDescription> {
+  try {
+    const d = await client.workflow.getHandle(resolved.workflowId).describe();
+    if (d.type !== BREAKER_WORKFLOW_TYPE) {
+      throw new Error(`workflow "${resolved.workflowId}" is a ${d.type}, not a breaker entity (${BREAKER_WORKFLOW_TYPE})`);
+    }
+    return d;
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    throw new BreakerNotFoundError(resolved.key, resolved.workflowId, client.options.namespace, notFoundHint(resolved));
+  }
+}
+
+function notFoundHint(resolved: ResolvedKey): string {
+  const hints: string[] = [];
+  if (resolved.from === 'url') hints.push(`The key was derived from the URL ${JSON.stringify(resolved.input)}.`);
+  const origin = /^(https?:\/\/[^/]+)\/.+$/.exec(resolved.key)?.[1];
+  if (resolved.from === 'key' && origin) {
+    hints.push(`If ${JSON.stringify(resolved.input)} is an endpoint URL rather than a key with a partition, its key is ${origin} (paths are not part of a key).`);
+  }
+  return hints.length ? ` ${hints.join(' ')}` : '';
+}
+
+/** Runs entity queries under a deadline; a query nobody answers says which task queue has no worker. */
+async function queryEntity<R>(client: Client, resolved: ResolvedKey, d: WorkflowExecutionDescription, fn: () => Promise<R>): Promise<R> {
+  try {
+    return await client.withDeadline(Date.now() + QUERY_TIMEOUT_MS, fn);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new BreakerNotFoundError(resolved.key, resolved.workflowId, client.options.namespace, notFoundHint(resolved));
+    const why = err instanceof Error ? err.message : String(err);
+    const memo = asView(d.memo?.['view']);
+    throw new Error(
+      `breaker ${resolved.key} (workflow "${resolved.workflowId}") did not answer a query within ${QUERY_TIMEOUT_MS / 1000} s: ${why}. ` +
+        `Queries need a worker polling its task queue "${d.taskQueue}"` +
+        (memo ? `; its memo says ${memo.state}.` : '.'),
+    );
+  }
+}

@@ -1,0 +1,254 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import { adminBreaker, BreakerNotFoundError, BreakerNotRunningError, listBreakers, resolveBreakerKey, showBreaker, type ListedBreaker } from '../../src/client/breakers';
+import { createWorker } from '../../src/client/worker';
+import { parseDuration } from '../../src/cli/breaker-commands';
+import { adminSignal, viewQuery } from '../../src/workflows/breaker-messages';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { startEntity } from '../helpers/entity';
+import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+
+const run = promisify(execFile);
+// The CLI beside this test's build (dist/ or any other outDir).
+const cli = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
+
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+const taskQueue = uniqueTaskQueue('breaker-cli');
+const tag = `${process.pid}-${Date.now()}`;
+const closedKey = `http://closed-${tag}.example.test:80`;
+const failingKey = `http://failing-${tag}.example.test:8080`;
+
+before(async () => {
+  env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
+  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue });
+  running = worker.run();
+  await startEntity(env.client, taskQueue, { key: closedKey }, { reporter: 'w1', counts: { success: 5 } });
+  const failing = await startEntity(env.client, taskQueue, { key: failingKey }, { reporter: 'w1', counts: { transient: 25 } });
+  assert.equal((await failing.query(viewQuery)).state, 'open');
+});
+after(async () => {
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+});
+
+/** Lists until `pred` holds: visibility is eventually consistent. */
+async function listUntil(state: string | undefined, pred: (bs: ListedBreaker[]) => boolean): Promise<ListedBreaker[]> {
+  let breakers: ListedBreaker[] = [];
+  for (let i = 0; i < 50; i++) {
+    breakers = (await listBreakers(env.client, state !== undefined ? { state } : {})).breakers;
+    if (pred(breakers)) return breakers;
+    await delay(200);
+  }
+  return breakers;
+}
+
+async function cliRun(args: string[], envVars: Record<string, string | undefined>): Promise<{ code: number; out: string; err: string }> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env };
+  for (const [k, v] of Object.entries(envVars)) {
+    if (v === undefined) delete childEnv[k];
+    else childEnv[k] = v;
+  }
+  try {
+    const { stdout, stderr } = await run(process.execPath, [cli, ...args], { env: childEnv, timeout: 60_000 });
+    return { code: 0, out: stdout, err: stderr };
+  } catch (e) {
+    const x = e as { code: number; stdout: string; stderr: string };
+    return { code: x.code, out: x.stdout, err: x.stderr };
+  }
+}
+
+// The rest of the connection settings (TLS, API key) are the parent's: set only when testing against a server of one's own.
+const serverEnv = () => ({ TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: env.namespace ?? 'default' });
+
+test('keys: a key as listed, a workflow id, or an endpoint URL', () => {
+  assert.deepEqual(resolveBreakerKey('https://tiles.example.com:443'), {
+    key: 'https://tiles.example.com:443',
+    workflowId: 'breaker/https://tiles.example.com:443',
+    input: 'https://tiles.example.com:443',
+    from: 'key',
+  });
+  assert.equal(resolveBreakerKey('breaker/https://tiles.example.com:443').key, 'https://tiles.example.com:443');
+  const fromUrl = resolveBreakerKey('HTTPS://Tiles.Example.com/osm/{z}/{x}/{y}.png');
+  assert.equal(fromUrl.key, 'https://tiles.example.com:443');
+  assert.equal(fromUrl.from, 'url');
+  assert.equal(resolveBreakerKey('http://wms.example.com:8080/mapserv?map=a', { partition: 'roads' }).key, 'http://wms.example.com:8080/roads');
+  assert.throws(() => resolveBreakerKey('tiles.example.com'), /not a breaker key or an endpoint URL: "tiles.example.com"/);
+});
+
+test('durations for --for', () => {
+  assert.equal(parseDuration('10m'), 600_000);
+  assert.equal(parseDuration('1h30m'), 5_400_000);
+  assert.equal(parseDuration('500ms'), 500);
+  assert.equal(parseDuration('1.5s'), 1_500);
+  assert.throws(() => parseDuration('10'), /not a duration/);
+  assert.throws(() => parseDuration('10 minutes'), /not a duration/);
+  assert.throws(() => parseDuration('0s'), /longer than 0/);
+});
+
+test('list shows running entities with their state, and filters by state', async () => {
+  // The entity sets its search attributes once its start-up check (an activity) has answered; until then the
+  // state comes from its memo.
+  const all = await listUntil(
+    undefined,
+    (bs) => bs.some((b) => b.key === closedKey && b.stateFrom === 'search-attribute') && bs.some((b) => b.key === failingKey && b.state === 'open'),
+  );
+  const closed = all.find((b) => b.key === closedKey);
+  assert.ok(closed, `listed: ${JSON.stringify(all.map((b) => b.key))}`);
+  assert.equal(closed.workflowId, `breaker/${closedKey}`);
+  assert.equal(closed.state, 'closed');
+  assert.equal(closed.stateFrom, 'search-attribute');
+  assert.equal(closed.view?.state, 'closed', 'the memo view comes along');
+  assert.equal(closed.taskQueue, taskQueue);
+
+  const open = await listUntil('open', (bs) => bs.some((b) => b.key === failingKey));
+  assert.ok(open.some((b) => b.key === failingKey));
+  assert.ok(!open.some((b) => b.key === closedKey), 'a closed breaker is not listed as open');
+  assert.ok(open.every((b) => b.state === 'open'));
+  await assert.rejects(listBreakers(env.client, { state: 'opne' }), /must be one of closed, open, half-open/);
+});
+
+test('open, close and reset: each confirmed by the status, recorded with reason and actor', async () => {
+  const opened = await adminBreaker(env.client, closedKey, 'force-open', { reason: 'renderer maintenance', durationMs: 600_000, actor: 'test:ops' });
+  assert.equal(opened.confirmed, true);
+  assert.equal(opened.status.view.state, 'forced-open');
+  assert.ok(opened.status.view.forcedUntil !== null && opened.status.view.forcedUntil > Date.now() + 500_000);
+  assert.equal(opened.transition?.reason, 'forced-open');
+  assert.equal(opened.transition?.detail, 'renderer maintenance (by test:ops)');
+  assert.equal(opened.status.permit.allow, false);
+
+  // show, by an endpoint URL of the same host: status and the transition log.
+  const shown = await showBreaker(env.client, `http://CLOSED-${tag}.example.test/tiles/{z}/{x}/{y}.png`);
+  assert.equal(shown.running, true);
+  assert.ok(shown.running);
+  assert.equal(shown.key, closedKey);
+  assert.equal(shown.status.view.state, 'forced-open');
+  assert.equal(shown.permitNow.allow, false);
+  assert.equal(shown.transitions[0]?.reason, 'forced-open');
+  assert.match(shown.transitions[0]!.detail, /renderer maintenance \(by test:ops\)/);
+  assert.equal(shown.status.figures.successes, 5);
+
+  // The listing follows (eventually).
+  const forced = await listUntil('forced-open', (bs) => bs.some((b) => b.key === closedKey));
+  assert.ok(forced.some((b) => b.key === closedKey && b.view?.forcedUntil === opened.status.view.forcedUntil));
+
+  const closed = await adminBreaker(env.client, closedKey, 'force-close', { reason: 'renderer back' });
+  assert.equal(closed.confirmed, true);
+  assert.equal(closed.status.view.state, 'forced-closed');
+  assert.equal(closed.transition?.reason, 'forced-close');
+  assert.match(closed.transition!.detail, /^renderer back \(by cli:.+@.+\)$/, 'the default actor is cli:<user>@<host>');
+
+  const reset = await adminBreaker(env.client, closedKey, 'reset', { actor: 'test:ops' });
+  assert.equal(reset.confirmed, true);
+  assert.equal(reset.status.view.state, 'closed');
+  assert.equal(reset.status.view.mode, 'auto');
+  assert.equal(reset.transition?.reason, 'reset');
+  assert.equal(reset.transition?.detail, 'by test:ops');
+
+  // A second reset records its own transition (reset always does), and is told apart from the first.
+  const again = await adminBreaker(env.client, closedKey, 'reset', { actor: 'test:ops', reason: 'again' });
+  assert.equal(again.confirmed, true);
+  assert.equal(again.transition?.detail, 'again (by test:ops)');
+
+  const log = await showBreaker(env.client, closedKey, { limit: 3 });
+  assert.deepEqual(
+    log.transitions.map((t) => t.reason),
+    ['reset', 'reset', 'forced-close'],
+  );
+});
+
+test('an unknown key errors, naming the key and the workflow id tried', async () => {
+  const key = `http://nope-${tag}.example.test:80`;
+  await assert.rejects(showBreaker(env.client, key), (err: unknown) => {
+    assert.ok(err instanceof BreakerNotFoundError);
+    assert.match(err.message, new RegExp(`no breaker entity for key ${key.replace(/[.]/g, '\\.')}`));
+    assert.ok(err.message.includes(`workflow id "breaker/${key}" not found in namespace "${env.namespace ?? 'default'}"`), err.message);
+    return true;
+  });
+  await assert.rejects(adminBreaker(env.client, key, 'force-open'), BreakerNotFoundError);
+  // A key typed with a path: the error points at the origin key too.
+  await assert.rejects(showBreaker(env.client, `http://nope-${tag}.example.test:80/osm/1/2/3.png`), /its key is http:\/\/nope-.*:80 \(paths are not part of a key\)/);
+});
+
+test('an entity that is not running: show reports it, admin refuses', async () => {
+  const key = `http://gone-${tag}.example.test:80`;
+  const h = await startEntity(env.client, taskQueue, { key });
+  await h.signal(adminSignal, { action: 'force-open', reason: 'before the end', actor: 'test' });
+  assert.equal((await h.query(viewQuery)).state, 'forced-open');
+  await h.terminate('test');
+  const shown = await showBreaker(env.client, key);
+  assert.equal(shown.running, false);
+  assert.ok(!shown.running);
+  assert.equal(shown.executionStatus, 'TERMINATED');
+  await assert.rejects(adminBreaker(env.client, key, 'reset'), (err: unknown) => err instanceof BreakerNotRunningError && /is not running: its latest run is TERMINATED/.test(err.message));
+});
+
+test('an entity that finished idle: show gives its last run\'s transitions', async () => {
+  const key = `http://idle-${tag}.example.test:80`;
+  const h = await startEntity(env.client, taskQueue, { key, options: { idleMs: 300 } });
+  await h.signal(adminSignal, { action: 'reset', reason: 'last words', actor: 'test' });
+  await h.result();
+  const shown = await showBreaker(env.client, key);
+  assert.ok(!shown.running);
+  assert.equal(shown.executionStatus, 'COMPLETED');
+  assert.ok(shown.closeTime instanceof Date);
+  assert.equal(shown.transitions[0]?.detail, 'last words (by test)');
+  await assert.rejects(adminBreaker(env.client, key, 'force-open'), /is not running: its latest run is COMPLETED since .* the next report starts it again/);
+});
+
+test('the CLI: breaker list --json and breaker show against the server', async () => {
+  // The listing may still lag: retry the process a few times.
+  let listed: { key: string; state: string; workflowId: string }[] = [];
+  for (let i = 0; i < 10 && !listed.some((b) => b.key === failingKey); i++) {
+    const r = await cliRun(['breaker', 'list', '--json'], serverEnv());
+    assert.equal(r.code, 0, r.err);
+    listed = JSON.parse(r.out);
+    if (!listed.some((b) => b.key === failingKey)) await delay(300);
+  }
+  const failing = listed.find((b) => b.key === failingKey);
+  assert.ok(failing, JSON.stringify(listed));
+  assert.equal(failing.state, 'open');
+  assert.equal(failing.workflowId, `breaker/${failingKey}`);
+
+  const show = await cliRun(['breaker', 'show', failingKey], serverEnv());
+  assert.equal(show.code, 0, show.err);
+  assert.match(show.out, new RegExp(`^breaker ${failingKey.replace(/[.]/g, '\\.')}$`, 'm'));
+  assert.match(show.out, /^ {2}state {8}open, cooldown ends \d{4}-\d\d-\d\dT/m);
+  assert.match(show.out, /^ {2}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z {2}closed -> open {2}failure-ratio: /m);
+
+  const showJson = await cliRun(['breaker', 'show', failingKey, '--json', '--limit', '1'], serverEnv());
+  assert.equal(showJson.code, 0, showJson.err);
+  const j = JSON.parse(showJson.out);
+  assert.equal(j.status.view.state, 'open');
+  assert.equal(j.transitions.length, 1);
+
+  const missing = await cliRun(['breaker', 'show', `http://nope-${tag}.example.test:80`], serverEnv());
+  assert.equal(missing.code, 2);
+  assert.ok(missing.err.includes(`workflow id "breaker/http://nope-${tag}.example.test:80" not found`), missing.err);
+
+  const badDuration = await cliRun(['breaker', 'open', failingKey, '--for', 'ten minutes'], serverEnv());
+  assert.equal(badDuration.code, 2);
+  assert.match(badDuration.err, /not a duration/);
+});
+
+test('the CLI: an unreachable server and an unset TEMPORAL_ADDRESS exit 2, saying what is wrong', async () => {
+  const unreachable = await cliRun(['breaker', 'list'], { ...serverEnv(), TEMPORAL_ADDRESS: '127.0.0.1:1' });
+  assert.equal(unreachable.code, 2, unreachable.err);
+  assert.match(unreachable.err, /127\.0\.0\.1:1/);
+
+  const unset = await cliRun(['breaker', 'list'], { ...serverEnv(), TEMPORAL_ADDRESS: undefined });
+  assert.equal(unset.code, 2);
+  assert.match(unset.err, /breaker commands need TEMPORAL_ADDRESS.*e\.g\. TEMPORAL_ADDRESS=127\.0\.0\.1:7233/);
+
+  const help = await cliRun(['breaker', 'open', '--help'], {});
+  assert.equal(help.code, 0);
+  assert.match(help.out, /--for <duration>/);
+});
