@@ -1,0 +1,303 @@
+/**
+ * Stitching a grid of tile files into one georeferenced RGBA mosaic (tiled, compressed, pyramidal TIFF, plus
+ * optional PNG/WebP copies) and writing the coverage mask, in bounded memory.
+ *
+ * How: tiles are decoded one by one (normalised to 8-bit RGBA) into a strip buffer of a few tile rows, which is
+ * written uncompressed as a VIPS `.v` file in a temporary directory beside the output; libvips then joins the
+ * strips vertically and streams them into each output format, so the whole raster is never in memory. Decoding
+ * tiles ourselves rather than with sharp's `join` input is about 3x faster (libvips' arrayjoin over PNG files
+ * re-reads them) and lets every tile be checked and named in errors.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rename, rm, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import sharp from 'sharp';
+import { writeSidecars, type Bounds3857 } from './georef';
+
+export interface StitchInput {
+  cols: number;
+  rows: number;
+  tileSize: number;
+  /** The tile file for grid cell (col,row) (row 0 at the top), or null for a transparent cell. */
+  tileAt(col: number, row: number): string | null;
+  /** Path of the .tif to write. */
+  output: string;
+  /** Also write <output minus .tif>.png / .webp, same pixels. */
+  extraFormats: ('png' | 'webp')[];
+  bounds: Bounds3857;
+  /** Rows of tiles joined per strip (bounds memory). Default so that a strip is at most ~64 MiB RGBA. */
+  stripRows?: number;
+  /**
+   * Called with the tile rows done after each strip, and repeated every few seconds with the last count
+   * (the final encode has no progress of its own), so activity heartbeats keep flowing.
+   */
+  onProgress?: (rowsDone: number) => void;
+}
+
+/**
+ * A problem with the input that a retry cannot fix (a tile of the wrong size, a mosaic too large for WebP):
+ * the assembly activity can make it non-retryable by its name.
+ */
+export class StitchInputError extends Error {
+  override readonly name = 'StitchInputError';
+}
+
+/** Strip budget for the default `stripRows`. */
+const STRIP_BYTES = 64 * 1024 * 1024;
+/** sharp's default limitInputPixels, which also applies to each strip when they are joined. */
+const JOIN_INPUT_PIXEL_LIMIT = 0x3fff * 0x3fff;
+/** WebP's largest dimension. */
+const WEBP_MAX_SIDE = 16383;
+/**
+ * libwebp encodes a whole picture in memory (no streaming): measured ~18 bytes a pixel at lossless effort 0
+ * (~35 at the default effort), so 8192 x 8192 peaks near 1.2 GiB. Larger WebP copies are refused.
+ */
+const WEBP_MAX_PIXELS = 8192 * 8192;
+/** Tiles decoded at once: enough to keep libuv's four threads busy while JS copies rows. */
+const DECODE_CONCURRENCY = 8;
+/** How often onProgress repeats its last count. */
+const KEEPALIVE_MS = 5_000;
+
+/**
+ * Stitches the grid into `output` (a tiled 256 px, deflate + horizontal predictor, pyramidal RGBA TIFF) and
+ * the `extraFormats` beside it, each georeferenced by sidecars (aux.xml, world file, prj). Every output is
+ * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
+ * written (images and sidecars) and the mosaic's size in pixels.
+ */
+export async function stitchMosaic(input: StitchInput): Promise<{ files: string[]; width: number; height: number }> {
+  const { cols, rows, tileSize: T, output, bounds } = input;
+  for (const [name, v] of [['cols', cols], ['rows', rows], ['tileSize', T]] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new RangeError(`stitch: ${name} must be a positive integer (got ${v})`);
+  }
+  if (!/\.tiff?$/i.test(output)) throw new RangeError(`stitch: output must be a .tif or .tiff path (got ${output})`);
+  const width = cols * T;
+  const height = rows * T;
+  const extras = [...new Set(input.extraFormats)];
+  for (const f of extras) if (f !== 'png' && f !== 'webp') throw new RangeError(`stitch: unknown extra format ${String(f)}`);
+  if (extras.includes('webp') && (width > WEBP_MAX_SIDE || height > WEBP_MAX_SIDE || width * height > WEBP_MAX_PIXELS)) {
+    throw new StitchInputError(
+      `stitch: a ${width}x${height} mosaic is too large for a WebP copy (at most ${WEBP_MAX_SIDE} px a side and ` +
+        `${WEBP_MAX_PIXELS} pixels: libwebp holds the whole image in memory); drop 'webp' or use 'png'`,
+    );
+  }
+  const rowBytes = width * T * 4;
+  if (width * T > JOIN_INPUT_PIXEL_LIMIT) {
+    throw new StitchInputError(`stitch: ${cols} columns of ${T} px tiles is too wide (one tile row exceeds ${JOIN_INPUT_PIXEL_LIMIT} pixels)`);
+  }
+  let stripRows = input.stripRows ?? Math.max(1, Math.floor(STRIP_BYTES / rowBytes));
+  if (!Number.isInteger(stripRows) || stripRows < 1) throw new RangeError(`stitch: stripRows must be a positive integer (got ${stripRows})`);
+  // A strip must stay under the pixel limit sharp applies to each joined input.
+  stripRows = Math.min(stripRows, rows, Math.floor(JOIN_INPUT_PIXEL_LIMIT / (width * T)));
+
+  const progress = new Progress(input.onProgress);
+  // Beside the output: same filesystem for the final renames, and room for strips the size of the raster.
+  const tmpDir = await mkdtemp(join(dirname(output), `.${basename(output)}.stitch-`));
+  try {
+    const strips: string[] = [];
+    // One buffer reused for every strip: allocating 64 MiB per strip leaves several to the GC at once.
+    const buffer = Buffer.alloc(stripRows * rowBytes);
+    for (let row0 = 0; row0 < rows; row0 += stripRows) {
+      const n = Math.min(stripRows, rows - row0);
+      const strip = buffer.subarray(0, n * rowBytes);
+      strip.fill(0); // transparent black for null cells
+      await decodeStrip(input, row0, n, strip);
+      const path = join(tmpDir, `strip-${String(strips.length).padStart(6, '0')}.v`);
+      await sharp(strip, { raw: { width, height: n * T, channels: 4 }, limitInputPixels: false }).toFile(path);
+      strips.push(path);
+      progress.report(row0 + n);
+    }
+
+    const written: [string, string][] = []; // [temp, final]
+    const tif = join(tmpDir, 'mosaic.tif');
+    await joined(strips, width, height)
+      .tiff({
+        compression: 'deflate',
+        predictor: 'horizontal',
+        tile: true,
+        tileWidth: 256,
+        tileHeight: 256,
+        pyramid: true,
+        // Classic TIFF offsets are 32-bit: go big when the (barely compressible, worst case) file may pass 4 GiB.
+        bigtiff: width * height * 4 * (4 / 3) > 0.9 * 2 ** 32,
+      })
+      .toFile(tif);
+    written.push([tif, output]);
+    progress.check();
+    const stem = output.replace(/\.tiff?$/i, '');
+    for (const format of extras) {
+      const tmp = join(tmpDir, `mosaic.${format}`);
+      const image = joined(strips, width, height);
+      // Lossless and `exact` so the copies hold the TIFF's pixels, colour under transparent pixels included.
+      // WebP effort 0: half the memory and a quarter of the time of the default, for a larger file.
+      await (format === 'png' ? image.png() : image.webp({ lossless: true, exact: true, effort: 0 })).toFile(tmp);
+      written.push([tmp, `${stem}.${format}`]);
+      progress.check();
+    }
+
+    const files: string[] = [];
+    for (const [tmp, final] of written) {
+      await rename(tmp, final);
+      files.push(final);
+    }
+    for (const [, final] of written) {
+      for (const f of await writeSidecars(final, bounds, width, height)) if (!files.includes(f)) files.push(f);
+    }
+    progress.check();
+    return { files, width, height };
+  } finally {
+    progress.stop();
+    releaseCachedFiles();
+    await rm(tmpDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Coverage mask: one pixel per tile, 8-bit greyscale PNG: 255 ok, 160 stale, 0 everything else (the values
+ * come from `valueAt`, an integer 0..255); georeferenced with sidecars (pgw/prj/aux.xml) over the same bounds.
+ * Returns the files written, the PNG first.
+ */
+export async function writeCoverageMask(
+  path: string,
+  cols: number,
+  rows: number,
+  valueAt: (col: number, row: number) => number,
+  bounds: Bounds3857,
+): Promise<string[]> {
+  if (!Number.isInteger(cols) || cols < 1 || !Number.isInteger(rows) || rows < 1) {
+    throw new RangeError(`mask: cols and rows must be positive integers (got ${cols}x${rows})`);
+  }
+  const pixels = Buffer.alloc(cols * rows);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const v = valueAt(c, r);
+      if (!Number.isInteger(v) || v < 0 || v > 255) throw new RangeError(`mask: value at (${c},${r}) must be an integer 0..255 (got ${v})`);
+      pixels[r * cols + c] = v;
+    }
+  }
+  const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}.png`;
+  try {
+    // toColourspace('b-w'): without it sharp writes a one-band raw image as an RGB PNG.
+    await sharp(pixels, { raw: { width: cols, height: rows, channels: 1 }, limitInputPixels: false })
+      .toColourspace('b-w')
+      .png()
+      .toFile(tmp);
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined);
+    throw err;
+  }
+  return [path, ...(await writeSidecars(path, bounds, cols, rows))];
+}
+
+/** Decodes tile rows row0..row0+n-1 into `strip` (RGBA rows `cols * tileSize` pixels wide). */
+async function decodeStrip(input: StitchInput, row0: number, n: number, strip: Buffer): Promise<void> {
+  const { cols, tileSize: T } = input;
+  const stride = cols * T * 4;
+  const cells: { col: number; row: number; file: string }[] = [];
+  for (let r = 0; r < n; r++) {
+    for (let col = 0; col < cols; col++) {
+      const file = input.tileAt(col, row0 + r);
+      if (file !== null) cells.push({ col, row: row0 + r, file });
+    }
+  }
+  await pool(cells, DECODE_CONCURRENCY, async ({ col, row, file }) => {
+    let data: Buffer;
+    let info: sharp.OutputInfo;
+    try {
+      // Every tile to 8-bit sRGB + alpha: RGB/JPEG get opaque alpha; palette, grey and 16-bit are expanded.
+      ({ data, info } = await sharp(file, { failOn: 'truncated' })
+        .toColourspace('srgb')
+        .ensureAlpha(1)
+        .raw({ depth: 'uchar' })
+        .toBuffer({ resolveWithObject: true }));
+    } catch (err) {
+      const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
+      throw new Error(`stitch: cannot decode tile (col ${col}, row ${row}) ${file}: ${message}`, { cause: err });
+    }
+    if (info.width !== T || info.height !== T) {
+      throw new StitchInputError(`stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`);
+    }
+    if (info.channels !== 4) throw new Error(`stitch: tile ${file} decoded to ${info.channels} channels, expected RGBA`);
+    const top = (row - row0) * T * stride + col * T * 4;
+    for (let y = 0; y < T; y++) data.copy(strip, top + y * stride, y * T * 4, (y + 1) * T * 4);
+  });
+}
+
+/**
+ * The strips joined top to bottom, read sequentially (libvips streams them into the encoder). arrayjoin makes
+ * every cell as tall as the tallest strip, so a shorter last strip is padded below: crop back to the mosaic.
+ */
+function joined(strips: string[], width: number, height: number): sharp.Sharp {
+  return strips.length === 1
+    ? sharp(strips[0]!, { limitInputPixels: false, sequentialRead: true })
+    : sharp(strips, { join: { across: 1 }, sequentialRead: true }).extract({ left: 0, top: 0, width, height });
+}
+
+/**
+ * libvips' operation cache keeps the strips' loads, with their files open, after the join: deleted strips
+ * would hold their disk space until evicted. Setting the cache's file limit to 0 drops every entry holding a
+ * file (a momentary, process-wide change that costs other work only a cache miss); then the limit is restored.
+ */
+function releaseCachedFiles(): void {
+  const { files } = sharp.cache();
+  sharp.cache({ files: 0 });
+  sharp.cache({ files: files.max });
+}
+
+/** Runs `fn` over `items`, `limit` at a time; stops starting new ones after a failure and waits for the rest. */
+async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  let firstError: unknown;
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await fn(item);
+      } catch (err) {
+        if (!failed) firstError = err;
+        failed = true;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failed) throw firstError;
+}
+
+/** onProgress calls, repeated on a timer so slow steps still heartbeat; an error thrown by the callback fails the stitch. */
+class Progress {
+  private readonly timer: NodeJS.Timeout | undefined;
+  private last = 0;
+  private error: { err: unknown } | undefined;
+
+  constructor(private readonly onProgress: ((rowsDone: number) => void) | undefined) {
+    if (onProgress) {
+      this.timer = setInterval(() => this.call(this.last), KEEPALIVE_MS);
+      this.timer.unref();
+    }
+  }
+
+  report(rowsDone: number): void {
+    this.last = rowsDone;
+    this.call(rowsDone);
+    this.check();
+  }
+
+  /** Throws what the callback threw (the timer cannot throw into the encode it runs beside). */
+  check(): void {
+    if (this.error) throw this.error.err;
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private call(rowsDone: number): void {
+    if (!this.onProgress || this.error) return;
+    try {
+      this.onProgress(rowsDone);
+    } catch (err) {
+      this.error = { err };
+    }
+  }
+}
