@@ -16,9 +16,11 @@ import { connectionConfigFromEnv } from '../src/client/connection-config';
 import { packageRoot } from '../src/client/local-server';
 import { breakerDrillWorkflow } from '../src/workflows';
 import { createWorker } from '../src/client/worker';
-import { timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../src/workflows/search-attributes';
+import { devServerEnv, timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
 import { outageDrill } from '../test/scenarios/drill-outage';
 import { entityScenarios, type EntityScenario } from '../test/scenarios/entity-scenarios';
+import { mosaicScenarios, SCENARIO_BREAKER } from '../test/scenarios/mosaic-scenarios';
 
 const drillOutage: EntityScenario = async ({ client, taskQueue }) => {
   const handle = await client.workflow.start(breakerDrillWorkflow, { args: [outageDrill()], taskQueue, workflowId: 'drill-outage' });
@@ -26,7 +28,7 @@ const drillOutage: EntityScenario = async ({ client, taskQueue }) => {
   return handle;
 };
 
-const scenarios: Record<string, EntityScenario> = { 'drill-outage': drillOutage, ...entityScenarios };
+const scenarios: Record<string, EntityScenario> = { 'drill-outage': drillOutage, ...entityScenarios, ...mosaicScenarios };
 type ScenarioName = keyof typeof scenarios;
 
 const historiesDir = path.join(packageRoot(), 'test', 'histories');
@@ -41,10 +43,13 @@ async function save(handle: WorkflowHandle, name: string): Promise<void> {
 
 async function recordScenario(name: ScenarioName): Promise<void> {
   const scenario = scenarios[name]!;
-  const env = await timeSkippingEnv();
+  // Mosaics fetch real tiles while breakers cool down: time-skipping would race the workflow clock past the
+  // guard's real one (every refusal then says "come back in minutes"), so they record on a dev server.
+  const env = name in mosaicScenarios ? await devServerEnv(BREAKER_SEARCH_ATTRIBUTES) : await timeSkippingEnv();
   try {
     const taskQueue = uniqueTaskQueue(name);
-    const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+    // Entity scenarios configure their entities; mosaic scenarios get entities from the guard, with this policy.
+    const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: SCENARIO_BREAKER });
     await worker.runUntil(async () => save(await scenario({ env, client: env.client, taskQueue }), name));
   } finally {
     await env.teardown();

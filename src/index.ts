@@ -14,7 +14,7 @@ export * from './workflows/breaker-messages';
 export { BREAKER_KEY, BREAKER_STATE, BREAKER_SEARCH_ATTRIBUTES } from './workflows/search-attributes';
 export { parseSource, parseSourcesFile, sourceSchema, type SourceConfig, type SourceInput } from './sources/schema';
 export { tileUrl, getMapUrl, geographicBbox, type TileAddress } from './sources/request-url';
-export { loadSource } from './client/source-file';
+export { loadSource } from './activities/sources-file';
 export { connectionConfigFromEnv, type ConnectionConfig } from './client/connection-config';
 export { connectClient, connectWorker } from './client/temporal';
 export { createWorker } from './client/worker';

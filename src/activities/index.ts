@@ -1,7 +1,11 @@
 import type { Client } from '@temporalio/client';
 import { makeFetchBatch } from './fetch/fetch-batch';
-import { BreakerGuard } from './guard';
+import { BreakerGuard, type GuardOptions } from './guard';
 import { EndpointPools } from './http/endpoint-pool';
+import { assembleMosaic } from './mosaic/assemble';
+import { makeMosaicBatch } from './mosaic/batch';
+import { loadDeadLetters } from './mosaic/dead-letters';
+import { planMosaic } from './mosaic/plan';
 import { probeEndpoint } from './probe';
 import { makeSearchAttributeCheck } from './search-attributes';
 
@@ -10,6 +14,8 @@ export interface ActivityDeps {
   client: Client;
   /** The task queue breaker entities run on (this worker's). */
   taskQueue: string;
+  /** Policy and self-probe for the breaker entities this worker's guard creates (an existing entity keeps its own). */
+  breaker?: Pick<GuardOptions, 'config' | 'probe' | 'entityOptions'>;
 }
 
 /**
@@ -18,12 +24,16 @@ export interface ActivityDeps {
  */
 export function createActivityRuntime(deps: ActivityDeps) {
   const pools = new EndpointPools();
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: `worker-${process.pid}` });
+  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: `worker-${process.pid}`, ...deps.breaker });
   return {
     activities: {
       probeEndpoint,
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard }),
+      planMosaic: (request: Parameters<typeof planMosaic>[0]) => planMosaic(request),
+      fetchMosaicBatch: makeMosaicBatch({ pools, guard }),
+      assembleMosaic,
+      loadDeadLetters,
     },
     /** Flushes the guard's buffered reports and closes the HTTP pools. */
     async close(): Promise<void> {

@@ -8,7 +8,7 @@ import { EndpointPools } from '../activities/http/endpoint-pool';
 import { checkTile } from '../geo/mercator';
 import { tileUrl } from '../sources/request-url';
 import { connectionConfigFromEnv } from '../client/connection-config';
-import { loadSource } from '../client/source-file';
+import { loadSource } from '../activities/sources-file';
 import { connectClient } from '../client/temporal';
 
 export interface TileCommandOptions {

@@ -1,13 +1,19 @@
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { createActivityRuntime } from '../activities';
+import { createActivityRuntime, type ActivityDeps } from '../activities';
 
 /**
  * The tilebreaker worker: every workflow type and activity on one task queue. When the worker stops, the
  * activities' shared resources stop with it: the breaker guard flushes its last reports, the HTTP pools close.
  */
-export async function createWorker(opts: { connection: NativeConnection; client: Client; namespace: string; taskQueue: string }): Promise<Worker> {
-  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue });
+export async function createWorker(opts: {
+  connection: NativeConnection;
+  client: Client;
+  namespace: string;
+  taskQueue: string;
+  breaker?: ActivityDeps['breaker'];
+}): Promise<Worker> {
+  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}) });
   const worker = await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,

@@ -1,3 +1,4 @@
 // Every workflow type the tilebreaker worker registers (this module is the worker's workflowsPath).
 export { breakerDrillWorkflow } from './drill';
 export { breakerEntityWorkflow } from './breaker-entity';
+export { mosaicBlockWorkflow, mosaicWorkflow, redriveMosaicWorkflow } from './mosaic';

@@ -95,7 +95,14 @@ export function makeFetchBatch(deps: FetchDeps) {
         beat();
       }
     };
-    await Promise.all(Array.from({ length: Math.max(1, input.source.concurrency) }, worker));
+    // Also beat while no tile finishes (one slow tile at concurrency 1), so a short heartbeat timeout is safe
+    // and a lost worker's batch is retried within seconds.
+    const pulse = ctx ? setInterval(() => beat(true), 5_000) : null;
+    try {
+      await Promise.all(Array.from({ length: Math.max(1, input.source.concurrency) }, worker));
+    } finally {
+      if (pulse) clearInterval(pulse);
+    }
     beat(true);
     // Cancelled: unfinished tiles are accounted for too.
     return results.map((r, i) => r ?? { ...input.tiles[i]!, status: 'deferred', reason: 'activity cancelled before this tile', attempts: 0 });

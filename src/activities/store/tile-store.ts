@@ -68,7 +68,8 @@ export class TileStore {
   }
 }
 
-async function atomicWrite(target: string, data: Buffer): Promise<void> {
+/** Writes to a temporary file and renames it into place: readers see the old file or the new one, never a torn one. */
+export async function atomicWrite(target: string, data: Buffer): Promise<void> {
   const tmp = `${target}.${process.pid}.${randomUUID()}.tmp`;
   try {
     await writeFile(tmp, data);

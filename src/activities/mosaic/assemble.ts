@@ -1,0 +1,106 @@
+import { Context } from '@temporalio/activity';
+import { mkdir, stat } from 'node:fs/promises';
+import { atomicWrite } from '../store/tile-store';
+import { MANIFEST_STATUSES, zeroStatusCounts, type ManifestTile, type MosaicPlan, type MosaicResult } from '../../workflows/mosaic-types';
+import { planFile } from './dead-letters';
+import { geoTransform } from './georef';
+import { latestRecords, readJournals } from './journal';
+import { gridCols, gridRows, outputBase, tileOf } from './plan';
+import { stitchMosaic, writeCoverageMask } from './stitch';
+
+export interface AssembleInput {
+  plan: MosaicPlan;
+  /** The run stopped early (cancelled or failed): tiles no batch recorded are listed as not fetched. */
+  partial: boolean;
+  /** Why the run stopped early, for the manifest. */
+  stoppedBecause?: string;
+  /** The workflow that built it, for the manifest. */
+  workflowId?: string;
+}
+
+/** Mask values: what the coverage mask's pixel says about its tile. */
+const MASK = { ok: 255, stale: 160 } as const;
+
+/**
+ * The assembly activity: the latest record of every planned tile from the journals, the stitched and
+ * georeferenced mosaic, the coverage mask and the manifest. Every planned tile appears in the manifest: one
+ * that no batch recorded (a run cancelled before reaching it) is dead-lettered as not fetched, so a re-drive
+ * picks it up. Idempotent: a retry rewrites the same files.
+ */
+export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult> {
+  const { plan } = input;
+  const ctx = activityContext();
+  const records = latestRecords(await readJournals(plan.workDir), plan.total);
+  const tiles: ManifestTile[] = records.map(
+    (r, i) =>
+      r ?? {
+        i,
+        ...tileOf(plan.grid, i),
+        status: 'dead-lettered',
+        reason: input.partial ? `not fetched: the run stopped first (${input.stoppedBecause ?? 'stopped'})` : 'not fetched',
+        attempts: 0,
+        pass: -1,
+      },
+  );
+  const counts = zeroStatusCounts();
+  for (const t of tiles) counts[t.status]++;
+  const cols = gridCols(plan.grid);
+  const rows = gridRows(plan.grid);
+  const at = (c: number, r: number) => tiles[r * cols + c]!;
+  const base = outputBase(plan.output);
+  const stitched = await stitchMosaic({
+    cols,
+    rows,
+    tileSize: plan.grid.tileSize,
+    tileAt: (c, r) => {
+      const t = at(c, r);
+      return (t.status === 'ok' || t.status === 'stale') && t.path ? t.path : null;
+    },
+    output: plan.output,
+    extraFormats: plan.extraFormats,
+    bounds: plan.bounds,
+    onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
+  });
+  const mask = `${base}.mask.png`;
+  const maskFiles = await writeCoverageMask(mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds);
+  const manifestPath = `${base}.manifest.json`;
+  const files = [...stitched.files, ...maskFiles, manifestPath];
+  const manifest = {
+    version: 1,
+    createdAt: new Date().toISOString(),
+    workflowId: input.workflowId ?? null,
+    partial: input.partial,
+    stoppedBecause: input.stoppedBecause ?? null,
+    // The configured URL: credentials never live in it (they are added per request from the environment).
+    source: { name: plan.sourceName, type: plan.source.type, url: plan.source.url },
+    crs: 'EPSG:3857',
+    grid: { ...plan.grid, cols, rows },
+    bounds: plan.bounds,
+    width: stitched.width,
+    height: stitched.height,
+    geoTransform: geoTransform(plan.bounds, stitched.width, stitched.height),
+    fallback: plan.fallback,
+    afterDeadline: plan.afterDeadline,
+    deadline: plan.deadlineAt === null ? null : new Date(plan.deadlineAt).toISOString(),
+    total: plan.total,
+    counts,
+    statuses: MANIFEST_STATUSES,
+    mask: { file: mask, values: { ok: MASK.ok, stale: MASK.stale, other: 0 } },
+    files,
+    tiles,
+  };
+  await mkdir(plan.workDir, { recursive: true });
+  await atomicWrite(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)));
+  await atomicWrite(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)));
+  // Fail loudly if the output is not where we say it is.
+  await stat(plan.output);
+  return { total: plan.total, counts, output: plan.output, files, manifest: manifestPath, mask, partial: input.partial };
+}
+
+function activityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
+}

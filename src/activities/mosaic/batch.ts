@@ -1,0 +1,84 @@
+import type { BreakerStateName } from '../../breaker';
+import { zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../workflows/mosaic-types';
+import { makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
+import { writeJournal } from './journal';
+import { selectionIndices, tileOf } from './plan';
+
+/** Kinds a later attempt may cure: such a tile is dead-lettered for a re-drive rather than failed for good. */
+const CURABLE = new Set(['transient', 'service-exception', 'rate-limited']);
+
+/**
+ * The manifest status of a fetch result. A tile refused by the breaker (or paced by a 429) that the run will
+ * not wait for is dead-lettered, and so is one that failed in a way a later attempt may cure; a permanent
+ * failure or a configuration error is failed.
+ */
+export function manifestStatus(r: TileResult): ManifestStatus {
+  switch (r.status) {
+    case 'ok':
+    case 'stale':
+    case 'hole':
+      return r.status;
+    case 'deferred':
+      return 'dead-lettered';
+    case 'failed':
+      return !r.configError && r.kind !== undefined && CURABLE.has(r.kind) ? 'dead-lettered' : 'failed';
+  }
+}
+
+/**
+ * The mosaic's fetch activity: one batch of the plan's tiles through the pipeline's fetch (breaker, retries,
+ * validation, tile store), its per-tile records written to the mosaic's journal, and a summary small enough
+ * for the workflow's history. Tiles still deferred in a non-final pass are recorded as dead-lettered (what
+ * they are if the run stops here) and returned for the workflow to wait for.
+ */
+export function makeMosaicBatch(deps: FetchDeps) {
+  const fetchTiles = makeFetchBatch(deps);
+  return async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
+    const { plan } = input;
+    const indices = selectionIndices(input.tiles);
+    const results = await fetchTiles({
+      sourceName: plan.sourceName,
+      source: plan.source,
+      tiles: indices.map((i) => tileOf(plan.grid, i)),
+      storeRoot: plan.storeRoot,
+      breaker: plan.breaker,
+      whenRefused: input.whenRefused,
+    });
+    const counts = zeroStatusCounts();
+    const deferred: number[] = [];
+    const states = new Set<BreakerStateName>();
+    let retryAfterMs: number | null = null;
+    let requests = 0;
+    const tiles: ManifestTile[] = results.map((r, k) => {
+      const i = indices[k]!;
+      requests += r.attempts;
+      if (r.breakerState) states.add(r.breakerState);
+      const status = manifestStatus(r);
+      // Waiting is the point of `wait`: a tile that failed in a way a later attempt may cure waits too.
+      const waits = !input.final && (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered'));
+      if (waits) {
+        deferred.push(i);
+        if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
+      } else {
+        counts[status]++;
+      }
+      return {
+        i,
+        z: r.z,
+        x: r.x,
+        y: r.y,
+        status,
+        ...(r.kind !== undefined ? { kind: r.kind } : {}),
+        reason: r.reason,
+        attempts: r.attempts,
+        ...(r.httpStatus !== undefined ? { httpStatus: r.httpStatus } : {}),
+        ...(r.breakerState !== undefined ? { breakerState: r.breakerState } : {}),
+        ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
+        pass: input.pass,
+        ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
+      };
+    });
+    await writeJournal(plan.workDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+    return { counts, deferred, retryAfterMs, breakerStates: [...states], requests };
+  };
+}

@@ -1,0 +1,44 @@
+import { mkdir, readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { ManifestTile } from '../../workflows/mosaic-types';
+import { atomicWrite } from '../store/tile-store';
+
+/**
+ * Per-tile records live on disk, one journal file per batch and pass, not in workflow histories: a history
+ * keeps counts and indices only, so a 100,000-tile job does not carry 100,000 records through Temporal.
+ * A retried batch rewrites its own journal; a later pass's record of a tile replaces an earlier one.
+ */
+export interface Journal {
+  batchId: string;
+  pass: number;
+  writtenAt: number;
+  tiles: ManifestTile[];
+}
+
+const journalDir = (workDir: string) => path.join(workDir, 'journal');
+
+export async function writeJournal(workDir: string, journal: Journal): Promise<void> {
+  if (!/^[\w.-]+$/.test(journal.batchId)) throw new Error(`journal: batch id must be a simple name (got ${JSON.stringify(journal.batchId)})`);
+  await mkdir(journalDir(workDir), { recursive: true });
+  await atomicWrite(path.join(journalDir(workDir), `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)));
+}
+
+/** Every journal of a mosaic, oldest pass first (within a pass, in write order). */
+export async function readJournals(workDir: string): Promise<Journal[]> {
+  let names: string[];
+  try {
+    names = (await readdir(journalDir(workDir))).filter((n) => n.endsWith('.json'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const journals = await Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(journalDir(workDir), n), 'utf8')) as Journal));
+  return journals.sort((a, b) => a.pass - b.pass || a.writtenAt - b.writtenAt);
+}
+
+/** The latest record of every tile 0..total-1 (null where no batch has recorded it yet). */
+export function latestRecords(journals: Journal[], total: number): (ManifestTile | null)[] {
+  const out: (ManifestTile | null)[] = new Array<ManifestTile | null>(total).fill(null);
+  for (const j of journals) for (const t of j.tiles) if (t.i >= 0 && t.i < total) out[t.i] = t;
+  return out;
+}

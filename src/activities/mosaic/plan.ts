@@ -1,0 +1,166 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { ConfigError, parseOrThrow } from '../../breaker/config-error';
+import { lonLatToMeters, MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
+import type { TileAddress } from '../../sources/request-url';
+import { parseSource, type SourceConfig } from '../../sources/schema';
+import type { MosaicPlan, MosaicRequest, TileGrid, TileSelection } from '../../workflows/mosaic-types';
+import { loadSource } from '../sources-file';
+
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+
+const requestSchema = z
+  .object({
+    sourcesFile: z.string().min(1).optional(),
+    sourceName: z.string().regex(/^[\w.-]+$/, 'must be a simple name').optional(),
+    source: z.unknown().optional(),
+    bbox: z.tuple([finite, finite, finite, finite]),
+    crs: z.enum(['EPSG:4326', 'EPSG:3857']).default('EPSG:4326'),
+    zoom: z.number().int().min(0).max(MAX_ZOOM),
+    output: z.string().regex(/\.tiff?$/i, 'must be a path ending in .tif or .tiff'),
+    extraFormats: z.array(z.enum(['png', 'webp'])).default([]),
+    fallback: z.enum(['fail-fast', 'stale', 'hole', 'wait']).default('fail-fast'),
+    afterDeadline: z.enum(['fail-fast', 'stale', 'hole']).default('fail-fast'),
+    deadline: z
+      .string()
+      .refine((d) => DURATION.test(d) || !Number.isNaN(Date.parse(d)), 'must be an ISO-8601 instant or a duration such as 90m, 2h, 45s')
+      .optional(),
+    maxTiles: z.number().int().min(1).default(100_000),
+    storeRoot: z.string().min(1).optional(),
+    batchSize: z.number().int().min(1).max(4_096).default(256),
+    blockTiles: z.number().int().min(1).default(16_384),
+    parallelBatches: z.number().int().min(1).max(64).default(4),
+    breaker: z.boolean().default(true),
+  })
+  .strict()
+  .superRefine((r, ctx) => {
+    if ((r.sourcesFile === undefined) === (r.source === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['source'], message: 'give exactly one of sourcesFile (with sourceName) and an inline source', input: r.source });
+    }
+    const [w, s, e, n] = r.bbox;
+    if (!(w < e)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`, input: r.bbox });
+    if (!(s < n)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: r.bbox });
+    const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M];
+    if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
+      ctx.addIssue({ code: 'custom', path: ['bbox'], message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`, input: r.bbox });
+    }
+    if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
+      ctx.addIssue({ code: 'custom', path: ['bbox'], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: r.bbox });
+    }
+    if (r.fallback === 'wait' && r.deadline === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });
+    }
+  });
+
+export type ParsedMosaicRequest = z.output<typeof requestSchema>;
+
+/** Validates a mosaic request; the ConfigError names each bad field and the value received. */
+export function parseMosaicRequest(input: unknown): ParsedMosaicRequest {
+  return parseOrThrow(requestSchema, input, 'mosaic request');
+}
+
+/** The tiles covering an EPSG:3857 box at zoom z: a point on the east or south edge belongs to no extra tile. */
+export function gridFor(bounds: { minX: number; minY: number; maxX: number; maxY: number }, z: number, tileSize: number): TileGrid {
+  const n = 2 ** z;
+  const span = tileSpan(z);
+  const clamp = (v: number) => Math.min(n - 1, Math.max(0, v));
+  return {
+    z,
+    tileSize,
+    xMin: clamp(Math.floor((bounds.minX + ORIGIN_SHIFT_M) / span)),
+    xMax: clamp(Math.ceil((bounds.maxX + ORIGIN_SHIFT_M) / span) - 1),
+    yMin: clamp(Math.floor((ORIGIN_SHIFT_M - bounds.maxY) / span)),
+    yMax: clamp(Math.ceil((ORIGIN_SHIFT_M - bounds.minY) / span) - 1),
+  };
+}
+
+export const gridCols = (g: TileGrid) => g.xMax - g.xMin + 1;
+export const gridRows = (g: TileGrid) => g.yMax - g.yMin + 1;
+
+/** Tile i of the grid, row-major from the top-left. */
+export function tileOf(g: TileGrid, i: number): TileAddress {
+  const cols = gridCols(g);
+  return { z: g.z, x: g.xMin + (i % cols), y: g.yMin + Math.floor(i / cols) };
+}
+
+export function selectionIndices(sel: TileSelection): number[] {
+  return 'indices' in sel ? sel.indices : Array.from({ length: sel.count }, (_, k) => sel.start + k);
+}
+
+/** The EPSG:3857 bounds of the whole grid: what the mosaic image covers, edge to edge. */
+export function gridBounds(g: TileGrid): MosaicPlan['bounds'] {
+  const span = tileSpan(g.z);
+  return {
+    minX: -ORIGIN_SHIFT_M + g.xMin * span,
+    maxX: -ORIGIN_SHIFT_M + (g.xMax + 1) * span,
+    maxY: ORIGIN_SHIFT_M - g.yMin * span,
+    minY: ORIGIN_SHIFT_M - (g.yMax + 1) * span,
+  };
+}
+
+/** `<dir>/<name>` of the output without its extension: the manifest, mask and journals are named from it. */
+export function outputBase(output: string): string {
+  return output.replace(/\.tiff?$/i, '');
+}
+
+/**
+ * The planning activity: validates the request, resolves the source (from the sources file as it is now, so a
+ * scheduled run picks up configuration changes), and computes the grid. Everything a bad request can get
+ * wrong is refused here, before any fetch, with the field and the value named.
+ */
+export async function planMosaic(request: MosaicRequest, now: number = Date.now()): Promise<MosaicPlan> {
+  const r = parseMosaicRequest(request);
+  let sourceName: string;
+  let source: SourceConfig;
+  if (r.sourcesFile !== undefined) {
+    try {
+      ({ name: sourceName, source } = loadSource(path.resolve(r.sourcesFile), r.sourceName));
+    } catch (err) {
+      // An unreadable or invalid sources file will not fix itself on a retry.
+      throw err instanceof ConfigError ? err : new ConfigError('mosaic request', [(err as Error).message]);
+    }
+  } else {
+    source = parseSource(r.source, 'mosaic request: source');
+    sourceName = r.sourceName ?? 'inline';
+  }
+  if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
+    throw new ConfigError('mosaic request', [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
+  }
+  const [w, s, e, n] = r.bbox;
+  const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
+  const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
+  const grid = gridFor({ minX, minY, maxX, maxY }, r.zoom, source.tileSize);
+  const total = gridCols(grid) * gridRows(grid);
+  if (total > r.maxTiles) {
+    throw new ConfigError('mosaic request', [
+      `maxTiles: the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}; raise maxTiles or shrink the bbox`,
+    ]);
+  }
+  const output = path.resolve(r.output);
+  let deadlineAt: number | null = null;
+  if (r.deadline !== undefined) {
+    const m = DURATION.exec(r.deadline);
+    deadlineAt = m ? now + Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : Date.parse(r.deadline);
+  }
+  return {
+    sourceName,
+    source,
+    grid,
+    total,
+    bounds: gridBounds(grid),
+    output,
+    extraFormats: r.extraFormats,
+    workDir: `${outputBase(output)}.work`,
+    storeRoot: path.resolve(r.storeRoot ?? `${outputBase(output)}.tiles`),
+    fallback: r.fallback,
+    afterDeadline: r.afterDeadline,
+    deadlineAt,
+    batchSize: r.batchSize,
+    blockTiles: Math.max(r.blockTiles, r.batchSize),
+    parallelBatches: r.parallelBatches,
+    breaker: r.breaker,
+  };
+}

@@ -1,0 +1,111 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+
+/**
+ * The demo tile server: XYZ PNG tiles on 127.0.0.1 that look like a basemap (land, water, roads, a label
+ * with the tile's address, so the stitched mosaic shows where every tile went), with an outage that can be
+ * switched on by hand or scheduled to start after a number of requests. It counts what it receives, and what
+ * it received while it was down: the figure a breaker exists to keep small.
+ */
+export interface DemoTileServerOptions {
+  /** Added before every answer (ms): a render or a CDN miss. */
+  latencyMs?: number;
+  /** Go down after this many tile requests, for `outageMs`. */
+  outageAfterRequests?: number;
+  outageMs?: number;
+  /** While down: answer this status (default 503), or refuse to render with a WMS-style XML exception (`'xml'`). */
+  outageStatus?: number;
+}
+
+export interface DemoTileServer {
+  url: string;
+  /** The XYZ template for a source: `<url>/{z}/{x}/{y}.png`. */
+  template: string;
+  /** `repeats`: requests for a tile already served once. */
+  stats: { requests: number; ok: number; whileDown: number; repeats: number; outages: { startedAt: number; endedAt: number | null }[] };
+  setDown(down: boolean): void;
+  /** Go down after `afterRequests` more requests, for `forMs`. */
+  scheduleOutage(afterRequests: number, forMs: number): void;
+  isDown(): boolean;
+  close(): Promise<void>;
+}
+
+const VARIANTS = 8;
+
+async function renderVariant(seed: number): Promise<Buffer> {
+  const roads = Array.from({ length: 6 }, (_, i) => {
+    const a = (seed * 37 + i * 53) % 256;
+    const b = (seed * 91 + i * 29) % 256;
+    return `<path d="M0 ${a} C 80 ${b}, 170 ${255 - b}, 256 ${(a + b) % 256}" stroke="${i % 3 ? '#ffffff' : '#f7c66b'}" stroke-width="${2 + (i % 4)}" fill="none"/>`;
+  }).join('');
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="256" height="256">
+    <rect width="256" height="256" fill="#eae6dd"/>
+    <polygon points="0,${150 + seed * 7} 90,${120 + seed * 3} 256,${170 - seed * 5} 256,256 0,256" fill="#aad3df"/>
+    <rect x="${20 + seed * 17}" y="30" width="60" height="40" fill="#c8e6b4"/>
+    ${roads}
+    <rect x="0.5" y="0.5" width="255" height="255" fill="none" stroke="#bbb"/>
+  </svg>`;
+  return sharp(Buffer.from(svg)).png().toBuffer();
+}
+
+export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Promise<DemoTileServer> {
+  const variants = await Promise.all(Array.from({ length: VARIANTS }, (_, s) => renderVariant(s)));
+  let down = false;
+  const stats: DemoTileServer['stats'] = { requests: 0, ok: 0, whileDown: 0, repeats: 0, outages: [] };
+  const served = new Set<string>();
+  const setDown = (d: boolean) => {
+    if (d === down) return;
+    down = d;
+    if (d) stats.outages.push({ startedAt: Date.now(), endedAt: null });
+    else stats.outages[stats.outages.length - 1]!.endedAt = Date.now();
+  };
+  let outageAt = opts.outageAfterRequests ?? null;
+  let outageMs = opts.outageMs ?? 10_000;
+  const server: Server = createServer((req, res) => {
+    const m = /^\/(\d+)\/(\d+)\/(\d+)\.png$/.exec(req.url ?? '');
+    if (!m) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('no such tile\n');
+      return;
+    }
+    stats.requests++;
+    if (outageAt !== null && stats.requests > outageAt) {
+      outageAt = null;
+      setDown(true);
+      setTimeout(() => setDown(false), outageMs).unref();
+    }
+    const answer = () => {
+      if (down) {
+        stats.whileDown++;
+        res.writeHead(opts.outageStatus ?? 503, { 'content-type': 'text/plain' }).end('renderer overloaded\n');
+        return;
+      }
+      stats.ok++;
+      if (served.has(req.url!)) stats.repeats++;
+      else served.add(req.url!);
+      const [x, y] = [Number(m[2]), Number(m[3])];
+      res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600' }).end(variants[(x * 3 + y * 5) % VARIANTS]);
+    };
+    if (opts.latencyMs) setTimeout(answer, opts.latencyMs);
+    else answer();
+  });
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    template: `${url}/{z}/{x}/{y}.png`,
+    stats,
+    setDown,
+    scheduleOutage: (after, forMs) => {
+      outageAt = stats.requests + after;
+      outageMs = forMs;
+    },
+    isDown: () => down,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,148 @@
+import { ActivityCancellationType, proxyActivities, sleep } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { BreakerStateName } from '../breaker';
+import {
+  zeroStatusCounts,
+  type AfterDeadline,
+  type MosaicBatchSummary,
+  type MosaicPlan,
+  type MosaicProgress,
+  type StatusCounts,
+  type TileSelection,
+  type WhenRefusedMode,
+} from './mosaic-types';
+
+const { fetchMosaicBatch } = proxyActivities<Activities>({
+  startToCloseTimeout: '2h',
+  // A batch heartbeats every second while tiles finish and every 5 s regardless: a lost worker's batch is
+  // retried (resuming from its last heartbeat) 20 s after the worker went.
+  heartbeatTimeout: '20s',
+  // Wait for a cancelled batch to write its journal, so the partial manifest sees the tiles it finished.
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  // Tile-level retries happen inside the batch; these are for a lost worker or a failed journal write.
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 5 },
+});
+
+const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'defer', stale: 'stale', hole: 'hole' };
+/** A wait with no Retry-After from the breaker, and the bounds of any wait. */
+const DEFAULT_WAIT_MS = 5_000;
+const MIN_WAIT_MS = 1_000;
+const MAX_WAIT_MS = 10 * 60_000;
+
+export interface BlockResult {
+  counts: StatusCounts;
+  requests: number;
+  breakerStates: BreakerStateName[];
+  /** The last pass this block ran. */
+  lastPass: number;
+}
+
+/** Live progress shared with a `progress` query handler. */
+export class ProgressTracker {
+  readonly progress: MosaicProgress;
+  private fetchStartedAt: number | null = null;
+
+  constructor(total: number) {
+    this.progress = { total, done: 0, counts: zeroStatusCounts(), phase: 'planning', etaSeconds: null, runningBlocks: [], breakerStates: [], breakerKeys: [], waitingUntil: null };
+  }
+
+  startFetching(): void {
+    this.progress.phase = 'fetching';
+    this.fetchStartedAt ??= Date.now();
+  }
+
+  add(counts: StatusCounts, states: BreakerStateName[]): void {
+    const p = this.progress;
+    for (const k of Object.keys(counts) as (keyof StatusCounts)[]) {
+      p.counts[k] += counts[k];
+      p.done += counts[k];
+    }
+    for (const s of states) if (!p.breakerStates.includes(s)) p.breakerStates.push(s);
+    const elapsed = Date.now() - (this.fetchStartedAt ?? Date.now());
+    p.etaSeconds = p.done > 0 && elapsed > 0 ? Math.round(((p.total - p.done) * elapsed) / p.done / 1000) : null;
+  }
+}
+
+function batches(sel: TileSelection, size: number): TileSelection[] {
+  const out: TileSelection[] = [];
+  if ('indices' in sel) {
+    for (let k = 0; k < sel.indices.length; k += size) out.push({ indices: sel.indices.slice(k, k + size) });
+  } else {
+    for (let k = 0; k < sel.count; k += size) out.push({ start: sel.start + k, count: Math.min(size, sel.count - k) });
+  }
+  return out;
+}
+
+const size = (t: TileSelection) => ('indices' in t ? t.indices.length : t.count);
+const indicesOf = (t: TileSelection) => ('indices' in t ? t.indices : Array.from({ length: t.count }, (_, k) => t.start + k));
+
+/** Runs `fn` over `items` with at most `n` in flight (deterministic: workflow promises only). */
+async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) {
+        const k = next++;
+        await fn(items[k]!, k);
+      }
+    }),
+  );
+}
+
+/**
+ * Fetches one block of a mosaic's tiles in batches, then handles the breaker's refusals by the plan's
+ * fallback policy. `fail-fast`, `stale` and `hole` are settled in the fetch itself (the batch activity
+ * dead-letters, serves the stored copy, or leaves a hole). `wait` sleeps on a durable timer until the
+ * breaker's retryAfter (bounded by the deadline) and fetches the refused tiles again; once the deadline has
+ * passed, one last pass applies the after-deadline fallback.
+ */
+export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: string, basePass: number, tracker: ProgressTracker): Promise<BlockResult> {
+  const result: BlockResult = { counts: zeroStatusCounts(), requests: 0, breakerStates: [], lastPass: basePass };
+  const deadlinePassed = () => plan.deadlineAt !== null && Date.now() >= plan.deadlineAt;
+  let pending: TileSelection | null = sel;
+  let pass = basePass;
+  let futile = 0;
+  while (pending) {
+    const final = plan.fallback !== 'wait' || deadlinePassed();
+    const whenRefused: WhenRefusedMode = plan.fallback === 'wait' ? (final ? WHEN_REFUSED[plan.afterDeadline] : 'defer') : WHEN_REFUSED[plan.fallback];
+    const deferred: number[] = [];
+    let retryAfterMs: number | null = null;
+    tracker.startFetching();
+    const thisPass = pass;
+    const run = async (tiles: TileSelection, k: number) => {
+      const s: MosaicBatchSummary = await fetchMosaicBatch({ plan, tiles, pass: thisPass, batchId: `p${thisPass}-${tag}-${k}`, whenRefused, final });
+      tracker.add(s.counts, s.breakerStates);
+      for (const key of Object.keys(s.counts) as (keyof StatusCounts)[]) result.counts[key] += s.counts[key];
+      for (const st of s.breakerStates) if (!result.breakerStates.includes(st)) result.breakerStates.push(st);
+      result.requests += s.requests;
+      deferred.push(...s.deferred);
+      if (s.retryAfterMs !== null) retryAfterMs = Math.max(retryAfterMs ?? 0, s.retryAfterMs);
+      return s;
+    };
+    const all = batches(pending, plan.batchSize);
+    if (thisPass === basePass || final) {
+      await inPool(all, plan.parallelBatches, run);
+    } else {
+      // A retry pass: one batch first. If the breaker refuses all of it again, the rest would be refused too:
+      // keep them deferred and wait again, so a long outage costs one batch per wait, not the whole block.
+      const first = await run(all[0]!, 0);
+      if (first.deferred.length < size(all[0]!)) await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined));
+      else for (const t of all.slice(1)) deferred.push(...indicesOf(t));
+    }
+    result.lastPass = pass;
+    if (deferred.length === 0) break;
+    // Only a non-final `wait` pass leaves tiles deferred: wait for the breaker, bounded by the deadline, and
+    // longer after each pass that got nothing through.
+    futile = deferred.length >= size(pending) ? futile + 1 : 0;
+    const backoff = Math.min(MAX_WAIT_MS, DEFAULT_WAIT_MS * 2 ** Math.max(0, futile - 1));
+    const wanted = Math.max(MIN_WAIT_MS, Math.min(MAX_WAIT_MS, Math.max(retryAfterMs ?? 0, futile > 1 ? backoff : (retryAfterMs ?? DEFAULT_WAIT_MS))));
+    const waitMs = Math.max(0, Math.min(wanted, plan.deadlineAt! - Date.now()));
+    tracker.progress.phase = 'waiting';
+    tracker.progress.waitingUntil = Date.now() + waitMs;
+    if (waitMs > 0) await sleep(waitMs);
+    tracker.progress.waitingUntil = null;
+    pending = { indices: deferred.sort((a, b) => a - b) };
+    pass++;
+  }
+  return result;
+}

@@ -1,0 +1,160 @@
+/**
+ * The mosaic's messages: what a user asks for, the plan the planning activity returns, what the workflows
+ * keep in their histories (small: counts and tile indices, never per-tile records) and what they report.
+ * Types only, shared by workflows, activities and the CLI.
+ */
+import type { BreakerStateName, OutcomeKind } from '../breaker';
+import type { SourceConfig, SourceInput } from '../sources/schema';
+
+/** What happens to a tile the breaker refuses, decided before the run. */
+export type FallbackPolicy = 'fail-fast' | 'stale' | 'hole' | 'wait';
+/** After a `wait` policy's deadline. */
+export type AfterDeadline = Exclude<FallbackPolicy, 'wait'>;
+
+/** The statuses of the manifest: every planned tile ends with exactly one. */
+export const MANIFEST_STATUSES = ['ok', 'stale', 'hole', 'dead-lettered', 'failed'] as const;
+export type ManifestStatus = (typeof MANIFEST_STATUSES)[number];
+export type StatusCounts = Record<ManifestStatus, number>;
+
+/** A mosaic as a user asks for it (validated by `parseMosaicRequest`, which names the field and value). */
+export interface MosaicRequest {
+  /** A sources file (YAML or JSON) and the source's name in it, or an inline `source`. */
+  sourcesFile?: string;
+  sourceName?: string;
+  source?: SourceInput;
+  /** west, south, east, north in `crs`. */
+  bbox: [number, number, number, number];
+  crs?: 'EPSG:4326' | 'EPSG:3857';
+  zoom: number;
+  /** The mosaic's GeoTIFF path; the manifest, mask and sidecars go beside it. */
+  output: string;
+  /** Also write these beside the TIFF (each with a world file). */
+  extraFormats?: ('png' | 'webp')[];
+  fallback?: FallbackPolicy;
+  afterDeadline?: AfterDeadline;
+  /** ISO-8601 instant, or a duration from the start such as `90m`, `2h`, `45s`. */
+  deadline?: string;
+  /** Refuse plans larger than this. */
+  maxTiles?: number;
+  /** The tile store (default: `<output>.tiles`). */
+  storeRoot?: string;
+  /** Tiles per fetch activity. */
+  batchSize?: number;
+  /** Tiles per child workflow (a job larger than this runs one child per block). */
+  blockTiles?: number;
+  /** Fetch activities in flight per block. */
+  parallelBatches?: number;
+  /** Go through the fleet-wide breaker (default true). */
+  breaker?: boolean;
+}
+
+/** The tile grid: columns xMin..xMax, rows yMin..yMax (XYZ, from the top) at zoom z; tile i is row-major. */
+export interface TileGrid {
+  z: number;
+  xMin: number;
+  xMax: number;
+  yMin: number;
+  yMax: number;
+  tileSize: number;
+}
+
+/** Everything a run needs, resolved once by the planning activity (no credentials: env var names only). */
+export interface MosaicPlan {
+  sourceName: string;
+  source: SourceConfig;
+  grid: TileGrid;
+  total: number;
+  /** EPSG:3857 bounds of the whole grid (what the TIFF covers). */
+  bounds: { minX: number; minY: number; maxX: number; maxY: number };
+  output: string;
+  extraFormats: ('png' | 'webp')[];
+  /** Where batch journals go (per-tile records, read by the assembly). */
+  workDir: string;
+  storeRoot: string;
+  fallback: FallbackPolicy;
+  afterDeadline: AfterDeadline;
+  /** Absolute deadline (epoch ms), or null. */
+  deadlineAt: number | null;
+  batchSize: number;
+  blockTiles: number;
+  parallelBatches: number;
+  breaker: boolean;
+}
+
+/** A contiguous run of tile indices, or an explicit list (re-fetches, re-drives). */
+export type TileSelection = { start: number; count: number } | { indices: number[] };
+
+export type WhenRefusedMode = 'defer' | 'stale' | 'hole';
+
+export interface MosaicBatchInput {
+  plan: MosaicPlan;
+  tiles: TileSelection;
+  /** Orders journals: a later pass's record of a tile replaces an earlier one. */
+  pass: number;
+  /** Journal name, unique per batch and pass. */
+  batchId: string;
+  whenRefused: WhenRefusedMode;
+  /** Tiles still deferred after this pass are dead-lettered (not waited for again). */
+  final: boolean;
+}
+
+/** What a batch returns to the workflow: counts, and the tiles to wait for (indices). */
+export interface MosaicBatchSummary {
+  counts: StatusCounts;
+  /** Tiles refused (or rate-limited) and not final: the workflow waits and fetches them again. */
+  deferred: number[];
+  /** The longest retryAfter among the deferred tiles (ms), or null. */
+  retryAfterMs: number | null;
+  /** Breaker states that refused tiles in this batch. */
+  breakerStates: BreakerStateName[];
+  requests: number;
+}
+
+/** One tile's line in the manifest. */
+export interface ManifestTile {
+  i: number;
+  z: number;
+  x: number;
+  y: number;
+  status: ManifestStatus;
+  kind?: OutcomeKind;
+  reason: string;
+  attempts: number;
+  httpStatus?: number | null;
+  breakerState?: BreakerStateName;
+  retryAfterMs?: number;
+  /** The pass that decided it (0: first fetch; more for waits and re-drives). */
+  pass: number;
+  /** The stored tile drawn into the mosaic (ok and stale tiles). */
+  path?: string;
+}
+
+export interface MosaicProgress {
+  total: number;
+  done: number;
+  counts: StatusCounts;
+  phase: 'planning' | 'fetching' | 'waiting' | 'assembling' | 'done' | 'cancelled' | 'failed';
+  /** Estimated seconds left for the fetch, or null. */
+  etaSeconds: number | null;
+  /** Child workflows running now (their own `progress` queries hold their live counts). */
+  runningBlocks: string[];
+  /** Breaker states seen refusing tiles so far. */
+  breakerStates: BreakerStateName[];
+  /** The breakers this mosaic goes through (their entities answer `view` and `status`). */
+  breakerKeys: string[];
+  waitingUntil: number | null;
+}
+
+export interface MosaicResult {
+  total: number;
+  counts: StatusCounts;
+  output: string;
+  files: string[];
+  manifest: string;
+  mask: string;
+  partial: boolean;
+}
+
+export function zeroStatusCounts(): StatusCounts {
+  return { ok: 0, stale: 0, hole: 0, 'dead-lettered': 0, failed: 0 };
+}

@@ -1,0 +1,136 @@
+import {
+  CancellationScope,
+  executeChild,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { breakerKey } from '../breaker';
+import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';
+import { progressQuery } from './mosaic-messages';
+import type { MosaicPlan, MosaicRequest, MosaicResult, TileSelection } from './mosaic-types';
+
+const { planMosaic } = proxyActivities<Activities>({
+  startToCloseTimeout: '1m',
+  // A bad request or sources file does not get better on a retry.
+  retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError'] },
+});
+const { assembleMosaic, loadDeadLetters } = proxyActivities<Activities>({
+  startToCloseTimeout: '4h',
+  heartbeatTimeout: '2m',
+  retry: { initialInterval: '5s', maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError'] },
+});
+
+const keyOf = (plan: MosaicPlan) => breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
+
+export interface MosaicBlockInput {
+  plan: MosaicPlan;
+  tiles: TileSelection;
+  tag: string;
+  basePass: number;
+}
+
+/** One block of a large mosaic, as a child workflow: its history holds only this block's batches. */
+export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<BlockResult> {
+  const count = 'indices' in input.tiles ? input.tiles.indices.length : input.tiles.count;
+  const tracker = new ProgressTracker(count);
+  setHandler(progressQuery, () => tracker.progress);
+  const result = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker);
+  tracker.progress.phase = 'done';
+  return result;
+}
+
+/**
+ * Fetches a selection of the plan's tiles: inline when it fits one block (a small job's whole history is one
+ * workflow), otherwise one child workflow per block, one block at a time, so every history stays bounded
+ * and the job's concurrency is the same whatever its size.
+ */
+async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, tracker: ProgressTracker): Promise<void> {
+  const indices = 'indices' in sel ? sel.indices : null;
+  const count = indices ? indices.length : (sel as { count: number }).count;
+  if (count <= plan.blockTiles) {
+    await fetchBlock(plan, sel, 'b0', basePass, tracker);
+    return;
+  }
+  const { workflowId } = workflowInfo();
+  for (let b = 0, k = 0; k < count; b++, k += plan.blockTiles) {
+    const n = Math.min(plan.blockTiles, count - k);
+    const tiles: TileSelection = indices ? { indices: indices.slice(k, k + n) } : { start: (sel as { start: number }).start + k, count: n };
+    const childId = `${workflowId}/p${basePass}-block-${b}`;
+    tracker.progress.runningBlocks = [childId];
+    tracker.startFetching();
+    const r = await executeChild(mosaicBlockWorkflow, { workflowId: childId, args: [{ plan, tiles, tag: `b${b}`, basePass }] });
+    tracker.add(r.counts, r.breakerStates);
+    tracker.progress.runningBlocks = [];
+  }
+}
+
+/**
+ * Builds a mosaic end to end: plan (every validation before any fetch), fetch through the fleet-wide breaker
+ * with the plan's fallback policy, then stitch, georeference, mask and manifest. Cancelled or failed after
+ * planning, it still writes a partial manifest accounting for every tile before it ends.
+ */
+export async function mosaicWorkflow(request: MosaicRequest): Promise<MosaicResult> {
+  let tracker = new ProgressTracker(0);
+  setHandler(progressQuery, () => tracker.progress);
+  const plan = await planMosaic(request);
+  tracker = new ProgressTracker(plan.total);
+  tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
+  try {
+    await fetchAll(plan, { start: 0, count: plan.total }, 0, tracker);
+    tracker.progress.phase = 'assembling';
+    const result = await assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId });
+    tracker.progress.phase = 'done';
+    return result;
+  } catch (err) {
+    await writePartial(plan, tracker, err);
+    throw err;
+  }
+}
+
+async function writePartial(plan: MosaicPlan, tracker: ProgressTracker, err: unknown): Promise<void> {
+  const cancelled = isCancellation(err);
+  tracker.progress.phase = cancelled ? 'cancelled' : 'failed';
+  const stoppedBecause = cancelled ? 'cancelled' : `failed: ${err instanceof Error ? err.message : String(err)}`;
+  // Runs even though the workflow is cancelled; a failure here must not hide the original error.
+  await CancellationScope.nonCancellable(() =>
+    assembleMosaic({ plan, partial: true, stoppedBecause, workflowId: workflowInfo().workflowId }).catch(() => undefined),
+  );
+}
+
+export interface RedriveInput {
+  /** The mosaic's manifest (or its output .tif). */
+  manifest: string;
+}
+
+/**
+ * Re-drives a mosaic's dead-lettered tiles: waits until their breakers' retryAfter has passed, fetches only
+ * those tiles (anything refused again stays dead-lettered), and rebuilds the mosaic and its manifest.
+ */
+export async function redriveMosaicWorkflow(input: RedriveInput): Promise<MosaicResult> {
+  let tracker = new ProgressTracker(0);
+  setHandler(progressQuery, () => tracker.progress);
+  const letters = await loadDeadLetters(input.manifest);
+  const plan: MosaicPlan = { ...letters.plan, fallback: 'fail-fast' };
+  tracker = new ProgressTracker(letters.indices.length);
+  tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
+  const waitMs = letters.notBefore - Date.now();
+  if (waitMs > 0) {
+    tracker.progress.phase = 'waiting';
+    tracker.progress.waitingUntil = letters.notBefore;
+    await sleep(waitMs);
+  }
+  try {
+    if (letters.indices.length > 0) await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker);
+    tracker.progress.phase = 'assembling';
+    const result = await assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId });
+    tracker.progress.phase = 'done';
+    return result;
+  } catch (err) {
+    await writePartial(letters.plan, tracker, err);
+    throw err;
+  }
+}

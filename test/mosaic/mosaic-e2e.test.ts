@@ -1,0 +1,234 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { WorkflowFailedError } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import sharp from 'sharp';
+import { gridBounds, planMosaic } from '../../src/activities/mosaic/plan';
+import { breakerKey, breakerWorkflowId } from '../../src/breaker';
+import { mosaicStatus, startMosaic } from '../../src/client/mosaics';
+import { createMosaicSchedule, deleteSchedule, listSchedules } from '../../src/client/schedules';
+import { createWorker } from '../../src/client/worker';
+import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
+import { adminSignal } from '../../src/workflows/breaker-messages';
+import type { MosaicRequest, MosaicResult } from '../../src/workflows/mosaic-types';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { assertAccounted, gdalAvailable, gdalinfo, readManifest } from '../helpers/mosaic';
+import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+const taskQueue = uniqueTaskQueue('mosaic');
+const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-mosaic-'));
+const servers: DemoTileServer[] = [];
+
+// Quick to trip and quick to cool down, so an outage of a few seconds shows the whole cycle.
+const BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 } };
+
+before(async () => {
+  env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
+  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER });
+  running = worker.run();
+});
+after(async () => {
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+  for (const s of servers) await s.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function server(opts: Parameters<typeof startDemoTileServer>[0] = {}): Promise<DemoTileServer> {
+  const s = await startDemoTileServer(opts);
+  servers.push(s);
+  return s;
+}
+
+/** 13 x 10 = 130 tiles at zoom 8 over the Alps. */
+function request(s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest {
+  return {
+    source: { type: 'xyz', url: s.template, concurrency: 2, timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 } },
+    sourceName: 'demo',
+    bbox: [2.0, 42.0, 19.5, 49.9],
+    zoom: 8,
+    output: path.join(dir, `${name}.tif`),
+    batchSize: 16,
+    parallelBatches: 2,
+    ...extra,
+  };
+}
+
+async function run(req: MosaicRequest, id: string): Promise<MosaicResult> {
+  const handle = await startMosaic(env.client, taskQueue, req, id);
+  return handle.result();
+}
+
+const resetBreaker = (s: DemoTileServer) =>
+  env.client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'test' });
+
+test('fail-fast: an outage mid-run dead-letters the refused tiles, every tile is in the manifest, GDAL reads EPSG:3857 and the plan\'s geotransform; a re-drive fetches only the dead letters', async () => {
+  const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 2_500 });
+  const req = request(s, 'fail-fast', { fallback: 'fail-fast' });
+  const result = await run(req, `mosaic-ff-${process.pid}`);
+  const m = readManifest(result);
+  assert.equal(assertAccounted(m), null);
+  assert.equal(m.total, 130);
+  assert.ok(m.counts['dead-lettered'] > 0, `some tiles dead-lettered: ${JSON.stringify(m.counts)}`);
+  assert.ok(m.counts.ok >= 40, `tiles before the outage are ok: ${JSON.stringify(m.counts)}`);
+  assert.equal(m.counts.ok + m.counts['dead-lettered'], 130);
+  const refused = m.tiles.filter((t) => t.breakerState === 'open');
+  assert.ok(refused.length > 0, 'the breaker refused tiles, and the manifest says so');
+  // Refused at once, or on an in-activity retry after a failed attempt: dead-lettered either way.
+  assert.ok(refused.every((t) => t.status === 'dead-lettered'));
+  assert.ok(refused.some((t) => t.attempts === 0), 'most refusals cost no request at all');
+  // The breaker kept most of the outage's requests away from the server.
+  assert.ok(s.stats.whileDown < m.counts['dead-lettered'], `requests while down ${s.stats.whileDown} < dead-lettered ${m.counts['dead-lettered']}`);
+
+  if (gdalAvailable()) {
+    const info = gdalinfo(result.output);
+    const plan = await planMosaic(req);
+    const b = gridBounds(plan.grid);
+    const res = (b.maxX - b.minX) / info.size[0]!;
+    const expected = [b.minX, res, 0, b.maxY, 0, -res];
+    info.geoTransform.forEach((v, k) => assert.ok(Math.abs(v - expected[k]!) <= 1e-6, `geotransform[${k}] ${v} vs ${expected[k]}`));
+    assert.match(info.coordinateSystem.wkt, /Pseudo-Mercator|3857/);
+    assert.deepEqual(info.size, [13 * 256, 10 * 256]);
+  }
+
+  // Re-drive once the renderer is back: only the dead letters are fetched, and the mosaic becomes whole.
+  while (s.isDown()) await delay(100);
+  await resetBreaker(s);
+  const before = s.stats.requests;
+  const dead = m.counts['dead-lettered'];
+  const redrive = await env.client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-ff-${process.pid}`, args: [{ manifest: result.manifest }] });
+  const r2 = (await redrive.result()) as MosaicResult;
+  const m2 = readManifest(r2);
+  assert.equal(assertAccounted(m2), null);
+  assert.equal(m2.counts.ok, 130);
+  assert.equal(s.stats.requests - before, dead, 'the re-drive requested exactly the dead-lettered tiles');
+  assert.ok(m2.tiles.filter((t) => t.pass > 0).length === dead);
+});
+
+test('hole: refused tiles are left transparent and marked not rendered, in the manifest, the TIFF and the mask', async () => {
+  const s = await server({ latencyMs: 5, outageAfterRequests: 30, outageMs: 60_000 });
+  const result = await run(request(s, 'hole', { fallback: 'hole' }), `mosaic-hole-${process.pid}`);
+  const m = readManifest(result);
+  assert.equal(assertAccounted(m), null);
+  const holes = m.tiles.filter((t) => t.status === 'hole');
+  assert.ok(holes.length > 0 && holes.every((t) => /not rendered/.test(t.reason) && t.breakerState === 'open'));
+  const cols = 13;
+  const { data, info } = await sharp(result.output).raw().toBuffer({ resolveWithObject: true });
+  const alphaAt = (i: number) => data[((Math.floor(i / cols) * 256 + 128) * info.width + (i % cols) * 256 + 128) * info.channels + 3];
+  assert.equal(alphaAt(holes[0]!.i), 0, 'a hole is transparent');
+  assert.equal(alphaAt(m.tiles.find((t) => t.status === 'ok')!.i), 255, 'an ok tile is opaque');
+  const mask = await sharp(result.mask).raw().toBuffer({ resolveWithObject: true });
+  assert.equal(mask.data[holes[0]!.i * mask.info.channels], 0);
+  assert.equal(mask.data[0], 255);
+  s.setDown(false);
+});
+
+test('stale: with the renderer down from the start, refused tiles are served from the last good copy, marked stale', async () => {
+  const s = await server({ latencyMs: 2 });
+  const store = path.join(dir, 'stale-store');
+  const first = await run(request(s, 'stale-1', { storeRoot: store }), `mosaic-stale1-${process.pid}`);
+  assert.equal(first.counts.ok, 130);
+  s.setDown(true);
+  const result = await run(request(s, 'stale-2', { storeRoot: store, fallback: 'stale' }), `mosaic-stale2-${process.pid}`);
+  const m = readManifest(result);
+  assert.equal(assertAccounted(m), null);
+  assert.ok(m.counts.stale > 60, `most tiles stale: ${JSON.stringify(m.counts)}`);
+  assert.equal(m.counts.stale + m.counts['dead-lettered'], 130, 'tiles that failed before the breaker opened are dead letters');
+  assert.ok(m.tiles.filter((t) => t.status === 'stale').every((t) => /served the copy fetched/.test(t.reason)));
+  // Stale tiles are drawn: the mosaic has no transparent stale cell.
+  const mask = await sharp(result.mask).raw().toBuffer({ resolveWithObject: true });
+  assert.equal(mask.data[m.tiles.find((t) => t.status === 'stale')!.i * mask.info.channels], 160);
+  s.setDown(false);
+  await resetBreaker(s);
+});
+
+test('wait: refused tiles wait on a durable timer for the breaker and are fetched after the outage; nothing is lost', async () => {
+  const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 });
+  const result = await run(request(s, 'wait', { fallback: 'wait', deadline: '2m' }), `mosaic-wait-${process.pid}`);
+  const m = readManifest(result);
+  assert.equal(assertAccounted(m), null);
+  const waited = m.tiles.filter((t) => t.pass > 0);
+  assert.ok(waited.length > 0, 'some tiles were fetched in a later pass');
+  // Refused tiles and tiles that failed while the breaker was tripping all waited, and all came back.
+  assert.equal(m.counts.ok, 130, JSON.stringify(m.counts));
+});
+
+test('bad requests are refused before any fetch, naming the field and the value', async () => {
+  const s = await server();
+  const cases: [Partial<MosaicRequest>, RegExp][] = [
+    [{ bbox: [10, 40, 5, 45] }, /bbox: west must be less than east .*got \[10,40,5,45\]/],
+    [{ bbox: [5, 45, 10, 45] }, /bbox: south must be less than north/],
+    [{ zoom: 23 }, /zoom: must be within the source's range 0\.\.22 \(got 23\)/],
+    [{ maxTiles: 50 }, /maxTiles: the plan has 130 tiles \(13 columns x 10 rows at zoom 8\), more than maxTiles 50/],
+    [{ fallback: 'wait' }, /deadline: is required when fallback is "wait"/],
+  ];
+  for (const [extra, message] of cases) {
+    await assert.rejects(planMosaic(request(s, 'bad', extra)), message);
+  }
+  // Through the workflow: it fails with the same message, without a retry, without a request.
+  const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `mosaic-bad-${process.pid}`, args: [request(s, 'bad', { zoom: 23 })] });
+  await assert.rejects(handle.result(), (err: unknown) => {
+    assert.ok(err instanceof WorkflowFailedError);
+    const app = (err.cause as { cause?: { type?: string; message?: string; nonRetryable?: boolean } } | undefined)?.cause;
+    assert.equal(app?.type, 'ConfigError');
+    assert.match(app?.message ?? '', /zoom: must be within the source's range 0\.\.22 \(got 23\)/);
+    return true;
+  });
+  // Planned once: a ConfigError is not retried.
+  const history = await handle.fetchHistory();
+  assert.equal(history.events!.filter((e) => e.activityTaskScheduledEventAttributes).length, 1);
+  assert.equal(s.stats.requests, 0);
+  // And the client refuses it before starting anything.
+  await assert.rejects(startMosaic(env.client, taskQueue, request(s, 'bad', { bbox: [10, 40, 5, 45] })), /west must be less than east/);
+});
+
+test('cancel: the mosaic stops and writes a partial manifest that still accounts for every tile', async () => {
+  const s = await server({ latencyMs: 150 });
+  const handle = await startMosaic(env.client, taskQueue, request(s, 'cancel'), `mosaic-cancel-${process.pid}`);
+  for (let i = 0; i < 100 && s.stats.requests < 20; i++) await delay(100);
+  await handle.cancel();
+  await assert.rejects(handle.result());
+  const st = await mosaicStatus(env.client, handle.workflowId);
+  assert.equal(st.status, 'CANCELLED');
+  const m = readManifest({ manifest: path.join(dir, 'cancel.manifest.json') });
+  assert.equal(m.partial, true);
+  assert.equal(assertAccounted(m), null);
+  assert.ok(m.counts.ok > 0 && m.counts['dead-lettered'] > 0, JSON.stringify(m.counts));
+});
+
+test('a job larger than a block runs child workflows, each history bounded', async () => {
+  const s = await server();
+  const result = await run(request(s, 'blocks', { blockTiles: 48, batchSize: 16 }), `mosaic-blocks-${process.pid}`);
+  assert.equal(result.counts.ok, 130);
+  const m = readManifest(result);
+  assert.equal(assertAccounted(m), null);
+  const children: string[] = [];
+  for await (const wf of env.client.workflow.list({ query: `WorkflowId STARTS_WITH "mosaic-blocks-${process.pid}/"` })) children.push(wf.workflowId);
+  assert.equal(children.length, 3, children.join(', '));
+  assert.ok(existsSync(result.output));
+});
+
+test('schedules: create a nightly mosaic with overlap skip, list it, delete it', async () => {
+  const s = await server();
+  const id = `nightly-${process.pid}`;
+  await createMosaicSchedule(env.client, taskQueue, id, '0 2 * * *', request(s, 'nightly'));
+  const desc = await env.client.schedule.getHandle(id).describe();
+  assert.equal(desc.policies.overlap, 'SKIP');
+  assert.equal(desc.action.type, 'startWorkflow');
+  const listed = await listSchedules(env.client);
+  const mine = listed.find((x) => x.scheduleId === id);
+  assert.ok(mine, 'listed');
+  assert.deepEqual(mine.cron, ['0 2 * * *']);
+  assert.ok(mine.nextRuns[0]!.endsWith('T02:00:00.000Z'));
+  await deleteSchedule(env.client, id);
+  await assert.rejects(deleteSchedule(env.client, id), /no schedule with id/);
+});

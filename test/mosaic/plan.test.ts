@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { gridBounds, gridFor, parseMosaicRequest, planMosaic, tileOf } from '../../src/activities/mosaic/plan';
+import { manifestStatus } from '../../src/activities/mosaic/batch';
+import { latestRecords, type Journal } from '../../src/activities/mosaic/journal';
+import { ORIGIN_SHIFT_M, tileBounds } from '../../src/geo/mercator';
+import type { MosaicRequest } from '../../src/workflows/mosaic-types';
+
+const source = { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png', maxZoom: 18 } as const;
+const req = (extra: Partial<MosaicRequest> = {}): MosaicRequest => ({ source, bbox: [5.7, 44.0, 19.5, 49.9], zoom: 7, output: '/tmp/x.tif', ...extra });
+
+test('the grid covers the bbox and no more: an edge on a tile boundary adds no column or row', () => {
+  const t = tileBounds(5, 10, 12);
+  const g = gridFor({ minX: t.minX, minY: t.minY, maxX: t.maxX, maxY: t.maxY }, 5, 256);
+  assert.deepEqual([g.xMin, g.xMax, g.yMin, g.yMax], [10, 10, 12, 12]);
+  const world = gridFor({ minX: -ORIGIN_SHIFT_M, minY: -ORIGIN_SHIFT_M, maxX: ORIGIN_SHIFT_M, maxY: ORIGIN_SHIFT_M }, 2, 256);
+  assert.deepEqual([world.xMin, world.xMax, world.yMin, world.yMax], [0, 3, 0, 3]);
+  assert.deepEqual(gridBounds(g), t);
+});
+
+test('plan: 5 x 4 tiles at zoom 7 over the Alps, row-major from the top-left, defaults applied', async () => {
+  const plan = await planMosaic(req());
+  assert.deepEqual([plan.grid.xMin, plan.grid.xMax, plan.grid.yMin, plan.grid.yMax], [66, 70, 43, 46]);
+  assert.equal(plan.total, 20);
+  assert.deepEqual(tileOf(plan.grid, 0), { z: 7, x: 66, y: 43 });
+  assert.deepEqual(tileOf(plan.grid, 13), { z: 7, x: 69, y: 45 });
+  assert.equal(plan.fallback, 'fail-fast');
+  assert.equal(plan.workDir, '/tmp/x.work');
+  assert.equal(plan.storeRoot, '/tmp/x.tiles');
+  assert.equal(plan.deadlineAt, null);
+});
+
+test('plan: a deadline is a duration from now or an instant', async () => {
+  assert.equal((await planMosaic(req({ deadline: '90m' }), 1_000)).deadlineAt, 1_000 + 90 * 60_000);
+  assert.equal((await planMosaic(req({ deadline: '2026-12-01T02:00:00Z' }))).deadlineAt, Date.parse('2026-12-01T02:00:00Z'));
+  assert.throws(() => parseMosaicRequest(req({ deadline: 'tomorrow-ish' })), /deadline: must be an ISO-8601 instant or a duration .*got "tomorrow-ish"/);
+});
+
+test('bad requests name the field and the value', async () => {
+  assert.throws(() => parseMosaicRequest({ ...req(), zoom: 7.5 }), /zoom: .*got 7\.5/);
+  assert.throws(() => parseMosaicRequest({ ...req(), output: '/tmp/x.png' }), /output: must be a path ending in \.tif .*got "\/tmp\/x\.png"/);
+  assert.throws(() => parseMosaicRequest({ ...req(), bbox: [-190, 0, 10, 10] }), /bbox: must lie within longitude -180\.\.180/);
+  assert.throws(() => parseMosaicRequest({ ...req(), fallback: 'retry' as never }), /fallback: .*got "retry"/);
+  assert.throws(() => parseMosaicRequest({ ...req(), colour: 'red' } as never), /unknown field "colour"/);
+  assert.throws(() => parseMosaicRequest({ bbox: [0, 0, 1, 1], zoom: 3, output: '/tmp/a.tif' }), /source: give exactly one of sourcesFile/);
+  await assert.rejects(planMosaic(req({ zoom: 19 })), /zoom: must be within the source's range 0\.\.18 \(got 19\)/);
+  await assert.rejects(planMosaic({ ...req(), source: undefined, sourcesFile: '/nonexistent/sources.yaml' }), /sources file \/nonexistent\/sources\.yaml/);
+  await assert.rejects(planMosaic(req({ source: { ...source, url: 'ftp://x/{z}' } as never })), /source.*url: must be an http or https URL/);
+});
+
+test('manifest statuses: refusals and curable failures are dead letters; permanent and configuration failures are failed', () => {
+  const t = { z: 1, x: 0, y: 0, reason: '', attempts: 1 };
+  assert.equal(manifestStatus({ ...t, status: 'ok' }), 'ok');
+  assert.equal(manifestStatus({ ...t, status: 'deferred', breakerState: 'open' }), 'dead-lettered');
+  assert.equal(manifestStatus({ ...t, status: 'failed', kind: 'transient' }), 'dead-lettered');
+  assert.equal(manifestStatus({ ...t, status: 'failed', kind: 'service-exception' }), 'dead-lettered');
+  assert.equal(manifestStatus({ ...t, status: 'failed', kind: 'permanent' }), 'failed');
+  assert.equal(manifestStatus({ ...t, status: 'failed', kind: 'neutral', configError: true }), 'failed');
+  assert.equal(manifestStatus({ ...t, status: 'hole', kind: 'neutral' }), 'hole');
+});
+
+test('journals: a later pass\'s record of a tile replaces an earlier one; unrecorded tiles are null', () => {
+  const rec = (i: number, status: 'ok' | 'dead-lettered', pass: number) => ({ i, z: 1, x: i, y: 0, status, reason: '', attempts: 1, pass });
+  const journals: Journal[] = [
+    { batchId: 'p0-a', pass: 0, writtenAt: 1, tiles: [rec(0, 'ok', 0), rec(1, 'dead-lettered', 0)] },
+    { batchId: 'p1-a', pass: 1, writtenAt: 2, tiles: [rec(1, 'ok', 1)] },
+  ];
+  const latest = latestRecords(journals, 3);
+  assert.equal(latest[1]!.status, 'ok');
+  assert.equal(latest[1]!.pass, 1);
+  assert.equal(latest[2], null);
+});

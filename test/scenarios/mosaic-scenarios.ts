@@ -1,0 +1,63 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
+import { breakerKey, breakerWorkflowId } from '../../src/breaker';
+import { startMosaic } from '../../src/client/mosaics';
+import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
+import { adminSignal } from '../../src/workflows/breaker-messages';
+import type { MosaicRequest, MosaicResult } from '../../src/workflows/mosaic-types';
+import type { EntityScenario, ScenarioContext } from './entity-scenarios';
+
+/** The breaker of the workers that record mosaic scenarios: quick to trip and to cool down. */
+export const SCENARIO_BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 } };
+
+function request(s: DemoTileServer, dir: string, extra: Partial<MosaicRequest>): MosaicRequest {
+  return {
+    source: { type: 'xyz', url: s.template, concurrency: 2 },
+    sourceName: 'demo',
+    bbox: [2.0, 42.0, 19.5, 49.9],
+    zoom: 8,
+    output: path.join(dir, 'mosaic.tif'),
+    batchSize: 16,
+    parallelBatches: 2,
+    ...extra,
+  };
+}
+
+async function withServer(opts: Parameters<typeof startDemoTileServer>[0], fn: (s: DemoTileServer, dir: string) => Promise<WorkflowHandle>): Promise<WorkflowHandle> {
+  const s = await startDemoTileServer(opts);
+  try {
+    return await fn(s, mkdtempSync(path.join(tmpdir(), 'tilebreaker-scenario-')));
+  } finally {
+    await s.close();
+  }
+}
+
+const mosaicRun =
+  (name: string, server: Parameters<typeof startDemoTileServer>[0], extra: Partial<MosaicRequest>): EntityScenario =>
+  ({ client, taskQueue }: ScenarioContext) =>
+    withServer(server, async (s, dir) => {
+      const h = await startMosaic(client, taskQueue, request(s, dir, extra), name);
+      await h.result();
+      return h;
+    });
+
+/** fail-fast through an outage, then a re-drive of the dead letters once the renderer is back. */
+const redriveAfterOutage: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, async (s, dir) => {
+    const h = await startMosaic(client, taskQueue, request(s, dir, { fallback: 'fail-fast' }), 'redrive-source');
+    const result = await h.result();
+    while (s.isDown()) await new Promise((r) => setTimeout(r, 100));
+    await client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'recording' });
+    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive', args: [{ manifest: (result as MosaicResult).manifest }] });
+    await r.result();
+    return r;
+  });
+
+export const mosaicScenarios = {
+  'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
+  'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
+  'mosaic-blocks': mosaicRun('mosaic-blocks', {}, { blockTiles: 48 }),
+  'mosaic-redrive': redriveAfterOutage,
+} as const;
