@@ -6,6 +6,9 @@ import { demoDrill } from '../client/demo-drill';
 import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
 import { connectClient, connectWorker } from '../client/temporal';
 import { createWorker } from '../client/worker';
+import { registerBreakerCommands } from './breaker-commands';
+import { demoMosaic, DEMO_BREAKER } from './demo-mosaic';
+import { registerMosaicCommands } from './mosaic-commands';
 import { printDrill, readDrillFile, runDrill } from './run-drill';
 import { tileCommand, type TileCommandOptions } from './tile-command';
 
@@ -14,7 +17,10 @@ Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL a
 
 const program = new Command('tilebreaker')
   .description('Nightly map mosaics from WMS / WMTS / XYZ tile services behind fleet-wide circuit breakers, on Temporal')
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // A usage error exits 2, as every failure to run does here (commander's default, 1, means "ran, and the
+  // answer is no" in this CLI); help exits 0. Subcommands inherit this.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
 program
   .command('worker')
@@ -57,21 +63,26 @@ program
 
 program
   .command('demo')
-  .description('the main job (npm start): for now, a breaker drill on an embedded Temporal dev server')
-  .action(async () => {
-    console.log('tilebreaker: the nightly mosaic main job is not built yet (issue 5).');
-    console.log('This run starts a real Temporal dev server and worker and rehearses a scripted outage with the breaker policy.\n');
-    await withTemporal(async ({ client, taskQueue, address }) => {
-      console.log(`Temporal at ${address}; running the demo drill (about 10 s of durable timers)...`);
-      printDrill(await runDrill(client, taskQueue, demoDrill()), false);
-    });
+  .description('the main job (npm start): a real mosaic from a bundled tile server that fails mid-run, on an embedded Temporal dev server')
+  .option('--out <dir>', 'where the mosaic, manifest and mask go', 'out/demo')
+  .action(async (o: { out: string }) => {
+    await withTemporal(
+      async ({ client, taskQueue, address }) => {
+        console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);
+        process.exitCode = await demoMosaic(client, taskQueue, o.out);
+      },
+      { breaker: DEMO_BREAKER },
+    );
   });
 
 /**
  * Runs `fn` with a client and a worker polling the task queue: against TEMPORAL_ADDRESS when set,
  * otherwise against an embedded dev server that is stopped afterwards.
  */
-async function withTemporal(fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string; address: string }) => Promise<void>): Promise<void> {
+async function withTemporal(
+  fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string; address: string }) => Promise<void>,
+  opts: { breaker?: Parameters<typeof createWorker>[0]['breaker'] } = {},
+): Promise<void> {
   const config = connectionConfigFromEnv();
   let server: EmbeddedServer | undefined;
   if (!config.address) {
@@ -83,7 +94,7 @@ async function withTemporal(fn: (ctx: { client: import('@temporalio/client').Cli
   try {
     const { client, connection } = await connectClient({ ...config, address, namespace });
     const workerConnection = await connectWorker({ ...config, address, namespace });
-    const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue: config.taskQueue });
+    const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue: config.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}) });
     try {
       await worker.runUntil(fn({ client, taskQueue: config.taskQueue, address }));
     } finally {
@@ -94,6 +105,28 @@ async function withTemporal(fn: (ctx: { client: import('@temporalio/client').Cli
     await server?.stop();
   }
 }
+
+/** A client for TEMPORAL_ADDRESS: these commands act on the fleet's server, never on an embedded one. */
+async function withClient(fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string }) => Promise<void>, what = 'this command'): Promise<void> {
+  const config = connectionConfigFromEnv();
+  if (!config.address) {
+    throw new Error(`${what} needs TEMPORAL_ADDRESS: name the Temporal frontend the fleet uses, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233`);
+  }
+  // connectClient's error names the address tried when the server cannot be reached.
+  const { client, connection } = await connectClient({ ...config, address: config.address });
+  try {
+    await fn({ client, taskQueue: config.taskQueue });
+  } finally {
+    await connection.close();
+  }
+}
+
+registerBreakerCommands(program, (fn) => withClient(({ client }) => fn(client), 'breaker commands'));
+registerMosaicCommands(program, {
+  withClient: (fn) => withClient(fn),
+  // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.
+  withLocal: (fn) => (connectionConfigFromEnv().address ? withClient(fn) : withTemporal(fn)),
+});
 
 program.parseAsync().catch((err: unknown) => {
   console.error(`tilebreaker: ${err instanceof Error ? err.message : String(err)}`);

@@ -33,6 +33,6 @@ function unreachable(config: ConnectionConfig & { address: string }, err: unknow
   const why = err instanceof Error ? err.message : String(err);
   return new Error(
     `cannot reach the Temporal server at ${config.address} (namespace ${config.namespace}, TLS ${config.tls ? 'on' : 'off'}): ${why}. ` +
-      'Set TEMPORAL_ADDRESS to a running server, or leave it unset to let tilebreaker start a local dev server.',
+      'Check that the server is running there and that TEMPORAL_ADDRESS names it.',
   );
 }

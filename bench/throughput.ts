@@ -1,0 +1,149 @@
+/**
+ * bench:throughput: a mosaic of 64 x 64 = 4,096 tiles from a local tile server, built through Temporal (dev
+ * server, one worker: plan, fetch batches through the fleet-wide breaker, assembly) and by a plain script
+ * that calls the same planning, fetch (undici + validation + tile store) and stitching code directly with no
+ * Temporal and no breaker, at the same concurrency (source concurrency x batches in flight). Prints details,
+ * then one line:
+ *   throughput: orchestrated=<tiles/s> plain=<tiles/s> ratio=<float> history-events-per-1000-tiles=<int>
+ * History events count every workflow of the job (the mosaic and its children, if any). The breaker
+ * entity is shared by every job on the endpoint and is reported apart.
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { Command } from 'commander';
+import { assembleMosaic } from '../src/activities/mosaic/assemble';
+import { makeMosaicBatch } from '../src/activities/mosaic/batch';
+import { planMosaic } from '../src/activities/mosaic/plan';
+import { EndpointPools } from '../src/activities/http/endpoint-pool';
+import { breakerKey, breakerWorkflowId } from '../src/breaker';
+import { tileBounds } from '../src/geo/mercator';
+import { startEmbeddedServer } from '../src/client/embedded-server';
+import { startMosaic } from '../src/client/mosaics';
+import { createWorker } from '../src/client/worker';
+import type { MosaicRequest, MosaicResult } from '../src/workflows/mosaic-types';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+interface Opts {
+  side: string;
+  concurrency: string;
+  batches: string;
+  batchSize: string;
+  latency: string;
+}
+
+async function startServer(latencyMs: number): Promise<{ url: string; stop: () => void }> {
+  const child = fork(path.join(__dirname, 'throughput', 'server-child.js'), [String(latencyMs)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()));
+    child.once('exit', (code) => reject(new Error(`tile server exited (${code})`)));
+  });
+  return { url, stop: () => child.kill() };
+}
+
+async function inPool<T>(items: T[], n: number, fn: (t: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  }));
+}
+
+async function historyEvents(client: Client, workflowId: string): Promise<number> {
+  const h = await client.workflow.getHandle(workflowId).fetchHistory();
+  return h.events?.length ?? 0;
+}
+
+async function main(o: Opts): Promise<void> {
+  const side = Number(o.side);
+  const z = 12;
+  const [x0, y0] = [2100, 1400];
+  const nw = tileBounds(z, x0, y0);
+  const se = tileBounds(z, x0 + side - 1, y0 + side - 1);
+  const server = await startServer(Number(o.latency));
+  const work = mkdtempSync(path.join(tmpdir(), 'tilebreaker-bench-throughput-'));
+  const request = (name: string): MosaicRequest => ({
+    source: { type: 'xyz', url: `${server.url}/{z}/{x}/{y}.png`, concurrency: Number(o.concurrency) },
+    sourceName: 'bench',
+    bbox: [nw.minX, se.minY, se.maxX, nw.maxY],
+    crs: 'EPSG:3857',
+    zoom: z,
+    output: path.join(work, name, 'mosaic.tif'),
+    batchSize: Number(o.batchSize),
+    parallelBatches: Number(o.batches),
+    maxTiles: side * side,
+  });
+  const total = side * side;
+  console.log(`bench:throughput: ${side} x ${side} = ${total} tiles of 256 px, ${o.concurrency} requests per batch x ${o.batches} batches = ${Number(o.concurrency) * Number(o.batches)} in flight, batches of ${o.batchSize}, server latency ${o.latency} ms`);
+
+  // Plain: the same activity code called directly, no Temporal, no breaker.
+  const pools = new EndpointPools();
+  const fetchBatch = makeMosaicBatch({ pools });
+  let t = performance.now();
+  const plan = await planMosaic({ ...request('plain'), breaker: false });
+  const starts = Array.from({ length: Math.ceil(total / plan.batchSize) }, (_, k) => k * plan.batchSize);
+  await inPool(starts, plan.parallelBatches, async (start) => {
+    await fetchBatch({ plan, tiles: { start, count: Math.min(plan.batchSize, total - start) }, pass: 0, batchId: `p0-b0-${start}`, whenRefused: 'defer', final: true });
+  });
+  const plainFetchS = (performance.now() - t) / 1000;
+  const plainResult = await assembleMosaic({ plan, partial: false });
+  const plainS = (performance.now() - t) / 1000;
+  await pools.close();
+  console.log(`  plain         ${plainS.toFixed(1)} s (fetch ${plainFetchS.toFixed(1)} s, assemble ${(plainS - plainFetchS).toFixed(1)} s)  ok ${plainResult.counts.ok}/${total}`);
+
+  // Orchestrated: a dev server (its own database) and one worker in this process.
+  const temporal = await startEmbeddedServer({ dbFile: path.join(work, 'temporal.sqlite') });
+  const connection = await Connection.connect({ address: temporal.address });
+  const client = new Client({ connection, namespace: temporal.namespace });
+  const nativeConnection = await NativeConnection.connect({ address: temporal.address });
+  const taskQueue = 'bench-throughput';
+  const worker = await createWorker({ connection: nativeConnection, client, namespace: temporal.namespace, taskQueue });
+  const running = worker.run();
+  let result: MosaicResult;
+  const id = `bench-throughput-${Date.now()}`;
+  try {
+    t = performance.now();
+    const handle = await startMosaic(client, taskQueue, request('orchestrated'), id);
+    result = await handle.result();
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+  const orchS = (performance.now() - t) / 1000;
+  // Every workflow of the job: the mosaic and any block children.
+  let events = await historyEvents(client, id);
+  let workflows = 1;
+  for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH "${id}/"` })) {
+    events += await historyEvents(client, wf.workflowId);
+    workflows++;
+  }
+  const entityEvents = await historyEvents(client, breakerWorkflowId(breakerKey(server.url))).catch(() => 0);
+  await connection.close();
+  await nativeConnection.close();
+  await temporal.stop();
+  server.stop();
+  rmSync(work, { recursive: true, force: true });
+
+  const orchestrated = total / orchS;
+  const plain = total / plainS;
+  const perK = Math.round((events / total) * 1000);
+  console.log(`  orchestrated  ${orchS.toFixed(1)} s  ok ${result.counts.ok}/${total}; ${workflows} workflow(s), ${events} history events; breaker entity (shared, not counted) ${entityEvents} events`);
+  console.log(`targets: ratio >= 0.8: ${orchestrated / plain >= 0.8 ? 'met' : 'MISSED'}; <= 50 history events per 1000 tiles: ${perK <= 50 ? 'met' : 'MISSED'}`);
+  console.log(`throughput: orchestrated=${orchestrated.toFixed(1)} plain=${plain.toFixed(1)} ratio=${(orchestrated / plain).toFixed(3)} history-events-per-1000-tiles=${perK}`);
+}
+
+new Command('bench:throughput')
+  .option('--side <n>', 'tiles per side of the square mosaic', '64')
+  .option('--concurrency <n>', 'requests in flight per batch (the source concurrency)', '8')
+  .option('--batches <n>', 'batches in flight', '4')
+  .option('--batch-size <n>', 'tiles per batch', '256')
+  .option('--latency <ms>', 'tile server latency per request', '10')
+  .action((o: Opts) => main(o))
+  .parseAsync()
+  .catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });

@@ -1,0 +1,68 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { breakerKey, breakerWorkflowId } from '../breaker';
+import { planMosaic } from '../activities/mosaic/plan';
+import { startMosaic } from '../client/mosaics';
+import { startDemoTileServer } from '../demo/tile-server';
+import { transitionsQuery } from '../workflows/breaker-messages';
+import type { MosaicRequest } from '../workflows/mosaic-types';
+import { summaryLine, watchMosaic } from './mosaic-commands';
+
+/** The demo's breaker: trips on a handful of failures and cools down in seconds, so a short outage shows the whole cycle. */
+export const DEMO_BREAKER = { config: { minSamples: 6, cooldownMs: 4_000, cooldownMaxFactor: 2, rampMs: 3_000 } };
+
+/**
+ * The main job: a real mosaic of the Alps at zoom 10 (29 x 26 = 754 tiles) from the bundled demo tile server,
+ * which goes down for 12 s after a third of the tiles. Fallback `wait`: refused tiles wait on durable timers
+ * for the breaker, so the mosaic still ends whole; the summary shows what the outage cost the server.
+ */
+export async function demoMosaic(client: Client, taskQueue: string, outDir: string): Promise<number> {
+  const server = await startDemoTileServer({ latencyMs: 60 });
+  try {
+    mkdirSync(outDir, { recursive: true });
+    const request: MosaicRequest = {
+      source: { type: 'xyz', url: server.template, concurrency: 4 },
+      sourceName: 'demo',
+      bbox: [5.0, 44.0, 15.0, 50.0],
+      zoom: 10,
+      output: path.join(outDir, 'alps-z10.tif'),
+      extraFormats: ['png'],
+      fallback: 'wait',
+      deadline: '5m',
+      afterDeadline: 'hole',
+      batchSize: 32,
+      parallelBatches: 2,
+    };
+    const { total } = await planMosaic(request);
+    // The renderer falls over a third of the way through, for 12 s.
+    server.scheduleOutage(Math.round(total / 3), 12_000);
+    const started = Date.now();
+    const handle = await startMosaic(client, taskQueue, request, `mosaic/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+    console.log(`mosaic ${handle.workflowId}: ${request.bbox.join(',')} at zoom ${request.zoom} from ${server.template}`);
+    console.log(`${total} tiles; the demo tile server goes down for 12 s after ${Math.round(total / 3)} requests\n`);
+    const status = await watchMosaic(client, handle.workflowId, { stream: process.stdout });
+    if (!status.result) {
+      console.log(`mosaic ended ${status.status}: ${status.failure ?? ''}`);
+      return 1;
+    }
+    const r = status.result;
+    const key = breakerKey(server.url);
+    const transitions = await client.workflow
+      .getHandle(breakerWorkflowId(key))
+      .query(transitionsQuery, 50)
+      .catch(() => []);
+    const t0 = started;
+    const rel = (t: number) => `+${((t - t0) / 1000).toFixed(1)}s`;
+    console.log(`\nresult: ${summaryLine(r)} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(`breaker ${key}:`);
+    for (const t of [...transitions].reverse()) console.log(`  ${rel(t.at)}  ${t.from} -> ${t.to}  ${t.reason}: ${t.detail}`);
+    for (const o of server.stats.outages) console.log(`tile server down ${rel(o.startedAt)} .. ${o.endedAt ? rel(o.endedAt) : 'still'}`);
+    console.log(`requests the tile server received: ${server.stats.requests} in all, ${server.stats.whileDown} while it was down`);
+    console.log('files:');
+    for (const f of r.files) console.log(`  ${path.relative(process.cwd(), f)}`);
+    return 0;
+  } finally {
+    await server.close();
+  }
+}

@@ -1,0 +1,310 @@
+import { readFileSync } from 'node:fs';
+import type { Client } from '@temporalio/client';
+import { SingleBar } from 'cli-progress';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import { breakerWorkflowId } from '../breaker';
+import { exitCodeFor, liveCounts, mosaicStatus, startMosaic, type MosaicStatus } from '../client/mosaics';
+import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
+import { viewQuery } from '../workflows/breaker-messages';
+import type { MosaicProgress, MosaicRequest, MosaicResult } from '../workflows/mosaic-types';
+
+export type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Promise<void>) => Promise<void>;
+
+interface StartOptions {
+  request?: string;
+  sources?: string;
+  source?: string;
+  bbox?: string;
+  crs?: 'EPSG:4326' | 'EPSG:3857';
+  zoom?: string;
+  out?: string;
+  format?: string;
+  fallback?: MosaicRequest['fallback'];
+  afterDeadline?: MosaicRequest['afterDeadline'];
+  deadline?: string;
+  maxTiles?: string;
+  store?: string;
+  batchSize?: string;
+  breaker?: boolean;
+  id?: string;
+  wait?: boolean;
+  watch?: boolean;
+  json?: boolean;
+}
+
+function readRequestFile(file: string): Partial<MosaicRequest> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`request file ${file}: ${(err as Error).message}`);
+  }
+  return (/\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text)) as Partial<MosaicRequest>;
+}
+
+const num = (flag: string, v: string | undefined) => {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`${flag}: must be a number (got ${JSON.stringify(v)})`);
+  return n;
+};
+
+/** A request from a file and/or flags (flags win); validation proper is the planner's. */
+export function requestFromOptions(o: StartOptions): MosaicRequest {
+  const base: Partial<MosaicRequest> = o.request ? readRequestFile(o.request) : {};
+  const bbox = o.bbox?.split(',').map((v) => Number(v.trim()));
+  if (o.bbox !== undefined && (bbox!.length !== 4 || bbox!.some((v) => !Number.isFinite(v)))) {
+    throw new Error(`--bbox: must be four numbers west,south,east,north (got ${JSON.stringify(o.bbox)})`);
+  }
+  const r: Record<string, unknown> = {
+    ...base,
+    ...(o.sources !== undefined ? { sourcesFile: o.sources } : {}),
+    ...(o.source !== undefined ? { sourceName: o.source } : {}),
+    ...(bbox ? { bbox } : {}),
+    ...(o.crs !== undefined ? { crs: o.crs } : {}),
+    ...(o.zoom !== undefined ? { zoom: num('--zoom', o.zoom) } : {}),
+    ...(o.out !== undefined ? { output: o.out } : {}),
+    ...(o.format !== undefined ? { extraFormats: o.format.split(',').map((f) => f.trim()).filter(Boolean) } : {}),
+    ...(o.fallback !== undefined ? { fallback: o.fallback } : {}),
+    ...(o.afterDeadline !== undefined ? { afterDeadline: o.afterDeadline } : {}),
+    ...(o.deadline !== undefined ? { deadline: o.deadline } : {}),
+    ...(o.maxTiles !== undefined ? { maxTiles: num('--max-tiles', o.maxTiles) } : {}),
+    ...(o.store !== undefined ? { storeRoot: o.store } : {}),
+    ...(o.batchSize !== undefined ? { batchSize: num('--batch-size', o.batchSize) } : {}),
+    ...(o.breaker === false ? { breaker: false } : {}),
+  };
+  if (r['output'] === undefined) throw new Error('mosaic start: give --out PATH.tif (or output in --request)');
+  return r as unknown as MosaicRequest;
+}
+
+export function summaryLine(result: MosaicResult): string {
+  const c = result.counts;
+  return `${result.total} tiles: ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}${result.partial ? ' (partial)' : ''}`;
+}
+
+function printResult(result: MosaicResult, json: boolean): void {
+  if (json) {
+    console.log(JSON.stringify(result, null, 2));
+    return;
+  }
+  console.log(summaryLine(result));
+  for (const f of result.files) console.log(`  ${f}`);
+}
+
+/** Live breaker states of the mosaic's breakers, as `key=state`. */
+async function breakerLine(client: Client, keys: string[]): Promise<string> {
+  const parts = await Promise.all(
+    keys.map(async (k) => {
+      const v = await client.workflow
+        .getHandle(breakerWorkflowId(k))
+        .query(viewQuery)
+        .catch(() => null);
+      return `${k} ${v ? v.state : 'no entity (closed)'}`;
+    }),
+  );
+  return parts.join(', ') || 'no breaker';
+}
+
+/** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
+export async function watchMosaic(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
+  const stream = opts.stream ?? process.stderr;
+  const bar = new SingleBar(
+    {
+      format: '{bar} {value}/{total} | ok {ok} stale {stale} hole {hole} dead {dead} failed {failed} | {phase} | breaker {breaker} | ETA {etaText}',
+      stream,
+      hideCursor: true,
+      noTTYOutput: true,
+      notTTYSchedule: 5_000,
+      barsize: 24,
+    },
+  );
+  let started = false;
+  for (;;) {
+    const s = await mosaicStatus(client, workflowId);
+    const p: MosaicProgress | null = liveCounts(s);
+    if (p) {
+      const payload = {
+        ok: p.counts.ok,
+        stale: p.counts.stale,
+        hole: p.counts.hole,
+        dead: p.counts['dead-lettered'],
+        failed: p.counts.failed,
+        phase: p.waitingUntil ? `waiting for the breaker until ${new Date(p.waitingUntil).toISOString().slice(11, 19)}` : p.phase,
+        breaker: await breakerLine(client, p.breakerKeys),
+        etaText: p.etaSeconds === null ? '-' : `${p.etaSeconds}s`,
+      };
+      if (!started) {
+        bar.start(Math.max(1, p.total), p.done, payload);
+        started = true;
+      } else {
+        bar.setTotal(Math.max(1, p.total));
+        bar.update(p.done, payload);
+      }
+    }
+    if (s.status !== 'RUNNING') {
+      if (started) bar.stop();
+      return s;
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
+  }
+}
+
+function finish(s: MosaicStatus, json: boolean): number {
+  if (s.result) {
+    printResult(s.result, json);
+    return exitCodeFor(s.result);
+  }
+  if (json) console.log(JSON.stringify(s, null, 2));
+  else console.log(`mosaic ${s.workflowId}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
+  return s.status === 'RUNNING' ? 0 : 1;
+}
+
+export function registerMosaicCommands(program: Command, { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient }): void {
+  const mosaic = program
+    .command('mosaic')
+    .description('build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 1 failed or cancelled, 2 could not run)');
+
+  mosaic
+    .command('start')
+    .description('start a mosaic workflow (from --request FILE and/or flags)')
+    .option('--request <file>', 'a mosaic request (YAML or JSON); flags override its fields')
+    .option('--sources <file>', 'sources file (YAML or JSON)')
+    .option('--source <name>', 'which source in the sources file')
+    .option('--bbox <w,s,e,n>', 'area: west,south,east,north')
+    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default) or EPSG:3857')
+    .option('--zoom <z>', 'zoom level')
+    .option('--out <path.tif>', 'output GeoTIFF; manifest, mask and sidecars go beside it')
+    .option('--format <list>', 'also write png and/or webp, e.g. png,webp')
+    .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
+    .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
+    .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
+    .option('--max-tiles <n>', 'refuse plans larger than this (default 100000)')
+    .option('--store <dir>', 'tile store folder (default <out>.tiles)')
+    .option('--batch-size <n>', 'tiles per fetch activity (default 256)')
+    .option('--no-breaker', 'fetch without the fleet-wide breaker')
+    .option('--id <workflowId>', 'workflow id (default mosaic/<output name>)')
+    .option('--wait', 'wait for the result and exit with its code')
+    .option('--watch', 'show progress until the mosaic ends, then its result')
+    .option('--json', 'print JSON')
+    .action(async (o: StartOptions) => {
+      const request = requestFromOptions(o);
+      await (o.wait || o.watch ? withLocal : withClient)(async ({ client, taskQueue }) => {
+        const handle = await startMosaic(client, taskQueue, request, o.id);
+        if (!o.wait && !o.watch) {
+          if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId }));
+          else console.log(`started mosaic ${handle.workflowId} (run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${handle.workflowId}`);
+          return;
+        }
+        const s = o.watch ? await watchMosaic(client, handle.workflowId) : await handle.result().then(() => mosaicStatus(client, handle.workflowId), () => mosaicStatus(client, handle.workflowId));
+        process.exitCode = finish(s, !!o.json);
+      });
+    });
+
+  mosaic
+    .command('status')
+    .description('a mosaic\'s state, progress by status, breakers involved, and its result when done')
+    .argument('<workflowId>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }) => {
+      await withClient(async ({ client }) => {
+        const s = await mosaicStatus(client, id);
+        if (o.json) {
+          console.log(JSON.stringify({ ...s, live: liveCounts(s) }, null, 2));
+        } else {
+          const p = liveCounts(s);
+          console.log(`mosaic ${id}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
+          if (p) {
+            const c = p.counts;
+            console.log(`  ${p.phase}: ${p.done}/${p.total} (ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}), ETA ${p.etaSeconds ?? '-'} s`);
+            console.log(`  breakers: ${await breakerLine(client, p.breakerKeys)}`);
+          }
+          if (s.result) printResult(s.result, false);
+        }
+        process.exitCode = s.result ? exitCodeFor(s.result) : s.status === 'RUNNING' ? 0 : 1;
+      });
+    });
+
+  mosaic
+    .command('watch')
+    .description('a live progress bar (counts by status, breaker states) until the mosaic ends')
+    .argument('<workflowId>')
+    .option('--json', 'print the final state as JSON')
+    .action(async (id: string, o: { json?: boolean }) => {
+      await withClient(async ({ client }) => {
+        process.exitCode = finish(await watchMosaic(client, id), !!o.json);
+      });
+    });
+
+  mosaic
+    .command('cancel')
+    .description('cancel a mosaic: it stops fetching and writes a partial manifest accounting for every tile')
+    .argument('<workflowId>')
+    .action(async (id: string) => {
+      await withClient(async ({ client }) => {
+        const handle = client.workflow.getHandle(id);
+        await handle.cancel();
+        await handle.result().catch(() => undefined);
+        const s = await mosaicStatus(client, id);
+        console.log(`mosaic ${id}: ${s.status}; partial manifest beside the output (${s.progress?.done ?? 0}/${s.progress?.total ?? 0} tiles done)`);
+      });
+    });
+
+  mosaic
+    .command('redrive')
+    .description('fetch only a mosaic\'s dead-lettered tiles (after their retryAfter) and rebuild it and its manifest')
+    .argument('<manifest>', 'the mosaic\'s manifest (.manifest.json) or output (.tif)')
+    .option('--id <workflowId>', 'workflow id (default redrive/<output name>/<time>)')
+    .option('--no-wait', 'start it and return')
+    .option('--json', 'print JSON')
+    .action(async (manifest: string, o: { id?: string; wait?: boolean; json?: boolean }) => {
+      const abs = (await import('node:path')).resolve(manifest);
+      await withClient(async ({ client, taskQueue }) => {
+        const id = o.id ?? `redrive/${abs.replace(/^.*\//, '').replace(/\.(manifest\.json|tiff?)$/i, '')}/${new Date().toISOString()}`;
+        const handle = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs }] });
+        if (o.wait === false) {
+          console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
+          return;
+        }
+        process.exitCode = finish(await watchMosaic(client, handle.workflowId), !!o.json);
+      });
+    });
+
+  const schedule = program.command('schedule').description('nightly mosaics as Temporal Schedules (overlap policy: skip)');
+  schedule
+    .command('create')
+    .description('create a schedule that starts a mosaic on a cron spec')
+    .argument('<scheduleId>')
+    .requiredOption('--cron <expr>', 'cron expression, e.g. "0 2 * * *" for 02:00 every night')
+    .requiredOption('--request <file>', 'the mosaic request (YAML or JSON)')
+    .option('--timezone <tz>', 'IANA time zone for the cron spec (default UTC)')
+    .action(async (id: string, o: { cron: string; request: string; timezone?: string }) => {
+      const request = requestFromOptions({ request: o.request });
+      await withClient(async ({ client, taskQueue }) => {
+        await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone);
+        console.log(`created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap skip`);
+      });
+    });
+  schedule
+    .command('list')
+    .description('list schedules with their next runs')
+    .option('--json', 'print JSON')
+    .action(async (o: { json?: boolean }) => {
+      await withClient(async ({ client }) => {
+        const all = await listSchedules(client);
+        if (o.json) console.log(JSON.stringify(all, null, 2));
+        else if (all.length === 0) console.log('no schedules');
+        else for (const s of all) console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}`);
+      });
+    });
+  schedule
+    .command('delete')
+    .description('delete a schedule (running mosaics it started go on)')
+    .argument('<scheduleId>')
+    .action(async (id: string) => {
+      await withClient(async ({ client }) => {
+        await deleteSchedule(client, id);
+        console.log(`deleted schedule ${id}`);
+      });
+    });
+}

@@ -1,0 +1,98 @@
+import path from 'node:path';
+import { WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { parseMosaicRequest } from '../activities/mosaic/plan';
+import type { mosaicWorkflow } from '../workflows/mosaic';
+import { progressQuery } from '../workflows/mosaic-messages';
+import type { MosaicProgress, MosaicRequest, MosaicResult } from '../workflows/mosaic-types';
+
+/** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
+export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
+  return {
+    ...request,
+    output: path.resolve(cwd, request.output),
+    ...(request.sourcesFile !== undefined ? { sourcesFile: path.resolve(cwd, request.sourcesFile) } : {}),
+    ...(request.storeRoot !== undefined ? { storeRoot: path.resolve(cwd, request.storeRoot) } : {}),
+  };
+}
+
+/** A default workflow id: one mosaic per output file, so starting the same mosaic twice does not run it twice. */
+export function mosaicWorkflowId(request: MosaicRequest): string {
+  return `mosaic/${path.basename(request.output).replace(/\.tiff?$/i, '')}`;
+}
+
+/**
+ * Starts a mosaic workflow. The request is validated here first (the worker validates it again with the
+ * sources file as it is when the run starts), so a typo fails at once with the field and value named.
+ */
+export async function startMosaic(client: Client, taskQueue: string, request: MosaicRequest, workflowId?: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof mosaicWorkflow>> {
+  const resolved = resolveRequestPaths(request);
+  parseMosaicRequest(resolved);
+  return client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', {
+    taskQueue,
+    workflowId: workflowId ?? mosaicWorkflowId(resolved),
+    args: [resolved],
+  });
+}
+
+export interface MosaicStatus {
+  workflowId: string;
+  runId: string;
+  status: string;
+  progress: MosaicProgress | null;
+  /** Live counts of the running child block, when there is one. */
+  blockProgress: MosaicProgress | null;
+  result: MosaicResult | null;
+  failure: string | null;
+}
+
+/** A mosaic's state: the workflow's status, its progress (and its running block's), and its result once done. */
+export async function mosaicStatus(client: Client, workflowId: string): Promise<MosaicStatus> {
+  const handle = client.workflow.getHandle(workflowId);
+  let desc;
+  try {
+    desc = await handle.describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`);
+    throw err;
+  }
+  const status = desc.status.name;
+  const progress = await handle.query(progressQuery).catch(() => null);
+  let blockProgress: MosaicProgress | null = null;
+  const block = progress?.runningBlocks[0];
+  if (block && status === 'RUNNING') blockProgress = await client.workflow.getHandle(block).query(progressQuery).catch(() => null);
+  let result: MosaicResult | null = null;
+  let failure: string | null = null;
+  if (status === 'COMPLETED') result = (await handle.result()) as MosaicResult;
+  if (status === 'FAILED' || status === 'TERMINATED' || status === 'TIMED_OUT' || status === 'CANCELLED') {
+    failure = await handle.result().then(
+      () => null,
+      (err: unknown) => describeFailure(err),
+    );
+  }
+  return { workflowId, runId: desc.runId, status, progress, blockProgress, result, failure };
+}
+
+function describeFailure(err: unknown): string {
+  let e: unknown = err;
+  const parts: string[] = [];
+  while (e instanceof Error) {
+    parts.push(e.message);
+    e = (e as { cause?: unknown }).cause;
+  }
+  return parts.filter((p, i) => p && parts.indexOf(p) === i).join(': ');
+}
+
+/** Counts including the running block's live figures. */
+export function liveCounts(s: MosaicStatus): MosaicProgress | null {
+  if (!s.progress) return null;
+  if (!s.blockProgress) return s.progress;
+  const counts = { ...s.progress.counts };
+  for (const k of Object.keys(counts) as (keyof typeof counts)[]) counts[k] += s.blockProgress.counts[k];
+  const states = [...new Set([...s.progress.breakerStates, ...s.blockProgress.breakerStates])];
+  return { ...s.progress, counts, done: s.progress.done + s.blockProgress.done, breakerStates: states, etaSeconds: s.blockProgress.etaSeconds, waitingUntil: s.blockProgress.waitingUntil };
+}
+
+/** Exit code for a finished mosaic: 0 every tile ok, 3 finished with gaps (stale, holes, dead letters, failures). */
+export function exitCodeFor(result: MosaicResult): number {
+  return result.counts.ok === result.total ? 0 : 3;
+}
