@@ -107,10 +107,10 @@ async function withTemporal(
 }
 
 /** A client for TEMPORAL_ADDRESS: these commands act on the fleet's server, never on an embedded one. */
-async function withClient(fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string }) => Promise<void>, what = 'this command'): Promise<void> {
+async function withClient(fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string }) => Promise<void>, what = 'this command needs'): Promise<void> {
   const config = connectionConfigFromEnv();
   if (!config.address) {
-    throw new Error(`${what} needs TEMPORAL_ADDRESS: name the Temporal frontend the fleet uses, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233`);
+    throw new Error(`${what} TEMPORAL_ADDRESS: name the Temporal frontend the fleet uses, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233`);
   }
   // connectClient's error names the address tried when the server cannot be reached.
   const { client, connection } = await connectClient({ ...config, address: config.address });
@@ -121,7 +121,7 @@ async function withClient(fn: (ctx: { client: import('@temporalio/client').Clien
   }
 }
 
-registerBreakerCommands(program, (fn) => withClient(({ client }) => fn(client), 'breaker commands'));
+registerBreakerCommands(program, (fn) => withClient(({ client }) => fn(client), 'breaker commands need'));
 registerMosaicCommands(program, {
   withClient: (fn) => withClient(fn),
   // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.

@@ -21,7 +21,8 @@ const { planMosaic } = proxyActivities<Activities>({
 const { assembleMosaic, loadDeadLetters } = proxyActivities<Activities>({
   startToCloseTimeout: '4h',
   heartbeatTimeout: '2m',
-  retry: { initialInterval: '5s', maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError'] },
+  // A tile of the wrong size or a grid too large for an output format will not stitch on a retry either.
+  retry: { initialInterval: '5s', maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError', 'StitchInputError'] },
 });
 
 const keyOf = (plan: MosaicPlan) => breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});

@@ -6,6 +6,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid, TileSelection } from '../../workflows/mosaic-types';
 import { loadSource } from '../sources-file';
+import { outputRefusal } from './stitch';
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -139,6 +140,8 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
       `maxTiles: the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}; raise maxTiles or shrink the bbox`,
     ]);
   }
+  const refused = outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
+  if (refused) throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
   const output = path.resolve(r.output);
   let deadlineAt: number | null = null;
   if (r.deadline !== undefined) {

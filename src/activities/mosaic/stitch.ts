@@ -59,6 +59,25 @@ const DECODE_CONCURRENCY = 8;
 const KEEPALIVE_MS = 5_000;
 
 /**
+ * Why a grid cannot be stitched into these outputs, or null: the planner refuses such a mosaic before any
+ * fetch, the stitcher again before any work.
+ */
+export function outputRefusal(cols: number, rows: number, tileSize: number, extras: readonly string[]): string | null {
+  const width = cols * tileSize;
+  const height = rows * tileSize;
+  if (extras.includes('webp') && (width > WEBP_MAX_SIDE || height > WEBP_MAX_SIDE || width * height > WEBP_MAX_PIXELS)) {
+    return (
+      `a ${width}x${height} mosaic is too large for a WebP copy (at most ${WEBP_MAX_SIDE} px a side and ` +
+      `${WEBP_MAX_PIXELS} pixels: libwebp holds the whole image in memory); drop 'webp' or use 'png'`
+    );
+  }
+  if (width * tileSize > JOIN_INPUT_PIXEL_LIMIT) {
+    return `${cols} columns of ${tileSize} px tiles is too wide (one tile row exceeds ${JOIN_INPUT_PIXEL_LIMIT} pixels)`;
+  }
+  return null;
+}
+
+/**
  * Stitches the grid into `output` (a tiled 256 px, deflate + horizontal predictor, pyramidal RGBA TIFF) and
  * the `extraFormats` beside it, each georeferenced by sidecars (aux.xml, world file, prj). Every output is
  * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
@@ -74,16 +93,9 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
   const height = rows * T;
   const extras = [...new Set(input.extraFormats)];
   for (const f of extras) if (f !== 'png' && f !== 'webp') throw new RangeError(`stitch: unknown extra format ${String(f)}`);
-  if (extras.includes('webp') && (width > WEBP_MAX_SIDE || height > WEBP_MAX_SIDE || width * height > WEBP_MAX_PIXELS)) {
-    throw new StitchInputError(
-      `stitch: a ${width}x${height} mosaic is too large for a WebP copy (at most ${WEBP_MAX_SIDE} px a side and ` +
-        `${WEBP_MAX_PIXELS} pixels: libwebp holds the whole image in memory); drop 'webp' or use 'png'`,
-    );
-  }
   const rowBytes = width * T * 4;
-  if (width * T > JOIN_INPUT_PIXEL_LIMIT) {
-    throw new StitchInputError(`stitch: ${cols} columns of ${T} px tiles is too wide (one tile row exceeds ${JOIN_INPUT_PIXEL_LIMIT} pixels)`);
-  }
+  const refused = outputRefusal(cols, rows, T, extras);
+  if (refused) throw new StitchInputError(`stitch: ${refused}`);
   let stripRows = input.stripRows ?? Math.max(1, Math.floor(STRIP_BYTES / rowBytes));
   if (!Number.isInteger(stripRows) || stripRows < 1) throw new RangeError(`stitch: stripRows must be a positive integer (got ${stripRows})`);
   // A strip must stay under the pixel limit sharp applies to each joined input.
