@@ -5,7 +5,7 @@ import { EndpointPools } from './http/endpoint-pool';
 import { assembleMosaic } from './mosaic/assemble';
 import { makeMosaicBatch } from './mosaic/batch';
 import { loadDeadLetters } from './mosaic/dead-letters';
-import { planMosaic } from './mosaic/plan';
+import { planMosaicRun } from './mosaic/plan';
 import { probeEndpoint } from './probe';
 import { makeSearchAttributeCheck } from './search-attributes';
 
@@ -30,7 +30,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
       probeEndpoint,
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard }),
-      planMosaic: (request: Parameters<typeof planMosaic>[0]) => planMosaic(request),
+      // Histories recorded before run tags call it with the request alone.
+      planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run'),
       fetchMosaicBatch: makeMosaicBatch({ pools, guard }),
       assembleMosaic,
       loadDeadLetters,

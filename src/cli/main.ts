@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import { parsePolicyConfig, type PolicyConfigInput } from '../breaker';
 import { connectionConfigFromEnv } from '../client/connection-config';
 import { demoDrill } from '../client/demo-drill';
 import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
@@ -25,12 +28,14 @@ const program = new Command('tilebreaker')
 program
   .command('worker')
   .description('run a tilebreaker worker against TEMPORAL_ADDRESS (task queue TILEBREAKER_TASK_QUEUE, default "tilebreaker")')
-  .action(async () => {
+  .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see README) for the entities this worker creates; existing ones keep theirs')
+  .action(async (o: { breakerConfig?: string }) => {
+    const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
     const config = connectionConfigFromEnv();
     if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
     const connection = await connectWorker({ ...config, address: config.address });
     const { client, connection: clientConnection } = await connectClient({ ...config, address: config.address });
-    const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue });
+    const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, ...(breaker ? { breaker } : {}) });
     console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue}`);
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
     await worker.run();
@@ -127,6 +132,19 @@ registerMosaicCommands(program, {
   // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.
   withLocal: (fn) => (connectionConfigFromEnv().address ? withClient(fn) : withTemporal(fn)),
 });
+
+/** A breaker policy file, validated now: a typo fails the worker's start, not every entity it creates. */
+function readPolicyFile(file: string): PolicyConfigInput {
+  let data: unknown;
+  try {
+    const text = readFileSync(file, 'utf8');
+    data = /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new Error(`--breaker-config ${file}: ${(err as Error).message}`);
+  }
+  parsePolicyConfig(data as PolicyConfigInput);
+  return data as PolicyConfigInput;
+}
 
 program.parseAsync().catch((err: unknown) => {
   console.error(`tilebreaker: ${err instanceof Error ? err.message : String(err)}`);

@@ -53,8 +53,9 @@ const num = (flag: string, v: string | undefined) => {
 /** A request from a file and/or flags (flags win); validation proper is the planner's. */
 export function requestFromOptions(o: StartOptions): MosaicRequest {
   const base: Partial<MosaicRequest> = o.request ? readRequestFile(o.request) : {};
-  const bbox = o.bbox?.split(',').map((v) => Number(v.trim()));
-  if (o.bbox !== undefined && (bbox!.length !== 4 || bbox!.some((v) => !Number.isFinite(v)))) {
+  const parts = o.bbox?.split(',').map((v) => v.trim());
+  const bbox = parts?.map(Number);
+  if (o.bbox !== undefined && (bbox!.length !== 4 || parts!.some((p) => p === '') || bbox!.some((v) => !Number.isFinite(v)))) {
     throw new Error(`--bbox: must be four numbers west,south,east,north (got ${JSON.stringify(o.bbox)})`);
   }
   const r: Record<string, unknown> = {
@@ -157,7 +158,9 @@ function finish(s: MosaicStatus, json: boolean): number {
   }
   if (json) console.log(JSON.stringify(s, null, 2));
   else console.log(`mosaic ${s.workflowId}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
-  return s.status === 'RUNNING' ? 0 : 1;
+  if (s.status === 'RUNNING') return 0;
+  // Refused at planning (the request, or the sources file as the worker read it): it could not run.
+  return s.failureType === 'ConfigError' ? 2 : 1;
 }
 
 export function registerMosaicCommands(program: Command, { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient }): void {
@@ -260,7 +263,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .action(async (manifest: string, o: { id?: string; wait?: boolean; json?: boolean }) => {
       const abs = (await import('node:path')).resolve(manifest);
       await withClient(async ({ client, taskQueue }) => {
-        const id = o.id ?? `redrive/${abs.replace(/^.*\//, '').replace(/\.(manifest\.json|tiff?)$/i, '')}/${new Date().toISOString()}`;
+        // One re-drive of a mosaic at a time: the id is the mosaic's, and a second start fails while one runs.
+        const id = o.id ?? `redrive/${abs.replace(/^\/+/, '').replace(/\.(manifest\.json|tiff?)$/i, '')}`;
         const handle = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs }] });
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);

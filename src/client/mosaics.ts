@@ -15,9 +15,9 @@ export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd())
   };
 }
 
-/** A default workflow id: one mosaic per output file, so starting the same mosaic twice does not run it twice. */
+/** A default workflow id: one mosaic per output file (by absolute path), so the same mosaic never runs twice at once. */
 export function mosaicWorkflowId(request: MosaicRequest): string {
-  return `mosaic/${path.basename(request.output).replace(/\.tiff?$/i, '')}`;
+  return `mosaic/${path.resolve(request.output).replace(/^\/+/, '').replace(/\.tiff?$/i, '')}`;
 }
 
 /**
@@ -43,6 +43,8 @@ export interface MosaicStatus {
   blockProgress: MosaicProgress | null;
   result: MosaicResult | null;
   failure: string | null;
+  /** The failure's application error type, e.g. ConfigError for a request refused at planning. */
+  failureType: string | null;
 }
 
 /** A mosaic's state: the workflow's status, its progress (and its running block's), and its result once done. */
@@ -62,14 +64,23 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
   if (block && status === 'RUNNING') blockProgress = await client.workflow.getHandle(block).query(progressQuery).catch(() => null);
   let result: MosaicResult | null = null;
   let failure: string | null = null;
+  let failureType: string | null = null;
   if (status === 'COMPLETED') result = (await handle.result()) as MosaicResult;
   if (status === 'FAILED' || status === 'TERMINATED' || status === 'TIMED_OUT' || status === 'CANCELLED') {
-    failure = await handle.result().then(
-      () => null,
-      (err: unknown) => describeFailure(err),
-    );
+    await handle.result().catch((err: unknown) => {
+      failure = describeFailure(err);
+      failureType = applicationType(err);
+    });
   }
-  return { workflowId, runId: desc.runId, status, progress, blockProgress, result, failure };
+  return { workflowId, runId: desc.runId, status, progress, blockProgress, result, failure, failureType };
+}
+
+function applicationType(err: unknown): string | null {
+  for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    const type = (e as { type?: unknown }).type;
+    if (typeof type === 'string' && type) return type;
+  }
+  return null;
 }
 
 function describeFailure(err: unknown): string {

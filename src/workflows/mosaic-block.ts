@@ -76,17 +76,27 @@ function batches(sel: TileSelection, size: number): TileSelection[] {
 const size = (t: TileSelection) => ('indices' in t ? t.indices.length : t.count);
 const indicesOf = (t: TileSelection) => ('indices' in t ? t.indices : Array.from({ length: t.count }, (_, k) => t.start + k));
 
-/** Runs `fn` over `items` with at most `n` in flight (deterministic: workflow promises only). */
+/**
+ * Runs `fn` over `items` with at most `n` in flight (deterministic: workflow promises only). After a failure
+ * or a cancellation no new item starts, and every item already started is awaited before the first error
+ * is rethrown: a cancelled batch must finish writing its journal before the partial manifest is made.
+ */
 async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Promise<unknown>): Promise<void> {
   let next = 0;
+  let failure: { err: unknown } | null = null;
   await Promise.all(
     Array.from({ length: Math.min(n, items.length) }, async () => {
-      while (next < items.length) {
+      while (next < items.length && !failure) {
         const k = next++;
-        await fn(items[k]!, k);
+        try {
+          await fn(items[k]!, k);
+        } catch (err) {
+          failure ??= { err };
+        }
       }
     }),
   );
+  if (failure) throw (failure as { err: unknown }).err;
 }
 
 /**

@@ -68,8 +68,11 @@ export interface MosaicPlan {
   bounds: { minX: number; minY: number; maxX: number; maxY: number };
   output: string;
   extraFormats: ('png' | 'webp')[];
-  /** Where batch journals go (per-tile records, read by the assembly). */
+  /** `<output>.work`: the plan a re-drive reads, and the journals. */
   workDir: string;
+  /** This run's batch journals (per-tile records, read by the assembly): one folder per mosaic run, so a
+   * second run on the same output never mixes with the first's records. Re-drives add to it. */
+  journalDir: string;
   storeRoot: string;
   fallback: FallbackPolicy;
   afterDeadline: AfterDeadline;

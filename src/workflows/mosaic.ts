@@ -2,6 +2,7 @@ import {
   CancellationScope,
   executeChild,
   isCancellation,
+  log,
   proxyActivities,
   setHandler,
   sleep,
@@ -77,29 +78,39 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
 export async function mosaicWorkflow(request: MosaicRequest): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
-  const plan = await planMosaic(request);
+  const plan = await planMosaic(request, workflowInfo().runId);
   tracker = new ProgressTracker(plan.total);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
   try {
     await fetchAll(plan, { start: 0, count: plan.total }, 0, tracker);
     tracker.progress.phase = 'assembling';
-    const result = await assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId });
-    tracker.progress.phase = 'done';
-    return result;
   } catch (err) {
     await writePartial(plan, tracker, err);
     throw err;
   }
+  // Every tile is fetched: a cancel now would only race a partial assembly against this one.
+  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId }));
+  tracker.progress.phase = 'done';
+  return result;
 }
 
 async function writePartial(plan: MosaicPlan, tracker: ProgressTracker, err: unknown): Promise<void> {
   const cancelled = isCancellation(err);
   tracker.progress.phase = cancelled ? 'cancelled' : 'failed';
-  const stoppedBecause = cancelled ? 'cancelled' : `failed: ${err instanceof Error ? err.message : String(err)}`;
-  // Runs even though the workflow is cancelled; a failure here must not hide the original error.
+  const stoppedBecause = cancelled ? 'cancelled' : `failed: ${causeChain(err)}`;
+  // Runs even though the workflow is cancelled; a failure here is logged, and must not hide the original error.
   await CancellationScope.nonCancellable(() =>
-    assembleMosaic({ plan, partial: true, stoppedBecause, workflowId: workflowInfo().workflowId }).catch(() => undefined),
+    assembleMosaic({ plan, partial: true, stoppedBecause, workflowId: workflowInfo().workflowId }).catch((e: unknown) => {
+      log.error('the partial manifest could not be written', { error: causeChain(e), stoppedBecause });
+    }),
   );
+}
+
+/** "Activity task failed: <the activity's own message>": the messages of an error and its causes. */
+function causeChain(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err; e instanceof Error && parts.length < 5; e = (e as { cause?: unknown }).cause) parts.push(e.message);
+  return parts.join(': ');
 }
 
 export interface RedriveInput {
@@ -127,11 +138,11 @@ export async function redriveMosaicWorkflow(input: RedriveInput): Promise<Mosaic
   try {
     if (letters.indices.length > 0) await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker);
     tracker.progress.phase = 'assembling';
-    const result = await assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId });
-    tracker.progress.phase = 'done';
-    return result;
   } catch (err) {
     await writePartial(letters.plan, tracker, err);
     throw err;
   }
+  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId }));
+  tracker.progress.phase = 'done';
+  return result;
 }

@@ -160,6 +160,13 @@ test('wait: refused tiles wait on a durable timer for the breaker and are fetche
   assert.ok(waited.length > 0, 'some tiles were fetched in a later pass');
   // Refused tiles and tiles that failed while the breaker was tripping all waited, and all came back.
   assert.equal(m.counts.ok, 130, JSON.stringify(m.counts));
+
+  // The same output again (tomorrow night): its manifest is its own, nothing carried over from the waits.
+  const again = await run(request(s, 'wait', { fallback: 'wait', deadline: '2m' }), `mosaic-wait-again-${process.pid}`);
+  const m2 = readManifest(again);
+  assert.equal(assertAccounted(m2), null);
+  assert.equal(m2.counts.ok, 130);
+  assert.ok(m2.tiles.every((t) => t.pass === 0), 'every tile from this run\'s first pass');
 });
 
 test('bad requests are refused before any fetch, naming the field and the value', async () => {
@@ -203,6 +210,15 @@ test('cancel: the mosaic stops and writes a partial manifest that still accounts
   assert.equal(m.partial, true);
   assert.equal(assertAccounted(m), null);
   assert.ok(m.counts.ok > 0 && m.counts['dead-lettered'] > 0, JSON.stringify(m.counts));
+  // The batches in flight were waited for: every tile the server delivered before the cancel is recorded
+  // (give or take the requests it answered just as they were aborted).
+  assert.ok(m.counts.ok >= s.stats.ok - 4 && m.counts.ok <= s.stats.ok, `manifest ok ${m.counts.ok}, server served ${s.stats.ok}`);
+  // A re-drive of the cancelled mosaic finishes it.
+  await resetBreaker(s).catch(() => undefined);
+  const r = await env.client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-cancel-${process.pid}`, args: [{ manifest: path.join(dir, 'cancel.tif') }] });
+  const done = readManifest((await r.result()) as MosaicResult);
+  assert.equal(done.counts.ok, 130);
+  assert.equal(done.partial, false);
 });
 
 test('a job larger than a block runs child workflows, each history bounded', async () => {

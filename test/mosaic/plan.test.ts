@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { gridBounds, gridFor, parseMosaicRequest, planMosaic, tileOf } from '../../src/activities/mosaic/plan';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { gridBounds, gridFor, parseMosaicRequest, planMosaic, planMosaicRun, tileOf } from '../../src/activities/mosaic/plan';
 import { manifestStatus } from '../../src/activities/mosaic/batch';
 import { latestRecords, type Journal } from '../../src/activities/mosaic/journal';
 import { ORIGIN_SHIFT_M, tileBounds } from '../../src/geo/mercator';
@@ -33,6 +36,9 @@ test('plan: 5 x 4 tiles at zoom 7 over the Alps, row-major from the top-left, de
 test('plan: a deadline is a duration from now or an instant', async () => {
   assert.equal((await planMosaic(req({ deadline: '90m' }), 1_000)).deadlineAt, 1_000 + 90 * 60_000);
   assert.equal((await planMosaic(req({ deadline: '2026-12-01T02:00:00Z' }))).deadlineAt, Date.parse('2026-12-01T02:00:00Z'));
+  await assert.rejects(planMosaic(req({ deadline: '2020-01-01T00:00:00Z' })), /deadline: 2020-01-01T00:00:00Z is already past .*use a duration/);
+  await assert.rejects(planMosaic(req({ deadline: '30d' })), /deadline: at most 7 days ahead \(got "30d"\)/);
+  assert.throws(() => parseMosaicRequest(req({ batchSize: 1 })), /blockTiles: makes 16384 batches of batchSize 1 per block, more than 2048/);
   assert.throws(() => parseMosaicRequest(req({ deadline: 'tomorrow-ish' })), /deadline: must be an ISO-8601 instant or a duration .*got "tomorrow-ish"/);
 });
 
@@ -70,4 +76,19 @@ test('journals: a later pass\'s record of a tile replaces an earlier one; unreco
   assert.equal(latest[1]!.status, 'ok');
   assert.equal(latest[1]!.pass, 1);
   assert.equal(latest[2], null);
+});
+
+test('each run journals in its own folder; planning a new run on the same output clears the earlier runs\' journals', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-plan-'));
+  try {
+    const output = path.join(dir, 'm.tif');
+    const old = await planMosaicRun(req({ output }), 'run-a');
+    mkdirSync(old.journalDir, { recursive: true });
+    writeFileSync(path.join(old.journalDir, 'p1-b0-0.json'), '{}');
+    const fresh = await planMosaicRun(req({ output }), 'run-b');
+    assert.notEqual(fresh.journalDir, old.journalDir);
+    assert.deepEqual(readdirSync(fresh.workDir), ['plan.json']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -119,7 +119,7 @@ async function fetchOne(
   policy: RetryPolicy,
   onDecision: (d: GuardDecision) => void,
   signal: AbortSignal | undefined,
-): Promise<TileResult> {
+): Promise<TileResult | null> {
   const { source } = input;
   const stored = input.conditional || input.whenRefused === 'stale' ? await store.get(input.sourceName, tile) : null;
   let verdict: Verdict | null = null;
@@ -141,6 +141,11 @@ async function fetchOne(
     made = attempt;
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
     const x = await fetchUrl(url, { dispatcher: deps.pools.for(source), headers, signal: signal ? AbortSignal.any([signal, deadline]) : deadline });
+    if (signal?.aborted) {
+      // Our own abort is not the endpoint's failure: report nothing, and leave the tile unfinished.
+      if (decision) deps.guard!.abandon(decision);
+      return null;
+    }
     if (x.status === 304 && stored) {
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
       return { ...tile, status: 'ok', kind: 'success', reason: 'not modified since the stored copy', attempts: attempt, httpStatus: 304, latencyMs: x.latencyMs, path: stored.path, bytes: stored.meta.bytes };

@@ -163,6 +163,15 @@ export class BreakerGuard {
     return ks.probePending;
   }
 
+  /**
+   * A call made under `decision` that ended without an answer from the endpoint (we aborted it: the activity
+   * was cancelled). It says nothing about the endpoint's health: a probe token is handed back as a neutral
+   * result (released, not counted); an ordinary call reports nothing.
+   */
+  abandon(decision: GuardDecision): void {
+    if (decision.kind === 'probe') this.release(decision, { kind: 'neutral' });
+  }
+
   /** Records the outcome of a call made under `decision`. */
   release(decision: GuardDecision, outcome: CallOutcome): void {
     if (decision.kind === 'refused') return;

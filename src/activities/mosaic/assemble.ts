@@ -30,7 +30,7 @@ const MASK = { ok: 255, stale: 160 } as const;
 export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult> {
   const { plan } = input;
   const ctx = activityContext();
-  const records = latestRecords(await readJournals(plan.workDir), plan.total);
+  const records = latestRecords(await readJournals(plan.journalDir), plan.total);
   const tiles: ManifestTile[] = records.map(
     (r, i) =>
       r ?? {
@@ -48,37 +48,26 @@ export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult
   const rows = gridRows(plan.grid);
   const at = (c: number, r: number) => tiles[r * cols + c]!;
   const base = outputBase(plan.output);
-  const stitched = await stitchMosaic({
-    cols,
-    rows,
-    tileSize: plan.grid.tileSize,
-    tileAt: (c, r) => {
-      const t = at(c, r);
-      return (t.status === 'ok' || t.status === 'stale') && t.path ? t.path : null;
-    },
-    output: plan.output,
-    extraFormats: plan.extraFormats,
-    bounds: plan.bounds,
-    onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
-  });
   const mask = `${base}.mask.png`;
-  const maskFiles = await writeCoverageMask(mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds);
   const manifestPath = `${base}.manifest.json`;
-  const files = [...stitched.files, ...maskFiles, manifestPath];
+  const width = cols * plan.grid.tileSize;
+  const height = rows * plan.grid.tileSize;
   const manifest = {
     version: 1,
     createdAt: new Date().toISOString(),
     workflowId: input.workflowId ?? null,
     partial: input.partial,
     stoppedBecause: input.stoppedBecause ?? null,
+    /** 'pending' while the image is being stitched, 'written' after, or why it could not be. */
+    image: 'pending' as string,
     // The configured URL: credentials never live in it (they are added per request from the environment).
     source: { name: plan.sourceName, type: plan.source.type, url: plan.source.url },
     crs: 'EPSG:3857',
     grid: { ...plan.grid, cols, rows },
     bounds: plan.bounds,
-    width: stitched.width,
-    height: stitched.height,
-    geoTransform: geoTransform(plan.bounds, stitched.width, stitched.height),
+    width,
+    height,
+    geoTransform: geoTransform(plan.bounds, width, height),
     fallback: plan.fallback,
     afterDeadline: plan.afterDeadline,
     deadline: plan.deadlineAt === null ? null : new Date(plan.deadlineAt).toISOString(),
@@ -86,15 +75,42 @@ export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult
     counts,
     statuses: MANIFEST_STATUSES,
     mask: { file: mask, values: { ok: MASK.ok, stale: MASK.stale, other: 0 } },
-    files,
+    files: [] as string[],
     tiles,
   };
+  const writeManifest = () => atomicWrite(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)));
   await mkdir(plan.workDir, { recursive: true });
   await atomicWrite(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)));
-  await atomicWrite(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)));
+  // The account of every tile goes first: whatever happens to the stitch, the manifest and mask exist.
+  const maskFiles = await writeCoverageMask(mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds);
+  manifest.files = [...maskFiles, manifestPath];
+  await writeManifest();
+  let stitched: Awaited<ReturnType<typeof stitchMosaic>>;
+  try {
+    stitched = await stitchMosaic({
+      cols,
+      rows,
+      tileSize: plan.grid.tileSize,
+      tileAt: (c, r) => {
+        const t = at(c, r);
+        return (t.status === 'ok' || t.status === 'stale') && t.path ? t.path : null;
+      },
+      output: plan.output,
+      extraFormats: plan.extraFormats,
+      bounds: plan.bounds,
+      onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
+    });
+  } catch (err) {
+    manifest.image = `not written: ${(err as Error).message}`;
+    await writeManifest();
+    throw err;
+  }
+  manifest.image = 'written';
+  manifest.files = [...stitched.files, ...maskFiles, manifestPath];
+  await writeManifest();
   // Fail loudly if the output is not where we say it is.
   await stat(plan.output);
-  return { total: plan.total, counts, output: plan.output, files, manifest: manifestPath, mask, partial: input.partial };
+  return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial };
 }
 
 function activityContext(): Context | undefined {

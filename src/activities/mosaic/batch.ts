@@ -1,3 +1,4 @@
+import { Context } from '@temporalio/activity';
 import type { BreakerStateName } from '../../breaker';
 import { zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../workflows/mosaic-types';
 import { makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
@@ -44,6 +45,12 @@ export function makeMosaicBatch(deps: FetchDeps) {
       breaker: plan.breaker,
       whenRefused: input.whenRefused,
     });
+    const ctx = activityContext();
+    if (ctx?.cancellationSignal.aborted && !ctx.cancellationDetails?.cancelRequested) {
+      // Not a cancel of the mosaic: a heartbeat timeout (another attempt has the batch now), a worker
+      // shutting down, a reset. Write nothing: the retry resumes from the heartbeat and writes the journal.
+      throw ctx.cancellationSignal.reason ?? new Error('fetch batch stopped before it finished');
+    }
     const counts = zeroStatusCounts();
     const deferred: number[] = [];
     const states = new Set<BreakerStateName>();
@@ -54,8 +61,9 @@ export function makeMosaicBatch(deps: FetchDeps) {
       requests += r.attempts;
       if (r.breakerState) states.add(r.breakerState);
       const status = manifestStatus(r);
-      // Waiting is the point of `wait`: a tile that failed in a way a later attempt may cure waits too.
-      const waits = !input.final && (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered'));
+      // Under `wait`, a tile that failed in a way a later attempt may cure during the first pass (while the
+      // breaker was tripping, typically) waits too, once; one that keeps failing is dead-lettered.
+      const waits = !input.final && (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered' && input.pass === 0));
       if (waits) {
         deferred.push(i);
         if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
@@ -78,7 +86,15 @@ export function makeMosaicBatch(deps: FetchDeps) {
         ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
       };
     });
-    await writeJournal(plan.workDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+    await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
     return { counts, deferred, retryAfterMs, breakerStates: [...states], requests };
   };
+}
+
+function activityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined; // called directly (the benchmark's plain run)
+  }
 }

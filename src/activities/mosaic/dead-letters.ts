@@ -29,7 +29,7 @@ export async function loadDeadLetters(manifestOrOutput: string): Promise<DeadLet
   } catch (err) {
     throw new ConfigError('redrive', [`manifest: no mosaic plan at ${planFile(`${base}.work`)} for ${JSON.stringify(manifestOrOutput)} (${(err as Error).message})`]);
   }
-  const journals = await readJournals(plan.workDir);
+  const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
   const records = latestRecords(journals, plan.total);
   const indices: number[] = [];

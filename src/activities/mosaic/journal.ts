@@ -15,24 +15,22 @@ export interface Journal {
   tiles: ManifestTile[];
 }
 
-const journalDir = (workDir: string) => path.join(workDir, 'journal');
-
-export async function writeJournal(workDir: string, journal: Journal): Promise<void> {
+export async function writeJournal(dir: string, journal: Journal): Promise<void> {
   if (!/^[\w.-]+$/.test(journal.batchId)) throw new Error(`journal: batch id must be a simple name (got ${JSON.stringify(journal.batchId)})`);
-  await mkdir(journalDir(workDir), { recursive: true });
-  await atomicWrite(path.join(journalDir(workDir), `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)));
+  await mkdir(dir, { recursive: true });
+  await atomicWrite(path.join(dir, `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)));
 }
 
 /** Every journal of a mosaic, oldest pass first (within a pass, in write order). */
-export async function readJournals(workDir: string): Promise<Journal[]> {
+export async function readJournals(dir: string): Promise<Journal[]> {
   let names: string[];
   try {
-    names = (await readdir(journalDir(workDir))).filter((n) => n.endsWith('.json'));
+    names = (await readdir(dir)).filter((n) => n.endsWith('.json'));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  const journals = await Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(journalDir(workDir), n), 'utf8')) as Journal));
+  const journals = await Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(dir, n), 'utf8')) as Journal));
   return journals.sort((a, b) => a.pass - b.pass || a.writtenAt - b.writtenAt);
 }
 

@@ -1,3 +1,4 @@
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, parseOrThrow } from '../../breaker/config-error';
@@ -6,10 +7,16 @@ import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid, TileSelection } from '../../workflows/mosaic-types';
 import { loadSource } from '../sources-file';
+import { atomicWrite } from '../store/tile-store';
 import { outputRefusal } from './stitch';
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+const MAX_BATCHES_PER_BLOCK = 2_048;
+const MAX_BLOCKS = 4_096;
+/** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */
+const MAX_DEADLINE_MS = 7 * UNIT_MS.d;
 
 const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 
@@ -31,7 +38,8 @@ const requestSchema = z
       .optional(),
     maxTiles: z.number().int().min(1).default(100_000),
     storeRoot: z.string().min(1).optional(),
-    batchSize: z.number().int().min(1).max(4_096).default(256),
+    // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
+    batchSize: z.number().int().min(1).max(1_024).default(256),
     blockTiles: z.number().int().min(1).default(16_384),
     parallelBatches: z.number().int().min(1).max(64).default(4),
     breaker: z.boolean().default(true),
@@ -50,6 +58,13 @@ const requestSchema = z
     }
     if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
       ctx.addIssue({ code: 'custom', path: ['bbox'], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: r.bbox });
+    }
+    // Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events.
+    if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
+      ctx.addIssue({ code: 'custom', path: ['blockTiles'], message: `makes ${Math.ceil(r.blockTiles / r.batchSize)} batches of batchSize ${r.batchSize} per block, more than ${MAX_BATCHES_PER_BLOCK}; raise batchSize or lower blockTiles`, input: r.blockTiles });
+    }
+    if (r.maxTiles / Math.max(r.blockTiles, r.batchSize) > MAX_BLOCKS) {
+      ctx.addIssue({ code: 'custom', path: ['blockTiles'], message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`, input: r.blockTiles });
     }
     if (r.fallback === 'wait' && r.deadline === undefined) {
       ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });
@@ -112,7 +127,7 @@ export function outputBase(output: string): string {
  * scheduled run picks up configuration changes), and computes the grid. Everything a bad request can get
  * wrong is refused here, before any fetch, with the field and the value named.
  */
-export async function planMosaic(request: MosaicRequest, now: number = Date.now()): Promise<MosaicPlan> {
+export async function planMosaic(request: MosaicRequest, now: number = Date.now(), runTag = 'run'): Promise<MosaicPlan> {
   const r = parseMosaicRequest(request);
   let sourceName: string;
   let source: SourceConfig;
@@ -147,6 +162,13 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
   if (r.deadline !== undefined) {
     const m = DURATION.exec(r.deadline);
     deadlineAt = m ? now + Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : Date.parse(r.deadline);
+    if (deadlineAt <= now) {
+      // A fixed instant in a schedule's request is in the past from the second night on: say so, do not wait for nothing.
+      throw new ConfigError('mosaic request', [`deadline: ${r.deadline} is already past (now ${new Date(now).toISOString()}); use a duration such as 2h for a recurring run`]);
+    }
+    if (deadlineAt - now > MAX_DEADLINE_MS) {
+      throw new ConfigError('mosaic request', [`deadline: at most 7 days ahead (got ${JSON.stringify(r.deadline)})`]);
+    }
   }
   return {
     sourceName,
@@ -157,6 +179,7 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
     output,
     extraFormats: r.extraFormats,
     workDir: `${outputBase(output)}.work`,
+    journalDir: path.join(`${outputBase(output)}.work`, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot: path.resolve(r.storeRoot ?? `${outputBase(output)}.tiles`),
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
@@ -166,4 +189,19 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
     parallelBatches: r.parallelBatches,
     breaker: r.breaker,
   };
+}
+
+/**
+ * The planning activity: plans, and clears the journals of earlier runs on the same output (last night's
+ * records must not mix with tonight's). Idempotent: a retry plans the same and clears nothing new.
+ */
+export async function planMosaicRun(request: MosaicRequest, runTag: string): Promise<MosaicPlan> {
+  const plan = await planMosaic(request, Date.now(), runTag);
+  const mine = path.basename(plan.journalDir);
+  const entries = await readdir(plan.workDir).catch(() => [] as string[]);
+  await Promise.all(entries.filter((e) => e.startsWith('journal-') && e !== mine).map((e) => rm(path.join(plan.workDir, e), { recursive: true, force: true })));
+  // The plan goes beside the journals at once, so even a run that dies before assembling can be re-driven.
+  await mkdir(plan.workDir, { recursive: true });
+  await atomicWrite(path.join(plan.workDir, 'plan.json'), Buffer.from(JSON.stringify(plan)));
+  return plan;
 }

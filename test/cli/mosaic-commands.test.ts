@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import { createWorker } from '../../src/client/worker';
+import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { assertAccounted, readManifest } from '../helpers/mosaic';
+import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+
+const main = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
+const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-cli-mosaic-'));
+const taskQueue = uniqueTaskQueue('cli-mosaic');
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+let server: DemoTileServer;
+let sources: string;
+
+before(async () => {
+  env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    breaker: { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 60_000 } },
+  });
+  running = worker.run();
+  server = await startDemoTileServer({ latencyMs: 2 });
+  sources = path.join(dir, 'sources.yaml');
+  writeFileSync(sources, `sources:\n  demo:\n    type: xyz\n    url: ${server.template}\n    concurrency: 4\n`);
+});
+after(async () => {
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+  await server?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [main, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 }, (err, out, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    );
+  });
+}
+
+const area = ['--sources', '', '--source', 'demo', '--bbox', '5.7,44,19.5,49.9', '--zoom', '7'];
+const withSources = () => area.map((a) => (a === '' ? sources : a));
+
+test('mosaic start --wait --json: a whole mosaic exits 0 and prints its result', async () => {
+  const r = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'ok.tif'), '--id', 'cli-ok', '--wait', '--json']);
+  assert.equal(r.code, 0, r.err);
+  const result = JSON.parse(r.out) as { total: number; counts: { ok: number }; manifest: string };
+  assert.equal(result.total, 20);
+  assert.equal(result.counts.ok, 20);
+  assert.equal(assertAccounted(readManifest(result)), null);
+  const status = await cli(['mosaic', 'status', 'cli-ok', '--json']);
+  assert.equal(status.code, 0, status.err);
+  const s = JSON.parse(status.out) as { status: string; progress: { done: number; total: number; phase: string } };
+  assert.equal(s.status, 'COMPLETED');
+  assert.deepEqual([s.progress.done, s.progress.total, s.progress.phase], [20, 20, 'done']);
+});
+
+test('mosaic start with the renderer down and fallback hole: done with gaps, exit 3', async () => {
+  server.setDown(true);
+  try {
+    const r = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'holes.tif'), '--fallback', 'hole', '--id', 'cli-holes', '--wait']);
+    assert.equal(r.code, 3, `${r.out}\n${r.err}`);
+    assert.match(r.out, /20 tiles: ok 0, .*hole \d+, dead-lettered \d+/);
+  } finally {
+    server.setDown(false);
+  }
+});
+
+test('bad input exits 2 before anything starts, naming the field and the value', async () => {
+  const r = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '19.5,44,5.7,49.9' : a)), '--out', path.join(dir, 'bad.tif')]);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /bbox: west must be less than east .*got \[19\.5,44,5\.7,49\.9\]/);
+  const z = await cli(['mosaic', 'start', ...withSources(), '--zoom', 'seven', '--out', path.join(dir, 'bad.tif')]);
+  assert.equal(z.code, 2);
+  assert.match(z.err, /--zoom: must be a number \(got "seven"\)/);
+  const holes = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '5.7,,19.5,49.9' : a)), '--out', path.join(dir, 'bad.tif')]);
+  assert.equal(holes.code, 2);
+  assert.match(holes.err, /--bbox: must be four numbers west,south,east,north \(got "5\.7,,19\.5,49\.9"\)/);
+  const unknown = await cli(['mosaic', 'status', 'no-such-mosaic']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.err, /no mosaic workflow with id "no-such-mosaic"/);
+  const usage = await cli(['mosaic', 'frobnicate']);
+  assert.equal(usage.code, 2);
+});
+
+test('schedule create, list --json and delete through the CLI', async () => {
+  const request = path.join(dir, 'nightly.json');
+  writeFileSync(request, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'nightly.tif') }));
+  const c = await cli(['schedule', 'create', 'cli-nightly', '--cron', '30 1 * * *', '--request', request]);
+  assert.equal(c.code, 0, c.err);
+  const l = await cli(['schedule', 'list', '--json']);
+  const mine = (JSON.parse(l.out) as { scheduleId: string; cron: string[]; nextRuns: string[] }[]).find((s) => s.scheduleId === 'cli-nightly');
+  assert.deepEqual(mine?.cron, ['30 1 * * *']);
+  assert.match(mine!.nextRuns[0]!, /T01:30:00\.000Z$/);
+  const d = await cli(['schedule', 'delete', 'cli-nightly']);
+  assert.equal(d.code, 0, d.err);
+  const again = await cli(['schedule', 'delete', 'cli-nightly']);
+  assert.equal(again.code, 2);
+  assert.match(again.err, /no schedule with id "cli-nightly"/);
+});
