@@ -104,10 +104,31 @@ const wms = z
     transparent: z.boolean().default(true),
     /** Extra GetMap parameters (e.g. MAP, DPI); the standard ones cannot be overridden here. */
     params: z.record(z.string(), z.string()).default({}),
+    /**
+     * Metatiles: one GetMap for `size` [columns, rows] tiles, cut into tiles; `buffer` pixels rendered around
+     * it and cut away, so labels and symbols are not clipped at tile edges. Fewer, larger requests are both
+     * faster and kinder to the server (one render, one set of labels).
+     */
+    metatile: z
+      .object({
+        size: z.tuple([z.number().int().min(1).max(16), z.number().int().min(1).max(16)]).default([4, 4]),
+        buffer: z.number().int().min(0).max(1_024).default(0),
+      })
+      .strict()
+      .optional(),
+    /** The server's largest GetMap (its MaxWidth / MaxHeight; MapServer's MAXSIZE defaults to 4096). */
+    maxRequestSize: z.number().int().min(16).default(4_096),
     ...common,
   })
   .strict()
   .superRefine((s, ctx) => {
+    if (s.metatile) {
+      const w = s.metatile.size[0] * s.tileSize + 2 * s.metatile.buffer;
+      const h = s.metatile.size[1] * s.tileSize + 2 * s.metatile.buffer;
+      if (Math.max(w, h) > s.maxRequestSize) {
+        ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.metatile, message: `makes ${w}x${h} px GetMaps, larger than maxRequestSize ${s.maxRequestSize}` });
+      }
+    }
     if (s.styles.length > 0 && s.styles.length !== s.layers.length) {
       ctx.addIssue({ code: 'custom', path: ['styles'], input: s.styles, message: `must be empty or name one style per layer (${s.layers.length})` });
     }

@@ -28,9 +28,14 @@ export function wmsAvailable(): boolean {
 }
 
 // Around Null Island: 2 x 2 km in EPSG:3857.
-const EXTENT: [number, number, number, number] = [0, 0, 2000, 2000];
+const DEFAULT_EXTENT: [number, number, number, number] = [0, 0, 2000, 2000];
 
-export async function startWms(): Promise<Wms> {
+/**
+ * `extent`: where the 512 px fixture raster lies (EPSG:3857). Aligned on a zoom's tile grid at a whole
+ * multiple of its resolution, nearest-neighbour rendering has no ties, so any two requests of one pixel agree.
+ */
+export async function startWms(opts: { extent?: [number, number, number, number] } = {}): Promise<Wms> {
+  const EXTENT = opts.extent ?? DEFAULT_EXTENT;
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-wms-'));
   // Raster: NE red, NW green, SW blue, SE yellow, each with a gradient so no tile is uniform.
   const size = 512;

@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import { tileUrl, type TileAddress } from '../../sources/request-url';
+import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
 import type { SourceConfig } from '../../sources/schema';
 import type { BreakerGuard, GuardDecision } from '../guard';
 import { applyAuth, redactUrl } from '../http/credentials';
@@ -79,16 +80,20 @@ export function makeFetchBatch(deps: FetchDeps) {
       lastBeat = Date.now();
       ctx.heartbeat({ results });
     };
+    // One request per unit: a tile, or the tiles of one metatile (WMS sources with `metatile`).
+    const units = requestUnits(input.source, input.tiles);
     const worker = async () => {
       for (;;) {
-        const i = next++;
-        if (i >= input.tiles.length) return;
-        if (results[i]) continue;
+        const u = next++;
+        if (u >= units.length) return;
+        const unit = units[u]!;
+        if (unit.members.every((i) => results[i])) continue;
         if (ctx?.cancellationSignal.aborted) return;
         while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await sleep(50);
         active++;
         try {
-          results[i] = await fetchOne(deps, store, input, input.tiles[i]!, key, useBreaker, policy, onDecision, ctx?.cancellationSignal);
+          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal);
+          if (out) unit.members.forEach((i, k) => (results[i] = out[k]!));
         } finally {
           active--;
         }
@@ -109,61 +114,73 @@ export function makeFetchBatch(deps: FetchDeps) {
   };
 }
 
-async function fetchOne(
+async function fetchUnit(
   deps: FetchDeps,
   store: TileStore,
   input: FetchBatchInput,
-  tile: TileAddress,
+  unit: RequestUnit,
   key: string,
   useBreaker: boolean,
   policy: RetryPolicy,
   onDecision: (d: GuardDecision) => void,
   signal: AbortSignal | undefined,
-): Promise<TileResult | null> {
+): Promise<TileResult[] | null> {
   const { source } = input;
-  const stored = input.conditional || input.whenRefused === 'stale' ? await store.get(input.sourceName, tile) : null;
+  const tiles = unit.members.map((i) => input.tiles[i]!);
+  const each = (f: (t: TileAddress, k: number) => TileResult) => tiles.map(f);
+  // Conditional refreshes are per tile: a metatile is always fetched whole.
+  const single = unit.meta === null;
+  const stored = input.conditional || input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : tiles.map(() => null);
+  const conditional = single && input.conditional ? stored[0] : null;
   let verdict: Verdict | null = null;
   let made = 0;
-  let url = tileUrl(source, tile);
+  let url = unit.url;
   for (let attempt = 1; attempt <= policy.attempts; attempt++) {
     const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
-    if (input.conditional && stored?.meta.etag) headers['if-none-match'] = stored.meta.etag;
-    if (input.conditional && stored?.meta.lastModified) headers['if-modified-since'] = stored.meta.lastModified;
+    if (conditional?.meta.etag) headers['if-none-match'] = conditional.meta.etag;
+    if (conditional?.meta.lastModified) headers['if-modified-since'] = conditional.meta.lastModified;
     try {
-      url = applyAuth(source.auth, tileUrl(source, tile), headers);
+      url = applyAuth(source.auth, unit.url, headers);
     } catch (err) {
       // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
-      return { ...tile, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message };
+      return each((t) => ({ ...t, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message }));
     }
     const decision: GuardDecision | null = useBreaker ? await deps.guard!.acquire(key) : null;
     if (decision) onDecision(decision);
-    if (decision?.kind === 'refused') return refused(input, tile, decision, stored, attempt - 1);
+    if (decision?.kind === 'refused') return each((t, k) => refused(input, t, decision, stored[k] ?? null, attempt - 1));
     made = attempt;
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
     const x = await fetchUrl(url, { dispatcher: deps.pools.for(source), headers, signal: signal ? AbortSignal.any([signal, deadline]) : deadline });
     if (signal?.aborted) {
-      // Our own abort is not the endpoint's failure: report nothing, and leave the tile unfinished.
+      // Our own abort is not the endpoint's failure: report nothing, and leave the tiles unfinished.
       if (decision) deps.guard!.abandon(decision);
       return null;
     }
-    if (x.status === 304 && stored) {
+    if (x.status === 304 && conditional) {
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
-      return { ...tile, status: 'ok', kind: 'success', reason: 'not modified since the stored copy', attempts: attempt, httpStatus: 304, latencyMs: x.latencyMs, path: stored.path, bytes: stored.meta.bytes };
+      return each((t) => ({ ...t, status: 'ok', kind: 'success', reason: 'not modified since the stored copy', attempts: attempt, httpStatus: 304, latencyMs: x.latencyMs, path: conditional.path, bytes: conditional.meta.bytes }));
     }
-    verdict = await classify(x, { width: source.tileSize, height: source.tileSize, blankIsFailure: source.blankTiles === 'fail' });
+    // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
+    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail' });
     if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success') {
-      const saved = await store.put(input.sourceName, tile, x.body, {
+      const v = verdict;
+      const bodies = unit.meta ? await cutMetatile(x.body, unit.meta, source.tileSize, source.format) : [x.body];
+      const meta = {
         fetchedAt: Date.now(),
-        contentType: x.headers['content-type'] ?? source.format,
-        ...(x.headers['etag'] ? { etag: x.headers['etag'] } : {}),
-        ...(x.headers['last-modified'] ? { lastModified: x.headers['last-modified'] } : {}),
-        ...(verdict.image ? { width: verdict.image.width, height: verdict.image.height } : {}),
-      });
-      return { ...tile, status: 'ok', kind: 'success', reason: verdict.reason, attempts: attempt, httpStatus: verdict.httpStatus, bytes: verdict.bytes, latencyMs: verdict.latencyMs, path: saved.path };
+        contentType: unit.meta ? source.format : (x.headers['content-type'] ?? source.format),
+        ...(!unit.meta && x.headers['etag'] ? { etag: x.headers['etag'] } : {}),
+        ...(!unit.meta && x.headers['last-modified'] ? { lastModified: x.headers['last-modified'] } : {}),
+        width: source.tileSize,
+        height: source.tileSize,
+      };
+      const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
+      const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
+      return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: attempt, httpStatus: v.httpStatus, bytes: saved[k]!.meta.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
     }
     if (verdict.kind === 'neutral' && !verdict.configError) {
-      return { ...tile, status: 'hole', kind: 'neutral', reason: verdict.reason, attempts: attempt, httpStatus: verdict.httpStatus };
+      const v = verdict;
+      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: v.reason, attempts: attempt, httpStatus: v.httpStatus }));
     }
     const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
     if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
@@ -171,8 +188,9 @@ async function fetchOne(
   }
   const v = verdict!;
   const redacted = redactUrl(url, source.auth);
-  const result: TileResult = {
-    ...tile,
+  // A failed metatile fails every tile of it, with the same reason.
+  return each((t) => ({
+    ...t,
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
     kind: v.kind,
     reason: `${v.reason} (${redacted})`,
@@ -182,8 +200,7 @@ async function fetchOne(
     latencyMs: v.latencyMs,
     ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
     ...(v.configError ? { configError: true } : {}),
-  };
-  return result;
+  }));
 }
 
 function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDecision, { kind: 'refused' }>, stored: Awaited<ReturnType<TileStore['get']>>, attempts: number): TileResult {
