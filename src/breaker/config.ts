@@ -60,6 +60,11 @@ export const policyConfigSchema = z
     /** After closing, allowance grows linearly from rampFloor to 1 over this time (0: no ramp). */
     rampMs: ms(0).default(10_000),
     rampFloor: z.number().gt(0).max(1).default(0.1),
+    /**
+     * Fleet-wide request rate to this endpoint (requests/s), shared among the workers reporting to the
+     * entity; during a ramp, scaled by the ramp's allowance. null: no limit.
+     */
+    maxRequestsPerSecond: z.number().gt(0).max(100_000).nullable().default(null),
   })
   .strict()
   .transform(({ bucketMs, fastMinSamples, ...c }) => ({

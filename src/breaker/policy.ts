@@ -117,8 +117,10 @@ export function nextDeadline(s: PolicyState, now: number): number | null {
 }
 
 /** The compact view of a state that workers cache (the entity's `view` query). */
-export function breakerView(s: PolicyState): BreakerView {
+export function breakerView(s: PolicyState, activeReporters = 0): BreakerView {
+  const rate = s.config.maxRequestsPerSecond ?? null;
   return {
+    ...(rate !== null ? { rateLimit: rate, activeReporters } : {}),
     state: stateName(s),
     mode: s.mode,
     phase: s.phase,
@@ -137,6 +139,16 @@ export function breakerView(s: PolicyState): BreakerView {
  * What a worker may do at `now` (its own clock) given a view. A cooldown or timed force-open that has ended
  * by `now` reads as half-open even if the view still says open: the entity's timer is due, so ask for a probe.
  */
+/**
+ * This worker's share of the fleet-wide rate (requests/s), or null for no limit: the rate divided among the
+ * workers the entity has heard from, counting this one if it has not reported yet, scaled by the ramp.
+ */
+export function rateShare(v: BreakerView, allowance: number, counted: boolean): number | null {
+  if (v.rateLimit === undefined) return null;
+  const workers = Math.max(1, (v.activeReporters ?? 0) + (counted ? 0 : 1));
+  return (v.rateLimit / workers) * allowance;
+}
+
 export function permitFor(v: BreakerView, now: number): Permit {
   const refuse = (retryAfterMs: number | null): Permit => ({ state: v.state, allow: false, retryAfterMs, allowance: 0, probeRequired: false });
   const halfOpen: Permit = { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };

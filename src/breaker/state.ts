@@ -134,6 +134,9 @@ export interface BreakerView {
   maxConcurrentProbes: number;
   /** The latest probe generation granted: a report says which it saw, so late ones can be told apart. */
   generation: number;
+  /** Present with maxRequestsPerSecond: the fleet-wide rate, and the workers sharing it now. */
+  rateLimit?: number;
+  activeReporters?: number;
 }
 
 /** What a worker needs to decide a call: from `permit()` or `permitFor()`. */

@@ -57,6 +57,8 @@ const DEFAULTS: Required<EntityOptions> = {
 };
 /** Probe decisions kept for requesters that have not read theirs yet. */
 const DECISIONS_KEPT = 256;
+/** A worker that has not reported for this long no longer shares the endpoint's rate (guards report every second). */
+const REPORTER_TTL_MS = 5_000;
 
 export interface EntityExit {
   key: string;
@@ -99,13 +101,20 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // a fleet's reports pour in. (Runs recorded before the memo existed replay without it.)
   const viewInMemo = patched('view-memo');
   let memoView = '';
+  // Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one.
+  const reporters = new Map<string, number>();
+  const activeReporters = () => {
+    for (const [id, at] of reporters) if (Date.now() - at > REPORTER_TTL_MS) reporters.delete(id);
+    return reporters.size;
+  };
+  const view = () => breakerView(policy, policy.config.maxRequestsPerSecond ? activeReporters() : 0);
   const publishView = () => {
     if (!viewInMemo) return;
-    const view = breakerView(policy);
-    const text = JSON.stringify(view);
+    const v = view();
+    const text = JSON.stringify(v);
     if (text === memoView) return;
     memoView = text;
-    upsertMemo({ view });
+    upsertMemo({ view: v });
   };
 
   const publish = () => {
@@ -154,6 +163,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
         counters.lateReports = (counters.lateReports ?? 0) + 1;
       }
       lastReportAt = Date.now();
+      if (r.reporter) reporters.set(r.reporter, Date.now());
       apply({ type: 'report', counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}), ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}) });
     }),
   );
@@ -208,12 +218,12 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
     }),
   );
-  setHandler(viewQuery, () => breakerView(policy));
+  setHandler(viewQuery, view);
   setHandler(transitionsQuery, (limit?: number) => history.slice(0, limit ?? history.length));
   setHandler(probeDecisionQuery, (requestId: string) => decisions.get(requestId) ?? null);
   setHandler(statusQuery, () => ({
     key,
-    view: breakerView(policy),
+    view: view(),
     permit: permit(policy, Date.now()),
     asOf: Date.now(),
     openedAt: policy.openedAt,

@@ -7,6 +7,7 @@ import {
   isFailure,
   parsePolicyConfig,
   permitFor,
+  rateShare,
   type ProbeDecision,
   type BreakerStateName,
   type BreakerView,
@@ -95,7 +96,19 @@ interface KeyState {
   probePending: Promise<GuardDecision> | null;
   /** The entity is known to be running (a signal-with-start succeeded): reports go as plain signals. */
   started: boolean;
+  /** When this process last reported to the entity (it counts among the rate's sharers for a while after). */
+  reportedAt: number;
+  /** The next free call slot under the endpoint's rate limit. */
+  nextSlotAt: number;
+  joining: Promise<void> | null;
 }
+
+const JOIN_SETTLE_MS = 300;
+const JOIN_READS = 8;
+const JOIN_READ_EVERY_MS = 100;
+
+/** Less than the entity's reporter TTL (5 s): past this, assume the entity no longer counts this process. */
+const REPORTED_RECENTLY_MS = 3_000;
 
 /**
  * The worker side of a fleet-wide breaker. Decides each call from a per-process view of the entity (read by
@@ -141,7 +154,21 @@ export class BreakerGuard {
     if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
     const permit = permitFor(view ?? CLOSED_VIEW, Date.now());
-    if (permit.allow) return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
+    if (permit.allow) {
+      // No entity yet: the rate this guard would create it with.
+      const ownRate = this.o.config?.maxRequestsPerSecond ?? null;
+      let rateView = view ?? (ownRate ? { ...CLOSED_VIEW, rateLimit: ownRate, activeReporters: 0 } : null);
+      if (rateView?.rateLimit !== undefined && Date.now() - ks.reportedAt >= REPORTED_RECENTLY_MS) {
+        // Not among the rate's sharers yet: tell the entity, and read the count that includes this process,
+        // so that workers starting together do not each take the whole rate.
+        ks.joining ??= this.join(key, ks, rateView.activeReporters ?? 0).finally(() => (ks.joining = null));
+        await ks.joining;
+        rateView = ks.view ?? rateView;
+      }
+      const rate = rateView ? rateShare(rateView, permit.allowance, Date.now() - ks.reportedAt < REPORTED_RECENTLY_MS) : null;
+      if (rate !== null) await this.pace(ks, rate);
+      return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
+    }
     if (!permit.probeRequired) {
       this.stats.refused++;
       return { kind: 'refused', key, state: permit.state, retryAfterMs: permit.retryAfterMs, reason: `breaker ${permit.state}` };
@@ -170,6 +197,17 @@ export class BreakerGuard {
    */
   abandon(decision: GuardDecision): void {
     if (decision.kind === 'probe') this.release(decision, { kind: 'neutral' });
+  }
+
+  /**
+   * Spaces this process's calls to a rate-limited endpoint at its share of the fleet-wide rate: each call
+   * takes the next slot 1/rate after the previous one (no bursts), whichever activity makes it.
+   */
+  private async pace(ks: KeyState, rate: number): Promise<void> {
+    const now = Date.now();
+    const slot = Math.max(now, ks.nextSlotAt);
+    ks.nextSlotAt = slot + 1_000 / rate;
+    if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
   }
 
   /** Records the outcome of a call made under `decision`. */
@@ -234,7 +272,7 @@ export class BreakerGuard {
   private keyState(key: string): KeyState {
     let ks = this.keys.get(key);
     if (!ks) {
-      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null, started: false };
+      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null, started: false, reportedAt: 0, nextSlotAt: 0, joining: null };
       this.keys.set(key, ks);
     }
     return ks;
@@ -347,9 +385,26 @@ export class BreakerGuard {
     }
   }
 
+  /** An empty report, so the entity counts this process among a rate-limited endpoint's sharers at once. */
+  private async join(key: string, ks: KeyState, countBefore: number): Promise<void> {
+    await this.send(key, ks, { reporter: this.o.reporter, counts: {} });
+    // The entity publishes its new count in the memo within a workflow task or two: wait long enough for
+    // workers starting at the same moment to be counted together, then read until the count shows this one.
+    await new Promise((r) => setTimeout(r, JOIN_SETTLE_MS));
+    for (let i = 0; i < JOIN_READS; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, JOIN_READ_EVERY_MS));
+      ks.fetchedAt = 0;
+      const v = await this.view(key, ks);
+      if (!v || (v.activeReporters ?? 0) > countBefore) return;
+    }
+  }
+
   private async flushKey(key: string, ks: KeyState): Promise<void> {
     if (ks.buffer.empty) return;
-    const report = ks.buffer.take(this.o.reporter);
+    await this.send(key, ks, ks.buffer.take(this.o.reporter));
+  }
+
+  private async send(key: string, ks: KeyState, report: OutcomeReport): Promise<void> {
     if (ks.view) report.generation = ks.view.generation;
     const probe = typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe;
     try {
@@ -364,6 +419,7 @@ export class BreakerGuard {
         );
         if (sent) {
           this.stats.reportsSent++;
+          ks.reportedAt = Date.now();
           return;
         }
         ks.started = false;
@@ -378,6 +434,7 @@ export class BreakerGuard {
         }),
       );
       ks.started = true;
+      ks.reportedAt = Date.now();
       this.stats.reportsSent++;
     } catch (err) {
       // Dropped, not retried: a stale report is worth less than a pipeline that keeps moving.
