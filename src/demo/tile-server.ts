@@ -24,6 +24,8 @@ export interface DemoTileServer {
   template: string;
   /** `repeats`: requests for a tile already served once. */
   stats: { requests: number; ok: number; whileDown: number; repeats: number; outages: { startedAt: number; endedAt: number | null }[] };
+  /** Size of one of its tiles, in bytes (they are 10-30 KB, like real basemap PNGs). */
+  tileBytes: number;
   setDown(down: boolean): void;
   /** Go down after `afterRequests` more requests, for `forMs`. */
   scheduleOutage(afterRequests: number, forMs: number): void;
@@ -96,6 +98,7 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
     url,
     template: `${url}/{z}/{x}/{y}.png`,
     stats,
+    tileBytes: variants[0]!.length,
     setDown,
     scheduleOutage: (after, forMs) => {
       outageAt = stats.requests + after;
