@@ -136,7 +136,8 @@ setenv.add-environment = ("MAPSERVER_CONFIG_FILE" => "${config}")
   };
 }
 
-async function freePort(): Promise<number> {
+/** A free TCP port on 127.0.0.1 (for servers that must be told their port). */
+export async function freePort(): Promise<number> {
   const s = createServer();
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
   const { port } = s.address() as AddressInfo;
@@ -144,7 +145,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function waitForPort(port: number, child: ChildProcess): Promise<void> {
+/** Resolves once `child` listens on 127.0.0.1:`port`; rejects if it exits first. */
+export async function waitForPort(port: number, child: ChildProcess): Promise<void> {
   const { connect } = await import('node:net');
   for (let i = 0; i < 100; i++) {
     if (child.exitCode !== null) throw new Error(`lighttpd exited with ${child.exitCode}`);

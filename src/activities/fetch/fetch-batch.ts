@@ -161,11 +161,11 @@ async function fetchUnit(
       return each((t) => ({ ...t, status: 'ok', kind: 'success', reason: 'not modified since the stored copy', attempts: attempt, httpStatus: 304, latencyMs: x.latencyMs, path: conditional.path, bytes: conditional.meta.bytes }));
     }
     // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
-    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail' });
+    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail', keepPixels: unit.meta !== null });
     if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success') {
       const v = verdict;
-      const bodies = unit.meta ? await cutMetatile(x.body, unit.meta, source.tileSize, source.format) : [x.body];
+      const bodies = unit.meta ? await cutMetatile(v.pixels!, unit.meta, source.tileSize, source.format) : [x.body];
       const meta = {
         fetchedAt: Date.now(),
         contentType: unit.meta ? source.format : (x.headers['content-type'] ?? source.format),

@@ -2,6 +2,7 @@ import sharp from 'sharp';
 import { resolution, tileBounds } from '../../geo/mercator';
 import { getMapUrl, tileUrl, type TileAddress } from '../../sources/request-url';
 import type { SourceConfig } from '../../sources/schema';
+import type { DecodedPixels } from '../validate/image-check';
 
 /** Where a metatile's tiles sit in the response: the buffer's offsets and each member's cell. */
 export interface MetaCut {
@@ -69,17 +70,20 @@ export function requestUnits(source: SourceConfig, tiles: TileAddress[]): Reques
   });
 }
 
-/** Cuts a validated metatile into its members' tiles, each encoded in the source's format. */
-export async function cutMetatile(body: Buffer, meta: MetaCut, tileSize: number, format: string): Promise<Buffer[]> {
-  const { data, info } = await sharp(body).raw().toBuffer({ resolveWithObject: true });
-  const raw = { width: info.width, height: info.height, channels: info.channels };
+/**
+ * Cuts a validated metatile's decoded pixels into its members' tiles, each encoded in the source's format.
+ * PNG at zlib level 1 without adaptive filtering, as tile seeders do (mapcache's "fast"): the encode is most of
+ * a metatile's CPU, and the tile store is a cache, not the archive.
+ */
+export async function cutMetatile(pixels: DecodedPixels, meta: MetaCut, tileSize: number, format: string): Promise<Buffer[]> {
+  const raw = { width: pixels.width, height: pixels.height, channels: pixels.channels };
+  const f = format.toLowerCase();
   return Promise.all(
     meta.cells.map(([c, r]) => {
-      const tile = sharp(data, { raw }).extract({ left: meta.left + c * tileSize, top: meta.top + r * tileSize, width: tileSize, height: tileSize });
-      const f = format.toLowerCase();
+      const tile = sharp(pixels.data, { raw }).extract({ left: meta.left + c * tileSize, top: meta.top + r * tileSize, width: tileSize, height: tileSize });
       if (f.includes('jpeg') || f.includes('jpg')) return tile.jpeg({ quality: 90 }).toBuffer();
       if (f.includes('webp')) return tile.webp({ lossless: true }).toBuffer();
-      return tile.png().toBuffer();
+      return tile.png({ compressionLevel: 1, adaptiveFiltering: false }).toBuffer();
     }),
   );
 }

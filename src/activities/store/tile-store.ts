@@ -35,6 +35,9 @@ const EXTENSIONS: Record<string, string> = {
  * tile, and writing the same tile twice leaves one tile.
  */
 export class TileStore {
+  /** Folders known to exist: a mkdir per tile costs as much as its write. */
+  private readonly made = new Set<string>();
+
   constructor(readonly root: string) {}
 
   dir(source: string, t: TileAddress): string {
@@ -44,7 +47,10 @@ export class TileStore {
 
   async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<StoredTile> {
     const dir = this.dir(source, t);
-    await mkdir(dir, { recursive: true });
+    if (!this.made.has(dir)) {
+      await mkdir(dir, { recursive: true });
+      this.made.add(dir);
+    }
     const ext = EXTENSIONS[meta.contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
     const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
     const tilePath = path.join(dir, `${t.y}.${ext}`);

@@ -1,7 +1,7 @@
 import type { OutcomeKind } from '../../breaker';
 import type { HttpExchange } from '../http/fetch-url';
 import { retryAfterMs } from '../http/retry-after';
-import { checkImage } from './image-check';
+import { checkImage, type DecodedPixels } from './image-check';
 import { parseServiceException } from './service-exception';
 import { isImageKind, sniff } from './sniff';
 
@@ -18,6 +18,8 @@ export interface Verdict {
   configError?: boolean;
   exceptionCode?: string;
   image?: { width: number; height: number; format: string };
+  /** With `keepPixels`, a success carries its decoded pixels. */
+  pixels?: DecodedPixels;
 }
 
 export interface Expectation {
@@ -26,6 +28,7 @@ export interface Expectation {
   height: number | null;
   /** A uniform image is a failure (WMS EXCEPTIONS=BLANK) rather than legitimately empty (open sea). */
   blankIsFailure: boolean;
+  keepPixels?: boolean;
 }
 
 // Network errors that mean "the body we got is not what the server meant to send" rather than "no answer".
@@ -81,11 +84,11 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   if (!isImageKind(kind)) return { ...base, kind: 'service-exception', reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})` };
 
   const size = expected.width !== null && expected.height !== null ? { width: expected.width, height: expected.height } : null;
-  const check = await checkImage(x.body, size, kind);
+  const check = await checkImage(x.body, size, kind, expected.keepPixels === true);
   if (!check.ok) return { ...base, kind: 'service-exception', reason: check.reason };
   const image = { width: check.width!, height: check.height!, format: check.format! };
   if (check.blank && expected.blankIsFailure) return { ...base, kind: 'service-exception', reason: `blank tile (uniform ${check.reason}) where blank is not expected`, image };
-  return { ...base, kind: 'success', reason: check.blank ? `${check.reason}, uniform` : check.reason, image };
+  return { ...base, kind: 'success', reason: check.blank ? `${check.reason}, uniform` : check.reason, image, ...(check.pixels ? { pixels: check.pixels } : {}) };
 }
 
 function describe(se: { code: string | null; message: string }): string {

@@ -8,6 +8,15 @@ export interface ImageCheck {
   format?: string;
   /** Every pixel is the same: a uniform tile. */
   blank?: boolean;
+  /** The decoded pixels, when asked for (a metatile is cut from them instead of being decoded again). */
+  pixels?: DecodedPixels;
+}
+
+export interface DecodedPixels {
+  data: Buffer;
+  width: number;
+  height: number;
+  channels: 1 | 2 | 3 | 4;
 }
 
 /** The largest image we decode (a 4096 x 4096 metatile with room to spare): guards against decompression bombs. */
@@ -19,7 +28,7 @@ export const LIMIT_INPUT_PIXELS = 8192 * 8192;
  * Uniformity is checked on the raw pixels, stopping at the first that differs (at once for a real tile):
  * sharp's stats() would also compute entropy and sharpness and costs ten times the decode.
  */
-export async function checkImage(body: Buffer, expected: { width: number; height: number } | null, format = 'image'): Promise<ImageCheck> {
+export async function checkImage(body: Buffer, expected: { width: number; height: number } | null, format = 'image', keepPixels = false): Promise<ImageCheck> {
   let data: Buffer;
   let info: sharp.OutputInfo;
   try {
@@ -31,7 +40,8 @@ export async function checkImage(body: Buffer, expected: { width: number; height
   if (expected && (width !== expected.width || height !== expected.height)) {
     return { ok: false, reason: `image is ${width}x${height}, expected ${expected.width}x${expected.height}`, width, height, format };
   }
-  return { ok: true, reason: `${format} ${width}x${height}`, width, height, format, blank: uniform(data, info.channels) };
+  const pixels = keepPixels ? { pixels: { data, width, height, channels: info.channels } } : {};
+  return { ok: true, reason: `${format} ${width}x${height}`, width, height, format, blank: uniform(data, info.channels), ...pixels };
 }
 
 function uniform(pixels: Buffer, channels: number): boolean {
