@@ -56,7 +56,7 @@ const common = {
     })
     .strict()
     .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 }),
-  /** A response body larger than this is aborted. */
+  /** A response body larger than this is aborted (per tile: a WMS metatile response may be this times its tiles). */
   maxBytes: z.number().int().min(1_024).default(8 * 1024 * 1024),
   maxRedirects: z.number().int().min(0).max(10).default(3),
 };
@@ -117,7 +117,8 @@ const wms = z
       .strict()
       .optional(),
     /** The server's largest GetMap (its MaxWidth / MaxHeight; MapServer's MAXSIZE defaults to 4096). */
-    maxRequestSize: z.number().int().min(16).default(4_096),
+    // At most what the decoder accepts (LIMIT_INPUT_PIXELS is 8192 x 8192).
+    maxRequestSize: z.number().int().min(16).max(8_192).default(4_096),
     ...common,
   })
   .strict()
@@ -127,6 +128,10 @@ const wms = z
       const h = s.metatile.size[1] * s.tileSize + 2 * s.metatile.buffer;
       if (Math.max(w, h) > s.maxRequestSize) {
         ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.metatile, message: `makes ${w}x${h} px GetMaps, larger than maxRequestSize ${s.maxRequestSize}` });
+      }
+      // Cut tiles are re-encoded: only in formats sharp writes and tile viewers read.
+      if (!/^image\/(png|jpeg|webp)\b/i.test(s.format)) {
+        ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.format, message: `needs format image/png, image/jpeg or image/webp (got ${JSON.stringify(s.format)})` });
       }
     }
     if (s.styles.length > 0 && s.styles.length !== s.layers.length) {

@@ -78,7 +78,15 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   const { key } = input;
   const opts: Required<EntityOptions> = { ...DEFAULTS, ...input.options };
   const carried: CarriedState | undefined = input.carried;
-  let policy: PolicyState = carried?.policy ?? initialState(parseConfig(key, input.config));
+  // Rate limits arrived after entities were already running: a run recorded before them must replay as it
+  // ran, when a maxRequestsPerSecond it could not know was rejected (configure) or not there (defaults).
+  const rateLimits = patched('rate-limit');
+  const withoutRate = <C extends object | undefined>(c: C): C => {
+    if (rateLimits || !c || !('maxRequestsPerSecond' in c)) return c;
+    const { maxRequestsPerSecond: _dropped, ...rest } = c as { maxRequestsPerSecond?: unknown };
+    return rest as C;
+  };
+  let policy: PolicyState = carried?.policy ?? initialState(parseConfig(key, withoutRate(input.config)));
   let probeSpec: ProbeSpec | null = input.probe ?? null;
   const history: TransitionRecord[] = carried?.log ?? [];
   const decisions = new Map(carried?.decisions ?? []);
@@ -101,8 +109,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // a fleet's reports pour in. (Runs recorded before the memo existed replay without it.)
   const viewInMemo = patched('view-memo');
   let memoView = '';
-  // Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one.
-  const reporters = new Map<string, number>();
+  // Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one. Carried
+  // across continue-as-new, so a new run does not publish "nobody" and let every worker take the whole rate.
+  const reporters = new Map<string, number>(carried?.reporters ?? []);
   const activeReporters = () => {
     for (const [id, at] of reporters) if (Date.now() - at > REPORTER_TTL_MS) reporters.delete(id);
     return reporters.size;
@@ -214,7 +223,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
         wake = true;
         return;
       }
-      const out = apply(adminEvent(a));
+      // Before rate limits, a configure naming maxRequestsPerSecond was rejected whole (unknown field): so it is here.
+      const unknownField = a.action === 'configure' && !rateLimits && 'maxRequestsPerSecond' in a.config;
+      const out = apply(adminEvent(unknownField ? { ...a, config: { ...a.config, maxRequestsPerSecond: 'unknown to this run' as never } } : a));
       if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
     }),
   );
@@ -338,7 +349,16 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
         key,
         ...(probeSpec ? { probe: probeSpec } : {}),
         ...(input.options ? { options: input.options } : {}),
-        carried: { policy, log: history, lastReportAt, lastTransitionAt, decisions: [...decisions], counters, searchAttributesOn: searchAttributesOn ?? false },
+        carried: {
+          policy,
+          log: history,
+          lastReportAt,
+          lastTransitionAt,
+          decisions: [...decisions],
+          counters,
+          searchAttributesOn: searchAttributesOn ?? false,
+          ...(reporters.size ? { reporters: [...reporters] } : {}),
+        },
       });
     }
   }

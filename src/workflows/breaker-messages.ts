@@ -62,6 +62,8 @@ export interface CarriedState {
   /** Recent probe decisions by request id, oldest first, so a requester can still read its grant. */
   decisions: [string, ProbeDecision][];
   counters: EntityCounters;
+  /** Reporters heard from lately (id, when), for a rate limit's share. */
+  reporters?: [string, number][];
 }
 
 export interface EntityCounters {

@@ -74,3 +74,38 @@ test('three workers together stay under the endpoint\'s fleet-wide rate limit, e
   assert.ok(total <= RATE * (RUN_MS / 1000 + 1), `total ${total} in ${RUN_MS} ms for a limit of ${RATE}/s`);
   assert.ok(perWorker.every((n) => n >= total / 6), `every worker gets a share: ${perWorker.join(', ')}`);
 });
+
+test('a share smaller than one call per five seconds stays counted (keepalive reports), so the others do not take more', async () => {
+  const RATE = 1;
+  const WORKERS = 6;
+  const RUN_MS = 15_000;
+  const other = await startTestEndpoint(200);
+  try {
+    const key = breakerKey(other.url);
+    let total = 0;
+    const started = Date.now();
+    await Promise.all(
+      Array.from({ length: WORKERS }, async (_, w) => {
+        const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: `slow-${w}`, config: { maxRequestsPerSecond: RATE }, entityOptions: { searchAttributes: false } });
+        guards.push(guard);
+        while (Date.now() - started < RUN_MS) {
+          const d = await guard.acquire(key);
+          if (d.kind === 'refused') continue;
+          if (Date.now() - started >= RUN_MS) {
+            guard.abandon(d);
+            return;
+          }
+          const res = await request(`${other.url}/0/0/0.png`);
+          await res.body.arrayBuffer();
+          total++;
+          guard.release(d, { kind: 'success', latencyMs: 1 });
+        }
+      }),
+    );
+    console.log(`pacing (small shares): ${total} requests in ${RUN_MS / 1000} s for a limit of ${RATE}/s across ${WORKERS} workers`);
+    // One call per six seconds each, the first at a random moment of the first six: 15 on average.
+    assert.ok(total <= RATE * (RUN_MS / 1000) + 3, `total ${total}`);
+  } finally {
+    await other.close();
+  }
+});

@@ -81,7 +81,9 @@ export function makeFetchBatch(deps: FetchDeps) {
       ctx.heartbeat({ results });
     };
     // One request per unit: a tile, or the tiles of one metatile (WMS sources with `metatile`).
-    const units = requestUnits(input.source, input.tiles);
+    // Only the tiles not finished yet (a resumed batch): a metatile partly done before is fetched for the rest.
+    const pending = input.tiles.map((_, i) => i).filter((i) => !results[i]);
+    const units = requestUnits(input.source, pending.map((i) => input.tiles[i]!)).map((u) => ({ ...u, members: u.members.map((k) => pending[k]!) }));
     const worker = async () => {
       for (;;) {
         const u = next++;

@@ -98,10 +98,17 @@ interface KeyState {
   started: boolean;
   /** When this process last reported to the entity (it counts among the rate's sharers for a while after). */
   reportedAt: number;
-  /** The next free call slot under the endpoint's rate limit. */
-  nextSlotAt: number;
+  /** The latest call slot taken under the endpoint's rate limit. */
+  lastSlotAt: number;
   joining: Promise<void> | null;
+  /** Last use of the key's rate limit, and the timer that keeps this process counted meanwhile. */
+  lastRateUseAt: number;
+  keepalive: NodeJS.Timeout | null;
 }
+
+const KEEPALIVE_EVERY_MS = 2_000;
+const KEEPALIVE_IDLE_MS = 10_000;
+const MAX_SLOT_GAP_MS = 60_000;
 
 const JOIN_SETTLE_MS = 300;
 const JOIN_READS = 8;
@@ -150,25 +157,19 @@ export class BreakerGuard {
     // This process has just seen failures: let the entity hear of them and read its verdict before calling
     // again, but never wait long on it (a busy server must not stall the pipeline).
     if (ks.alarm) await Promise.race([ks.alarm, new Promise((r) => setTimeout(r, 4 * this.o.failureFlushMs))]);
-    const view = await this.view(key, ks);
+    let view = await this.view(key, ks);
     if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
-    const permit = permitFor(view ?? CLOSED_VIEW, Date.now());
-    if (permit.allow) {
-      // No entity yet: the rate this guard would create it with.
-      const ownRate = this.o.config?.maxRequestsPerSecond ?? null;
-      let rateView = view ?? (ownRate ? { ...CLOSED_VIEW, rateLimit: ownRate, activeReporters: 0 } : null);
-      if (rateView?.rateLimit !== undefined && Date.now() - ks.reportedAt >= REPORTED_RECENTLY_MS) {
-        // Not among the rate's sharers yet: tell the entity, and read the count that includes this process,
-        // so that workers starting together do not each take the whole rate.
-        ks.joining ??= this.join(key, ks, rateView.activeReporters ?? 0).finally(() => (ks.joining = null));
-        await ks.joining;
-        rateView = ks.view ?? rateView;
-      }
-      const rate = rateView ? rateShare(rateView, permit.allowance, Date.now() - ks.reportedAt < REPORTED_RECENTLY_MS) : null;
-      if (rate !== null) await this.pace(ks, rate);
-      return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
+    let permit = permitFor(view ?? CLOSED_VIEW, Date.now());
+    const rate = permit.allow ? await this.rateFor(key, ks, view, permit.allowance) : null;
+    if (rate !== null) {
+      await this.pace(ks, rate);
+      // The wait for a slot can be long: decide again on the state as it is now (the breaker may have opened).
+      view = await this.view(key, ks);
+      if (view === undefined) return this.failOpen(key);
+      permit = permitFor(view ?? CLOSED_VIEW, Date.now());
     }
+    if (permit.allow) return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
     if (!permit.probeRequired) {
       this.stats.refused++;
       return { kind: 'refused', key, state: permit.state, retryAfterMs: permit.retryAfterMs, reason: `breaker ${permit.state}` };
@@ -200,13 +201,56 @@ export class BreakerGuard {
   }
 
   /**
+   * This process's share of a rate-limited endpoint (requests/s), or null without a limit. Joins the entity's
+   * count of sharers first if it is not in it, and keeps it there while the key is in use.
+   */
+  private async rateFor(key: string, ks: KeyState, view: BreakerView | null, allowance: number): Promise<number | null> {
+    // No entity yet: the rate this guard would create it with.
+    const ownRate = this.o.config?.maxRequestsPerSecond ?? null;
+    let rateView = view ?? (ownRate ? { ...CLOSED_VIEW, rateLimit: ownRate, activeReporters: 0 } : null);
+    if (rateView?.rateLimit === undefined) return null;
+    ks.lastRateUseAt = Date.now();
+    this.keepCounted(key, ks);
+    if (ks.joining) await ks.joining;
+    if (Date.now() - ks.reportedAt >= REPORTED_RECENTLY_MS) {
+      // Not among the rate's sharers yet: tell the entity, and read the count that includes this process,
+      // so that workers starting together do not each take the whole rate.
+      ks.joining ??= this.join(key, ks, rateView.activeReporters ?? 0).finally(() => (ks.joining = null));
+      await ks.joining;
+      rateView = ks.view ?? rateView;
+    }
+    return rateShare(rateView, allowance, Date.now() - ks.reportedAt < REPORTED_RECENTLY_MS);
+  }
+
+  /**
+   * A worker whose share is small calls less often than the entity forgets sharers (5 s): an empty report
+   * every 2 s while the key is in use keeps it counted, so the others' shares do not grow past the limit.
+   */
+  private keepCounted(key: string, ks: KeyState): void {
+    if (ks.keepalive || this.closed) return;
+    ks.keepalive = setInterval(() => {
+      if (Date.now() - ks.lastRateUseAt > KEEPALIVE_IDLE_MS) {
+        clearInterval(ks.keepalive!);
+        ks.keepalive = null;
+        return;
+      }
+      if (Date.now() - ks.reportedAt >= KEEPALIVE_EVERY_MS && ks.buffer.empty) this.track(this.send(key, ks, { reporter: this.o.reporter, counts: {} }));
+    }, KEEPALIVE_EVERY_MS);
+    ks.keepalive.unref();
+  }
+
+  /**
    * Spaces this process's calls to a rate-limited endpoint at its share of the fleet-wide rate: each call
-   * takes the next slot 1/rate after the previous one (no bursts), whichever activity makes it.
+   * takes the next slot 1/rate after the previous one at the current rate (no bursts), whichever activity
+   * makes it. A gap is capped at MAX_SLOT_GAP_MS (a tiny share at the start of a ramp must not park a call
+   * for hours, nor overflow a timer).
    */
   private async pace(ks: KeyState, rate: number): Promise<void> {
     const now = Date.now();
-    const slot = Math.max(now, ks.nextSlotAt);
-    ks.nextSlotAt = slot + 1_000 / rate;
+    const gap = Math.min(1_000 / rate, MAX_SLOT_GAP_MS);
+    // The first call takes a random slot within the first gap: workers starting together do not burst.
+    const slot = ks.lastSlotAt === 0 ? now + Math.random() * gap : Math.max(now, ks.lastSlotAt + gap);
+    ks.lastSlotAt = slot;
     if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
   }
 
@@ -264,7 +308,11 @@ export class BreakerGuard {
     clearInterval(this.timer);
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
-    for (const ks of this.keys.values()) ks.alarm = null;
+    for (const ks of this.keys.values()) {
+      ks.alarm = null;
+      if (ks.keepalive) clearInterval(ks.keepalive);
+      ks.keepalive = null;
+    }
     await this.flush();
     await Promise.allSettled([...this.pending]);
   }
@@ -272,7 +320,7 @@ export class BreakerGuard {
   private keyState(key: string): KeyState {
     let ks = this.keys.get(key);
     if (!ks) {
-      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null, started: false, reportedAt: 0, nextSlotAt: 0, joining: null };
+      ks = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0, buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, probePending: null, started: false, reportedAt: 0, lastSlotAt: 0, joining: null, lastRateUseAt: 0, keepalive: null };
       this.keys.set(key, ks);
     }
     return ks;

@@ -11,7 +11,10 @@ export class EndpointPools {
 
   /** The dispatcher for `source`; sources with the same settings share one. */
   for(source: SourceConfig): Dispatcher {
-    const id = JSON.stringify([source.concurrency, source.timeouts, source.maxBytes, source.maxRedirects]);
+    // maxBytes is per tile: a metatile response may carry all of its tiles.
+    const cells = source.type === 'wms' && source.metatile ? source.metatile.size[0] * source.metatile.size[1] : 1;
+    const maxBytes = source.maxBytes * cells;
+    const id = JSON.stringify([source.concurrency, source.timeouts, maxBytes, source.maxRedirects]);
     let pool = this.pools.get(id);
     if (!pool) {
       const agent = new Agent({
@@ -19,7 +22,7 @@ export class EndpointPools {
         connect: { timeout: source.timeouts.connectMs },
         headersTimeout: source.timeouts.headersMs,
         bodyTimeout: source.timeouts.bodyMs,
-        maxResponseSize: source.maxBytes,
+        maxResponseSize: maxBytes,
         keepAliveTimeout: 30_000,
       });
       pool = source.maxRedirects > 0 ? agent.compose(interceptors.redirect({ maxRedirections: source.maxRedirects })) : agent;
