@@ -116,7 +116,27 @@ export const entityOutageDefaults: EntityScenario = async ({ env, client, taskQu
   }
 };
 
+/** A rate-limited endpoint: reporters counted, the limit reconfigured, the count carried across continue-as-new. */
+export const entityRateLimit: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-rate-limit',
+    config: { minSamples: 10, maxRequestsPerSecond: 10 },
+    options: { ...idle, maxHistoryEvents: 60 },
+  });
+  const firstRunId = (await h.describe()).runId;
+  for (let i = 0; i < 6; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: {} });
+  await waitForView(env, h, (v) => (v.activeReporters ?? 0) >= 3);
+  await h.signal(adminSignal, { action: 'configure', config: { maxRequestsPerSecond: 20 }, actor: 'sre' });
+  for (let i = 0; i < 40; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { success: 2 } });
+  const first = client.workflow.getHandle(h.workflowId, firstRunId);
+  for (let i = 0; i < 100 && (await first.describe()).status.name === 'RUNNING'; i++) await env.sleep(1_000);
+  if ((await first.describe()).status.name !== 'CONTINUED_AS_NEW') throw new Error('the first run did not continue as new');
+  await client.workflow.getHandle(h.workflowId).terminate('recording done');
+  return first;
+};
+
 export const entityScenarios = {
+  'entity-rate-limit': entityRateLimit,
   'entity-outage-defaults': entityOutageDefaults,
   'entity-self-probe-recovery': entitySelfProbeRecovery,
   'entity-probe-contention': entityProbeContention,
