@@ -46,6 +46,11 @@ export interface MosaicRequest {
   parallelBatches?: number;
   /** Go through the fleet-wide breaker (default true). */
   breaker?: boolean;
+  /**
+   * WMS only: request the area in large chunks (2048 px square, or the server's maxRequestSize, keeping the
+   * source's metatile buffer) and stitch the chunks, with no tile cache (so `stale` has nothing to serve).
+   */
+  directChunks?: boolean;
 }
 
 /** The tile grid: columns xMin..xMax, rows yMin..yMax (XYZ, from the top) at zoom z; tile i is row-major. */
@@ -82,6 +87,8 @@ export interface MosaicPlan {
   blockTiles: number;
   parallelBatches: number;
   breaker: boolean;
+  /** Metatile responses kept whole and stitched from (no tile cache). */
+  directChunks?: boolean;
 }
 
 /** A contiguous run of tile indices, or an explicit list (re-fetches, re-drives). */
@@ -128,8 +135,9 @@ export interface ManifestTile {
   retryAfterMs?: number;
   /** The pass that decided it (0: first fetch; more for waits and re-drives). */
   pass: number;
-  /** The stored tile drawn into the mosaic (ok and stale tiles). */
+  /** The stored tile drawn into the mosaic (ok and stale tiles), or the chunk holding it at `region`. */
   path?: string;
+  region?: { left: number; top: number };
 }
 
 export interface MosaicProgress {

@@ -5,6 +5,10 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import sharp from 'sharp';
 import { makeFetchBatch } from '../../src/activities/fetch/fetch-batch';
+import { assembleMosaic } from '../../src/activities/mosaic/assemble';
+import { makeMosaicBatch } from '../../src/activities/mosaic/batch';
+import { planMosaic } from '../../src/activities/mosaic/plan';
+import type { MosaicRequest } from '../../src/workflows/mosaic-types';
 import { requestUnits } from '../../src/activities/fetch/metatiles';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { parseSource } from '../../src/sources/schema';
@@ -77,6 +81,34 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
     await wms?.stop();
     await pools.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a mosaic fetched in direct chunks (no tile cache) stitches to the same pixels as one from cut tiles', async () => {
+    const nwT = tileBounds(17, 65537, 65529);
+    const seT = tileBounds(17, 65542, 65534);
+    const build = async (name: string, extra: Partial<MosaicRequest>) => {
+      const plan = await planMosaic({
+        source: { type: 'wms', url: wms.url, layers: ['quadrants'], transparent: false, concurrency: 4, metatile: { size: [4, 4], buffer: 0 } },
+        sourceName: 'meta',
+        bbox: [nwT.minX, seT.minY, seT.maxX, nwT.maxY],
+        crs: 'EPSG:3857',
+        zoom: 17,
+        output: path.join(dir, name, 'mosaic.tif'),
+        ...extra,
+      });
+      const summary = await makeMosaicBatch({ pools })({ plan, tiles: { start: 0, count: plan.total }, pass: 0, batchId: 'p0-b0-0', whenRefused: 'defer', final: true });
+      assert.equal(summary.counts.ok, 36);
+      return { plan, result: await assembleMosaic({ plan, partial: false }), requests: summary.requests };
+    };
+    const cut = await build('cut', { breaker: false });
+    const direct = await build('direct', { breaker: false, directChunks: true });
+    assert.deepEqual(direct.plan.source.type === 'wms' && direct.plan.source.metatile?.size, [8, 8], 'chunks of 2048 px');
+    // No tile cache: the tiles point into their chunk.
+    const m = JSON.parse(readFileSync(direct.result.manifest, 'utf8')) as { tiles: { path: string; region?: unknown }[] };
+    assert.ok(m.tiles.every((t) => t.region && /chunks/.test(t.path)));
+    const a = await sharp(cut.result.output).raw().toBuffer();
+    const b = await sharp(direct.result.output).raw().toBuffer();
+    assert.ok(a.equals(b), 'identical mosaics');
   });
 
   for (const buffer of [0, 32]) {

@@ -26,6 +26,11 @@ export interface FetchBatchInput {
   retry?: Partial<RetryPolicy>;
   /** Send If-None-Match / If-Modified-Since for tiles the store already holds. */
   conditional?: boolean;
+  /**
+   * WMS metatiles are kept whole, not cut into stored tiles: each tile's result points into its chunk
+   * (`path` + `region`). For a mosaic that needs no tile cache.
+   */
+  keepChunks?: boolean;
 }
 
 export type TileStatus = 'ok' | 'stale' | 'hole' | 'deferred' | 'failed';
@@ -42,6 +47,8 @@ export interface TileResult extends TileAddress {
   latencyMs?: number;
   path?: string;
   retryAfterMs?: number;
+  /** With keepChunks: where the tile lies in the chunk image at `path`. */
+  region?: { left: number; top: number };
   /** The breaker state that decided the tile when it was refused. */
   breakerState?: BreakerStateName;
   configError?: boolean;
@@ -163,8 +170,26 @@ async function fetchUnit(
       return each((t) => ({ ...t, status: 'ok', kind: 'success', reason: 'not modified since the stored copy', attempts: attempt, httpStatus: 304, latencyMs: x.latencyMs, path: conditional.path, bytes: conditional.meta.bytes }));
     }
     // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
-    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail', keepPixels: unit.meta !== null });
+    const chunk = unit.meta !== null && input.keepChunks === true;
+    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail', keepPixels: unit.meta !== null && !chunk });
     if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
+    if (verdict.kind === 'success' && chunk) {
+      const v = verdict;
+      const file = await store.putChunk(input.sourceName, tiles[0]!.z, unit, x.body, source.format);
+      const m = unit.meta!;
+      return each((t, k) => ({
+        ...t,
+        status: 'ok',
+        kind: 'success',
+        reason: `${v.reason}, kept whole (${tiles.length} tiles)`,
+        attempts: attempt,
+        httpStatus: v.httpStatus,
+        bytes: x.body.length,
+        latencyMs: v.latencyMs,
+        path: file,
+        region: { left: m.left + m.cells[k]![0] * source.tileSize, top: m.top + m.cells[k]![1] * source.tileSize },
+      }));
+    }
     if (verdict.kind === 'success') {
       const v = verdict;
       const bodies = unit.meta ? await cutMetatile(v.pixels!, unit.meta, source.tileSize, source.format) : [x.body];

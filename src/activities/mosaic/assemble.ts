@@ -93,7 +93,8 @@ export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult
       tileSize: plan.grid.tileSize,
       tileAt: (c, r) => {
         const t = at(c, r);
-        return (t.status === 'ok' || t.status === 'stale') && t.path ? t.path : null;
+        if ((t.status !== 'ok' && t.status !== 'stale') || !t.path) return null;
+        return t.region ? { file: t.path, ...t.region } : t.path;
       },
       output: plan.output,
       extraFormats: plan.extraFormats,

@@ -44,6 +44,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
       storeRoot: plan.storeRoot,
       breaker: plan.breaker,
       whenRefused: input.whenRefused,
+      ...(plan.directChunks ? { keepChunks: true } : {}),
     });
     const ctx = activityContext();
     if (ctx?.cancellationSignal.aborted && !ctx.cancellationDetails?.cancelRequested) {
@@ -84,6 +85,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
         ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
         pass: input.pass,
         ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
+        ...(r.region !== undefined && status === 'ok' ? { region: r.region } : {}),
       };
     });
     await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });

@@ -14,6 +14,8 @@ const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 const MAX_BATCHES_PER_BLOCK = 2_048;
+/** A direct chunk's side: large enough that a render's fixed cost is spread, small enough for any server. */
+const CHUNK_PX = 2_048;
 const MAX_BLOCKS = 4_096;
 /** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */
 const MAX_DEADLINE_MS = 7 * UNIT_MS.d;
@@ -43,6 +45,7 @@ const requestSchema = z
     blockTiles: z.number().int().min(1).default(16_384),
     parallelBatches: z.number().int().min(1).max(64).default(4),
     breaker: z.boolean().default(true),
+    directChunks: z.boolean().default(false),
   })
   .strict()
   .superRefine((r, ctx) => {
@@ -142,6 +145,13 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
     source = parseSource(r.source, 'mosaic request: source');
     sourceName = r.sourceName ?? 'inline';
   }
+  if (r.directChunks) {
+    if (source.type !== 'wms') throw new ConfigError('mosaic request', [`directChunks: needs a WMS source (got a ${source.type} source)`]);
+    // The largest square of tiles a GetMap may carry, with the source's buffer around it.
+    const buffer = source.metatile?.buffer ?? 0;
+    const k = Math.max(1, Math.floor((Math.min(source.maxRequestSize, CHUNK_PX) - 2 * buffer) / source.tileSize));
+    source = { ...source, metatile: { size: [k, k], buffer } };
+  }
   if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
     throw new ConfigError('mosaic request', [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
   }
@@ -188,6 +198,7 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
     blockTiles: Math.max(r.blockTiles, r.batchSize),
     parallelBatches: r.parallelBatches,
     breaker: r.breaker,
+    ...(r.directChunks ? { directChunks: true } : {}),
   };
 }
 

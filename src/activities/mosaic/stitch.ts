@@ -18,8 +18,11 @@ export interface StitchInput {
   cols: number;
   rows: number;
   tileSize: number;
-  /** The tile file for grid cell (col,row) (row 0 at the top), or null for a transparent cell. */
-  tileAt(col: number, row: number): string | null;
+  /**
+   * The tile file for grid cell (col,row) (row 0 at the top), or a tile-sized region of a larger image (a
+   * chunk, decoded once per strip for all its cells), or null for a transparent cell.
+   */
+  tileAt(col: number, row: number): string | ChunkRegion | null;
   /** Path of the .tif to write. */
   output: string;
   /** Also write <output minus .tif>.png / .webp, same pixels. */
@@ -38,6 +41,13 @@ export interface StitchInput {
  * A problem with the input that a retry cannot fix (a tile of the wrong size, a mosaic too large for WebP):
  * the assembly activity can make it non-retryable by its name.
  */
+/** A tile-sized region of a larger image (a chunk of a mosaic fetched without a tile cache). */
+export interface ChunkRegion {
+  file: string;
+  left: number;
+  top: number;
+}
+
 export class StitchInputError extends Error {
   override readonly name = 'StitchInputError';
 }
@@ -206,33 +216,50 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
   const { cols, tileSize: T } = input;
   const stride = cols * T * 4;
   const cells: { col: number; row: number; file: string }[] = [];
+  // Chunk regions, by chunk: each chunk is decoded once for all of its cells in this strip.
+  const chunks = new Map<string, { col: number; row: number; left: number; top: number }[]>();
   for (let r = 0; r < n; r++) {
     for (let col = 0; col < cols; col++) {
-      const file = input.tileAt(col, row0 + r);
-      if (file !== null) cells.push({ col, row: row0 + r, file });
+      const at = input.tileAt(col, row0 + r);
+      if (at === null) continue;
+      if (typeof at === 'string') cells.push({ col, row: row0 + r, file: at });
+      else chunks.set(at.file, [...(chunks.get(at.file) ?? []), { col, row: row0 + r, left: at.left, top: at.top }]);
     }
   }
+  const place = (data: Buffer, width: number, left: number, top: number, col: number, row: number) => {
+    const at = (row - row0) * T * stride + col * T * 4;
+    for (let y = 0; y < T; y++) data.copy(strip, at + y * stride, ((top + y) * width + left) * 4, ((top + y) * width + left + T) * 4);
+  };
   await pool(cells, DECODE_CONCURRENCY, async ({ col, row, file }) => {
-    let data: Buffer;
-    let info: sharp.OutputInfo;
-    try {
-      // Every tile to 8-bit sRGB + alpha: RGB/JPEG get opaque alpha; palette, grey and 16-bit are expanded.
-      ({ data, info } = await sharp(file, { failOn: 'truncated' })
-        .toColourspace('srgb')
-        .ensureAlpha(1)
-        .raw({ depth: 'uchar' })
-        .toBuffer({ resolveWithObject: true }));
-    } catch (err) {
-      const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
-      throw new Error(`stitch: cannot decode tile (col ${col}, row ${row}) ${file}: ${message}`, { cause: err });
-    }
+    const { data, info } = await decodeRgba(file, `tile (col ${col}, row ${row}) ${file}`);
     if (info.width !== T || info.height !== T) {
       throw new StitchInputError(`stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`);
     }
-    if (info.channels !== 4) throw new Error(`stitch: tile ${file} decoded to ${info.channels} channels, expected RGBA`);
-    const top = (row - row0) * T * stride + col * T * 4;
-    for (let y = 0; y < T; y++) data.copy(strip, top + y * stride, y * T * 4, (y + 1) * T * 4);
+    place(data, T, 0, 0, col, row);
   });
+  // Chunks are large (a 2048 px chunk is 16 MiB decoded): two at a time.
+  await pool([...chunks.entries()], 2, async ([file, regions]) => {
+    const { data, info } = await decodeRgba(file, `chunk ${file}`);
+    for (const g of regions) {
+      if (g.left < 0 || g.top < 0 || g.left + T > info.width || g.top + T > info.height) {
+        throw new StitchInputError(`stitch: chunk ${file} is ${info.width}x${info.height} px, too small for a tile at ${g.left},${g.top}`);
+      }
+      place(data, info.width, g.left, g.top, g.col, g.row);
+    }
+  });
+}
+
+/** Any image to 8-bit sRGB + alpha: RGB/JPEG get opaque alpha; palette, grey and 16-bit are expanded. */
+async function decodeRgba(file: string, what: string): Promise<{ data: Buffer; info: sharp.OutputInfo }> {
+  let out: { data: Buffer; info: sharp.OutputInfo };
+  try {
+    out = await sharp(file, { failOn: 'truncated', limitInputPixels: false }).toColourspace('srgb').ensureAlpha(1).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  } catch (err) {
+    const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    throw new Error(`stitch: cannot decode ${what}: ${message}`, { cause: err });
+  }
+  if (out.info.channels !== 4) throw new Error(`stitch: ${what} decoded to ${out.info.channels} channels, expected RGBA`);
+  return out;
 }
 
 /**

@@ -60,6 +60,22 @@ export class TileStore {
     return { path: tilePath, meta: full };
   }
 
+  /**
+   * A whole metatile response kept as one image (a mosaic that needs no tile cache), named by its request so a
+   * retry rewrites the same file: `<root>/<source>/chunks/<z>/<width>x<height>-<hash of the request>.<ext>`.
+   */
+  async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
+    const dir = path.join(this.dir(source, { z, x: 0, y: 0 }), '..', '..', 'chunks', String(z));
+    if (!this.made.has(dir)) {
+      await mkdir(dir, { recursive: true });
+      this.made.add(dir);
+    }
+    const ext = EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
+    const file = path.join(dir, `${unit.width}x${unit.height}-${createHash('sha256').update(unit.url).digest('hex').slice(0, 24)}.${ext}`);
+    await atomicWrite(file, body);
+    return file;
+  }
+
   /** The last good copy of a tile, or null. */
   async get(source: string, t: TileAddress): Promise<StoredTile | null> {
     const dir = this.dir(source, t);
