@@ -11,12 +11,12 @@
  *   - concentric rings and one-pixel diagonal hairlines: high-frequency detail that shows any one-pixel shift.
  * It is written as raw bytes + a VRT and turned into a tiled, uncompressed GeoTIFF by gdal_translate.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { resolution, tileBounds } from '../../src/geo/mercator';
-import { freePort, waitForPort } from '../../test/helpers/mapserver';
+import { startMapservCgi } from '../../test/helpers/mapserver';
 import type { TileSet } from './tileset';
 
 export const MAPSERV = '/usr/lib/cgi-bin/mapserv';
@@ -309,33 +309,18 @@ ${[1, 2, 3]
   writeFileSync(map, mapfile(dir, extent, labels));
   const config = path.join(dir, 'mapserver.conf');
   writeFileSync(config, `CONFIG\n  ENV\n    MS_MAP_PATTERN "^${dir}"\n    MS_MAPFILE "${map}"\n  END\nEND\n`);
-  const port = await freePort();
-  const conf = path.join(dir, 'lighttpd.conf');
   // lighttpd 1.4 is one event-loop process (server.max-worker is deprecated and left at its default 0) that
   // forks one mapserv per CGI request with no cap of its own on concurrent CGI children; the limits that
   // could bite are connections, so they are set far above the bench's concurrency.
   const lighttpdNotes = 'one lighttpd process, mod_cgi forks a mapserv per request (no CGI cap), server.max-connections 1024, server.max-keep-alive-requests 100000';
-  writeFileSync(
-    conf,
-    `server.modules = ("mod_cgi", "mod_setenv", "mod_alias")
-server.document-root = "${dir}"
-server.bind = "127.0.0.1"
-server.port = ${port}
-server.errorlog = "${dir}/lighttpd-error.log"
-server.pid-file = "${dir}/lighttpd.pid"
-server.max-connections = 1024
-server.max-fds = 4096
-server.max-keep-alive-requests = 100000
-server.max-keep-alive-idle = 60
-alias.url = ("/cgi-bin/mapserv" => "${MAPSERV}")
-cgi.assign = ("" => "")
-setenv.add-environment = ("MAPSERVER_CONFIG_FILE" => "${config}")
-`,
+  const { url, child } = await startMapservCgi(
+    dir,
+    config,
+    // Concurrency 4 must really be 4 in flight: one lighttpd process, keep-alive never cut short.
+    'server.max-connections = 1024\nserver.max-fds = 4096\nserver.max-keep-alive-requests = 100000\nserver.max-keep-alive-idle = 60\n',
   );
-  const child: ChildProcess = spawn(LIGHTTPD, ['-D', '-f', conf], { stdio: 'ignore' });
-  await waitForPort(port, child);
   return {
-    url: `http://127.0.0.1:${port}/cgi-bin/mapserv`,
+    url,
     layers: 'raster,areas,roads,places',
     extent,
     rasterPx: size,

@@ -108,6 +108,23 @@ END
   );
   const config = path.join(dir, 'mapserver.conf');
   writeFileSync(config, `CONFIG\n  ENV\n    MS_MAP_PATTERN "^${dir}"\n    MS_MAPFILE "${mapfile}"\n  END\nEND\n`);
+  const { url, child } = await startMapservCgi(dir, config);
+  return {
+    url,
+    extent: EXTENT,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * lighttpd on 127.0.0.1 in front of Debian's mapserv CGI (a CGI front passes MapServer's status codes through),
+ * with `configFile` as MAPSERVER_CONFIG_FILE; `extra` adds lighttpd settings.
+ */
+export async function startMapservCgi(dir: string, configFile: string, extra = ''): Promise<{ url: string; port: number; child: ChildProcess }> {
   const port = await freePort();
   const conf = path.join(dir, 'lighttpd.conf');
   writeFileSync(
@@ -118,22 +135,14 @@ server.bind = "127.0.0.1"
 server.port = ${port}
 server.errorlog = "${dir}/lighttpd-error.log"
 server.pid-file = "${dir}/lighttpd.pid"
-alias.url = ("/cgi-bin/mapserv" => "${MAPSERV}")
+${extra}alias.url = ("/cgi-bin/mapserv" => "${MAPSERV}")
 cgi.assign = ("" => "")
-setenv.add-environment = ("MAPSERVER_CONFIG_FILE" => "${config}")
+setenv.add-environment = ("MAPSERVER_CONFIG_FILE" => "${configFile}")
 `,
   );
   const child: ChildProcess = spawn(LIGHTTPD, ['-D', '-f', conf], { stdio: 'ignore' });
   await waitForPort(port, child);
-  return {
-    url: `http://127.0.0.1:${port}/cgi-bin/mapserv`,
-    extent: EXTENT,
-    stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return { url: `http://127.0.0.1:${port}/cgi-bin/mapserv`, port, child };
 }
 
 /** A free TCP port on 127.0.0.1 (for servers that must be told their port). */
