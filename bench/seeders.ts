@@ -39,7 +39,8 @@ import { startCountingProxy, type CountingProxy, type ProxyStats } from './seede
 import { machineBusySeconds, procCpuSeconds, scanTiles, spawnTimed, which, type OnDisk } from './seeders/run';
 import { seedWithTilebreaker } from './seeders/tilebreaker-seed';
 import { chooseTileSet, seedExtent, tileCount, tileKey, tilesOf, type TileSet } from './seeders/tileset';
-import { missingWmsPackages, prng, startBenchWms } from './seeders/wms';
+import { prng } from '../test/helpers/prng';
+import { missingWmsPackages, startBenchWms } from './seeders/wms';
 
 interface Opts {
   concurrency: string;

@@ -18,6 +18,7 @@ import path from 'node:path';
 import { resolution, tileBounds } from '../../src/geo/mercator';
 import { startMapservCgi } from '../../test/helpers/mapserver';
 import type { TileSet } from './tileset';
+import { prng } from '../../test/helpers/prng';
 
 export const MAPSERV = '/usr/lib/cgi-bin/mapserv';
 export const LIGHTTPD = '/usr/sbin/lighttpd';
@@ -47,17 +48,6 @@ export function missingWmsPackages(): string[] {
   return missing;
 }
 
-/** mulberry32: a small seeded PRNG, so the fixture is the same on every run. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A value-noise field (bilinear, smoothstep) with the given period in pixels, values 0..1. */
 function valueNoise(size: number, period: number, seed: number): (x: number, y: number) => number {

@@ -11,6 +11,7 @@ import {
   percentile,
   totalOf,
 } from '../../src/breaker';
+import { prng } from '../helpers/prng';
 
 /** Nearest-rank p-quantile of raw samples: the true value the histogram estimates. */
 function trueQuantile(samples: readonly number[], q: number): number {
@@ -18,17 +19,6 @@ function trueQuantile(samples: readonly number[], q: number): number {
   return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-/** A small deterministic PRNG (mulberry32) so generated samples follow a seed fast-check can shrink. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('histogram layout', () => {
   test('bounds run from 1 ms to 100 s, ten per decade, strictly ascending, plus an overflow bucket', () => {
