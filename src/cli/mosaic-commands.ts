@@ -4,7 +4,7 @@ import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
-import { exitCodeFor, liveCounts, mosaicStatus, startMosaic, type MosaicStatus } from '../client/mosaics';
+import { exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../workflows/breaker-messages';
 import type { MosaicProgress, MosaicRequest, MosaicResult } from '../workflows/mosaic-types';
@@ -257,20 +257,17 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('redrive')
     .description('fetch only a mosaic\'s dead-lettered tiles (after their retryAfter) and rebuild it and its manifest')
     .argument('<manifest>', 'the mosaic\'s manifest (.manifest.json) or output (.tif)')
-    .option('--id <workflowId>', 'workflow id (default redrive/<output name>/<time>)')
+    .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
     .action(async (manifest: string, o: { id?: string; wait?: boolean; json?: boolean }) => {
-      const abs = (await import('node:path')).resolve(manifest);
       await withClient(async ({ client, taskQueue }) => {
-        // One re-drive of a mosaic at a time: the id is the mosaic's, and a second start fails while one runs.
-        const id = o.id ?? `redrive/${abs.replace(/^\/+/, '').replace(/\.(manifest\.json|tiff?)$/i, '')}`;
-        const handle = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs }] });
+        const id = await startRedrive(client, taskQueue, manifest, o.id);
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;
         }
-        process.exitCode = finish(await watchMosaic(client, handle.workflowId), !!o.json);
+        process.exitCode = finish(await watchMosaic(client, id), !!o.json);
       });
     });
 

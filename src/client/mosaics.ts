@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { parseMosaicRequest } from '../activities/mosaic/plan';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../workflows/mosaic-messages';
@@ -106,4 +107,36 @@ export function liveCounts(s: MosaicStatus): MosaicProgress | null {
 /** Exit code for a finished mosaic: 0 every tile ok, 3 finished with gaps (stale, holes, dead letters, failures). */
 export function exitCodeFor(result: MosaicResult): number {
   return result.counts.ok === result.total ? 0 : 3;
+}
+
+/**
+ * Starts a re-drive of a mosaic's dead letters, refusing while the mosaic itself still runs (both would write
+ * the same journals) or while another re-drive of it does (its id is the mosaic's).
+ */
+export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string): Promise<string> {
+  const abs = path.resolve(manifestOrOutput);
+  const base = abs.replace(/\.(manifest\.json|tiff?)$/i, '');
+  const candidates = new Set([`mosaic/${base.replace(/^\/+/, '')}`]);
+  try {
+    const m = JSON.parse(readFileSync(`${base}.manifest.json`, 'utf8')) as { workflowId?: string | null };
+    if (m.workflowId) candidates.add(m.workflowId);
+  } catch {
+    // No manifest readable here (another machine's disk, or the mosaic has not assembled yet): the default id is checked.
+  }
+  for (const id of candidates) {
+    const status = await client.workflow
+      .getHandle(id)
+      .describe()
+      .then((d) => d.status.name)
+      .catch(() => null);
+    if (status === 'RUNNING') throw new Error(`mosaic ${id} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`);
+  }
+  const id = workflowId ?? `redrive/${base.replace(/^\/+/, '')}`;
+  try {
+    await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs }] });
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`);
+    throw err;
+  }
+  return id;
 }

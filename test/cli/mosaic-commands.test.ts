@@ -6,6 +6,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
+import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
@@ -110,4 +111,19 @@ test('schedule create, list --json and delete through the CLI', async () => {
   const again = await cli(['schedule', 'delete', 'cli-nightly']);
   assert.equal(again.code, 2);
   assert.match(again.err, /no schedule with id "cli-nightly"/);
+});
+
+test('mosaic redrive refuses while the mosaic itself is still running', async () => {
+  const slow = await startDemoTileServer({ latencyMs: 300 });
+  try {
+    const output = path.join(dir, 'running.tif');
+    const handle = await startMosaic(env.client, taskQueue, { source: { type: 'xyz', url: slow.template, concurrency: 1 }, bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output, breaker: false });
+    const r = await cli(['mosaic', 'redrive', output]);
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, /mosaic mosaic\/.*running is still running; re-drive it once it has finished, or cancel it first/);
+    await handle.cancel();
+    await handle.result().catch(() => undefined);
+  } finally {
+    await slow.close();
+  }
 });
