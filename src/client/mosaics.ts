@@ -16,9 +16,14 @@ export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd())
   };
 }
 
+/** The mosaic an output, a manifest or a re-drive belongs to: its absolute path without extension or slash. */
+function mosaicName(file: string): string {
+  return path.resolve(file).replace(/\.(manifest\.json|tiff?)$/i, '').replace(/^\/+/, '');
+}
+
 /** A default workflow id: one mosaic per output file (by absolute path), so the same mosaic never runs twice at once. */
-export function mosaicWorkflowId(request: MosaicRequest): string {
-  return `mosaic/${path.resolve(request.output).replace(/^\/+/, '').replace(/\.tiff?$/i, '')}`;
+export function mosaicWorkflowId(output: string): string {
+  return `mosaic/${mosaicName(output)}`;
 }
 
 /**
@@ -30,7 +35,7 @@ export async function startMosaic(client: Client, taskQueue: string, request: Mo
   parseMosaicRequest(resolved);
   return client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', {
     taskQueue,
-    workflowId: workflowId ?? mosaicWorkflowId(resolved),
+    workflowId: workflowId ?? mosaicWorkflowId(resolved.output),
     args: [resolved],
   });
 }
@@ -115,10 +120,9 @@ export function exitCodeFor(result: MosaicResult): number {
  */
 export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string): Promise<string> {
   const abs = path.resolve(manifestOrOutput);
-  const base = abs.replace(/\.(manifest\.json|tiff?)$/i, '');
-  const candidates = new Set([`mosaic/${base.replace(/^\/+/, '')}`]);
+  const candidates = new Set([mosaicWorkflowId(abs)]);
   try {
-    const m = JSON.parse(readFileSync(`${base}.manifest.json`, 'utf8')) as { workflowId?: string | null };
+    const m = JSON.parse(readFileSync(`/${mosaicName(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };
     if (m.workflowId) candidates.add(m.workflowId);
   } catch {
     // No manifest readable here (another machine's disk, or the mosaic has not assembled yet): the default id is checked.
@@ -131,7 +135,7 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
       .catch(() => null);
     if (status === 'RUNNING') throw new Error(`mosaic ${id} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`);
   }
-  const id = workflowId ?? `redrive/${base.replace(/^\/+/, '')}`;
+  const id = workflowId ?? `redrive/${mosaicName(abs)}`;
   try {
     await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs }] });
   } catch (err) {

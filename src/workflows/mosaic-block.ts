@@ -2,6 +2,8 @@ import { ActivityCancellationType, proxyActivities, sleep } from '@temporalio/wo
 import type { Activities } from '../activities';
 import type { BreakerStateName } from '../breaker';
 import {
+  selectionIndices,
+  selectionSize,
   zeroStatusCounts,
   type AfterDeadline,
   type MosaicBatchSummary,
@@ -73,8 +75,6 @@ function batches(sel: TileSelection, size: number): TileSelection[] {
   return out;
 }
 
-const size = (t: TileSelection) => ('indices' in t ? t.indices.length : t.count);
-const indicesOf = (t: TileSelection) => ('indices' in t ? t.indices : Array.from({ length: t.count }, (_, k) => t.start + k));
 
 /**
  * Runs `fn` over `items` with at most `n` in flight (deterministic: workflow promises only). After a failure
@@ -136,14 +136,14 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       // A retry pass: one batch first. If the breaker refuses all of it again, the rest would be refused too:
       // keep them deferred and wait again, so a long outage costs one batch per wait, not the whole block.
       const first = await run(all[0]!, 0);
-      if (first.deferred.length < size(all[0]!)) await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined));
-      else for (const t of all.slice(1)) deferred.push(...indicesOf(t));
+      if (first.deferred.length < selectionSize(all[0]!)) await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined));
+      else for (const t of all.slice(1)) deferred.push(...selectionIndices(t));
     }
     result.lastPass = pass;
     if (deferred.length === 0) break;
     // Only a non-final `wait` pass leaves tiles deferred: wait for the breaker, bounded by the deadline, and
     // longer after each pass that got nothing through.
-    futile = deferred.length >= size(pending) ? futile + 1 : 0;
+    futile = deferred.length >= selectionSize(pending) ? futile + 1 : 0;
     const backoff = Math.min(MAX_WAIT_MS, DEFAULT_WAIT_MS * 2 ** Math.max(0, futile - 1));
     const wanted = Math.max(MIN_WAIT_MS, Math.min(MAX_WAIT_MS, Math.max(retryAfterMs ?? 0, futile > 1 ? backoff : (retryAfterMs ?? DEFAULT_WAIT_MS))));
     const waitMs = Math.max(0, Math.min(wanted, plan.deadlineAt! - Date.now()));

@@ -1,7 +1,7 @@
 /**
  * The mosaic's messages: what a user asks for, the plan the planning activity returns, what the workflows
  * keep in their histories (small: counts and tile indices, never per-tile records) and what they report.
- * Types only, shared by workflows, activities and the CLI.
+ * Types, and the few pure helpers on them, shared by workflows, activities and the CLI.
  */
 import type { BreakerStateName, OutcomeKind } from '../breaker';
 import type { SourceConfig, SourceInput } from '../sources/schema';
@@ -93,6 +93,10 @@ export interface MosaicPlan {
 
 /** A contiguous run of tile indices, or an explicit list (re-fetches, re-drives). */
 export type TileSelection = { start: number; count: number } | { indices: number[] };
+
+export const selectionSize = (t: TileSelection): number => ('indices' in t ? t.indices.length : t.count);
+
+export const selectionIndices = (t: TileSelection): number[] => ('indices' in t ? t.indices : Array.from({ length: t.count }, (_, k) => t.start + k));
 
 export type WhenRefusedMode = 'defer' | 'stale' | 'hole';
 

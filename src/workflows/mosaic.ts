@@ -12,7 +12,7 @@ import type { Activities } from '../activities';
 import { breakerKey } from '../breaker';
 import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';
 import { progressQuery } from './mosaic-messages';
-import type { MosaicPlan, MosaicRequest, MosaicResult, TileSelection } from './mosaic-types';
+import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type TileSelection } from './mosaic-types';
 
 const { planMosaic } = proxyActivities<Activities>({
   startToCloseTimeout: '1m',
@@ -37,8 +37,7 @@ export interface MosaicBlockInput {
 
 /** One block of a large mosaic, as a child workflow: its history holds only this block's batches. */
 export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<BlockResult> {
-  const count = 'indices' in input.tiles ? input.tiles.indices.length : input.tiles.count;
-  const tracker = new ProgressTracker(count);
+  const tracker = new ProgressTracker(selectionSize(input.tiles));
   setHandler(progressQuery, () => tracker.progress);
   const result = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker);
   tracker.progress.phase = 'done';
@@ -52,7 +51,7 @@ export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<Bloc
  */
 async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, tracker: ProgressTracker): Promise<void> {
   const indices = 'indices' in sel ? sel.indices : null;
-  const count = indices ? indices.length : (sel as { count: number }).count;
+  const count = selectionSize(sel);
   if (count <= plan.blockTiles) {
     await fetchBlock(plan, sel, 'b0', basePass, tracker);
     return;

@@ -1,6 +1,5 @@
-import { Context } from '@temporalio/activity';
 import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
-import { tileUrl, type TileAddress } from '../../sources/request-url';
+import type { TileAddress } from '../../sources/request-url';
 import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
 import type { SourceConfig } from '../../sources/schema';
 import type { BreakerGuard, GuardDecision } from '../guard';
@@ -10,6 +9,7 @@ import { fetchUrl } from '../http/fetch-url';
 import { TileStore } from '../store/tile-store';
 import { classify, type Verdict } from '../validate/classify';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
+import { activityContext } from '../activity-context';
 
 /** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
 export type WhenRefused = 'defer' | 'stale' | 'hole';
@@ -139,8 +139,7 @@ async function fetchUnit(
   const each = (f: (t: TileAddress, k: number) => TileResult) => tiles.map(f);
   // Conditional refreshes are per tile: a metatile is always fetched whole.
   const single = unit.meta === null;
-  const stored = input.conditional || input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : tiles.map(() => null);
-  const conditional = single && input.conditional ? stored[0] : null;
+  const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
   let made = 0;
   let url = unit.url;
@@ -156,7 +155,11 @@ async function fetchUnit(
     }
     const decision: GuardDecision | null = useBreaker ? await deps.guard!.acquire(key) : null;
     if (decision) onDecision(decision);
-    if (decision?.kind === 'refused') return each((t, k) => refused(input, t, decision, stored[k] ?? null, attempt - 1));
+    if (decision?.kind === 'refused') {
+      // The last good copies are read only when they are needed: for a refusal under the stale fallback.
+      const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
+      return each((t, k) => refused(input, t, decision, stored[k] ?? null, attempt - 1));
+    }
     made = attempt;
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
     const x = await fetchUrl(url, { dispatcher: deps.pools.for(source), headers, signal: signal ? AbortSignal.any([signal, deadline]) : deadline });
@@ -239,13 +242,6 @@ function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDeci
   return { ...base, status: 'deferred', reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}` };
 }
 
-function activityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined; // called outside an activity (the `tile` command, benchmarks)
-  }
-}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

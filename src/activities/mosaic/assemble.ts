@@ -1,12 +1,10 @@
-import { Context } from '@temporalio/activity';
-import { mkdir, stat } from 'node:fs/promises';
 import { atomicWrite } from '../store/tile-store';
 import { MANIFEST_STATUSES, zeroStatusCounts, type ManifestTile, type MosaicPlan, type MosaicResult } from '../../workflows/mosaic-types';
-import { planFile } from './dead-letters';
 import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
+import { activityContext } from '../activity-context';
 
 export interface AssembleInput {
   plan: MosaicPlan;
@@ -79,8 +77,6 @@ export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult
     tiles,
   };
   const writeManifest = () => atomicWrite(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)));
-  await mkdir(plan.workDir, { recursive: true });
-  await atomicWrite(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)));
   // The account of every tile goes first: whatever happens to the stitch, the manifest and mask exist.
   const maskFiles = await writeCoverageMask(mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds);
   manifest.files = [...maskFiles, manifestPath];
@@ -109,15 +105,6 @@ export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult
   manifest.image = 'written';
   manifest.files = [...stitched.files, ...maskFiles, manifestPath];
   await writeManifest();
-  // Fail loudly if the output is not where we say it is.
-  await stat(plan.output);
   return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial };
 }
 
-function activityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined;
-  }
-}

@@ -1,9 +1,9 @@
-import { Context } from '@temporalio/activity';
 import type { BreakerStateName } from '../../breaker';
-import { zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../workflows/mosaic-types';
+import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../workflows/mosaic-types';
 import { makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
-import { selectionIndices, tileOf } from './plan';
+import { tileOf } from './plan';
+import { activityContext } from '../activity-context';
 
 /** Kinds a later attempt may cure: such a tile is dead-lettered for a re-drive rather than failed for good. */
 const CURABLE = new Set(['transient', 'service-exception', 'rate-limited']);
@@ -93,10 +93,3 @@ export function makeMosaicBatch(deps: FetchDeps) {
   };
 }
 
-function activityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined; // called directly (the benchmark's plain run)
-  }
-}

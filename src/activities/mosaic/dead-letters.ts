@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
 import type { MosaicPlan } from '../../workflows/mosaic-types';
 import { latestRecords, readJournals } from './journal';
-import { outputBase } from './plan';
+import { outputBase, planFile } from './plan';
 
 export interface DeadLetters {
   plan: MosaicPlan;
@@ -15,10 +15,8 @@ export interface DeadLetters {
   nextPass: number;
 }
 
-export const planFile = (workDir: string) => path.join(workDir, 'plan.json');
-
 /**
- * What a re-drive needs: the mosaic's plan (kept beside its journals by the assembly) and its dead-lettered
+ * What a re-drive needs: the mosaic's plan (kept beside its journals from planning on) and its dead-lettered
  * tiles, taken from the journals (the manifest is derived from them).
  */
 export async function loadDeadLetters(manifestOrOutput: string): Promise<DeadLetters> {

@@ -5,7 +5,7 @@ import { ConfigError, parseOrThrow } from '../../breaker/config-error';
 import { lonLatToMeters, MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
-import type { MosaicPlan, MosaicRequest, TileGrid, TileSelection } from '../../workflows/mosaic-types';
+import type { MosaicPlan, MosaicRequest, TileGrid } from '../../workflows/mosaic-types';
 import { loadSource } from '../sources-file';
 import { atomicWrite } from '../store/tile-store';
 import { outputRefusal } from './stitch';
@@ -105,9 +105,6 @@ export function tileOf(g: TileGrid, i: number): TileAddress {
   return { z: g.z, x: g.xMin + (i % cols), y: g.yMin + Math.floor(i / cols) };
 }
 
-export function selectionIndices(sel: TileSelection): number[] {
-  return 'indices' in sel ? sel.indices : Array.from({ length: sel.count }, (_, k) => sel.start + k);
-}
 
 /** The EPSG:3857 bounds of the whole grid: what the mosaic image covers, edge to edge. */
 export function gridBounds(g: TileGrid): MosaicPlan['bounds'] {
@@ -119,6 +116,9 @@ export function gridBounds(g: TileGrid): MosaicPlan['bounds'] {
     minY: ORIGIN_SHIFT_M - (g.yMax + 1) * span,
   };
 }
+
+/** Where a run's plan is kept, for re-drives. */
+export const planFile = (workDir: string) => path.join(workDir, 'plan.json');
 
 /** `<dir>/<name>` of the output without its extension: the manifest, mask and journals are named from it. */
 export function outputBase(output: string): string {
@@ -213,6 +213,6 @@ export async function planMosaicRun(request: MosaicRequest, runTag: string): Pro
   await Promise.all(entries.filter((e) => e.startsWith('journal-') && e !== mine).map((e) => rm(path.join(plan.workDir, e), { recursive: true, force: true })));
   // The plan goes beside the journals at once, so even a run that dies before assembling can be re-driven.
   await mkdir(plan.workDir, { recursive: true });
-  await atomicWrite(path.join(plan.workDir, 'plan.json'), Buffer.from(JSON.stringify(plan)));
+  await atomicWrite(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)));
   return plan;
 }

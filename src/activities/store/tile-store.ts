@@ -41,16 +41,23 @@ export class TileStore {
   constructor(readonly root: string) {}
 
   dir(source: string, t: TileAddress): string {
+    return path.join(this.sourceDir(source), String(t.z), String(t.x));
+  }
+
+  private sourceDir(source: string): string {
     if (!/^[\w.-]+$/.test(source)) throw new Error(`tile store: source name must be a simple name (got ${JSON.stringify(source)})`);
-    return path.join(this.root, source, String(t.z), String(t.x));
+    return path.join(this.root, source);
+  }
+
+  private async ensureDir(dir: string): Promise<void> {
+    if (this.made.has(dir)) return;
+    await mkdir(dir, { recursive: true });
+    this.made.add(dir);
   }
 
   async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<StoredTile> {
     const dir = this.dir(source, t);
-    if (!this.made.has(dir)) {
-      await mkdir(dir, { recursive: true });
-      this.made.add(dir);
-    }
+    await this.ensureDir(dir);
     const ext = EXTENSIONS[meta.contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
     const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
     const tilePath = path.join(dir, `${t.y}.${ext}`);
@@ -65,11 +72,8 @@ export class TileStore {
    * retry rewrites the same file: `<root>/<source>/chunks/<z>/<width>x<height>-<hash of the request>.<ext>`.
    */
   async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
-    const dir = path.join(this.dir(source, { z, x: 0, y: 0 }), '..', '..', 'chunks', String(z));
-    if (!this.made.has(dir)) {
-      await mkdir(dir, { recursive: true });
-      this.made.add(dir);
-    }
+    const dir = path.join(this.sourceDir(source), 'chunks', String(z));
+    await this.ensureDir(dir);
     const ext = EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
     const file = path.join(dir, `${unit.width}x${unit.height}-${createHash('sha256').update(unit.url).digest('hex').slice(0, 24)}.${ext}`);
     await atomicWrite(file, body);
