@@ -30,6 +30,32 @@ after(async () => {
   await endpoint?.close();
 });
 
+/**
+ * One simulated worker: its own guard (its own reporter) and `inFlight` loops calling `url` through it as fast
+ * as the guard allows until `endAt`; `onCall(msSinceStart)` for every request made.
+ */
+async function simulatedWorker(reporter: string, rate: number, key: string, url: string, inFlight: number, started: number, endAt: number, onCall: (at: number) => void): Promise<void> {
+  const guard = new BreakerGuard({ client: env.client, taskQueue, reporter, config: { maxRequestsPerSecond: rate }, entityOptions: { searchAttributes: false } });
+  guards.push(guard);
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (Date.now() < endAt) {
+        const d = await guard.acquire(key);
+        if (d.kind === 'refused') continue;
+        if (Date.now() >= endAt) {
+          guard.abandon(d);
+          return;
+        }
+        const t0 = Date.now();
+        const res = await request(url);
+        await res.body.arrayBuffer();
+        onCall(t0 - started);
+        guard.release(d, { kind: 'success', latencyMs: Date.now() - t0 });
+      }
+    }),
+  );
+}
+
 test('three workers together stay under the endpoint\'s fleet-wide rate limit, each getting a share', async () => {
   const RATE = 20;
   const RUN_MS = 6_000;
@@ -39,28 +65,12 @@ test('three workers together stay under the endpoint\'s fleet-wide rate limit, e
   const started = Date.now();
   // Three processes' worth of guards (each its own reporter), eight requests in flight each, as fast as allowed.
   await Promise.all(
-    [0, 1, 2].map(async (w) => {
-      const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: `worker-${w}`, config: { maxRequestsPerSecond: RATE }, entityOptions: { searchAttributes: false } });
-      guards.push(guard);
-      await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (Date.now() - started < RUN_MS) {
-            const d = await guard.acquire(key);
-            if (d.kind === 'refused') continue;
-            if (Date.now() - started >= RUN_MS) {
-              guard.abandon(d);
-              return;
-            }
-            const t0 = Date.now();
-            const res = await request(`${endpoint.url}/0/0/0.png`);
-            await res.body.arrayBuffer();
-            times.push(t0 - started);
-            perWorker[w]!++;
-            guard.release(d, { kind: 'success', latencyMs: Date.now() - t0 });
-          }
-        }),
-      );
-    }),
+    [0, 1, 2].map((w) =>
+      simulatedWorker(`worker-${w}`, RATE, key, `${endpoint.url}/0/0/0.png`, 8, started, started + RUN_MS, (at) => {
+        times.push(at);
+        perWorker[w]!++;
+      }),
+    ),
   );
   // Steady state, once every worker has reported and the entity counts three: at most the rate (+10 %).
   const steady = times.filter((t) => t >= 2_000 && t < RUN_MS).length / ((RUN_MS - 2_000) / 1_000);
@@ -84,24 +94,7 @@ test('a share smaller than one call per five seconds stays counted (keepalive re
     const key = breakerKey(other.url);
     let total = 0;
     const started = Date.now();
-    await Promise.all(
-      Array.from({ length: WORKERS }, async (_, w) => {
-        const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: `slow-${w}`, config: { maxRequestsPerSecond: RATE }, entityOptions: { searchAttributes: false } });
-        guards.push(guard);
-        while (Date.now() - started < RUN_MS) {
-          const d = await guard.acquire(key);
-          if (d.kind === 'refused') continue;
-          if (Date.now() - started >= RUN_MS) {
-            guard.abandon(d);
-            return;
-          }
-          const res = await request(`${other.url}/0/0/0.png`);
-          await res.body.arrayBuffer();
-          total++;
-          guard.release(d, { kind: 'success', latencyMs: 1 });
-        }
-      }),
-    );
+    await Promise.all(Array.from({ length: WORKERS }, (_, w) => simulatedWorker(`slow-${w}`, RATE, key, `${other.url}/0/0/0.png`, 1, started, started + RUN_MS, () => total++)));
     console.log(`pacing (small shares): ${total} requests in ${RUN_MS / 1000} s for a limit of ${RATE}/s across ${WORKERS} workers`);
     // One call per six seconds each, the first at a random moment of the first six: 15 on average.
     assert.ok(total <= RATE * (RUN_MS / 1000) + 3, `total ${total}`);
