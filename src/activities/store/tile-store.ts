@@ -1,9 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import sharp from 'sharp';
 import type { TileAddress } from '../../sources/request-url';
 
-/** What the store keeps beside each tile: enough to serve it stale and to refresh it conditionally. */
+/** What the store knows of a tile: enough to serve it stale and to refresh it conditionally. */
 export interface TileMeta {
   fetchedAt: number;
   contentType: string;
@@ -28,11 +29,23 @@ const EXTENSIONS: Record<string, string> = {
   'image/gif': 'gif',
   'image/tiff': 'tif',
 };
+const TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif', tif: 'image/tiff', bin: 'application/octet-stream' };
+
+/** A fetchedAt this far from the time of writing is not "now" (an imported or back-dated copy): a sidecar keeps it. */
+const CLOCK_SLACK_MS = 2_000;
+
+const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
 
 /**
- * Tiles on disk as `<root>/<source>/<z>/<x>/<y>.<ext>` with `<y>.json` metadata beside them. Every write goes
- * to a temporary file first and is renamed into place, so a retried activity or a crash never leaves a torn
- * tile, and writing the same tile twice leaves one tile.
+ * Tiles on disk as `<root>/<source>/<z>/<x>/<y>.<ext>`. Every write goes to a temporary file first and is
+ * renamed into place, so a retried activity or a crash never leaves a torn tile, and writing the same tile
+ * twice leaves one tile.
+ *
+ * What the tile file itself tells (its size, its content hash, its modification time as fetchedAt, its type
+ * by extension) is not written twice: a `<y>.json` sidecar is written only for what it cannot tell - ETag,
+ * Last-Modified, or a fetchedAt other than the time of writing. A second file per tile would cost as much as
+ * the tile's own write (a new inode each), which is most of a seeding run's own work. When present, the
+ * sidecar always describes the tile beside it: an old one is removed before the tile it described is replaced.
  */
 export class TileStore {
   /** Folders known to exist: a mkdir per tile costs as much as its write. */
@@ -58,12 +71,16 @@ export class TileStore {
   async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<StoredTile> {
     const dir = this.dir(source, t);
     await this.ensureDir(dir);
-    const ext = EXTENSIONS[meta.contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
     const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
-    const tilePath = path.join(dir, `${t.y}.${ext}`);
+    const tilePath = path.join(dir, `${t.y}.${extensionOf(meta.contentType)}`);
+    const sidecar = path.join(dir, `${t.y}.json`);
+    // First away with a sidecar describing the copy about to be replaced.
+    await unlinkIfThere(sidecar);
     await atomicWrite(tilePath, body);
-    // The metadata goes last: a reader that finds it finds the tile it describes.
-    await atomicWrite(path.join(dir, `${t.y}.json`), Buffer.from(JSON.stringify({ ...full, file: path.basename(tilePath) })));
+    if (meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS) {
+      // The metadata goes last: a reader that finds it finds the tile it describes.
+      await atomicWrite(sidecar, Buffer.from(JSON.stringify({ ...full, file: path.basename(tilePath) })));
+    }
     return { path: tilePath, meta: full };
   }
 
@@ -74,23 +91,47 @@ export class TileStore {
   async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
     const dir = path.join(this.sourceDir(source), 'chunks', String(z));
     await this.ensureDir(dir);
-    const ext = EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
-    const file = path.join(dir, `${unit.width}x${unit.height}-${createHash('sha256').update(unit.url).digest('hex').slice(0, 24)}.${ext}`);
+    const file = path.join(dir, `${unit.width}x${unit.height}-${createHash('sha256').update(unit.url).digest('hex').slice(0, 24)}.${extensionOf(contentType)}`);
     await atomicWrite(file, body);
     return file;
   }
 
-  /** The last good copy of a tile, or null. */
-  async get(source: string, t: TileAddress): Promise<StoredTile | null> {
+  /**
+   * The last good copy of a tile, or null. `contentType` (the source's format) says which file to look for
+   * first when there is no sidecar.
+   */
+  async get(source: string, t: TileAddress, contentType = 'image/png'): Promise<StoredTile | null> {
     const dir = this.dir(source, t);
-    let meta: TileMeta & { file: string };
     try {
-      meta = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as TileMeta & { file: string };
-    } catch {
-      return null;
+      const { file, ...meta } = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as TileMeta & { file: string };
+      return { path: path.join(dir, file), meta };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return null;
     }
-    const { file, ...rest } = meta;
-    return { path: path.join(dir, file), meta: rest };
+    const first = extensionOf(contentType);
+    for (const ext of [first, ...Object.keys(TYPES).filter((e) => e !== first)]) {
+      const tilePath = path.join(dir, `${t.y}.${ext}`);
+      let body: Buffer;
+      let mtimeMs: number;
+      try {
+        [body, { mtimeMs }] = await Promise.all([readFile(tilePath), stat(tilePath)]);
+      } catch {
+        continue;
+      }
+      // The size from the image's header (no decode); an unreadable header leaves it out.
+      const { width, height } = await sharp(body).metadata().catch(() => ({ width: undefined, height: undefined }));
+      const meta: TileMeta = { fetchedAt: Math.round(mtimeMs), contentType: TYPES[ext]!, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
+      return { path: tilePath, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
+    }
+    return null;
+  }
+}
+
+async function unlinkIfThere(file: string): Promise<void> {
+  try {
+    await unlink(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
 }
 

@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { TileStore } from '../../src/activities/store/tile-store';
+import { gradientImage } from '../helpers/images';
+
+const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-tile-store-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+describe('the tile store', () => {
+  test('a tile without validators is one file; its metadata is read from the file itself', async () => {
+    const store = new TileStore(root);
+    const body = await gradientImage(256, 256);
+    const before = Date.now();
+    const put = await store.put('plain', { z: 3, x: 1, y: 2 }, body, { fetchedAt: Date.now(), contentType: 'image/png' });
+    assert.deepEqual(readdirSync(path.dirname(put.path)), ['2.png']);
+    const got = await store.get('plain', { z: 3, x: 1, y: 2 });
+    assert.equal(got?.path, put.path);
+    assert.equal(got?.meta.sha256, sha(body));
+    assert.equal(got?.meta.bytes, body.length);
+    assert.equal(got?.meta.contentType, 'image/png');
+    assert.deepEqual([got?.meta.width, got?.meta.height], [256, 256]);
+    assert.ok(got!.meta.fetchedAt >= before - 1_000 && got!.meta.fetchedAt <= Date.now() + 1_000, `fetchedAt ${got!.meta.fetchedAt}`);
+    assert.equal(got?.meta.etag, undefined);
+    assert.equal(await store.get('plain', { z: 3, x: 1, y: 3 }), null);
+  });
+
+  test('validators and a back-dated fetchedAt are kept in a sidecar, which always describes the tile beside it', async () => {
+    const store = new TileStore(root);
+    const t = { z: 3, x: 4, y: 5 };
+    const v1 = await gradientImage(256, 256, 'png', 1);
+    await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png', etag: '"v1"', lastModified: 'Sun, 01 Nov 2026 00:00:00 GMT' });
+    let got = await store.get('validated', t);
+    assert.deepEqual([got?.meta.etag, got?.meta.lastModified, got?.meta.sha256], ['"v1"', 'Sun, 01 Nov 2026 00:00:00 GMT', sha(v1)]);
+    // The server stops sending validators: the old sidecar must not describe the new copy.
+    const v2 = await gradientImage(256, 256, 'png', 2);
+    await store.put('validated', t, v2, { fetchedAt: Date.now(), contentType: 'image/png' });
+    got = await store.get('validated', t);
+    assert.equal(got?.meta.etag, undefined);
+    assert.equal(got?.meta.sha256, sha(v2));
+    assert.equal(existsSync(path.join(store.dir('validated', t), '5.json')), false);
+    // An imported copy keeps the time it was fetched, not the time it was written.
+    const old = Date.UTC(2026, 0, 2);
+    await store.put('validated', t, v1, { fetchedAt: old, contentType: 'image/png' });
+    got = await store.get('validated', t);
+    assert.deepEqual([got?.meta.fetchedAt, got?.meta.sha256], [old, sha(v1)]);
+  });
+
+  test('a tile whose server sent another format than the source says is still found', async () => {
+    const store = new TileStore(root);
+    const jpeg = await gradientImage(256, 256, 'jpeg');
+    await store.put('mixed', { z: 1, x: 0, y: 0 }, jpeg, { fetchedAt: Date.now(), contentType: 'image/jpeg' });
+    const got = await store.get('mixed', { z: 1, x: 0, y: 0 }, 'image/png');
+    assert.equal(path.basename(got!.path), '0.jpg');
+    assert.deepEqual([got?.meta.contentType, got?.meta.sha256], ['image/jpeg', sha(jpeg)]);
+  });
+});
