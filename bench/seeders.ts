@@ -50,6 +50,7 @@ interface Opts {
   buffer: string;
   tools: string;
   sample: string;
+  rounds: string;
   keep?: boolean;
 }
 
@@ -59,6 +60,8 @@ const FINAL: Tool[] = ['tilebreaker-meta', 'mapproxy-meta', 'mapcache-meta', 'ti
 
 interface Result {
   tool: Tool;
+  /** 1-based; with --rounds, every tool runs once per round. */
+  round: number;
   seconds: number;
   ok: boolean;
   note: string;
@@ -152,6 +155,8 @@ async function main(opts: Opts): Promise<void> {
   const meta = Number(opts.meta);
   const buffer = Number(opts.buffer);
   const sample = Number(opts.sample);
+  const rounds = Number(opts.rounds);
+  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 9) throw new Error(`--rounds must be an integer 1..9 (got ${JSON.stringify(opts.rounds)})`);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency must be a positive integer');
   if (!Number.isInteger(meta) || meta < 2 || meta > 16) throw new Error('--meta must be an integer 2..16');
   if (!Number.isInteger(buffer) || buffer < 0 || buffer > 512) throw new Error('--buffer must be an integer 0..512 (pixels)');
@@ -182,8 +187,10 @@ async function main(opts: Opts): Promise<void> {
     );
     for (const line of await calibrate(proxy, wms.layers, ts, concurrency, meta, buffer)) console.log(`  ${line}`);
 
-    for (const tool of tools) {
-      const dir = path.join(work, tool);
+    // With several rounds the order rotates, so no tool always runs first (after the calibration) or last.
+    const runs = Array.from({ length: rounds }, (_, r) => tools.map((_, i) => tools[(i + r) % tools.length]!).map((tool) => ({ tool, round: r + 1 }))).flat();
+    for (const { tool, round } of runs) {
+      const dir = path.join(work, rounds > 1 ? `${tool}-r${round}` : tool);
       mkdirSync(dir, { recursive: true });
       const metatile = mode(tool) === 'meta' ? { size: meta, buffer } : null;
       await proxy.reset();
@@ -248,17 +255,23 @@ async function main(opts: Opts): Promise<void> {
       }
       if (stats.notImage || stats.failed) note += `; ${stats.notImage} non-image answers, ${stats.failed} failed requests`;
       if (!ok || disk.inSet.size !== n) failed = true;
-      results.push({ tool, seconds, ok, note, disk, stats, cpu, files });
-      console.log(`  ran ${tool}: ${seconds.toFixed(1)} s${note ? ` (${note.replace(/^; /, '')})` : ''}`);
+      results.push({ tool, round, seconds, ok, note, disk, stats, cpu, files });
+      console.log(`  ran ${tool}${rounds > 1 ? ` (round ${round})` : ''}: ${seconds.toFixed(1)} s${note ? ` (${note.replace(/^; /, '')})` : ''}`);
     }
 
-    report(results, ts, concurrency);
-    const equal = await comparePixels(results, ts, sample, wms.url);
+    report(results, ts, concurrency, rounds);
+    // Pixels are compared on the last round's tiles.
+    const equal = await comparePixels(results.filter((r) => r.round === rounds), ts, sample, wms.url);
     if (!equal) failed = true;
+    // The median over the rounds (the only run with one round).
     const tps = (t: Tool) => {
-      const r = results.find((x) => x.tool === t);
-      return r ? (r.disk.inSet.size / r.seconds).toFixed(1) : 'n/a';
+      const all = results.filter((x) => x.tool === t).map((r) => r.disk.inSet.size / r.seconds).sort((a, b) => a - b);
+      return all.length ? all[Math.floor((all.length - 1) / 2)]!.toFixed(1) : 'n/a';
     };
+    if (rounds > 1) {
+      console.log('');
+      for (const t of tools) console.log(`  ${t.padEnd(16)} tiles/s by round: ${results.filter((r) => r.tool === t).map((r) => (r.disk.inSet.size / r.seconds).toFixed(1)).join(' ')}; median ${tps(t)}`);
+    }
     console.log(`seeders: ${FINAL.map((t) => `${t}=${tps(t)}`).join(' ')}`);
     if (failed) process.exitCode = 1;
   } finally {
@@ -269,12 +282,13 @@ async function main(opts: Opts): Promise<void> {
   }
 }
 
-function report(results: Result[], ts: TileSet, concurrency: number): void {
+function report(results: Result[], ts: TileSet, concurrency: number, rounds: number): void {
   const n = tileCount(ts);
   const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '?');
+  const w = rounds > 1 ? 19 : 16;
   console.log('');
   console.log(
-    `  ${'tool'.padEnd(16)} ${'seconds'.padStart(7)} ${'tiles/s'.padStart(7)} ${'GetMap'.padStart(6)} ${'other'.padStart(5)} ${'peak'.padStart(4)} ${'MB out'.padStart(6)} ${'WMS s'.padStart(6)} ` +
+    `  ${'tool'.padEnd(w)} ${'seconds'.padStart(7)} ${'tiles/s'.padStart(7)} ${'GetMap'.padStart(6)} ${'other'.padStart(5)} ${'peak'.padStart(4)} ${'MB out'.padStart(6)} ${'WMS s'.padStart(6)} ` +
       `${'procs'.padStart(7)} ${'CPU s: tool'.padStart(11)} ${'mapserv'.padStart(7)} ${'proxy'.padStart(5)} ${'other'.padStart(5)}  on disk: set/${n} + extra  GetMap sizes`,
   );
   for (const r of results) {
@@ -285,8 +299,9 @@ function report(results: Result[], ts: TileSet, concurrency: number): void {
       .map(([k, v]) => `${k} x${v}`)
       .join(', ');
     const disk = `${r.disk.inSet.size} + ${r.disk.extra}${r.disk.extra ? ` (${r.disk.extraExamples.join(' ')} ...)` : ''}`;
+    const label = rounds > 1 ? `${r.tool} r${r.round}` : r.tool;
     console.log(
-      `  ${r.tool.padEnd(16)} ${f(r.seconds).padStart(7)} ${f(r.disk.inSet.size / r.seconds).padStart(7)} ${String(s.getMap).padStart(6)} ${String(s.other).padStart(5)} ${String(s.peakInFlight).padStart(4)} ` +
+      `  ${label.padEnd(w)} ${f(r.seconds).padStart(7)} ${f(r.disk.inSet.size / r.seconds).padStart(7)} ${String(s.getMap).padStart(6)} ${String(s.other).padStart(5)} ${String(s.peakInFlight).padStart(4)} ` +
         `${f(s.bytesOut / 1e6).padStart(6)} ${f(window).padStart(6)} ${String(s.peakMapserv).padStart(7)} ${f(r.cpu.tool).padStart(11)} ${f(r.cpu.server).padStart(7)} ${f(r.cpu.proxy).padStart(5)} ${f(r.cpu.other).padStart(5)}  ${disk.padEnd(22)}  ${sizes}${r.ok ? '' : '  FAILED'}`,
     );
   }
@@ -294,7 +309,7 @@ function report(results: Result[], ts: TileSet, concurrency: number): void {
   console.log(`  tiles/s: tiles of the set on disk / seconds; WMS s: first request to last response at the proxy; peak: most requests in flight at the proxy (each tool was given ${concurrency});`);
   console.log(`  procs: most mapserv processes alive at once under lighttpd (sampled every 10 ms; one that has sent its answer may still be exiting as the next starts);`);
   console.log(`  MB out: bytes MapServer sent; CPU s: user+system of the tool (all processes/threads), of lighttpd + every mapserv, of the proxy, and of everything else on the machine (${cpus().length} cores in all)`);
-  for (const r of results) {
+  for (const r of results.filter((x) => x.round === 1)) {
     if (r.stats.samples[0]) console.log(`  first GetMap of ${r.tool}: ${r.stats.samples[0]}`);
   }
 }
@@ -414,6 +429,7 @@ new Command('bench:seeders')
   .option('--buffer <px>', "metatile buffer in pixels, the same in every tool (80: MapProxy's default; mapcache's is 0)", '80')
   .option('--tools <list>', `comma list: ${TOOLS.join(', ')}, or tilebreaker, mapproxy, mapcache, meta, 1x1, all`, 'all')
   .option('--sample <n>', 'tiles compared pixel by pixel (0: all)', '16')
+  .option('--rounds <n>', 'run every tool this many times, in a rotating order; the last line gives medians', '1')
   .option('--keep', 'keep the tiles, configs and logs (the directory is printed)')
   .action((opts: Opts) => main(opts))
   .parseAsync()
