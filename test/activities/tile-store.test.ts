@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { TileStore } from '../../src/activities/store/tile-store';
+import { atomicWrite, TileStore } from '../../src/activities/store/tile-store';
 import { gradientImage } from '../helpers/images';
 
 const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-tile-store-'));
@@ -50,12 +50,33 @@ describe('the tile store', () => {
     assert.deepEqual([got?.meta.fetchedAt, got?.meta.sha256], [old, sha(v1)]);
   });
 
-  test('a tile whose server sent another format than the source says is still found', async () => {
+  test('a tile whose server sent another format than the source says is found, and the newest copy wins', async () => {
     const store = new TileStore(root);
+    const t = { z: 1, x: 0, y: 0 };
+    const png = await gradientImage(256, 256, 'png');
+    await store.put('mixed', t, png, { fetchedAt: Date.now(), contentType: 'image/png' });
+    await new Promise((r) => setTimeout(r, 20));
     const jpeg = await gradientImage(256, 256, 'jpeg');
-    await store.put('mixed', { z: 1, x: 0, y: 0 }, jpeg, { fetchedAt: Date.now(), contentType: 'image/jpeg' });
-    const got = await store.get('mixed', { z: 1, x: 0, y: 0 }, 'image/png');
+    await store.put('mixed', t, jpeg, { fetchedAt: Date.now(), contentType: 'image/jpeg' });
+    let got = await store.get('mixed', t);
     assert.equal(path.basename(got!.path), '0.jpg');
     assert.deepEqual([got?.meta.contentType, got?.meta.sha256], ['image/jpeg', sha(jpeg)]);
+    await new Promise((r) => setTimeout(r, 20));
+    await store.put('mixed', t, png, { fetchedAt: Date.now(), contentType: 'image/png' });
+    got = await store.get('mixed', t);
+    assert.deepEqual([path.basename(got!.path), got?.meta.sha256], ['0.png', sha(png)]);
+  });
+
+  test('a sidecar that does not describe the file beside it (two writers interleaved) is not believed', async () => {
+    const store = new TileStore(root);
+    const t = { z: 2, x: 1, y: 1 };
+    const a = await gradientImage(256, 256, 'png', 5);
+    const b = await gradientImage(256, 256, 'png', 6);
+    await store.put('raced', t, a, { fetchedAt: Date.now(), contentType: 'image/png', etag: '"a"' });
+    // Writer B's tile lands after writer A's sidecar.
+    await atomicWrite(path.join(store.dir('raced', t), '1.png'), b);
+    const got = await store.get('raced', t);
+    assert.equal(got?.meta.etag, undefined, 'no ETag of another copy');
+    assert.equal(got?.meta.sha256, sha(b));
   });
 });

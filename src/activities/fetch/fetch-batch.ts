@@ -139,7 +139,7 @@ async function fetchUnit(
   const each = (f: (t: TileAddress, k: number) => TileResult) => tiles.map(f);
   // Conditional refreshes are per tile: a metatile is always fetched whole.
   const single = unit.meta === null;
-  const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!, source.format) : null;
+  const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
   let made = 0;
   let url = unit.url;
@@ -157,7 +157,7 @@ async function fetchUnit(
     if (decision) onDecision(decision);
     if (decision?.kind === 'refused') {
       // The last good copies are read only when they are needed: for a refusal under the stale fallback.
-      const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t, source.format))) : [];
+      const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
       return each((t, k) => refused(input, t, decision, stored[k] ?? null, attempt - 1));
     }
     made = attempt;

@@ -44,8 +44,8 @@ const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0
  * What the tile file itself tells (its size, its content hash, its modification time as fetchedAt, its type
  * by extension) is not written twice: a `<y>.json` sidecar is written only for what it cannot tell - ETag,
  * Last-Modified, or a fetchedAt other than the time of writing. A second file per tile would cost as much as
- * the tile's own write (a new inode each), which is most of a seeding run's own work. When present, the
- * sidecar always describes the tile beside it: an old one is removed before the tile it described is replaced.
+ * the tile's own write (a new inode each), which is most of a seeding run's own work. An old sidecar is
+ * removed before the tile it described is replaced, and one is believed only while its hash matches the file.
  */
 export class TileStore {
   /** Folders known to exist: a mkdir per tile costs as much as its write. */
@@ -97,33 +97,45 @@ export class TileStore {
   }
 
   /**
-   * The last good copy of a tile, or null. `contentType` (the source's format) says which file to look for
-   * first when there is no sidecar.
+   * The last good copy of a tile, or null. A sidecar counts only if it describes the file beside it (two
+   * writers of one tile can interleave); otherwise the newest file of the tile, whatever its extension (a
+   * server may have sent another format than the source says), described by itself.
    */
-  async get(source: string, t: TileAddress, contentType = 'image/png'): Promise<StoredTile | null> {
+  async get(source: string, t: TileAddress): Promise<StoredTile | null> {
     const dir = this.dir(source, t);
+    let sidecar: (TileMeta & { file: string }) | null = null;
     try {
-      const { file, ...meta } = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as TileMeta & { file: string };
-      return { path: path.join(dir, file), meta };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return null;
+      sidecar = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as TileMeta & { file: string };
+    } catch {
+      // none, or unreadable: the files say what they are
     }
-    const first = extensionOf(contentType);
-    for (const ext of [first, ...Object.keys(TYPES).filter((e) => e !== first)]) {
-      const tilePath = path.join(dir, `${t.y}.${ext}`);
-      let body: Buffer;
-      let mtimeMs: number;
-      try {
-        [body, { mtimeMs }] = await Promise.all([readFile(tilePath), stat(tilePath)]);
-      } catch {
-        continue;
-      }
-      // The size from the image's header (no decode); an unreadable header leaves it out.
-      const { width, height } = await sharp(body).metadata().catch(() => ({ width: undefined, height: undefined }));
-      const meta: TileMeta = { fetchedAt: Math.round(mtimeMs), contentType: TYPES[ext]!, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
-      return { path: tilePath, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
+    const found = await Promise.all(
+      Object.keys(TYPES).map(async (ext) => {
+        const file = path.join(dir, `${t.y}.${ext}`);
+        try {
+          return { ext, file, mtimeMs: (await stat(file)).mtimeMs };
+        } catch {
+          return null;
+        }
+      }),
+    );
+    const newest = found.filter((f) => f !== null).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
+    if (!newest) return null;
+    let body: Buffer;
+    try {
+      body = await readFile(newest.file);
+    } catch {
+      return null;
     }
-    return null;
+    const sha256 = createHash('sha256').update(body).digest('hex');
+    if (sidecar && sidecar.file === path.basename(newest.file) && sidecar.sha256 === sha256) {
+      const { file: _file, ...meta } = sidecar;
+      return { path: newest.file, meta };
+    }
+    // The size from the image's header (no decode); an unreadable header leaves it out.
+    const { width, height } = await sharp(body).metadata().catch(() => ({ width: undefined, height: undefined }));
+    const meta: TileMeta = { fetchedAt: Math.round(newest.mtimeMs), contentType: TYPES[newest.ext]!, bytes: body.length, sha256 };
+    return { path: newest.file, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
   }
 }
 

@@ -28,16 +28,14 @@ export const LIMIT_INPUT_PIXELS = 8192 * 8192;
  * checks the size and whether the image is uniform. `format` is the sniffed one, for the reason text.
  * Uniformity is checked on the raw pixels, stopping at the first that differs (at once for a real tile):
  * sharp's stats() would also compute entropy and sharpness and costs ten times the decode.
- * A PNG wanted without its pixels is first verified without building them (png-integrity.ts); only what that
- * cannot prove intact and non-uniform is decoded here.
+ * A PNG wanted without its pixels is first verified without the decoder's pixel pipeline (png-integrity.ts);
+ * only what that cannot prove intact is decoded here.
  */
 export async function checkImage(body: Buffer, expected: { width: number; height: number } | null, format = 'image', keepPixels = false): Promise<ImageCheck> {
   if (format === 'png' && !keepPixels) {
-    // A PNG proven intact byte for byte and not uniform needs no pixels; anything else gets the full decode below.
-    const png = await verifyPng(body, LIMIT_INPUT_PIXELS);
-    if (png && (!expected || (png.width === expected.width && png.height === expected.height))) {
-      return { ok: true, reason: `${format} ${png.width}x${png.height}`, width: png.width, height: png.height, format, blank: false };
-    }
+    // A PNG proven intact byte for byte needs no pixel pipeline; anything else gets the full decode below.
+    const png = await verifyPng(body, { maxPixels: LIMIT_INPUT_PIXELS, width: expected?.width ?? null, height: expected?.height ?? null });
+    if (png) return { ok: true, reason: `${format} ${png.width}x${png.height}`, width: png.width, height: png.height, format, blank: png.blank };
   }
   let data: Buffer;
   let info: sharp.OutputInfo;

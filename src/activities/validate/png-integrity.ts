@@ -3,31 +3,45 @@ import { crc32, inflate } from 'node:zlib';
 
 const inflateAsync = promisify(inflate);
 
-/** A PNG proven intact, of this size, and not uniform (its first row already has two different pixels). */
+/** A PNG proven intact, of this size; `blank`: every pixel is the same colour. */
 export interface IntactPng {
   width: number;
   height: number;
+  blank: boolean;
+}
+
+export interface PngLimits {
+  /** The most pixels an image may have (a decompression bomb is refused before anything is inflated). */
+  maxPixels: number;
+  /** The size the image must have; another size is left to the full decode, which says so. */
+  width?: number | null;
+  height?: number | null;
 }
 
 const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 // Channels per colour type, for the 8-bit images this check takes (0 grey, 2 RGB, 3 palette, 4 grey+alpha, 6 RGBA).
 const CHANNELS: Record<number, number> = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
 // Ancillary chunks any decoder takes in its stride; an image with others is left to the full decode.
-const ANCILLARY = new Set(['tRNS', 'gAMA', 'cHRM', 'sRGB', 'pHYs', 'tEXt', 'zTXt', 'iTXt', 'tIME', 'bKGD']);
+const ANCILLARY = new Set(['gAMA', 'cHRM', 'sRGB', 'pHYs', 'tEXt', 'zTXt', 'iTXt', 'tIME', 'bKGD']);
+// Inflated in pieces of at most this: the header's size is a claim, not an allocation to make up front.
+const MAX_CHUNK = 1 << 20;
 
 /**
- * Verifies a single-tile PNG without building its pixels, which is most of a full decode's cost (a 256 px RGB
- * MapServer tile: ~0.7 ms here against ~1.8 ms for sharp's raw decode): every chunk's CRC, the chunk layout
- * (IHDR first, PLTE before IDAT, consecutive IDATs, IEND last), the whole zlib stream inflated (its Adler-32
- * checks every decompressed byte, and a truncated stream fails) to exactly the size the header promises, and
- * every row's filter byte. The first row is unfiltered to show that the image is not uniform.
+ * Verifies a single-tile PNG without handing it to the image decoder, whose pixel pipeline is most of a decode's
+ * cost (a 256 px RGB MapServer tile: ~0.8 ms here against ~1.7 ms for sharp's raw decode): every chunk's CRC,
+ * the chunk layout (IHDR first, PLTE and tRNS before IDAT and tRNS after PLTE, consecutive IDATs, IEND last),
+ * the whole zlib stream (declaring the full window) inflated (its Adler-32 checks every decompressed
+ * byte, and a truncated stream fails) to exactly the size IHDR promises, and every row's filter byte. Rows
+ * are then unfiltered until two pixels differ, which for a real tile is within the first row; a uniform image
+ * is unfiltered to the end and reported blank.
  *
- * Returns null whenever it cannot prove all of that - a damaged or truncated file, an interlaced, 16-bit or
- * sub-byte image, a short palette, an unusual chunk, or a first row of one colour (a possible blank tile) - and
- * the caller then decodes every pixel with sharp, which gives the verdict and the reason. So this never
- * refuses what the full decode accepts, and accepts only what it has checked byte for byte.
+ * Returns null whenever it cannot prove all of that - a damaged or truncated file, another size than expected,
+ * an interlaced, 16-bit or sub-byte image, a short palette, an unusual chunk - and the caller then decodes
+ * the image with sharp (libpng), which gives the verdict and the reason. So this never refuses what the full
+ * decode accepts, accepts only what it has checked byte for byte, and calls blank exactly what the decoder's
+ * pixels would show to be uniform (seeded comparisons in test/activities/png-integrity.test.ts).
  */
-export async function verifyPng(body: Buffer, maxPixels: number): Promise<IntactPng | null> {
+export async function verifyPng(body: Buffer, limits: PngLimits): Promise<IntactPng | null> {
   if (body.length < SIGNATURE.length + 12 || !body.subarray(0, 8).equals(SIGNATURE)) return null;
   let width = 0;
   let height = 0;
@@ -55,9 +69,10 @@ export async function verifyPng(body: Buffer, maxPixels: number): Promise<Intact
       colourType = data[9]!;
       // 8 bits per sample, deflate, adaptive filtering, not interlaced.
       if (data[8] !== 8 || !(colourType in CHANNELS) || data[10] !== 0 || data[11] !== 0 || data[12] !== 0) return null;
-      if (width === 0 || height === 0 || width * height > maxPixels) return null;
+      if (width === 0 || height === 0 || width * height > limits.maxPixels) return null;
+      if ((limits.width != null && width !== limits.width) || (limits.height != null && height !== limits.height)) return null;
     } else if (type === 'PLTE') {
-      if (palette || idat.length > 0 || length % 3 !== 0) return null;
+      if (palette || alphas || idat.length > 0 || length === 0 || length % 3 !== 0) return null;
       palette = data;
     } else if (type === 'IDAT') {
       if (idatEnded) return null;
@@ -66,7 +81,8 @@ export async function verifyPng(body: Buffer, maxPixels: number): Promise<Intact
       if (length !== 0 || off !== body.length) return null;
       break;
     } else if (type === 'tRNS') {
-      if (idat.length > 0) return null;
+      // libpng drops a tRNS out of place (before PLTE in a palette image) or repeated: leave those to it.
+      if (alphas || idat.length > 0 || (colourType === 3 && !palette)) return null;
       alphas = data;
     } else if (!ANCILLARY.has(type)) {
       return null;
@@ -82,38 +98,72 @@ export async function verifyPng(body: Buffer, maxPixels: number): Promise<Intact
   const bpp = CHANNELS[colourType]!;
   const stride = 1 + width * bpp;
   const expected = stride * height;
+  const stream = idat.length === 1 ? idat[0]! : Buffer.concat(idat);
+  if (stream.length < 2) return null;
+  // libpng inflates a row at a time with the window the stream declares, so a stream reaching further back
+  // fails there; zlib inflating in one piece would not notice. Only the full 32 KB window (the most any
+  // distance can reach) is taken here: encoders declare less only for small images.
+  if (stream[0]! >> 4 !== 7) return null;
   let pixels: Buffer;
   try {
-    // One byte more than promised: a stream that inflates past the header's size is not this image. One output
-    // chunk of that size: zlib's default 16 KB chunks cost a round trip to the thread pool each (+50 % here).
-    pixels = await inflateAsync(idat.length === 1 ? idat[0]! : Buffer.concat(idat), { maxOutputLength: expected + 1, chunkSize: Math.max(64, expected + 1) });
+    // One byte more than promised: a stream that inflates past the header's size is not this image. Large output
+    // chunks: zlib's default 16 KB ones cost a round trip to the thread pool each (+50 % for a 256 px tile).
+    pixels = await inflateAsync(stream, { maxOutputLength: expected + 1, chunkSize: Math.min(MAX_CHUNK, Math.max(64, expected + 1)) });
   } catch {
     return null;
   }
   if (pixels.length !== expected) return null;
   for (let row = 0; row < expected; row += stride) if (pixels[row]! > 4) return null;
-  return firstRowVaries(pixels, width, bpp, colourType === 3 ? palette : null, alphas) ? { width, height } : null;
+  return { width, height, blank: isUniform(pixels, width, height, bpp, colourType === 3 ? palette : null, alphas) };
 }
 
-/** Unfilters row 0 (the row above is all zeros: Up is None, Paeth and Sub add the byte to the left, Average half of it). */
-function firstRowVaries(pixels: Buffer, width: number, bpp: number, palette: Buffer | null, alphas: Buffer | null): boolean {
-  const filter = pixels[0]!;
-  const row = Buffer.allocUnsafe(width * bpp);
-  for (let i = 0; i < row.length; i++) {
-    const left = i >= bpp ? row[i - bpp]! : 0;
-    const add = filter === 1 || filter === 4 ? left : filter === 3 ? left >> 1 : 0;
-    row[i] = (pixels[1 + i]! + add) & 0xff;
+/** Whether every pixel has the colour of the first; in a palette image by colour (with tRNS alpha), not index. */
+function isUniform(pixels: Buffer, width: number, height: number, bpp: number, palette: Buffer | null, alphas: Buffer | null): boolean {
+  const colour = (k: number) => palette!.readUIntBE(k * 3, 3) * 256 + (alphas && k < alphas.length ? alphas[k]! : 255);
+  let first: number[] | null = null;
+  let uniform = true;
+  unfilterRows(pixels, width, height, bpp, (row) => {
+    if (palette) {
+      first ??= [colour(row[0]!)];
+      for (let x = 0; x < width; x++) if (colour(row[x]!) !== first[0]) return (uniform = false);
+    } else {
+      first ??= [...row.subarray(0, bpp)];
+      for (let i = 0; i < row.length; i++) if (row[i] !== first[i % bpp]) return (uniform = false);
+    }
+    return true;
+  });
+  return uniform;
+}
+
+/**
+ * Undoes the PNG row filters (None, Sub, Up, Average, Paeth) of inflated 8-bit image data, handing each row to
+ * `onRow` until it returns false; the row buffer is reused.
+ */
+export function unfilterRows(pixels: Buffer, width: number, height: number, bpp: number, onRow: (row: Buffer, y: number) => boolean): void {
+  const rowBytes = width * bpp;
+  let prev = Buffer.alloc(rowBytes);
+  let cur = Buffer.alloc(rowBytes);
+  for (let y = 0; y < height; y++) {
+    const filter = pixels[y * (rowBytes + 1)]!;
+    const src = y * (rowBytes + 1) + 1;
+    for (let i = 0; i < rowBytes; i++) {
+      const a = i >= bpp ? cur[i - bpp]! : 0;
+      const b = prev[i]!;
+      let add = 0;
+      if (filter === 1) add = a;
+      else if (filter === 2) add = b;
+      else if (filter === 3) add = (a + b) >> 1;
+      else if (filter === 4) {
+        const c = i >= bpp ? prev[i - bpp]! : 0;
+        const p = a + b - c;
+        const pa = Math.abs(p - a);
+        const pb = Math.abs(p - b);
+        const pc = Math.abs(p - c);
+        add = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      }
+      cur[i] = (pixels[src + i]! + add) & 0xff;
+    }
+    if (!onRow(cur, y)) return;
+    [prev, cur] = [cur, prev];
   }
-  if (palette) {
-    // Two indices may name one colour: compare what they name.
-    const colour = (x: number) => {
-      const k = row[x]!;
-      return palette.readUIntBE(k * 3, 3) * 256 + (alphas && k < alphas.length ? alphas[k]! : 255);
-    };
-    const first = colour(0);
-    for (let x = 1; x < width; x++) if (colour(x) !== first) return true;
-    return false;
-  }
-  for (let i = bpp; i < row.length; i++) if (row[i] !== row[i % bpp]) return true;
-  return false;
 }
