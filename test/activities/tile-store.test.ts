@@ -42,7 +42,15 @@ describe('the tile store', () => {
     got = await store.get('validated', t);
     assert.equal(got?.meta.etag, undefined);
     assert.equal(got?.meta.sha256, sha(v2));
-    assert.equal(existsSync(path.join(store.dir('validated', t), '5.json')), false);
+    // Even the same bytes again, fetched without validators: the old ETag is not theirs to claim.
+    await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png', etag: '"v1"' });
+    // Past the filesystem's timestamp granularity (a few ms): within it, the same bytes keep their sidecar,
+    // whose validators then still describe exactly those bytes.
+    await new Promise((r) => setTimeout(r, 30));
+    await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png' });
+    assert.ok(existsSync(path.join(store.dir('validated', t), '5.json')), 'the old sidecar is left, not removed at every write');
+    got = await store.get('validated', t);
+    assert.deepEqual([got?.meta.etag, got?.meta.sha256], [undefined, sha(v1)]);
     // An imported copy keeps the time it was fetched, not the time it was written.
     const old = Date.UTC(2026, 0, 2);
     await store.put('validated', t, v1, { fetchedAt: old, contentType: 'image/png' });

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import type { TileAddress } from '../../sources/request-url';
@@ -31,6 +31,9 @@ const EXTENSIONS: Record<string, string> = {
 };
 const TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif', tif: 'image/tiff', bin: 'application/octet-stream' };
 
+/** `<y>.json`: the tile's metadata and the file it describes, as it was when written. */
+type Sidecar = TileMeta & { file: string; fileMtimeMs: number };
+
 /** A fetchedAt this far from the time of writing is not "now" (an imported or back-dated copy): a sidecar keeps it. */
 const CLOCK_SLACK_MS = 2_000;
 
@@ -44,8 +47,11 @@ const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0
  * What the tile file itself tells (its size, its content hash, its modification time as fetchedAt, its type
  * by extension) is not written twice: a `<y>.json` sidecar is written only for what it cannot tell - ETag,
  * Last-Modified, or a fetchedAt other than the time of writing. A second file per tile would cost as much as
- * the tile's own write (a new inode each), which is most of a seeding run's own work. An old sidecar is
- * removed before the tile it described is replaced, and one is believed only while its hash matches the file.
+ * the tile's own write (a new inode each), which is most of a seeding run's own work. A sidecar is believed
+ * only while the file it names is the very one it was written for (same modification time and hash), so an
+ * old one beside a newer copy, or one of two writers racing, is ignored rather than removed at every write.
+ * (The same bytes written again within the filesystem's timestamp granularity keep it: its validators still
+ * describe exactly those bytes.)
  */
 export class TileStore {
   /** Folders known to exist: a mkdir per tile costs as much as its write. */
@@ -73,13 +79,13 @@ export class TileStore {
     await this.ensureDir(dir);
     const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
     const tilePath = path.join(dir, `${t.y}.${extensionOf(meta.contentType)}`);
-    const sidecar = path.join(dir, `${t.y}.json`);
-    // First away with a sidecar describing the copy about to be replaced.
-    await unlinkIfThere(sidecar);
     await atomicWrite(tilePath, body);
     if (meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS) {
-      // The metadata goes last: a reader that finds it finds the tile it describes.
-      await atomicWrite(sidecar, Buffer.from(JSON.stringify({ ...full, file: path.basename(tilePath) })));
+      // Names the very file it describes (its modification time), so a later copy written without a sidecar
+      // is never taken for this one; the metadata goes last: a reader that finds it finds its tile.
+      const { mtimeMs } = await stat(tilePath);
+      const sidecar: Sidecar = { ...full, file: path.basename(tilePath), fileMtimeMs: mtimeMs };
+      await atomicWrite(path.join(dir, `${t.y}.json`), Buffer.from(JSON.stringify(sidecar)));
     }
     return { path: tilePath, meta: full };
   }
@@ -103,9 +109,9 @@ export class TileStore {
    */
   async get(source: string, t: TileAddress): Promise<StoredTile | null> {
     const dir = this.dir(source, t);
-    let sidecar: (TileMeta & { file: string }) | null = null;
+    let sidecar: Sidecar | null = null;
     try {
-      sidecar = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as TileMeta & { file: string };
+      sidecar = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as Sidecar;
     } catch {
       // none, or unreadable: the files say what they are
     }
@@ -128,22 +134,14 @@ export class TileStore {
       return null;
     }
     const sha256 = createHash('sha256').update(body).digest('hex');
-    if (sidecar && sidecar.file === path.basename(newest.file) && sidecar.sha256 === sha256) {
-      const { file: _file, ...meta } = sidecar;
+    if (sidecar && sidecar.file === path.basename(newest.file) && sidecar.fileMtimeMs === newest.mtimeMs && sidecar.sha256 === sha256) {
+      const { file: _file, fileMtimeMs: _mtime, ...meta } = sidecar;
       return { path: newest.file, meta };
     }
     // The size from the image's header (no decode); an unreadable header leaves it out.
     const { width, height } = await sharp(body).metadata().catch(() => ({ width: undefined, height: undefined }));
     const meta: TileMeta = { fetchedAt: Math.round(newest.mtimeMs), contentType: TYPES[newest.ext]!, bytes: body.length, sha256 };
     return { path: newest.file, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
-  }
-}
-
-async function unlinkIfThere(file: string): Promise<void> {
-  try {
-    await unlink(file);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
 }
 
