@@ -258,11 +258,15 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .description('fetch only a mosaic\'s dead-lettered tiles (after their retryAfter) and rebuild it and its manifest')
     .argument('<manifest>', 'the mosaic\'s manifest (.manifest.json) or output (.tif)')
     .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
+    .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
+    .option('--name <source>', 'the source in --sources (when it has more than one)')
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
-    .action(async (manifest: string, o: { id?: string; wait?: boolean; json?: boolean }) => {
+    .action(async (manifest: string, o: { id?: string; sources?: string; name?: string; wait?: boolean; json?: boolean }) => {
+      if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
       await withClient(async ({ client, taskQueue }) => {
-        const id = await startRedrive(client, taskQueue, manifest, o.id);
+        const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;
+        const id = await startRedrive(client, taskQueue, manifest, o.id, sources);
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;

@@ -4,7 +4,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Clien
 import { parseMosaicRequest } from '../activities/mosaic/plan';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../workflows/mosaic-messages';
-import type { MosaicProgress, MosaicRequest, MosaicResult } from '../workflows/mosaic-types';
+import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../workflows/mosaic-types';
 
 /** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
@@ -118,7 +118,7 @@ export function exitCodeFor(result: MosaicResult): number {
  * Starts a re-drive of a mosaic's dead letters, refusing while the mosaic itself still runs (both would write
  * the same journals) or while another re-drive of it does (its id is the mosaic's).
  */
-export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string): Promise<string> {
+export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources): Promise<string> {
   const abs = path.resolve(manifestOrOutput);
   const candidates = new Set([mosaicWorkflowId(abs)]);
   try {
@@ -137,7 +137,7 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
   }
   const id = workflowId ?? `redrive/${mosaicName(abs)}`;
   try {
-    await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs }] });
+    await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}) }] });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`);
     throw err;

@@ -54,6 +54,13 @@ export interface MosaicRequest {
 }
 
 /** The tile grid: columns xMin..xMax, rows yMin..yMax (XYZ, from the top) at zoom z; tile i is row-major. */
+/** A sources file read again for a re-drive (a URL or credential fixed since the mosaic ran). */
+export interface RedriveSources {
+  sourcesFile: string;
+  /** Needed when the file has more than one source. */
+  sourceName?: string;
+}
+
 export interface TileGrid {
   z: number;
   xMin: number;

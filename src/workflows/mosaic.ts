@@ -12,7 +12,7 @@ import type { Activities } from '../activities';
 import { breakerKey } from '../breaker';
 import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';
 import { progressQuery } from './mosaic-messages';
-import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type TileSelection } from './mosaic-types';
+import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from './mosaic-types';
 
 const { planMosaic } = proxyActivities<Activities>({
   startToCloseTimeout: '1m',
@@ -115,6 +115,8 @@ function causeChain(err: unknown): string {
 export interface RedriveInput {
   /** The mosaic's manifest (or its output .tif). */
   manifest: string;
+  /** Read the source from this sources file (on the worker) instead of the one frozen in the plan. */
+  sources?: RedriveSources;
 }
 
 /**
@@ -124,7 +126,8 @@ export interface RedriveInput {
 export async function redriveMosaicWorkflow(input: RedriveInput): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
-  const letters = await loadDeadLetters(input.manifest);
+  // The source as the plan froze it, or as the sources file says now (a fixed URL or credential).
+  const letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
   const plan: MosaicPlan = { ...letters.plan, fallback: 'fail-fast' };
   tracker = new ProgressTracker(letters.indices.length);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];

@@ -121,6 +121,9 @@ test('mosaic redrive refuses while the mosaic itself is still running', async ()
     const r = await cli(['mosaic', 'redrive', output]);
     assert.equal(r.code, 2, r.err);
     assert.match(r.err, /mosaic mosaic\/.*running is still running; re-drive it once it has finished, or cancel it first/);
+    const named = await cli(['mosaic', 'redrive', output, '--name', 'demo']);
+    assert.equal(named.code, 2, named.err);
+    assert.match(named.err, /--name "demo": give --sources FILE as well/);
     await handle.cancel();
     await handle.result().catch(() => undefined);
   } finally {

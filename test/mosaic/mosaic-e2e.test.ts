@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -113,6 +113,38 @@ test('fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
   assert.equal(m2.counts.ok, 130);
   assert.equal(s.stats.requests - before, dead, 'the re-drive requested exactly the dead-lettered tiles');
   assert.ok(m2.tiles.filter((t) => t.pass > 0).length === dead);
+});
+
+test('a re-drive that reads the sources file again uses the source as fixed since the run, and refuses one that draws other tiles', async () => {
+  const s = await server({ latencyMs: 2 });
+  // The run's source names a credential nobody set: every tile fails as a configuration error, no request made.
+  const broken = request(s, 'fixed', { zoom: 6 });
+  const result = await run({ ...broken, source: { ...broken.source!, auth: { type: 'bearer', tokenEnv: 'TB_TEST_UNSET_TOKEN' } } }, `mosaic-fixed-${process.pid}`);
+  const m = readManifest(result);
+  assert.equal(assertAccounted(m), null);
+  assert.ok(m.tiles.length > 0 && m.tiles.every((t) => t.status === 'failed'), JSON.stringify(m.counts));
+  assert.equal(s.stats.requests, 0);
+  // The sources file as it is now: no credential needed.
+  const sourcesFile = path.join(dir, 'fixed-sources.yaml');
+  writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
+  const r2 = (await env.client.workflow.execute('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-fixed-${process.pid}`, args: [{ manifest: result.manifest, sources: { sourcesFile } }] })) as MosaicResult;
+  const m2 = readManifest(r2);
+  assert.equal(assertAccounted(m2), null);
+  assert.equal(m2.counts.ok, m.tiles.length);
+  assert.equal(s.stats.requests, m.tiles.length, 'each failed tile fetched once, from the fixed source');
+  // A source with another tile size would not fit the planned grid.
+  const other = path.join(dir, 'other-sources.yaml');
+  writeFileSync(other, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    tileSize: 512\n`);
+  await assert.rejects(
+    env.client.workflow.execute('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-other-${process.pid}`, args: [{ manifest: result.manifest, sources: { sourcesFile: other } }] }),
+    (err: unknown) => {
+      assert.ok(err instanceof WorkflowFailedError);
+      const app = (err.cause as { cause?: { type?: string; message?: string } } | undefined)?.cause;
+      assert.equal(app?.type, 'ConfigError');
+      assert.match(app?.message ?? '', /source "demo" has tileSize 512, the mosaic was planned with 256/);
+      return true;
+    },
+  );
 });
 
 test('hole: refused tiles are left transparent and marked not rendered, in the manifest, the TIFF and the mask', async () => {

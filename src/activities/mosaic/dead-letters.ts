@@ -1,13 +1,15 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
-import type { MosaicPlan } from '../../workflows/mosaic-types';
+import type { MosaicPlan, RedriveSources } from '../../workflows/mosaic-types';
 import { latestRecords, readJournals } from './journal';
-import { outputBase, planFile } from './plan';
+import { outputBase, planFile, sourceForPlan } from './plan';
+import { loadSource } from '../sources-file';
+import type { SourceConfig } from '../../sources/schema';
 
 export interface DeadLetters {
   plan: MosaicPlan;
-  /** The dead-lettered tiles, ascending. */
+  /** The dead-lettered tiles (and the failed ones, when the source is read again), ascending. */
   indices: number[];
   /** Not before this instant (epoch ms): the latest breaker retryAfter among them, from when it was given. */
   notBefore: number;
@@ -17,9 +19,10 @@ export interface DeadLetters {
 
 /**
  * What a re-drive needs: the mosaic's plan (kept beside its journals from planning on) and its dead-lettered
- * tiles, taken from the journals (the manifest is derived from them).
+ * tiles, taken from the journals (the manifest is derived from them). With `sources`, the source is read again
+ * from the sources file as it is now, and failed tiles are fetched again as well.
  */
-export async function loadDeadLetters(manifestOrOutput: string): Promise<DeadLetters> {
+export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources): Promise<DeadLetters> {
   const base = outputBase(path.resolve(manifestOrOutput).replace(/\.manifest\.json$/i, ''));
   let plan: MosaicPlan;
   try {
@@ -27,16 +30,34 @@ export async function loadDeadLetters(manifestOrOutput: string): Promise<DeadLet
   } catch (err) {
     throw new ConfigError('redrive', [`manifest: no mosaic plan at ${planFile(`${base}.work`)} for ${JSON.stringify(manifestOrOutput)} (${(err as Error).message})`]);
   }
+  if (sources) plan = { ...plan, ...resolveSource(plan, sources) };
   const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
   const records = latestRecords(journals, plan.total);
   const indices: number[] = [];
   let notBefore = 0;
+  // With the source read again, failures the source caused (a credential, a layer name, a URL) may be cured too.
+  const redo = new Set(sources ? ['dead-lettered', 'failed'] : ['dead-lettered']);
   records.forEach((r, i) => {
-    if (r !== null && r.status !== 'dead-lettered') return;
+    if (r !== null && !redo.has(r.status)) return;
     indices.push(i);
     if (r?.retryAfterMs !== undefined) notBefore = Math.max(notBefore, (writtenAt.get(i) ?? 0) + r.retryAfterMs);
   });
   const nextPass = journals.reduce((m, j) => Math.max(m, j.pass), -1) + 1;
   return { plan, indices, notBefore, nextPass };
+}
+
+/** The source from the sources file as it is now, fitted to the plan; it must draw the same tiles (tile size). */
+function resolveSource(plan: MosaicPlan, sources: RedriveSources): Pick<MosaicPlan, 'source' | 'sourceName'> {
+  let name: string;
+  let source: SourceConfig;
+  try {
+    ({ name, source } = loadSource(path.resolve(sources.sourcesFile), sources.sourceName));
+  } catch (err) {
+    throw new ConfigError('redrive', [(err as Error).message]);
+  }
+  if (source.tileSize !== plan.source.tileSize) {
+    throw new ConfigError('redrive', [`sources file ${sources.sourcesFile}: source ${JSON.stringify(name)} has tileSize ${source.tileSize}, the mosaic was planned with ${plan.source.tileSize}`]);
+  }
+  return { sourceName: name, source: sourceForPlan(source, { zoom: plan.grid.z, directChunks: plan.directChunks }, 'redrive') };
 }

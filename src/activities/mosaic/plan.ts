@@ -117,6 +117,24 @@ export function gridBounds(g: TileGrid): MosaicPlan['bounds'] {
   };
 }
 
+/**
+ * The source as a plan uses it: with directChunks, its metatile is the largest square of tiles a GetMap may
+ * carry; the zoom must be in its range. Errors are the request's (`what`), naming the field and the value.
+ */
+export function sourceForPlan(source: SourceConfig, r: { zoom: number; directChunks?: boolean | undefined }, what: string): SourceConfig {
+  if (r.directChunks) {
+    if (source.type !== 'wms') throw new ConfigError(what, [`directChunks: needs a WMS source (got a ${source.type} source)`]);
+    // The largest square of tiles a GetMap may carry, with the source's buffer around it.
+    const buffer = source.metatile?.buffer ?? 0;
+    const k = Math.max(1, Math.floor((Math.min(source.maxRequestSize, CHUNK_PX) - 2 * buffer) / source.tileSize));
+    source = { ...source, metatile: { size: [k, k], buffer } };
+  }
+  if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
+    throw new ConfigError(what, [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
+  }
+  return source;
+}
+
 /** Where a run's plan is kept, for re-drives. */
 export const planFile = (workDir: string) => path.join(workDir, 'plan.json');
 
@@ -145,16 +163,7 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
     source = parseSource(r.source, 'mosaic request: source');
     sourceName = r.sourceName ?? 'inline';
   }
-  if (r.directChunks) {
-    if (source.type !== 'wms') throw new ConfigError('mosaic request', [`directChunks: needs a WMS source (got a ${source.type} source)`]);
-    // The largest square of tiles a GetMap may carry, with the source's buffer around it.
-    const buffer = source.metatile?.buffer ?? 0;
-    const k = Math.max(1, Math.floor((Math.min(source.maxRequestSize, CHUNK_PX) - 2 * buffer) / source.tileSize));
-    source = { ...source, metatile: { size: [k, k], buffer } };
-  }
-  if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
-    throw new ConfigError('mosaic request', [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
-  }
+  source = sourceForPlan(source, r, 'mosaic request');
   const [w, s, e, n] = r.bbox;
   const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
   const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
