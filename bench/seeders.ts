@@ -263,10 +263,13 @@ async function main(opts: Opts): Promise<void> {
     // Pixels are compared on the last round's tiles.
     const equal = await comparePixels(results.filter((r) => r.round === rounds), ts, sample, wms.url);
     if (!equal) failed = true;
-    // The median over the rounds (the only run with one round).
+    // The median over the rounds that seeded the whole set (the only run with one round); with an even count,
+    // the mean of the middle two.
     const tps = (t: Tool) => {
-      const all = results.filter((x) => x.tool === t).map((r) => r.disk.inSet.size / r.seconds).sort((a, b) => a - b);
-      return all.length ? all[Math.floor((all.length - 1) / 2)]!.toFixed(1) : 'n/a';
+      const all = results.filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n).map((r) => r.disk.inSet.size / r.seconds).sort((a, b) => a - b);
+      if (!all.length) return 'n/a';
+      const mid = all.length / 2;
+      return (all.length % 2 ? all[Math.floor(mid)]! : (all[mid - 1]! + all[mid]!) / 2).toFixed(1);
     };
     if (rounds > 1) {
       console.log('');

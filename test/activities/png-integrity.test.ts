@@ -246,10 +246,12 @@ describe('PNG integrity without building pixels', () => {
       const { fast, full } = await verdicts(body, { width, height });
       assert.deepEqual(fast, full, `colour type ${colourType}, ${width}x${height}`);
       compared++;
-      if (await verifyPng(body, limits)) proven++;
+      // Every one of these is a valid 8-bit image the fast path must decide itself.
+      assert.ok(await verifyPng(body, limits), `colour type ${colourType}, ${width}x${height} not proven`);
+      proven++;
     }
-    // The fast path was taken often enough for the comparison to mean something.
-    assert.ok(proven >= 40, `proven ${proven} of ${compared}`);
+    // Besides those 120, the four unmutated bases of the fast path's kind (RGB, full palette, RGBA, blank).
+    assert.ok(proven >= 124, `proven ${proven} of ${compared}`);
   });
 });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -44,9 +44,9 @@ describe('the tile store', () => {
     assert.equal(got?.meta.sha256, sha(v2));
     // Even the same bytes again, fetched without validators: the old ETag is not theirs to claim.
     await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png', etag: '"v1"' });
-    // Past the filesystem's timestamp granularity (a few ms): within it, the same bytes keep their sidecar,
-    // whose validators then still describe exactly those bytes.
-    await new Promise((r) => setTimeout(r, 30));
+    // A second later (within the same second the same bytes keep their sidecar, whose validators then still
+    // describe exactly those bytes).
+    await new Promise((r) => setTimeout(r, 1_100));
     await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png' });
     assert.ok(existsSync(path.join(store.dir('validated', t), '5.json')), 'the old sidecar is left, not removed at every write');
     got = await store.get('validated', t);
@@ -73,6 +73,43 @@ describe('the tile store', () => {
     await store.put('mixed', t, png, { fetchedAt: Date.now(), contentType: 'image/png' });
     got = await store.get('mixed', t);
     assert.deepEqual([path.basename(got!.path), got?.meta.sha256], ['0.png', sha(png)]);
+  });
+
+  test('a copy restored with its modification time cut to the second (tar, cp) keeps its sidecar', async () => {
+    const store = new TileStore(root);
+    const t = { z: 2, x: 3, y: 3 };
+    const body = await gradientImage(256, 256, 'png', 9);
+    const put = await store.put('restored', t, body, { fetchedAt: Date.now(), contentType: 'image/png', etag: '"r"' });
+    const { mtimeMs } = statSync(put.path);
+    utimesSync(put.path, new Date(), new Date(Math.floor(mtimeMs / 1000) * 1000));
+    assert.equal((await store.get('restored', t))?.meta.etag, '"r"');
+  });
+
+  test('a new format for a tile replaces the old file, whoever writes it, even within one clock tick', async () => {
+    const t = { z: 4, x: 2, y: 7 };
+    const png = await gradientImage(256, 256, 'png', 3);
+    const jpeg = await gradientImage(256, 256, 'jpeg', 3);
+    await new TileStore(root).put('formats', t, png, { fetchedAt: Date.now(), contentType: 'image/png' });
+    // Another worker's store, at once.
+    await new TileStore(root).put('formats', t, jpeg, { fetchedAt: Date.now(), contentType: 'image/jpeg' });
+    const store = new TileStore(root);
+    assert.deepEqual(readdirSync(store.dir('formats', t)).sort(), ['7.jpg']);
+    assert.equal((await store.get('formats', t))?.meta.sha256, sha(jpeg));
+    // The same store, twice in a folder it made.
+    const u = { z: 4, x: 3, y: 1 };
+    await store.put('formats', u, png, { fetchedAt: Date.now(), contentType: 'image/png' });
+    await store.put('formats', u, jpeg, { fetchedAt: Date.now(), contentType: 'image/jpeg' });
+    assert.deepEqual(readdirSync(store.dir('formats', u)).sort(), ['1.jpg']);
+  });
+
+  test('something that is not a file where a tile could be is passed over', async () => {
+    const store = new TileStore(root);
+    const t = { z: 5, x: 5, y: 5 };
+    const png = await gradientImage(256, 256, 'png', 4);
+    await store.put('odd', t, png, { fetchedAt: Date.now(), contentType: 'image/png' });
+    mkdirSync(path.join(store.dir('odd', t), '5.webp'));
+    utimesSync(path.join(store.dir('odd', t), '5.webp'), new Date(), new Date(Date.now() + 60_000));
+    assert.equal((await store.get('odd', t))?.meta.sha256, sha(png));
   });
 
   test('a sidecar that does not describe the file beside it (two writers interleaved) is not believed', async () => {

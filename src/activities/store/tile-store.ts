@@ -48,14 +48,19 @@ const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0
  * by extension) is not written twice: a `<y>.json` sidecar is written only for what it cannot tell - ETag,
  * Last-Modified, or a fetchedAt other than the time of writing. A second file per tile would cost as much as
  * the tile's own write (a new inode each), which is most of a seeding run's own work. A sidecar is believed
- * only while the file it names is the very one it was written for (same modification time and hash), so an
+ * only while the file it names is the one it was written for (same hash, modified in the same second), so an
  * old one beside a newer copy, or one of two writers racing, is ignored rather than removed at every write.
- * (The same bytes written again within the filesystem's timestamp granularity keep it: its validators still
- * describe exactly those bytes.)
+ * (The same bytes written again within that second keep it: its validators still describe exactly those bytes.)
+ * A copy of the tile under another extension (its server changed format) is removed when the tile is written,
+ * except in a folder this store made and where it has not written the tile yet: nothing can be there.
  */
 export class TileStore {
   /** Folders known to exist: a mkdir per tile costs as much as its write. */
   private readonly made = new Set<string>();
+  /** Folders this store made: no copy of a tile under another extension can be in them from before. */
+  private readonly fresh = new Set<string>();
+  /** Tiles this store has written (`<dir>/<y>`). */
+  private readonly written = new Set<string>();
 
   constructor(readonly root: string) {}
 
@@ -70,15 +75,27 @@ export class TileStore {
 
   private async ensureDir(dir: string): Promise<void> {
     if (this.made.has(dir)) return;
-    await mkdir(dir, { recursive: true });
+    // The first folder it had to make, or undefined when `dir` was there already.
+    if ((await mkdir(dir, { recursive: true })) !== undefined) this.fresh.add(dir);
     this.made.add(dir);
+  }
+
+  /** Copies of the tile under other extensions (its server changed format), so no older one can pass for it. */
+  private async removeOtherCopies(dir: string, y: number, keep: string): Promise<void> {
+    const key = path.join(dir, String(y));
+    const unseen = this.fresh.has(dir) && !this.written.has(key);
+    this.written.add(key);
+    if (unseen) return;
+    await Promise.all(Object.keys(TYPES).filter((e) => e !== keep).map((e) => rm(path.join(dir, `${y}.${e}`), { force: true })));
   }
 
   async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<StoredTile> {
     const dir = this.dir(source, t);
     await this.ensureDir(dir);
     const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
-    const tilePath = path.join(dir, `${t.y}.${extensionOf(meta.contentType)}`);
+    const ext = extensionOf(meta.contentType);
+    const tilePath = path.join(dir, `${t.y}.${ext}`);
+    await this.removeOtherCopies(dir, t.y, ext);
     await atomicWrite(tilePath, body);
     if (meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS) {
       // Names the very file it describes (its modification time), so a later copy written without a sidecar
@@ -112,29 +129,30 @@ export class TileStore {
     let sidecar: Sidecar | null = null;
     try {
       sidecar = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as Sidecar;
-    } catch {
-      // none, or unreadable: the files say what they are
+    } catch (err) {
+      // None, or unreadable (torn by hand, not JSON): the files say what they are. Other errors are the store's.
+      if (!absent(err) && !(err instanceof SyntaxError)) throw err;
     }
     const found = await Promise.all(
       Object.keys(TYPES).map(async (ext) => {
         const file = path.join(dir, `${t.y}.${ext}`);
         try {
-          return { ext, file, mtimeMs: (await stat(file)).mtimeMs };
-        } catch {
-          return null;
+          const st = await stat(file);
+          return st.isFile() ? { ext, file, mtimeMs: st.mtimeMs } : null;
+        } catch (err) {
+          if (absent(err)) return null;
+          throw err;
         }
       }),
     );
     const newest = found.filter((f) => f !== null).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
     if (!newest) return null;
-    let body: Buffer;
-    try {
-      body = await readFile(newest.file);
-    } catch {
-      return null;
-    }
+    const body = await readFile(newest.file);
     const sha256 = createHash('sha256').update(body).digest('hex');
-    if (sidecar && sidecar.file === path.basename(newest.file) && sidecar.fileMtimeMs === newest.mtimeMs && sidecar.sha256 === sha256) {
+    // The same whole second, not the same nanosecond: a copy restored by tar or cp keeps its sidecar; the hash
+    // still has to match.
+    const sameSecond = typeof sidecar?.fileMtimeMs === 'number' && Math.floor(sidecar.fileMtimeMs / 1000) === Math.floor(newest.mtimeMs / 1000);
+    if (sidecar && sidecar.file === path.basename(newest.file) && sameSecond && sidecar.sha256 === sha256) {
       const { file: _file, fileMtimeMs: _mtime, ...meta } = sidecar;
       return { path: newest.file, meta };
     }
@@ -155,4 +173,10 @@ export async function atomicWrite(target: string, data: Buffer): Promise<void> {
     await rm(tmp, { force: true });
     throw err;
   }
+}
+
+/** A missing file, or a path through something that is not a folder. */
+function absent(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
 }
