@@ -93,11 +93,13 @@ export class TileStore {
     const dir = this.dir(source, t);
     await this.ensureDir(dir);
     const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
+    // Judged before the write: a slow disk must not make "now" look back-dated.
+    const needsSidecar = meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS;
     const ext = extensionOf(meta.contentType);
     const tilePath = path.join(dir, `${t.y}.${ext}`);
     await this.removeOtherCopies(dir, t.y, ext);
     await atomicWrite(tilePath, body);
-    if (meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS) {
+    if (needsSidecar) {
       // Names the very file it describes (its modification time), so a later copy written without a sidecar
       // is never taken for this one; the metadata goes last: a reader that finds it finds its tile.
       const { mtimeMs } = await stat(tilePath);
