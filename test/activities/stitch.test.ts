@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readlinkSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -235,6 +235,27 @@ test('a tile of the wrong size is rejected naming the file and its size; nothing
     );
   }
   assert.deepEqual((await readdir(sub)).sort(), ['bad-tile.png', 'good.png']);
+});
+
+test('strips left by an attempt killed mid-stitch are removed by the next one, a stitch still writing is not', async () => {
+  const sub = join(dir, 'leftover');
+  await mkdir(sub);
+  const output = join(sub, 'm.tif');
+  const stale = join(sub, '.m.tif.stitch-dead01');
+  await mkdir(stale);
+  await writeFile(join(stale, 'strip-000000.v'), Buffer.alloc(1024));
+  const longAgo = new Date(Date.now() - 3_600_000);
+  for (const f of [join(stale, 'strip-000000.v'), stale]) await utimes(f, longAgo, longAgo);
+  // One written to a moment ago may be a stitch still running; another output's is not this stitch's business.
+  const live = join(sub, '.m.tif.stitch-live01');
+  await mkdir(live);
+  await writeFile(join(live, 'mosaic.tif'), Buffer.alloc(16));
+  await mkdir(join(sub, '.other.tif.stitch-old01'));
+  await utimes(join(sub, '.other.tif.stitch-old01'), longAgo, longAgo);
+  const tile = await markedTile(join(sub, 't.png'), 32, [10, 20, 30]);
+  await stitchMosaic({ cols: 1, rows: 1, tileSize: 32, tileAt: () => tile, output, extraFormats: [], bounds: gridBounds(5, 1, 1, 1, 1) });
+  const left = (await readdir(sub)).filter((n) => n.includes('.stitch-')).sort();
+  assert.deepEqual(left, ['.m.tif.stitch-live01', '.other.tif.stitch-old01']);
 });
 
 test('an error thrown by onProgress (a cancelled heartbeat) stops the stitch and cleans up', async () => {

@@ -9,7 +9,7 @@
  * re-reads them) and lets every tile be checked and named in errors.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rename, rm, unlink } from 'node:fs/promises';
+import { mkdtemp, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import sharp from 'sharp';
 import { writeSidecars, type Bounds3857 } from './georef';
@@ -93,6 +93,28 @@ export function outputRefusal(cols: number, rows: number, tileSize: number, extr
  * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
  * written (images and sidecars) and the mosaic's size in pixels.
  */
+/** A stitch folder nothing has written to for this long belongs to an attempt that is gone. */
+const DEAD_STITCH_MS = 120_000;
+
+/**
+ * Removes strips left by an earlier stitch of the same output that was killed (they are as large as the raster).
+ * One whose folder or files changed lately may be another attempt still running (a re-drive under its own id):
+ * it is left to that attempt, or to the next stitch.
+ */
+async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith(prefix));
+  for (const name of names) {
+    const folder = join(dir, name);
+    try {
+      const entries = await readdir(folder);
+      const times = await Promise.all([folder, ...entries.map((e) => join(folder, e))].map(async (f) => (await stat(f)).mtimeMs));
+      if (Date.now() - Math.max(...times) > DEAD_STITCH_MS) await rm(folder, { recursive: true, force: true });
+    } catch {
+      // Gone meanwhile, or not ours to read: left alone.
+    }
+  }
+}
+
 export async function stitchMosaic(input: StitchInput): Promise<{ files: string[]; width: number; height: number }> {
   const { cols, rows, tileSize: T, output, bounds } = input;
   for (const [name, v] of [['cols', cols], ['rows', rows], ['tileSize', T]] as const) {
@@ -113,7 +135,9 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
 
   const progress = new Progress(input.onProgress);
   // Beside the output: same filesystem for the final renames, and room for strips the size of the raster.
-  const tmpDir = await mkdtemp(join(dirname(output), `.${basename(output)}.stitch-`));
+  const prefix = `.${basename(output)}.stitch-`;
+  await removeDeadStitches(dirname(output), prefix);
+  const tmpDir = await mkdtemp(join(dirname(output), prefix));
   try {
     const strips: string[] = [];
     // One buffer reused for every strip: allocating 64 MiB per strip leaves several to the GC at once.
