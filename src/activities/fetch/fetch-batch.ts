@@ -206,7 +206,7 @@ async function fetchUnit(
       };
       const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
       const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
-      return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: attempt, httpStatus: v.httpStatus, bytes: saved[k]!.meta.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
+      return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: attempt, httpStatus: v.httpStatus, bytes: saved[k]!.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
     }
     if (verdict.kind === 'neutral' && !verdict.configError) {
       const v = verdict;

@@ -87,12 +87,6 @@ export function outputRefusal(cols: number, rows: number, tileSize: number, extr
   return null;
 }
 
-/**
- * Stitches the grid into `output` (a tiled 256 px, deflate + horizontal predictor, pyramidal RGBA TIFF) and
- * the `extraFormats` beside it, each georeferenced by sidecars (aux.xml, world file, prj). Every output is
- * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
- * written (images and sidecars) and the mosaic's size in pixels.
- */
 /** A stitch folder nothing has written to for this long belongs to an attempt that is gone. */
 const DEAD_STITCH_MS = 120_000;
 
@@ -115,6 +109,12 @@ async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
   }
 }
 
+/**
+ * Stitches the grid into `output` (a tiled 256 px, deflate + horizontal predictor, pyramidal RGBA TIFF) and
+ * the `extraFormats` beside it, each georeferenced by sidecars (aux.xml, world file, prj). Every output is
+ * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
+ * written (images and sidecars) and the mosaic's size in pixels.
+ */
 export async function stitchMosaic(input: StitchInput): Promise<{ files: string[]; width: number; height: number }> {
   const { cols, rows, tileSize: T, output, bounds } = input;
   for (const [name, v] of [['cols', cols], ['rows', rows], ['tileSize', T]] as const) {

@@ -29,7 +29,11 @@ const EXTENSIONS: Record<string, string> = {
   'image/gif': 'gif',
   'image/tiff': 'tif',
 };
-const TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif', tif: 'image/tiff', bin: 'application/octet-stream' };
+/** Extension -> content type: the first type listed for it above, and `bin` for the rest. */
+const TYPES: Record<string, string> = {
+  ...Object.fromEntries(Object.entries(EXTENSIONS).reverse().map(([type, ext]) => [ext, type])),
+  bin: 'application/octet-stream',
+};
 
 /** `<y>.json`: the tile's metadata and the file it describes, as it was when written. */
 type Sidecar = TileMeta & { file: string; fileMtimeMs: number };
@@ -89,10 +93,10 @@ export class TileStore {
     await Promise.all(Object.keys(TYPES).filter((e) => e !== keep).map((e) => rm(path.join(dir, `${y}.${e}`), { force: true })));
   }
 
-  async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<StoredTile> {
+  /** Writes a tile (and its sidecar when needed); its path and size. */
+  async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<{ path: string; bytes: number }> {
     const dir = this.dir(source, t);
     await this.ensureDir(dir);
-    const full: TileMeta = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
     // Judged before the write: a slow disk must not make "now" look back-dated.
     const needsSidecar = meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS;
     const ext = extensionOf(meta.contentType);
@@ -103,10 +107,10 @@ export class TileStore {
       // Names the very file it describes (its modification time), so a later copy written without a sidecar
       // is never taken for this one; the metadata goes last: a reader that finds it finds its tile.
       const { mtimeMs } = await stat(tilePath);
-      const sidecar: Sidecar = { ...full, file: path.basename(tilePath), fileMtimeMs: mtimeMs };
+      const sidecar: Sidecar = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex'), file: path.basename(tilePath), fileMtimeMs: mtimeMs };
       await atomicWrite(path.join(dir, `${t.y}.json`), Buffer.from(JSON.stringify(sidecar)));
     }
-    return { path: tilePath, meta: full };
+    return { path: tilePath, bytes: body.length };
   }
 
   /**

@@ -120,15 +120,19 @@ export async function verifyPng(body: Buffer, limits: PngLimits): Promise<Intact
 /** Whether every pixel has the colour of the first; in a palette image by colour (with tRNS alpha), not index. */
 function isUniform(pixels: Buffer, width: number, height: number, bpp: number, palette: Buffer | null, alphas: Buffer | null): boolean {
   const colour = (k: number) => palette!.readUIntBE(k * 3, 3) * 256 + (alphas && k < alphas.length ? alphas[k]! : 255);
-  let first: number[] | null = null;
+  // The first pixel, as bytes or (palette) as a colour; set from row 0.
+  let firstBytes: Buffer | null = null;
+  let firstColour = 0;
   let uniform = true;
   unfilterRows(pixels, width, height, bpp, (row) => {
+    if (!firstBytes) {
+      firstBytes = Buffer.from(row.subarray(0, bpp));
+      if (palette) firstColour = colour(row[0]!);
+    }
     if (palette) {
-      first ??= [colour(row[0]!)];
-      for (let x = 0; x < width; x++) if (colour(row[x]!) !== first[0]) return (uniform = false);
+      for (let x = 0; x < width; x++) if (colour(row[x]!) !== firstColour) return (uniform = false);
     } else {
-      first ??= [...row.subarray(0, bpp)];
-      for (let i = 0; i < row.length; i++) if (row[i] !== first[i % bpp]) return (uniform = false);
+      for (let i = 0; i < row.length; i++) if (row[i] !== firstBytes[i % bpp]) return (uniform = false);
     }
     return true;
   });
@@ -139,7 +143,7 @@ function isUniform(pixels: Buffer, width: number, height: number, bpp: number, p
  * Undoes the PNG row filters (None, Sub, Up, Average, Paeth) of inflated 8-bit image data, handing each row to
  * `onRow` until it returns false; the row buffer is reused.
  */
-export function unfilterRows(pixels: Buffer, width: number, height: number, bpp: number, onRow: (row: Buffer, y: number) => boolean): void {
+export function unfilterRows(pixels: Buffer, width: number, height: number, bpp: number, onRow: (row: Buffer) => boolean): void {
   const rowBytes = width * bpp;
   let prev = Buffer.alloc(rowBytes);
   let cur = Buffer.alloc(rowBytes);
@@ -163,7 +167,7 @@ export function unfilterRows(pixels: Buffer, width: number, height: number, bpp:
       }
       cur[i] = (pixels[src + i]! + add) & 0xff;
     }
-    if (!onRow(cur, y)) return;
+    if (!onRow(cur)) return;
     [prev, cur] = [cur, prev];
   }
 }
