@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { redactValue } from './redact';
 
 /**
  * A configuration value was rejected. `issues` name each field by its dotted path and show the value
@@ -14,19 +15,38 @@ export class ConfigError extends Error {
   }
 }
 
-/** Parses `input` with `schema`; on failure throws a ConfigError naming every bad field and its value. */
-export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, subject: string): z.output<S> {
-  const result = schema.safeParse(input, { reportInput: true });
-  if (result.success) return result.data;
-  throw new ConfigError(subject, result.error.issues.map(describeIssue));
+export interface ParseOptions {
+  /**
+   * Whether an issue at this path may quote what it found (values, unknown field names). A file the worker
+   * reads on a requester's behalf may be any file: only what lies in a recognised part of it is quoted.
+   * Quoted values are masked where they look like credentials, whatever this says.
+   */
+  mayQuote?: (path: readonly PropertyKey[]) => boolean;
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
+/** Parses `input` with `schema`; on failure throws a ConfigError naming every bad field and its value. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, subject: string, opts: ParseOptions = {}): z.output<S> {
+  const result = schema.safeParse(input, { reportInput: true });
+  if (result.success) return result.data;
+  throw new ConfigError(subject, result.error.issues.map((i) => describeIssue(i, opts.mayQuote?.(i.path) ?? true)));
+}
+
+function describeIssue(issue: z.core.$ZodIssue, quote: boolean): string {
   const field = issue.path.length ? issue.path.map(String).join('.') : '(root)';
   if (issue.code === 'unrecognized_keys') {
-    return `${field}: unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
+    const n = issue.keys.length;
+    if (!quote) return `${field}: ${n} unknown field${n > 1 ? 's' : ''} (not shown)`;
+    return `${field}: unknown field${n > 1 ? 's' : ''} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
   }
-  return `${field}: ${issue.message} (got ${showValue(issue.input)})`;
+  if (issue.code === 'invalid_key') {
+    // zod says "Invalid key in record"; the key's own rule says what a name must be.
+    const parent = issue.path.slice(0, -1).map(String).join('.') || '(root)';
+    const rule = issue.issues.map((i) => i.message).join('; ');
+    return quote ? `${parent}: name ${showValue(redactValue(issue.input))} ${rule}` : `${parent}: a name ${rule}`;
+  }
+  if (!quote) return `${field}: ${issue.message}`;
+  const last = issue.path[issue.path.length - 1];
+  return `${field}: ${issue.message} (got ${showValue(redactValue(issue.input, typeof last === 'string' ? last : undefined))})`;
 }
 
 function showValue(value: unknown): string {

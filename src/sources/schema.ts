@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOrThrow } from '../breaker/config-error';
+import { ConfigError, parseOrThrow } from '../breaker/config-error';
 import { MAX_ZOOM } from '../geo/mercator';
 
 /**
@@ -155,14 +155,33 @@ export const sourceSchema = z.discriminatedUnion('type', [xyz, tms, wmtsRest, wm
 export type SourceConfig = z.output<typeof sourceSchema>;
 export type SourceInput = z.input<typeof sourceSchema>;
 
+/** A source's name is a folder of the tile store: never `.`, `..`, a path or a hidden name. */
+export const SOURCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const SOURCE_NAME_RULE = 'must be a source name: a letter or digit, then letters, digits, ".", "_" or "-", at most 64 characters';
+export const sourceNameSchema = z.string().regex(SOURCE_NAME, SOURCE_NAME_RULE);
+
 /** A configuration file: named sources. */
-export const sourcesFileSchema = z.object({ sources: z.record(z.string().regex(/^[\w.-]+$/, 'must be a simple name'), sourceSchema) }).strict();
+export const sourcesFileSchema = z.object({ sources: z.record(sourceNameSchema, sourceSchema) }).strict();
 export type SourcesFile = z.output<typeof sourcesFileSchema>;
 
 export function parseSource(input: unknown, subject = 'source'): SourceConfig {
   return parseOrThrow(sourceSchema, input, subject);
 }
 
-export function parseSourcesFile(input: unknown, subject = 'sources file'): SourcesFile {
-  return parseOrThrow(sourcesFileSchema, input, subject);
+/**
+ * With `untrusted`, the file may be anything a requester pointed the worker at: only what lies under its
+ * `sources` field is quoted in errors (a `.env` read as YAML must not come back in the message).
+ */
+export function parseSourcesFile(input: unknown, subject = 'sources file', untrusted = false): SourcesFile {
+  if (untrusted && (input === null || typeof input !== 'object' || Array.isArray(input) || !('sources' in input))) {
+    throw new ConfigError(subject, [`(root): not a sources file: expected a mapping with a "sources" field (found ${kindOf(input)})`]);
+  }
+  return parseOrThrow(sourcesFileSchema, input, subject, untrusted ? { mayQuote: (p) => p[0] === 'sources' && p.length > 1 } : {});
+}
+
+function kindOf(v: unknown): string {
+  if (v === null || v === undefined) return 'an empty document';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return `a mapping with ${Object.keys(v).length} other field${Object.keys(v).length === 1 ? '' : 's'}`;
+  return `a ${typeof v}`;
 }
