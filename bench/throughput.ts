@@ -107,7 +107,7 @@ async function main(o: Opts): Promise<void> {
   const client = new Client({ connection, namespace: temporal.namespace });
   const nativeConnection = await NativeConnection.connect({ address: temporal.address });
   const taskQueue = 'bench-throughput';
-  const worker = await createWorker({ connection: nativeConnection, client, namespace: temporal.namespace, taskQueue });
+  const worker = await createWorker({ connection: nativeConnection, client, namespace: temporal.namespace, taskQueue, roots: { sources: [work], outputs: [work] } });
   const running = worker.run();
   let result: MosaicResult;
   let t = 0;

@@ -17,7 +17,7 @@ import { packageRoot } from '../src/client/local-server';
 import { breakerDrillWorkflow } from '../src/workflows';
 import { createWorker } from '../src/client/worker';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../src/workflows/search-attributes';
-import { devServerEnv, timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
+import { TEST_ROOTS, devServerEnv, timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
 import { outageDrill } from '../test/scenarios/drill-outage';
 import { entityScenarios, type EntityScenario } from '../test/scenarios/entity-scenarios';
 import { mosaicScenarios, SCENARIO_BREAKER } from '../test/scenarios/mosaic-scenarios';
@@ -49,7 +49,7 @@ async function recordScenario(name: ScenarioName): Promise<void> {
   try {
     const taskQueue = uniqueTaskQueue(name);
     // Entity scenarios configure their entities; mosaic scenarios get entities from the guard, with this policy.
-    const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: SCENARIO_BREAKER });
+    const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: SCENARIO_BREAKER, roots: TEST_ROOTS });
     await worker.runUntil(async () => save(await scenario({ env, client: env.client, taskQueue }), name));
   } finally {
     await env.teardown();

@@ -8,6 +8,8 @@ import { loadDeadLetters } from './mosaic/dead-letters';
 import { planMosaicRun } from './mosaic/plan';
 import { probeEndpoint } from './probe';
 import { makeSearchAttributeCheck } from './search-attributes';
+import { rootsFromEnv, type WorkerRoots } from './confine/roots';
+import type { RedriveSources } from '../workflows/mosaic-types';
 
 export interface ActivityDeps {
   /** A client of the worker's own Temporal namespace (for the search-attribute check, guards, signals). */
@@ -16,6 +18,11 @@ export interface ActivityDeps {
   taskQueue: string;
   /** Policy and self-probe for the breaker entities this worker's guard creates (an existing entity keeps its own). */
   breaker?: Pick<GuardOptions, 'config' | 'probe' | 'entityOptions'>;
+  /**
+   * Where requesters' sources files may be read and their outputs written (default: TILEBREAKER_SOURCES_DIR
+   * and TILEBREAKER_OUTPUT_DIR, else the working directory). Every activity checks its paths against them.
+   */
+  roots?: WorkerRoots;
 }
 
 /**
@@ -24,18 +31,20 @@ export interface ActivityDeps {
  */
 export function createActivityRuntime(deps: ActivityDeps) {
   const pools = new EndpointPools();
+  const roots = deps.roots ?? rootsFromEnv();
   const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: `worker-${process.pid}`, ...deps.breaker });
   return {
     activities: {
       probeEndpoint,
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
-      fetchTiles: makeFetchBatch({ pools, guard }),
+      fetchTiles: makeFetchBatch({ pools, guard, roots }),
       // Histories recorded before run tags call it with the request alone.
-      planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run'),
-      fetchMosaicBatch: makeMosaicBatch({ pools, guard }),
-      assembleMosaic,
-      loadDeadLetters,
+      planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run', roots),
+      fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots }),
+      assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots),
+      loadDeadLetters: (manifestOrOutput: string, sources?: RedriveSources) => loadDeadLetters(manifestOrOutput, sources, roots),
     },
+    roots,
     /** Flushes the guard's buffered reports and closes the HTTP pools. */
     async close(): Promise<void> {
       await guard.close();

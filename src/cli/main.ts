@@ -9,6 +9,7 @@ import { demoDrill } from '../client/demo-drill';
 import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
 import { connectClient, connectWorker } from '../client/temporal';
 import { createWorker } from '../client/worker';
+import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
 import { registerBreakerCommands } from './breaker-commands';
 import { demoMosaic, DEMO_BREAKER } from './demo-mosaic';
 import { registerMosaicCommands } from './mosaic-commands';
@@ -29,14 +30,18 @@ program
   .command('worker')
   .description('run a tilebreaker worker against TEMPORAL_ADDRESS (task queue TILEBREAKER_TASK_QUEUE, default "tilebreaker")')
   .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see README) for the entities this worker creates; existing ones keep theirs')
-  .action(async (o: { breakerConfig?: string }) => {
+  .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
+  .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
+  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[] }) => {
     const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
+    const roots = withRoots(rootsFromEnv(), { ...(o.sourcesDir ? { sources: o.sourcesDir } : {}), ...(o.outputDir ? { outputs: o.outputDir } : {}) });
     const config = connectionConfigFromEnv();
     if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
     const connection = await connectWorker({ ...config, address: config.address });
     const { client, connection: clientConnection } = await connectClient({ ...config, address: config.address });
-    const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, ...(breaker ? { breaker } : {}) });
+    const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, roots, ...(breaker ? { breaker } : {}) });
     console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue}`);
+    console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
     await worker.run();
     await connection.close();

@@ -27,7 +27,7 @@ export async function tileCommand(address: string, opts: TileCommandOptions): Pr
   checkTile(tile.z, tile.x, tile.y);
   const attempts = Number(opts.attempts);
   if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) throw new Error(`--attempts: expected 1..10 (got ${JSON.stringify(opts.attempts)})`);
-  const { name, source } = loadSource(opts.source, opts.name);
+  const { name, source } = await loadSource(opts.source, opts.name);
   if (tile.z < source.minZoom || tile.z > source.maxZoom) throw new Error(`tile: zoom ${tile.z} is outside source ${name}'s range ${source.minZoom}..${source.maxZoom}`);
 
   const pools = new EndpointPools();

@@ -12,8 +12,10 @@ export async function createWorker(opts: {
   namespace: string;
   taskQueue: string;
   breaker?: ActivityDeps['breaker'];
+  /** Where requesters' files may be read and written (default: from the environment, else the working directory). */
+  roots?: ActivityDeps['roots'];
 }): Promise<Worker> {
-  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}) });
+  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
   const worker = await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,

@@ -18,7 +18,7 @@ import { adminSignal, viewQuery } from '../../src/workflows/breaker-messages';
 import { startEntity } from '../helpers/entity';
 import { startFaultServer, type FaultServer } from '../helpers/fault-server';
 import { gradientImage } from '../helpers/images';
-import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+import { TEST_ROOTS, timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 let server: FaultServer;
 let root: string;
@@ -127,7 +127,7 @@ describe('with the fleet-wide breaker', () => {
   const taskQueue = uniqueTaskQueue('fetch');
   before(async () => {
     env = await timeSkippingEnv();
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
     running = worker.run();
   });
   after(async () => {

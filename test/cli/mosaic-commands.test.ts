@@ -11,7 +11,7 @@ import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
 import { assertAccounted, readManifest } from '../helpers/mosaic';
-import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const main = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-cli-mosaic-'));
@@ -29,6 +29,7 @@ before(async () => {
     client: env.client,
     namespace: 'default',
     taskQueue,
+    roots: TEST_ROOTS,
     breaker: { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 60_000 } },
   });
   running = worker.run();

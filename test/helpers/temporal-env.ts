@@ -1,12 +1,33 @@
 import type { SearchAttributeType } from '@temporalio/common';
 import type { SearchAttributeKey } from '@temporalio/common/lib/search-attributes';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type LogEntry, type LogLevel } from '@temporalio/worker';
+import { tmpdir } from 'node:os';
+import { inspect } from 'node:util';
 import { connectionConfigFromEnv } from '../../src/client/connection-config';
 import { localBinaries } from '../../src/client/local-server';
 
-// Workers log every state change at INFO; tests only want warnings and errors (TEMPORAL_LOG_LEVEL overrides).
-Runtime.install({ logger: new DefaultLogger((process.env.TEMPORAL_LOG_LEVEL as 'WARN' | undefined) ?? 'WARN') });
+const LEVELS: LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
+const printFrom = LEVELS.indexOf((process.env.TEMPORAL_LOG_LEVEL as LogLevel | undefined) ?? 'WARN');
+let captured: string[] | null = null;
+
+/**
+ * From now on, keep every worker log line from INFO up as text (what a worker with INFO logging would print),
+ * for tests that check what reaches the logs.
+ */
+export function captureWorkerLogs(): string[] {
+  captured ??= [];
+  return captured;
+}
+
+// Workers log every state change at INFO; tests print only warnings and errors (TEMPORAL_LOG_LEVEL overrides).
+Runtime.install({
+  logger: new DefaultLogger('INFO', (entry: LogEntry) => {
+    const line = `[${entry.level}] ${entry.message}${entry.meta ? ` ${inspect(entry.meta, { depth: 8, breakLength: Infinity })}` : ''}`;
+    captured?.push(line);
+    if (LEVELS.indexOf(entry.level) >= printFrom) process.stderr.write(`${line}\n`);
+  }),
+});
 
 /**
  * Test environments on a real Temporal server, in this order of preference:
@@ -40,6 +61,9 @@ export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAt
     },
   });
 }
+
+/** Where the tests' workers may read sources files and write mosaics: each test works in its own temp folder. */
+export const TEST_ROOTS = { sources: [tmpdir()], outputs: [tmpdir()] };
 
 /** The worker's workflow code, as the compiled workflows module beside this file's build. */
 export const workflowsPath = require.resolve('../../src/workflows');

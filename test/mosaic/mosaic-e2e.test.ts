@@ -18,7 +18,7 @@ import { adminSignal } from '../../src/workflows/breaker-messages';
 import type { MosaicRequest, MosaicResult } from '../../src/workflows/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
 import { assertAccounted, gdalAvailable, gdalinfo, readManifest } from '../helpers/mosaic';
-import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 
 let env: TestWorkflowEnvironment;
 let worker: Worker;
@@ -32,7 +32,7 @@ const BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000,
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER });
+  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
   running = worker.run();
 });
 after(async () => {

@@ -37,7 +37,7 @@ async function devServer(port: number | undefined, dbFilename: string): Promise<
 /** `tilebreaker worker` in its own process, so it can be SIGKILLed. */
 function workerProcess(address: string, taskQueue: string): ChildProcess {
   const child = spawn(process.execPath, [path.join(__dirname, '..', '..', 'src', 'cli', 'main.js'), 'worker'], {
-    env: { ...process.env, TEMPORAL_ADDRESS: address, TILEBREAKER_TASK_QUEUE: taskQueue },
+    env: { ...process.env, TEMPORAL_ADDRESS: address, TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_OUTPUT_DIR: tmpdir() },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';

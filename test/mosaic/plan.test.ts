@@ -34,9 +34,11 @@ test('plan: 5 x 4 tiles at zoom 7 over the Alps, row-major from the top-left, de
 });
 
 test('plan: a deadline is a duration from now or an instant', async () => {
-  assert.equal((await planMosaic(req({ deadline: '90m' }), 1_000)).deadlineAt, 1_000 + 90 * 60_000);
-  assert.equal((await planMosaic(req({ deadline: '2026-12-01T02:00:00Z' }))).deadlineAt, Date.parse('2026-12-01T02:00:00Z'));
-  await assert.rejects(planMosaic(req({ deadline: '2020-01-01T00:00:00Z' })), /deadline: 2020-01-01T00:00:00Z is already past .*use a duration/);
+  assert.equal((await planMosaic(req({ deadline: '90m' }), { now: 1_000 })).deadlineAt, 1_000 + 90 * 60_000);
+  // Instants are judged against the injected clock, never today's date.
+  const now = Date.parse('2030-06-01T00:00:00Z');
+  assert.equal((await planMosaic(req({ deadline: '2030-06-01T02:00:00Z' }), { now })).deadlineAt, Date.parse('2030-06-01T02:00:00Z'));
+  await assert.rejects(planMosaic(req({ deadline: '2030-05-31T23:59:59Z' }), { now }), /deadline: 2030-05-31T23:59:59Z is already past \(now 2030-06-01T00:00:00.000Z\).*use a duration/);
   await assert.rejects(planMosaic(req({ deadline: '30d' })), /deadline: at most 7 days ahead \(got "30d"\)/);
   assert.throws(() => parseMosaicRequest(req({ batchSize: 1 })), /blockTiles: makes 16384 batches of batchSize 1 per block, more than 2048/);
   assert.throws(() => parseMosaicRequest(req({ deadline: 'tomorrow-ish' })), /deadline: must be an ISO-8601 instant or a duration .*got "tomorrow-ish"/);

@@ -10,6 +10,8 @@ import { TileStore } from '../store/tile-store';
 import { classify, type Verdict } from '../validate/classify';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
+import { confinePath } from '../confine/confine';
+import type { WorkerRoots } from '../confine/roots';
 
 /** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
 export type WhenRefused = 'defer' | 'stale' | 'hole';
@@ -58,6 +60,8 @@ export interface FetchDeps {
   pools: EndpointPools;
   /** The process's guard; absent: no breaker. */
   guard?: BreakerGuard;
+  /** On a worker: tile stores only under these roots' output folders. */
+  roots?: WorkerRoots;
 }
 
 /**
@@ -71,7 +75,8 @@ export function makeFetchBatch(deps: FetchDeps) {
     const resumed = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
     const results: (TileResult | null)[] = resumed && resumed.length === input.tiles.length ? resumed : input.tiles.map(() => null);
     const policy: RetryPolicy = { ...DEFAULT_RETRY, ...input.retry };
-    const store = new TileStore(input.storeRoot);
+    const storeRoot = deps.roots ? await confinePath(input.storeRoot, deps.roots.outputs, 'storeRoot', 'fetch batch') : input.storeRoot;
+    const store = new TileStore(storeRoot);
     const key = breakerKey(input.source.url, input.source.breakerPartition ? { partition: input.source.breakerPartition } : {});
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
     let next = 0;

@@ -5,6 +5,8 @@ import { latestRecords, readJournals } from './journal';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
 import { activityContext } from '../activity-context';
+import { confinePlan } from '../confine/plan-paths';
+import type { WorkerRoots } from '../confine/roots';
 
 export interface AssembleInput {
   plan: MosaicPlan;
@@ -25,8 +27,9 @@ const MASK = { ok: 255, stale: 160 } as const;
  * that no batch recorded (a run cancelled before reaching it) is dead-lettered as not fetched, so a re-drive
  * picks it up. Idempotent: a retry rewrites the same files.
  */
-export async function assembleMosaic(input: AssembleInput): Promise<MosaicResult> {
+export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots): Promise<MosaicResult> {
   const { plan } = input;
+  await confinePlan(plan, roots, 'assembly');
   const ctx = activityContext();
   const records = latestRecords(await readJournals(plan.journalDir), plan.total);
   const tiles: ManifestTile[] = records.map(

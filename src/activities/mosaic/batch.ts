@@ -4,6 +4,7 @@ import { makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-
 import { writeJournal } from './journal';
 import { tileOf } from './plan';
 import { activityContext } from '../activity-context';
+import { confinePlan } from '../confine/plan-paths';
 
 /** Kinds a later attempt may cure: such a tile is dead-lettered for a re-drive rather than failed for good. */
 const CURABLE = new Set(['transient', 'service-exception', 'rate-limited']);
@@ -36,6 +37,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
   const fetchTiles = makeFetchBatch(deps);
   return async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
     const { plan } = input;
+    await confinePlan(plan, deps.roots, 'mosaic batch');
     const indices = selectionIndices(input.tiles);
     const results = await fetchTiles({
       sourceName: plan.sourceName,

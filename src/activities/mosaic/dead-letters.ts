@@ -5,6 +5,9 @@ import type { MosaicPlan, RedriveSources } from '../../workflows/mosaic-types';
 import { latestRecords, readJournals } from './journal';
 import { outputBase, planFile, sourceForPlan } from './plan';
 import { loadSource } from '../sources-file';
+import { confinePath } from '../confine/confine';
+import { confinePlan } from '../confine/plan-paths';
+import type { WorkerRoots } from '../confine/roots';
 import type { SourceConfig } from '../../sources/schema';
 
 export interface DeadLetters {
@@ -22,15 +25,19 @@ export interface DeadLetters {
  * tiles, taken from the journals (the manifest is derived from them). With `sources`, the source is read again
  * from the sources file as it is now, and failed tiles are fetched again as well.
  */
-export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources): Promise<DeadLetters> {
-  const base = outputBase(path.resolve(manifestOrOutput).replace(/\.manifest\.json$/i, ''));
+export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources, roots?: WorkerRoots): Promise<DeadLetters> {
+  let base = outputBase(path.resolve(manifestOrOutput).replace(/\.manifest\.json$/i, ''));
+  if (roots) base = await confinePath(base, roots.outputs, 'manifest', 'redrive');
+  const file = planFile(`${base}.work`);
   let plan: MosaicPlan;
   try {
-    plan = JSON.parse(await readFile(planFile(`${base}.work`), 'utf8')) as MosaicPlan;
+    plan = JSON.parse(await readFile(file, 'utf8')) as MosaicPlan;
   } catch (err) {
-    throw new ConfigError('redrive', [`manifest: no mosaic plan at ${planFile(`${base}.work`)} for ${JSON.stringify(manifestOrOutput)} (${(err as Error).message})`]);
+    // The code, not the message: V8's JSON message quotes the file.
+    throw new ConfigError('redrive', [`manifest: no mosaic plan at ${file} for ${JSON.stringify(manifestOrOutput)} (${(err as NodeJS.ErrnoException).code ?? 'not valid JSON'})`]);
   }
-  if (sources) plan = { ...plan, ...resolveSource(plan, sources) };
+  await confinePlan(plan, roots, 'redrive');
+  if (sources) plan = { ...plan, ...(await resolveSource(plan, sources, roots)) };
   const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
   const records = latestRecords(journals, plan.total);
@@ -48,13 +55,13 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
 }
 
 /** The source from the sources file as it is now, fitted to the plan; it must draw the same tiles (tile size). */
-function resolveSource(plan: MosaicPlan, sources: RedriveSources): Pick<MosaicPlan, 'source' | 'sourceName'> {
+async function resolveSource(plan: MosaicPlan, sources: RedriveSources, roots: WorkerRoots | undefined): Promise<Pick<MosaicPlan, 'source' | 'sourceName'>> {
   let name: string;
   let source: SourceConfig;
   try {
-    ({ name, source } = loadSource(path.resolve(sources.sourcesFile), sources.sourceName));
+    ({ name, source } = await loadSource(path.resolve(sources.sourcesFile), sources.sourceName, { subject: 'redrive', field: 'sources.sourcesFile', ...(roots ? { roots: roots.sources } : {}) }));
   } catch (err) {
-    throw new ConfigError('redrive', [(err as Error).message]);
+    throw err instanceof ConfigError ? err : new ConfigError('redrive', [`sources.sourcesFile: ${JSON.stringify(sources.sourcesFile)} cannot be read`]);
   }
   if (source.tileSize !== plan.source.tileSize) {
     throw new ConfigError('redrive', [`sources file ${sources.sourcesFile}: source ${JSON.stringify(name)} has tileSize ${source.tileSize}, the mosaic was planned with ${plan.source.tileSize}`]);

@@ -1,6 +1,7 @@
-import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ManifestTile } from '../../workflows/mosaic-types';
+import { makeDirs } from '../confine/confine';
 import { atomicWrite } from '../store/tile-store';
 
 /**
@@ -17,7 +18,7 @@ export interface Journal {
 
 export async function writeJournal(dir: string, journal: Journal): Promise<void> {
   if (!/^[\w.-]+$/.test(journal.batchId)) throw new Error(`journal: batch id must be a simple name (got ${JSON.stringify(journal.batchId)})`);
-  await mkdir(dir, { recursive: true });
+  await makeDirs(dir);
   await atomicWrite(path.join(dir, `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)));
 }
 
@@ -30,7 +31,16 @@ export async function readJournals(dir: string): Promise<Journal[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  const journals = await Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(dir, n), 'utf8')) as Journal));
+  const journals = await Promise.all(
+    names.map(async (n) => {
+      try {
+        return JSON.parse(await readFile(path.join(dir, n), 'utf8')) as Journal;
+      } catch (err) {
+        // Not V8's message: it quotes the file's text.
+        throw new Error(`journal ${path.join(dir, n)} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'not valid JSON'})`);
+      }
+    }),
+  );
   return journals.sort((a, b) => a.pass - b.pass || a.writtenAt - b.writtenAt);
 }
 

@@ -1,11 +1,13 @@
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, parseOrThrow } from '../../breaker/config-error';
 import { lonLatToMeters, MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import type { TileAddress } from '../../sources/request-url';
-import { parseSource, type SourceConfig } from '../../sources/schema';
+import { parseSource, sourceNameSchema, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../workflows/mosaic-types';
+import { confinePath, makeDirs } from '../confine/confine';
+import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
 import { atomicWrite } from '../store/tile-store';
 import { outputRefusal } from './stitch';
@@ -25,7 +27,7 @@ const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 const requestSchema = z
   .object({
     sourcesFile: z.string().min(1).optional(),
-    sourceName: z.string().regex(/^[\w.-]+$/, 'must be a simple name').optional(),
+    sourceName: sourceNameSchema.optional(),
     source: z.unknown().optional(),
     bbox: z.tuple([finite, finite, finite, finite]),
     crs: z.enum(['EPSG:4326', 'EPSG:3857']).default('EPSG:4326'),
@@ -143,21 +145,35 @@ export function outputBase(output: string): string {
   return output.replace(/\.tiff?$/i, '');
 }
 
+export interface PlanOptions {
+  /** The planner's clock (epoch ms): a deadline is judged against it. */
+  now?: number;
+  /** Names the run's journal folder. */
+  runTag?: string;
+  /**
+   * On a worker: the sources file is read only under `roots.sources` and quoted in no error, and the output,
+   * work folder and tile store must lie under `roots.outputs`. Without roots (the user's own process) paths
+   * are taken as given.
+   */
+  roots?: WorkerRoots;
+}
+
 /**
  * The planning activity: validates the request, resolves the source (from the sources file as it is now, so a
  * scheduled run picks up configuration changes), and computes the grid. Everything a bad request can get
  * wrong is refused here, before any fetch, with the field and the value named.
  */
-export async function planMosaic(request: MosaicRequest, now: number = Date.now(), runTag = 'run'): Promise<MosaicPlan> {
+export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {}): Promise<MosaicPlan> {
+  const { now = Date.now(), runTag = 'run', roots } = opts;
   const r = parseMosaicRequest(request);
   let sourceName: string;
   let source: SourceConfig;
   if (r.sourcesFile !== undefined) {
     try {
-      ({ name: sourceName, source } = loadSource(path.resolve(r.sourcesFile), r.sourceName));
+      ({ name: sourceName, source } = await loadSource(path.resolve(r.sourcesFile), r.sourceName, { subject: 'mosaic request', ...(roots ? { roots: roots.sources } : {}) }));
     } catch (err) {
       // An unreadable or invalid sources file will not fix itself on a retry.
-      throw err instanceof ConfigError ? err : new ConfigError('mosaic request', [(err as Error).message]);
+      throw err instanceof ConfigError ? err : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
     }
   } else {
     source = parseSource(r.source, 'mosaic request: source');
@@ -176,7 +192,11 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
   }
   const refused = outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
   if (refused) throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
-  const output = path.resolve(r.output);
+  const confine = (p: string, field: string) => (roots ? confinePath(p, roots.outputs, field, 'mosaic request') : Promise.resolve(path.resolve(p)));
+  const output = await confine(r.output, 'output');
+  const storeRoot = await confine(r.storeRoot ?? `${outputBase(output)}.tiles`, 'storeRoot');
+  // Beside the output, but checked on its own: a symlink there must not lead outside the roots.
+  const workDir = await confine(`${outputBase(output)}.work`, 'output');
   let deadlineAt: number | null = null;
   if (r.deadline !== undefined) {
     const m = DURATION.exec(r.deadline);
@@ -197,9 +217,9 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
     bounds: gridBounds(grid),
     output,
     extraFormats: r.extraFormats,
-    workDir: `${outputBase(output)}.work`,
-    journalDir: path.join(`${outputBase(output)}.work`, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
-    storeRoot: path.resolve(r.storeRoot ?? `${outputBase(output)}.tiles`),
+    workDir,
+    journalDir: path.join(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
+    storeRoot,
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
     deadlineAt,
@@ -215,13 +235,13 @@ export async function planMosaic(request: MosaicRequest, now: number = Date.now(
  * The planning activity: plans, and clears the journals of earlier runs on the same output (last night's
  * records must not mix with tonight's). Idempotent: a retry plans the same and clears nothing new.
  */
-export async function planMosaicRun(request: MosaicRequest, runTag: string): Promise<MosaicPlan> {
-  const plan = await planMosaic(request, Date.now(), runTag);
+export async function planMosaicRun(request: MosaicRequest, runTag: string, roots?: WorkerRoots): Promise<MosaicPlan> {
+  const plan = await planMosaic(request, { runTag, ...(roots ? { roots } : {}) });
   const mine = path.basename(plan.journalDir);
   const entries = await readdir(plan.workDir).catch(() => [] as string[]);
   await Promise.all(entries.filter((e) => e.startsWith('journal-') && e !== mine).map((e) => rm(path.join(plan.workDir, e), { recursive: true, force: true })));
   // The plan goes beside the journals at once, so even a run that dies before assembling can be re-driven.
-  await mkdir(plan.workDir, { recursive: true });
+  await makeDirs(plan.workDir);
   await atomicWrite(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)));
   return plan;
 }

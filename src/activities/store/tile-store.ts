@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import type { TileAddress } from '../../sources/request-url';
+import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
+import { makeDirs } from '../confine/confine';
 
 /** What the store knows of a tile: enough to serve it stale and to refresh it conditionally. */
 export interface TileMeta {
@@ -73,14 +75,15 @@ export class TileStore {
   }
 
   private sourceDir(source: string): string {
-    if (!/^[\w.-]+$/.test(source)) throw new Error(`tile store: source name must be a simple name (got ${JSON.stringify(source)})`);
+    // A folder of the store: `..` or a path would write beside it.
+    if (!SOURCE_NAME.test(source)) throw new Error(`tile store: source name ${SOURCE_NAME_RULE} (got ${JSON.stringify(source)})`);
     return path.join(this.root, source);
   }
 
   private async ensureDir(dir: string): Promise<void> {
     if (this.made.has(dir)) return;
     // The first folder it had to make, or undefined when `dir` was there already.
-    if ((await mkdir(dir, { recursive: true })) !== undefined) this.fresh.add(dir);
+    if (await makeDirs(dir)) this.fresh.add(dir);
     this.made.add(dir);
   }
 
