@@ -2,6 +2,7 @@ import { getGlobalDispatcher } from 'undici';
 import type { OutcomeKind } from '../breaker';
 import type { ProbeSpec } from '../workflows/breaker-messages';
 import { fetchUrl } from './http/fetch-url';
+import { DEFAULT_REDIRECT_POLICY } from './http/redirects';
 import { classify } from './validate/classify';
 
 export interface ProbeOutcome {
@@ -23,6 +24,8 @@ export async function probeEndpoint(spec: ProbeSpec): Promise<ProbeOutcome> {
     dispatcher: getGlobalDispatcher(),
     headers: { 'user-agent': 'tilebreaker-probe', ...spec.headers },
     signal: AbortSignal.timeout(spec.timeoutMs ?? 10_000),
+    // The source's own origin only: a probe carries no source settings, so no allowHosts.
+    redirects: DEFAULT_REDIRECT_POLICY,
   });
   const contentType = x.headers['content-type'] ?? '';
   const base = { latencyMs: x.latencyMs, httpStatus: x.status };

@@ -30,6 +30,9 @@ const headers = z
 
 const zoom = z.number().int().min(0).max(MAX_ZOOM);
 
+/** A redirects.allowHosts entry: a hostname, or host:port; IPv6 in brackets. */
+export const ALLOW_HOST = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::(\d{1,5}))?$/i;
+
 const common = {
   /** Breaker partition: a layer or path prefix when one host fronts independent backends. */
   breakerPartition: z.string().min(1).optional(),
@@ -58,7 +61,29 @@ const common = {
     .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 }),
   /** A response body larger than this is aborted (per tile: a WMS metatile response may be this times its tiles). */
   maxBytes: z.number().int().min(1_024).default(8 * 1024 * 1024),
+  /** Redirect hops followed in one chain; more is a configuration error. */
   maxRedirects: z.number().int().min(0).max(10).default(3),
+  /**
+   * Redirects go to the source's own origin only (and its upgrade to https), never from https to http;
+   * other hosts only when listed here.
+   */
+  redirects: z
+    .object({
+      /** Other hosts a redirect may go to: a hostname (any port) or host:port, e.g. cdn.example.com:8443. */
+      allowHosts: z.array(
+        z
+          .string()
+          .regex(ALLOW_HOST, 'must be a hostname or host:port')
+          .refine((h) => {
+            const port = ALLOW_HOST.exec(h)?.[2];
+            return port === undefined || (Number(port) >= 1 && Number(port) <= 65_535);
+          }, 'port must be 1..65535'),
+      ),
+      /** Send the source's credentials (auth, credential-like headers) to those hosts too. */
+      sendCredentials: z.boolean().default(false),
+    })
+    .strict()
+    .optional(),
 };
 
 /** `url` holds {z}, {x}, {y} (and optionally {s} with `subdomains`). XYZ rows count from the top. */

@@ -6,6 +6,7 @@ import type { BreakerGuard, GuardDecision } from '../guard';
 import { applyAuth, redactUrl } from '../http/credentials';
 import type { EndpointPools } from '../http/endpoint-pool';
 import { fetchUrl } from '../http/fetch-url';
+import { redirectPolicy } from '../http/redirects';
 import { TileStore } from '../store/tile-store';
 import { classify, type Verdict } from '../validate/classify';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
@@ -58,8 +59,8 @@ export interface TileResult extends TileAddress {
 
 export interface FetchDeps {
   pools: EndpointPools;
-  /** The process's guard; absent: no breaker. */
-  guard?: BreakerGuard;
+  /** The process's guard (only what a batch uses of it, so tests can watch the outcomes); absent: no breaker. */
+  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
 }
@@ -167,7 +168,13 @@ async function fetchUnit(
     }
     made = attempt;
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
-    const x = await fetchUrl(url, { dispatcher: deps.pools.for(source), headers, signal: signal ? AbortSignal.any([signal, deadline]) : deadline });
+    const x = await fetchUrl(url, {
+      dispatcher: deps.pools.for(source),
+      headers,
+      signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
+      redirects: redirectPolicy(source),
+      auth: source.auth,
+    });
     if (signal?.aborted) {
       // Our own abort is not the endpoint's failure: report nothing, and leave the tiles unfinished.
       if (decision) deps.guard!.abandon(decision);

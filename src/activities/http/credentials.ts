@@ -29,10 +29,27 @@ export function applyAuth(auth: AuthConfig | undefined, url: string, headers: Re
   }
 }
 
-/** A URL fit for logs and manifests: credentials in the query string are masked. */
+/** A URL fit for logs and manifests: credentials in the query string are masked, and so is any userinfo. */
 export function redactUrl(url: string, auth: AuthConfig | undefined): string {
-  if (auth?.type !== 'query') return url;
-  const u = new URL(url);
-  if (u.searchParams.has(auth.param)) u.searchParams.set(auth.param, '***');
+  return maskUrl(url, auth?.type === 'query' ? auth.param : undefined);
+}
+
+/** `url` with userinfo shown as `***@` and the `secretParam` query parameter as `***`; unchanged otherwise. */
+export function maskUrl(url: string, secretParam?: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return url;
+  }
+  // Only a URL that carries something secret is re-serialised, so the others read exactly as requested.
+  const userinfo = u.username !== '' || u.password !== '';
+  const param = secretParam !== undefined && u.searchParams.has(secretParam);
+  if (!userinfo && !param) return url;
+  if (userinfo) {
+    u.username = '***';
+    u.password = '';
+  }
+  if (param) u.searchParams.set(secretParam, '***');
   return u.toString();
 }

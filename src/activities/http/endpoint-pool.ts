@@ -1,10 +1,11 @@
-import { Agent, interceptors, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { SourceConfig } from '../../sources/schema';
 
 /**
  * One undici dispatcher per source: keep-alive connections per origin limited to the source's concurrency,
- * connect / headers / body timeouts, a response size cap that aborts the body past the limit, and bounded
- * redirects. Shared by every fetch of the process, so connections are reused across batches.
+ * connect / headers / body timeouts, and a response size cap that aborts the body past the limit. Shared by
+ * every fetch of the process, so connections are reused across batches. Redirects are not followed here but
+ * by fetchUrl, under the source's redirect policy.
  */
 export class EndpointPools {
   private readonly pools = new Map<string, Dispatcher>();
@@ -14,10 +15,10 @@ export class EndpointPools {
     // maxBytes is per tile: a metatile response may carry all of its tiles.
     const cells = source.type === 'wms' && source.metatile ? source.metatile.size[0] * source.metatile.size[1] : 1;
     const maxBytes = source.maxBytes * cells;
-    const id = JSON.stringify([source.concurrency, source.timeouts, maxBytes, source.maxRedirects]);
+    const id = JSON.stringify([source.concurrency, source.timeouts, maxBytes]);
     let pool = this.pools.get(id);
     if (!pool) {
-      const agent = new Agent({
+      pool = new Agent({
         connections: source.concurrency,
         connect: { timeout: source.timeouts.connectMs },
         headersTimeout: source.timeouts.headersMs,
@@ -25,7 +26,6 @@ export class EndpointPools {
         maxResponseSize: maxBytes,
         keepAliveTimeout: 30_000,
       });
-      pool = source.maxRedirects > 0 ? agent.compose(interceptors.redirect({ maxRedirections: source.maxRedirects })) : agent;
       this.pools.set(id, pool);
     }
     return pool;

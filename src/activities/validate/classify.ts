@@ -1,5 +1,6 @@
 import type { OutcomeKind } from '../../breaker';
 import type { HttpExchange } from '../http/fetch-url';
+import { REDIRECT_REFUSED } from '../http/redirects';
 import { retryAfterMs } from '../http/retry-after';
 import { checkImage, type DecodedPixels } from './image-check';
 import { parseServiceException } from './service-exception';
@@ -14,7 +15,7 @@ export interface Verdict {
   contentType: string | null;
   latencyMs: number;
   retryAfterMs?: number;
-  /** 401/403: the credentials or the configuration are wrong, not the endpoint's health. */
+  /** 401/403, a refused redirect: the credentials or the configuration are wrong, not the endpoint's health. */
   configError?: boolean;
   exceptionCode?: string;
   image?: { width: number; height: number; format: string };
@@ -41,7 +42,8 @@ const OVERSIZE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
  *   service-exception  a 2xx that is not a good tile: ServiceException XML, HTML error page, undecodable,
  *                      truncated, wrong size, or blank where blank is not expected; an oversize body
  *   permanent          400 and other 4xx, and ServiceExceptions whose code blames the request (LayerNotDefined...)
- *   neutral            404 / 204 (no tile there), 401 / 403 (reported as configuration errors)
+ *   neutral            404 / 204 (no tile there), 401 / 403 and refused or looping redirects (reported as
+ *                      configuration errors)
  *   rate-limited       429 (with its Retry-After)
  */
 export async function classify(x: HttpExchange, expected: Expectation): Promise<Verdict> {
@@ -49,6 +51,8 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   const retryAfter = retryAfterMs(x.headers['retry-after']);
   const withRetryAfter = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
   if (x.error) {
+    // The reason already names the hop and the rule, with credentials masked.
+    if (x.error.code === REDIRECT_REFUSED) return { ...base, kind: 'neutral', configError: true, reason: x.error.message };
     if (x.error.code === OVERSIZE) return { ...base, kind: 'service-exception', reason: `body larger than the source's maxBytes (${x.error.message})` };
     const where = x.status === null ? 'no response' : `HTTP ${x.status}, body cut off`;
     return { ...base, kind: 'transient', reason: `${where}: ${x.error.code}: ${x.error.message}`, ...withRetryAfter };
@@ -65,7 +69,7 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   }
   if (status >= 300) {
     const se = exception();
-    const why = status < 400 ? 'redirect not followed (too many redirects?)' : se ? describe(se) : 'request rejected';
+    const why = status < 400 ? `redirect not followed${x.headers['location'] === undefined ? ' (no Location)' : ''}` : se ? describe(se) : 'request rejected';
     return { ...base, kind: 'permanent', reason: `HTTP ${status}: ${why}`, ...(se?.code ? { exceptionCode: se.code } : {}) };
   }
   if (status < 200) return { ...base, kind: 'permanent', reason: `HTTP ${status}: unexpected informational status` };
