@@ -74,6 +74,22 @@ export interface TransitionRecord {
   cooldownMs?: number;
   /** Set in metrics-only mode: the phase moved, but nothing was blocked. */
   shadow?: boolean;
+  /** On an operator's action: who the operator said they were (free text, e.g. `--actor`; not verified). */
+  actor?: string;
+  /** On an operator's action: the process that sent it, as that process's client reported itself. */
+  sender?: AdminSender;
+}
+
+/**
+ * The process that sent an admin signal, filled in by the client code (never from a user's flag): the
+ * Temporal client's identity (by default `<pid>@<host>`) and the OS user and host it ran as. It is what the
+ * sending process says about itself, so it names the machine and account a change came from; it is not
+ * authentication (that is the server's job: mTLS, an authorizer).
+ */
+export interface AdminSender {
+  identity: string;
+  user: string;
+  host: string;
 }
 
 export type PolicyEvent =

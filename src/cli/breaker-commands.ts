@@ -65,8 +65,11 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
       .description(description)
       .argument('<key>', keyHelp)
       .option('--partition <name>', partitionHelp)
-      .option('--reason <text>', 'why (recorded in the transition log with the actor)')
-      .option('--actor <who>', 'who, for the transition log (default cli:<user>@<host>)')
+      .option('--reason <text>', 'why (recorded in the transition log with the actor and the sender)')
+      .option(
+        '--actor <who>',
+        'who, for the transition log, where it is labelled as claimed beside the sender this process reports (its Temporal client identity, OS user and host) (default cli:<user>@<host>)',
+      )
       .option('--json', 'print JSON');
     if (action === 'force-open') {
       cmd.option('--for <duration>', 'open for this long, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)', parseDuration);

@@ -2,6 +2,7 @@ import { hostname, userInfo } from 'node:os';
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
 import {
   breakerKey,
+  type AdminSender,
   breakerWorkflowId,
   isCanonicalKey,
   permitFor,
@@ -230,7 +231,10 @@ export interface AdminResult {
   key: string;
   workflowId: string;
   action: BreakerAdminAction;
+  /** The actor as given (free text: recorded as claimed). */
   actor: string;
+  /** The sending process, as recorded beside the actor. */
+  sender: AdminSender;
   /** The state the action leads to: forced-open, forced-closed, or closed after a reset. */
   expected: BreakerStateName;
   /** The entity's status read back after the signal. */
@@ -241,21 +245,35 @@ export interface AdminResult {
   confirmed: boolean;
 }
 
+/** The OS user this process runs as. */
+function osUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    // No passwd entry (containers): the environment's answer.
+    return process.env['USER'] ?? process.env['USERNAME'] ?? 'unknown';
+  }
+}
+
 /** The default actor recorded with an admin action: `cli:<user>@<host>`. */
 export function defaultActor(): string {
-  let user = process.env['USER'] ?? process.env['USERNAME'] ?? 'unknown';
-  try {
-    user = userInfo().username;
-  } catch {
-    // No passwd entry (containers): keep the environment's answer.
-  }
-  return `cli:${user}@${hostname()}`;
+  return `cli:${osUser()}@${hostname()}`;
+}
+
+/**
+ * Who sends an admin signal from this process, whatever `--actor` says: the client's identity as it reports
+ * itself to the server (@temporalio/client's default is `<pid>@<host>`), and the OS user and host. The
+ * entity records it beside the actor, which it labels as claimed.
+ */
+export function adminSender(client: Client): AdminSender {
+  return { identity: client.options.identity, user: osUser(), host: hostname() };
 }
 
 /**
  * Sends an admin signal (`force-open`, optionally for `durationMs`; `force-close`; `reset`) to a running
  * entity, then reads its status back until the action shows (up to `confirmTimeoutMs`, default 5 s).
- * The entity records `reason (by actor)` as the transition's detail.
+ * The entity records `reason (by "actor", claimed; sent by <identity> as <user>@<host>)` as the transition's
+ * detail, and the actor and sender as fields of the transition.
  */
 export async function adminBreaker(
   client: Client,
@@ -272,6 +290,7 @@ export async function adminBreaker(
   if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
   const handle = client.workflow.getHandle(resolved.workflowId);
   const actor = opts.actor ?? defaultActor();
+  const sender = adminSender(client);
   // The latest transition before the signal, to tell the action's own transition from older ones.
   let before: TransitionRecord | undefined;
   try {
@@ -282,8 +301,8 @@ export async function adminBreaker(
   }
   const signal: AdminAction =
     action === 'force-open'
-      ? { action, actor, ...(opts.reason ? { reason: opts.reason } : {}), ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}) }
-      : { action, actor, ...(opts.reason ? { reason: opts.reason } : {}) };
+      ? { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}), ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}) }
+      : { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}) };
   try {
     await handle.signal(adminSignal, signal);
   } catch (err) {
@@ -305,12 +324,16 @@ export async function adminBreaker(
     }
     const seen = before ? recent.findIndex((t) => sameTransition(t, before)) : -1;
     const fresh = seen >= 0 ? recent.slice(0, seen) : recent;
-    const transition = fresh.find((t) => t.reason === reasonName && t.detail.includes(actor)) ?? null;
+    // This action's transition: by its actor and sender (a worker from before senders were recorded: by the
+    // actor in the detail).
+    const ours = (t: TransitionRecord) =>
+      t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor);
+    const transition = fresh.find((t) => t.reason === reasonName && ours(t)) ?? null;
     // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
     const confirmed =
       action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
     if (confirmed || Date.now() >= deadline) {
-      return { key: resolved.key, workflowId: resolved.workflowId, action, actor, expected, status, transition, confirmed };
+      return { key: resolved.key, workflowId: resolved.workflowId, action, actor, sender, expected, status, transition, confirmed };
     }
     await new Promise((r) => setTimeout(r, 100));
   }

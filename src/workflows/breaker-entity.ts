@@ -25,7 +25,9 @@ import {
   windowFigures,
   type PolicyEvent,
   type PolicyState,
+  type AdminSender,
   type StepResult,
+  type TransitionReason,
   type TransitionRecord,
 } from '../breaker';
 import {
@@ -134,12 +136,15 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     ]);
   };
 
-  const apply = (event: PolicyEvent): StepResult => {
+  // `origin`: an operator's action, recorded on the transitions it made (not on time-driven ones, such as a
+  // timed force-open ending, that the same step may record first).
+  const apply = (event: PolicyEvent, origin?: { reason: TransitionReason; fields: Pick<TransitionRecord, 'actor' | 'sender'> }): StepResult => {
     const before = nextDeadline(policy, Date.now());
     const out = step(policy, event, Date.now(), Math.random());
     policy = out.state;
     if (out.transitions.length) {
-      for (const t of out.transitions) {
+      for (const made of out.transitions) {
+        const t = origin && made.reason === origin.reason ? { ...made, ...origin.fields } : made;
         history.unshift(t);
         lastTransitionAt = t.at;
         log.info('breaker transition', { key, from: t.from, to: t.to, reason: t.reason, detail: t.detail, cooldownMs: t.cooldownMs });
@@ -217,7 +222,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   );
   setHandler(
     adminSignal,
-    guarded('admin', (a) => {
+    guarded('admin', (a: AdminAction) => {
       if (a.action === 'set-probe') {
         probeSpec = a.probe;
         wake = true;
@@ -225,7 +230,8 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       }
       // Before rate limits, a configure naming maxRequestsPerSecond was rejected whole (unknown field): so it is here.
       const unknownField = a.action === 'configure' && !rateLimits && 'maxRequestsPerSecond' in a.config;
-      const out = apply(adminEvent(unknownField ? { ...a, config: { ...a.config, maxRequestsPerSecond: 'unknown to this run' as never } } : a));
+      const origin = { reason: ADMIN_REASON[a.action], fields: adminOrigin(a) };
+      const out = apply(adminEvent(unknownField ? { ...a, config: { ...a.config, maxRequestsPerSecond: 'unknown to this run' as never } } : a), origin);
       if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
     }),
   );
@@ -365,8 +371,54 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
 }
 
 
-function adminEvent(a: Exclude<AdminAction, { action: 'set-probe' }>): PolicyEvent {
-  const reason = a.reason ? (a.actor ? `${a.reason} (by ${a.actor})` : a.reason) : a.actor ? `by ${a.actor}` : undefined;
+type RecordedAdminAction = Exclude<AdminAction, { action: 'set-probe' }>;
+
+/** The transition each admin action records. */
+const ADMIN_REASON: Record<RecordedAdminAction['action'], TransitionReason> = {
+  'force-open': 'forced-open',
+  'force-close': 'forced-close',
+  reset: 'reset',
+  disable: 'disabled',
+  enable: 'enabled',
+  configure: 'configured',
+};
+
+/**
+ * The sender as the signal gave it, as strings whatever arrived (a handler must not throw), or none: admin
+ * signals recorded before the CLI sent one have none.
+ */
+function senderOf(a: AdminAction): AdminSender | undefined {
+  const s: unknown = a.sender;
+  if (!s || typeof s !== 'object') return undefined;
+  const field = (name: keyof AdminSender) => {
+    const v = (s as Record<string, unknown>)[name];
+    return typeof v === 'string' && v ? v : '?';
+  };
+  return { identity: field('identity'), user: field('user'), host: field('host') };
+}
+
+/** The structured "who" a transition from this action carries: the claimed actor and the sender, when given. */
+function adminOrigin(a: AdminAction): Pick<TransitionRecord, 'actor' | 'sender'> {
+  const sender = senderOf(a);
+  return { ...(a.actor !== undefined ? { actor: String(a.actor) } : {}), ...(sender ? { sender } : {}) };
+}
+
+/**
+ * The transition detail's "who". Without a sender (signals from before it existed, or from code that sends
+ * none): `by <actor>`, as it always was. With one: the free-text actor quoted and labelled as claimed (so it
+ * cannot pass for the part that follows), then the sending process: `by "alice", claimed; sent by
+ * 1234@host as root@host`.
+ */
+function adminWho(a: AdminAction): string | undefined {
+  const sender = senderOf(a);
+  if (!sender) return a.actor ? `by ${a.actor}` : undefined;
+  const sent = `sent by ${sender.identity} as ${sender.user}@${sender.host}`;
+  return a.actor ? `by ${JSON.stringify(String(a.actor))}, claimed; ${sent}` : sent;
+}
+
+function adminEvent(a: RecordedAdminAction): PolicyEvent {
+  const who = adminWho(a);
+  const reason = a.reason ? (who ? `${a.reason} (${who})` : a.reason) : who;
   const withReason = reason ? { reason } : {};
   switch (a.action) {
     case 'force-open':

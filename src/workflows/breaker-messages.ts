@@ -5,6 +5,7 @@
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type {
+  AdminSender,
   BreakerView,
   OutcomeCounts,
   OutcomeKind,
@@ -110,14 +111,26 @@ export interface ProbeResult {
   reporter?: string;
 }
 
-export type AdminAction =
-  | { action: 'force-open'; reason?: string; durationMs?: number; actor?: string }
-  | { action: 'force-close'; reason?: string; actor?: string }
-  | { action: 'reset'; reason?: string; actor?: string }
-  | { action: 'disable'; reason?: string; actor?: string }
-  | { action: 'enable'; reason?: string; actor?: string }
-  | { action: 'configure'; config: PolicyConfigInput; reason?: string; actor?: string }
-  | { action: 'set-probe'; probe: ProbeSpec | null; actor?: string };
+/**
+ * Who an admin action comes from. `actor` is free text (the CLI's `--actor`) and is recorded as claimed;
+ * `sender` is set by the client code from its own process (Temporal client identity, OS user and host).
+ * Signals recorded before `sender` existed have none.
+ */
+interface AdminOrigin {
+  actor?: string;
+  sender?: AdminSender;
+}
+
+export type AdminAction = AdminOrigin &
+  (
+    | { action: 'force-open'; reason?: string; durationMs?: number }
+    | { action: 'force-close'; reason?: string }
+    | { action: 'reset'; reason?: string }
+    | { action: 'disable'; reason?: string }
+    | { action: 'enable'; reason?: string }
+    | { action: 'configure'; config: PolicyConfigInput; reason?: string }
+    | { action: 'set-probe'; probe: ProbeSpec | null }
+  );
 
 /** The full state, for people (the CLI's `breaker show`) and monitoring. */
 export interface BreakerStatus {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { hostname, userInfo } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -25,12 +26,17 @@ const taskQueue = uniqueTaskQueue('breaker-cli');
 const tag = `${process.pid}-${Date.now()}`;
 const closedKey = `http://closed-${tag}.example.test:80`;
 const failingKey = `http://failing-${tag}.example.test:8080`;
+const auditKey = `http://audit-${tag}.example.test:80`;
+/** This process as the entity records a sender: the test's client identity, OS user and host. */
+const me = () => `sent by ${env.client.options.identity} as ${userInfo().username}@${hostname()}`;
+const re = (text: string) => new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
   worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue });
   running = worker.run();
   await startEntity(env.client, taskQueue, { key: closedKey }, { reporter: 'w1', counts: { success: 5 } });
+  await startEntity(env.client, taskQueue, { key: auditKey }, { reporter: 'w1', counts: { success: 5 } });
   const failing = await startEntity(env.client, taskQueue, { key: failingKey }, { reporter: 'w1', counts: { transient: 25 } });
   assert.equal((await failing.query(viewQuery)).state, 'open');
 });
@@ -116,13 +122,16 @@ test('list shows running entities with their state, and filters by state', async
   await assert.rejects(listBreakers(env.client, { state: 'opne' }), /must be one of closed, open, half-open/);
 });
 
-test('open, close and reset: each confirmed by the status, recorded with reason and actor', async () => {
+test('open, close and reset: each confirmed by the status, recorded with reason, claimed actor and sender', async () => {
   const opened = await adminBreaker(env.client, closedKey, 'force-open', { reason: 'renderer maintenance', durationMs: 600_000, actor: 'test:ops' });
   assert.equal(opened.confirmed, true);
   assert.equal(opened.status.view.state, 'forced-open');
   assert.ok(opened.status.view.forcedUntil !== null && opened.status.view.forcedUntil > Date.now() + 500_000);
   assert.equal(opened.transition?.reason, 'forced-open');
-  assert.equal(opened.transition?.detail, 'renderer maintenance (by test:ops)');
+  assert.equal(opened.transition?.detail, `renderer maintenance (by "test:ops", claimed; ${me()})`);
+  assert.equal(opened.transition?.actor, 'test:ops');
+  assert.deepEqual(opened.transition?.sender, { identity: env.client.options.identity, user: userInfo().username, host: hostname() });
+  assert.deepEqual(opened.sender, opened.transition?.sender);
   assert.equal(opened.status.permit.allow, false);
 
   // show, by an endpoint URL of the same host: status and the transition log.
@@ -133,7 +142,7 @@ test('open, close and reset: each confirmed by the status, recorded with reason 
   assert.equal(shown.status.view.state, 'forced-open');
   assert.equal(shown.permitNow.allow, false);
   assert.equal(shown.transitions[0]?.reason, 'forced-open');
-  assert.match(shown.transitions[0]!.detail, /renderer maintenance \(by test:ops\)/);
+  assert.match(shown.transitions[0]!.detail, /renderer maintenance \(by "test:ops", claimed; sent by /);
   assert.equal(shown.status.figures.successes, 5);
 
   // The listing follows (eventually).
@@ -144,19 +153,20 @@ test('open, close and reset: each confirmed by the status, recorded with reason 
   assert.equal(closed.confirmed, true);
   assert.equal(closed.status.view.state, 'forced-closed');
   assert.equal(closed.transition?.reason, 'forced-close');
-  assert.match(closed.transition!.detail, /^renderer back \(by cli:.+@.+\)$/, 'the default actor is cli:<user>@<host>');
+  assert.match(closed.transition!.detail, /^renderer back \(by "cli:.+@.+", claimed; sent by .+\)$/, 'the default actor is cli:<user>@<host>');
+  assert.equal(closed.transition?.actor, `cli:${userInfo().username}@${hostname()}`);
 
   const reset = await adminBreaker(env.client, closedKey, 'reset', { actor: 'test:ops' });
   assert.equal(reset.confirmed, true);
   assert.equal(reset.status.view.state, 'closed');
   assert.equal(reset.status.view.mode, 'auto');
   assert.equal(reset.transition?.reason, 'reset');
-  assert.equal(reset.transition?.detail, 'by test:ops');
+  assert.equal(reset.transition?.detail, `by "test:ops", claimed; ${me()}`);
 
   // A second reset records its own transition (reset always does), and is told apart from the first.
   const again = await adminBreaker(env.client, closedKey, 'reset', { actor: 'test:ops', reason: 'again' });
   assert.equal(again.confirmed, true);
-  assert.equal(again.transition?.detail, 'again (by test:ops)');
+  assert.equal(again.transition?.detail, `again (by "test:ops", claimed; ${me()})`);
 
   const log = await showBreaker(env.client, closedKey, { limit: 3 });
   assert.deepEqual(
@@ -237,6 +247,38 @@ test('the CLI: breaker list --json and breaker show against the server', async (
   const badDuration = await cliRun(['breaker', 'open', failingKey, '--for', 'ten minutes'], serverEnv());
   assert.equal(badDuration.code, 2);
   assert.match(badDuration.err, /not a duration/);
+});
+
+test('the CLI: breaker open --actor records the actor as claimed, beside the identity of the process that sent it', async () => {
+  const open = await cliRun(['breaker', 'open', auditKey, '--actor', 'mallory', '--reason', 'audit', '--json'], serverEnv());
+  assert.equal(open.code, 0, open.err);
+  const result = JSON.parse(open.out);
+  assert.equal(result.confirmed, true);
+  // The CLI's own client: its identity is <pid>@<host> of the CLI process, whatever --actor says.
+  const sender = result.sender as { identity: string; user: string; host: string };
+  assert.match(sender.identity, new RegExp(`^\\d+@${hostname().replace(/[.]/g, '\\.')}$`));
+  assert.notEqual(sender.identity, env.client.options.identity, 'the sender is the CLI process, not this test');
+  assert.equal(sender.user, userInfo().username);
+  assert.equal(sender.host, hostname());
+  const detail = `audit (by "mallory", claimed; sent by ${sender.identity} as ${sender.user}@${sender.host})`;
+  assert.equal(result.transition.detail, detail);
+
+  const showJson = await cliRun(['breaker', 'show', auditKey, '--json', '--limit', '1'], serverEnv());
+  assert.equal(showJson.code, 0, showJson.err);
+  const [t] = JSON.parse(showJson.out).transitions;
+  assert.equal(t.reason, 'forced-open');
+  assert.equal(t.detail, detail);
+  assert.equal(t.actor, 'mallory');
+  assert.deepEqual(t.sender, sender);
+
+  const show = await cliRun(['breaker', 'show', auditKey], serverEnv());
+  assert.equal(show.code, 0, show.err);
+  assert.match(show.out, re(`forced-open: ${detail}`));
+
+  // A claimed actor that imitates the sender part stays inside its quotes; the real sender follows it.
+  const forged = await adminBreaker(env.client, auditKey, 'reset', { actor: 'x", claimed; sent by 1@trusted as admin@trusted' });
+  assert.equal(forged.transition?.detail, `by "x\\", claimed; sent by 1@trusted as admin@trusted", claimed; ${me()}`);
+  assert.equal(forged.transition?.actor, 'x", claimed; sent by 1@trusted as admin@trusted');
 });
 
 test('the CLI: an unreachable server and an unset TEMPORAL_ADDRESS exit 2, saying what is wrong', async () => {

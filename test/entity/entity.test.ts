@@ -183,6 +183,25 @@ describe('admin', () => {
     );
     assert.match(log[0]!.detail, /renderer upgrade \(by sre-1\)/);
   });
+
+  test('an action with a sender records the actor as claimed and the sender; a malformed sender does not drop it', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), options: noSA });
+    const sender = { identity: '42@ops-host', user: 'sre', host: 'ops-host' };
+    await h.signal(adminSignal, { action: 'force-open', reason: 'renderer upgrade', actor: 'sre-1', sender });
+    await h.signal(adminSignal, { action: 'configure', config: { minSamples: 5 }, sender });
+    // Whatever a client puts in the payload, the action is applied: a handler must not throw.
+    await h.signal(adminSignal, { action: 'reset', sender: { identity: 7, user: null } as never });
+    assert.equal((await h.query(viewQuery)).state, 'closed');
+    const [reset, configured, opened] = await h.query(transitionsQuery, 3);
+    assert.equal(opened!.detail, 'renderer upgrade (by "sre-1", claimed; sent by 42@ops-host as sre@ops-host)');
+    assert.equal(opened!.actor, 'sre-1');
+    assert.deepEqual(opened!.sender, sender);
+    assert.equal(configured!.reason, 'configured');
+    assert.deepEqual(configured!.sender, sender);
+    assert.equal(configured!.actor, undefined);
+    assert.equal(reset!.detail, 'sent by ? as ?@?');
+    assert.deepEqual(reset!.sender, { identity: '?', user: '?', host: '?' });
+  });
 });
 
 describe('idle', () => {
