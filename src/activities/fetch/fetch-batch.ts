@@ -3,7 +3,8 @@ import type { TileAddress } from '../../sources/request-url';
 import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
 import type { SourceConfig } from '../../sources/schema';
 import type { BreakerGuard, GuardDecision } from '../guard';
-import { applyAuth, redactUrl } from '../http/credentials';
+import { scrubSecrets } from '../../breaker/redact';
+import { applyAuth, credentialValues, redactUrl } from '../http/credentials';
 import type { EndpointPools } from '../http/endpoint-pool';
 import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
@@ -222,7 +223,7 @@ async function fetchUnit(
     }
     if (verdict.kind === 'neutral' && !verdict.configError) {
       const v = verdict;
-      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: v.reason, attempts: attempt, httpStatus: v.httpStatus }));
+      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: scrubSecrets(v.reason, credentialValues(source.auth)), attempts: attempt, httpStatus: v.httpStatus }));
     }
     const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
     if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
@@ -235,7 +236,8 @@ async function fetchUnit(
     ...t,
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
     kind: v.kind,
-    reason: `${v.reason} (${redacted})`,
+    // A server may quote the request back (a ServiceException, an error page): never the credential.
+    reason: scrubSecrets(`${v.reason} (${redacted})`, credentialValues(source.auth)),
     attempts: made,
     httpStatus: v.httpStatus,
     bytes: v.bytes,

@@ -29,6 +29,19 @@ export function applyAuth(auth: AuthConfig | undefined, url: string, headers: Re
   }
 }
 
+/**
+ * The secret values the source's auth sends, as set in the environment now: a server that echoes one (a
+ * ServiceException quoting the request, an error page) must not carry it into a reason.
+ */
+export function credentialValues(auth: AuthConfig | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
+  if (!auth) return [];
+  const names = auth.type === 'bearer' ? [auth.tokenEnv] : auth.type === 'basic' ? [auth.userEnv, auth.passwordEnv] : [auth.valueEnv];
+  const values = names.map((n) => env[n]).filter((v): v is string => v !== undefined && v !== '');
+  if (auth.type === 'basic' && values.length === 2) values.push(Buffer.from(`${values[0]}:${values[1]}`).toString('base64'));
+  // Encoded forms too: a query value comes back URL-encoded.
+  return [...new Set(values.flatMap((v) => [v, encodeURIComponent(v)]))];
+}
+
 /** A URL fit for logs and manifests: credentials in the query string are masked, and so is any userinfo. */
 export function redactUrl(url: string, auth: AuthConfig | undefined): string {
   return maskUrl(url, auth?.type === 'query' ? auth.param : undefined);
