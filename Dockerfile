@@ -39,8 +39,11 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 COPY --from=build /app/dist ./dist
 
 # Mosaic output. Created here and owned by the unprivileged user, so that an empty named volume mounted
-# on /data (docker-compose.yml: TILEBREAKER_OUTPUT_DIR=/data) starts out writable by that user.
-RUN mkdir -p /data && chown node:node /data
+# on /data (docker-compose.yml: TILEBREAKER_OUTPUT_DIR=/data) starts out writable by that user. /config holds
+# sources files (TILEBREAKER_SOURCES_DIR=/config), mounted read-only; the worker only reads there. The
+# defaults make a bare `docker run` confined the same way as the compose stack.
+RUN mkdir -p /data /config && chown node:node /data
+ENV TILEBREAKER_OUTPUT_DIR=/data TILEBREAKER_SOURCES_DIR=/config
 
 # The official node images carry an unprivileged `node` user (uid 1000). Application files stay root-owned
 # and read-only to it.
