@@ -97,7 +97,10 @@ function parseText(file: string, text: string, worker: boolean): unknown {
   try {
     return parseYaml(text, { prettyErrors: !worker });
   } catch (err) {
-    if (!(err instanceof YAMLParseError)) throw new ConfigError(subject, ['not valid YAML']);
+    if (!(err instanceof YAMLParseError)) {
+      // yaml stops alias expansion past a bound (a "billion laughs" file); its other errors say nothing safe.
+      throw new ConfigError(subject, [/alias/i.test((err as Error).message) ? 'not valid YAML: too many alias expansions' : 'not valid YAML']);
+    }
     const where = err.pos ? ` at ${lineCol(text, err.pos[0])}` : '';
     // yaml's message carries a code frame of the file; its error code says what went wrong without one.
     // The user's own file may show its lines (secrets masked all the same: terminals get pasted into tickets).

@@ -108,6 +108,7 @@ describe('sources files read on a worker', () => {
       ['git.yaml', `[core]\n\trepositoryformatversion = 0\n[remote "origin"]\n\turl = https://user:${CANARY}@example.org/x.git\n`, /not valid YAML|not a sources file/],
       ['beside.yaml', `sources: {}\n${CANARY}: 1\n`, /\(root\): 1 unknown field \(not shown\)/],
       ['list.yaml', `sources: ${CANARY}\n`, /sources: .*expected record/],
+      ['laughs.yaml', `a: &a ["${CANARY}", "${CANARY}", "${CANARY}"]\n${'bcdefghij'.split('').map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghij'[i]}`).join(', ')}]`).join('\n')}\nsources: *j\n`, /not valid YAML: too many alias expansions/],
     ];
     for (const [name, text, expected] of cases) {
       const msg = await load(write(name, text));
