@@ -24,7 +24,7 @@ import { tileBounds } from '../src/geo/mercator';
 import { startEmbeddedServer } from '../src/client/embedded-server';
 import { startMosaic } from '../src/client/mosaics';
 import { createWorker } from '../src/client/worker';
-import type { MosaicRequest, MosaicResult } from '../src/workflows/mosaic-types';
+import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 

@@ -16,7 +16,7 @@ import { connectionConfigFromEnv } from '../src/client/connection-config';
 import { packageRoot } from '../src/client/local-server';
 import { breakerDrillWorkflow } from '../src/workflows';
 import { createWorker } from '../src/client/worker';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../src/workflows/search-attributes';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../src/messages/search-attributes';
 import { TEST_ROOTS, devServerEnv, timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
 import { outageDrill } from '../test/scenarios/drill-outage';
 import { entityScenarios, type EntityScenario } from '../test/scenarios/entity-scenarios';

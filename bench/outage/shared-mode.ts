@@ -19,7 +19,7 @@ import { connectionConfigFromEnv } from '../../src/client/connection-config';
 import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
 import { connectClient, connectWorker } from '../../src/client/temporal';
 import { createWorker } from '../../src/client/worker';
-import { transitionsQuery } from '../../src/workflows/breaker-messages';
+import { transitionsQuery } from '../../src/messages/breaker';
 import { now, sleep } from './clock';
 import { refusalWaitMs, tileUrl, type ModeContext } from './fleet';
 import { withRetry } from './retry';

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { ActivityFunction } from '@temporalio/common';
 import { makeFetchBatch } from './fetch/fetch-batch';
 import { BreakerGuard, type GuardOptions } from './guard';
 import { EndpointPools } from './http/endpoint-pool';
@@ -9,7 +10,8 @@ import { planMosaicRun } from './mosaic/plan';
 import { probeEndpoint } from './probe';
 import { makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
-import type { RedriveSources } from '../workflows/mosaic-types';
+import type { BreakerActivities, MosaicActivities } from '../messages/activities';
+import type { RedriveSources } from '../messages/mosaic-types';
 
 export interface ActivityDeps {
   /** A client of the worker's own Temporal namespace (for the search-attribute check, guards, signals). */
@@ -43,7 +45,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
       fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots }),
       assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots),
       loadDeadLetters: (manifestOrOutput: string, sources?: RedriveSources) => loadDeadLetters(manifestOrOutput, sources, roots),
-    },
+      // The workflows schedule these by the contract in src/messages: a drift fails the build here.
+    } satisfies BreakerActivities & MosaicActivities & Record<string, ActivityFunction>,
     roots,
     /** Flushes the guard's buffered reports and closes the HTTP pools. */
     async close(): Promise<void> {

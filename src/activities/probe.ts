@@ -1,17 +1,9 @@
 import { getGlobalDispatcher } from 'undici';
 import type { OutcomeKind } from '../breaker';
-import type { ProbeSpec } from '../workflows/breaker-messages';
+import type { ProbeOutcome, ProbeSpec } from '../messages/breaker';
 import { fetchUrl } from './http/fetch-url';
 import { DEFAULT_REDIRECT_POLICY } from './http/redirects';
 import { classify } from './validate/classify';
-
-export interface ProbeOutcome {
-  outcome: OutcomeKind;
-  latencyMs: number;
-  httpStatus: number | null;
-  retryAfterMs?: number;
-  reason: string;
-}
 
 /**
  * The breaker entity's own probe: one request to the spec's URL, judged as the pipeline judges a tile (the

@@ -1,8 +1,9 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../messages/search-attributes';
 
-/** The names the breaker entity keeps current (src/workflows/search-attributes.ts). */
-const NEEDED = ['BreakerState', 'BreakerKey'];
+/** The names the breaker entity keeps current. */
+const NEEDED = BREAKER_SEARCH_ATTRIBUTES.map((k) => k.name);
 
 /**
  * Is every breaker search attribute registered in this worker's namespace? Asked once per entity (and

@@ -5,8 +5,8 @@ import { breakerKey, breakerWorkflowId } from '../breaker';
 import { planMosaic } from '../activities/mosaic/plan';
 import { startMosaic } from '../client/mosaics';
 import { startDemoTileServer } from '../demo/tile-server';
-import { transitionsQuery } from '../workflows/breaker-messages';
-import type { MosaicRequest } from '../workflows/mosaic-types';
+import { transitionsQuery } from '../messages/breaker';
+import type { MosaicRequest } from '../messages/mosaic-types';
 import { summaryLine, watchMosaic } from './mosaic-commands';
 
 /** The demo's breaker: trips on a handful of failures and cools down in seconds, so a short outage shows the whole cycle. */

@@ -6,8 +6,8 @@ import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
 import { exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
-import { viewQuery } from '../workflows/breaker-messages';
-import type { MosaicProgress, MosaicRequest, MosaicResult } from '../workflows/mosaic-types';
+import { viewQuery } from '../messages/breaker';
+import type { MosaicProgress, MosaicRequest, MosaicResult } from '../messages/mosaic-types';
 
 export type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Promise<void>) => Promise<void>;
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Client } from '@temporalio/client';
-import { breakerDrillWorkflow, type DrillInput, type DrillResult } from '../workflows/drill';
+import type { DrillInput, DrillResult } from '../messages/drill';
+import { breakerDrillWorkflow } from '../workflows/drill';
 import { formatTransitions } from './format';
 
 export function readDrillFile(file: string): DrillInput {

@@ -11,9 +11,8 @@ import {
   type Permit,
   type TransitionRecord,
 } from '../breaker';
-import type { EntityExit } from '../workflows/breaker-entity';
-import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus } from '../workflows/breaker-messages';
-import { BREAKER_KEY, BREAKER_STATE } from '../workflows/search-attributes';
+import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus, type EntityExit } from '../messages/breaker';
+import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
 /**
  * Operator-side access to the fleet's breakers (the `tilebreaker breaker ...` commands): list the running

@@ -1,4 +1,4 @@
-import type { DrillInput } from '../workflows/drill';
+import type { DrillInput } from '../messages/drill';
 
 /**
  * The drill `npm start` runs while the mosaic main job is being built: a scripted outage on seconds-long

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../messages/search-attributes';
 import { localBinaries, packageRoot } from './local-server';
 
 export interface EmbeddedServer {

@@ -3,8 +3,8 @@ import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { parseMosaicRequest } from '../activities/mosaic/plan';
 import type { mosaicWorkflow } from '../workflows/mosaic';
-import { progressQuery } from '../workflows/mosaic-messages';
-import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../workflows/mosaic-types';
+import { progressQuery } from '../messages/mosaic';
+import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../messages/mosaic-types';
 
 /** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {

@@ -1,6 +1,6 @@
 import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import { parseMosaicRequest } from '../activities/mosaic/plan';
-import type { MosaicRequest } from '../workflows/mosaic-types';
+import type { MosaicRequest } from '../messages/mosaic-types';
 import { resolveRequestPaths } from './mosaics';
 
 export interface ScheduleSummary {

@@ -12,7 +12,6 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
 import {
   breakerView,
   ConfigError,
@@ -44,11 +43,13 @@ import {
   type AdminAction,
   type CarriedState,
   type EntityCounters,
+  type EntityExit,
   type EntityInput,
   type EntityOptions,
   type ProbeSpec,
-} from './breaker-messages';
-import { BREAKER_KEY, BREAKER_STATE } from './search-attributes';
+} from '../messages/breaker';
+import type { BreakerActivities } from '../messages/activities';
+import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
 const DEFAULTS: Required<EntityOptions> = {
   idleMs: 3_600_000,
@@ -61,14 +62,6 @@ const DEFAULTS: Required<EntityOptions> = {
 const DECISIONS_KEPT = 256;
 /** A worker that has not reported for this long no longer shares the endpoint's rate (guards report every second). */
 const REPORTER_TTL_MS = 5_000;
-
-export interface EntityExit {
-  key: string;
-  reason: 'idle';
-  counters: EntityCounters;
-  /** The run's transition log, most recent first: a finished run still answers "was it open last night?". */
-  transitions: TransitionRecord[];
-}
 
 /**
  * One breaker, fleet-wide: the long-lived entity workflow `breaker/<key>` (see DESIGN.md). It holds the
@@ -264,7 +257,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
 
   // Options follow the live configuration (a `configure` may change the lease).
   const probeActivity = () =>
-    proxyActivities<Activities>({
+    proxyActivities<BreakerActivities>({
       // One attempt: a failed probe is an answer, and the next comes after the next cooldown.
       retry: { maximumAttempts: 1 },
       startToCloseTimeout: policy.config.probeLeaseMs,
@@ -316,7 +309,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   publishView();
   if (searchAttributesOn === null) {
     try {
-      const check = proxyActivities<Activities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });
+      const check = proxyActivities<BreakerActivities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });
       searchAttributesOn = await check.breakerSearchAttributesRegistered();
     } catch (err) {
       searchAttributesOn = false;

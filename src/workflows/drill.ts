@@ -1,4 +1,4 @@
-import { ApplicationFailure, defineQuery, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import {
   ConfigError,
   initialState,
@@ -9,15 +9,11 @@ import {
   stateName,
   windowFigures,
   type BreakerStateName,
-  type Permit,
-  type PolicyConfigInput,
   type PolicyEvent,
   type PolicyState,
-  type ProbeDecision,
-  type TransitionRecord,
-  type WindowFigures,
 } from '../breaker';
-import { BREAKER_KEY, BREAKER_STATE } from './search-attributes';
+import { drillStatusQuery, type DrillInput, type DrillResult } from '../messages/drill';
+import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
 /**
  * A breaker drill: plays a scripted sequence of policy events against a breaker configuration on the
@@ -25,42 +21,6 @@ import { BREAKER_KEY, BREAKER_STATE } from './search-attributes';
  * entity runs them. Use it to rehearse a configuration against an outage ("with these settings, how long
  * would last night's outage have held the breaker open, and how many probes would it have let through?").
  */
-export interface DrillStep {
-  /** When to apply the event, in ms after the drill starts; steps must be in non-decreasing order. */
-  atMs: number;
-  event: PolicyEvent;
-}
-
-export interface DrillInput {
-  config?: PolicyConfigInput;
-  steps: DrillStep[];
-  /** Keep the clock running this long after the last step, so pending cooldowns can elapse. */
-  settleMs?: number;
-  /** Label for the BreakerKey search attribute. */
-  key?: string;
-  /** Keep BreakerState / BreakerKey search attributes current (the server must have them registered). */
-  upsertSearchAttributes?: boolean;
-}
-
-export interface DrillResult {
-  startedAt: number;
-  finalState: BreakerStateName;
-  transitions: TransitionRecord[];
-  /** The answer to every probe-request step, in order. */
-  decisions: ProbeDecision[];
-  /** Steps whose event changed nothing it asked for, with the reason. */
-  ignored: { atMs: number; why: string }[];
-}
-
-export interface DrillStatus {
-  elapsedMs: number;
-  stepsApplied: number;
-  permit: Permit;
-  figures: WindowFigures;
-}
-
-export const drillStatusQuery = defineQuery<DrillStatus>('drillStatus');
-
 export async function breakerDrillWorkflow(input: DrillInput): Promise<DrillResult> {
   let state: PolicyState = initialState(parseInput(input));
   const startedAt = Date.now();

@@ -1,5 +1,5 @@
 import { ActivityCancellationType, proxyActivities, sleep } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { MosaicActivities } from '../messages/activities';
 import type { BreakerStateName } from '../breaker';
 import {
   selectionIndices,
@@ -12,9 +12,9 @@ import {
   type StatusCounts,
   type TileSelection,
   type WhenRefusedMode,
-} from './mosaic-types';
+} from '../messages/mosaic-types';
 
-const { fetchMosaicBatch } = proxyActivities<Activities>({
+const { fetchMosaicBatch } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '2h',
   // A batch heartbeats every second while tiles finish and every 5 s regardless: a lost worker's batch is
   // retried (resuming from its last heartbeat) 20 s after the worker went.

@@ -8,18 +8,18 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { MosaicActivities } from '../messages/activities';
 import { breakerKey } from '../breaker';
 import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';
-import { progressQuery } from './mosaic-messages';
-import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from './mosaic-types';
+import { progressQuery } from '../messages/mosaic';
+import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
 
-const { planMosaic } = proxyActivities<Activities>({
+const { planMosaic } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '1m',
   // A bad request or sources file does not get better on a retry.
   retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError'] },
 });
-const { assembleMosaic, loadDeadLetters } = proxyActivities<Activities>({
+const { assembleMosaic, loadDeadLetters } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '4h',
   heartbeatTimeout: '2m',
   // A tile of the wrong size or a grid too large for an output format will not stitch on a retry either.

@@ -14,7 +14,7 @@ import { TileStore } from '../../src/activities/store/tile-store';
 import { breakerKey } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { parseSource } from '../../src/sources/schema';
-import { adminSignal, viewQuery } from '../../src/workflows/breaker-messages';
+import { adminSignal, viewQuery } from '../../src/messages/breaker';
 import { startEntity } from '../helpers/entity';
 import { startFaultServer, type FaultServer } from '../helpers/fault-server';
 import { gradientImage } from '../helpers/images';

@@ -8,7 +8,7 @@ import { makeFetchBatch } from '../../src/activities/fetch/fetch-batch';
 import { assembleMosaic } from '../../src/activities/mosaic/assemble';
 import { makeMosaicBatch } from '../../src/activities/mosaic/batch';
 import { planMosaic } from '../../src/activities/mosaic/plan';
-import type { MosaicRequest } from '../../src/workflows/mosaic-types';
+import type { MosaicRequest } from '../../src/messages/mosaic-types';
 import { requestUnits } from '../../src/activities/fetch/metatiles';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { parseSource } from '../../src/sources/schema';

@@ -10,8 +10,8 @@ import type { Worker } from '@temporalio/worker';
 import { adminBreaker, BreakerNotFoundError, BreakerNotRunningError, listBreakers, resolveBreakerKey, showBreaker, type ListedBreaker } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { parseDuration } from '../../src/cli/breaker-commands';
-import { adminSignal, viewQuery } from '../../src/workflows/breaker-messages';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { adminSignal, viewQuery } from '../../src/messages/breaker';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startEntity } from '../helpers/entity';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 

@@ -9,7 +9,7 @@ import type { Worker } from '@temporalio/worker';
 import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { assertAccounted, readManifest } from '../helpers/mosaic';
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 

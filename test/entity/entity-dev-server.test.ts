@@ -5,8 +5,8 @@ import { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { createWorker } from '../../src/client/worker';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
-import { reportSignal, statusQuery, viewQuery } from '../../src/workflows/breaker-messages';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
+import { reportSignal, statusQuery, viewQuery } from '../../src/messages/breaker';
 import { startEntity } from '../helpers/entity';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 

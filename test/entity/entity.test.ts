@@ -13,7 +13,7 @@ import {
   statusQuery,
   transitionsQuery,
   viewQuery,
-} from '../../src/workflows/breaker-messages';
+} from '../../src/messages/breaker';
 import { startEntity, waitForView } from '../helpers/entity';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startTestEndpoint, type TestEndpoint } from '../helpers/tile-server';

@@ -5,7 +5,7 @@ import type { Worker } from '@temporalio/worker';
 import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
-import { statusQuery } from '../../src/workflows/breaker-messages';
+import { statusQuery } from '../../src/messages/breaker';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 let env: TestWorkflowEnvironment;

@@ -3,7 +3,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { setTimeout as delay } from 'node:timers/promises';
 import { breakerWorkflowId, type BreakerView } from '../../src/breaker';
 import { breakerEntityWorkflow } from '../../src/workflows/breaker-entity';
-import { reportSignal, viewQuery, type EntityInput, type OutcomeReport } from '../../src/workflows/breaker-messages';
+import { reportSignal, viewQuery, type EntityInput, type OutcomeReport } from '../../src/messages/breaker';
 
 export type EntityHandle = WorkflowHandle<typeof breakerEntityWorkflow>;
 

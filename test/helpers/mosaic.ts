@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import type { ManifestTile, MosaicResult, StatusCounts } from '../../src/workflows/mosaic-types';
+import type { ManifestTile, MosaicResult, StatusCounts } from '../../src/messages/mosaic-types';
 
 export interface Manifest {
   total: number;

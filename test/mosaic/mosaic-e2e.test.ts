@@ -14,9 +14,9 @@ import { mosaicStatus, startMosaic } from '../../src/client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../../src/client/schedules';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { adminSignal } from '../../src/workflows/breaker-messages';
-import type { MosaicRequest, MosaicResult } from '../../src/workflows/mosaic-types';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { adminSignal } from '../../src/messages/breaker';
+import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { assertAccounted, gdalAvailable, gdalinfo, readManifest } from '../helpers/mosaic';
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 

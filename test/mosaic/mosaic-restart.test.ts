@@ -9,8 +9,8 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { localBinaries } from '../../src/client/local-server';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer } from '../../src/demo/tile-server';
-import type { MosaicResult } from '../../src/workflows/mosaic-types';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import type { MosaicResult } from '../../src/messages/mosaic-types';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { assertAccounted, readManifest } from '../helpers/mosaic';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-restart-'));

@@ -7,7 +7,7 @@ import { gridBounds, gridFor, parseMosaicRequest, planMosaic, planMosaicRun, til
 import { manifestStatus } from '../../src/activities/mosaic/batch';
 import { latestRecords, type Journal } from '../../src/activities/mosaic/journal';
 import { ORIGIN_SHIFT_M, tileBounds } from '../../src/geo/mercator';
-import type { MosaicRequest } from '../../src/workflows/mosaic-types';
+import type { MosaicRequest } from '../../src/messages/mosaic-types';
 
 const source = { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png', maxZoom: 18 } as const;
 const req = (extra: Partial<MosaicRequest> = {}): MosaicRequest => ({ source, bbox: [5.7, 44.0, 19.5, 49.9], zoom: 7, output: '/tmp/x.tif', ...extra });

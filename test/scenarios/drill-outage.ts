@@ -1,4 +1,4 @@
-import type { DrillInput } from '../../src/workflows/drill';
+import type { DrillInput } from '../../src/messages/drill';
 
 const MIN = 60_000;
 

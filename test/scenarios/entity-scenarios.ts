@@ -1,6 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery } from '../../src/workflows/breaker-messages';
+import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery } from '../../src/messages/breaker';
 import { startEntity, waitForView } from '../helpers/entity';
 import { startTestEndpoint } from '../helpers/tile-server';
 

@@ -5,8 +5,8 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { adminSignal } from '../../src/workflows/breaker-messages';
-import type { MosaicRequest, MosaicResult } from '../../src/workflows/mosaic-types';
+import { adminSignal } from '../../src/messages/breaker';
+import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
 import type { EntityScenario, ScenarioContext } from './entity-scenarios';
 
 /** The breaker of the workers that record mosaic scenarios: quick to trip and to cool down. */

@@ -10,7 +10,7 @@ import { planMosaic } from '../../src/activities/mosaic/plan';
 import { loadSource } from '../../src/activities/sources-file';
 import { TileStore } from '../../src/activities/store/tile-store';
 import { parseSourcesFile } from '../../src/sources/schema';
-import type { MosaicRequest } from '../../src/workflows/mosaic-types';
+import type { MosaicRequest } from '../../src/messages/mosaic-types';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-confine-'));
 const out = path.join(dir, 'out');

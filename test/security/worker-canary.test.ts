@@ -14,7 +14,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import type { MosaicRequest } from '../../src/workflows/mosaic-types';
+import type { MosaicRequest } from '../../src/messages/mosaic-types';
 import { captureWorkerLogs, devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const CANARY = 'CANARY-b41d9e07';

@@ -4,7 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { breakerDrillWorkflow } from '../../src/workflows';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { devServerEnv, uniqueTaskQueue, workflowsPath } from '../helpers/temporal-env';
 
 let env: TestWorkflowEnvironment;

@@ -1,4 +1,4 @@
-import type { MosaicPlan } from '../../workflows/mosaic-types';
+import type { MosaicPlan } from '../../messages/mosaic-types';
 import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { ConfigError } from '../../breaker/config-error';
 import { confinePath } from './confine';

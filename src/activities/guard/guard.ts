@@ -15,19 +15,19 @@ import {
   type PolicyConfigInput,
   type ProbeToken,
 } from '../../breaker';
-// Types only: activities never load workflow code.
-import type { breakerEntityWorkflow } from '../../workflows/breaker-entity';
 import {
+  BREAKER_ENTITY_WORKFLOW,
   cancelProbeSignal,
   probeDecisionQuery,
   probeResultSignal,
   reportSignal,
   requestProbeSignal,
   viewQuery,
+  type BreakerEntityWorkflow,
   type EntityOptions,
   type OutcomeReport,
   type ProbeSpec,
-} from '../../workflows/breaker-messages';
+} from '../../messages/breaker';
 import { ReportBuffer } from './report-buffer';
 
 export interface GuardOptions {
@@ -473,7 +473,7 @@ export class BreakerGuard {
         ks.started = false;
       }
       await this.rpc(() =>
-        this.o.client.workflow.signalWithStart<typeof breakerEntityWorkflow, [OutcomeReport]>('breakerEntityWorkflow', {
+        this.o.client.workflow.signalWithStart<BreakerEntityWorkflow, [OutcomeReport]>(BREAKER_ENTITY_WORKFLOW, {
           workflowId: breakerWorkflowId(key),
           taskQueue: this.o.taskQueue,
           args: [{ key, ...(this.o.config ? { config: this.o.config } : {}), ...(probe ? { probe } : {}), ...(this.o.entityOptions ? { options: this.o.entityOptions } : {}) }],

@@ -1,5 +1,5 @@
 import { bucketIndex, emptyHistogram, isFailure, type OutcomeCounts, type OutcomeKind, zeroCounts } from '../../breaker';
-import type { OutcomeReport } from '../../workflows/breaker-messages';
+import type { OutcomeReport } from '../../messages/breaker';
 
 /** Outcomes seen for one key since the last report: counts, a latency histogram, the largest Retry-After. */
 export class ReportBuffer {

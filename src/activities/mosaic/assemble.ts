@@ -1,5 +1,5 @@
 import { atomicWrite } from '../store/tile-store';
-import { MANIFEST_STATUSES, zeroStatusCounts, type ManifestTile, type MosaicPlan, type MosaicResult } from '../../workflows/mosaic-types';
+import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
 import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
@@ -7,16 +7,6 @@ import { stitchMosaic, writeCoverageMask } from './stitch';
 import { activityContext } from '../activity-context';
 import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
-
-export interface AssembleInput {
-  plan: MosaicPlan;
-  /** The run stopped early (cancelled or failed): tiles no batch recorded are listed as not fetched. */
-  partial: boolean;
-  /** Why the run stopped early, for the manifest. */
-  stoppedBecause?: string;
-  /** The workflow that built it, for the manifest. */
-  workflowId?: string;
-}
 
 /** Mask values: what the coverage mask's pixel says about its tile. */
 const MASK = { ok: 255, stale: 160 } as const;

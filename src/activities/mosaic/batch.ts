@@ -1,5 +1,5 @@
 import type { BreakerStateName } from '../../breaker';
-import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../workflows/mosaic-types';
+import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../messages/mosaic-types';
 import { makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
 import { tileOf } from './plan';

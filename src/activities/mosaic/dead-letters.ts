@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
-import type { MosaicPlan, RedriveSources } from '../../workflows/mosaic-types';
+import type { DeadLetters, MosaicPlan, RedriveSources } from '../../messages/mosaic-types';
 import { latestRecords, readJournals } from './journal';
 import { outputBase, planFile, sourceForPlan } from './plan';
 import { loadSource } from '../sources-file';
@@ -9,16 +9,6 @@ import { confinePath } from '../confine/confine';
 import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
 import type { SourceConfig } from '../../sources/schema';
-
-export interface DeadLetters {
-  plan: MosaicPlan;
-  /** The dead-lettered tiles (and the failed ones, when the source is read again), ascending. */
-  indices: number[];
-  /** Not before this instant (epoch ms): the latest breaker retryAfter among them, from when it was given. */
-  notBefore: number;
-  /** The pass a re-drive runs as (after every pass so far). */
-  nextPass: number;
-}
 
 /**
  * What a re-drive needs: the mosaic's plan (kept beside its journals from planning on) and its dead-lettered

@@ -1,6 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ManifestTile } from '../../workflows/mosaic-types';
+import type { ManifestTile } from '../../messages/mosaic-types';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from '../store/tile-store';
 

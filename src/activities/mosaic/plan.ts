@@ -5,7 +5,7 @@ import { ConfigError, parseOrThrow } from '../../breaker/config-error';
 import { lonLatToMeters, MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import type { TileAddress } from '../../sources/request-url';
 import { parseSource, sourceNameSchema, type SourceConfig } from '../../sources/schema';
-import type { MosaicPlan, MosaicRequest, TileGrid } from '../../workflows/mosaic-types';
+import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
 import { confinePath, makeDirs } from '../confine/confine';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';

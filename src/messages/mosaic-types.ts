@@ -151,6 +151,28 @@ export interface ManifestTile {
   region?: { left: number; top: number };
 }
 
+/** What the assembly activity is asked for. */
+export interface AssembleInput {
+  plan: MosaicPlan;
+  /** The run stopped early (cancelled or failed): tiles no batch recorded are listed as not fetched. */
+  partial: boolean;
+  /** Why the run stopped early, for the manifest. */
+  stoppedBecause?: string;
+  /** The workflow that built it, for the manifest. */
+  workflowId?: string;
+}
+
+/** A mosaic's dead-lettered tiles, as a re-drive reads them. */
+export interface DeadLetters {
+  plan: MosaicPlan;
+  /** The dead-lettered tiles (and the failed ones, when the source is read again), ascending. */
+  indices: number[];
+  /** Not before this instant (epoch ms): the latest breaker retryAfter among them, from when it was given. */
+  notBefore: number;
+  /** The pass a re-drive runs as (after every pass so far). */
+  nextPass: number;
+}
+
 export interface MosaicProgress {
   total: number;
   done: number;

@@ -35,6 +35,15 @@ export interface ProbeSpec {
   contentTypePrefix?: string;
 }
 
+/** The self-probe activity's answer. */
+export interface ProbeOutcome {
+  outcome: OutcomeKind;
+  latencyMs: number;
+  httpStatus: number | null;
+  retryAfterMs?: number;
+  reason: string;
+}
+
 export interface EntityOptions {
   /** A closed breaker with no reports for this long finishes; the next report re-creates it. Default 1 h. */
   idleMs?: number;
@@ -84,6 +93,19 @@ export interface EntityInput {
   options?: EntityOptions;
   carried?: CarriedState;
 }
+
+export interface EntityExit {
+  key: string;
+  reason: 'idle';
+  counters: EntityCounters;
+  /** The run's transition log, most recent first: a finished run still answers "was it open last night?". */
+  transitions: TransitionRecord[];
+}
+
+/** The entity's workflow type, by name: guards start it by signal-with-start without loading workflow code. */
+export const BREAKER_ENTITY_WORKFLOW = 'breakerEntityWorkflow';
+/** The entity workflow's signature (src/workflows/breaker-entity.ts implements it). */
+export type BreakerEntityWorkflow = (input: EntityInput) => Promise<EntityExit>;
 
 export interface OutcomeReport {
   reporter: string;

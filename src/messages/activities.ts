@@ -1,0 +1,22 @@
+/**
+ * The activities the workflows schedule, as they call them: what `proxyActivities` is typed with. Types
+ * only, so workflow code never reaches activity code; the worker's activities (src/activities/index.ts)
+ * are checked against them when they are built.
+ */
+import type { ProbeOutcome, ProbeSpec } from './breaker';
+import type { AssembleInput, DeadLetters, MosaicBatchInput, MosaicBatchSummary, MosaicPlan, MosaicRequest, MosaicResult, RedriveSources } from './mosaic-types';
+
+/** What the breaker entity runs: its self-probe, and the check that its search attributes are registered. */
+export interface BreakerActivities {
+  probeEndpoint(spec: ProbeSpec): Promise<ProbeOutcome>;
+  breakerSearchAttributesRegistered(): Promise<boolean>;
+}
+
+/** What the mosaic, block and re-drive workflows run. */
+export interface MosaicActivities {
+  /** Histories recorded before run tags call it with the request alone. */
+  planMosaic(request: MosaicRequest, runTag?: string): Promise<MosaicPlan>;
+  fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary>;
+  assembleMosaic(input: AssembleInput): Promise<MosaicResult>;
+  loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources): Promise<DeadLetters>;
+}
