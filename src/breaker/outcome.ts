@@ -6,8 +6,6 @@
 export const OUTCOME_KINDS = ['success', 'transient', 'service-exception', 'permanent', 'neutral', 'rate-limited'] as const;
 export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
 
-export const FAILURE_KINDS: readonly OutcomeKind[] = ['transient', 'service-exception'];
-
 export function isFailure(kind: OutcomeKind): boolean {
   return kind === 'transient' || kind === 'service-exception';
 }

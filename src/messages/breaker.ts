@@ -1,7 +1,6 @@
 /**
  * The breaker entity's messages: one source of truth for the workflow, the worker-side guard, the CLI and
- * tests. Signals carry facts in; queries read state out. Grants go out through the `probeDecision` query
- * (or, for a requester that is itself a workflow, a `probeGrant` signal back).
+ * tests. Signals carry facts in; queries read state out. Grants go out through the `probeDecision` query.
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type {
@@ -121,8 +120,6 @@ export interface OutcomeReport {
 export interface ProbeRequest {
   requestId: string;
   requester: string;
-  /** A workflow requester gets its decision signalled back to this workflow id (signal `probeGrant`). */
-  replyToWorkflowId?: string;
 }
 
 export interface ProbeResult {
@@ -182,8 +179,6 @@ export const probeResultSignal = defineSignal<[ProbeResult]>('probeResult');
 /** A requester gave up waiting for its decision: release a token it may hold, count nothing. */
 export const cancelProbeSignal = defineSignal<[{ requestId: string }]>('cancelProbe');
 export const adminSignal = defineSignal<[AdminAction]>('admin');
-/** Sent back to a requesting workflow. */
-export const probeGrantSignal = defineSignal<[{ key: string; requestId: string; decision: ProbeDecision }]>('probeGrant');
 
 /** Compact view for guards (cached per process for about a second). */
 export const viewQuery = defineQuery<BreakerView>('view');

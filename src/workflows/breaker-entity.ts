@@ -2,7 +2,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  getExternalWorkflowHandle,
   log,
   patched,
   proxyActivities,
@@ -33,7 +32,6 @@ import {
   adminSignal,
   cancelProbeSignal,
   probeDecisionQuery,
-  probeGrantSignal,
   probeResultSignal,
   reportSignal,
   requestProbeSignal,
@@ -182,11 +180,6 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       const { decision } = apply({ type: 'probe-request', requestId: r.requestId, requester: r.requester });
       if (!decision) return;
       remember(r.requestId, decision);
-      if (r.replyToWorkflowId) {
-        getExternalWorkflowHandle(r.replyToWorkflowId)
-          .signal(probeGrantSignal, { key, requestId: r.requestId, decision })
-          .catch((err: unknown) => log.warn('probe grant could not be signalled back', { key, to: r.replyToWorkflowId, error: String(err) }));
-      }
     }),
   );
   setHandler(
