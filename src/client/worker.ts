@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps } from '../activities';
 
 /**
@@ -16,15 +16,24 @@ export async function createWorker(opts: {
   roots?: ActivityDeps['roots'];
 }): Promise<Worker> {
   const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
-  const worker = await Worker.create({
+  return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     workflowsPath: require.resolve('../workflows'),
     activities: runtime.activities,
+    plugins: [closeAfterRun('tilebreaker-activity-runtime', () => runtime.close())],
   });
-  // run() (which runUntil() calls too) resolves once the worker has drained: then release what activities held.
-  const run = worker.run.bind(worker);
-  worker.run = () => run().finally(() => runtime.close());
-  return worker;
+}
+
+/**
+ * Runs `close` once the worker has stopped (run() resolves once it has drained; runUntil() goes through
+ * run() too), whether it stopped cleanly or failed. The SDK's plugin hook wraps run() for us, so the
+ * Worker stays the SDK's own object.
+ */
+function closeAfterRun(name: string, close: () => Promise<void>): WorkerPlugin {
+  return {
+    name,
+    runWorker: (worker, next) => next(worker).finally(close),
+  };
 }
