@@ -1,1 +1,3 @@
-export { BreakerGuard, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats } from './guard';
+// The worker-side breaker guard: what code around a protected call uses (see guard.ts).
+export { BreakerGuard } from './guard';
+export type { CallOutcome, GuardDecision, GuardOptions, GuardStats } from './types';

@@ -1,0 +1,151 @@
+import { breakerWorkflowId, isFailure } from '../../breaker';
+import { BREAKER_ENTITY_WORKFLOW, reportSignal, type BreakerEntityWorkflow, type OutcomeReport } from '../../messages/breaker';
+import { isNotFound, type EntityLink } from './entity-link';
+import { ReportBuffer } from './report-buffer';
+import type { CallOutcome, GuardStats, ResolvedGuardOptions } from './types';
+import type { ViewCache } from './view-cache';
+
+interface KeyReports {
+  buffer: ReportBuffer;
+  /** A failure report on its way (gathering, then sending): calls wait for it and then re-read the state. */
+  alarm: Promise<void> | null;
+  alarmEndedAt: number;
+  /** The entity is known to be running (a signal-with-start succeeded): reports go as plain signals. */
+  started: boolean;
+  /** When this process last reported to the entity (it counts among the rate's sharers for a while after). */
+  reportedAt: number;
+}
+
+/**
+ * Outcomes reported to each key's entity: batched and sent once per report interval, except that failures
+ * go after a short gathering delay when this process's recent outcomes turn bad. Sent by signal-with-start
+ * (the first report creates the entity), then by plain signal while the entity is known to run.
+ */
+export class ReportSender {
+  private readonly keys = new Map<string, KeyReports>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly interval: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    private readonly o: ResolvedGuardOptions,
+    private readonly link: EntityLink,
+    private readonly views: ViewCache,
+    private readonly stats: GuardStats,
+  ) {
+    this.interval = setInterval(() => void this.flush(), this.o.reportIntervalMs);
+    this.interval.unref();
+  }
+
+  /** Buffers an ordinary call's outcome. */
+  add(key: string, outcome: CallOutcome): void {
+    const kr = this.entry(key);
+    kr.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
+    // Detection must not wait for the batch interval. But a trickle of failures among successes (a partial
+    // degradation below any threshold) stays batched, so it cannot become a signal per failure.
+    if (isFailure(outcome.kind) && !kr.alarm && !this.closed && kr.buffer.failures * 4 >= kr.buffer.outcomes) {
+      // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
+      const gatherMs = Date.now() - kr.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
+      kr.alarm = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.timers.delete(timer);
+          void this.flushKey(key, kr).finally(() => {
+            this.views.invalidate(key); // read the entity's verdict on what we just told it
+            kr.alarm = null;
+            kr.alarmEndedAt = Date.now();
+            resolve();
+          });
+        }, gatherMs);
+        this.timers.add(timer);
+      });
+    }
+  }
+
+  /** The failure report on its way for `key`, if any. */
+  alarm(key: string): Promise<void> | null {
+    return this.keys.get(key)?.alarm ?? null;
+  }
+
+  /** When this process last reported to `key`'s entity; 0 if never. */
+  reportedAt(key: string): number {
+    return this.keys.get(key)?.reportedAt ?? 0;
+  }
+
+  /** Nothing buffered for `key`. */
+  empty(key: string): boolean {
+    return this.keys.get(key)?.buffer.empty ?? true;
+  }
+
+  /** An empty report: the entity counts this process among a rate-limited endpoint's sharers. */
+  sendEmpty(key: string): Promise<void> {
+    return this.send(key, this.entry(key), { reporter: this.o.reporter, counts: {} });
+  }
+
+  /** Sends every buffered report now. */
+  async flush(): Promise<void> {
+    await Promise.all([...this.keys].map(([key, kr]) => this.flushKey(key, kr)));
+  }
+
+  /** Stops the interval and the gathering timers; pending alarms are dropped (the caller flushes). */
+  stop(): void {
+    this.closed = true;
+    clearInterval(this.interval);
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    for (const kr of this.keys.values()) kr.alarm = null;
+  }
+
+  private entry(key: string): KeyReports {
+    let kr = this.keys.get(key);
+    if (!kr) {
+      kr = { buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0 };
+      this.keys.set(key, kr);
+    }
+    return kr;
+  }
+
+  private async flushKey(key: string, kr: KeyReports): Promise<void> {
+    if (kr.buffer.empty) return;
+    await this.send(key, kr, kr.buffer.take(this.o.reporter));
+  }
+
+  private async send(key: string, kr: KeyReports, report: OutcomeReport): Promise<void> {
+    const view = this.views.last(key);
+    if (view) report.generation = view.generation;
+    const probe = typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe;
+    try {
+      // A plain signal while the entity is known to run (cheaper for the server); signal-with-start otherwise.
+      if (kr.started) {
+        const sent = await this.link.rpc(() => this.link.handle(key).signal(reportSignal, report)).then(
+          () => true,
+          (err: unknown) => {
+            if (isNotFound(err)) return false;
+            throw err;
+          },
+        );
+        if (sent) {
+          this.stats.reportsSent++;
+          kr.reportedAt = Date.now();
+          return;
+        }
+        kr.started = false;
+      }
+      await this.link.rpc(() =>
+        this.o.client.workflow.signalWithStart<BreakerEntityWorkflow, [OutcomeReport]>(BREAKER_ENTITY_WORKFLOW, {
+          workflowId: breakerWorkflowId(key),
+          taskQueue: this.o.taskQueue,
+          args: [{ key, ...(this.o.config ? { config: this.o.config } : {}), ...(probe ? { probe } : {}), ...(this.o.entityOptions ? { options: this.o.entityOptions } : {}) }],
+          signal: reportSignal,
+          signalArgs: [report],
+        }),
+      );
+      kr.started = true;
+      kr.reportedAt = Date.now();
+      this.stats.reportsSent++;
+    } catch (err) {
+      // Dropped, not retried: a stale report is worth less than a pipeline that keeps moving.
+      this.stats.reportErrors++;
+      this.link.noteUnreachable(key, err);
+    }
+  }
+}

@@ -1,0 +1,71 @@
+import type { Client } from '@temporalio/client';
+import type { BreakerStateName, OutcomeKind, PolicyConfigInput, ProbeToken } from '../../breaker';
+import type { EntityOptions, ProbeSpec } from '../../messages/breaker';
+
+export interface GuardOptions {
+  client: Client;
+  /** Task queue of the workers that run breaker entity workflows (and their probe activity). */
+  taskQueue: string;
+  /** Who reports: one id per worker process. */
+  reporter: string;
+  /** Policy configuration for entities this guard creates (an existing entity keeps its own). */
+  config?: PolicyConfigInput;
+  /** The entity's self-probe for a key, used when this guard creates it. */
+  probe?: ProbeSpec | ((key: string) => ProbeSpec | undefined);
+  entityOptions?: EntityOptions;
+  /** Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. */
+  reportIntervalMs?: number;
+  /** A cached view is used for this long. Default 1 000 ms. */
+  cacheTtlMs?: number;
+  /**
+   * When this process's recent outcomes turn bad (a quarter or more failing), failures are reported after
+   * this short gathering delay instead of at the interval, and the next call waits for the report to land
+   * and re-reads the state first. Default 50 ms.
+   */
+  failureFlushMs?: number;
+  /** A query or signal that takes longer counts as unreachable: fail open. Default 2 000 ms. */
+  rpcTimeoutMs?: number;
+  /** First delay between reads of a pending probe decision (it doubles up to 100 ms). Default 5 ms. */
+  probePollMs?: number;
+  logger?: { warn(message: string, meta?: Record<string, unknown>): void };
+}
+
+export type GuardDecision =
+  /** Call the endpoint. `allowance` is the share of normal concurrency allowed (the ramp after a recovery). */
+  | { kind: 'proceed'; key: string; state: BreakerStateName; allowance: number; failOpen: boolean }
+  /** Call the endpoint once as the fleet's probe, and release with its outcome. */
+  | { kind: 'probe'; key: string; token: ProbeToken }
+  /** Do not call; come back after retryAfterMs (null: no known end) and apply the pipeline's fallback. */
+  | { kind: 'refused'; key: string; state: BreakerStateName; retryAfterMs: number | null; reason: string };
+
+export interface CallOutcome {
+  kind: OutcomeKind;
+  latencyMs?: number;
+  retryAfterMs?: number;
+}
+
+export interface GuardStats {
+  /** Calls that proceeded because the entity could not be reached. */
+  failOpen: number;
+  refused: number;
+  probesGranted: number;
+  /** Reads of the entity's state (describe, or the view query for entities without the memo). */
+  viewReads: number;
+  reportsSent: number;
+  reportErrors: number;
+}
+
+/** The options with every default filled in, as the guard's parts read them. */
+export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions'>> & Pick<GuardOptions, 'config' | 'probe' | 'entityOptions'>;
+
+export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
+  return {
+    reportIntervalMs: 1_000,
+    cacheTtlMs: 1_000,
+    failureFlushMs: 50,
+    rpcTimeoutMs: 2_000,
+    probePollMs: 5,
+    logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
+    ...options,
+  };
+}

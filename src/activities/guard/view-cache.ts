@@ -1,0 +1,106 @@
+import { breakerView, DEFAULT_POLICY_CONFIG, initialState, type BreakerView } from '../../breaker';
+import { viewQuery } from '../../messages/breaker';
+import { isNotFound, type EntityLink } from './entity-link';
+import type { GuardStats } from './types';
+
+/** What a breaker that does not exist yet is: a fresh one, closed. */
+export const CLOSED_VIEW: BreakerView = breakerView(initialState(DEFAULT_POLICY_CONFIG));
+
+export interface CachedView {
+  view: BreakerView | null;
+  fetchedAt: number;
+  inflight: Promise<BreakerView | null> | null;
+  /** After a failed read: fail open at once until then, instead of waiting out another timeout per call. */
+  unreachableUntil: number;
+}
+
+/**
+ * This process's view of each key's entity: at most `cacheTtlMs` old (a quarter of that while `fresher(key)`
+ * says this process is reporting failures), one read in flight per key.
+ */
+export class ViewCache {
+  constructor(
+    private readonly keys: Map<string, CachedView>,
+    private readonly link: EntityLink,
+    private readonly stats: GuardStats,
+    private readonly cacheTtlMs: number,
+    private readonly fresher: (key: string) => boolean,
+  ) {}
+
+  /** The cached view; null when no entity exists; undefined when the entity cannot be reached. */
+  async get(key: string): Promise<BreakerView | null | undefined> {
+    const cv = this.entry(key);
+    const now = Date.now();
+    if (now < cv.unreachableUntil) return undefined;
+    // While this process reports failures, its view is kept fresher (a quarter of the TTL), so it learns of
+    // the trip its failures may have caused within moments, not at the next full refresh.
+    const ttl = this.fresher(key) ? this.cacheTtlMs / 4 : this.cacheTtlMs;
+    if (cv.fetchedAt && now - cv.fetchedAt < ttl) return cv.view;
+    if (!cv.inflight) {
+      this.stats.viewReads++;
+      cv.inflight = this.link
+        .rpc(() => this.read(key))
+        .then(
+          (view) => view,
+          (err: unknown) => {
+            if (isNotFound(err)) return null;
+            cv.unreachableUntil = Date.now() + this.cacheTtlMs;
+            this.link.noteUnreachable(key, err);
+            throw err;
+          },
+        )
+        .then((view) => {
+          if (view === 'starting') {
+            cv.fetchedAt = 0;
+            return null;
+          }
+          cv.view = view;
+          cv.fetchedAt = Date.now();
+          return view;
+        })
+        .finally(() => {
+          cv.inflight = null;
+        });
+    }
+    try {
+      return await cv.inflight;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The last view read, however old; null before any. */
+  last(key: string): BreakerView | null {
+    return this.keys.get(key)?.view ?? null;
+  }
+
+  /** The state moved (or is about to): the next get() reads the entity again. */
+  invalidate(key: string): void {
+    this.entry(key).fetchedAt = 0;
+  }
+
+  private entry(key: string): CachedView {
+    let cv = this.keys.get(key);
+    if (!cv) {
+      cv = { view: null, fetchedAt: 0, inflight: null, unreachableUntil: 0 };
+      this.keys.set(key, cv);
+    }
+    return cv;
+  }
+
+  /**
+   * The entity's view, from the memo it keeps (DescribeWorkflowExecution, answered by the server without the
+   * worker), or by the `view` query from an entity that keeps none. A finished entity (idle) reads as none.
+   */
+  private async read(key: string): Promise<BreakerView | null | 'starting'> {
+    const handle = this.link.handle(key);
+    const d = await handle.describe();
+    if (d.status.name !== 'RUNNING') return null;
+    const view = d.memo?.['view'] as BreakerView | undefined;
+    if (view) return view;
+    // No memo yet: a run this young has not finished its first workflow task, so it is closed (but an admin
+    // signal may be waiting in it, so the answer is not cached); an older one predates the memo: query it.
+    const young = d.historyLength <= 10 || Date.now() - d.startTime.getTime() < 60_000;
+    return young ? 'starting' : handle.query(viewQuery);
+  }
+}
