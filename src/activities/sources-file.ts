@@ -7,8 +7,12 @@ import { maskSecretsInText } from '../breaker/redact';
 import { parseSourcesFile, type SourceConfig } from '../sources/schema';
 import { confinePath } from './confine/confine';
 
-/** A sources file is a few kilobytes; anything much larger is not one. */
-const MAX_SOURCES_BYTES = 1024 * 1024;
+/**
+ * A sources file is a few kilobytes; anything much larger is not one. yaml's duplicate-key check is quadratic
+ * in a mapping's keys, so lines are bounded too (10,000 keep a parse under a second).
+ */
+const MAX_SOURCES_BYTES = 256 * 1024;
+const MAX_SOURCES_LINES = 10_000;
 const EXTENSIONS = /\.(ya?ml|json)$/i;
 
 export interface SourceReadOptions {
@@ -37,7 +41,8 @@ export async function loadSource(file: string, name?: string, opts: SourceReadOp
   const { sources } = parseSourcesFile(data, `sources file ${file}`, true);
   const names = Object.keys(sources);
   if (name !== undefined) {
-    const source = sources[name];
+    // Own names only: `constructor` or `toString` must not pick something off Object.prototype.
+    const source = Object.hasOwn(sources, name) ? sources[name] : undefined;
     if (!source) throw new ConfigError(`sources file ${file}`, [`no source named ${JSON.stringify(name)} (it has ${names.map((n) => JSON.stringify(n)).join(', ') || 'none'})`]);
     return { name, source };
   }
@@ -70,7 +75,9 @@ async function readConfined(file: string, roots: readonly string[], subject: str
     if (st.size > MAX_SOURCES_BYTES) refuse(`is larger than ${MAX_SOURCES_BYTES} bytes, too large for a sources file`);
     const buf = Buffer.alloc(st.size);
     const { bytesRead } = await handle.read(buf, 0, st.size, 0);
-    return buf.subarray(0, bytesRead).toString('utf8');
+    const text = buf.subarray(0, bytesRead).toString('utf8');
+    if (text.split('\n').length > MAX_SOURCES_LINES) refuse(`has more than ${MAX_SOURCES_LINES} lines, too many for a sources file`);
+    return text;
   } finally {
     await handle.close();
   }

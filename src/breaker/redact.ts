@@ -4,7 +4,7 @@
  */
 
 /** Header and field names whose values are credentials. */
-const CREDENTIAL_NAME = /^(authorization|proxy-authorization|cookie|set-cookie)$|passw|secret|token|api[-_]?key|apikey|credential|session|private[-_]?key|signature|^auth$|^key$/i;
+const CREDENTIAL_NAME = /^(authorization|proxy-authorization|cookie|set-cookie)$|passw|pwd|secret|token|api[-_]?key|apikey|credential|session|private[-_]?key|signature|subscription|(^|[-_.])(auth|key|sig)$/i;
 
 /** A long run of token characters with letters and digits: an API key, a hash, a base64 secret. */
 const TOKEN_LIKE = /^[A-Za-z0-9+/_=.~-]{40,}$/;

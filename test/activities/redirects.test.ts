@@ -37,6 +37,9 @@ describe('the redirect policy decision', () => {
     assert.deepEqual(nextHop([src], 'https://tiles.example/a/1.png', policy()), { follow: true, url: 'https://tiles.example/a/1.png', credentials: true });
     const down = nextHop(['https://tiles.example/a'], 'http://tiles.example/a', policy({ allowHosts: ['tiles.example'] }));
     assert.deepEqual(down, { follow: false, reason: 'redirect refused: https://tiles.example/a -> http://tiles.example/a: from https to http' });
+    // Only between the default ports: another port may be another service.
+    assert.equal(nextHop(['http://tiles.example:8080/a'], 'https://tiles.example:8443/a', policy()).follow, false);
+    assert.equal(nextHop([src], 'https://tiles.example:8443/a', policy()).follow, false);
     // An upgrade to another host is another host.
     assert.equal(nextHop([src], 'https://cdn.example/a', policy()).follow, false);
   });
@@ -392,13 +395,19 @@ describe('https', () => {
     }
   });
 
-  test('an upgrade http -> https on the same hostname is followed with the credential', { skip: cert === null && 'openssl is not available' }, async () => {
+  test('an upgrade http -> https to another port is another origin: refused, or followed without the credential when listed', { skip: cert === null && 'openssl is not available' }, async () => {
     const dispatcher = agent();
     try {
-      const x = await fetchUrl(`${a.url}/up/5/1/2.png`, { dispatcher, headers: { 'x-tile-key': CANARY }, auth: AUTHS.header });
+      const refused = await fetchUrl(`${a.url}/up/5/1/2.png`, { dispatcher, headers: { 'x-tile-key': CANARY }, auth: AUTHS.header });
+      assert.equal(refused.error?.code, REDIRECT_REFUSED);
+      assert.match(refused.error!.message, /to another host 127\.0\.0\.1:\d+ not in redirects\.allowHosts/);
+      const seen = tls!.seen.length;
+      const port = new URL(tls!.url).port;
+      const x = await fetchUrl(`${a.url}/up/5/1/2.png`, { dispatcher, headers: { 'x-tile-key': CANARY }, auth: AUTHS.header, redirects: policy({ allowHosts: [`127.0.0.1:${port}`] }) });
       assert.equal(x.error, undefined, x.error?.message);
       assert.equal(x.url, `${tls!.url}/tile/5/1/2.png`);
-      assert.ok(leaked(tls!.seen.at(-1)!));
+      assert.equal(tls!.seen.length, seen + 1);
+      assert.ok(!leaked(tls!.seen.at(-1)!));
     } finally {
       await dispatcher.close();
     }

@@ -59,7 +59,8 @@ describe('confinePath', () => {
   test('a symlink out of the root is followed before the check', async () => {
     symlinkSync(elsewhere, path.join(out, 'escape'));
     const msg = await refusal(confinePath(path.join(out, 'escape', 'new', 'x.tif'), [out], 'output', 'r'));
-    assert.match(msg, /resolves to .*elsewhere\/new\/x\.tif, which is outside this worker's roots/);
+    assert.match(msg, /leads outside this worker's roots \(.*\/out\) through a symlink/);
+    assert.ok(!msg.includes('elsewhere'), 'the target outside the roots is not named');
   });
 
   test('/proc, /sys and /dev are refused whatever the roots, before any file system call', async () => {
@@ -68,12 +69,17 @@ describe('confinePath', () => {
     }
     // A symlink into /proc is caught after resolution.
     symlinkSync('/proc/self', path.join(out, 'proc-link'));
-    assert.match(await refusal(confinePath(path.join(out, 'proc-link', 'x.tif'), [out], 'output', 'r')), /resolves to \/proc\/.*never touches/);
+    assert.match(await refusal(confinePath(path.join(out, 'proc-link', 'x.tif'), [out], 'output', 'r')), /leads through a symlink under \/proc, \/sys, \/dev, which a worker never touches/);
   });
 
   test('NUL characters and absurd depths are refused', async () => {
     assert.match(await refusal(confinePath(`${out}/a\0b.tif`, [out], 'output', 'r')), /NUL/);
     assert.match(await refusal(confinePath(`${out}/${'d/'.repeat(80)}x.tif`, [out], 'output', 'r')), /more than 64 folders deep/);
+    // Outside as written: refused before any file system call, so "a file is in the way" tells nothing.
+    writeFileSync(path.join(elsewhere, 'exists.txt'), '');
+    const a = await refusal(confinePath(path.join(elsewhere, 'exists.txt', 'm.tif'), [out], 'output', 'r'));
+    const b = await refusal(confinePath(path.join(elsewhere, 'missing', 'm.tif'), [out], 'output', 'r'));
+    assert.equal(a.replace('exists.txt', 'X'), b.replace('missing', 'X'));
   });
 });
 
@@ -122,13 +128,19 @@ describe('sources files read on a worker', () => {
     assert.match(await load(write('.env', `SECRET=${CANARY}`)), /sourcesFile: ".*\.env" must name a \.yaml, \.yml or \.json file/);
     assert.match(await load(path.join(elsewhere, 's.yaml')), /outside this worker's roots/);
     symlinkSync('/etc/passwd', path.join(conf, 'passwd.yaml'));
-    assert.match(await load(path.join(conf, 'passwd.yaml')), /resolves to \/etc\/passwd, which is outside/);
+    assert.match(await load(path.join(conf, 'passwd.yaml')), /leads outside this worker's roots .* through a symlink/);
     mkdirSync(path.join(conf, 'dir.yaml'));
     assert.match(await load(path.join(conf, 'dir.yaml')), /is not a regular file/);
     execFileSync('mkfifo', [path.join(conf, 'fifo.yaml')]);
     assert.match(await load(path.join(conf, 'fifo.yaml')), /is not a regular file/);
-    assert.match(await load(write('big.yaml', `# ${'x'.repeat(1024 * 1024)}\n`)), /larger than 1048576 bytes/);
+    assert.match(await load(write('big.yaml', `# ${'x'.repeat(1024 * 1024)}\n`)), /larger than 262144 bytes/);
     assert.match(await load(path.join(conf, 'missing.yaml')), /cannot be resolved|cannot be read \(ENOENT\)/);
+    assert.match(await load(write('long.yaml', 'a: 1\n'.repeat(10_001))), /more than 10000 lines/);
+    // A relative path is taken from the first sources root, not from the worker's working directory.
+    write('rel.yaml', `sources:\n  osm: { type: xyz, url: "http://127.0.0.1:9/{z}/{x}/{y}.png" }\n`);
+    assert.equal((await loadSource('rel.yaml', undefined, { roots: [conf] })).name, 'osm');
+    // Only the file's own source names: nothing off Object.prototype.
+    assert.match(await refusal(loadSource(path.join(conf, 'rel.yaml'), 'constructor', { roots: [conf] })), /no source named "constructor" \(it has "osm"\)/);
   });
 
   test('inside a sources file, errors name the field and quote the offending value, secrets masked', async () => {

@@ -117,7 +117,7 @@ test('a sources file outside the sources roots, or reached through a symlink out
   for (const [name, file] of [['outside', outside], ['link', path.join(conf, 'link.yaml')], ['etc', '/etc/passwd']] as const) {
     const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-root-${name}-${process.pid}`, args: [request({ sourcesFile: file })] });
     const { failure } = await failureOf(handle);
-    assert.match(failure, /sourcesFile: ".*" (is outside|resolves to .* which is outside|must name a \.yaml)/, failure);
+    assert.match(failure, /sourcesFile: ".*" (is outside|leads outside this worker's roots .* through a symlink|must name a \.yaml)/, failure);
     assertClean(name, failure);
   }
 });

@@ -45,16 +45,23 @@ export async function realPathOf(p: string): Promise<string> {
 
 /**
  * Resolves `p` (relative paths from the first root) and checks that it lies, after symlinks, under one of
- * `roots`. Throws a ConfigError naming the field, the path and the roots; returns the real path.
+ * `roots`. Throws a ConfigError naming the field, the path and the roots; returns the real path. A path that
+ * is outside the roots as written is refused before any file system call, and one that leads outside through
+ * a symlink is refused without saying where: neither may tell a requester what exists outside the roots.
  */
 export async function confinePath(p: string, roots: readonly string[], field: string, subject: string): Promise<string> {
+  const env = field.startsWith('sources') ? 'TILEBREAKER_SOURCES_DIR' : 'TILEBREAKER_OUTPUT_DIR';
   const refuse = (why: string): never => {
     throw new ConfigError(subject, [`${field}: ${JSON.stringify(p)} ${why}`]);
   };
+  const outside = () => refuse(`is outside this worker's roots (${roots.join(', ')}); set ${env} on the worker to allow it`);
   if (roots.length === 0) refuse('cannot be used: this worker has no roots configured for it');
   const abs = path.resolve(roots[0]!, p);
   const shape = shapeRefusal(abs);
   if (shape) refuse(shape);
+  const realRoots = await Promise.all(roots.map((r) => realPathOf(path.resolve(r)).catch(() => path.resolve(r))));
+  const lexicalRoots = roots.map((r) => path.resolve(r));
+  if (![...lexicalRoots, ...realRoots].some((r) => within(abs, r))) outside();
   let real: string;
   try {
     real = await realPathOf(abs);
@@ -62,12 +69,9 @@ export async function confinePath(p: string, roots: readonly string[], field: st
     // The code only (ENOTDIR, EACCES, ELOOP): a message could carry more than the requester should learn.
     return refuse(`cannot be resolved (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
   }
-  if (forbidden(real)) refuse(`resolves to ${real}, under ${FORBIDDEN.join(', ')}, which a worker never touches`);
-  for (const root of roots) {
-    const realRoot = await realPathOf(path.resolve(root)).catch(() => path.resolve(root));
-    if (within(real, realRoot)) return real;
-  }
-  return refuse(`${real === abs ? 'is' : `resolves to ${real}, which is`} outside this worker's roots (${roots.join(', ')}); set ${field === 'sourcesFile' || field === 'sources.sourcesFile' ? 'TILEBREAKER_SOURCES_DIR' : 'TILEBREAKER_OUTPUT_DIR'} on the worker to allow it`);
+  if (forbidden(real)) refuse(`leads through a symlink under ${FORBIDDEN.join(', ')}, which a worker never touches`);
+  if (!realRoots.some((r) => within(real, r))) refuse(`leads outside this worker's roots (${roots.join(', ')}) through a symlink`);
+  return real;
 }
 
 /**

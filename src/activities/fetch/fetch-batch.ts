@@ -187,7 +187,7 @@ async function fetchUnit(
     }
     // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
     const chunk = unit.meta !== null && input.keepChunks === true;
-    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail', keepPixels: unit.meta !== null && !chunk });
+    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail', keepPixels: unit.meta !== null && !chunk, secrets: credentialValues(source.auth) });
     if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success' && chunk) {
       const v = verdict;

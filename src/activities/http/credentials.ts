@@ -1,3 +1,4 @@
+import { maskUrlSecrets } from '../../breaker/redact';
 import type { AuthConfig } from '../../sources/schema';
 
 /**
@@ -38,13 +39,16 @@ export function credentialValues(auth: AuthConfig | undefined, env: NodeJS.Proce
   const names = auth.type === 'bearer' ? [auth.tokenEnv] : auth.type === 'basic' ? [auth.userEnv, auth.passwordEnv] : [auth.valueEnv];
   const values = names.map((n) => env[n]).filter((v): v is string => v !== undefined && v !== '');
   if (auth.type === 'basic' && values.length === 2) values.push(Buffer.from(`${values[0]}:${values[1]}`).toString('base64'));
-  // Encoded forms too: a query value comes back URL-encoded.
-  return [...new Set(values.flatMap((v) => [v, encodeURIComponent(v)]))];
+  // As a server may quote them back: URL-encoded either way (a query string is form-encoded), JSON-escaped.
+  // And each long run of letters and digits in it, which every encoding leaves as it is.
+  const forms = (v: string) => [v, encodeURIComponent(v), new URLSearchParams([['', v]]).toString().slice(1), JSON.stringify(v).slice(1, -1), ...(v.match(/[A-Za-z0-9_-]{8,}/g) ?? [])];
+  return [...new Set(values.flatMap(forms))];
 }
 
 /** A URL fit for logs and manifests: credentials in the query string are masked, and so is any userinfo. */
 export function redactUrl(url: string, auth: AuthConfig | undefined): string {
-  return maskUrl(url, auth?.type === 'query' ? auth.param : undefined);
+  // A key written into the URL itself (`?api_key=...`) is masked by its name.
+  return maskUrlSecrets(maskUrl(url, auth?.type === 'query' ? auth.param : undefined));
 }
 
 /** `url` with userinfo shown as `***@` and the `secretParam` query parameter as `***`; unchanged otherwise. */

@@ -61,8 +61,10 @@ export function nextHop(chain: readonly string[], location: string, policy: Redi
     const n = policy.maxRedirects;
     return { follow: false, reason: `redirect refused: more than ${n} redirect${n === 1 ? '' : 's'} (maxRedirects): ${[...chain, to.href].map(show).join(' -> ')}` };
   }
-  // An upgrade to https on the same hostname counts as the source's own: it already had the credentials in clear.
-  const own = to.origin === source.origin || (to.hostname === source.hostname && source.protocol === 'http:' && to.protocol === 'https:');
+  // An upgrade from http to https on the same hostname, default ports only, counts as the source's own: it
+  // already had the credentials in clear. Another port may be another service.
+  const upgrade = to.hostname === source.hostname && source.protocol === 'http:' && source.port === '' && to.protocol === 'https:' && to.port === '';
+  const own = to.origin === source.origin || upgrade;
   if (own) return { follow: true, url: to.href, credentials: true };
   if (!policy.allowHosts.some((h) => hostMatches(h, to))) {
     return { follow: false, reason: `redirect refused: ${hop}: to another host ${hostPort(to)} not in redirects.allowHosts` };

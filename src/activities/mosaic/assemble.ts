@@ -1,3 +1,4 @@
+import { maskUrlSecrets } from '../../breaker/redact';
 import { atomicWrite } from '../store/tile-store';
 import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
 import { geoTransform } from './georef';
@@ -52,7 +53,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots):
     /** 'pending' while the image is being stitched, 'written' after, or why it could not be. */
     image: 'pending' as string,
     // The configured URL: credentials never live in it (they are added per request from the environment).
-    source: { name: plan.sourceName, type: plan.source.type, url: plan.source.url },
+    source: { name: plan.sourceName, type: plan.source.type, url: maskUrlSecrets(plan.source.url) },
     crs: 'EPSG:3857',
     grid: { ...plan.grid, cols, rows },
     bounds: plan.bounds,

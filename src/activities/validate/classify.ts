@@ -1,3 +1,4 @@
+import { scrubSecrets } from '../../breaker/redact';
 import type { OutcomeKind } from '../../breaker';
 import type { HttpExchange } from '../http/fetch-url';
 import { REDIRECT_REFUSED } from '../http/redirects';
@@ -30,6 +31,8 @@ export interface Expectation {
   /** A uniform image is a failure (WMS EXCEPTIONS=BLANK) rather than legitimately empty (open sea). */
   blankIsFailure: boolean;
   keepPixels?: boolean;
+  /** Credential values sent with the request: masked in any text of the answer quoted in a reason. */
+  secrets?: readonly string[];
 }
 
 // Network errors that mean "the body we got is not what the server meant to send" rather than "no answer".
@@ -47,6 +50,13 @@ const OVERSIZE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
  *   rate-limited       429 (with its Retry-After)
  */
 export async function classify(x: HttpExchange, expected: Expectation): Promise<Verdict> {
+  // Masked before any cut or escaping, so no part of a secret survives either.
+  const quote = (text: string, max: number) => scrubSecrets(text, expected.secrets ?? []).slice(0, max);
+  const describe = (se: { code: string | null; message: string }) => quote(se.code ? `${se.code}: ${se.message}` : se.message, 500);
+  const title = (body: Buffer) => {
+    const m = /<title[^>]*>([^<]{0,2000})/i.exec(body.toString('utf8', 0, 8192));
+    return m ? JSON.stringify(quote(m[1]!.trim(), 120)) : 'no title';
+  };
   const base = { httpStatus: x.status, bytes: x.body.length, contentType: x.headers['content-type'] ?? null, latencyMs: x.latencyMs };
   const retryAfter = retryAfterMs(x.headers['retry-after']);
   const withRetryAfter = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
@@ -95,11 +105,4 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   return { ...base, kind: 'success', reason: check.blank ? `${check.reason}, uniform` : check.reason, image, ...(check.pixels ? { pixels: check.pixels } : {}) };
 }
 
-function describe(se: { code: string | null; message: string }): string {
-  return se.code ? `${se.code}: ${se.message}` : se.message;
-}
 
-function title(body: Buffer): string {
-  const m = /<title[^>]*>([^<]{0,120})/i.exec(body.toString('utf8', 0, 4096));
-  return m ? JSON.stringify(m[1]!.trim()) : 'no title';
-}

@@ -54,7 +54,8 @@ export function parseServiceException(body: Buffer): ServiceException | null {
   } else {
     return null;
   }
-  message = message.replace(/\s+/g, ' ').trim().slice(0, 500);
+  // Cut by the classification, after it has masked what must not be shown (a secret across the cut would show).
+  message = message.replace(/\s+/g, ' ').trim().slice(0, 8_000);
   return { code, message, requestFault: code !== null && REQUEST_FAULT_CODES.has(code.toLowerCase()) };
 }
 
