@@ -1,9 +1,15 @@
-import { getGlobalDispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { OutcomeKind } from '../breaker';
 import type { ProbeOutcome, ProbeSpec } from '../messages/breaker';
 import { fetchUrl } from './http/fetch-url';
 import { DEFAULT_REDIRECT_POLICY } from './http/redirects';
 import { classify } from './validate/classify';
+
+const MAX_PROBE_MS = 60_000;
+/** A probe answer is one tile or a capabilities document: anything larger is cut off (and not a success). */
+const MAX_PROBE_BYTES = 16 * 1024 * 1024;
+let dispatcher: Dispatcher | undefined;
+const probeDispatcher = () => (dispatcher ??= new Agent({ maxResponseSize: MAX_PROBE_BYTES, connect: { timeout: 10_000 } }));
 
 /**
  * The breaker entity's own probe: one request to the spec's URL, judged as the pipeline judges a tile (the
@@ -13,9 +19,10 @@ import { classify } from './validate/classify';
  */
 export async function probeEndpoint(spec: ProbeSpec): Promise<ProbeOutcome> {
   const x = await fetchUrl(spec.url, {
-    dispatcher: getGlobalDispatcher(),
+    dispatcher: probeDispatcher(),
     headers: { 'user-agent': 'tilebreaker-probe', ...spec.headers },
-    signal: AbortSignal.timeout(spec.timeoutMs ?? 10_000),
+    // Anyone who can signal an entity sets its probe: its wait is bounded whatever the spec says.
+    signal: AbortSignal.timeout(Math.min(Math.max(spec.timeoutMs ?? 10_000, 100), MAX_PROBE_MS)),
     // The source's own origin only: a probe carries no source settings, so no allowHosts.
     redirects: DEFAULT_REDIRECT_POLICY,
   });

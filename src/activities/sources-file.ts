@@ -1,4 +1,5 @@
 import { constants } from 'node:fs';
+import path from 'node:path';
 import { open, readFile } from 'node:fs/promises';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
@@ -32,10 +33,10 @@ export interface SourceReadOptions {
  * Reads a sources file (YAML or JSON, `{ sources: { name: {...} } }`) and picks one source: the one named,
  * or the only one. Errors name the file, the field and the value.
  */
-export async function loadSource(file: string, name?: string, opts: SourceReadOptions = {}): Promise<{ name: string; source: SourceConfig }> {
+export async function loadSource(file: string, name?: string, opts: SourceReadOptions = {}): Promise<{ name: string; source: SourceConfig; file: string }> {
   const worker = opts.roots !== undefined;
   const subject = opts.subject ?? 'sources file';
-  const text = worker ? await readConfined(file, opts.roots!, subject, opts.field ?? 'sourcesFile') : await readLocal(file);
+  const { text, real } = worker ? await readConfined(file, opts.roots!, subject, opts.field ?? 'sourcesFile') : { text: await readLocal(file), real: path.resolve(file) };
   const data = parseText(file, text, worker);
   // Quoted only under `sources`, even for the CLI: a file named by mistake is not shown back.
   const { sources } = parseSourcesFile(data, `sources file ${file}`, true);
@@ -44,10 +45,10 @@ export async function loadSource(file: string, name?: string, opts: SourceReadOp
     // Own names only: `constructor` or `toString` must not pick something off Object.prototype.
     const source = Object.hasOwn(sources, name) ? sources[name] : undefined;
     if (!source) throw new ConfigError(`sources file ${file}`, [`no source named ${JSON.stringify(name)} (it has ${names.map((n) => JSON.stringify(n)).join(', ') || 'none'})`]);
-    return { name, source };
+    return { name, source, file: real };
   }
   if (names.length !== 1) throw new ConfigError(`sources file ${file}`, [`it has ${names.length} sources (${names.join(', ')}); name one with --name (sourceName in a request)`]);
-  return { name: names[0]!, source: sources[names[0]!]! };
+  return { name: names[0]!, source: sources[names[0]!]!, file: real };
 }
 
 async function readLocal(file: string): Promise<string> {
@@ -59,7 +60,7 @@ async function readLocal(file: string): Promise<string> {
 }
 
 /** The file's text, after every check that keeps a requester from reading what is not a sources file. */
-async function readConfined(file: string, roots: readonly string[], subject: string, field: string): Promise<string> {
+async function readConfined(file: string, roots: readonly string[], subject: string, field: string): Promise<{ text: string; real: string }> {
   if (!EXTENSIONS.test(file)) throw new ConfigError(subject, [`${field}: ${JSON.stringify(file)} must name a .yaml, .yml or .json file`]);
   const real = await confinePath(file, roots, field, subject);
   const refuse = (why: string): never => {
@@ -77,7 +78,7 @@ async function readConfined(file: string, roots: readonly string[], subject: str
     const { bytesRead } = await handle.read(buf, 0, st.size, 0);
     const text = buf.subarray(0, bytesRead).toString('utf8');
     if (text.split('\n').length > MAX_SOURCES_LINES) refuse(`has more than ${MAX_SOURCES_LINES} lines, too many for a sources file`);
-    return text;
+    return { text, real };
   } finally {
     await handle.close();
   }

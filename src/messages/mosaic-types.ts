@@ -74,6 +74,8 @@ export interface TileGrid {
 export interface MosaicPlan {
   sourceName: string;
   source: SourceConfig;
+  /** The sources file the source was read from (its real path): a source with credentials is checked against it. */
+  sourcesFile?: string;
   grid: TileGrid;
   total: number;
   /** EPSG:3857 bounds of the whole grid (what the TIFF covers). */

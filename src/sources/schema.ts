@@ -50,17 +50,18 @@ const common = {
   concurrency: z.number().int().min(1).max(256).default(8),
   timeouts: z
     .object({
-      connectMs: z.number().int().min(1).default(5_000),
-      headersMs: z.number().int().min(1).default(15_000),
+      // Upper bounds: a request that may wait an hour holds a slot, and its buffer, for that long.
+      connectMs: z.number().int().min(1).max(60_000).default(5_000),
+      headersMs: z.number().int().min(1).max(600_000).default(15_000),
       /** Longest pause between body chunks. */
-      bodyMs: z.number().int().min(1).default(30_000),
+      bodyMs: z.number().int().min(1).max(600_000).default(30_000),
       /** Longest whole request, so a body that drips just fast enough cannot hold a slot forever. */
-      totalMs: z.number().int().min(1).default(60_000),
+      totalMs: z.number().int().min(1).max(600_000).default(60_000),
     })
     .strict()
     .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 }),
   /** A response body larger than this is aborted (per tile: a WMS metatile response may be this times its tiles). */
-  maxBytes: z.number().int().min(1_024).default(8 * 1024 * 1024),
+  maxBytes: z.number().int().min(1_024).max(64 * 1024 * 1024).default(8 * 1024 * 1024),
   /** Redirect hops followed in one chain; more is a configuration error. */
   maxRedirects: z.number().int().min(0).max(10).default(3),
   /**

@@ -1,4 +1,5 @@
 import {
+  ApplicationFailure,
   CancellationScope,
   executeChild,
   isCancellation,
@@ -12,6 +13,7 @@ import type { MosaicActivities } from '../messages/activities';
 import { breakerKey } from '../breaker';
 import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
+import { checkPlan, checkSelection } from '../messages/plan-check';
 import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
 
 const { planMosaic } = proxyActivities<MosaicActivities>({
@@ -37,6 +39,13 @@ export interface MosaicBlockInput {
 
 /** One block of a large mosaic, as a child workflow: its history holds only this block's batches. */
 export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<BlockResult> {
+  // Anyone who can start workflows can start a block with a plan of their own: checked before it is looped over.
+  try {
+    checkPlan(input.plan, 'mosaic block: plan');
+    checkSelection(input.tiles, input.plan, input.plan.blockTiles, 'mosaic block: tiles');
+  } catch (err) {
+    throw ApplicationFailure.nonRetryable((err as Error).message, 'ConfigError');
+  }
   const tracker = new ProgressTracker(selectionSize(input.tiles));
   setHandler(progressQuery, () => tracker.progress);
   const result = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker);

@@ -118,8 +118,11 @@ test('fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
 test('a re-drive that reads the sources file again uses the source as fixed since the run, and refuses one that draws other tiles', async () => {
   const s = await server({ latencyMs: 2 });
   // The run's source names a credential nobody set: every tile fails as a configuration error, no request made.
-  const broken = request(s, 'fixed', { zoom: 6 });
-  const result = await run({ ...broken, source: { ...broken.source!, auth: { type: 'bearer', tokenEnv: 'TB_TEST_UNSET_TOKEN' } } }, `mosaic-fixed-${process.pid}`);
+  // Credentials come only with sources from a sources file (an inline source could send them anywhere).
+  const brokenFile = path.join(dir, 'broken-sources.yaml');
+  writeFileSync(brokenFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n    auth: { type: bearer, tokenEnv: TB_TEST_UNSET_TOKEN }\n`);
+  const { source: _inline, ...broken } = request(s, 'fixed', { zoom: 6 });
+  const result = await run({ ...broken, sourcesFile: brokenFile }, `mosaic-fixed-${process.pid}`);
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
   assert.ok(m.tiles.length > 0 && m.tiles.every((t) => t.status === 'failed'), JSON.stringify(m.counts));

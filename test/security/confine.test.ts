@@ -4,12 +4,15 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { confinePath, makeDirs } from '../../src/activities/confine/confine';
+import { makeFetchBatch, type TileResult } from '../../src/activities/fetch/fetch-batch';
+import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { rootsFromEnv, withRoots } from '../../src/activities/confine/roots';
 import { planMosaic } from '../../src/activities/mosaic/plan';
 import { loadSource } from '../../src/activities/sources-file';
 import { TileStore } from '../../src/activities/store/tile-store';
-import { parseSourcesFile } from '../../src/sources/schema';
+import { parseSource, parseSourcesFile } from '../../src/sources/schema';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-confine-'));
@@ -188,11 +191,33 @@ describe('planning on a worker', () => {
     assert.match(await refusal(planMosaic(req({ sourceName: '..' }), { roots })), /sourceName: must be a source name/);
   });
 
+  test('a plan holds at most 4,194,304 tiles: the assembly keeps a record of each in memory', async () => {
+    assert.match(await refusal(planMosaic(req({ maxTiles: 5_000_000_000 }), { roots })), /maxTiles: .*<=4194304/);
+  });
+
   test('a sources file outside the sources roots is refused before it is read', async () => {
     const f = path.join(elsewhere, 'sources.yaml');
     writeFileSync(f, `SECRET=${CANARY}`);
     const msg = await refusal(planMosaic({ ...req(), source: undefined, sourcesFile: f }, { roots }));
     assert.match(msg, /sourcesFile: ".*elsewhere\/sources\.yaml" is outside this worker's roots \(.*\/conf\)/);
     assert.ok(!msg.includes(CANARY));
+  });
+});
+
+describe('a resumed batch', () => {
+  test('a heartbeat naming a file outside the tile store is not believed: the tile is fetched again', async () => {
+    const pools = new EndpointPools();
+    try {
+      // Heartbeat details can be written by anyone who may heartbeat activities by id.
+      const forged: TileResult = { z: 1, x: 0, y: 0, status: 'ok', reason: 'forged', attempts: 1, path: '/etc/passwd' };
+      const env = new MockActivityEnvironment({ heartbeatDetails: { results: [forged] } });
+      const fetchTiles = makeFetchBatch({ pools, roots });
+      const [r] = (await env.run(fetchTiles, { sourceName: 'x', source: parseSource(source), tiles: [{ z: 1, x: 0, y: 0 }], storeRoot: path.join(out, 'store'), breaker: false, retry: { attempts: 1 } })) as TileResult[];
+      assert.notEqual(r!.path, '/etc/passwd');
+      assert.notEqual(r!.reason, 'forged');
+      assert.equal(r!.attempts, 1, 'a request was made for it');
+    } finally {
+      await pools.close();
+    }
   });
 });

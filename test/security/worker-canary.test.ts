@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -148,6 +150,58 @@ test('a block workflow handed a plan of its own making is held to the same roots
   const { failure } = await failureOf(handle);
   assert.match(failure, /mosaic batch: output: ".*elsewhere\/b\.tif" is outside this worker's roots/);
   assert.ok(!existsSync(path.join(elsewhere, 'tiles')) && !existsSync(path.join(elsewhere, 'b.work')), 'nothing written outside the roots');
+});
+
+test('credentials go only where an operator\'s sources file sends them: an inline source or a forged plan cannot pair a worker secret with a URL', async () => {
+  const seen: string[] = [];
+  const thief = createServer((req, res) => {
+    seen.push(`${req.url} ${JSON.stringify(req.headers)}`);
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => thief.listen(0, '127.0.0.1', r));
+  process.env.TB_CANARY_SECRET = CANARY;
+  try {
+    const url = `http://127.0.0.1:${(thief.address() as AddressInfo).port}/{z}/{x}/{y}.png`;
+    const auth = { type: 'bearer', tokenEnv: 'TB_CANARY_SECRET' } as const;
+    // An inline source with auth is refused at planning.
+    const inline = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-auth-inline-${process.pid}`, args: [request({ source: { type: 'xyz', url, auth } })] });
+    assert.match((await failureOf(inline)).failure, /source\.auth: credentials are used only with sources read from a sources file/);
+    // A block handed a plan whose source carries auth: without a sources file, or differing from it.
+    writeFileSync(path.join(conf, 'real.yaml'), `sources:\n  real:\n    type: xyz\n    url: ${server.template}\n    auth: { type: bearer, tokenEnv: TB_CANARY_SECRET }\n`);
+    const good = await env.client.workflow.execute('mosaicWorkflow', { taskQueue, workflowId: `canary-auth-good-${process.pid}`, args: [request({ sourcesFile: path.join(conf, 'real.yaml'), output: path.join(out, 'real.tif'), zoom: 4 })] });
+    assert.ok(good.counts.ok > 0, 'a source from the sources file does use its credential');
+    const plan = JSON.parse(readFileSync(path.join(out, 'real.work', 'plan.json'), 'utf8')) as Record<string, unknown>;
+    for (const [name, forged] of [
+      ['no-file', { ...plan, source: { ...(plan.source as object), url }, sourcesFile: undefined }],
+      ['other-url', { ...plan, source: { ...(plan.source as object), url } }],
+    ] as const) {
+      const h = await env.client.workflow.start('mosaicBlockWorkflow', { taskQueue, workflowId: `canary-auth-${name}-${process.pid}`, args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }] });
+      const { failure } = await failureOf(h);
+      assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, failure);
+    }
+    assert.deepEqual(seen, [], 'the other host received nothing');
+  } finally {
+    delete process.env.TB_CANARY_SECRET;
+    await new Promise((r) => thief.close(r));
+  }
+});
+
+test('a block handed a malformed plan or selection is refused before it loops: strings in the grid, a zero batch size, tiles beyond the plan', async () => {
+  const base = { sourceName: 'x', source: { type: 'xyz', url: server.template }, grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 }, total: 1, bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 }, output: path.join(out, 'b.tif'), extraFormats: [], workDir: path.join(out, 'b.work'), journalDir: path.join(out, 'b.work', 'j'), storeRoot: path.join(out, 'b.tiles'), fallback: 'fail-fast', afterDeadline: 'fail-fast', deadlineAt: null, batchSize: 1, blockTiles: 1, parallelBatches: 1, breaker: false };
+  const cases: [string, Record<string, unknown>, unknown, RegExp][] = [
+    ['grid-string', { ...base, grid: { ...base.grid, z: '../../../elsewhere/PWNED' } }, { start: 0, count: 1 }, /plan: grid\.z: .*expected number/],
+    ['batch-zero', { ...base, batchSize: 0 }, { start: 0, count: 1 }, /plan: batchSize: .*>=1/],
+    ['beyond', base, { start: 0, count: 1_000_000_000 }, /mosaic block: tiles/],
+    ['total', { ...base, total: 5 }, { start: 0, count: 1 }, /total: must be the number of tiles of the grid/],
+  ];
+  for (const [name, plan, tiles, expected] of cases) {
+    const started = Date.now();
+    const h = await env.client.workflow.start('mosaicBlockWorkflow', { taskQueue, workflowId: `canary-plan-${name}-${process.pid}`, args: [{ plan, tiles, tag: 'b0', basePass: 0 }] });
+    const { failure } = await failureOf(h);
+    assert.match(failure, expected, `${name}: ${failure}`);
+    assert.ok(Date.now() - started < 30_000, `${name} took ${Date.now() - started} ms`);
+  }
+  assert.ok(!existsSync(path.join(elsewhere, 'PWNED')));
 });
 
 test('the CLI: mosaic start and redrive with --sources at a bait file print no canary, and tile --source neither', async () => {

@@ -10,7 +10,8 @@ const FORBIDDEN = ['/proc', '/sys', '/dev'];
 const MAX_PATH_CHARS = 4_096;
 const MAX_DEPTH = 64;
 
-const within = (p: string, dir: string) => p === dir || p.startsWith(dir.endsWith(path.sep) ? dir : dir + path.sep);
+/** `p` is `dir` or lies under it, as written (no file system call). */
+export const within = (p: string, dir: string) => p === dir || p.startsWith(dir.endsWith(path.sep) ? dir : dir + path.sep);
 const forbidden = (p: string) => FORBIDDEN.some((f) => within(p, f));
 
 /** Why `p` cannot be used at all, before any file system call; null when it may be resolved. */

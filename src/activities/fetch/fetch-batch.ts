@@ -12,7 +12,9 @@ import { TileStore } from '../store/tile-store';
 import { classify, type Verdict } from '../validate/classify';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
-import { confinePath } from '../confine/confine';
+import path from 'node:path';
+import { confinePath, within } from '../confine/confine';
+import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
 
 /** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
@@ -22,6 +24,8 @@ export interface FetchBatchInput {
   /** The source's name: the tile store's folder and the manifest's label. */
   sourceName: string;
   source: SourceConfig;
+  /** The sources file `source` was read from; on a worker, a source with credentials must match it. */
+  sourcesFile?: string;
   tiles: TileAddress[];
   storeRoot: string;
   /** Go through the fleet-wide breaker (default true). */
@@ -75,9 +79,13 @@ export function makeFetchBatch(deps: FetchDeps) {
   return async function fetchTiles(input: FetchBatchInput): Promise<TileResult[]> {
     const ctx = activityContext();
     const resumed = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
-    const results: (TileResult | null)[] = resumed && resumed.length === input.tiles.length ? resumed : input.tiles.map(() => null);
     const policy: RetryPolicy = { ...DEFAULT_RETRY, ...input.retry };
     const storeRoot = deps.roots ? await confinePath(input.storeRoot, deps.roots.outputs, 'storeRoot', 'fetch batch') : input.storeRoot;
+    // Heartbeat details can be written by anyone who may heartbeat activities: a resumed tile's file must be
+    // one this store holds, or the tile is fetched again.
+    const fromStore = (r: TileResult | null) => (r && r.path !== undefined && !within(path.resolve(r.path), storeRoot) ? null : r);
+    const results: (TileResult | null)[] = resumed && resumed.length === input.tiles.length ? resumed.map(fromStore) : input.tiles.map(() => null);
+    if (deps.roots) await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
     const store = new TileStore(storeRoot);
     const key = breakerKey(input.source.url, input.source.breakerPartition ? { partition: input.source.breakerPartition } : {});
     const useBreaker = input.breaker !== false && deps.guard !== undefined;

@@ -7,6 +7,9 @@ import type { SourceConfig } from '../../sources/schema';
  * every fetch of the process, so connections are reused across batches. Redirects are not followed here but
  * by fetchUrl, under the source's redirect policy.
  */
+/** The largest response any request may buffer (a 16 x 16 metatile of 8 MiB tiles would be 2 GiB). */
+export const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+
 export class EndpointPools {
   private readonly pools = new Map<string, Dispatcher>();
 
@@ -14,7 +17,8 @@ export class EndpointPools {
   for(source: SourceConfig): Dispatcher {
     // maxBytes is per tile: a metatile response may carry all of its tiles.
     const cells = source.type === 'wms' && source.metatile ? source.metatile.size[0] * source.metatile.size[1] : 1;
-    const maxBytes = source.maxBytes * cells;
+    // Capped whatever the metatile: each response in flight is buffered whole.
+    const maxBytes = Math.min(source.maxBytes * cells, MAX_RESPONSE_BYTES);
     const id = JSON.stringify([source.concurrency, source.timeouts, maxBytes]);
     let pool = this.pools.get(id);
     if (!pool) {

@@ -6,6 +6,8 @@ import { latestRecords, readJournals } from './journal';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
 import { activityContext } from '../activity-context';
+import path from 'node:path';
+import { within } from '../confine/confine';
 import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
 
@@ -19,8 +21,7 @@ const MASK = { ok: 255, stale: 160 } as const;
  * picks it up. Idempotent: a retry rewrites the same files.
  */
 export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots): Promise<MosaicResult> {
-  const { plan } = input;
-  await confinePlan(plan, roots, 'assembly');
+  const plan = await confinePlan(input.plan, roots, 'assembly');
   const ctx = activityContext();
   const records = latestRecords(await readJournals(plan.journalDir), plan.total);
   const tiles: ManifestTile[] = records.map(
@@ -84,6 +85,8 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots):
       tileAt: (c, r) => {
         const t = at(c, r);
         if ((t.status !== 'ok' && t.status !== 'stale') || !t.path) return null;
+        // Only files of the plan's tile store are drawn, whatever a journal says.
+        if (roots && !within(path.resolve(t.path), plan.storeRoot)) return null;
         return t.region ? { file: t.path, ...t.region } : t.path;
       },
       output: plan.output,

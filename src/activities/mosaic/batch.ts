@@ -5,6 +5,7 @@ import { writeJournal } from './journal';
 import { tileOf } from './plan';
 import { activityContext } from '../activity-context';
 import { confinePlan } from '../confine/plan-paths';
+import { checkSelection } from '../../messages/plan-check';
 
 /** Kinds a later attempt may cure: such a tile is dead-lettered for a re-drive rather than failed for good. */
 const CURABLE = new Set(['transient', 'service-exception', 'rate-limited']);
@@ -36,12 +37,13 @@ export function manifestStatus(r: TileResult): ManifestStatus {
 export function makeMosaicBatch(deps: FetchDeps) {
   const fetchTiles = makeFetchBatch(deps);
   return async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
-    const { plan } = input;
-    await confinePlan(plan, deps.roots, 'mosaic batch');
-    const indices = selectionIndices(input.tiles);
+    const plan = await confinePlan(input.plan, deps.roots, 'mosaic batch');
+    const selection = deps.roots ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles') : input.tiles;
+    const indices = selectionIndices(selection);
     const results = await fetchTiles({
       sourceName: plan.sourceName,
       source: plan.source,
+      ...(plan.sourcesFile !== undefined ? { sourcesFile: plan.sourcesFile } : {}),
       tiles: indices.map((i) => tileOf(plan.grid, i)),
       storeRoot: plan.storeRoot,
       breaker: plan.breaker,

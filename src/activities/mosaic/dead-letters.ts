@@ -16,9 +16,11 @@ import type { SourceConfig } from '../../sources/schema';
  * from the sources file as it is now, and failed tiles are fetched again as well.
  */
 export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources, roots?: WorkerRoots): Promise<DeadLetters> {
-  let base = outputBase(path.resolve(manifestOrOutput).replace(/\.manifest\.json$/i, ''));
-  if (roots) base = await confinePath(base, roots.outputs, 'manifest', 'redrive');
-  const file = planFile(`${base}.work`);
+  const given = manifestOrOutput.replace(/\.manifest\.json$/i, '');
+  // On a worker, a relative path is taken from the first output root, and the work folder is checked itself.
+  const base = outputBase(roots ? await confinePath(given, roots.outputs, 'manifest', 'redrive') : path.resolve(given));
+  const workDir = roots ? await confinePath(`${base}.work`, roots.outputs, 'manifest', 'redrive') : `${base}.work`;
+  const file = planFile(workDir);
   let plan: MosaicPlan;
   try {
     plan = JSON.parse(await readFile(file, 'utf8')) as MosaicPlan;
@@ -26,7 +28,7 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
     // The code, not the message: V8's JSON message quotes the file.
     throw new ConfigError('redrive', [`manifest: no mosaic plan at ${file} for ${JSON.stringify(manifestOrOutput)} (${(err as NodeJS.ErrnoException).code ?? 'not valid JSON'})`]);
   }
-  await confinePlan(plan, roots, 'redrive');
+  plan = await confinePlan(plan, roots, 'redrive');
   if (sources) plan = { ...plan, ...(await resolveSource(plan, sources, roots)) };
   const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
@@ -45,16 +47,18 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
 }
 
 /** The source from the sources file as it is now, fitted to the plan; it must draw the same tiles (tile size). */
-async function resolveSource(plan: MosaicPlan, sources: RedriveSources, roots: WorkerRoots | undefined): Promise<Pick<MosaicPlan, 'source' | 'sourceName'>> {
+async function resolveSource(plan: MosaicPlan, sources: RedriveSources, roots: WorkerRoots | undefined): Promise<Pick<MosaicPlan, 'source' | 'sourceName' | 'sourcesFile'>> {
   let name: string;
   let source: SourceConfig;
+  let file: string;
   try {
-    ({ name, source } = await loadSource(path.resolve(sources.sourcesFile), sources.sourceName, { subject: 'redrive', field: 'sources.sourcesFile', ...(roots ? { roots: roots.sources } : {}) }));
+    const given = roots ? sources.sourcesFile : path.resolve(sources.sourcesFile);
+    ({ name, source, file } = await loadSource(given, sources.sourceName, { subject: 'redrive', field: 'sources.sourcesFile', ...(roots ? { roots: roots.sources } : {}) }));
   } catch (err) {
     throw err instanceof ConfigError ? err : new ConfigError('redrive', [`sources.sourcesFile: ${JSON.stringify(sources.sourcesFile)} cannot be read`]);
   }
   if (source.tileSize !== plan.source.tileSize) {
     throw new ConfigError('redrive', [`sources file ${sources.sourcesFile}: source ${JSON.stringify(name)} has tileSize ${source.tileSize}, the mosaic was planned with ${plan.source.tileSize}`]);
   }
-  return { sourceName: name, source: sourceForPlan(source, { zoom: plan.grid.z, directChunks: plan.directChunks }, 'redrive') };
+  return { sourceName: name, sourcesFile: file, source: sourceForPlan(source, { zoom: plan.grid.z, directChunks: plan.directChunks }, 'redrive') };
 }

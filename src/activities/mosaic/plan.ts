@@ -6,6 +6,7 @@ import { lonLatToMeters, MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M, tileSpan } from
 import type { TileAddress } from '../../sources/request-url';
 import { parseSource, sourceNameSchema, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
+import { MAX_PLAN_TILES } from '../../messages/plan-check';
 import { confinePath, makeDirs } from '../confine/confine';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
@@ -40,7 +41,8 @@ const requestSchema = z
       .string()
       .refine((d) => DURATION.test(d) || !Number.isNaN(Date.parse(d)), 'must be an ISO-8601 instant or a duration such as 90m, 2h, 45s')
       .optional(),
-    maxTiles: z.number().int().min(1).default(100_000),
+    // The assembly holds a record per tile in memory: a few million at most.
+    maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
     storeRoot: z.string().min(1).optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
     batchSize: z.number().int().min(1).max(1_024).default(256),
@@ -168,9 +170,12 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   const r = parseMosaicRequest(request);
   let sourceName: string;
   let source: SourceConfig;
+  let sourcesFile: string | undefined;
   if (r.sourcesFile !== undefined) {
     try {
-      ({ name: sourceName, source } = await loadSource(path.resolve(r.sourcesFile), r.sourceName, { subject: 'mosaic request', ...(roots ? { roots: roots.sources } : {}) }));
+      // On a worker, a relative path is taken from the first sources root.
+      const file = roots ? r.sourcesFile : path.resolve(r.sourcesFile);
+      ({ name: sourceName, source, file: sourcesFile } = await loadSource(file, r.sourceName, { subject: 'mosaic request', ...(roots ? { roots: roots.sources } : {}) }));
     } catch (err) {
       // An unreadable or invalid sources file will not fix itself on a retry.
       throw err instanceof ConfigError ? err : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
@@ -178,6 +183,12 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   } else {
     source = parseSource(r.source, 'mosaic request: source');
     sourceName = r.sourceName ?? 'inline';
+    if (roots && source.auth) {
+      // The requester would choose both the URL and the variable: any of the worker's secrets, to any host.
+      throw new ConfigError('mosaic request', [
+        "source.auth: credentials are used only with sources read from a sources file under the worker's sources roots, where the operator pairs each with its URL; move this source into such a file",
+      ]);
+    }
   }
   source = sourceForPlan(source, r, 'mosaic request');
   const [w, s, e, n] = r.bbox;
@@ -212,6 +223,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   return {
     sourceName,
     source,
+    ...(sourcesFile !== undefined ? { sourcesFile } : {}),
     grid,
     total,
     bounds: gridBounds(grid),

@@ -1,0 +1,82 @@
+/**
+ * A plan handed to a block workflow, a batch or an assembly by whoever started the workflow, checked as the
+ * planner would have made it. Pure and Node-free, so the block workflow checks it too, before it loops over
+ * it (a batchSize of 0 would spin its workflow task; a grid of strings would make folder names).
+ */
+import { z } from 'zod';
+import { parseOrThrow } from '../breaker/config-error';
+import { MAX_ZOOM } from '../geo/mercator';
+import { sourceNameSchema, sourceSchema } from '../sources/schema';
+import type { MosaicPlan, TileSelection } from './mosaic-types';
+
+/** The most tiles a plan may hold (2^22, a 2048 x 2048 grid): the assembly keeps a record of each in memory. */
+export const MAX_PLAN_TILES = 4_194_304;
+/** Limits the planner applies: batches are heartbeat payloads, blocks bound a child's history. */
+export const MAX_BATCH_SIZE = 1_024;
+export const MAX_BATCHES_PER_BLOCK = 2_048;
+
+const int = z.number().int();
+const fallback = z.enum(['fail-fast', 'stale', 'hole', 'wait']);
+const path = z.string().min(1).max(4_096);
+
+const planSchema = z
+  .object({
+    sourceName: sourceNameSchema,
+    source: z.unknown(),
+    sourcesFile: path.optional(),
+    grid: z.object({ z: int.min(0).max(MAX_ZOOM), tileSize: int.min(16).max(4_096), xMin: int.min(0), xMax: int.min(0), yMin: int.min(0), yMax: int.min(0) }).strict(),
+    total: int.min(1).max(MAX_PLAN_TILES),
+    bounds: z.object({ minX: z.number(), minY: z.number(), maxX: z.number(), maxY: z.number() }).strict(),
+    output: path.regex(/\.tiff?$/i),
+    extraFormats: z.array(z.enum(['png', 'webp'])),
+    workDir: path,
+    // Plans made before per-run journals have none.
+    journalDir: path.optional(),
+    storeRoot: path,
+    fallback,
+    afterDeadline: fallback.exclude(['wait']),
+    deadlineAt: z.number().nullable(),
+    batchSize: int.min(1).max(MAX_BATCH_SIZE),
+    blockTiles: int.min(1).max(MAX_BATCH_SIZE * MAX_BATCHES_PER_BLOCK),
+    parallelBatches: int.min(1).max(64),
+    breaker: z.boolean(),
+    directChunks: z.boolean().optional(),
+  })
+  .strict()
+  .superRefine((p, ctx) => {
+    const g = p.grid;
+    const n = 2 ** g.z;
+    if (g.xMin > g.xMax || g.yMin > g.yMax || g.xMax >= n || g.yMax >= n) {
+      ctx.addIssue({ code: 'custom', path: ['grid'], message: `must be a box of tiles within zoom ${g.z}` });
+    } else if (p.total !== (g.xMax - g.xMin + 1) * (g.yMax - g.yMin + 1)) {
+      ctx.addIssue({ code: 'custom', path: ['total'], message: 'must be the number of tiles of the grid' });
+    }
+    // The source as a sources file may write it; a direct-chunk metatile is the planner's own, checked by size.
+    const s = p.source;
+    const own = p.directChunks && s !== null && typeof s === 'object' ? { ...(s as Record<string, unknown>), metatile: undefined } : s;
+    const parsed = sourceSchema.safeParse(own);
+    if (!parsed.success) {
+      ctx.addIssue({ code: 'custom', path: ['source'], message: `is not a valid source (${parsed.error.issues.map((i) => i.path.join('.') || '(root)').join(', ')})` });
+    } else if (parsed.data.tileSize !== g.tileSize) {
+      ctx.addIssue({ code: 'custom', path: ['grid', 'tileSize'], message: "must be the source's tileSize" });
+    }
+  });
+
+/** `plan` as a planner makes it, or a ConfigError naming what is not. */
+export function checkPlan(plan: unknown, subject: string): MosaicPlan {
+  parseOrThrow(planSchema, plan, subject);
+  return plan as MosaicPlan;
+}
+
+/** A selection of the plan's own tiles, at most `max` of them. */
+export function checkSelection(sel: unknown, plan: MosaicPlan, max: number, subject: string): TileSelection {
+  const index = int.min(0).max(plan.total - 1);
+  const schema = z.union([
+    z
+      .object({ start: index, count: int.min(1).max(max) })
+      .strict()
+      .refine((s) => s.start + s.count <= plan.total, 'must lie within the plan'),
+    z.object({ indices: z.array(index).max(max) }).strict(),
+  ]);
+  return parseOrThrow(schema, sel, subject) as TileSelection;
+}
