@@ -1,0 +1,122 @@
+/**
+ * The import rules of src/ (`npm run depcheck`; CI runs it before the tests). Floors, lowest first:
+ *
+ *   src/breaker    the pure breaker policy: imports only itself (and zod)
+ *   src/geo        Web Mercator tile math: imports only itself
+ *   src/sources    source configuration and request URLs: itself, src/geo, and src/breaker/config-error.ts
+ *                  (the one error type every configuration problem is reported with), nothing else of ours
+ *   src/messages   what workflows, activities and clients exchange (signals, queries, payload and activity
+ *                  types): the workflow SDK's definitions, src/breaker, itself, and src/sources for types only
+ *   src/workflows  deterministic code: only @temporalio/workflow, src/breaker, src/messages and itself
+ *   src/activities all I/O: never src/workflows, src/client or src/cli
+ *   src/client, src/cli, src/index.ts   the top; nothing imports src/cli
+ *
+ * The pure floors (breaker, geo, sources, messages) use no Node API and no Temporal client or worker: the
+ * workflow bundle loads them. There is no import circle anywhere, type-only imports included
+ * (tsPreCompilationDeps makes `import type` visible to the cruiser).
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'An import circle (type-only imports count too). Move what both sides need into a lower module, e.g. src/messages.',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'breaker-imports-only-breaker',
+      severity: 'error',
+      comment: 'src/breaker is the pure policy at the bottom: it imports nothing else of ours.',
+      from: { path: '^src/breaker/' },
+      to: { path: '^src/', pathNot: '^src/breaker/' },
+    },
+    {
+      name: 'geo-imports-only-geo',
+      severity: 'error',
+      comment: 'src/geo is pure tile math at the bottom: it imports nothing else of ours.',
+      from: { path: '^src/geo/' },
+      to: { path: '^src/', pathNot: '^src/geo/' },
+    },
+    {
+      name: 'sources-imports-only-geo-and-config-error',
+      severity: 'error',
+      comment: 'src/sources may import src/geo and src/breaker/config-error.ts (the error every configuration problem is reported with), nothing else of ours.',
+      from: { path: '^src/sources/' },
+      to: { path: '^src/', pathNot: ['^src/(sources|geo)/', '^src/breaker/config-error[.]ts$'] },
+    },
+    {
+      name: 'messages-import-only-breaker',
+      severity: 'error',
+      comment: 'src/messages sits below workflows, activities and clients: it imports src/breaker and itself (src/sources for types only).',
+      from: { path: '^src/messages/' },
+      to: { path: '^src/', pathNot: '^src/(messages|breaker|sources)/' },
+    },
+    {
+      name: 'messages-import-sources-types-only',
+      severity: 'error',
+      comment: 'src/messages may name source types, but never load src/sources (workflow code imports src/messages).',
+      from: { path: '^src/messages/' },
+      to: { path: '^src/sources/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'workflows-import-only-workflow-sdk-breaker-messages',
+      severity: 'error',
+      comment:
+        'Workflow code must stay deterministic and bundle-safe: it imports @temporalio/workflow, src/breaker, src/messages and itself. ' +
+        'Type activities with the contracts in src/messages/activities.ts, not the activity modules.',
+      from: { path: '^src/workflows/' },
+      to: { pathNot: ['^src/(workflows|breaker|messages)/', '^node_modules/@temporalio/workflow/'] },
+    },
+    {
+      name: 'activities-not-up',
+      severity: 'error',
+      comment: 'Activities are below workflows and clients: take message definitions from src/messages, never from src/workflows, src/client or src/cli.',
+      from: { path: '^src/activities/' },
+      to: { path: '^src/(workflows|client|cli)/' },
+    },
+    {
+      name: 'nothing-imports-cli',
+      severity: 'error',
+      comment: 'src/cli is the top: put what others need in src/client or below.',
+      from: { path: '^src/', pathNot: '^src/cli/' },
+      to: { path: '^src/cli/' },
+    },
+    {
+      name: 'pure-floors-no-node',
+      severity: 'error',
+      comment: 'src/breaker, src/geo, src/sources and src/messages use no Node API: the workflow bundle loads them.',
+      from: { path: '^src/(breaker|geo|sources|messages)/' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'messages-only-temporal-definitions',
+      severity: 'error',
+      comment: 'src/messages takes only definitions from Temporal (@temporalio/workflow, @temporalio/common): clients and workflows both load it.',
+      from: { path: '^src/messages/' },
+      to: { path: '^node_modules/@temporalio/', pathNot: '^node_modules/@temporalio/(workflow|common)/' },
+    },
+    {
+      name: 'pure-floors-no-temporal',
+      severity: 'error',
+      comment: 'src/breaker, src/geo and src/sources know nothing of Temporal.',
+      from: { path: '^src/(breaker|geo|sources)/' },
+      to: { path: '^node_modules/@temporalio/' },
+    },
+    {
+      name: 'not-to-unresolvable',
+      severity: 'error',
+      comment: 'An import that resolves to nothing (a moved module?).',
+      from: { path: '^src/' },
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    // See `import type` too: a circle of type-only imports is still a circle of modules.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'] },
+  },
+};

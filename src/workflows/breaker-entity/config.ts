@@ -1,0 +1,43 @@
+import { log } from '@temporalio/workflow';
+import { ConfigError, initialState, parsePolicyConfig, type PolicyState } from '../../breaker';
+import type { EntityInput, EntityOptions } from '../../messages/breaker';
+
+const DEFAULTS: Required<EntityOptions> = {
+  idleMs: 3_600_000,
+  selfProbeDelayMs: 2_000,
+  maxHistoryEvents: 2_000,
+  logSize: 500,
+  searchAttributes: 'auto',
+};
+
+export function entityOptions(options: EntityOptions | undefined): Required<EntityOptions> {
+  return { ...DEFAULTS, ...options };
+}
+
+/**
+ * A new run's policy state, from the input's configuration. `rateLimits`: the run knows rate limits (see
+ * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.
+ */
+export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean): PolicyState {
+  return initialState(parseConfig(key, rateLimits ? config : withoutRate(config)));
+}
+
+function withoutRate<C extends object | undefined>(c: C): C {
+  if (!c || !('maxRequestsPerSecond' in c)) return c;
+  const { maxRequestsPerSecond: _dropped, ...rest } = c as { maxRequestsPerSecond?: unknown };
+  return rest as C;
+}
+
+/**
+ * The entity's configuration. An invalid one does not fail the run (the next report would only start another
+ * failing run): the breaker runs on defaults and says why, loudly; `configure` can fix it.
+ */
+function parseConfig(key: string, config: EntityInput['config']) {
+  try {
+    return parsePolicyConfig(config ?? {});
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    log.error('invalid breaker configuration; running on defaults', { key, error: err.message });
+    return parsePolicyConfig({});
+  }
+}

@@ -1,0 +1,171 @@
+import { log, workflowInfo } from '@temporalio/workflow';
+import {
+  breakerView,
+  nextDeadline,
+  permit,
+  stateName,
+  step,
+  windowFigures,
+  type BreakerView,
+  type PolicyEvent,
+  type PolicyState,
+  type ProbeDecision,
+  type StepResult,
+  type TransitionReason,
+  type TransitionRecord,
+} from '../../breaker';
+import type { BreakerStatus, CarriedState, EntityCounters, EntityExit, EntityInput, EntityOptions, ProbeSpec } from '../../messages/breaker';
+import { initialPolicy } from './config';
+import { Publication } from './publication';
+
+/** Probe decisions kept for requesters that have not read theirs yet. */
+const DECISIONS_KEPT = 256;
+/** A worker that has not reported for this long no longer shares the endpoint's rate (guards report every second). */
+const REPORTER_TTL_MS = 5_000;
+
+/**
+ * An operator's action, recorded on the transitions it made (not on time-driven ones, such as a timed
+ * force-open ending, that the same step may record first).
+ */
+export interface Origin {
+  reason: TransitionReason;
+  fields: Pick<TransitionRecord, 'actor' | 'sender'>;
+}
+
+/**
+ * Everything one entity run knows (carried across continue-as-new), and `apply`: each event goes through the
+ * pure policy on the workflow clock with seeded randomness, and what it changed is logged and published.
+ */
+export class EntityState {
+  readonly key: string;
+  policy: PolicyState;
+  probeSpec: ProbeSpec | null;
+  /** Transitions, most recent first. */
+  readonly history: TransitionRecord[];
+  readonly decisions: Map<string, ProbeDecision>;
+  readonly counters: EntityCounters;
+  lastReportAt: number;
+  lastTransitionAt: number;
+  /** Unknown until checked (auto), then carried across continue-as-new. */
+  searchAttributesOn: boolean | null;
+  /** The latest moment anything happened around probes: the self-probe waits selfProbeDelayMs past it. */
+  lastProbeActivityAt: number;
+  /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
+  wake = false;
+  private readonly publication: Publication;
+  /**
+   * Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one. Carried
+   * across continue-as-new, so a new run does not publish "nobody" and let every worker take the whole rate.
+   */
+  private readonly reporters: Map<string, number>;
+
+  constructor(
+    input: EntityInput,
+    private readonly opts: Required<EntityOptions>,
+    rateLimits: boolean,
+  ) {
+    const { key, carried } = input;
+    this.key = key;
+    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits);
+    this.probeSpec = input.probe ?? null;
+    this.history = carried?.log ?? [];
+    this.decisions = new Map(carried?.decisions ?? []);
+    this.counters = carried?.counters ?? { reports: 0, probeRequests: 0, selfProbes: 0, ignoredResults: 0, continuedAsNew: 0 };
+    this.lastReportAt = carried?.lastReportAt ?? Date.now();
+    this.lastTransitionAt = carried?.lastTransitionAt ?? 0;
+    this.searchAttributesOn = carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
+    this.lastProbeActivityAt = Date.now();
+    this.publication = new Publication(key);
+    this.reporters = new Map<string, number>(carried?.reporters ?? []);
+  }
+
+  /** Applies one policy event; `origin`: the operator's action that sent it. */
+  apply(event: PolicyEvent, origin?: Origin): StepResult {
+    const before = nextDeadline(this.policy, Date.now());
+    const out = step(this.policy, event, Date.now(), Math.random());
+    this.policy = out.state;
+    if (out.transitions.length) {
+      for (const made of out.transitions) {
+        const t = origin && made.reason === origin.reason ? { ...made, ...origin.fields } : made;
+        this.history.unshift(t);
+        this.lastTransitionAt = t.at;
+        log.info('breaker transition', { key: this.key, from: t.from, to: t.to, reason: t.reason, detail: t.detail, cooldownMs: t.cooldownMs });
+        if (t.to === 'half-open') this.lastProbeActivityAt = t.at;
+      }
+      this.history.length = Math.min(this.history.length, this.opts.logSize);
+      this.publishState();
+    }
+    if (out.transitions.length || nextDeadline(this.policy, Date.now()) !== before) this.wake = true;
+    this.publishView();
+    return out;
+  }
+
+  /** A worker reported: it shares the endpoint's rate for a while. */
+  heardFrom(reporter: string): void {
+    this.reporters.set(reporter, Date.now());
+  }
+
+  view(): BreakerView {
+    return breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
+  }
+
+  publishView(): void {
+    this.publication.view(() => this.view());
+  }
+
+  publishState(): void {
+    this.publication.state(stateName(this.policy), this.searchAttributesOn);
+  }
+
+  /** Keeps a probe request's decision for its requester to read (the most recent DECISIONS_KEPT). */
+  remember(requestId: string, decision: ProbeDecision): void {
+    this.decisions.delete(requestId);
+    this.decisions.set(requestId, decision);
+    while (this.decisions.size > DECISIONS_KEPT) this.decisions.delete(this.decisions.keys().next().value!);
+  }
+
+  status(): BreakerStatus {
+    const { policy } = this;
+    return {
+      key: this.key,
+      view: this.view(),
+      permit: permit(policy, Date.now()),
+      asOf: Date.now(),
+      openedAt: policy.openedAt,
+      consecutiveOpens: policy.consecutiveOpens,
+      probes: policy.probes.map(({ generation, holder, grantedAt, leaseUntil }) => ({ generation, holder, grantedAt, leaseUntil })),
+      probeSuccesses: policy.probeSuccesses,
+      figures: windowFigures(policy, Date.now()),
+      config: policy.config,
+      probe: this.probeSpec,
+      lastReportAt: this.lastReportAt,
+      counters: { ...this.counters },
+      historyLength: workflowInfo().historyLength,
+      searchAttributes: this.searchAttributesOn,
+    };
+  }
+
+  /** Everything the next run needs. */
+  carried(): CarriedState {
+    return {
+      policy: this.policy,
+      log: this.history,
+      lastReportAt: this.lastReportAt,
+      lastTransitionAt: this.lastTransitionAt,
+      decisions: [...this.decisions],
+      counters: this.counters,
+      searchAttributesOn: this.searchAttributesOn ?? false,
+      ...(this.reporters.size ? { reporters: [...this.reporters] } : {}),
+    };
+  }
+
+  /** What a run that finished idle returns. */
+  exit(): EntityExit {
+    return { key: this.key, reason: 'idle', counters: this.counters, transitions: this.history };
+  }
+
+  private activeReporters(): number {
+    for (const [id, at] of this.reporters) if (Date.now() - at > REPORTER_TTL_MS) this.reporters.delete(id);
+    return this.reporters.size;
+  }
+}
