@@ -210,7 +210,7 @@ test('an entity that finished idle: show gives its last run\'s transitions', asy
   assert.ok(!shown.running);
   assert.equal(shown.executionStatus, 'COMPLETED');
   assert.ok(shown.closeTime instanceof Date);
-  assert.equal(shown.transitions[0]?.detail, 'last words (by test)');
+  assert.equal(shown.transitions[0]?.detail, 'last words (by "test", claimed)');
   await assert.rejects(adminBreaker(env.client, key, 'force-open'), /is not running: its latest run is COMPLETED since .* the next report starts it again/);
 });
 

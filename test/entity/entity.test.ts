@@ -181,7 +181,7 @@ describe('admin', () => {
       log.map((t) => t.reason),
       ['forced-open', 'force-expired', 'forced-close', 'disabled', 'enabled', 'configured', 'failure-ratio', 'reset'],
     );
-    assert.match(log[0]!.detail, /renderer upgrade \(by sre-1\)/);
+    assert.match(log[0]!.detail, /renderer upgrade \(by "sre-1", claimed\)/);
   });
 
   test('an action with a sender records the actor as claimed and the sender; a malformed sender does not drop it', async () => {

@@ -47,14 +47,13 @@ function adminOrigin(a: AdminAction): Pick<TransitionRecord, 'actor' | 'sender'>
 }
 
 /**
- * The transition detail's "who". Without a sender (signals from before it existed, or from code that sends
- * none): `by <actor>`, as it always was. With one: the free-text actor quoted and labelled as claimed (so it
- * cannot pass for the part that follows), then the sending process: `by "alice", claimed; sent by
- * 1234@host as root@host`.
+ * The transition detail's "who": the free-text actor always quoted and labelled as claimed (so it cannot pass
+ * for anything else), then the sending process as its client reported it, when it did: `by "alice", claimed;
+ * sent by 1234@host as root@host`. Neither is authenticated: who may signal at all is the server's to decide.
  */
 function adminWho(a: AdminAction): string | undefined {
   const sender = senderOf(a);
-  if (!sender) return a.actor ? `by ${a.actor}` : undefined;
+  if (!sender) return a.actor ? `by ${JSON.stringify(String(a.actor))}, claimed` : undefined;
   const sent = `sent by ${sender.identity} as ${sender.user}@${sender.host}`;
   return a.actor ? `by ${JSON.stringify(String(a.actor))}, claimed; ${sent}` : sent;
 }

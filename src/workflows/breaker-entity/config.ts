@@ -10,8 +10,20 @@ const DEFAULTS: Required<EntityOptions> = {
   searchAttributes: 'auto',
 };
 
+/**
+ * The options, held to sane bounds: anyone who can start the entity chooses them, and a history limit of 0
+ * would continue it as new every second, forever.
+ */
 export function entityOptions(options: EntityOptions | undefined): Required<EntityOptions> {
-  return { ...DEFAULTS, ...options };
+  const o = { ...DEFAULTS, ...options };
+  const clamp = (v: number, min: number, max: number, fallback: number) => (Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : fallback);
+  return {
+    ...o,
+    idleMs: clamp(o.idleMs, 1, 30 * 86_400_000, DEFAULTS.idleMs),
+    selfProbeDelayMs: clamp(o.selfProbeDelayMs, 1, 3_600_000, DEFAULTS.selfProbeDelayMs),
+    maxHistoryEvents: clamp(o.maxHistoryEvents, 50, 40_000, DEFAULTS.maxHistoryEvents),
+    logSize: clamp(o.logSize, 1, 5_000, DEFAULTS.logSize),
+  };
 }
 
 /**
