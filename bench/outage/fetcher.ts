@@ -60,7 +60,7 @@ export class WorkerFetcher {
   }
 }
 
-/** DESIGN.md's outcome classification, for what this server can answer. */
+/** The outcome classification (ARCHITECTURE.md), for what this server can answer. */
 export function classify(status: number, body: Buffer): OutcomeKind {
   if (status === 200) return looksLikePng(body) ? 'success' : 'service-exception';
   if (status === 429) return 'rate-limited';

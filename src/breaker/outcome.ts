@@ -1,5 +1,5 @@
 /**
- * The pipeline's outcome kinds (DESIGN.md, "Outcome classification"). Transient and service-exception
+ * The pipeline's outcome kinds (ARCHITECTURE.md, "Outcome classification"). Transient and service-exception
  * count as failures; permanent is counted apart (a surge can trip); neutral and rate-limited count as
  * neither.
  */

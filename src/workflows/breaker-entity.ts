@@ -8,7 +8,7 @@ import { EntityState } from './breaker-entity/state';
 import { EntityTimers } from './breaker-entity/timers';
 
 /**
- * One breaker, fleet-wide: the long-lived entity workflow `breaker/<key>` (see DESIGN.md). It holds the
+ * One breaker, fleet-wide: the long-lived entity workflow `breaker/<key>` (see ARCHITECTURE.md, "The life of a breaker"). It holds the
  * policy state and drives it with the workflow clock and seeded randomness; workers report outcomes and ask
  * for probe tokens by signal and read the state by query. Cooldowns, leases and timed force-opens run on
  * durable timers; when half-open and nobody asks for a probe, the entity probes the endpoint itself.

@@ -7,7 +7,7 @@ import { checkImage, type DecodedPixels } from './image-check';
 import { parseServiceException } from './service-exception';
 import { isImageKind, sniff } from './sniff';
 
-/** The pipeline's judgement of one response (DESIGN.md, "Outcome classification"): exactly one kind. */
+/** The pipeline's judgement of one response (ARCHITECTURE.md, "Outcome classification"): exactly one kind. */
 export interface Verdict {
   kind: OutcomeKind;
   reason: string;
