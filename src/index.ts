@@ -16,6 +16,7 @@ export { parseSource, parseSourcesFile, sourceSchema, type SourceConfig, type So
 export { tileUrl, getMapUrl, geographicBbox, type TileAddress } from './sources/request-url';
 export { loadSource } from './activities/sources-file';
 export { connectionConfigFromEnv, type ConnectionConfig } from './client/connection-config';
-export { connectClient, connectWorker } from './client/temporal';
+export { connectClient } from './client/temporal';
+export { connectWorker } from './client/worker';
 export { createWorker } from './client/worker';
 export { startEmbeddedServer, type EmbeddedServer } from './client/embedded-server';

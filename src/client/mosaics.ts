@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { parseMosaicRequest } from '../activities/mosaic/plan';
+import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
 import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../messages/mosaic-types';

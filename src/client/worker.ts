@@ -1,6 +1,21 @@
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps } from '../activities';
+import type { ConnectionConfig } from './connection-config';
+import { unreachableServerError } from './temporal';
+
+/** A worker connection (to pass to createWorker); the error names the address tried, as connectClient's does. */
+export async function connectWorker(config: ConnectionConfig & { address: string }): Promise<NativeConnection> {
+  try {
+    return await NativeConnection.connect({
+      address: config.address,
+      tls: config.tls,
+      ...(config.apiKey ? { apiKey: config.apiKey } : {}),
+    });
+  } catch (err) {
+    throw unreachableServerError(config, err);
+  }
+}
 
 /**
  * The tilebreaker worker: every workflow type and activity on one task queue. When the worker stops, the
