@@ -81,6 +81,39 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
   return { workflowId, runId: desc.runId, status, progress, blockProgress, result, failure, failureType };
 }
 
+/**
+ * Reads a mosaic's status every `intervalMs` (default 1 s) until it is no longer running, and returns the
+ * last one (with `result` when it completed). `onStatus` sees each status read, the last one included.
+ */
+export async function watchMosaic(
+  client: Client,
+  workflowId: string,
+  opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void> } = {},
+): Promise<MosaicStatus> {
+  for (;;) {
+    const s = await mosaicStatus(client, workflowId);
+    await opts.onStatus?.(s);
+    if (s.status !== 'RUNNING') return s;
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
+  }
+}
+
+/**
+ * Cancels a mosaic (or a re-drive): it stops fetching and writes a partial manifest accounting for every
+ * tile. Waits until the run has ended (unless `wait: false`) and returns its status then.
+ */
+export async function cancelMosaic(client: Client, workflowId: string, opts: { wait?: boolean } = {}): Promise<MosaicStatus> {
+  const handle = client.workflow.getHandle(workflowId);
+  try {
+    await handle.cancel();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`);
+    throw err;
+  }
+  if (opts.wait !== false) await handle.result().catch(() => undefined);
+  return mosaicStatus(client, workflowId);
+}
+
 function applicationType(err: unknown): string | null {
   for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
     const type = (e as { type?: unknown }).type;
