@@ -10,7 +10,13 @@
  *                  itself and the pure floors below it (src/breaker, src/sources, src/geo)
  *   src/workflows  deterministic code: only @temporalio/workflow, src/breaker, src/messages and itself
  *   src/activities all I/O: never src/workflows, src/client or src/cli
- *   src/client, src/cli, src/index.ts   the top; nothing imports src/cli
+ *   src/client, src/cli, src/index.ts, src/api   the top; nothing imports src/cli
+ *
+ * The package's entry points (package.json "exports"): src/index.ts (`tilebreaker`, the client side),
+ * src/workflows/index.ts (`tilebreaker/workflows`, a worker's workflowsPath), src/api/activities.ts
+ * (`tilebreaker/activities`) and src/api/testing.ts (`tilebreaker/testing`). Nothing in src/ imports
+ * src/index.ts or src/api, and `tilebreaker` reaches no worker, activity or test-server code, at run time or
+ * for types: a program that only starts mosaics and reads breakers loads none of it.
  *
  * The pure floors (breaker, geo, sources, messages) use no Node API and no Temporal client or worker: the
  * workflow bundle loads them. There is no import circle anywhere, type-only imports included
@@ -76,6 +82,22 @@ module.exports = {
       comment: 'src/cli is the top: put what others need in src/client or below.',
       from: { path: '^src/', pathNot: '^src/cli/' },
       to: { path: '^src/cli/' },
+    },
+    {
+      name: 'nothing-imports-entry-points',
+      severity: 'error',
+      comment: 'src/index.ts and src/api/ are the package\'s entry points (re-exports for users): import the module that defines a thing instead.',
+      from: { path: '^src/' },
+      to: { path: ['^src/index[.]ts$', '^src/api/'] },
+    },
+    {
+      name: 'main-entry-client-side',
+      severity: 'error',
+      comment:
+        '`tilebreaker` (src/index.ts) is the client side: it must not reach the worker, the activities, the test server, sharp or undici. ' +
+        'Put what a client needs in src/client, src/messages or a pure floor; worker-side exports go in src/api/activities.ts.',
+      from: { path: '^src/index[.]ts$' },
+      to: { path: ['^src/(activities|api|cli)/', '^node_modules/(@temporalio/(worker|testing|activity|core-bridge)|sharp|undici)/'], reachable: true },
     },
     {
       name: 'pure-floors-no-node',

@@ -7,12 +7,11 @@
  *
  * Never edit a recorded history to make a replay pass: change the workflow with patched() or a new type.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Command } from 'commander';
 import { connectionConfigFromEnv } from '../src/client/connection-config';
+import { recordHistory, saveHistory } from '../src/client/histories';
 import { packageRoot } from '../src/client/local-server';
 import { breakerDrillWorkflow } from '../src/workflows';
 import { createWorker } from '../src/client/worker';
@@ -35,9 +34,8 @@ const historiesDir = path.join(packageRoot(), 'test', 'histories');
 
 async function save(handle: WorkflowHandle, name: string): Promise<void> {
   const history = await handle.fetchHistory();
-  mkdirSync(historiesDir, { recursive: true });
   const file = path.join(historiesDir, `${name}.json`);
-  writeFileSync(file, historyToJSON(history) + '\n');
+  saveHistory(history, file);
   console.log(`recorded ${history.events?.length ?? 0} events of ${handle.workflowId} to ${path.relative(process.cwd(), file)}`);
 }
 
@@ -62,10 +60,8 @@ async function recordExisting(workflowId: string, runId: string | undefined, nam
   const connection = await Connection.connect({ address: conn.address, tls: conn.tls, ...(conn.apiKey ? { apiKey: conn.apiKey } : {}) });
   try {
     const client = new Client({ connection, namespace: conn.namespace });
-    const handle = client.workflow.getHandle(workflowId, runId);
-    const { status } = await handle.describe();
-    if (status.name === 'RUNNING') throw new Error(`workflow ${workflowId} is still running; record finished runs only`);
-    await save(handle, name);
+    const { file, events } = await recordHistory(client, workflowId, path.join(historiesDir, `${name}.json`), runId !== undefined ? { runId } : {});
+    console.log(`recorded ${events} events of ${workflowId} to ${path.relative(process.cwd(), file)}`);
   } finally {
     await connection.close();
   }

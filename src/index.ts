@@ -1,21 +1,84 @@
 /**
- * tilebreaker's public API for programs: the pure breaker policy, the guard that code around a protected call
- * uses, the workflow types and their messages, tile sources, and the helpers that connect to Temporal. The
- * CLI (`npx tilebreaker`) is built on the same pieces.
+ * `tilebreaker`: the client side, for programs. Start, follow, cancel and re-drive mosaics; read and
+ * administer the fleet's breakers; schedules; connecting to Temporal; breaker keys, the pure breaker policy,
+ * source parsing, and the messages and result types. Everything here goes through a @temporalio/client
+ * Client: it loads no worker, activity or workflow code (a test checks). The other entry points:
+ *
+ *   tilebreaker/workflows    the workflow functions: the workflowsPath of a worker (bundle-safe)
+ *   tilebreaker/activities   the activities, the breaker guard, and tilebreaker's worker
+ *   tilebreaker/testing      replaying recorded histories against tilebreaker's workflows
  */
+
+// Connecting
+export { connectionConfigFromEnv, type ConnectionConfig, type TlsSettings } from './client/connection-config';
+export { connectClient } from './client/temporal';
+
+// Mosaics
+export {
+  cancelMosaic,
+  exitCodeFor,
+  liveCounts,
+  mosaicStatus,
+  mosaicWorkflowId,
+  resolveRequestPaths,
+  startMosaic,
+  startRedrive,
+  watchMosaic,
+  type MosaicStatus,
+} from './client/mosaics';
+export { parseMosaicRequest, type ParsedMosaicRequest } from './messages/mosaic-request';
+export { progressQuery } from './messages/mosaic';
+export {
+  MANIFEST_STATUSES,
+  type AfterDeadline,
+  type FallbackPolicy,
+  type ManifestStatus,
+  type ManifestTile,
+  type MosaicPlan,
+  type MosaicProgress,
+  type MosaicRequest,
+  type MosaicResult,
+  type RedriveSources,
+  type StatusCounts,
+  type TileGrid,
+  type TileSelection,
+} from './messages/mosaic-types';
+
+// Schedules
+export { createMosaicSchedule, deleteSchedule, listSchedules, type ScheduleSummary } from './client/schedules';
+
+// Breakers: reading and administering them
+export {
+  adminBreaker,
+  adminSender,
+  BREAKER_STATES,
+  BREAKER_WORKFLOW_TYPE,
+  breakerStatus,
+  breakerTransitions,
+  BreakerNotFoundError,
+  BreakerNotRunningError,
+  configureBreaker,
+  defaultActor,
+  listBreakers,
+  resolveBreakerKey,
+  showBreaker,
+  type AdminResult,
+  type BreakerAdminAction,
+  type ConfigureResult,
+  type ListedBreaker,
+  type ListResult,
+  type ResolvedKey,
+  type ShownBreaker,
+} from './client/breakers';
+export { breakerKey, breakerWorkflowId, isCanonicalKey } from './breaker/key';
+/** The pure breaker policy: its state machine (`step`), configuration, rules and types. */
 export * as breaker from './breaker';
-export { breakerKey, breakerWorkflowId } from './breaker/key';
-export { BreakerGuard, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats } from './activities/guard';
-export { createActivities, type Activities } from './activities';
-export { breakerDrillWorkflow } from './workflows/drill';
-export { drillStatusQuery, type DrillInput, type DrillResult, type DrillStatus, type DrillStep } from './messages/drill';
-export { breakerEntityWorkflow } from './workflows/breaker-entity';
+export type { BreakerStateName, BreakerView, PolicyConfig, PolicyConfigInput, Permit, TransitionRecord } from './breaker';
+// The entity's signals, queries and payload types.
 export * from './messages/breaker';
-export { BREAKER_KEY, BREAKER_STATE, BREAKER_SEARCH_ATTRIBUTES } from './messages/search-attributes';
-export { parseSource, parseSourcesFile, sourceSchema, type SourceConfig, type SourceInput } from './sources/schema';
-export { tileUrl, getMapUrl, geographicBbox, type TileAddress } from './sources/request-url';
-export { loadSource } from './activities/sources-file';
-export { connectionConfigFromEnv, type ConnectionConfig } from './client/connection-config';
-export { connectClient, connectWorker } from './client/temporal';
-export { createWorker } from './client/worker';
-export { startEmbeddedServer, type EmbeddedServer } from './client/embedded-server';
+export { BREAKER_KEY, BREAKER_SEARCH_ATTRIBUTES, BREAKER_STATE } from './messages/search-attributes';
+export { drillStatusQuery, type DrillInput, type DrillResult, type DrillStatus, type DrillStep } from './messages/drill';
+
+// Tile sources
+export { parseSource, parseSourcesFile, sourceSchema, type SourceConfig, type SourceInput, type SourcesFile } from './sources/schema';
+export { geographicBbox, getMapUrl, tileUrl, type TileAddress } from './sources/request-url';

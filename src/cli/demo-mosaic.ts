@@ -7,7 +7,7 @@ import { startMosaic } from '../client/mosaics';
 import { startDemoTileServer } from '../demo/tile-server';
 import { transitionsQuery } from '../messages/breaker';
 import type { MosaicRequest } from '../messages/mosaic-types';
-import { summaryLine, watchMosaic } from './mosaic-commands';
+import { showMosaicProgress, summaryLine } from './mosaic-commands';
 
 /** The demo's breaker: trips on a handful of failures and cools down in seconds, so a short outage shows the whole cycle. */
 export const DEMO_BREAKER = { config: { minSamples: 6, cooldownMs: 4_000, cooldownMaxFactor: 2, rampMs: 3_000 } };
@@ -41,7 +41,7 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
     const handle = await startMosaic(client, taskQueue, request, `mosaic/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
     console.log(`mosaic ${handle.workflowId}: ${request.bbox.join(',')} at zoom ${request.zoom} from ${server.template}`);
     console.log(`${total} tiles; the demo tile server goes down for 12 s after ${Math.round(total / 3)} requests\n`);
-    const status = await watchMosaic(client, handle.workflowId, { stream: process.stdout });
+    const status = await showMosaicProgress(client, handle.workflowId, { stream: process.stdout });
     if (!status.result) {
       console.log(`mosaic ended ${status.status}: ${status.failure ?? ''}`);
       return 1;

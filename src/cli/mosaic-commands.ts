@@ -4,7 +4,7 @@ import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
-import { exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, type MosaicStatus } from '../client/mosaics';
+import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
 import type { MosaicProgress, MosaicRequest, MosaicResult } from '../messages/mosaic-types';
@@ -108,7 +108,7 @@ async function breakerLine(client: Client, keys: string[]): Promise<string> {
 }
 
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
-export async function watchMosaic(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
+export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
   const bar = new SingleBar(
     {
@@ -121,8 +121,7 @@ export async function watchMosaic(client: Client, workflowId: string, opts: { in
     },
   );
   let started = false;
-  for (;;) {
-    const s = await mosaicStatus(client, workflowId);
+  const onStatus = async (s: MosaicStatus) => {
     const p: MosaicProgress | null = liveCounts(s);
     if (p) {
       const payload = {
@@ -143,12 +142,9 @@ export async function watchMosaic(client: Client, workflowId: string, opts: { in
         bar.update(p.done, payload);
       }
     }
-    if (s.status !== 'RUNNING') {
-      if (started) bar.stop();
-      return s;
-    }
-    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
-  }
+    if (s.status !== 'RUNNING' && started) bar.stop();
+  };
+  return watchMosaic(client, workflowId, { onStatus, ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}) });
 }
 
 function finish(s: MosaicStatus, json: boolean): number {
@@ -199,7 +195,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           else console.log(`started mosaic ${handle.workflowId} (run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${handle.workflowId}`);
           return;
         }
-        const s = o.watch ? await watchMosaic(client, handle.workflowId) : await handle.result().then(() => mosaicStatus(client, handle.workflowId), () => mosaicStatus(client, handle.workflowId));
+        const s = o.watch ? await showMosaicProgress(client, handle.workflowId) : await handle.result().then(() => mosaicStatus(client, handle.workflowId), () => mosaicStatus(client, handle.workflowId));
         process.exitCode = finish(s, !!o.json);
       });
     });
@@ -235,7 +231,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--json', 'print the final state as JSON')
     .action(async (id: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
-        process.exitCode = finish(await watchMosaic(client, id), !!o.json);
+        process.exitCode = finish(await showMosaicProgress(client, id), !!o.json);
       });
     });
 
@@ -245,10 +241,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .argument('<workflowId>')
     .action(async (id: string) => {
       await withClient(async ({ client }) => {
-        const handle = client.workflow.getHandle(id);
-        await handle.cancel();
-        await handle.result().catch(() => undefined);
-        const s = await mosaicStatus(client, id);
+        const s = await cancelMosaic(client, id);
         console.log(`mosaic ${id}: ${s.status}; partial manifest beside the output (${s.progress?.done ?? 0}/${s.progress?.total ?? 0} tiles done)`);
       });
     });
@@ -271,7 +264,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;
         }
-        process.exitCode = finish(await watchMosaic(client, id), !!o.json);
+        process.exitCode = finish(await showMosaicProgress(client, id), !!o.json);
       });
     });
 

@@ -5,10 +5,12 @@ import {
   type AdminSender,
   breakerWorkflowId,
   isCanonicalKey,
+  parsePolicyConfig,
   permitFor,
   type BreakerStateName,
   type BreakerView,
   type Permit,
+  type PolicyConfigInput,
   type TransitionRecord,
 } from '../breaker';
 import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus, type EntityExit } from '../messages/breaker';
@@ -62,6 +64,10 @@ export function resolveBreakerKey(input: string, opts: { partition?: string } = 
     );
   }
   return { key, workflowId: breakerWorkflowId(key), input, from: 'url' };
+}
+
+function toResolved(keyOrUrl: string | ResolvedKey): ResolvedKey {
+  return typeof keyOrUrl === 'string' ? resolveBreakerKey(keyOrUrl) : keyOrUrl;
 }
 
 /** No entity (running or finished) has this key's workflow id. */
@@ -203,7 +209,7 @@ export type ShownBreaker =
  * transitions, most recent first). An entity that finished (idle) is shown from its result.
  */
 export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey, opts: { limit?: number } = {}): Promise<ShownBreaker> {
-  const resolved = typeof keyOrUrl === 'string' ? resolveBreakerKey(keyOrUrl) : keyOrUrl;
+  const resolved = toResolved(keyOrUrl);
   const d = await describeEntity(client, resolved);
   const handle = client.workflow.getHandle(resolved.workflowId);
   const common = { key: resolved.key, workflowId: resolved.workflowId, runId: d.runId, taskQueue: d.taskQueue, startTime: d.startTime };
@@ -222,6 +228,31 @@ export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey
     opts.limit === undefined ? await handle.query(transitionsQuery) : await handle.query(transitionsQuery, opts.limit),
   ] as const);
   return { running: true, ...common, status, permitNow: permitFor(status.view, Date.now()), transitions };
+}
+
+/** A running breaker's full status (its entity's `status` query): view, permit, figures, configuration, probes, counters. */
+export async function breakerStatus(client: Client, keyOrUrl: string | ResolvedKey): Promise<BreakerStatus> {
+  const resolved = toResolved(keyOrUrl);
+  const d = await describeEntity(client, resolved);
+  if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
+  const handle = client.workflow.getHandle(resolved.workflowId);
+  return queryEntity(client, resolved, d, () => handle.query(statusQuery));
+}
+
+/**
+ * A breaker's transition log, most recent first (at most `limit`): its entity's `transitions` query, or for an
+ * entity that finished idle the log its run returned (none for a run that was terminated or failed).
+ */
+export async function breakerTransitions(client: Client, keyOrUrl: string | ResolvedKey, opts: { limit?: number } = {}): Promise<TransitionRecord[]> {
+  const resolved = toResolved(keyOrUrl);
+  const d = await describeEntity(client, resolved);
+  const handle = client.workflow.getHandle(resolved.workflowId);
+  if (d.status.name !== 'RUNNING') {
+    if (d.status.name !== 'COMPLETED') return [];
+    const exit = (await handle.result()) as EntityExit;
+    return (exit.transitions ?? []).slice(0, opts.limit);
+  }
+  return queryEntity(client, resolved, d, () => (opts.limit === undefined ? handle.query(transitionsQuery) : handle.query(transitionsQuery, opts.limit)));
 }
 
 export type BreakerAdminAction = 'force-open' | 'force-close' | 'reset';
@@ -284,12 +315,81 @@ export async function adminBreaker(
     if (action !== 'force-open') throw new Error(`a duration goes with force-open only (got ${action} with durationMs ${opts.durationMs})`);
     if (!Number.isFinite(opts.durationMs) || opts.durationMs <= 0) throw new Error(`durationMs must be a positive number of ms (got ${opts.durationMs})`);
   }
-  const resolved = typeof keyOrUrl === 'string' ? resolveBreakerKey(keyOrUrl) : keyOrUrl;
+  const resolved = toResolved(keyOrUrl);
+  const actor = opts.actor ?? defaultActor();
+  const sender = adminSender(client);
+  const signal: AdminAction & { actor: string; sender: AdminSender } =
+    action === 'force-open'
+      ? { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}), ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}) }
+      : { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}) };
+  const expected: BreakerStateName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
+  const reasonName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-close' : 'reset';
+  const { status, transition, confirmed } = await sendAdmin(client, resolved, signal, opts.confirmTimeoutMs, (status, ours) => {
+    const transition = ours.find((t) => t.reason === reasonName) ?? null;
+    // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
+    const confirmed = action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
+    return { transition, confirmed };
+  });
+  return { key: resolved.key, workflowId: resolved.workflowId, action, actor, sender, expected, status, transition, confirmed };
+}
+
+export interface ConfigureResult {
+  key: string;
+  workflowId: string;
+  /** The fields sent (the entity keeps the others). */
+  config: PolicyConfigInput;
+  /** The actor as given (free text: recorded as claimed). */
+  actor: string;
+  /** The sending process, as recorded beside the actor. */
+  sender: AdminSender;
+  /** The entity's status read back after the signal: `status.config` is the configuration now in force. */
+  status: BreakerStatus;
+  /** The `configured` transition the change recorded. */
+  transition: TransitionRecord | null;
+  /** The entity recorded the change. */
+  confirmed: boolean;
+}
+
+/**
+ * Changes fields of a running breaker's policy configuration (`configure`); fields not named keep their
+ * values. The change is checked here first against the configuration the entity has now, so one the policy
+ * would refuse throws a ConfigError naming the field and sends nothing. Then, as adminBreaker, it reads the
+ * status back until the entity has recorded the change (`configured`, with the actor and sender).
+ */
+export async function configureBreaker(
+  client: Client,
+  keyOrUrl: string | ResolvedKey,
+  config: PolicyConfigInput,
+  opts: { actor?: string; confirmTimeoutMs?: number } = {},
+): Promise<ConfigureResult> {
+  const resolved = toResolved(keyOrUrl);
+  const current = await breakerStatus(client, resolved);
+  parsePolicyConfig({ ...current.config, ...config });
+  const actor = opts.actor ?? defaultActor();
+  const sender = adminSender(client);
+  const { status, transition, confirmed } = await sendAdmin(client, resolved, { action: 'configure', config, actor, sender }, opts.confirmTimeoutMs, (_, ours) => {
+    const transition = ours.find((t) => t.reason === 'configured') ?? null;
+    return { transition, confirmed: transition !== null };
+  });
+  return { key: resolved.key, workflowId: resolved.workflowId, config, actor, sender, status, transition, confirmed };
+}
+
+/**
+ * Sends an admin signal to a running entity and reads its status and newest transitions back until `check`
+ * says the action shows or `confirmTimeoutMs` (default 5 s) has passed. `check` sees the transitions this
+ * signal's actor and sender recorded since it was sent, most recent first.
+ */
+async function sendAdmin(
+  client: Client,
+  resolved: ResolvedKey,
+  signal: AdminAction & { actor: string; sender: AdminSender },
+  confirmTimeoutMs: number | undefined,
+  check: (status: BreakerStatus, ours: TransitionRecord[]) => { transition: TransitionRecord | null; confirmed: boolean },
+): Promise<{ status: BreakerStatus; transition: TransitionRecord | null; confirmed: boolean }> {
+  const { action, actor, sender } = signal;
   const d = await describeEntity(client, resolved);
   if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
   const handle = client.workflow.getHandle(resolved.workflowId);
-  const actor = opts.actor ?? defaultActor();
-  const sender = adminSender(client);
   // The latest transition before the signal, to tell the action's own transition from older ones.
   let before: TransitionRecord | undefined;
   try {
@@ -298,10 +398,6 @@ export async function adminBreaker(
     if (err instanceof BreakerNotFoundError) throw err;
     throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was not sent.`);
   }
-  const signal: AdminAction =
-    action === 'force-open'
-      ? { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}), ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}) }
-      : { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}) };
   try {
     await handle.signal(adminSignal, signal);
   } catch (err) {
@@ -310,9 +406,7 @@ export async function adminBreaker(
     throw err;
   }
 
-  const expected: BreakerStateName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
-  const reasonName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-close' : 'reset';
-  const deadline = Date.now() + (opts.confirmTimeoutMs ?? 5_000);
+  const deadline = Date.now() + (confirmTimeoutMs ?? 5_000);
   for (;;) {
     let status: BreakerStatus;
     let recent: TransitionRecord[];
@@ -323,17 +417,13 @@ export async function adminBreaker(
     }
     const seen = before ? recent.findIndex((t) => sameTransition(t, before)) : -1;
     const fresh = seen >= 0 ? recent.slice(0, seen) : recent;
-    // This action's transition: by its actor and sender (a worker from before senders were recorded: by the
+    // This action's transitions: by its actor and sender (a worker from before senders were recorded: by the
     // actor in the detail).
-    const ours = (t: TransitionRecord) =>
-      t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor);
-    const transition = fresh.find((t) => t.reason === reasonName && ours(t)) ?? null;
-    // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
-    const confirmed =
-      action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
-    if (confirmed || Date.now() >= deadline) {
-      return { key: resolved.key, workflowId: resolved.workflowId, action, actor, sender, expected, status, transition, confirmed };
-    }
+    const ours = fresh.filter((t) =>
+      t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor),
+    );
+    const { transition, confirmed } = check(status, ours);
+    if (confirmed || Date.now() >= deadline) return { status, transition, confirmed };
     await new Promise((r) => setTimeout(r, 100));
   }
 }

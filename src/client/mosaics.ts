@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { parseMosaicRequest } from '../activities/mosaic/plan';
+import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
 import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../messages/mosaic-types';
@@ -79,6 +79,39 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
     });
   }
   return { workflowId, runId: desc.runId, status, progress, blockProgress, result, failure, failureType };
+}
+
+/**
+ * Reads a mosaic's status every `intervalMs` (default 1 s) until it is no longer running, and returns the
+ * last one (with `result` when it completed). `onStatus` sees each status read, the last one included.
+ */
+export async function watchMosaic(
+  client: Client,
+  workflowId: string,
+  opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void> } = {},
+): Promise<MosaicStatus> {
+  for (;;) {
+    const s = await mosaicStatus(client, workflowId);
+    await opts.onStatus?.(s);
+    if (s.status !== 'RUNNING') return s;
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
+  }
+}
+
+/**
+ * Cancels a mosaic (or a re-drive): it stops fetching and writes a partial manifest accounting for every
+ * tile. Waits until the run has ended (unless `wait: false`) and returns its status then.
+ */
+export async function cancelMosaic(client: Client, workflowId: string, opts: { wait?: boolean } = {}): Promise<MosaicStatus> {
+  const handle = client.workflow.getHandle(workflowId);
+  try {
+    await handle.cancel();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`);
+    throw err;
+  }
+  if (opts.wait !== false) await handle.result().catch(() => undefined);
+  return mosaicStatus(client, workflowId);
 }
 
 function applicationType(err: unknown): string | null {

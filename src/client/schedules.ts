@@ -1,5 +1,5 @@
 import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
-import { parseMosaicRequest } from '../activities/mosaic/plan';
+import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { resolveRequestPaths } from './mosaics';
 

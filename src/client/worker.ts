@@ -1,26 +1,52 @@
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps } from '../activities';
+import type { ConnectionConfig } from './connection-config';
+import { unreachableServerError } from './temporal';
+
+/** A worker connection (to pass to createWorker); the error names the address tried, as connectClient's does. */
+export async function connectWorker(config: ConnectionConfig & { address: string }): Promise<NativeConnection> {
+  try {
+    return await NativeConnection.connect({
+      address: config.address,
+      tls: config.tls,
+      ...(config.apiKey ? { apiKey: config.apiKey } : {}),
+    });
+  } catch (err) {
+    throw unreachableServerError(config, err);
+  }
+}
+
+/**
+ * tilebreaker's workflow code, the module `tilebreaker/workflows` resolves to: the `workflowsPath` of its
+ * worker and of its replays.
+ */
+export const workflowsPath = require.resolve('../workflows');
+
+export interface CreateWorkerOptions {
+  /** A worker connection (connectWorker). */
+  connection: NativeConnection;
+  /** A client of the same namespace, for the activities (the breaker guard, the search-attribute check). */
+  client: Client;
+  namespace: string;
+  taskQueue: string;
+  /** Policy and self-probe for the breaker entities this worker's guard creates (an existing entity keeps its own). */
+  breaker?: ActivityDeps['breaker'];
+  /** Where requesters' files may be read and written (default: from the environment, else the working directory). */
+  roots?: ActivityDeps['roots'];
+}
 
 /**
  * The tilebreaker worker: every workflow type and activity on one task queue. When the worker stops, the
  * activities' shared resources stop with it: the breaker guard flushes its last reports, the HTTP pools close.
  */
-export async function createWorker(opts: {
-  connection: NativeConnection;
-  client: Client;
-  namespace: string;
-  taskQueue: string;
-  breaker?: ActivityDeps['breaker'];
-  /** Where requesters' files may be read and written (default: from the environment, else the working directory). */
-  roots?: ActivityDeps['roots'];
-}): Promise<Worker> {
+export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
   const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
-    workflowsPath: require.resolve('../workflows'),
+    workflowsPath,
     activities: runtime.activities,
     plugins: [closeAfterRun('tilebreaker-activity-runtime', () => runtime.close())],
   });

@@ -1,89 +1,22 @@
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { z } from 'zod';
-import { ConfigError, parseOrThrow } from '../../breaker/config-error';
-import { lonLatToMeters, MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
+import { ConfigError } from '../../breaker/config-error';
+import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import type { TileAddress } from '../../sources/request-url';
-import { parseSource, sourceNameSchema, type SourceConfig } from '../../sources/schema';
+import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
-import { MAX_PLAN_TILES } from '../../messages/plan-check';
+import { DURATION, MAX_DEADLINE_MS, parseMosaicRequest, UNIT_MS } from '../../messages/mosaic-request';
 import { confinePath, makeDirs } from '../confine/confine';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
 import { atomicWrite } from '../store/tile-store';
 import { outputRefusal } from './stitch';
 
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
-const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-
-const MAX_BATCHES_PER_BLOCK = 2_048;
 /** A direct chunk's side: large enough that a render's fixed cost is spread, small enough for any server. */
 const CHUNK_PX = 2_048;
-const MAX_BLOCKS = 4_096;
-/** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */
-const MAX_DEADLINE_MS = 7 * UNIT_MS.d;
 
-const finite = z.number().refine(Number.isFinite, 'must be a finite number');
-
-const requestSchema = z
-  .object({
-    sourcesFile: z.string().min(1).optional(),
-    sourceName: sourceNameSchema.optional(),
-    source: z.unknown().optional(),
-    bbox: z.tuple([finite, finite, finite, finite]),
-    crs: z.enum(['EPSG:4326', 'EPSG:3857']).default('EPSG:4326'),
-    zoom: z.number().int().min(0).max(MAX_ZOOM),
-    output: z.string().regex(/\.tiff?$/i, 'must be a path ending in .tif or .tiff'),
-    extraFormats: z.array(z.enum(['png', 'webp'])).default([]),
-    fallback: z.enum(['fail-fast', 'stale', 'hole', 'wait']).default('fail-fast'),
-    afterDeadline: z.enum(['fail-fast', 'stale', 'hole']).default('fail-fast'),
-    deadline: z
-      .string()
-      .refine((d) => DURATION.test(d) || !Number.isNaN(Date.parse(d)), 'must be an ISO-8601 instant or a duration such as 90m, 2h, 45s')
-      .optional(),
-    // The assembly holds a record per tile in memory: a few million at most.
-    maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
-    storeRoot: z.string().min(1).optional(),
-    // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
-    batchSize: z.number().int().min(1).max(1_024).default(256),
-    blockTiles: z.number().int().min(1).default(16_384),
-    parallelBatches: z.number().int().min(1).max(64).default(4),
-    breaker: z.boolean().default(true),
-    directChunks: z.boolean().default(false),
-  })
-  .strict()
-  .superRefine((r, ctx) => {
-    if ((r.sourcesFile === undefined) === (r.source === undefined)) {
-      ctx.addIssue({ code: 'custom', path: ['source'], message: 'give exactly one of sourcesFile (with sourceName) and an inline source', input: r.source });
-    }
-    const [w, s, e, n] = r.bbox;
-    if (!(w < e)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`, input: r.bbox });
-    if (!(s < n)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: r.bbox });
-    const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M];
-    if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
-      ctx.addIssue({ code: 'custom', path: ['bbox'], message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`, input: r.bbox });
-    }
-    if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
-      ctx.addIssue({ code: 'custom', path: ['bbox'], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: r.bbox });
-    }
-    // Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events.
-    if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
-      ctx.addIssue({ code: 'custom', path: ['blockTiles'], message: `makes ${Math.ceil(r.blockTiles / r.batchSize)} batches of batchSize ${r.batchSize} per block, more than ${MAX_BATCHES_PER_BLOCK}; raise batchSize or lower blockTiles`, input: r.blockTiles });
-    }
-    if (r.maxTiles / Math.max(r.blockTiles, r.batchSize) > MAX_BLOCKS) {
-      ctx.addIssue({ code: 'custom', path: ['blockTiles'], message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`, input: r.blockTiles });
-    }
-    if (r.fallback === 'wait' && r.deadline === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });
-    }
-  });
-
-export type ParsedMosaicRequest = z.output<typeof requestSchema>;
-
-/** Validates a mosaic request; the ConfigError names each bad field and the value received. */
-export function parseMosaicRequest(input: unknown): ParsedMosaicRequest {
-  return parseOrThrow(requestSchema, input, 'mosaic request');
-}
+// The request's check lives with the messages, where clients reach it without the planner's I/O.
+export { parseMosaicRequest, type ParsedMosaicRequest } from '../../messages/mosaic-request';
 
 /** The tiles covering an EPSG:3857 box at zoom z: a point on the east or south edge belongs to no extra tile. */
 export function gridFor(bounds: { minX: number; minY: number; maxX: number; maxY: number }, z: number, tileSize: number): TileGrid {
