@@ -198,7 +198,8 @@ describe('planning on a worker', () => {
   test('a sources file outside the sources roots is refused before it is read', async () => {
     const f = path.join(elsewhere, 'sources.yaml');
     writeFileSync(f, `SECRET=${CANARY}`);
-    const msg = await refusal(planMosaic({ ...req(), source: undefined, sourcesFile: f }, { roots }));
+    const { source: _inline, ...noSource } = req();
+    const msg = await refusal(planMosaic({ ...noSource, sourcesFile: f }, { roots }));
     assert.match(msg, /sourcesFile: ".*elsewhere\/sources\.yaml" is outside this worker's roots \(.*\/conf\)/);
     assert.ok(!msg.includes(CANARY));
   });

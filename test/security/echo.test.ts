@@ -25,7 +25,8 @@ before(async () => {
     if (req.url!.startsWith('/html')) {
       // A title quoting the request, escaped as HTML would not be: the reason JSON-escapes it.
       res.writeHead(200, { 'content-type': 'text/html' });
-      return res.end(`<html><head><title>bad request ${req.url!} ${req.headers['x-api-key'] ?? ''}</title></head></html>`);
+      res.end(`<html><head><title>bad request ${req.url!} ${req.headers['x-api-key'] ?? ''}</title></head></html>`);
+      return;
     }
     // Padding puts the echo across the reason's 500-character cut.
     const pad = req.url!.startsWith('/long') ? 'x'.repeat(470) : '';
