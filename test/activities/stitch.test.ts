@@ -194,7 +194,7 @@ test('RGB, JPEG, paletted, grey, grey+alpha and 16-bit tiles all come out 8-bit 
     const j = (y * cols * T + x) * 4;
     const got = [...tif.data.subarray(j, j + 4)];
     // JPEG is lossy even at quality 100 (chroma rounding): a couple of levels.
-    got.forEach((v, k) => assert.ok(Math.abs(v - t.expect[k]!) <= (t.name.endsWith('.jpg') ? 3 : 0), `${t.name}: ${got} != ${t.expect}`));
+    got.forEach((v, k) => assert.ok(Math.abs(v - t.expect[k]!) <= (t.name.endsWith('.jpg') ? 3 : 0), `${t.name}: ${got.join(',')} != ${t.expect.join(',')}`));
   });
   const last = (tif.data.length / 4 - 1) * 4;
   assert.equal(tif.data[last + 3], 0, 'the eighth cell (null) is transparent');

@@ -292,7 +292,7 @@ async function decodeRgba(file: string, what: string): Promise<{ data: Buffer; i
  */
 function joined(strips: string[], width: number, height: number): sharp.Sharp {
   return strips.length === 1
-    ? sharp(strips[0]!, { limitInputPixels: false, sequentialRead: true })
+    ? sharp(strips[0], { limitInputPixels: false, sequentialRead: true })
     : sharp(strips, { join: { across: 1 }, sequentialRead: true }).extract({ left: 0, top: 0, width, height });
 }
 
