@@ -99,7 +99,7 @@ function missingPackages(tools: Tool[]): string[] {
 
 function getMapUrl(base: string, layers: string, bbox: [number, number, number, number], px: number): string {
   const q = new URLSearchParams({ SERVICE: 'WMS', VERSION: '1.1.1', REQUEST: 'GetMap', LAYERS: layers, STYLES: '', SRS: 'EPSG:3857', BBOX: bbox.join(','), WIDTH: String(px), HEIGHT: String(px), FORMAT: 'image/png', TRANSPARENT: 'FALSE' });
-  return `${base}?${q}`;
+  return `${base}?${q.toString()}`;
 }
 
 /**

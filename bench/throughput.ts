@@ -110,7 +110,7 @@ async function main(o: Opts): Promise<void> {
   const worker = await createWorker({ connection: nativeConnection, client, namespace: temporal.namespace, taskQueue, roots: { sources: [work], outputs: [work] } });
   const running = worker.run();
   let result: MosaicResult;
-  let t = 0;
+  let t: number;
   const id = `bench-throughput-${Date.now()}`;
   try {
     t = performance.now();

@@ -79,7 +79,7 @@ const program = new Command('record-history')
       for (const name of Object.keys(scenarios)) await recordScenario(name);
     } else if (opts.scenario) {
       if (!(opts.scenario in scenarios)) program.error(`--scenario: unknown scenario ${JSON.stringify(opts.scenario)}; known: ${Object.keys(scenarios).join(', ')}`);
-      await recordScenario(opts.scenario as ScenarioName);
+      await recordScenario(opts.scenario);
     } else if (opts.workflowId) {
       await recordExisting(opts.workflowId, opts.runId, opts.name ?? opts.workflowId.replace(/[^\w.-]+/g, '_'));
     } else {

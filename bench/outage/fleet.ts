@@ -57,7 +57,7 @@ export function makeModeContext(
     log,
     async runFleet(makeWorker) {
       const fetchers = Array.from({ length: scenario.workers }, (_, i) => new WorkerFetcher(mode, i, recorder));
-      const workers = await Promise.all(fetchers.map((f) => makeWorker(f)));
+      const workers = await Promise.all(fetchers.map((f) => Promise.resolve(makeWorker(f))));
       const schedule = await server.start({
         healthyMs: scenario.healthyMs,
         outageMs: scenario.outageMs,
@@ -80,7 +80,7 @@ export function makeModeContext(
           }
         }),
       );
-      await Promise.all(workers.map((w) => w.close?.()));
+      await Promise.all(workers.map(async (w) => w.close?.()));
       await Promise.all(fetchers.map((f) => f.close()));
       return schedule;
     },

@@ -1,5 +1,4 @@
 import { Agent, type Dispatcher } from 'undici';
-import type { OutcomeKind } from '../breaker';
 import type { ProbeOutcome, ProbeSpec } from '../messages/breaker';
 import { fetchUrl } from './http/fetch-url';
 import { DEFAULT_REDIRECT_POLICY } from './http/redirects';

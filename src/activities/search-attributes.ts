@@ -11,7 +11,7 @@ const NEEDED = BREAKER_SEARCH_ATTRIBUTES.map((k) => k.name);
  */
 export function makeSearchAttributeCheck(client: Client) {
   return async function breakerSearchAttributesRegistered(): Promise<boolean> {
-    const namespace = Context.current().info.workflowNamespace;
+    const { namespace } = Context.current().info;
     const res = await client.connection.operatorService.listSearchAttributes({ namespace });
     const known = new Set([...Object.keys(res.customAttributes ?? {}), ...Object.keys(res.systemAttributes ?? {})]);
     return NEEDED.every((name) => known.has(name));

@@ -51,12 +51,14 @@ function describeIssue(issue: z.core.$ZodIssue, quote: boolean): string {
 
 function showValue(value: unknown): string {
   if (value === undefined) return 'nothing';
-  // JSON.stringify would print NaN and Infinity as null.
-  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  // JSON.stringify would print NaN and Infinity as null, throw on a BigInt, and give nothing for a symbol or a function.
+  if ((typeof value === 'number' && !Number.isFinite(value)) || typeof value === 'bigint' || typeof value === 'symbol') return String(value);
+  if (typeof value === 'function') return 'a function';
   try {
     const text = JSON.stringify(value);
     return text.length > 80 ? `${text.slice(0, 77)}...` : text;
   } catch {
-    return String(value);
+    // An object that contains itself, or whose toJSON throws.
+    return 'an object JSON cannot show';
   }
 }

@@ -1,3 +1,8 @@
+/**
+ * The breaker as a pure state machine: `step(state, event, now, rand)`. `now` is the caller's clock in ms
+ * (the workflow clock in the entity) and `rand` a number in [0, 1) from the caller's seeded randomness; the
+ * same inputs always give the same result, so the entity replays. Inputs are never mutated.
+ */
 import { ConfigError } from './config-error';
 import { parsePolicyConfig, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
@@ -16,11 +21,6 @@ import type {
 } from './state';
 import { fastFigures, figures, prune, record, type WindowFigures } from './window';
 
-/**
- * The breaker as a pure state machine: `step(state, event, now, rand)`. `now` is the caller's clock in ms
- * (the workflow clock in the entity) and `rand` a number in [0, 1) from the caller's seeded randomness; the
- * same inputs always give the same result, so the entity replays. Inputs are never mutated.
- */
 export function initialState(config: PolicyConfig): PolicyState {
   return {
     version: 1,
@@ -136,10 +136,6 @@ export function breakerView(s: PolicyState, activeReporters = 0): BreakerView {
 }
 
 /**
- * What a worker may do at `now` (its own clock) given a view. A cooldown or timed force-open that has ended
- * by `now` reads as half-open even if the view still says open: the entity's timer is due, so ask for a probe.
- */
-/**
  * This worker's share of the fleet-wide rate (requests/s), or null for no limit: the rate divided among the
  * workers the entity has heard from, counting this one if it has not reported yet, scaled by the ramp.
  */
@@ -149,6 +145,10 @@ export function rateShare(v: BreakerView, allowance: number, counted: boolean): 
   return (v.rateLimit / workers) * allowance;
 }
 
+/**
+ * What a worker may do at `now` (its own clock) given a view. A cooldown or timed force-open that has ended
+ * by `now` reads as half-open even if the view still says open: the entity's timer is due, so ask for a probe.
+ */
 export function permitFor(v: BreakerView, now: number): Permit {
   const refuse = (retryAfterMs: number | null): Permit => ({ state: v.state, allow: false, retryAfterMs, allowance: 0, probeRequired: false });
   const halfOpen: Permit = { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };

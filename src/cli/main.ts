@@ -145,9 +145,9 @@ function readPolicyFile(file: string): PolicyConfigInput {
     const text = readFileSync(file, 'utf8');
     data = /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
   } catch (err) {
-    throw new Error(`--breaker-config ${file}: ${(err as Error).message}`);
+    throw new Error(`--breaker-config ${file}: ${(err as Error).message}`, { cause: err });
   }
-  parsePolicyConfig(data as PolicyConfigInput);
+  parsePolicyConfig(data);
   return data as PolicyConfigInput;
 }
 

@@ -38,7 +38,7 @@ function readRequestFile(file: string): Partial<MosaicRequest> {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`request file ${file}: ${(err as Error).message}`);
+    throw new Error(`request file ${file}: ${(err as Error).message}`, { cause: err });
   }
   return (/\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text)) as Partial<MosaicRequest>;
 }

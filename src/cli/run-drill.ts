@@ -9,12 +9,12 @@ export function readDrillFile(file: string): DrillInput {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`drill file ${file}: ${(err as Error).message}`);
+    throw new Error(`drill file ${file}: ${(err as Error).message}`, { cause: err });
   }
   try {
     return JSON.parse(text) as DrillInput;
   } catch (err) {
-    throw new Error(`drill file ${file}: not valid JSON: ${(err as Error).message}`);
+    throw new Error(`drill file ${file}: not valid JSON: ${(err as Error).message}`, { cause: err });
   }
 }
 

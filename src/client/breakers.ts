@@ -61,6 +61,7 @@ export function resolveBreakerKey(input: string, opts: { partition?: string } = 
     throw new Error(
       `not a breaker key or an endpoint URL: ${JSON.stringify(input)} (${why}). ` +
         'A key looks like https://tiles.example.com:443 or http://wms.example.com:8080/roads, as "tilebreaker breaker list" prints it.',
+      { cause: err },
     );
   }
   return { key, workflowId: breakerWorkflowId(key), input, from: 'url' };
@@ -396,7 +397,7 @@ async function sendAdmin(
     [before] = await queryEntity(client, resolved, d, () => handle.query(transitionsQuery, 1));
   } catch (err) {
     if (err instanceof BreakerNotFoundError) throw err;
-    throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was not sent.`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was not sent.`, { cause: err });
   }
   try {
     await handle.signal(adminSignal, signal);
@@ -413,7 +414,7 @@ async function sendAdmin(
     try {
       [status, recent] = await queryEntity(client, resolved, d, async () => [await handle.query(statusQuery), await handle.query(transitionsQuery, 20)] as const);
     } catch (err) {
-      throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was sent: it takes effect when a worker runs the entity.`);
+      throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was sent: it takes effect when a worker runs the entity.`, { cause: err });
     }
     const seen = before ? recent.findIndex((t) => sameTransition(t, before)) : -1;
     const fresh = seen >= 0 ? recent.slice(0, seen) : recent;
@@ -467,6 +468,7 @@ async function queryEntity<R>(client: Client, resolved: ResolvedKey, d: Workflow
       `breaker ${resolved.key} (workflow "${resolved.workflowId}") did not answer a query within ${QUERY_TIMEOUT_MS / 1000} s: ${why}. ` +
         `Queries need a worker polling its task queue "${d.taskQueue}"` +
         (memo ? `; its memo says ${memo.state}.` : '.'),
+      { cause: err },
     );
   }
 }

@@ -60,7 +60,7 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
   try {
     desc = await handle.describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`);
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
     throw err;
   }
   const status = desc.status.name;
@@ -172,7 +172,7 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
   try {
     await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}) }] });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`);
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`, { cause: err });
     throw err;
   }
   return id;

@@ -53,7 +53,7 @@ export async function deleteSchedule(client: Client, scheduleId: string): Promis
   try {
     await client.schedule.getHandle(scheduleId).delete();
   } catch (err) {
-    if (err instanceof ScheduleNotFoundError) throw new Error(`no schedule with id ${JSON.stringify(scheduleId)}`);
+    if (err instanceof ScheduleNotFoundError) throw new Error(`no schedule with id ${JSON.stringify(scheduleId)}`, { cause: err });
     throw err;
   }
 }

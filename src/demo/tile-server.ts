@@ -2,12 +2,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 
-/**
- * The demo tile server: XYZ PNG tiles on 127.0.0.1 that look like a basemap (land, water, roads, a label
- * with the tile's address, so the stitched mosaic shows where every tile went), with an outage that can be
- * switched on by hand or scheduled to start after a number of requests. It counts what it receives, and what
- * it received while it was down: the figure a breaker exists to keep small.
- */
 export interface DemoTileServerOptions {
   /** Added before every answer (ms): a render or a CDN miss. */
   latencyMs?: number;
@@ -51,6 +45,12 @@ async function renderVariant(seed: number): Promise<Buffer> {
   return sharp(Buffer.from(svg)).png().toBuffer();
 }
 
+/**
+ * The demo tile server: XYZ PNG tiles on 127.0.0.1 that look like a basemap (land, water, roads, a label
+ * with the tile's address, so the stitched mosaic shows where every tile went), with an outage that can be
+ * switched on by hand or scheduled to start after a number of requests. It counts what it receives, and what
+ * it received while it was down: the figure a breaker exists to keep small.
+ */
 export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Promise<DemoTileServer> {
   const variants = await Promise.all(Array.from({ length: VARIANTS }, (_, s) => renderVariant(s)));
   let down = false;

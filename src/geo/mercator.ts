@@ -3,6 +3,7 @@
  * in metres, resolution per zoom, lon/lat <-> metres <-> tile. Pure and Node-free: workflows plan with it.
  * Tile y counts from the top (XYZ, WMTS GoogleMapsCompatible); TMS counts from the bottom (`tmsY`).
  */
+
 export const EARTH_RADIUS_M = 6_378_137;
 /** Half the world's width in metres: the grid spans [-ORIGIN_SHIFT, ORIGIN_SHIFT] on both axes. */
 export const ORIGIN_SHIFT_M = Math.PI * EARTH_RADIUS_M; // 20 037 508.342789244

@@ -53,7 +53,6 @@ export interface MosaicRequest {
   directChunks?: boolean;
 }
 
-/** The tile grid: columns xMin..xMax, rows yMin..yMax (XYZ, from the top) at zoom z; tile i is row-major. */
 /** A sources file read again for a re-drive (a URL or credential fixed since the mosaic ran). */
 export interface RedriveSources {
   sourcesFile: string;
@@ -61,6 +60,7 @@ export interface RedriveSources {
   sourceName?: string;
 }
 
+/** The tile grid: columns xMin..xMax, rows yMin..yMax (XYZ, from the top) at zoom z; tile i is row-major. */
 export interface TileGrid {
   z: number;
   xMin: number;

@@ -78,5 +78,5 @@ export function checkSelection(sel: unknown, plan: MosaicPlan, max: number, subj
       .refine((s) => s.start + s.count <= plan.total, 'must lie within the plan'),
     z.object({ indices: z.array(index).max(max) }).strict(),
   ]);
-  return parseOrThrow(schema, sel, subject) as TileSelection;
+  return parseOrThrow(schema, sel, subject);
 }

@@ -1,12 +1,12 @@
-import { z } from 'zod';
-import { ConfigError, parseOrThrow } from '../breaker/config-error';
-import { MAX_ZOOM } from '../geo/mercator';
-
 /**
  * Tile source configuration. Pure and Node-free: the CLI validates a file with it, workflows validate their
  * input with it, activities build requests from it. Credentials are never values here, only the names of
  * environment variables that activities read (so they never reach workflow inputs, histories or manifests).
  */
+import { z } from 'zod';
+import { ConfigError, parseOrThrow } from '../breaker/config-error';
+import { MAX_ZOOM } from '../geo/mercator';
+
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
 
 export const authSchema = z.discriminatedUnion('type', [

@@ -53,9 +53,9 @@ describe('the batch fetch activity', () => {
     const r = results[7]!;
     assert.equal(r.path, path.join(root, 'ok', '5', '7', '0.png'));
     const stored = await new TileStore(root).get('ok', { z: 5, x: 7, y: 0 });
-    assert.equal(stored?.meta.sha256, createHash('sha256').update(readFileSync(r.path!)).digest('hex'));
+    assert.equal(stored?.meta.sha256, createHash('sha256').update(readFileSync(r.path)).digest('hex'));
     assert.equal(stored?.meta.width, 256);
-    assert.ok(!readFileSyncSafe(path.dirname(r.path!)).some((f) => f.endsWith('.tmp')), 'no temporary files left');
+    assert.ok(!readFileSyncSafe(path.dirname(r.path)).some((f) => f.endsWith('.tmp')), 'no temporary files left');
   });
 
   test('failures are retried within the batch, permanent ones never, 404s become holes: no tile is missing', async () => {
@@ -109,7 +109,7 @@ describe('the batch fetch activity', () => {
     const beats: unknown[] = [];
     env.on('heartbeat', (d: unknown) => beats.push(d));
     const before = server.requests;
-    const results = (await env.run(fetchTiles, input("ok", 4))) as TileResult[];
+    const results: TileResult[] = await env.run(fetchTiles, input("ok", 4));
     assert.equal(server.requests - before, 3, 'only the three unfinished tiles were requested');
     assert.equal(results[0]!.reason, 'earlier attempt');
     assert.ok(beats.length >= 1, 'progress was heartbeated');

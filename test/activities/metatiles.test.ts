@@ -128,7 +128,7 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
         const b = await sharp(readFileSync(meta[k]!.path!)).removeAlpha().raw().toBuffer();
         if (!a.equals(b)) {
           differing++;
-          if (process.env.TILEBREAKER_DEBUG_META) console.log(k, single[k]!.path, meta[k]!.path, await diff(a, b));
+          if (process.env.TILEBREAKER_DEBUG_META) console.log(k, single[k]!.path, meta[k]!.path, diff(a, b));
         }
       }
       assert.equal(differing, 0, `${differing} of ${tiles.length} tiles differ`);
@@ -136,7 +136,7 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
   }
 });
 
-async function diff(a: Buffer, b: Buffer): Promise<string> {
+function diff(a: Buffer, b: Buffer): string {
   let n = 0;
   let max = 0;
   let first = -1;

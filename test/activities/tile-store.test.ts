@@ -24,7 +24,7 @@ describe('the tile store', () => {
     assert.equal(got?.meta.bytes, body.length);
     assert.equal(got?.meta.contentType, 'image/png');
     assert.deepEqual([got?.meta.width, got?.meta.height], [256, 256]);
-    assert.ok(got!.meta.fetchedAt >= before - 1_000 && got!.meta.fetchedAt <= Date.now() + 1_000, `fetchedAt ${got!.meta.fetchedAt}`);
+    assert.ok(got.meta.fetchedAt >= before - 1_000 && got.meta.fetchedAt <= Date.now() + 1_000, `fetchedAt ${got.meta.fetchedAt}`);
     assert.equal(got?.meta.etag, undefined);
     assert.equal(await store.get('plain', { z: 3, x: 1, y: 3 }), null);
   });

@@ -49,10 +49,10 @@ describe('a real WMS: MapServer 8 behind lighttpd', { skip }, () => {
       const ne = await get(getMapUrl(wmsSource(version, ['quadrants']), { minX: 1000, minY: 1000, maxX: 2000, maxY: 2000 }, 256, 256));
       assert.equal((await classify(ne, expected)).kind, 'success');
       const [r, g, b] = await meanColour(ne.body);
-      assert.ok(r > 200 && g < 80 && b < 80, `NE in ${version}: ${[r, g, b]}`);
+      assert.ok(r > 200 && g < 80 && b < 80, `NE in ${version}: ${[r, g, b].join(',')}`);
       const sw = await get(getMapUrl(wmsSource(version, ['quadrants']), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256));
       const [r2, g2, b2] = await meanColour(sw.body);
-      assert.ok(b2 > 200 && r2 < 80 && g2 < 80, `SW in ${version}: ${[r2, g2, b2]}`);
+      assert.ok(b2 > 200 && r2 < 80 && g2 < 80, `SW in ${version}: ${[r2, g2, b2].join(',')}`);
     }
   });
 

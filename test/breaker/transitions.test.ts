@@ -904,7 +904,7 @@ describe('transition records', () => {
     assert.equal(typeof t.detail, 'string');
     assert.deepEqual(t.figures, windowFigures(r.state, T0 + 500));
     assert.equal(t.cooldownMs, Math.round(30_000 * (1 + 0.2 * (2 * 0.25 - 1))));
-    assert.equal(r.state.cooldownUntil, T0 + 500 + t.cooldownMs!);
+    assert.equal(r.state.cooldownUntil, T0 + 500 + t.cooldownMs);
   });
 
   test('records from one step come in order: time-driven first, then the event\'s', () => {

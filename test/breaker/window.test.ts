@@ -171,8 +171,8 @@ describe('figures', () => {
         const log: Array<{ at: number; counts: Partial<OutcomeCounts>; latency: number[] }> = [];
         for (const r of reports) {
           now += r.dt;
-          w = record(w, now, r.counts as Partial<OutcomeCounts>, r.latency ? histogramOf(r.latency) : undefined, cfg);
-          log.push({ at: now, counts: r.counts as Partial<OutcomeCounts>, latency: r.latency ?? [] });
+          w = record(w, now, r.counts, r.latency ? histogramOf(r.latency) : undefined, cfg);
+          log.push({ at: now, counts: r.counts, latency: r.latency ?? [] });
         }
         const at = now + lookAhead;
         const kept = log.filter((e) => Math.floor(e.at / cfg.bucketMs) * cfg.bucketMs + cfg.bucketMs > at - cfg.windowMs);

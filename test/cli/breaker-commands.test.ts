@@ -7,10 +7,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { adminBreaker, BreakerNotFoundError, BreakerNotRunningError, listBreakers, resolveBreakerKey, showBreaker, type ListedBreaker } from '../../src/client/breakers';
+import type { TransitionRecord } from '../../src/breaker';
+import { adminBreaker, BreakerNotFoundError, BreakerNotRunningError, listBreakers, resolveBreakerKey, showBreaker, type AdminResult, type ListedBreaker } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { parseDuration } from '../../src/cli/breaker-commands';
-import { adminSignal, viewQuery } from '../../src/messages/breaker';
+import { adminSignal, viewQuery, type BreakerStatus } from '../../src/messages/breaker';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startEntity } from '../helpers/entity';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
@@ -142,7 +143,7 @@ test('open, close and reset: each confirmed by the status, recorded with reason,
   assert.equal(shown.status.view.state, 'forced-open');
   assert.equal(shown.permitNow.allow, false);
   assert.equal(shown.transitions[0]?.reason, 'forced-open');
-  assert.match(shown.transitions[0]!.detail, /renderer maintenance \(by "test:ops", claimed; sent by /);
+  assert.match(shown.transitions[0].detail, /renderer maintenance \(by "test:ops", claimed; sent by /);
   assert.equal(shown.status.figures.successes, 5);
 
   // The listing follows (eventually).
@@ -153,7 +154,7 @@ test('open, close and reset: each confirmed by the status, recorded with reason,
   assert.equal(closed.confirmed, true);
   assert.equal(closed.status.view.state, 'forced-closed');
   assert.equal(closed.transition?.reason, 'forced-close');
-  assert.match(closed.transition!.detail, /^renderer back \(by "cli:.+@.+", claimed; sent by .+\)$/, 'the default actor is cli:<user>@<host>');
+  assert.match(closed.transition.detail, /^renderer back \(by "cli:.+@.+", claimed; sent by .+\)$/, 'the default actor is cli:<user>@<host>');
   assert.equal(closed.transition?.actor, `cli:${userInfo().username}@${hostname()}`);
 
   const reset = await adminBreaker(env.client, closedKey, 'reset', { actor: 'test:ops' });
@@ -220,7 +221,7 @@ test('the CLI: breaker list --json and breaker show against the server', async (
   for (let i = 0; i < 10 && !listed.some((b) => b.key === failingKey); i++) {
     const r = await cliRun(['breaker', 'list', '--json'], serverEnv());
     assert.equal(r.code, 0, r.err);
-    listed = JSON.parse(r.out);
+    listed = JSON.parse(r.out) as typeof listed;
     if (!listed.some((b) => b.key === failingKey)) await delay(300);
   }
   const failing = listed.find((b) => b.key === failingKey);
@@ -236,7 +237,7 @@ test('the CLI: breaker list --json and breaker show against the server', async (
 
   const showJson = await cliRun(['breaker', 'show', failingKey, '--json', '--limit', '1'], serverEnv());
   assert.equal(showJson.code, 0, showJson.err);
-  const j = JSON.parse(showJson.out);
+  const j = JSON.parse(showJson.out) as { status: BreakerStatus; transitions: TransitionRecord[] };
   assert.equal(j.status.view.state, 'open');
   assert.equal(j.transitions.length, 1);
 
@@ -252,20 +253,21 @@ test('the CLI: breaker list --json and breaker show against the server', async (
 test('the CLI: breaker open --actor records the actor as claimed, beside the identity of the process that sent it', async () => {
   const open = await cliRun(['breaker', 'open', auditKey, '--actor', 'mallory', '--reason', 'audit', '--json'], serverEnv());
   assert.equal(open.code, 0, open.err);
-  const result = JSON.parse(open.out);
+  const result = JSON.parse(open.out) as AdminResult;
   assert.equal(result.confirmed, true);
   // The CLI's own client: its identity is <pid>@<host> of the CLI process, whatever --actor says.
-  const sender = result.sender as { identity: string; user: string; host: string };
+  const { sender } = result;
   assert.match(sender.identity, new RegExp(`^\\d+@${hostname().replace(/[.]/g, '\\.')}$`));
   assert.notEqual(sender.identity, env.client.options.identity, 'the sender is the CLI process, not this test');
   assert.equal(sender.user, userInfo().username);
   assert.equal(sender.host, hostname());
   const detail = `audit (by "mallory", claimed; sent by ${sender.identity} as ${sender.user}@${sender.host})`;
-  assert.equal(result.transition.detail, detail);
+  assert.equal(result.transition?.detail, detail);
 
   const showJson = await cliRun(['breaker', 'show', auditKey, '--json', '--limit', '1'], serverEnv());
   assert.equal(showJson.code, 0, showJson.err);
-  const [t] = JSON.parse(showJson.out).transitions;
+  const [t] = (JSON.parse(showJson.out) as { transitions: TransitionRecord[] }).transitions;
+  assert.ok(t);
   assert.equal(t.reason, 'forced-open');
   assert.equal(t.detail, detail);
   assert.equal(t.actor, 'mallory');

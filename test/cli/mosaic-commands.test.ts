@@ -106,7 +106,7 @@ test('schedule create, list --json and delete through the CLI', async () => {
   const l = await cli(['schedule', 'list', '--json']);
   const mine = (JSON.parse(l.out) as { scheduleId: string; cron: string[]; nextRuns: string[] }[]).find((s) => s.scheduleId === 'cli-nightly');
   assert.deepEqual(mine?.cron, ['30 1 * * *']);
-  assert.match(mine!.nextRuns[0]!, /T01:30:00\.000Z$/);
+  assert.match(mine.nextRuns[0]!, /T01:30:00\.000Z$/);
   const d = await cli(['schedule', 'delete', 'cli-nightly']);
   assert.equal(d.code, 0, d.err);
   const again = await cli(['schedule', 'delete', 'cli-nightly']);

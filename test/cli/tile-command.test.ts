@@ -40,6 +40,16 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** The fields of `tilebreaker tile`'s JSON these tests read. */
+interface TileJson {
+  url: string;
+  outcome: string | null;
+  httpStatus: number | null;
+  latencyMs: number | null;
+  bytes: number;
+  reason: string;
+}
+
 async function tile(...args: string[]): Promise<{ code: number; out: string; err: string }> {
   try {
     const { stdout, stderr } = await run(process.execPath, [cli, 'tile', ...args]);
@@ -53,7 +63,7 @@ async function tile(...args: string[]): Promise<{ code: number; out: string; err
 test('a good tile prints its outcome as JSON and exits 0', async () => {
   const r = await tile('5/1/2', '--source', sources, '--name', 'good');
   assert.equal(r.code, 0, r.err);
-  const j = JSON.parse(r.out);
+  const j = JSON.parse(r.out) as TileJson;
   assert.equal(j.outcome, 'success');
   assert.equal(j.httpStatus, 200);
   assert.ok(j.bytes > 0);
@@ -65,11 +75,12 @@ test('a good tile prints its outcome as JSON and exits 0', async () => {
 test('a failing layer exits 1 with the classified reason', async () => {
   const down = await tile('5/1/2', '--source', sources, '--name', 'down');
   assert.equal(down.code, 1);
-  assert.equal(JSON.parse(down.out).outcome, 'transient');
+  assert.equal((JSON.parse(down.out) as TileJson).outcome, 'transient');
   const wms = await tile('5/1/2', '--source', sources, '--name', 'wms-broken');
   assert.equal(wms.code, 1);
-  assert.equal(JSON.parse(wms.out).outcome, 'permanent');
-  assert.match(JSON.parse(wms.out).reason, /LayerNotDefined/);
+  const broken = JSON.parse(wms.out) as TileJson;
+  assert.equal(broken.outcome, 'permanent');
+  assert.match(broken.reason, /LayerNotDefined/);
 });
 
 test('bad input exits 2 and names what was wrong', async () => {

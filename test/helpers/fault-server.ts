@@ -42,7 +42,7 @@ export async function startFaultServer(tileSize = 256): Promise<FaultServer> {
   const big = await gradientImage(tileSize * 2, tileSize * 2, 'png');
   const inimage = await gradientImage(tileSize, tileSize, 'png', 99);
   const sockets = new Set<import('node:net').Socket>();
-  const state = { url: '', requests: 0, close: async () => {} } as FaultServer;
+  const state = { url: '', requests: 0, close: async () => {} };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     state.requests++;

@@ -15,7 +15,7 @@ export interface TestEndpoint {
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
 
 export async function startTestEndpoint(status = 200): Promise<TestEndpoint> {
-  const endpoint = { url: '', port: 0, requests: 0, status, close: async () => {} } as TestEndpoint;
+  const endpoint = { url: '', port: 0, requests: 0, status, close: async () => {} };
   const server: Server = createServer((req, res) => {
     endpoint.requests++;
     if (endpoint.status === 200) res.writeHead(200, { 'content-type': 'image/png' }).end(PNG);

@@ -41,7 +41,7 @@ function workerProcess(address: string, taskQueue: string): ChildProcess {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-4_000)));
+  child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-4_000)));
   child.on('exit', (code, signal) => {
     if (code && code !== 0) console.error(`worker exited ${code} ${signal ?? ''}: ${err}`);
   });

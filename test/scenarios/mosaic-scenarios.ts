@@ -6,7 +6,7 @@ import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { adminSignal } from '../../src/messages/breaker';
-import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
+import type { MosaicRequest } from '../../src/messages/mosaic-types';
 import type { EntityScenario, ScenarioContext } from './entity-scenarios';
 
 /** The breaker of the workers that record mosaic scenarios: quick to trip and to cool down. */
@@ -50,7 +50,7 @@ const redriveAfterOutage: EntityScenario = ({ client, taskQueue }) =>
     const result = await h.result();
     while (s.isDown()) await new Promise((r) => setTimeout(r, 100));
     await client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'recording' });
-    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive', args: [{ manifest: (result as MosaicResult).manifest }] });
+    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive', args: [{ manifest: result.manifest }] });
     await r.result();
     return r;
   });

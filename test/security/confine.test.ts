@@ -198,7 +198,8 @@ describe('planning on a worker', () => {
   test('a sources file outside the sources roots is refused before it is read', async () => {
     const f = path.join(elsewhere, 'sources.yaml');
     writeFileSync(f, `SECRET=${CANARY}`);
-    const msg = await refusal(planMosaic({ ...req(), source: undefined, sourcesFile: f }, { roots }));
+    const { source: _inline, ...noSource } = req();
+    const msg = await refusal(planMosaic({ ...noSource, sourcesFile: f }, { roots }));
     assert.match(msg, /sourcesFile: ".*elsewhere\/sources\.yaml" is outside this worker's roots \(.*\/conf\)/);
     assert.ok(!msg.includes(CANARY));
   });
@@ -212,7 +213,7 @@ describe('a resumed batch', () => {
       const forged: TileResult = { z: 1, x: 0, y: 0, status: 'ok', reason: 'forged', attempts: 1, path: '/etc/passwd' };
       const env = new MockActivityEnvironment({ heartbeatDetails: { results: [forged] } });
       const fetchTiles = makeFetchBatch({ pools, roots });
-      const [r] = (await env.run(fetchTiles, { sourceName: 'x', source: parseSource(source), tiles: [{ z: 1, x: 0, y: 0 }], storeRoot: path.join(out, 'store'), breaker: false, retry: { attempts: 1 } })) as TileResult[];
+      const [r]: TileResult[] = await env.run(fetchTiles, { sourceName: 'x', source: parseSource(source), tiles: [{ z: 1, x: 0, y: 0 }], storeRoot: path.join(out, 'store'), breaker: false, retry: { attempts: 1 } });
       assert.notEqual(r!.path, '/etc/passwd');
       assert.notEqual(r!.reason, 'forged');
       assert.equal(r!.attempts, 1, 'a request was made for it');

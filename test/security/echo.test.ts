@@ -20,12 +20,14 @@ let base: string;
 before(async () => {
   // A server that quotes the request back, as some WMS ServiceExceptions and error pages do.
   server = createServer((req, res) => {
-    const quoted = `${req.url} auth=${req.headers['authorization'] ?? ''} key=${req.headers['x-api-key'] ?? ''}`;
+    const key = String(req.headers['x-api-key'] ?? '');
+    const quoted = `${req.url} auth=${req.headers['authorization'] ?? ''} key=${key}`;
     const status = req.url!.startsWith('/500') ? 500 : 200;
     if (req.url!.startsWith('/html')) {
       // A title quoting the request, escaped as HTML would not be: the reason JSON-escapes it.
       res.writeHead(200, { 'content-type': 'text/html' });
-      return res.end(`<html><head><title>bad request ${req.url!} ${req.headers['x-api-key'] ?? ''}</title></head></html>`);
+      res.end(`<html><head><title>bad request ${req.url!} ${key}</title></head></html>`);
+      return;
     }
     // Padding puts the echo across the reason's 500-character cut.
     const pad = req.url!.startsWith('/long') ? 'x'.repeat(470) : '';

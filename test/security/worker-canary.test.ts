@@ -17,6 +17,7 @@ import type { Worker } from '@temporalio/worker';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
+import type { mosaicWorkflow } from '../../src/workflows/mosaic';
 import { captureWorkerLogs, devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const CANARY = 'CANARY-b41d9e07';
@@ -51,7 +52,7 @@ before(async () => {
   server = await startDemoTileServer({ latencyMs: 1 });
   for (const [name, text] of Object.entries(bait)) {
     baitFiles[name] = path.join(conf, `${name}.${name === 'json' ? 'json' : 'yaml'}`);
-    writeFileSync(baitFiles[name]!, text);
+    writeFileSync(baitFiles[name], text);
   }
 });
 after(async () => {
@@ -168,7 +169,7 @@ test('credentials go only where an operator\'s sources file sends them: an inlin
     assert.match((await failureOf(inline)).failure, /source\.auth: credentials are used only with sources read from a sources file/);
     // A block handed a plan whose source carries auth: without a sources file, or differing from it.
     writeFileSync(path.join(conf, 'real.yaml'), `sources:\n  real:\n    type: xyz\n    url: ${server.template}\n    auth: { type: bearer, tokenEnv: TB_CANARY_SECRET }\n`);
-    const good = await env.client.workflow.execute('mosaicWorkflow', { taskQueue, workflowId: `canary-auth-good-${process.pid}`, args: [request({ sourcesFile: path.join(conf, 'real.yaml'), output: path.join(out, 'real.tif'), zoom: 4 })] });
+    const good = await env.client.workflow.execute<typeof mosaicWorkflow>('mosaicWorkflow', { taskQueue, workflowId: `canary-auth-good-${process.pid}`, args: [request({ sourcesFile: path.join(conf, 'real.yaml'), output: path.join(out, 'real.tif'), zoom: 4 })] });
     assert.ok(good.counts.ok > 0, 'a source from the sources file does use its credential');
     const plan = JSON.parse(readFileSync(path.join(out, 'real.work', 'plan.json'), 'utf8')) as Record<string, unknown>;
     for (const [name, forged] of [

@@ -182,7 +182,7 @@ async function fetchUnit(
       headers,
       signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
       redirects: redirectPolicy(source),
-      auth: source.auth,
+      ...(source.auth ? { auth: source.auth } : {}),
     });
     if (signal?.aborted) {
       // Our own abort is not the endpoint's failure: report nothing, and leave the tiles unfinished.

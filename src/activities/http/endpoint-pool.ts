@@ -1,15 +1,15 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { SourceConfig } from '../../sources/schema';
 
+/** The largest response any request may buffer (a 16 x 16 metatile of 8 MiB tiles would be 2 GiB). */
+export const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+
 /**
  * One undici dispatcher per source: keep-alive connections per origin limited to the source's concurrency,
  * connect / headers / body timeouts, and a response size cap that aborts the body past the limit. Shared by
  * every fetch of the process, so connections are reused across batches. Redirects are not followed here but
  * by fetchUrl, under the source's redirect policy.
  */
-/** The largest response any request may buffer (a 16 x 16 metatile of 8 MiB tiles would be 2 GiB). */
-export const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
-
 export class EndpointPools {
   private readonly pools = new Map<string, Dispatcher>();
 

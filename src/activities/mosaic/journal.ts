@@ -33,11 +33,18 @@ export async function readJournals(dir: string): Promise<Journal[]> {
   }
   const journals = await Promise.all(
     names.map(async (n) => {
+      const file = path.join(dir, n);
+      let text: string;
       try {
-        return JSON.parse(await readFile(path.join(dir, n), 'utf8')) as Journal;
+        text = await readFile(file, 'utf8');
       } catch (err) {
-        // Not V8's message: it quotes the file's text.
-        throw new Error(`journal ${path.join(dir, n)} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'not valid JSON'})`);
+        throw new Error(`journal ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { cause: err });
+      }
+      try {
+        return JSON.parse(text) as Journal;
+      } catch {
+        // Neither V8's message nor its error as the cause: it quotes the file's text.
+        throw new Error(`journal ${file} cannot be read (not valid JSON)`);
       }
     }),
   );

@@ -37,10 +37,6 @@ export interface StitchInput {
   onProgress?: (rowsDone: number) => void;
 }
 
-/**
- * A problem with the input that a retry cannot fix (a tile of the wrong size, a mosaic too large for WebP):
- * the assembly activity can make it non-retryable by its name.
- */
 /** A tile-sized region of a larger image (a chunk of a mosaic fetched without a tile cache). */
 export interface ChunkRegion {
   file: string;
@@ -48,6 +44,10 @@ export interface ChunkRegion {
   top: number;
 }
 
+/**
+ * A problem with the input that a retry cannot fix (a tile of the wrong size, a mosaic too large for WebP):
+ * the assembly activity can make it non-retryable by its name.
+ */
 export class StitchInputError extends Error {
   override readonly name = 'StitchInputError';
 }
@@ -292,7 +292,7 @@ async function decodeRgba(file: string, what: string): Promise<{ data: Buffer; i
  */
 function joined(strips: string[], width: number, height: number): sharp.Sharp {
   return strips.length === 1
-    ? sharp(strips[0]!, { limitInputPixels: false, sequentialRead: true })
+    ? sharp(strips[0], { limitInputPixels: false, sequentialRead: true })
     : sharp(strips, { join: { across: 1 }, sequentialRead: true }).extract({ left: 0, top: 0, width, height });
 }
 

@@ -41,8 +41,8 @@ export function parseServiceException(body: Buffer): ServiceException | null {
   const wms = doc['ServiceExceptionReport'] as Record<string, unknown> | undefined;
   const ows = doc['ExceptionReport'] as Record<string, unknown> | undefined;
   let first: unknown;
-  let code: string | null = null;
-  let message = '';
+  let code: string | null;
+  let message: string;
   if (wms) {
     first = firstOf(wms['ServiceException']);
     code = attr(first, '@code');
@@ -64,13 +64,17 @@ function firstOf(v: unknown): unknown {
 }
 
 function attr(node: unknown, name: string): string | null {
-  if (node && typeof node === 'object' && name in node) return String((node as Record<string, unknown>)[name]);
+  if (node && typeof node === 'object' && name in node) return scalar((node as Record<string, unknown>)[name]);
   return null;
 }
 
 function text(node: unknown): string {
   if (node === undefined || node === null) return '';
-  if (typeof node !== 'object') return String(node);
-  const t = (node as Record<string, unknown>)['#text'];
-  return t === undefined ? '' : String(t);
+  if (typeof node !== 'object') return scalar(node) ?? '';
+  return scalar((node as Record<string, unknown>)['#text']) ?? '';
+}
+
+/** An attribute's or an element's text as the parser gives it (a string, or a number or boolean it read). */
+function scalar(v: unknown): string | null {
+  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : null;
 }

@@ -1,4 +1,4 @@
-import { log, setHandler } from '@temporalio/workflow';
+import { log, setHandler, type SignalDefinition } from '@temporalio/workflow';
 import { stateName } from '../../breaker';
 import {
   adminSignal,
@@ -21,75 +21,60 @@ import type { EntityState } from './state';
  */
 export function registerHandlers(entity: EntityState, rateLimits: boolean): void {
   const { key } = entity;
-  // A handler must never throw: a failed workflow task would stall the breaker for the whole fleet.
-  const guarded =
-    <A extends unknown[]>(name: string, fn: (...args: A) => void) =>
-    (...args: A) => {
+  // A handler must never throw: a failed workflow task would stall the breaker for the whole fleet. The handler's
+  // arguments are typed by the signal's definition (setHandler alone would infer any[]).
+  const onSignal = <A extends unknown[]>(def: SignalDefinition<A>, fn: (...args: A) => void) =>
+    setHandler(def, (...args: A) => {
       try {
         fn(...args);
       } catch (err) {
-        log.error('breaker signal rejected', { key, signal: name, error: err instanceof Error ? err.message : String(err) });
+        log.error('breaker signal rejected', { key, signal: def.name, error: err instanceof Error ? err.message : String(err) });
       }
-    };
+    });
 
-  setHandler(
-    reportSignal,
-    guarded('report', (r) => {
-      entity.counters.reports++;
-      if (r.generation !== undefined && r.generation < entity.policy.lastGeneration && stateName(entity.policy) !== 'closed') {
-        entity.counters.lateReports = (entity.counters.lateReports ?? 0) + 1;
-      }
-      entity.lastReportAt = Date.now();
-      if (r.reporter) entity.heardFrom(r.reporter);
-      entity.apply({ type: 'report', counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}), ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}) });
-    }),
-  );
-  setHandler(
-    requestProbeSignal,
-    guarded('requestProbe', (r) => {
-      entity.counters.probeRequests++;
-      entity.lastProbeActivityAt = Date.now();
-      const { decision } = entity.apply({ type: 'probe-request', requestId: r.requestId, requester: r.requester });
-      if (decision) entity.remember(r.requestId, decision);
-    }),
-  );
-  setHandler(
-    probeResultSignal,
-    guarded('probeResult', (r) => {
-      entity.lastProbeActivityAt = Date.now();
-      const out = entity.apply({
-        type: 'probe-result',
-        generation: r.generation,
-        outcome: r.outcome,
-        ...(r.latencyMs !== undefined ? { latencyMs: r.latencyMs } : {}),
-        ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
-      });
-      if (out.ignored) {
-        entity.counters.ignoredResults++;
-        log.info('probe result ignored', { key, why: out.ignored, reporter: r.reporter });
-      }
-    }),
-  );
-  setHandler(
-    cancelProbeSignal,
-    guarded('cancelProbe', ({ requestId }) => {
-      entity.lastProbeActivityAt = Date.now();
-      entity.apply({ type: 'probe-cancel', requestId });
-    }),
-  );
-  setHandler(
-    adminSignal,
-    guarded('admin', (a: AdminAction) => {
-      if (a.action === 'set-probe') {
-        entity.probeSpec = a.probe;
-        entity.wake = true;
-        return;
-      }
-      const { event, origin } = adminCommand(a, rateLimits);
-      const out = entity.apply(event, origin);
-      if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
-    }),
-  );
+  onSignal(reportSignal, (r) => {
+    entity.counters.reports++;
+    if (r.generation !== undefined && r.generation < entity.policy.lastGeneration && stateName(entity.policy) !== 'closed') {
+      entity.counters.lateReports = (entity.counters.lateReports ?? 0) + 1;
+    }
+    entity.lastReportAt = Date.now();
+    if (r.reporter) entity.heardFrom(r.reporter);
+    entity.apply({ type: 'report', counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}), ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}) });
+  });
+  onSignal(requestProbeSignal, (r) => {
+    entity.counters.probeRequests++;
+    entity.lastProbeActivityAt = Date.now();
+    const { decision } = entity.apply({ type: 'probe-request', requestId: r.requestId, requester: r.requester });
+    if (decision) entity.remember(r.requestId, decision);
+  });
+  onSignal(probeResultSignal, (r) => {
+    entity.lastProbeActivityAt = Date.now();
+    const out = entity.apply({
+      type: 'probe-result',
+      generation: r.generation,
+      outcome: r.outcome,
+      ...(r.latencyMs !== undefined ? { latencyMs: r.latencyMs } : {}),
+      ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
+    });
+    if (out.ignored) {
+      entity.counters.ignoredResults++;
+      log.info('probe result ignored', { key, why: out.ignored, reporter: r.reporter });
+    }
+  });
+  onSignal(cancelProbeSignal, ({ requestId }) => {
+    entity.lastProbeActivityAt = Date.now();
+    entity.apply({ type: 'probe-cancel', requestId });
+  });
+  onSignal(adminSignal, (a: AdminAction) => {
+    if (a.action === 'set-probe') {
+      entity.probeSpec = a.probe;
+      entity.wake = true;
+      return;
+    }
+    const { event, origin } = adminCommand(a, rateLimits);
+    const out = entity.apply(event, origin);
+    if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
+  });
   setHandler(viewQuery, () => entity.view());
   setHandler(transitionsQuery, (limit?: number) => entity.history.slice(0, limit ?? entity.history.length));
   setHandler(probeDecisionQuery, (requestId: string) => entity.decisions.get(requestId) ?? null);
