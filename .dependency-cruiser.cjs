@@ -86,7 +86,7 @@ module.exports = {
     {
       name: 'nothing-imports-entry-points',
       severity: 'error',
-      comment: 'src/index.ts and src/api/ are the package\'s entry points (re-exports for users): import the module that defines a thing instead.',
+      comment: "src/index.ts and src/api/ are the package's entry points (re-exports for users): import the module that defines a thing instead.",
       from: { path: '^src/' },
       to: { path: ['^src/index[.]ts$', '^src/api/'] },
     },

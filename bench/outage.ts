@@ -32,7 +32,10 @@ function num(min: number, integer = false) {
 }
 
 function modeList(value: string): ModeName[] {
-  const modes = value.split(',').map((m) => m.trim()).filter(Boolean);
+  const modes = value
+    .split(',')
+    .map((m) => m.trim())
+    .filter(Boolean);
   for (const m of modes) {
     if (!(MODES as readonly string[]).includes(m)) throw new InvalidArgumentError(`unknown mode ${JSON.stringify(m)} (modes: ${MODES.join(', ')})`);
   }
@@ -151,9 +154,7 @@ async function main(): Promise<void> {
     }
     if (mode === 'per-process' && f) {
       const c = cockatielBreakerOptions(scenario.breaker);
-      console.log(
-        `  cockatiel 3.2.1 per worker: SamplingBreaker({ threshold: ${c.threshold}, duration: ${c.duration}, minimumRps: ${c.minimumRps.toFixed(6)} }), halfOpenAfter: ${c.halfOpenAfter}`,
-      );
+      console.log(`  cockatiel 3.2.1 per worker: SamplingBreaker({ threshold: ${c.threshold}, duration: ${c.duration}, minimumRps: ${c.minimumRps.toFixed(6)} }), halfOpenAfter: ${c.halfOpenAfter}`);
     }
     console.log('');
   }

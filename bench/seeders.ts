@@ -81,7 +81,10 @@ const family = (t: Tool) => t.split('-')[0]!;
 
 function selectTools(spec: string): Tool[] {
   const want = new Set<Tool>();
-  for (const raw of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const raw of spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const hits = raw === 'all' ? [...TOOLS] : TOOLS.filter((t) => t === raw || family(t) === raw || mode(t) === raw);
     if (!hits.length) throw new Error(`--tools: unknown ${JSON.stringify(raw)} (one of ${TOOLS.join(', ')}, a family: tilebreaker, mapproxy, mapcache, a mode: meta, 1x1, or all)`);
     hits.forEach((t) => want.add(t));
@@ -98,7 +101,19 @@ function missingPackages(tools: Tool[]): string[] {
 }
 
 function getMapUrl(base: string, layers: string, bbox: [number, number, number, number], px: number): string {
-  const q = new URLSearchParams({ SERVICE: 'WMS', VERSION: '1.1.1', REQUEST: 'GetMap', LAYERS: layers, STYLES: '', SRS: 'EPSG:3857', BBOX: bbox.join(','), WIDTH: String(px), HEIGHT: String(px), FORMAT: 'image/png', TRANSPARENT: 'FALSE' });
+  const q = new URLSearchParams({
+    SERVICE: 'WMS',
+    VERSION: '1.1.1',
+    REQUEST: 'GetMap',
+    LAYERS: layers,
+    STYLES: '',
+    SRS: 'EPSG:3857',
+    BBOX: bbox.join(','),
+    WIDTH: String(px),
+    HEIGHT: String(px),
+    FORMAT: 'image/png',
+    TRANSPARENT: 'FALSE',
+  });
   return `${base}?${q.toString()}`;
 }
 
@@ -129,9 +144,11 @@ async function calibrate(proxy: CountingProxy, layers: string, ts: TileSet, conc
   await proxy.reset();
   t = performance.now();
   let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    for (let i = next++; i < n; i = next++) await get(tile(i + n));
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < n; i = next++) await get(tile(i + n));
+    }),
+  );
   const parWall = performance.now() - t;
   const par = await proxy.stats();
   const r = resolution(ts.z) * buffer;
@@ -163,7 +180,9 @@ async function main(opts: Opts): Promise<void> {
   const tools = selectTools(opts.tools);
   const missing = missingPackages(tools);
   if (missing.length) {
-    console.error(`bench:seeders: missing Debian packages: ${missing.join(' ')}\n  install them with: sudo apt-get install -y ${missing.join(' ')}\n  (they are not in .ci/run: benchmarks do not run in CI)`);
+    console.error(
+      `bench:seeders: missing Debian packages: ${missing.join(' ')}\n  install them with: sudo apt-get install -y ${missing.join(' ')}\n  (they are not in .ci/run: benchmarks do not run in CI)`,
+    );
     process.exitCode = 2;
     return;
   }
@@ -261,19 +280,33 @@ async function main(opts: Opts): Promise<void> {
 
     report(results, ts, concurrency, rounds);
     // Pixels are compared on the last round's tiles.
-    const equal = await comparePixels(results.filter((r) => r.round === rounds), ts, sample, wms.url);
+    const equal = await comparePixels(
+      results.filter((r) => r.round === rounds),
+      ts,
+      sample,
+      wms.url,
+    );
     if (!equal) failed = true;
     // The median over the rounds that seeded the whole set (the only run with one round); with an even count,
     // the mean of the middle two.
     const tps = (t: Tool) => {
-      const all = results.filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n).map((r) => r.disk.inSet.size / r.seconds).sort((a, b) => a - b);
+      const all = results
+        .filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n)
+        .map((r) => r.disk.inSet.size / r.seconds)
+        .sort((a, b) => a - b);
       if (!all.length) return 'n/a';
       const mid = all.length / 2;
       return (all.length % 2 ? all[Math.floor(mid)]! : (all[mid - 1]! + all[mid]!) / 2).toFixed(1);
     };
     if (rounds > 1) {
       console.log('');
-      for (const t of tools) console.log(`  ${t.padEnd(16)} tiles/s by round: ${results.filter((r) => r.tool === t).map((r) => (r.disk.inSet.size / r.seconds).toFixed(1)).join(' ')}; median ${tps(t)}`);
+      for (const t of tools)
+        console.log(
+          `  ${t.padEnd(16)} tiles/s by round: ${results
+            .filter((r) => r.tool === t)
+            .map((r) => (r.disk.inSet.size / r.seconds).toFixed(1))
+            .join(' ')}; median ${tps(t)}`,
+        );
     }
     console.log(`seeders: ${FINAL.map((t) => `${t}=${tps(t)}`).join(' ')}`);
     if (failed) process.exitCode = 1;
@@ -311,7 +344,9 @@ function report(results: Result[], ts: TileSet, concurrency: number, rounds: num
   console.log(`  seconds: wall clock, process spawn to exit for mapproxy-seed/mapcache_seed (Python/C start-up included), the seedWithTilebreaker call for tilebreaker (in this process);`);
   console.log(`  tiles/s: tiles of the set on disk / seconds; WMS s: first request to last response at the proxy; peak: most requests in flight at the proxy (each tool was given ${concurrency});`);
   console.log(`  procs: most mapserv processes alive at once under lighttpd (sampled every 10 ms; one that has sent its answer may still be exiting as the next starts);`);
-  console.log(`  MB out: bytes MapServer sent; CPU s: user+system of the tool (all processes/threads), of lighttpd + every mapserv, of the proxy, and of everything else on the machine (${cpus().length} cores in all)`);
+  console.log(
+    `  MB out: bytes MapServer sent; CPU s: user+system of the tool (all processes/threads), of lighttpd + every mapserv, of the proxy, and of everything else on the machine (${cpus().length} cores in all)`,
+  );
   for (const r of results.filter((x) => x.round === 1)) {
     if (r.stats.samples[0]) console.log(`  first GetMap of ${r.tool}: ${r.stats.samples[0]}`);
   }
@@ -349,7 +384,10 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
         missing++;
         continue;
       }
-      for (const [r, d] of [[a, da], [b, db]] as const) {
+      for (const [r, d] of [
+        [a, da],
+        [b, db],
+      ] as const) {
         if (!kinds.has(r.tool)) kinds.set(r.tool, new Set());
         kinds.get(r.tool)!.add(`${d.png ? 'PNG' : 'NOT PNG'} ${d.kind}`);
         if (!d.png) notPng++;

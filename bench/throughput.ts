@@ -48,9 +48,11 @@ async function startServer(latencyMs: number): Promise<{ url: string; stop: () =
 
 async function inPool<T>(items: T[], n: number, fn: (t: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 async function historyEvents(client: Client, workflowId: string): Promise<number> {
@@ -79,7 +81,9 @@ async function main(o: Opts): Promise<void> {
     ...(o.blockTiles ? { blockTiles: Number(o.blockTiles) } : {}),
   });
   const total = side * side;
-  console.log(`bench:throughput: ${side} x ${side} = ${total} tiles of 256 px, ${o.concurrency} requests per batch x ${o.batches} batches = ${Number(o.concurrency) * Number(o.batches)} in flight, batches of ${o.batchSize}, server latency ${o.latency} ms`);
+  console.log(
+    `bench:throughput: ${side} x ${side} = ${total} tiles of 256 px, ${o.concurrency} requests per batch x ${o.batches} batches = ${Number(o.concurrency) * Number(o.batches)} in flight, batches of ${o.batchSize}, server latency ${o.latency} ms`,
+  );
 
   // Plain: the same activity code called directly, no Temporal, no breaker. Run before and after the
   // orchestrated one; the faster of the two is the baseline (the stricter comparison).
@@ -138,7 +142,9 @@ async function main(o: Opts): Promise<void> {
   await connection.close();
   await nativeConnection.close();
   await temporal.stop();
-  console.log(`  orchestrated      ${orchS.toFixed(1)} s: fetch ${orchFetchS.toFixed(1)} s; ok ${result.counts.ok}/${total}; ${workflows} workflow(s), ${eventCount} history events; breaker entity (shared, not counted) ${entityEvents} events`);
+  console.log(
+    `  orchestrated      ${orchS.toFixed(1)} s: fetch ${orchFetchS.toFixed(1)} s; ok ${result.counts.ok}/${total}; ${workflows} workflow(s), ${eventCount} history events; breaker entity (shared, not counted) ${entityEvents} events`,
+  );
   const plainB = await plainRun('plain-2');
   rmSync(work, { recursive: true, force: true });
 
@@ -146,7 +152,9 @@ async function main(o: Opts): Promise<void> {
   const orchestrated = total / orchS;
   const plain = total / best.s;
   const perK = Math.round((eventCount / total) * 1000);
-  console.log(`  fetch phase alone: orchestrated ${(total / orchFetchS).toFixed(1)} tiles/s, plain ${(total / best.fetchS).toFixed(1)} tiles/s (ratio ${(best.fetchS / orchFetchS).toFixed(3)}); both stitch the same ${side * 256} px square TIFF`);
+  console.log(
+    `  fetch phase alone: orchestrated ${(total / orchFetchS).toFixed(1)} tiles/s, plain ${(total / best.fetchS).toFixed(1)} tiles/s (ratio ${(best.fetchS / orchFetchS).toFixed(3)}); both stitch the same ${side * 256} px square TIFF`,
+  );
   server.stop();
   console.log(`targets: ratio >= 0.8: ${orchestrated / plain >= 0.8 ? 'met' : 'MISSED'}; <= 50 history events per 1000 tiles: ${perK <= 50 ? 'met' : 'MISSED'}`);
   console.log(`throughput: orchestrated=${orchestrated.toFixed(1)} plain=${plain.toFixed(1)} ratio=${(orchestrated / plain).toFixed(3)} history-events-per-1000-tiles=${perK}`);
@@ -158,7 +166,7 @@ new Command('bench:throughput')
   .option('--batches <n>', 'batches in flight', '4')
   .option('--batch-size <n>', 'tiles per batch', '256')
   .option('--latency <ms>', 'tile server latency per request', '10')
-  .option('--block-tiles <n>', 'tiles per child workflow (default: the planner\'s, 16384)')
+  .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
   .action((o: Opts) => main(o))
   .parseAsync()
   .catch((err: unknown) => {

@@ -14,18 +14,7 @@ export { connectionConfigFromEnv, type ConnectionConfig, type TlsSettings } from
 export { connectClient } from './client/temporal';
 
 // Mosaics
-export {
-  cancelMosaic,
-  exitCodeFor,
-  liveCounts,
-  mosaicStatus,
-  mosaicWorkflowId,
-  resolveRequestPaths,
-  startMosaic,
-  startRedrive,
-  watchMosaic,
-  type MosaicStatus,
-} from './client/mosaics';
+export { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, mosaicWorkflowId, resolveRequestPaths, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from './client/mosaics';
 export { parseMosaicRequest, type ParsedMosaicRequest } from './messages/mosaic-request';
 export { progressQuery } from './messages/mosaic';
 export {

@@ -54,14 +54,7 @@ export interface ModeFigures {
   decision: { count: number; meanMs: number; p99Ms: number; maxMs: number } | null;
 }
 
-export function computeFigures(args: {
-  mode: ModeName;
-  scenario: Scenario;
-  recorder: ModeRecorder;
-  server: ServerStats;
-  wallMs: number;
-  entityTransitions?: TransitionRecord[];
-}): ModeFigures {
+export function computeFigures(args: { mode: ModeName; scenario: Scenario; recorder: ModeRecorder; server: ServerStats; wallMs: number; entityTransitions?: TransitionRecord[] }): ModeFigures {
   const { mode, scenario, recorder, server } = args;
   const schedule = server.schedule;
   const O = schedule.outageAt;
@@ -85,14 +78,12 @@ export function computeFigures(args: {
   const fleetTripAt = firstTrip.size === scenario.workers ? Math.max(...tripTimes) : null;
   const entityOpenAt = args.entityTransitions?.find((t) => t.to === 'open' && inOutage(t.at))?.at ?? null;
 
-  const countIn = (from: number, to: number) =>
-    attempts.filter((a) => a.start >= from && a.start < to).length + entityProbeTimes.filter((t) => t >= from && t < to).length;
+  const countIn = (from: number, to: number) => attempts.filter((a) => a.start >= from && a.start < to).length + entityProbeTimes.filter((t) => t >= from && t < to).length;
   const detectionCost = fleetTripAt !== null ? countIn(O, fleetTripAt) : null;
   const afterTripRequests = fleetTripAt !== null ? countIn(fleetTripAt, E) : null;
   const cooldownsInOutage = scenario.outageMs / scenario.breaker.cooldownMs;
   const probesPerCooldown = afterTripRequests !== null ? afterTripRequests / cooldownsInOutage : null;
-  const probesPerCooldownAfterTrip =
-    afterTripRequests !== null && fleetTripAt !== null && E > fleetTripAt ? afterTripRequests / ((E - fleetTripAt) / scenario.breaker.cooldownMs) : null;
+  const probesPerCooldownAfterTrip = afterTripRequests !== null && fleetTripAt !== null && E > fleetTripAt ? afterTripRequests / ((E - fleetTripAt) / scenario.breaker.cooldownMs) : null;
 
   // Half-open, fleet view: from the fleet-wide trip to the first ordinary (non-probe) attempt after recovery.
   let halfOpenWindow: [number, number] | null = null;
@@ -110,7 +101,10 @@ export function computeFigures(args: {
 
   // Full traffic: successful tiles per second over the warm-up (its first second left out), then the first
   // moment after recovery at which the trailing 1 s window holds FULL_TRAFFIC_SHARE of that rate.
-  const successEnds = attempts.filter((a) => a.outcome === 'success').map((a) => a.end).sort((a, b) => a - b);
+  const successEnds = attempts
+    .filter((a) => a.outcome === 'success')
+    .map((a) => a.end)
+    .sort((a, b) => a - b);
   const warmFrom = schedule.startAt + 1_000;
   const healthyRatePerS = (successEnds.filter((t) => t >= warmFrom && t < O).length / Math.max(1, O - warmFrom)) * 1000;
   const recoveryMs = timeToRate(successEnds, E, schedule.endAt, (FULL_TRAFFIC_SHARE * healthyRatePerS * RATE_WINDOW_MS) / 1000);

@@ -37,13 +37,13 @@ export function cockatielBreakerOptions(breaker: Scenario['breaker']) {
 /** What still differs between the per-process cockatiel breakers and tilebreaker's policy in this run. */
 export const PER_PROCESS_DIFFERENCES: readonly string[] = [
   'scope: one breaker per simulated worker (60 separate discoveries and 60 separate probe streams), not one per endpoint for the fleet',
-  "window: cockatiel advances its 1 s buckets only when a call is recorded, one bucket per call, so after an idle stretch old buckets linger (a window of the last 30 buckets that saw calls, not the last 30 s); with back-to-back traffic it is the same 30 s",
+  'window: cockatiel advances its 1 s buckets only when a call is recorded, one bucket per call, so after an idle stretch old buckets linger (a window of the last 30 buckets that saw calls, not the last 30 s); with back-to-back traffic it is the same 30 s',
   "window: cockatiel's buckets start at the first call after the previous one ended (not aligned to 1 s boundaries); outcomes are counted when each call ends, in the worker itself, with no reporting delay",
   "half-open: cockatiel lets the first call after the cooldown through as the test and makes the worker's other calls wait for its result (ours refuses them: 'busy'); with one call at a time per worker this never differs here",
   'half-open: one successful test closes (bench config probesToClose = 1 for ours too); a failed test re-opens for the same constant 1 s (ours: cooldownMultiplier 1, jitter 0 in the bench; our defaults would grow and jitter it)',
   'after closing: cockatiel lets all traffic back at once; ours ramps the allowance from rampFloor to 1 over rampMs',
   'no latency rule, no permanent-fault surge rule, no Retry-After lengthening of the cooldown, no self-probe when idle, no lease or fencing on the test call',
-  "classification: cockatiel counts any call that did not throw as a success; neutral / rate-limited / permanent outcomes (never produced by this server) would count as successes there and as neither in ours",
+  'classification: cockatiel counts any call that did not throw as a success; neutral / rate-limited / permanent outcomes (never produced by this server) would count as successes there and as neither in ours',
 ];
 
 /**

@@ -77,7 +77,7 @@ export const DEFINITIONS = [
   '    request is a probe; most in flight = the peak of overlapping [start, end) attempts in it. Shared also reports the peak inside the',
   "    entity's own half-open intervals (its transition log).",
   `  full traffic = successful tiles over a trailing ${RATE_WINDOW_MS / 1000} s reach ${Math.round(FULL_TRAFFIC_SHARE * 100)}% of the warm-up rate (warm-up minus its first second);`,
-  '    recovery time = from the server\'s recovery to the end of the first such window (50 ms steps).',
+  "    recovery time = from the server's recovery to the end of the first such window (50 ms steps).",
 ].join('\n');
 
 export interface FinalFigures {

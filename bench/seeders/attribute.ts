@@ -83,14 +83,7 @@ export interface Attribution {
   params: string;
 }
 
-export async function attribute(
-  wmsUrl: string,
-  z: number,
-  x: number,
-  y: number,
-  a: { queries: string[]; file: string },
-  b: { queries: string[]; file: string },
-): Promise<Attribution | null> {
+export async function attribute(wmsUrl: string, z: number, x: number, y: number, a: { queries: string[]; file: string }, b: { queries: string[]; file: string }): Promise<Attribution | null> {
   const ca = covering(a.queries, z, x, y);
   const cb = covering(b.queries, z, x, y);
   if (!ca || !cb) return null;
@@ -102,10 +95,7 @@ export async function attribute(
   return {
     bboxDecides: diff(swapped, rb).maxAbs === 0,
     bboxDiffM: Math.max(...ca.req.bbox.map((v, i) => Math.abs(v - cb.req.bbox[i]!))),
-    sameGeometry:
-      ca.req.width === cb.req.width &&
-      ca.req.height === cb.req.height &&
-      Math.max(...ca.req.bbox.map((v, i) => Math.abs(v - cb.req.bbox[i]!))) < (resolution(z) / 1000),
+    sameGeometry: ca.req.width === cb.req.width && ca.req.height === cb.req.height && Math.max(...ca.req.bbox.map((v, i) => Math.abs(v - cb.req.bbox[i]!))) < resolution(z) / 1000,
     tile: `${z}/${x}/${y}`,
     reproduced: diff(ra, sa).maxAbs === 0 && diff(rb, sb).maxAbs === 0,
     serverDiffers: diff(ra, rb).maxAbs !== 0,

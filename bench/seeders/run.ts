@@ -117,7 +117,10 @@ export function scanTiles(root: string, ts: TileSet): OnDisk {
 export function procCpuSeconds(pid: number, children: boolean): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    const f = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
     // Fields after the comm: state is f[0], so utime (14) is f[11], stime f[12], cutime f[13], cstime f[14].
     const ticks = f[11]! + f[12]! + (children ? f[13]! + f[14]! : 0);
     return ticks / CLK_TCK;

@@ -48,7 +48,6 @@ export function missingWmsPackages(): string[] {
   return missing;
 }
 
-
 /** A value-noise field (bilinear, smoothstep) with the given period in pixels, values 0..1. */
 function valueNoise(size: number, period: number, seed: number): (x: number, y: number) => number {
   const n = Math.ceil(size / period) + 2;
@@ -284,7 +283,24 @@ ${[1, 2, 3]
   );
   execFileSync(
     'gdal_translate',
-    ['-q', '-of', 'GTiff', '-co', 'TILED=YES', '-co', 'INTERLEAVE=PIXEL', '-a_srs', 'EPSG:3857', '-a_ullr', String(extent[0]), String(extent[3]), String(extent[2]), String(extent[1]), 'raster.vrt', 'raster.tif'],
+    [
+      '-q',
+      '-of',
+      'GTiff',
+      '-co',
+      'TILED=YES',
+      '-co',
+      'INTERLEAVE=PIXEL',
+      '-a_srs',
+      'EPSG:3857',
+      '-a_ullr',
+      String(extent[0]),
+      String(extent[3]),
+      String(extent[2]),
+      String(extent[1]),
+      'raster.vrt',
+      'raster.tif',
+    ],
     { cwd: dir },
   );
   rmSync(path.join(dir, 'raster.raw'));
@@ -326,4 +342,3 @@ ${[1, 2, 3]
     },
   };
 }
-

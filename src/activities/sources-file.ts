@@ -67,9 +67,7 @@ async function readConfined(file: string, roots: readonly string[], subject: str
     throw new ConfigError(subject, [`${field}: ${JSON.stringify(file)} ${why}`]);
   };
   // Non-blocking, so a FIFO cannot hold the activity; the type is checked on the open file, not the name.
-  const handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) =>
-    refuse(`cannot be read (${err.code ?? 'error'})`),
-  );
+  const handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => refuse(`cannot be read (${err.code ?? 'error'})`));
   try {
     const st = await handle.stat();
     if (!st.isFile()) refuse('is not a regular file');

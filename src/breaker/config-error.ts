@@ -28,7 +28,10 @@ export interface ParseOptions {
 export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, subject: string, opts: ParseOptions = {}): z.output<S> {
   const result = schema.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
-  throw new ConfigError(subject, result.error.issues.map((i) => describeIssue(i, opts.mayQuote?.(i.path) ?? true)));
+  throw new ConfigError(
+    subject,
+    result.error.issues.map((i) => describeIssue(i, opts.mayQuote?.(i.path) ?? true)),
+  );
 }
 
 function describeIssue(issue: z.core.$ZodIssue, quote: boolean): string {

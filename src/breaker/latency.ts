@@ -7,10 +7,7 @@
 const STEPS = [1, 1.25, 1.6, 2, 2.5, 3.15, 4, 5, 6.3, 8];
 
 /** Upper bounds (ms) of every bucket but the last, which holds everything above 100 s. */
-export const LATENCY_BOUNDS_MS: readonly number[] = Object.freeze([
-  ...[0, 1, 2, 3, 4].flatMap((decade) => STEPS.map((s) => Math.round(s * 10 ** decade * 100) / 100)),
-  100_000,
-]);
+export const LATENCY_BOUNDS_MS: readonly number[] = Object.freeze([...[0, 1, 2, 3, 4].flatMap((decade) => STEPS.map((s) => Math.round(s * 10 ** decade * 100) / 100)), 100_000]);
 
 /** Number of counters in a latency histogram (bounds plus overflow). */
 export const LATENCY_BUCKETS = LATENCY_BOUNDS_MS.length + 1;

@@ -8,17 +8,7 @@ import { parsePolicyConfig, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
 import { isFailure } from './outcome';
 import { shouldTrip } from './rules';
-import type {
-  BreakerStateName,
-  BreakerView,
-  Permit,
-  PolicyEvent,
-  PolicyState,
-  ProbeDecision,
-  StepResult,
-  TransitionReason,
-  TransitionRecord,
-} from './state';
+import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
 import { fastFigures, figures, prune, record, type WindowFigures } from './window';
 
 export function initialState(config: PolicyConfig): PolicyState {
@@ -108,11 +98,9 @@ export function permit(state: PolicyState, now: number): Permit {
 
 /** The earliest moment after `now` at which the state changes by itself (a cooldown, a lease, a timed force-open), or null. */
 export function nextDeadline(s: PolicyState, now: number): number | null {
-  const times = [
-    s.mode !== 'forced-open' && s.phase === 'open' ? s.cooldownUntil : null,
-    s.mode === 'forced-open' ? s.forcedUntil : null,
-    ...s.probes.map((p) => p.leaseUntil),
-  ].filter((t): t is number => t !== null && t > now);
+  const times = [s.mode !== 'forced-open' && s.phase === 'open' ? s.cooldownUntil : null, s.mode === 'forced-open' ? s.forcedUntil : null, ...s.probes.map((p) => p.leaseUntil)].filter(
+    (t): t is number => t !== null && t > now,
+  );
   return times.length ? Math.min(...times) : null;
 }
 
@@ -269,11 +257,7 @@ function probeSucceeded(out: Recorder, detail: string): void {
     out.patch({ probeSuccesses: successes });
     return;
   }
-  out.move(
-    { ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null },
-    'probes-succeeded',
-    `${detail}; ${successes} consecutive successful probes`,
-  );
+  out.move({ ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null }, 'probes-succeeded', `${detail}; ${successes} consecutive successful probes`);
 }
 
 function onEnable(out: Recorder, reason: string): void {

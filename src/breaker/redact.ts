@@ -4,7 +4,8 @@
  */
 
 /** Header and field names whose values are credentials. */
-const CREDENTIAL_NAME = /^(authorization|proxy-authorization|cookie|set-cookie)$|passw|pwd|secret|token|api[-_]?key|apikey|credential|session|private[-_]?key|signature|subscription|(^|[-_.])(auth|key|sig)$/i;
+const CREDENTIAL_NAME =
+  /^(authorization|proxy-authorization|cookie|set-cookie)$|passw|pwd|secret|token|api[-_]?key|apikey|credential|session|private[-_]?key|signature|subscription|(^|[-_.])(auth|key|sig)$/i;
 
 /** A long run of token characters with letters and digits: an API key, a hash, a base64 secret. */
 const TOKEN_LIKE = /^[A-Za-z0-9+/_=.~-]{40,}$/;
@@ -35,9 +36,7 @@ export function maskUrlSecrets(text: string): string {
  */
 export function maskSecretsInText(text: string): string {
   return maskUrlSecrets(text)
-    .replace(/(["']?)([A-Za-z0-9_.-]+)\1(\s*[:=]\s*)("[^"\n]*"?|'[^'\n]*'?|[^\s,;}\]]+)/g, (m, q: string, name: string, sep: string) =>
-      isCredentialName(name) ? `${q}${name}${q}${sep}${MASK}` : m,
-    )
+    .replace(/(["']?)([A-Za-z0-9_.-]+)\1(\s*[:=]\s*)("[^"\n]*"?|'[^'\n]*'?|[^\s,;}\]]+)/g, (m, q: string, name: string, sep: string) => (isCredentialName(name) ? `${q}${name}${q}${sep}${MASK}` : m))
     .replace(/[A-Za-z0-9+/_=.~-]{40,}/g, (w) => (looksSecret(w) ? `<${w.length} characters, not shown>` : w));
 }
 

@@ -40,13 +40,7 @@ export function prune(window: RollingWindow, now: number, config: PolicyConfig):
 }
 
 /** Adds counts and a latency histogram at `now` into the window. Returns a new window (input untouched). */
-export function record(
-  window: RollingWindow,
-  now: number,
-  counts: Partial<OutcomeCounts>,
-  latency: readonly number[] | undefined,
-  config: PolicyConfig,
-): RollingWindow {
+export function record(window: RollingWindow, now: number, counts: Partial<OutcomeCounts>, latency: readonly number[] | undefined, config: PolicyConfig): RollingWindow {
   const start = Math.floor(now / config.bucketMs) * config.bucketMs;
   const pruned = prune(window, now, config);
   const last = pruned[pruned.length - 1];

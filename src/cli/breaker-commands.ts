@@ -84,9 +84,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
         });
         console.log(opts.json ? JSON.stringify(result, null, 2) : formatAdmin(result, Date.now()));
         if (!result.confirmed) {
-          console.error(
-            `tilebreaker: the ${action} signal was delivered to ${result.workflowId}, but its status still reads ${result.status.view.state} (expected ${result.expected})`,
-          );
+          console.error(`tilebreaker: the ${action} signal was delivered to ${result.workflowId}, but its status still reads ${result.status.view.state} (expected ${result.expected})`);
           process.exitCode = 1;
         }
       });
@@ -176,11 +174,15 @@ export function formatList(result: ListResult, state: string | undefined, now: n
   const rows = breakers.map((b) => [`${b.state ?? 'unknown'}${b.stateFrom === 'memo' ? '*' : ''}`, b.key, listDetail(b, now)]);
   const header = ['STATE', 'KEY', 'DETAIL'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => r.map((c, i) => (i < r.length - 1 ? c.padEnd(widths[i]!) : c)).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (i < r.length - 1 ? c.padEnd(widths[i]!) : c))
+      .join('  ')
+      .trimEnd();
   const lines = [line(header), ...rows.map(line)];
   lines.push('', `${breakers.length} running breaker${breakers.length === 1 ? '' : 's'}${state ? ` in state ${state}` : ''}`);
-  if (breakers.some((b) => b.stateFrom === 'memo')) lines.push('* state from the entity\'s memo: its BreakerState search attribute is not set');
-  if (result.filteredBy === 'memo') lines.push('(BreakerState is not registered in this namespace: filtered by the entities\' memo)');
+  if (breakers.some((b) => b.stateFrom === 'memo')) lines.push("* state from the entity's memo: its BreakerState search attribute is not set");
+  if (result.filteredBy === 'memo') lines.push("(BreakerState is not registered in this namespace: filtered by the entities' memo)");
   return lines.join('\n');
 }
 

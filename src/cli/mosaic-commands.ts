@@ -66,7 +66,14 @@ export function requestFromOptions(o: StartOptions): MosaicRequest {
     ...(o.crs !== undefined ? { crs: o.crs } : {}),
     ...(o.zoom !== undefined ? { zoom: num('--zoom', o.zoom) } : {}),
     ...(o.out !== undefined ? { output: o.out } : {}),
-    ...(o.format !== undefined ? { extraFormats: o.format.split(',').map((f) => f.trim()).filter(Boolean) } : {}),
+    ...(o.format !== undefined
+      ? {
+          extraFormats: o.format
+            .split(',')
+            .map((f) => f.trim())
+            .filter(Boolean),
+        }
+      : {}),
     ...(o.fallback !== undefined ? { fallback: o.fallback } : {}),
     ...(o.afterDeadline !== undefined ? { afterDeadline: o.afterDeadline } : {}),
     ...(o.deadline !== undefined ? { deadline: o.deadline } : {}),
@@ -110,16 +117,14 @@ async function breakerLine(client: Client, keys: string[]): Promise<string> {
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
 export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
-  const bar = new SingleBar(
-    {
-      format: '{bar} {value}/{total} | ok {ok} stale {stale} hole {hole} dead {dead} failed {failed} | {phase} | breaker {breaker} | ETA {etaText}',
-      stream,
-      hideCursor: true,
-      noTTYOutput: true,
-      notTTYSchedule: 5_000,
-      barsize: 24,
-    },
-  );
+  const bar = new SingleBar({
+    format: '{bar} {value}/{total} | ok {ok} stale {stale} hole {hole} dead {dead} failed {failed} | {phase} | breaker {breaker} | ETA {etaText}',
+    stream,
+    hideCursor: true,
+    noTTYOutput: true,
+    notTTYSchedule: 5_000,
+    barsize: 24,
+  });
   let started = false;
   const onStatus = async (s: MosaicStatus) => {
     const p: MosaicProgress | null = liveCounts(s);
@@ -160,9 +165,7 @@ function finish(s: MosaicStatus, json: boolean): number {
 }
 
 export function registerMosaicCommands(program: Command, { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient }): void {
-  const mosaic = program
-    .command('mosaic')
-    .description('build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 1 failed or cancelled, 2 could not run)');
+  const mosaic = program.command('mosaic').description('build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 1 failed or cancelled, 2 could not run)');
 
   mosaic
     .command('start')
@@ -195,14 +198,19 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           else console.log(`started mosaic ${handle.workflowId} (run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${handle.workflowId}`);
           return;
         }
-        const s = o.watch ? await showMosaicProgress(client, handle.workflowId) : await handle.result().then(() => mosaicStatus(client, handle.workflowId), () => mosaicStatus(client, handle.workflowId));
+        const s = o.watch
+          ? await showMosaicProgress(client, handle.workflowId)
+          : await handle.result().then(
+              () => mosaicStatus(client, handle.workflowId),
+              () => mosaicStatus(client, handle.workflowId),
+            );
         process.exitCode = finish(s, !!o.json);
       });
     });
 
   mosaic
     .command('status')
-    .description('a mosaic\'s state, progress by status, breakers involved, and its result when done')
+    .description("a mosaic's state, progress by status, breakers involved, and its result when done")
     .argument('<workflowId>')
     .option('--json', 'print JSON')
     .action(async (id: string, o: { json?: boolean }) => {
@@ -248,8 +256,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
 
   mosaic
     .command('redrive')
-    .description('fetch only a mosaic\'s dead-lettered tiles (after their retryAfter) and rebuild it and its manifest')
-    .argument('<manifest>', 'the mosaic\'s manifest (.manifest.json) or output (.tif)')
+    .description("fetch only a mosaic's dead-lettered tiles (after their retryAfter) and rebuild it and its manifest")
+    .argument('<manifest>', "the mosaic's manifest (.manifest.json) or output (.tif)")
     .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
     .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
     .option('--name <source>', 'the source in --sources (when it has more than one)')

@@ -224,10 +224,12 @@ export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey
   }
   // One query at a time: a second query sent while the first waits on a workflow task sits out a server-side
   // retry (about 1.7 s on a dev server).
-  const [status, transitions] = await queryEntity(client, resolved, d, async () => [
-    await handle.query(statusQuery),
-    opts.limit === undefined ? await handle.query(transitionsQuery) : await handle.query(transitionsQuery, opts.limit),
-  ] as const);
+  const [status, transitions] = await queryEntity(
+    client,
+    resolved,
+    d,
+    async () => [await handle.query(statusQuery), opts.limit === undefined ? await handle.query(transitionsQuery) : await handle.query(transitionsQuery, opts.limit)] as const,
+  );
   return { running: true, ...common, status, permitNow: permitFor(status.view, Date.now()), transitions };
 }
 
@@ -357,12 +359,7 @@ export interface ConfigureResult {
  * would refuse throws a ConfigError naming the field and sends nothing. Then, as adminBreaker, it reads the
  * status back until the entity has recorded the change (`configured`, with the actor and sender).
  */
-export async function configureBreaker(
-  client: Client,
-  keyOrUrl: string | ResolvedKey,
-  config: PolicyConfigInput,
-  opts: { actor?: string; confirmTimeoutMs?: number } = {},
-): Promise<ConfigureResult> {
+export async function configureBreaker(client: Client, keyOrUrl: string | ResolvedKey, config: PolicyConfigInput, opts: { actor?: string; confirmTimeoutMs?: number } = {}): Promise<ConfigureResult> {
   const resolved = toResolved(keyOrUrl);
   const current = await breakerStatus(client, resolved);
   parsePolicyConfig({ ...current.config, ...config });
@@ -420,9 +417,7 @@ async function sendAdmin(
     const fresh = seen >= 0 ? recent.slice(0, seen) : recent;
     // This action's transitions: by its actor and sender (a worker from before senders were recorded: by the
     // actor in the detail).
-    const ours = fresh.filter((t) =>
-      t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor),
-    );
+    const ours = fresh.filter((t) => (t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor)));
     const { transition, confirmed } = check(status, ours);
     if (confirmed || Date.now() >= deadline) return { status, transition, confirmed };
     await new Promise((r) => setTimeout(r, 100));

@@ -45,7 +45,11 @@ export interface ConnectionConfig {
 }
 
 export function connectionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ConnectionConfig {
-  const picked = Object.fromEntries(Object.keys(envSchema.shape).filter((k) => env[k] !== undefined && env[k] !== '').map((k) => [k, env[k]]));
+  const picked = Object.fromEntries(
+    Object.keys(envSchema.shape)
+      .filter((k) => env[k] !== undefined && env[k] !== '')
+      .map((k) => [k, env[k]]),
+  );
   const e = parseOrThrow(envSchema, picked, 'Temporal connection settings');
   if (!!e.TEMPORAL_TLS_CERT !== !!e.TEMPORAL_TLS_KEY) {
     throw new Error(
@@ -58,9 +62,7 @@ export function connectionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): C
     tls = {
       ...(e.TEMPORAL_TLS_SERVER_NAME ? { serverNameOverride: e.TEMPORAL_TLS_SERVER_NAME } : {}),
       ...(e.TEMPORAL_TLS_CA ? { serverRootCACertificate: readFileSync(e.TEMPORAL_TLS_CA) } : {}),
-      ...(e.TEMPORAL_TLS_CERT && e.TEMPORAL_TLS_KEY
-        ? { clientCertPair: { crt: readFileSync(e.TEMPORAL_TLS_CERT), key: readFileSync(e.TEMPORAL_TLS_KEY) } }
-        : {}),
+      ...(e.TEMPORAL_TLS_CERT && e.TEMPORAL_TLS_KEY ? { clientCertPair: { crt: readFileSync(e.TEMPORAL_TLS_CERT), key: readFileSync(e.TEMPORAL_TLS_KEY) } } : {}),
     };
   }
   return {

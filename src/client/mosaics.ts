@@ -18,7 +18,10 @@ export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd())
 
 /** The mosaic an output, a manifest or a re-drive belongs to: its absolute path without extension or slash. */
 function mosaicName(file: string): string {
-  return path.resolve(file).replace(/\.(manifest\.json|tiff?)$/i, '').replace(/^\/+/, '');
+  return path
+    .resolve(file)
+    .replace(/\.(manifest\.json|tiff?)$/i, '')
+    .replace(/^\/+/, '');
 }
 
 /** A default workflow id: one mosaic per output file (by absolute path), so the same mosaic never runs twice at once. */
@@ -67,7 +70,11 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
   const progress = await handle.query(progressQuery).catch(() => null);
   let blockProgress: MosaicProgress | null = null;
   const block = progress?.runningBlocks[0];
-  if (block && status === 'RUNNING') blockProgress = await client.workflow.getHandle(block).query(progressQuery).catch(() => null);
+  if (block && status === 'RUNNING')
+    blockProgress = await client.workflow
+      .getHandle(block)
+      .query(progressQuery)
+      .catch(() => null);
   let result: MosaicResult | null = null;
   let failure: string | null = null;
   let failureType: string | null = null;
@@ -85,11 +92,7 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
  * Reads a mosaic's status every `intervalMs` (default 1 s) until it is no longer running, and returns the
  * last one (with `result` when it completed). `onStatus` sees each status read, the last one included.
  */
-export async function watchMosaic(
-  client: Client,
-  workflowId: string,
-  opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void> } = {},
-): Promise<MosaicStatus> {
+export async function watchMosaic(client: Client, workflowId: string, opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void> } = {}): Promise<MosaicStatus> {
   for (;;) {
     const s = await mosaicStatus(client, workflowId);
     await opts.onStatus?.(s);
@@ -107,7 +110,7 @@ export async function cancelMosaic(client: Client, workflowId: string, opts: { w
   try {
     await handle.cancel();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`);
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
     throw err;
   }
   if (opts.wait !== false) await handle.result().catch(() => undefined);
@@ -170,7 +173,11 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
   }
   const id = workflowId ?? `redrive/${mosaicName(abs)}`;
   try {
-    await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: id, args: [{ manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}) }] });
+    await client.workflow.start('redriveMosaicWorkflow', {
+      taskQueue,
+      workflowId: id,
+      args: [{ manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}) }],
+    });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`, { cause: err });
     throw err;

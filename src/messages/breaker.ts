@@ -3,19 +3,7 @@
  * tests. Signals carry facts in; queries read state out. Grants go out through the `probeDecision` query.
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type {
-  AdminSender,
-  BreakerView,
-  OutcomeCounts,
-  OutcomeKind,
-  Permit,
-  PolicyConfig,
-  PolicyConfigInput,
-  PolicyState,
-  ProbeDecision,
-  TransitionRecord,
-  WindowFigures,
-} from '../breaker';
+import type { AdminSender, BreakerView, OutcomeCounts, OutcomeKind, Permit, PolicyConfig, PolicyConfigInput, PolicyState, ProbeDecision, TransitionRecord, WindowFigures } from '../breaker';
 
 /** How the entity tests an endpoint itself when nobody asks for a probe token. */
 export interface ProbeSpec {

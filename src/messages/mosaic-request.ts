@@ -55,17 +55,32 @@ const requestSchema = z
     if (!(s < n)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: r.bbox });
     const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M];
     if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
-      ctx.addIssue({ code: 'custom', path: ['bbox'], message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`, input: r.bbox });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['bbox'],
+        message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`,
+        input: r.bbox,
+      });
     }
     if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
       ctx.addIssue({ code: 'custom', path: ['bbox'], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: r.bbox });
     }
     // Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events.
     if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
-      ctx.addIssue({ code: 'custom', path: ['blockTiles'], message: `makes ${Math.ceil(r.blockTiles / r.batchSize)} batches of batchSize ${r.batchSize} per block, more than ${MAX_BATCHES_PER_BLOCK}; raise batchSize or lower blockTiles`, input: r.blockTiles });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['blockTiles'],
+        message: `makes ${Math.ceil(r.blockTiles / r.batchSize)} batches of batchSize ${r.batchSize} per block, more than ${MAX_BATCHES_PER_BLOCK}; raise batchSize or lower blockTiles`,
+        input: r.blockTiles,
+      });
     }
     if (r.maxTiles / Math.max(r.blockTiles, r.batchSize) > MAX_BLOCKS) {
-      ctx.addIssue({ code: 'custom', path: ['blockTiles'], message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`, input: r.blockTiles });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['blockTiles'],
+        message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`,
+        input: r.blockTiles,
+      });
     }
     if (r.fallback === 'wait' && r.deadline === undefined) {
       ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });

@@ -40,7 +40,10 @@ const common = {
   maxZoom: zoom.default(22),
   tileSize: z.number().int().min(16).max(4096).default(256),
   /** MIME type of the tiles, e.g. image/png, image/jpeg, image/webp. */
-  format: z.string().regex(/^image\/[a-z0-9.+-]+$/i, 'must be an image MIME type such as image/png').default('image/png'),
+  format: z
+    .string()
+    .regex(/^image\/[a-z0-9.+-]+$/i, 'must be an image MIME type such as image/png')
+    .default('image/png'),
   headers,
   userAgent: z.string().min(1).default('tilebreaker (+https://github.com/tilebreaker)'),
   auth: authSchema.optional(),
@@ -61,7 +64,12 @@ const common = {
     .strict()
     .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 }),
   /** A response body larger than this is aborted (per tile: a WMS metatile response may be this times its tiles). */
-  maxBytes: z.number().int().min(1_024).max(64 * 1024 * 1024).default(8 * 1024 * 1024),
+  maxBytes: z
+    .number()
+    .int()
+    .min(1_024)
+    .max(64 * 1024 * 1024)
+    .default(8 * 1024 * 1024),
   /** Redirect hops followed in one chain; more is a configuration error. */
   maxRedirects: z.number().int().min(0).max(10).default(3),
   /**
@@ -88,13 +96,9 @@ const common = {
 };
 
 /** `url` holds {z}, {x}, {y} (and optionally {s} with `subdomains`). XYZ rows count from the top. */
-const xyz = z
-  .object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
-  .strict();
+const xyz = z.object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common }).strict();
 /** Like xyz, but rows count from the bottom (TMS). */
-const tms = z
-  .object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
-  .strict();
+const tms = z.object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common }).strict();
 /** WMTS RESTful: `url` holds {TileMatrix}, {TileRow}, {TileCol} (and optionally {Style}, {TileMatrixSet}). */
 const wmtsRest = z
   .object({

@@ -1,17 +1,5 @@
 import { ApplicationFailure, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import {
-  ConfigError,
-  initialState,
-  nextDeadline,
-  parsePolicyConfig,
-  permit,
-  step,
-  stateName,
-  windowFigures,
-  type BreakerStateName,
-  type PolicyEvent,
-  type PolicyState,
-} from '../breaker';
+import { ConfigError, initialState, nextDeadline, parsePolicyConfig, permit, step, stateName, windowFigures, type BreakerStateName, type PolicyEvent, type PolicyState } from '../breaker';
 import { drillStatusQuery, type DrillInput, type DrillResult } from '../messages/drill';
 import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
@@ -75,7 +63,6 @@ export async function breakerDrillWorkflow(input: DrillInput): Promise<DrillResu
   result.finalState = stateName(state);
   return result;
 }
-
 
 function parseInput(input: DrillInput) {
   try {

@@ -75,7 +75,6 @@ function batches(sel: TileSelection, size: number): TileSelection[] {
   return out;
 }
 
-
 /**
  * Runs `fn` over `items` with at most `n` in flight (deterministic: workflow promises only). After a failure
  * or a cancellation no new item starts, and every item already started is awaited before the first error

@@ -1,14 +1,4 @@
-import {
-  ApplicationFailure,
-  CancellationScope,
-  executeChild,
-  isCancellation,
-  log,
-  proxyActivities,
-  setHandler,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, executeChild, isCancellation, log, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { breakerKey } from '../breaker';
 import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';

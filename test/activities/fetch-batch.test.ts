@@ -25,7 +25,8 @@ let root: string;
 const pools = new EndpointPools();
 const fetchTiles = makeFetchBatch({ pools });
 const tiles = (n: number) => Array.from({ length: n }, (_, i) => ({ z: 5, x: i % 32, y: Math.floor(i / 32) }));
-const source = (route: string) => parseSource({ type: 'xyz', url: `${server.url}/${route}/{z}/{x}/{y}.png`, concurrency: 4, timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 } });
+const source = (route: string) =>
+  parseSource({ type: 'xyz', url: `${server.url}/${route}/{z}/{x}/{y}.png`, concurrency: 4, timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 } });
 const input = (route: string, n: number, extra: Partial<FetchBatchInput> = {}): FetchBatchInput => ({
   sourceName: route,
   source: source(route),
@@ -60,12 +61,21 @@ describe('the batch fetch activity', () => {
 
   test('failures are retried within the batch, permanent ones never, 404s become holes: no tile is missing', async () => {
     const failed = await fetchTiles(input('status/503', 3));
-    assert.deepEqual(failed.map((r) => [r.status, r.kind, r.attempts]), Array(3).fill(['failed', 'transient', 2]));
+    assert.deepEqual(
+      failed.map((r) => [r.status, r.kind, r.attempts]),
+      Array(3).fill(['failed', 'transient', 2]),
+    );
     const permanent = await fetchTiles(input('se-130-layer', 2));
-    assert.deepEqual(permanent.map((r) => [r.status, r.kind, r.attempts]), Array(2).fill(['failed', 'permanent', 1]));
+    assert.deepEqual(
+      permanent.map((r) => [r.status, r.kind, r.attempts]),
+      Array(2).fill(['failed', 'permanent', 1]),
+    );
     assert.match(permanent[0]!.reason, /LayerNotDefined/);
     const holes = await fetchTiles(input('status/404', 2));
-    assert.deepEqual(holes.map((r) => [r.status, r.kind]), Array(2).fill(['hole', 'neutral']));
+    assert.deepEqual(
+      holes.map((r) => [r.status, r.kind]),
+      Array(2).fill(['hole', 'neutral']),
+    );
     const auth = await fetchTiles(input('status/401', 1));
     assert.equal(auth[0]!.status, 'failed');
     assert.equal(auth[0]!.configError, true);
@@ -84,7 +94,10 @@ describe('the batch fetch activity', () => {
       delete process.env.TB_TEST_KEY;
       const before = server.requests;
       const unset = await fetchTiles({ ...input('keyed', 2), source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }) });
-      assert.deepEqual(unset.map((r) => [r.status, r.configError, r.attempts]), Array(2).fill(['failed', true, 0]));
+      assert.deepEqual(
+        unset.map((r) => [r.status, r.configError, r.attempts]),
+        Array(2).fill(['failed', true, 0]),
+      );
       assert.match(unset[0]!.reason, /environment variable TB_TEST_KEY is not set/);
       assert.equal(server.requests, before, 'no request without the credential');
     } finally {
@@ -94,12 +107,21 @@ describe('the batch fetch activity', () => {
 
   test('a conditional refresh of a stored tile gets 304 and keeps the stored copy', async () => {
     const first = await fetchTiles(input('etag', 2, { conditional: true }));
-    assert.deepEqual(first.map((r) => [r.status, r.httpStatus]), [['ok', 200], ['ok', 200]]);
+    assert.deepEqual(
+      first.map((r) => [r.status, r.httpStatus]),
+      [
+        ['ok', 200],
+        ['ok', 200],
+      ],
+    );
     const meta = (await new TileStore(root).get('etag', { z: 5, x: 0, y: 0 }))!.meta;
     assert.equal(meta.etag, '"v1"');
     assert.equal(meta.lastModified, 'Sun, 01 Nov 2026 00:00:00 GMT');
     const again = await fetchTiles(input('etag', 2, { conditional: true }));
-    assert.deepEqual(again.map((r) => [r.status, r.httpStatus, r.path]), first.map((r) => ['ok', 304, r.path]));
+    assert.deepEqual(
+      again.map((r) => [r.status, r.httpStatus, r.path]),
+      first.map((r) => ['ok', 304, r.path]),
+    );
     assert.match(again[0]!.reason, /not modified/);
   });
 
@@ -109,7 +131,7 @@ describe('the batch fetch activity', () => {
     const beats: unknown[] = [];
     env.on('heartbeat', (d: unknown) => beats.push(d));
     const before = server.requests;
-    const results: TileResult[] = await env.run(fetchTiles, input("ok", 4));
+    const results: TileResult[] = await env.run(fetchTiles, input('ok', 4));
     assert.equal(server.requests - before, 3, 'only the three unfinished tiles were requested');
     assert.equal(results[0]!.reason, 'earlier attempt');
     assert.ok(beats.length >= 1, 'progress was heartbeated');
@@ -147,11 +169,17 @@ describe('with the fleet-wide breaker', () => {
     await new TileStore(root).put('guarded', { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), { fetchedAt: Date.UTC(2026, 10, 1), contentType: 'image/png' });
     const before = server.requests;
     const stale = await guarded(input('ok', 2, { whenRefused: 'stale', sourceName: 'guarded' }));
-    assert.deepEqual(stale.map((r) => r.status), ['stale', 'deferred']);
+    assert.deepEqual(
+      stale.map((r) => r.status),
+      ['stale', 'deferred'],
+    );
     assert.match(stale[0]!.reason, /served the copy fetched 2026-11-01/);
     assert.equal(stale[0]!.breakerState, 'forced-open');
     const holes = await guarded(input('ok', 2, { whenRefused: 'hole' }));
-    assert.deepEqual(holes.map((r) => r.status), ['hole', 'hole']);
+    assert.deepEqual(
+      holes.map((r) => r.status),
+      ['hole', 'hole'],
+    );
     const deferred = await guarded(input('ok', 1, { whenRefused: 'defer' }));
     assert.equal(deferred[0]!.status, 'deferred');
     assert.equal(server.requests, before, 'no request reached the server');

@@ -28,9 +28,19 @@ test('metatiles: one request per aligned metatile, covering only the planned til
   // Columns 5..9, rows 2..3: metatile columns 4..7 and 8..11, so two requests: 3 x 2 and 2 x 2 tiles.
   const units = requestUnits(source, grid(10, 5, 9, 2, 3));
   assert.equal(units.length, 2);
-  assert.deepEqual(units.map((u) => u.members.length), [6, 4]);
+  assert.deepEqual(
+    units.map((u) => u.members.length),
+    [6, 4],
+  );
   assert.deepEqual([units[0]!.width, units[0]!.height], [3 * 256 + 64, 2 * 256 + 64]);
-  assert.deepEqual(units[0]!.meta!.cells, [[0, 0], [1, 0], [2, 0], [0, 1], [1, 1], [2, 1]]);
+  assert.deepEqual(units[0]!.meta!.cells, [
+    [0, 0],
+    [1, 0],
+    [2, 0],
+    [0, 1],
+    [1, 1],
+    [2, 1],
+  ]);
   // At the world's top-left corner there is nothing to buffer on those sides.
   const corner = requestUnits(source, grid(2, 0, 1, 0, 1));
   assert.equal(corner.length, 1);
@@ -119,8 +129,14 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
       const fetchTiles = makeFetchBatch({ pools });
       const single = await fetchTiles({ sourceName: `single${buffer}`, source: wmsAt(wms.url, { concurrency: 4 }), tiles, storeRoot: dir, breaker: false });
       const meta = await fetchTiles({ sourceName: `meta${buffer}`, source: wmsAt(wms.url, { concurrency: 4, metatile: { size: [4, 4], buffer } }), tiles, storeRoot: dir, breaker: false });
-      assert.ok(single.every((r) => r.status === 'ok'), single.find((r) => r.status !== 'ok')?.reason);
-      assert.ok(meta.every((r) => r.status === 'ok'), meta.find((r) => r.status !== 'ok')?.reason);
+      assert.ok(
+        single.every((r) => r.status === 'ok'),
+        single.find((r) => r.status !== 'ok')?.reason,
+      );
+      assert.ok(
+        meta.every((r) => r.status === 'ok'),
+        meta.find((r) => r.status !== 'ok')?.reason,
+      );
       assert.match(meta[0]!.reason, /cut into \d+ tiles/);
       let differing = 0;
       for (let k = 0; k < tiles.length; k++) {

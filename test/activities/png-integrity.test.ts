@@ -90,7 +90,12 @@ async function verdicts(body: Buffer, size = { width: 64, height: 48 }) {
 
 describe('PNG integrity without building pixels', () => {
   test('an intact PNG of every 8-bit colour type is proven, and so is a sharp-encoded one', async () => {
-    const cases: [0 | 2 | 3 | 4 | 6, number][] = [[0, 1], [2, 3], [4, 2], [6, 4]];
+    const cases: [0 | 2 | 3 | 4 | 6, number][] = [
+      [0, 1],
+      [2, 3],
+      [4, 2],
+      [6, 4],
+    ];
     for (const [colourType, n] of cases) {
       for (const filter of [0, 1]) {
         const png = encodePng({ width: 64, height: 48, colourType, pixel: (x, y) => varied(x, y, n), filter: () => filter });
@@ -199,10 +204,20 @@ describe('PNG integrity without building pixels', () => {
     const bases = [
       encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), filter: (y) => y % 2 }),
       encodePng({ width: 64, height: 48, colourType: 3, palette: fullPalette, pixel: (x, y) => [(x * y) & 255] }),
-      await sharp(await gradientImage(64, 48)).ensureAlpha().png().toBuffer(),
-      await sharp(await gradientImage(64, 48)).png({ palette: true }).toBuffer(),
-      await sharp(await gradientImage(64, 48)).png({ progressive: true }).toBuffer(),
-      await sharp(await gradientImage(64, 48)).toColourspace('rgb16').png().toBuffer(),
+      await sharp(await gradientImage(64, 48))
+        .ensureAlpha()
+        .png()
+        .toBuffer(),
+      await sharp(await gradientImage(64, 48))
+        .png({ palette: true })
+        .toBuffer(),
+      await sharp(await gradientImage(64, 48))
+        .png({ progressive: true })
+        .toBuffer(),
+      await sharp(await gradientImage(64, 48))
+        .toColourspace('rgb16')
+        .png()
+        .toBuffer(),
       await blankImage(64, 48),
       await gradientImage(64, 64),
     ];
@@ -284,7 +299,7 @@ function recrc(png: Buffer, at: number): Buffer {
 /** Recomputes every chunk's CRC that can still be found (so a flipped bit reaches zlib or the header checks). */
 function recrcAll(png: Buffer): Buffer {
   let out = png;
-  for (let at = 8; at + 12 <= out.length; ) {
+  for (let at = 8; at + 12 <= out.length;) {
     const length = out.readUInt32BE(at);
     if (at + 12 + length > out.length) break;
     out = recrc(out, at);

@@ -11,7 +11,7 @@ after(async () => {
   await server.close();
 });
 
-test('the entity\'s probe judges its answer as the pipeline judges a tile', async () => {
+test("the entity's probe judges its answer as the pipeline judges a tile", async () => {
   assert.equal((await probeEndpoint({ url: `${server.url}/ok/0/0/0.png` })).outcome, 'success');
   assert.equal((await probeEndpoint({ url: `${server.url}/ok/0/0/0.png`, contentTypePrefix: 'image/' })).outcome, 'success');
   // A 200 that is not a good tile is a failure, not health.

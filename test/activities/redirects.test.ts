@@ -215,7 +215,27 @@ const routeTls: Route = (p) => (p.startsWith('/down/') ? { status: 302, location
 
 function makeCert(dir: string): { key: string; cert: string } | null {
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     return { key: readFileSync(path.join(dir, 'key.pem'), 'utf8'), cert: readFileSync(path.join(dir, 'cert.pem'), 'utf8') };
   } catch {
     return null;
@@ -273,7 +293,10 @@ describe('redirects to another host, per auth type', () => {
       const { run, outcomes } = batch('to-b', { auth });
       const [r] = await run();
       assert.deepEqual([r!.status, r!.kind, r!.configError, r!.attempts, r!.httpStatus], ['failed', 'neutral', true, 1, 302], r!.reason);
-      assert.match(r!.reason, /^redirect refused: http:\/\/127\.0\.0\.1:\d+\/to-b\/5\/1\/2\.png\S* -> http:\/\/127\.0\.0\.2:\d+\/tile\/5\/1\/2\.png\S*: to another host 127\.0\.0\.2:\d+ not in redirects\.allowHosts/);
+      assert.match(
+        r!.reason,
+        /^redirect refused: http:\/\/127\.0\.0\.1:\d+\/to-b\/5\/1\/2\.png\S* -> http:\/\/127\.0\.0\.2:\d+\/tile\/5\/1\/2\.png\S*: to another host 127\.0\.0\.2:\d+ not in redirects\.allowHosts/,
+      );
       assert.deepEqual(outcomes, ['neutral'], 'neutral for the breaker');
       assert.equal(b.seen.length, before.b, 'the other host got no request');
       assert.equal(a.seen.length, before.a + 1, 'not retried');
@@ -333,7 +356,7 @@ describe('redirects within the source', () => {
     });
   }
 
-  test('the exchange reports the last hop and the whole chain\'s latency', async () => {
+  test("the exchange reports the last hop and the whole chain's latency", async () => {
     const x = await fetchUrl(`${a.url}/chain/2/5/1/2.png`, { dispatcher: pools.for(parseSource({ type: 'xyz', url: `${a.url}/{z}/{x}/{y}.png` })), headers: {} });
     assert.equal(x.error, undefined);
     assert.equal(x.status, 200);
@@ -348,7 +371,10 @@ describe('loops and the hop limit are configuration errors', () => {
     const { run, outcomes } = batch('loop', { auth: AUTHS.query, redirects: { allowHosts: ['127.0.0.2'] } });
     const [r] = await run();
     assert.deepEqual([r!.status, r!.kind, r!.configError, r!.attempts], ['failed', 'neutral', true, 1], r!.reason);
-    assert.match(r!.reason, /^redirect loop: http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png\?key=\*\*\* -> http:\/\/127\.0\.0\.2:\d+\/loop\/5\/1\/2\.png -> http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png: \S+ visited twice/);
+    assert.match(
+      r!.reason,
+      /^redirect loop: http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png\?key=\*\*\* -> http:\/\/127\.0\.0\.2:\d+\/loop\/5\/1\/2\.png -> http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png: \S+ visited twice/,
+    );
     assert.ok(!r!.reason.includes(CANARY));
     assert.deepEqual(outcomes, ['neutral']);
     assert.deepEqual(counts(), { a: before.a + 1, b: before.b + 1 });

@@ -34,7 +34,9 @@ async function markedTile(path: string, size: number, [r, g, b]: [number, number
   const raw = Buffer.alloc(size * size * 3);
   for (let i = 0; i < size * size; i++) raw.set([r, g, b], i * 3);
   raw.set([255, 255, 255], 0);
-  await sharp(raw, { raw: { width: size, height: size, channels: 3 } }).png().toFile(path);
+  await sharp(raw, { raw: { width: size, height: size, channels: 3 } })
+    .png()
+    .toFile(path);
   return path;
 }
 
@@ -82,9 +84,7 @@ test('geoTransform, worldFile and the sidecars describe the same grid', async ()
   assert.throws(() => geoTransform(bounds, 0, 10), RangeError);
   assert.throws(() => geoTransform({ ...bounds, maxX: -2000 }, 10, 10), RangeError);
 
-  const paths = await Promise.all(
-    ['a.tif', 'b.png', 'c.webp'].map((name) => writeSidecars(join(dir, name), bounds, 400, 100)),
-  );
+  const paths = await Promise.all(['a.tif', 'b.png', 'c.webp'].map((name) => writeSidecars(join(dir, name), bounds, 400, 100)));
   assert.deepEqual(paths, [
     [join(dir, 'a.tif.aux.xml'), join(dir, 'a.tfw'), join(dir, 'a.prj')],
     [join(dir, 'b.png.aux.xml'), join(dir, 'b.pgw'), join(dir, 'b.prj')],
@@ -99,18 +99,34 @@ test('geoTransform, worldFile and the sidecars describe the same grid', async ()
 test('a 3x2 grid stitches each tile into its cell, a null cell transparent, in one strip or many', async () => {
   const T = 32;
   const colours: [number, number, number][][] = [
-    [[200, 10, 10], [10, 200, 10], [10, 10, 200]],
-    [[200, 200, 10], [10, 200, 200], [0, 0, 0]],
+    [
+      [200, 10, 10],
+      [10, 200, 10],
+      [10, 10, 200],
+    ],
+    [
+      [200, 200, 10],
+      [10, 200, 200],
+      [0, 0, 0],
+    ],
   ];
-  const files = await Promise.all(
-    colours.flatMap((row, r) => row.map((c, col) => markedTile(join(dir, `cell-${col}-${r}.png`), T, c))),
-  );
+  const files = await Promise.all(colours.flatMap((row, r) => row.map((c, col) => markedTile(join(dir, `cell-${col}-${r}.png`), T, c))));
   const tileAt = (col: number, row: number) => (col === 2 && row === 1 ? null : files[row * 3 + col]!);
   const bounds = gridBounds(12, 2000, 1300, 3, 2);
   for (const stripRows of [1, undefined]) {
     const output = join(dir, `grid-${stripRows ?? 'default'}.tif`);
     const progress: number[] = [];
-    const result = await stitchMosaic({ cols: 3, rows: 2, tileSize: T, tileAt, output, extraFormats: [], bounds, ...(stripRows !== undefined ? { stripRows } : {}), onProgress: (n) => progress.push(n) });
+    const result = await stitchMosaic({
+      cols: 3,
+      rows: 2,
+      tileSize: T,
+      tileAt,
+      output,
+      extraFormats: [],
+      bounds,
+      ...(stripRows !== undefined ? { stripRows } : {}),
+      onProgress: (n) => progress.push(n),
+    });
     assert.deepEqual([result.width, result.height], [96, 64]);
     assert.deepEqual(progress, stripRows === 1 ? [1, 2] : [2]);
     assert.deepEqual(result.files, [output, `${output}.aux.xml`, output.replace(/\.tif$/, '.tfw'), output.replace(/\.tif$/, '.prj')]);
@@ -130,7 +146,10 @@ test('a 3x2 grid stitches each tile into its cell, a null cell transparent, in o
     }
   }
   // Nothing but the outputs is left beside them (the strips' temp dir is gone)...
-  assert.deepEqual((await readdir(dir)).filter((f) => f.startsWith('.')), []);
+  assert.deepEqual(
+    (await readdir(dir)).filter((f) => f.startsWith('.')),
+    [],
+  );
   // ...and no deleted strip is still held open (by libvips' operation cache) with its disk space.
   if (existsSync('/proc/self/fd')) {
     const open = (await readdir('/proc/self/fd')).map((fd) => {
@@ -140,7 +159,10 @@ test('a 3x2 grid stitches each tile into its cell, a null cell transparent, in o
         return '';
       }
     });
-    assert.deepEqual(open.filter((l) => l.includes('.stitch-')), []);
+    assert.deepEqual(
+      open.filter((l) => l.includes('.stitch-')),
+      [],
+    );
   }
 });
 
@@ -211,16 +233,13 @@ test('a tile of the wrong size is rejected naming the file and its size; nothing
   const good = await markedTile(join(sub, 'good.png'), 32, [1, 2, 3]);
   const bad = await markedTile(join(sub, 'bad-tile.png'), 40, [1, 2, 3]);
   const output = join(sub, 'wrong.tif');
-  await assert.rejects(
-    stitchMosaic({ cols: 3, rows: 1, tileSize: 32, tileAt: (c) => (c === 1 ? bad : good), output, extraFormats: [], bounds: gridBounds(5, 1, 1, 3, 1) }),
-    (err: Error) => {
-      assert.ok(err instanceof StitchInputError);
-      assert.match(err.message, /bad-tile\.png/);
-      assert.match(err.message, /40x40 px, expected 32x32/);
-      assert.match(err.message, /col 1, row 0/);
-      return true;
-    },
-  );
+  await assert.rejects(stitchMosaic({ cols: 3, rows: 1, tileSize: 32, tileAt: (c) => (c === 1 ? bad : good), output, extraFormats: [], bounds: gridBounds(5, 1, 1, 3, 1) }), (err: Error) => {
+    assert.ok(err instanceof StitchInputError);
+    assert.match(err.message, /bad-tile\.png/);
+    assert.match(err.message, /40x40 px, expected 32x32/);
+    assert.match(err.message, /col 1, row 0/);
+    return true;
+  });
   assert.deepEqual((await readdir(sub)).sort(), ['bad-tile.png', 'good.png']);
   // A missing tile file is named too.
   await assert.rejects(
@@ -228,7 +247,10 @@ test('a tile of the wrong size is rejected naming the file and its size; nothing
     /tile \(col 0, row 0\) .*missing\.png/,
   );
   // WebP holds at most 16383 px a side, and libwebp the whole image in memory: refused before any work.
-  for (const [cols, rows] of [[65, 1], [40, 40]] as const) {
+  for (const [cols, rows] of [
+    [65, 1],
+    [40, 40],
+  ] as const) {
     await assert.rejects(
       stitchMosaic({ cols, rows, tileSize: 256, tileAt: () => null, output, extraFormats: ['webp'], bounds: gridBounds(8, 1, 1, cols, rows) }),
       (err: Error) => err instanceof StitchInputError && /too large for a WebP copy/.test(err.message),
@@ -290,14 +312,15 @@ test('GDAL reads the TIFF and the PNG as EPSG:3857 with the planned geotransform
       const raw = Buffer.alloc(T * T * 3);
       for (let i = 0; i < T * T; i++) raw.set([(i + k * 50) & 255, ((i >> 8) * 3 + k) & 255, (i ^ (i >> 8)) & 255], i * 3);
       const path = join(dir, `real-${k}.png`);
-      await sharp(raw, { raw: { width: T, height: T, channels: 3 } }).png().toFile(path);
+      await sharp(raw, { raw: { width: T, height: T, channels: 3 } })
+        .png()
+        .toFile(path);
       return path;
     }),
   );
   const bounds = gridBounds(14, 8_000, 5_000, cols, rows);
   const output = join(dir, 'georef.tif');
-  const run = () =>
-    stitchMosaic({ cols, rows, tileSize: T, tileAt: (c, r) => ((c + r) % 5 === 4 ? null : tiles[(c * 3 + r) % 4]!), output, extraFormats: ['png'], bounds, stripRows: 3 });
+  const run = () => stitchMosaic({ cols, rows, tileSize: T, tileAt: (c, r) => ((c + r) % 5 === 4 ? null : tiles[(c * 3 + r) % 4]!), output, extraFormats: ['png'], bounds, stripRows: 3 });
   await run();
   // A retry overwrites the same files cleanly.
   const result = await run();
@@ -345,7 +368,10 @@ test('GDAL reads the TIFF and the PNG as EPSG:3857 with the planned geotransform
   fromWorld.geoTransform!.forEach((v, i) => assert.ok(Math.abs(v - expected[i]!) <= 1e-6, `world file geoTransform[${i}]`));
 
   assert.deepEqual(result.files.sort(), [output, `${output}.aux.xml`, join(dir, 'georef.tfw'), join(dir, 'georef.prj'), png, `${png}.aux.xml`, join(dir, 'georef.pgw')].sort());
-  assert.deepEqual((await readdir(dir)).filter((f) => f.startsWith('.') || f.includes('tmp')), []);
+  assert.deepEqual(
+    (await readdir(dir)).filter((f) => f.startsWith('.') || f.includes('tmp')),
+    [],
+  );
 });
 
 test('the coverage mask is one 8-bit grey pixel per tile, georeferenced over the mosaic bounds', async (t) => {
@@ -364,7 +390,10 @@ test('the coverage mask is one 8-bit grey pixel per tile, georeferenced over the
   const { data, info } = await sharp(path).toColourspace('b-w').raw().toBuffer({ resolveWithObject: true });
   assert.deepEqual([info.width, info.height, info.channels], [cols, rows, 1]);
   for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) assert.equal(data[r * cols + c], value(c, r), `mask ${c},${r}`);
-  await assert.rejects(writeCoverageMask(path, 2, 2, () => 256, bounds), RangeError);
+  await assert.rejects(
+    writeCoverageMask(path, 2, 2, () => 256, bounds),
+    RangeError,
+  );
 
   if (!hasGdal) return t.skip('gdalinfo is not installed');
   const info2 = gdalinfo(path);

@@ -69,7 +69,19 @@ describe('a real WMS: MapServer 8 behind lighttpd', { skip }, () => {
     const box = { west, south, east, north };
     const url = (version: '1.1.1' | '1.3.0', bbox: string) => {
       const u = new URL(wms.url);
-      const p: Record<string, string> = { SERVICE: 'WMS', REQUEST: 'GetMap', VERSION: version, LAYERS: 'quadrants', STYLES: '', [version === '1.3.0' ? 'CRS' : 'SRS']: 'EPSG:4326', BBOX: bbox, WIDTH: '128', HEIGHT: '128', FORMAT: 'image/png', EXCEPTIONS: version === '1.3.0' ? 'XML' : 'application/vnd.ogc.se_xml' };
+      const p: Record<string, string> = {
+        SERVICE: 'WMS',
+        REQUEST: 'GetMap',
+        VERSION: version,
+        LAYERS: 'quadrants',
+        STYLES: '',
+        [version === '1.3.0' ? 'CRS' : 'SRS']: 'EPSG:4326',
+        BBOX: bbox,
+        WIDTH: '128',
+        HEIGHT: '128',
+        FORMAT: 'image/png',
+        EXCEPTIONS: version === '1.3.0' ? 'XML' : 'application/vnd.ogc.se_xml',
+      };
       for (const [k, v] of Object.entries(p)) u.searchParams.set(k, v);
       return u.toString();
     };
@@ -86,7 +98,7 @@ describe('a real WMS: MapServer 8 behind lighttpd', { skip }, () => {
     assert.ok(!(await rawPixels(right.body)).equals(await rawPixels(wrong.body)), 'lon,lat in 1.3.0 draws a different area');
   });
 
-  test('MapServer\'s own exceptions are classified: an unknown layer or CRS is the request\'s fault', async () => {
+  test("MapServer's own exceptions are classified: an unknown layer or CRS is the request's fault", async () => {
     const layer = await classify(await get(getMapUrl(wmsSource('1.3.0', ['no_such_layer']), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256)), expected);
     assert.equal(layer.kind, 'permanent');
     assert.equal(layer.exceptionCode, 'LayerNotDefined');

@@ -224,7 +224,15 @@ test("the doc's breaker example reads each breaker's state and transitions; admi
 
 test('watchMosaic follows a mosaic and cancelMosaic stops it, with a partial manifest', async () => {
   const output = path.join(dir, 'cancelled.tif');
-  const handle = await startMosaic(env.client, taskQueue, { sourcesFile: path.join(dir, 'sources.yaml'), sourceName: 'slow', bbox: [5.7, 44, 19.5, 49.9], zoom: 8, output, batchSize: 8, parallelBatches: 1 });
+  const handle = await startMosaic(env.client, taskQueue, {
+    sourcesFile: path.join(dir, 'sources.yaml'),
+    sourceName: 'slow',
+    bbox: [5.7, 44, 19.5, 49.9],
+    zoom: 8,
+    output,
+    batchSize: 8,
+    parallelBatches: 1,
+  });
   const seen: string[] = [];
   const watching = watchMosaic(env.client, handle.workflowId, { intervalMs: 200, onStatus: (s) => void seen.push(s.status) });
   await waitFor('the first tiles', async () => ((await mosaicStatus(env.client, handle.workflowId)).progress?.done ?? 0) > 0, 60_000);

@@ -1,13 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import {
-  ConfigError,
-  DEFAULT_POLICY_CONFIG,
-  cooldownCapMs,
-  latencyBudgetMs,
-  maxCooldownMs,
-  parsePolicyConfig,
-} from '../../src/breaker';
+import { ConfigError, DEFAULT_POLICY_CONFIG, cooldownCapMs, latencyBudgetMs, maxCooldownMs, parsePolicyConfig } from '../../src/breaker';
 
 /** Parses `input`, expecting a ConfigError with an issue that names `field` and shows `shown` as the value received. */
 function rejected(input: unknown, field: string, shown: string): ConfigError {
@@ -199,10 +192,7 @@ describe('unknown fields', () => {
   test('an unknown field is reported alongside a bad known one', () => {
     assert.throws(
       () => parsePolicyConfig({ typo: 1, minSamples: 0 }),
-      (e: unknown) =>
-        e instanceof ConfigError &&
-        e.issues.some((i) => i.includes('"typo"')) &&
-        e.issues.some((i) => i.startsWith('minSamples: ') && i.includes('(got 0)')),
+      (e: unknown) => e instanceof ConfigError && e.issues.some((i) => i.includes('"typo"')) && e.issues.some((i) => i.startsWith('minSamples: ') && i.includes('(got 0)')),
     );
   });
 });
@@ -214,7 +204,10 @@ describe('window shape', () => {
   });
   test('a fast window longer than the window is rejected on fastWindowMs', () => {
     const err = rejected({ windowMs: 5_000, fastWindowMs: 6_000 }, 'fastWindowMs', '6000');
-    assert.ok(err.issues.some((i) => i.includes('must be <= windowMs (5000)')), err.message);
+    assert.ok(
+      err.issues.some((i) => i.includes('must be <= windowMs (5000)')),
+      err.message,
+    );
   });
   test('fastMinSamples below minSamples is rejected', () => {
     rejected({ minSamples: 50, fastMinSamples: 40 }, 'fastMinSamples', '40');
@@ -225,14 +218,20 @@ describe('window shape', () => {
   });
   test('bucketMs larger than windowMs is rejected on bucketMs, naming windowMs and the value', () => {
     const err = rejected({ windowMs: 5_000, bucketMs: 6_000 }, 'bucketMs', '6000');
-    assert.ok(err.issues.some((i) => i.includes('must be <= windowMs (5000)')), err.message);
+    assert.ok(
+      err.issues.some((i) => i.includes('must be <= windowMs (5000)')),
+      err.message,
+    );
   });
   test('bucketMs larger than the default 30 s window is rejected', () => {
     rejected({ bucketMs: 40_000 }, 'bucketMs', '40000');
   });
   test('601 buckets are rejected, naming the smallest bucketMs that fits', () => {
     const err = rejected({ windowMs: 60_100, bucketMs: 100 }, 'bucketMs', '100');
-    assert.ok(err.issues.some((i) => i.includes('(101)') && i.includes('600 buckets')), err.message);
+    assert.ok(
+      err.issues.some((i) => i.includes('(101)') && i.includes('600 buckets')),
+      err.message,
+    );
   });
   test('an hour of 100 ms buckets (36000 buckets) is rejected', () => {
     rejected({ windowMs: 3_600_000, bucketMs: 100 }, 'bucketMs', '100');

@@ -1,16 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import {
-  LATENCY_BOUNDS_MS,
-  LATENCY_BUCKETS,
-  addInto,
-  bucketIndex,
-  emptyHistogram,
-  histogramOf,
-  percentile,
-  totalOf,
-} from '../../src/breaker';
+import { LATENCY_BOUNDS_MS, LATENCY_BUCKETS, addInto, bucketIndex, emptyHistogram, histogramOf, percentile, totalOf } from '../../src/breaker';
 import { prng } from '../helpers/prng';
 
 /** Nearest-rank p-quantile of raw samples: the true value the histogram estimates. */
@@ -18,7 +9,6 @@ function trueQuantile(samples: readonly number[], q: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!;
 }
-
 
 describe('histogram layout', () => {
   test('bounds run from 1 ms to 100 s, ten per decade, strictly ascending, plus an overflow bucket', () => {
@@ -48,7 +38,7 @@ describe('histogram layout', () => {
 });
 
 describe('bucketIndex', () => {
-  test('a sample on a bound falls in that bound\'s bucket, just above it in the next', () => {
+  test("a sample on a bound falls in that bound's bucket, just above it in the next", () => {
     for (let i = 0; i < LATENCY_BOUNDS_MS.length; i++) {
       const bound = LATENCY_BOUNDS_MS[i]!;
       assert.equal(bucketIndex(bound), i, `bound ${bound}`);
@@ -173,7 +163,12 @@ describe('percentile', () => {
       // Uniform latencies over a range at least twice as wide as its start.
       fc.record({ kind: fc.constant('uniform' as const), low: fc.double({ min: 1, max: 20_000, noNaN: true }), spread: fc.double({ min: 2, max: 50, noNaN: true }) }),
       // A healthy body with a slow tail (a degrading server).
-      fc.record({ kind: fc.constant('bimodal' as const), fast: fc.double({ min: 5, max: 200, noNaN: true }), slowFactor: fc.double({ min: 3, max: 50, noNaN: true }), slowShare: fc.double({ min: 0.02, max: 0.5, noNaN: true }) }),
+      fc.record({
+        kind: fc.constant('bimodal' as const),
+        fast: fc.double({ min: 5, max: 200, noNaN: true }),
+        slowFactor: fc.double({ min: 3, max: 50, noNaN: true }),
+        slowShare: fc.double({ min: 0.02, max: 0.5, noNaN: true }),
+      }),
     );
     fc.assert(
       fc.property(distribution, fc.integer({ min: 200, max: 2_000 }), fc.integer(), (d, n, seed) => {
@@ -205,14 +200,11 @@ describe('percentile', () => {
     );
   });
 
-  test(
-    'p95 is within 30 % even when every sample sits just above a bucket bound (buckets are up to 1.28x wide)',
-    () => {
-      for (const ms of [1.26, 6.31, 315.1]) {
-        const samples = new Array<number>(100).fill(ms);
-        const estimate = percentile(histogramOf(samples), 0.95)!;
-        assert.ok(Math.abs(estimate - ms) / ms < 0.3, `estimate ${estimate} for ${ms}`);
-      }
-    },
-  );
+  test('p95 is within 30 % even when every sample sits just above a bucket bound (buckets are up to 1.28x wide)', () => {
+    for (const ms of [1.26, 6.31, 315.1]) {
+      const samples = new Array<number>(100).fill(ms);
+      const estimate = percentile(histogramOf(samples), 0.95)!;
+      assert.ok(Math.abs(estimate - ms) / ms < 0.3, `estimate ${estimate} for ${ms}`);
+    }
+  });
 });

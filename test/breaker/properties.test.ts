@@ -107,11 +107,14 @@ const eventArb: fc.Arbitrary<GenEvent> = fc.oneof(
   },
   {
     weight: 8,
-    arbitrary: fc.record({
-      type: fc.constant('probe-request' as const),
-      requestId: fc.constantFrom('r0', 'r1', 'r2', 'r3', 'r4'),
-      requester: fc.constantFrom('w0', 'w1', 'w2'),
-    }, { noNullPrototype: true }),
+    arbitrary: fc.record(
+      {
+        type: fc.constant('probe-request' as const),
+        requestId: fc.constantFrom('r0', 'r1', 'r2', 'r3', 'r4'),
+        requester: fc.constantFrom('w0', 'w1', 'w2'),
+      },
+      { noNullPrototype: true },
+    ),
   },
   {
     weight: 10,
@@ -142,22 +145,28 @@ const eventArb: fc.Arbitrary<GenEvent> = fc.oneof(
   },
 );
 
-const stepArb: fc.Arbitrary<GenStep> = fc.record({
-  dt: fc.oneof(
-    { weight: 2, arbitrary: fc.constant(0) },
-    { weight: 4, arbitrary: fc.integer({ min: 0, max: 300 }) },
-    { weight: 2, arbitrary: fc.integer({ min: 0, max: 3_000 }) },
-    { weight: 1, arbitrary: fc.integer({ min: 0, max: 20_000 }) },
-  ),
-  rand: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
-  event: eventArb,
-}, { noNullPrototype: true });
+const stepArb: fc.Arbitrary<GenStep> = fc.record(
+  {
+    dt: fc.oneof(
+      { weight: 2, arbitrary: fc.constant(0) },
+      { weight: 4, arbitrary: fc.integer({ min: 0, max: 300 }) },
+      { weight: 2, arbitrary: fc.integer({ min: 0, max: 3_000 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 0, max: 20_000 }) },
+    ),
+    rand: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+    event: eventArb,
+  },
+  { noNullPrototype: true },
+);
 
-const scenarioArb = fc.record({
-  config: configArb,
-  start: fc.integer({ min: 0, max: 2_000_000_000_000 }),
-  steps: fc.array(stepArb, { minLength: 1, maxLength: 80, size: 'max' }),
-}, { noNullPrototype: true });
+const scenarioArb = fc.record(
+  {
+    config: configArb,
+    start: fc.integer({ min: 0, max: 2_000_000_000_000 }),
+    steps: fc.array(stepArb, { minLength: 1, maxLength: 80, size: 'max' }),
+  },
+  { noNullPrototype: true },
+);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Running a scenario with an independent model of probe tokens

@@ -203,7 +203,7 @@ describe('the fast window', () => {
     const t = only(r.transitions);
     assert.equal(t.reason, 'failure-ratio');
     assert.match(t.detail, /45\/45 failed .* in the newest 45 samples/);
-    assert.equal(t.figures!.n, 45, 'the figures are the fast window\'s');
+    assert.equal(t.figures!.n, 45, "the figures are the fast window's");
     assert.equal(windowFigures(r.state, T0 + 20_000).n, 445, 'while the whole window holds 445');
     s = fresh({ fastWindowMs: 0 });
     s = report(s, T0, { success: 400 }).state;
@@ -534,7 +534,7 @@ describe('Retry-After', () => {
     assert.equal(r.state.retryAfterHintUntil, null, 'the hint is used up by the open');
   });
 
-  test('a Retry-After reported with failures lengthens the next trip\'s cooldown', () => {
+  test("a Retry-After reported with failures lengthens the next trip's cooldown", () => {
     const a = report(fresh(), T0, { transient: 5 }, { retryAfterMs: 90_000 });
     assert.equal(a.state.retryAfterHintUntil, T0 + 90_000);
     const b = report(a.state, T0 + 10_000, { transient: 15 });
@@ -907,7 +907,7 @@ describe('transition records', () => {
     assert.equal(r.state.cooldownUntil, T0 + 500 + t.cooldownMs);
   });
 
-  test('records from one step come in order: time-driven first, then the event\'s', () => {
+  test("records from one step come in order: time-driven first, then the event's", () => {
     const forced = go(fresh({ minSamples: 1 }), { type: 'force-open', durationMs: 1_000 }, T0).state;
     const r = report(forced, T0 + 1_000, { transient: 1 });
     assert.deepEqual(
@@ -927,10 +927,16 @@ describe('transition records', () => {
   test('a time-driven transition is recorded when it fell due, not when the next event arrived', () => {
     const opened = tripped(fresh(), T0);
     const late = report(opened, T0 + 45_000, { success: 1 });
-    assert.deepEqual(late.transitions.map((t) => [t.at, t.reason]), [[T0 + 30_000, 'cooldown-elapsed']]);
+    assert.deepEqual(
+      late.transitions.map((t) => [t.at, t.reason]),
+      [[T0 + 30_000, 'cooldown-elapsed']],
+    );
     const forced = go(fresh(), { type: 'force-open', durationMs: 5_000 }, T0).state;
     const expired = tick(forced, T0 + 60_000);
-    assert.deepEqual(expired.transitions.map((t) => [t.at, t.reason]), [[T0 + 5_000, 'force-expired']]);
+    assert.deepEqual(
+      expired.transitions.map((t) => [t.at, t.reason]),
+      [[T0 + 5_000, 'force-expired']],
+    );
   });
 
   test('non-trip records carry no cooldown or figures', () => {

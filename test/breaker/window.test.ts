@@ -1,18 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import {
-  OUTCOME_KINDS,
-  figures,
-  histogramOf,
-  parsePolicyConfig,
-  percentile,
-  prune,
-  record,
-  type OutcomeCounts,
-  type RollingWindow,
-  zeroCounts,
-} from '../../src/breaker';
+import { OUTCOME_KINDS, figures, histogramOf, parsePolicyConfig, percentile, prune, record, type OutcomeCounts, type RollingWindow, zeroCounts } from '../../src/breaker';
 
 const config = parsePolicyConfig({ windowMs: 10_000, bucketMs: 1_000 });
 

@@ -104,10 +104,7 @@ test('durations for --for', () => {
 test('list shows running entities with their state, and filters by state', async () => {
   // The entity sets its search attributes once its start-up check (an activity) has answered; until then the
   // state comes from its memo.
-  const all = await listUntil(
-    undefined,
-    (bs) => bs.some((b) => b.key === closedKey && b.stateFrom === 'search-attribute') && bs.some((b) => b.key === failingKey && b.state === 'open'),
-  );
+  const all = await listUntil(undefined, (bs) => bs.some((b) => b.key === closedKey && b.stateFrom === 'search-attribute') && bs.some((b) => b.key === failingKey && b.state === 'open'));
   const closed = all.find((b) => b.key === closedKey);
   assert.ok(closed, `listed: ${JSON.stringify(all.map((b) => b.key))}`);
   assert.equal(closed.workflowId, `breaker/${closedKey}`);
@@ -202,7 +199,7 @@ test('an entity that is not running: show reports it, admin refuses', async () =
   await assert.rejects(adminBreaker(env.client, key, 'reset'), (err: unknown) => err instanceof BreakerNotRunningError && /is not running: its latest run is TERMINATED/.test(err.message));
 });
 
-test('an entity that finished idle: show gives its last run\'s transitions', async () => {
+test("an entity that finished idle: show gives its last run's transitions", async () => {
   const key = `http://idle-${tag}.example.test:80`;
   const h = await startEntity(env.client, taskQueue, { key, options: { idleMs: 300 } });
   await h.signal(adminSignal, { action: 'reset', reason: 'last words', actor: 'test' });

@@ -4,16 +4,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { histogramOf } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
-import {
-  adminSignal,
-  probeDecisionQuery,
-  probeResultSignal,
-  reportSignal,
-  requestProbeSignal,
-  statusQuery,
-  transitionsQuery,
-  viewQuery,
-} from '../../src/messages/breaker';
+import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, transitionsQuery, viewQuery } from '../../src/messages/breaker';
 import { startEntity, waitForView } from '../helpers/entity';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startTestEndpoint, type TestEndpoint } from '../helpers/tile-server';

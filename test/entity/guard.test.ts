@@ -89,7 +89,10 @@ describe('the guard', () => {
     const config = { cooldownMs: 1_000, cooldownJitter: 0 };
     const g = guard('prober', { config });
     for (let i = 0; i < 20; i++) g.release(await g.acquire(key), { kind: 'transient' });
-    await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'open');
+    await until(
+      () => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery),
+      (s) => s.view.state === 'open',
+    );
     await env.sleep(1_500);
     await new Promise((r) => setTimeout(r, 1_100));
     const probe = await g.acquire(key);
@@ -133,7 +136,11 @@ describe('the guard', () => {
     );
     assert.equal(status.view.state, 'open');
     // b's cached view is at most cacheTtlMs old: within a second it refuses without touching the network.
-    const refused = await until(() => b.acquire(key), (d) => d.kind === 'refused', 2_000);
+    const refused = await until(
+      () => b.acquire(key),
+      (d) => d.kind === 'refused',
+      2_000,
+    );
     assert.equal(refused.kind, 'refused');
     assert.ok(refused.kind === 'refused' && refused.retryAfterMs! > 0);
   });
@@ -146,7 +153,10 @@ describe('the guard', () => {
     const p1 = guard('pipeline-roads');
     const p2 = guard('pipeline-aerial');
     for (let i = 0; i < 20; i++) p1.release(await p1.acquire(roads), { kind: 'service-exception' });
-    const d = await until(() => p2.acquire(aerial), (x) => x.kind === 'refused');
+    const d = await until(
+      () => p2.acquire(aerial),
+      (x) => x.kind === 'refused',
+    );
     assert.equal(d.kind, 'refused');
   });
 
@@ -155,7 +165,10 @@ describe('the guard', () => {
     const config = { cooldownMs: 1_000, cooldownJitter: 0, probesToClose: 1, rampMs: 0 };
     const gs = [guard('g0', { config }), guard('g1', { config }), guard('g2', { config })];
     for (let i = 0; i < 20; i++) gs[0]!.release(await gs[0]!.acquire(key), { kind: 'transient' });
-    await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'open');
+    await until(
+      () => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery),
+      (s) => s.view.state === 'open',
+    );
     await env.sleep(1_500);
     await new Promise((r) => setTimeout(r, 1_100)); // let every cached view expire
     const decisions: GuardDecision[] = await Promise.all(gs.map((g) => g.acquire(key)));
@@ -170,7 +183,10 @@ describe('the guard', () => {
     assert.equal((await handle.query(statusQuery)).counters.probeRequests, requestsBefore);
     const holder = gs[decisions.indexOf(probes[0]!)]!;
     holder.release(probes[0]!, { kind: 'success', latencyMs: 10 });
-    const status = await until(() => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery), (s) => s.view.state === 'closed');
+    const status = await until(
+      () => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery),
+      (s) => s.view.state === 'closed',
+    );
     assert.equal(status.view.state, 'closed');
   });
 });

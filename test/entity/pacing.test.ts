@@ -56,7 +56,7 @@ async function simulatedWorker(reporter: string, rate: number, key: string, url:
   );
 }
 
-test('three workers together stay under the endpoint\'s fleet-wide rate limit, each getting a share', async () => {
+test("three workers together stay under the endpoint's fleet-wide rate limit, each getting a share", async () => {
   const RATE = 20;
   const RUN_MS = 6_000;
   const key = breakerKey(endpoint.url);
@@ -82,7 +82,10 @@ test('three workers together stay under the endpoint\'s fleet-wide rate limit, e
   assert.ok(steady <= RATE * 1.1, `steady rate ${steady.toFixed(1)}/s over the limit ${RATE}/s`);
   assert.ok(steady >= RATE * 0.6, `steady rate ${steady.toFixed(1)}/s: the limit is used, not starved`);
   assert.ok(total <= RATE * (RUN_MS / 1000 + 1), `total ${total} in ${RUN_MS} ms for a limit of ${RATE}/s`);
-  assert.ok(perWorker.every((n) => n >= total / 6), `every worker gets a share: ${perWorker.join(', ')}`);
+  assert.ok(
+    perWorker.every((n) => n >= total / 6),
+    `every worker gets a share: ${perWorker.join(', ')}`,
+  );
 });
 
 test('a share smaller than one call per five seconds stays counted (keepalive reports), so the others do not take more', async () => {

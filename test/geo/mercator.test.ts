@@ -1,16 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import {
-  lonLatToMeters,
-  lonLatToTile,
-  MAX_LATITUDE,
-  metersToLonLat,
-  metersToTile,
-  ORIGIN_SHIFT_M,
-  resolution,
-  tileBounds,
-  tmsY,
-} from '../../src/geo/mercator';
+import { lonLatToMeters, lonLatToTile, MAX_LATITUDE, metersToLonLat, metersToTile, ORIGIN_SHIFT_M, resolution, tileBounds, tmsY } from '../../src/geo/mercator';
 
 const close = (a: number, b: number, eps: number, what: string) => assert.ok(Math.abs(a - b) <= eps, `${what}: ${a} vs ${b}`);
 
@@ -54,7 +44,12 @@ describe('web mercator', () => {
   });
 
   test('metres and lon/lat round-trip', () => {
-    for (const [lon, lat] of [[0, 0], [13.4, 52.52], [-70.1, -33.4], [179.9, 84.9]] as const) {
+    for (const [lon, lat] of [
+      [0, 0],
+      [13.4, 52.52],
+      [-70.1, -33.4],
+      [179.9, 84.9],
+    ] as const) {
       const [x, y] = lonLatToMeters(lon, lat);
       const [lon2, lat2] = metersToLonLat(x, y);
       close(lon2, lon, 1e-10, 'lon');

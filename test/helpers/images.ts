@@ -11,10 +11,14 @@ export async function gradientImage(width: number, height: number, format: 'png'
       raw[i + 2] = (x ^ y) & 255;
     }
   }
-  return sharp(raw, { raw: { width, height, channels: 3 } }).toFormat(format).toBuffer();
+  return sharp(raw, { raw: { width, height, channels: 3 } })
+    .toFormat(format)
+    .toBuffer();
 }
 
 /** A uniform image: what WMS EXCEPTIONS=BLANK, or open sea, looks like. */
 export async function blankImage(width: number, height: number, rgba: { r: number; g: number; b: number; alpha: number } = { r: 255, g: 255, b: 255, alpha: 0 }): Promise<Buffer> {
-  return sharp({ create: { width, height, channels: 4, background: rgba } }).png().toBuffer();
+  return sharp({ create: { width, height, channels: 4, background: rgba } })
+    .png()
+    .toBuffer();
 }

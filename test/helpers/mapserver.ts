@@ -52,15 +52,41 @@ export async function startWms(opts: { extent?: [number, number, number, number]
       raw[i + 2] = b;
     }
   }
-  await sharp(raw, { raw: { width: size, height: size, channels: 3 } }).png().toFile(path.join(dir, 'quadrants.png'));
-  execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-a_srs', 'EPSG:3857', '-a_ullr', String(EXTENT[0]), String(EXTENT[3]), String(EXTENT[2]), String(EXTENT[1]), 'quadrants.png', 'quadrants.tif'], { cwd: dir });
+  await sharp(raw, { raw: { width: size, height: size, channels: 3 } })
+    .png()
+    .toFile(path.join(dir, 'quadrants.png'));
+  execFileSync(
+    'gdal_translate',
+    ['-q', '-of', 'GTiff', '-a_srs', 'EPSG:3857', '-a_ullr', String(EXTENT[0]), String(EXTENT[3]), String(EXTENT[2]), String(EXTENT[1]), 'quadrants.png', 'quadrants.tif'],
+    { cwd: dir },
+  );
   writeFileSync(
     path.join(dir, 'roads.geojson'),
     JSON.stringify({
       type: 'FeatureCollection',
       features: [
-        { type: 'Feature', properties: { name: 'Diagonal' }, geometry: { type: 'LineString', coordinates: [[0, 0], [2000, 2000]] } },
-        { type: 'Feature', properties: { name: 'Cross' }, geometry: { type: 'LineString', coordinates: [[0, 1500], [2000, 500]] } },
+        {
+          type: 'Feature',
+          properties: { name: 'Diagonal' },
+          geometry: {
+            type: 'LineString',
+            coordinates: [
+              [0, 0],
+              [2000, 2000],
+            ],
+          },
+        },
+        {
+          type: 'Feature',
+          properties: { name: 'Cross' },
+          geometry: {
+            type: 'LineString',
+            coordinates: [
+              [0, 1500],
+              [2000, 500],
+            ],
+          },
+        },
       ],
     }),
   );

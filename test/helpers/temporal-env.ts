@@ -37,9 +37,7 @@ Runtime.install({
  */
 export async function timeSkippingEnv(): Promise<TestWorkflowEnvironment> {
   const { testServer } = localBinaries();
-  return TestWorkflowEnvironment.createTimeSkipping(
-    testServer ? { server: { executable: { type: 'existing-path', path: testServer } } } : {},
-  );
+  return TestWorkflowEnvironment.createTimeSkipping(testServer ? { server: { executable: { type: 'existing-path', path: testServer } } } : {});
 }
 
 export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAttributeType>[] = [], extraNamespaces: string[] = []): Promise<TestWorkflowEnvironment> {

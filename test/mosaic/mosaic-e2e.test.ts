@@ -68,10 +68,9 @@ async function run(req: MosaicRequest, id: string): Promise<MosaicResult> {
   return handle.result();
 }
 
-const resetBreaker = (s: DemoTileServer) =>
-  env.client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'test' });
+const resetBreaker = (s: DemoTileServer) => env.client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'test' });
 
-test('fail-fast: an outage mid-run dead-letters the refused tiles, every tile is in the manifest, GDAL reads EPSG:3857 and the plan\'s geotransform; a re-drive fetches only the dead letters', async () => {
+test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is in the manifest, GDAL reads EPSG:3857 and the plan's geotransform; a re-drive fetches only the dead letters", async () => {
   const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 2_500 });
   const req = request(s, 'fail-fast', { fallback: 'fail-fast' });
   const result = await run(req, `mosaic-ff-${process.pid}`);
@@ -86,7 +85,10 @@ test('fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
   assert.ok(refused.length > 0, 'the breaker refused tiles, and the manifest says so');
   // Refused at once, or on an in-activity retry after a failed attempt: dead-lettered either way.
   assert.ok(refused.every((t) => t.status === 'dead-lettered'));
-  assert.ok(refused.some((t) => t.attempts === 0), 'most refusals cost no request at all');
+  assert.ok(
+    refused.some((t) => t.attempts === 0),
+    'most refusals cost no request at all',
+  );
   // The breaker kept most of the outage's requests away from the server.
   assert.ok(s.stats.whileDown < m.counts['dead-lettered'], `requests while down ${s.stats.whileDown} < dead-lettered ${m.counts['dead-lettered']}`);
 
@@ -130,7 +132,11 @@ test('a re-drive that reads the sources file again uses the source as fixed sinc
   // The sources file as it is now: no credential needed.
   const sourcesFile = path.join(dir, 'fixed-sources.yaml');
   writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
-  const r2 = (await env.client.workflow.execute('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-fixed-${process.pid}`, args: [{ manifest: result.manifest, sources: { sourcesFile } }] })) as MosaicResult;
+  const r2 = (await env.client.workflow.execute('redriveMosaicWorkflow', {
+    taskQueue,
+    workflowId: `redrive-fixed-${process.pid}`,
+    args: [{ manifest: result.manifest, sources: { sourcesFile } }],
+  })) as MosaicResult;
   const m2 = readManifest(r2);
   assert.equal(assertAccounted(m2), null);
   assert.equal(m2.counts.ok, m.tiles.length);
@@ -202,7 +208,10 @@ test('wait: refused tiles wait on a durable timer for the breaker and are fetche
   const m2 = readManifest(again);
   assert.equal(assertAccounted(m2), null);
   assert.equal(m2.counts.ok, 130);
-  assert.ok(m2.tiles.every((t) => t.pass === 0), 'every tile from this run\'s first pass');
+  assert.ok(
+    m2.tiles.every((t) => t.pass === 0),
+    "every tile from this run's first pass",
+  );
 });
 
 test('bad requests are refused before any fetch, naming the field and the value', async () => {

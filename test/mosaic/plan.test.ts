@@ -70,7 +70,7 @@ test('manifest statuses: refusals and curable failures are dead letters; permane
   assert.equal(manifestStatus({ ...t, status: 'hole', kind: 'neutral' }), 'hole');
 });
 
-test('journals: a later pass\'s record of a tile replaces an earlier one; unrecorded tiles are null', () => {
+test("journals: a later pass's record of a tile replaces an earlier one; unrecorded tiles are null", () => {
   const rec = (i: number, status: 'ok' | 'dead-lettered', pass: number) => ({ i, z: 1, x: i, y: 0, status, reason: '', attempts: 1, pass });
   const journals: Journal[] = [
     { batchId: 'p0-a', pass: 0, writtenAt: 1, tiles: [rec(0, 'ok', 0), rec(1, 'dead-lettered', 0)] },
@@ -82,7 +82,7 @@ test('journals: a later pass\'s record of a tile replaces an earlier one; unreco
   assert.equal(latest[2], null);
 });
 
-test('each run journals in its own folder; planning a new run on the same output clears the earlier runs\' journals', async () => {
+test("each run journals in its own folder; planning a new run on the same output clears the earlier runs' journals", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-plan-'));
   try {
     const output = path.join(dir, 'm.tif');

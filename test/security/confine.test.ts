@@ -117,7 +117,14 @@ describe('sources files read on a worker', () => {
       ['git.yaml', `[core]\n\trepositoryformatversion = 0\n[remote "origin"]\n\turl = https://user:${CANARY}@example.org/x.git\n`, /not valid YAML|not a sources file/],
       ['beside.yaml', `sources: {}\n${CANARY}: 1\n`, /\(root\): 1 unknown field \(not shown\)/],
       ['list.yaml', `sources: ${CANARY}\n`, /sources: .*expected record/],
-      ['laughs.yaml', `a: &a ["${CANARY}", "${CANARY}", "${CANARY}"]\n${'bcdefghij'.split('').map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghij'[i]}`).join(', ')}]`).join('\n')}\nsources: *j\n`, /not valid YAML: too many alias expansions/],
+      [
+        'laughs.yaml',
+        `a: &a ["${CANARY}", "${CANARY}", "${CANARY}"]\n${'bcdefghij'
+          .split('')
+          .map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghij'[i]}`).join(', ')}]`)
+          .join('\n')}\nsources: *j\n`,
+        /not valid YAML: too many alias expansions/,
+      ],
     ];
     for (const [name, text, expected] of cases) {
       const msg = await load(write(name, text));
@@ -157,7 +164,7 @@ describe('sources files read on a worker', () => {
     assert.ok(!secret.includes(CANARY), secret);
   });
 
-  test('the CLI reading the user\'s own file shows a code frame for a syntax error', async () => {
+  test("the CLI reading the user's own file shows a code frame for a syntax error", async () => {
     const f = path.join(elsewhere, 'mine.yaml');
     writeFileSync(f, 'sources:\n  a: b: c\n');
     assert.match(await refusal(loadSource(f)), /not valid YAML: .*line 2, column 6:\n\n {2}a: b: c\n/s);
@@ -213,7 +220,14 @@ describe('a resumed batch', () => {
       const forged: TileResult = { z: 1, x: 0, y: 0, status: 'ok', reason: 'forged', attempts: 1, path: '/etc/passwd' };
       const env = new MockActivityEnvironment({ heartbeatDetails: { results: [forged] } });
       const fetchTiles = makeFetchBatch({ pools, roots });
-      const [r]: TileResult[] = await env.run(fetchTiles, { sourceName: 'x', source: parseSource(source), tiles: [{ z: 1, x: 0, y: 0 }], storeRoot: path.join(out, 'store'), breaker: false, retry: { attempts: 1 } });
+      const [r]: TileResult[] = await env.run(fetchTiles, {
+        sourceName: 'x',
+        source: parseSource(source),
+        tiles: [{ z: 1, x: 0, y: 0 }],
+        storeRoot: path.join(out, 'store'),
+        breaker: false,
+        retry: { attempts: 1 },
+      });
       assert.notEqual(r!.path, '/etc/passwd');
       assert.notEqual(r!.reason, 'forged');
       assert.equal(r!.attempts, 1, 'a request was made for it');

@@ -46,7 +46,7 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-test('a credential the server quotes back never reaches a tile\'s reason, whatever the auth type', async () => {
+test("a credential the server quotes back never reaches a tile's reason, whatever the auth type", async () => {
   const auths: SourceInput['auth'][] = [
     { type: 'bearer', tokenEnv: 'TB_ECHO_TOKEN' },
     { type: 'basic', userEnv: 'TB_ECHO_USER', passwordEnv: 'TB_ECHO_TOKEN' },

@@ -110,14 +110,21 @@ test('a workflow started directly with sourcesFile at a file that is not a sourc
     assertClean(`${name}: history`, history);
   }
   assertClean('worker log', logs.join('\n'));
-  assert.ok(logs.some((l) => l.includes('ConfigError')), 'the worker did log the refusals (the log check looked at something)');
+  assert.ok(
+    logs.some((l) => l.includes('ConfigError')),
+    'the worker did log the refusals (the log check looked at something)',
+  );
 });
 
 test('a sources file outside the sources roots, or reached through a symlink out of them, is refused before it is read', async () => {
   const outside = path.join(elsewhere, 'sources.yaml');
   writeFileSync(outside, bait.env);
   symlinkSync(outside, path.join(conf, 'link.yaml'));
-  for (const [name, file] of [['outside', outside], ['link', path.join(conf, 'link.yaml')], ['etc', '/etc/passwd']] as const) {
+  for (const [name, file] of [
+    ['outside', outside],
+    ['link', path.join(conf, 'link.yaml')],
+    ['etc', '/etc/passwd'],
+  ] as const) {
     const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-root-${name}-${process.pid}`, args: [request({ sourcesFile: file })] });
     const { failure } = await failureOf(handle);
     assert.match(failure, /sourcesFile: ".*" (is outside|leads outside this worker's roots .* through a symlink|must name a \.yaml)/, failure);
@@ -146,14 +153,36 @@ test('outputs outside the output roots, under /proc, or with a source named ".."
 });
 
 test('a block workflow handed a plan of its own making is held to the same roots', async () => {
-  const plan = { sourceName: 'x', source: { type: 'xyz', url: server.template }, grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 }, total: 1, bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 }, output: path.join(elsewhere, 'b.tif'), extraFormats: [], workDir: path.join(elsewhere, 'b.work'), journalDir: path.join(elsewhere, 'b.work', 'j'), storeRoot: path.join(elsewhere, 'tiles'), fallback: 'fail-fast', afterDeadline: 'fail-fast', deadlineAt: null, batchSize: 1, blockTiles: 1, parallelBatches: 1, breaker: false };
-  const handle = await env.client.workflow.start('mosaicBlockWorkflow', { taskQueue, workflowId: `canary-block-${process.pid}`, args: [{ plan, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }] });
+  const plan = {
+    sourceName: 'x',
+    source: { type: 'xyz', url: server.template },
+    grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 },
+    total: 1,
+    bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 },
+    output: path.join(elsewhere, 'b.tif'),
+    extraFormats: [],
+    workDir: path.join(elsewhere, 'b.work'),
+    journalDir: path.join(elsewhere, 'b.work', 'j'),
+    storeRoot: path.join(elsewhere, 'tiles'),
+    fallback: 'fail-fast',
+    afterDeadline: 'fail-fast',
+    deadlineAt: null,
+    batchSize: 1,
+    blockTiles: 1,
+    parallelBatches: 1,
+    breaker: false,
+  };
+  const handle = await env.client.workflow.start('mosaicBlockWorkflow', {
+    taskQueue,
+    workflowId: `canary-block-${process.pid}`,
+    args: [{ plan, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
+  });
   const { failure } = await failureOf(handle);
   assert.match(failure, /mosaic batch: output: ".*elsewhere\/b\.tif" is outside this worker's roots/);
   assert.ok(!existsSync(path.join(elsewhere, 'tiles')) && !existsSync(path.join(elsewhere, 'b.work')), 'nothing written outside the roots');
 });
 
-test('credentials go only where an operator\'s sources file sends them: an inline source or a forged plan cannot pair a worker secret with a URL', async () => {
+test("credentials go only where an operator's sources file sends them: an inline source or a forged plan cannot pair a worker secret with a URL", async () => {
   const seen: string[] = [];
   const thief = createServer((req, res) => {
     seen.push(`${req.url} ${JSON.stringify(req.headers)}`);
@@ -169,14 +198,22 @@ test('credentials go only where an operator\'s sources file sends them: an inlin
     assert.match((await failureOf(inline)).failure, /source\.auth: credentials are used only with sources read from a sources file/);
     // A block handed a plan whose source carries auth: without a sources file, or differing from it.
     writeFileSync(path.join(conf, 'real.yaml'), `sources:\n  real:\n    type: xyz\n    url: ${server.template}\n    auth: { type: bearer, tokenEnv: TB_CANARY_SECRET }\n`);
-    const good = await env.client.workflow.execute<typeof mosaicWorkflow>('mosaicWorkflow', { taskQueue, workflowId: `canary-auth-good-${process.pid}`, args: [request({ sourcesFile: path.join(conf, 'real.yaml'), output: path.join(out, 'real.tif'), zoom: 4 })] });
+    const good = await env.client.workflow.execute<typeof mosaicWorkflow>('mosaicWorkflow', {
+      taskQueue,
+      workflowId: `canary-auth-good-${process.pid}`,
+      args: [request({ sourcesFile: path.join(conf, 'real.yaml'), output: path.join(out, 'real.tif'), zoom: 4 })],
+    });
     assert.ok(good.counts.ok > 0, 'a source from the sources file does use its credential');
     const plan = JSON.parse(readFileSync(path.join(out, 'real.work', 'plan.json'), 'utf8')) as Record<string, unknown>;
     for (const [name, forged] of [
       ['no-file', { ...plan, source: { ...(plan.source as object), url }, sourcesFile: undefined }],
       ['other-url', { ...plan, source: { ...(plan.source as object), url } }],
     ] as const) {
-      const h = await env.client.workflow.start('mosaicBlockWorkflow', { taskQueue, workflowId: `canary-auth-${name}-${process.pid}`, args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }] });
+      const h = await env.client.workflow.start('mosaicBlockWorkflow', {
+        taskQueue,
+        workflowId: `canary-auth-${name}-${process.pid}`,
+        args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
+      });
       const { failure } = await failureOf(h);
       assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, failure);
     }
@@ -188,7 +225,25 @@ test('credentials go only where an operator\'s sources file sends them: an inlin
 });
 
 test('a block handed a malformed plan or selection is refused before it loops: strings in the grid, a zero batch size, tiles beyond the plan', async () => {
-  const base = { sourceName: 'x', source: { type: 'xyz', url: server.template }, grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 }, total: 1, bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 }, output: path.join(out, 'b.tif'), extraFormats: [], workDir: path.join(out, 'b.work'), journalDir: path.join(out, 'b.work', 'j'), storeRoot: path.join(out, 'b.tiles'), fallback: 'fail-fast', afterDeadline: 'fail-fast', deadlineAt: null, batchSize: 1, blockTiles: 1, parallelBatches: 1, breaker: false };
+  const base = {
+    sourceName: 'x',
+    source: { type: 'xyz', url: server.template },
+    grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 },
+    total: 1,
+    bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 },
+    output: path.join(out, 'b.tif'),
+    extraFormats: [],
+    workDir: path.join(out, 'b.work'),
+    journalDir: path.join(out, 'b.work', 'j'),
+    storeRoot: path.join(out, 'b.tiles'),
+    fallback: 'fail-fast',
+    afterDeadline: 'fail-fast',
+    deadlineAt: null,
+    batchSize: 1,
+    blockTiles: 1,
+    parallelBatches: 1,
+    breaker: false,
+  };
   const cases: [string, Record<string, unknown>, unknown, RegExp][] = [
     ['grid-string', { ...base, grid: { ...base.grid, z: '../../../elsewhere/PWNED' } }, { start: 0, count: 1 }, /plan: grid\.z: .*expected number/],
     ['batch-zero', { ...base, batchSize: 0 }, { start: 0, count: 1 }, /plan: batchSize: .*>=1/],
@@ -206,14 +261,42 @@ test('a block handed a malformed plan or selection is refused before it loops: s
 });
 
 test('the CLI: mosaic start and redrive with --sources at a bait file print no canary, and tile --source neither', async () => {
-  const start = await cli(['mosaic', 'start', '--sources', baitFiles.env!, '--bbox', '5.7,44,6.5,44.6', '--zoom', '6', '--out', path.join(out, 'cli.tif'), '--id', `canary-cli-${process.pid}`, '--wait']);
+  const start = await cli([
+    'mosaic',
+    'start',
+    '--sources',
+    baitFiles.env!,
+    '--bbox',
+    '5.7,44,6.5,44.6',
+    '--zoom',
+    '6',
+    '--out',
+    path.join(out, 'cli.tif'),
+    '--id',
+    `canary-cli-${process.pid}`,
+    '--wait',
+  ]);
   assert.equal(start.code, 2, start.out + start.err);
   assert.match(start.out + start.err, /not a sources file/);
   assertClean('mosaic start', start.out, start.err);
 
   // A real mosaic, then a re-drive reading a bait file as its new source.
   writeFileSync(path.join(conf, 'good.yaml'), `sources:\n  demo:\n    type: xyz\n    url: ${server.template}\n`);
-  const good = await cli(['mosaic', 'start', '--sources', path.join(conf, 'good.yaml'), '--bbox', '5.7,44,6.5,44.6', '--zoom', '6', '--out', path.join(out, 'good.tif'), '--id', `canary-good-${process.pid}`, '--wait']);
+  const good = await cli([
+    'mosaic',
+    'start',
+    '--sources',
+    path.join(conf, 'good.yaml'),
+    '--bbox',
+    '5.7,44,6.5,44.6',
+    '--zoom',
+    '6',
+    '--out',
+    path.join(out, 'good.tif'),
+    '--id',
+    `canary-good-${process.pid}`,
+    '--wait',
+  ]);
   assert.equal(good.code, 0, good.out + good.err);
   const redrive = await cli(['mosaic', 'redrive', path.join(out, 'good.manifest.json'), '--sources', baitFiles.gitConfig!, '--id', `canary-redrive-${process.pid}`]);
   assert.notEqual(redrive.code, 0);

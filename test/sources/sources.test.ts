@@ -39,7 +39,10 @@ describe('source configuration', () => {
   test('a sources file names its sources', () => {
     const f = parseSourcesFile({ sources: { osm: { type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png' } } });
     assert.equal(f.sources.osm?.type, 'xyz');
-    assert.throws(() => parseSourcesFile({ sources: { 'bad name': { type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png' } } }), /sources: name "bad name" must be a source name: a letter or digit, then letters, digits/);
+    assert.throws(
+      () => parseSourcesFile({ sources: { 'bad name': { type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png' } } }),
+      /sources: name "bad name" must be a source name: a letter or digit, then letters, digits/,
+    );
   });
 });
 

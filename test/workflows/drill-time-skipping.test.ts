@@ -19,19 +19,11 @@ test('minutes of cooldown run on durable timers and are skipped by the time-skip
   const taskQueue = uniqueTaskQueue('drill');
   const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowsPath });
   const wallStart = Date.now();
-  const result = await worker.runUntil(
-    env.client.workflow.execute(breakerDrillWorkflow, { args: [outageDrill()], workflowId: `drill-${taskQueue}`, taskQueue }),
-  );
+  const result = await worker.runUntil(env.client.workflow.execute(breakerDrillWorkflow, { args: [outageDrill()], workflowId: `drill-${taskQueue}`, taskQueue }));
   const wallMs = Date.now() - wallStart;
 
   const path = result.transitions.map((t) => `${t.from}>${t.to}:${t.reason}`);
-  assert.deepEqual(path, [
-    'closed>open:failure-ratio',
-    'open>half-open:cooldown-elapsed',
-    'half-open>open:probe-failed',
-    'open>half-open:cooldown-elapsed',
-    'half-open>closed:probes-succeeded',
-  ]);
+  assert.deepEqual(path, ['closed>open:failure-ratio', 'open>half-open:cooldown-elapsed', 'half-open>open:probe-failed', 'open>half-open:cooldown-elapsed', 'half-open>closed:probes-succeeded']);
   const [trip, firstHalfOpen, reopen, secondHalfOpen] = result.transitions;
   // The cooldown timer fired exactly when the policy said, on workflow time.
   assert.equal(firstHalfOpen!.at - trip!.at, trip!.cooldownMs);

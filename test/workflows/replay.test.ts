@@ -7,7 +7,9 @@ import { packageRoot } from '../../src/client/local-server';
 import { workflowsPath } from '../helpers/temporal-env';
 
 const dir = path.join(packageRoot(), 'test', 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
 
 test('there is at least one committed history to replay', () => {
   assert.ok(files.length > 0, `no histories in ${dir}`);

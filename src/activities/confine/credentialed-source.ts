@@ -16,7 +16,9 @@ function destination(s: SourceConfig): string {
 export async function checkCredentialedSource(source: SourceConfig, sourceName: string, sourcesFile: string | undefined, roots: WorkerRoots, subject: string): Promise<void> {
   if (!source.auth) return;
   if (sourcesFile === undefined) {
-    throw new ConfigError(subject, [`source.auth: source ${JSON.stringify(sourceName)} has credentials but names no sources file; credentials are used only with sources read from one under the worker's sources roots`]);
+    throw new ConfigError(subject, [
+      `source.auth: source ${JSON.stringify(sourceName)} has credentials but names no sources file; credentials are used only with sources read from one under the worker's sources roots`,
+    ]);
   }
   const { source: written, file } = await loadSource(sourcesFile, sourceName, { roots: roots.sources, subject, field: 'sourcesFile' });
   if (destination(written) !== destination(source)) {

@@ -105,7 +105,10 @@ export function makeFetchBatch(deps: FetchDeps) {
     // One request per unit: a tile, or the tiles of one metatile (WMS sources with `metatile`).
     // Only the tiles not finished yet (a resumed batch): a metatile partly done before is fetched for the rest.
     const pending = input.tiles.map((_, i) => i).filter((i) => !results[i]);
-    const units = requestUnits(input.source, pending.map((i) => input.tiles[i]!)).map((u) => ({ ...u, members: u.members.map((k) => pending[k]!) }));
+    const units = requestUnits(
+      input.source,
+      pending.map((i) => input.tiles[i]!),
+    ).map((u) => ({ ...u, members: u.members.map((k) => pending[k]!) }));
     const worker = async () => {
       for (;;) {
         const u = next++;
@@ -191,11 +194,27 @@ async function fetchUnit(
     }
     if (x.status === 304 && conditional) {
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
-      return each((t) => ({ ...t, status: 'ok', kind: 'success', reason: 'not modified since the stored copy', attempts: attempt, httpStatus: 304, latencyMs: x.latencyMs, path: conditional.path, bytes: conditional.meta.bytes }));
+      return each((t) => ({
+        ...t,
+        status: 'ok',
+        kind: 'success',
+        reason: 'not modified since the stored copy',
+        attempts: attempt,
+        httpStatus: 304,
+        latencyMs: x.latencyMs,
+        path: conditional.path,
+        bytes: conditional.meta.bytes,
+      }));
     }
     // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
     const chunk = unit.meta !== null && input.keepChunks === true;
-    verdict = await classify(x, { width: unit.width, height: unit.height, blankIsFailure: source.blankTiles === 'fail', keepPixels: unit.meta !== null && !chunk, secrets: credentialValues(source.auth) });
+    verdict = await classify(x, {
+      width: unit.width,
+      height: unit.height,
+      blankIsFailure: source.blankTiles === 'fail',
+      keepPixels: unit.meta !== null && !chunk,
+      secrets: credentialValues(source.auth),
+    });
     if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success' && chunk) {
       const v = verdict;
@@ -263,7 +282,6 @@ function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDeci
   if (input.whenRefused === 'hole') return { ...base, status: 'hole', reason: `${d.reason}; left as a hole (not rendered)` };
   return { ...base, status: 'deferred', reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}` };
 }
-
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

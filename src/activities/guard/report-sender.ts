@@ -116,13 +116,15 @@ export class ReportSender {
     try {
       // A plain signal while the entity is known to run (cheaper for the server); signal-with-start otherwise.
       if (kr.started) {
-        const sent = await this.link.rpc(() => this.link.handle(key).signal(reportSignal, report)).then(
-          () => true,
-          (err: unknown) => {
-            if (isNotFound(err)) return false;
-            throw err;
-          },
-        );
+        const sent = await this.link
+          .rpc(() => this.link.handle(key).signal(reportSignal, report))
+          .then(
+            () => true,
+            (err: unknown) => {
+              if (isNotFound(err)) return false;
+              throw err;
+            },
+          );
         if (sent) {
           this.stats.reportsSent++;
           kr.reportedAt = Date.now();

@@ -104,4 +104,3 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots):
   await writeManifest();
   return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial };
 }
-

@@ -96,4 +96,3 @@ export function makeMosaicBatch(deps: FetchDeps) {
     return { counts, deferred, retryAfterMs, breakerStates: [...states], requests };
   };
 }
-

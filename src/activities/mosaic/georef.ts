@@ -50,13 +50,10 @@ export function worldFile(bounds: Bounds3857, width: number, height: number): st
 /** The GDAL PAM dataset (`<image>.aux.xml`) text: SRS and geotransform, as GDAL itself writes them. */
 export function pamXml(bounds: Bounds3857, width: number, height: number): string {
   // Shortest round-trip text: GDAL parses exponents here, and the geotransform must read back exactly.
-  const gt = geoTransform(bounds, width, height).map((v) => String(v)).join(', ');
-  return (
-    '<PAMDataset>\n' +
-    `  <SRS dataAxisToSRSAxisMapping="1,2">${escapeXml(EPSG_3857_WKT)}</SRS>\n` +
-    `  <GeoTransform>${gt}</GeoTransform>\n` +
-    '</PAMDataset>\n'
-  );
+  const gt = geoTransform(bounds, width, height)
+    .map((v) => String(v))
+    .join(', ');
+  return '<PAMDataset>\n' + `  <SRS dataAxisToSRSAxisMapping="1,2">${escapeXml(EPSG_3857_WKT)}</SRS>\n` + `  <GeoTransform>${gt}</GeoTransform>\n` + '</PAMDataset>\n';
 }
 
 /** The world-file extension GDAL and GIS tools look for beside an image of this extension. */

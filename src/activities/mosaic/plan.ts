@@ -42,7 +42,6 @@ export function tileOf(g: TileGrid, i: number): TileAddress {
   return { z: g.z, x: g.xMin + (i % cols), y: g.yMin + Math.floor(i / cols) };
 }
 
-
 /** The EPSG:3857 bounds of the whole grid: what the mosaic image covers, edge to edge. */
 export function gridBounds(g: TileGrid): MosaicPlan['bounds'] {
   const span = tileSpan(g.z);

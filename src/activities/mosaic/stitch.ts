@@ -117,7 +117,11 @@ async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
  */
 export async function stitchMosaic(input: StitchInput): Promise<{ files: string[]; width: number; height: number }> {
   const { cols, rows, tileSize: T, output, bounds } = input;
-  for (const [name, v] of [['cols', cols], ['rows', rows], ['tileSize', T]] as const) {
+  for (const [name, v] of [
+    ['cols', cols],
+    ['rows', rows],
+    ['tileSize', T],
+  ] as const) {
     if (!Number.isInteger(v) || v < 1) throw new RangeError(`stitch: ${name} must be a positive integer (got ${v})`);
   }
   if (!/\.tiff?$/i.test(output)) throw new RangeError(`stitch: output must be a .tif or .tiff path (got ${output})`);
@@ -202,13 +206,7 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
  * come from `valueAt`, an integer 0..255); georeferenced with sidecars (pgw/prj/aux.xml) over the same bounds.
  * Returns the files written, the PNG first.
  */
-export async function writeCoverageMask(
-  path: string,
-  cols: number,
-  rows: number,
-  valueAt: (col: number, row: number) => number,
-  bounds: Bounds3857,
-): Promise<string[]> {
+export async function writeCoverageMask(path: string, cols: number, rows: number, valueAt: (col: number, row: number) => number, bounds: Bounds3857): Promise<string[]> {
   if (!Number.isInteger(cols) || cols < 1 || !Number.isInteger(rows) || rows < 1) {
     throw new RangeError(`mask: cols and rows must be positive integers (got ${cols}x${rows})`);
   }

@@ -33,7 +33,11 @@ const EXTENSIONS: Record<string, string> = {
 };
 /** Extension -> content type: the first type listed for it above, and `bin` for the rest. */
 const TYPES: Record<string, string> = {
-  ...Object.fromEntries(Object.entries(EXTENSIONS).reverse().map(([type, ext]) => [ext, type])),
+  ...Object.fromEntries(
+    Object.entries(EXTENSIONS)
+      .reverse()
+      .map(([type, ext]) => [ext, type]),
+  ),
   bin: 'application/octet-stream',
 };
 
@@ -93,7 +97,11 @@ export class TileStore {
     const unseen = this.fresh.has(dir) && !this.written.has(key);
     this.written.add(key);
     if (unseen) return;
-    await Promise.all(Object.keys(TYPES).filter((e) => e !== keep).map((e) => rm(path.join(dir, `${y}.${e}`), { force: true })));
+    await Promise.all(
+      Object.keys(TYPES)
+        .filter((e) => e !== keep)
+        .map((e) => rm(path.join(dir, `${y}.${e}`), { force: true })),
+    );
   }
 
   /** Writes a tile (and its sidecar when needed); its path and size. */
@@ -166,7 +174,9 @@ export class TileStore {
       return { path: newest.file, meta };
     }
     // The size from the image's header (no decode); an unreadable header leaves it out.
-    const { width, height } = await sharp(body).metadata().catch(() => ({ width: undefined, height: undefined }));
+    const { width, height } = await sharp(body)
+      .metadata()
+      .catch(() => ({ width: undefined, height: undefined }));
     const meta: TileMeta = { fetchedAt: Math.round(newest.mtimeMs), contentType: TYPES[newest.ext]!, bytes: body.length, sha256 };
     return { path: newest.file, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
   }

@@ -104,5 +104,3 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   if (check.blank && expected.blankIsFailure) return { ...base, kind: 'service-exception', reason: `blank tile (uniform ${check.reason}) where blank is not expected`, image };
   return { ...base, kind: 'success', reason: check.blank ? `${check.reason}, uniform` : check.reason, image, ...(check.pixels ? { pixels: check.pixels } : {}) };
 }
-
-

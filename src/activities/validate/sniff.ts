@@ -8,7 +8,11 @@ export function sniff(body: Buffer): BodyKind {
   if (body.length >= 12 && body.toString('latin1', 0, 4) === 'RIFF' && body.toString('latin1', 8, 12) === 'WEBP') return 'webp';
   if (body.length >= 6 && /^GIF8[79]a$/.test(body.toString('latin1', 0, 6))) return 'gif';
   if (body.length >= 4 && (body.toString('latin1', 0, 4) === 'II*\0' || body.toString('latin1', 0, 4) === 'MM\0*')) return 'tiff';
-  const head = body.toString('utf8', 0, Math.min(body.length, 512)).replace(/^\uFEFF/, '').trimStart().toLowerCase();
+  const head = body
+    .toString('utf8', 0, Math.min(body.length, 512))
+    .replace(/^\uFEFF/, '')
+    .trimStart()
+    .toLowerCase();
   if (head.startsWith('<!doctype html') || head.startsWith('<html') || /^<\?xml[^>]*>\s*<!doctype html/.test(head)) return 'html';
   if (head.startsWith('<')) return 'xml';
   if (head.startsWith('{') || head.startsWith('[')) return 'json';

@@ -44,7 +44,13 @@ export class SelfProbe {
       entity.counters.selfProbes++;
       try {
         const result = await this.activity().probeEndpoint(spec);
-        entity.apply({ type: 'probe-result', generation: decision.token.generation, outcome: result.outcome, latencyMs: result.latencyMs, ...(result.retryAfterMs ? { retryAfterMs: result.retryAfterMs } : {}) });
+        entity.apply({
+          type: 'probe-result',
+          generation: decision.token.generation,
+          outcome: result.outcome,
+          latencyMs: result.latencyMs,
+          ...(result.retryAfterMs ? { retryAfterMs: result.retryAfterMs } : {}),
+        });
         if (result.outcome === 'success' || result.outcome === 'transient' || result.outcome === 'service-exception') {
           this.backoffMs = 0;
         } else {
