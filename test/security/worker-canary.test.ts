@@ -152,18 +152,19 @@ test('outputs outside the output roots, under /proc, or with a source named ".."
   assert.ok(!existsSync('/var/tmp/tilebreaker-escape'));
 });
 
-test('a block workflow handed a plan of its own making is held to the same roots', async () => {
-  const plan = {
+/** A one-tile plan as a requester might hand a block workflow, its folders in `dir`. */
+function forgedPlan(dir: string, store: string) {
+  return {
     sourceName: 'x',
     source: { type: 'xyz', url: server.template },
     grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 },
     total: 1,
     bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 },
-    output: path.join(elsewhere, 'b.tif'),
+    output: path.join(dir, 'b.tif'),
     extraFormats: [],
-    workDir: path.join(elsewhere, 'b.work'),
-    journalDir: path.join(elsewhere, 'b.work', 'j'),
-    storeRoot: path.join(elsewhere, 'tiles'),
+    workDir: path.join(dir, 'b.work'),
+    journalDir: path.join(dir, 'b.work', 'j'),
+    storeRoot: path.join(dir, store),
     fallback: 'fail-fast',
     afterDeadline: 'fail-fast',
     deadlineAt: null,
@@ -172,6 +173,10 @@ test('a block workflow handed a plan of its own making is held to the same roots
     parallelBatches: 1,
     breaker: false,
   };
+}
+
+test('a block workflow handed a plan of its own making is held to the same roots', async () => {
+  const plan = forgedPlan(elsewhere, 'tiles');
   const handle = await env.client.workflow.start('mosaicBlockWorkflow', {
     taskQueue,
     workflowId: `canary-block-${process.pid}`,
@@ -225,25 +230,7 @@ test("credentials go only where an operator's sources file sends them: an inline
 });
 
 test('a block handed a malformed plan or selection is refused before it loops: strings in the grid, a zero batch size, tiles beyond the plan', async () => {
-  const base = {
-    sourceName: 'x',
-    source: { type: 'xyz', url: server.template },
-    grid: { z: 1, tileSize: 256, xMin: 0, xMax: 0, yMin: 0, yMax: 0 },
-    total: 1,
-    bounds: { minX: 0, minY: 0, maxX: 1, maxY: 1 },
-    output: path.join(out, 'b.tif'),
-    extraFormats: [],
-    workDir: path.join(out, 'b.work'),
-    journalDir: path.join(out, 'b.work', 'j'),
-    storeRoot: path.join(out, 'b.tiles'),
-    fallback: 'fail-fast',
-    afterDeadline: 'fail-fast',
-    deadlineAt: null,
-    batchSize: 1,
-    blockTiles: 1,
-    parallelBatches: 1,
-    breaker: false,
-  };
+  const base = forgedPlan(out, 'b.tiles');
   const cases: [string, Record<string, unknown>, unknown, RegExp][] = [
     ['grid-string', { ...base, grid: { ...base.grid, z: '../../../elsewhere/PWNED' } }, { start: 0, count: 1 }, /plan: grid\.z: .*expected number/],
     ['batch-zero', { ...base, batchSize: 0 }, { start: 0, count: 1 }, /plan: batchSize: .*>=1/],
