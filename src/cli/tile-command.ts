@@ -64,7 +64,9 @@ export async function tileCommand(address: string, opts: TileCommandOptions): Pr
           bytes: r.bytes ?? 0,
           attempts: r.attempts,
           reason: r.reason,
-          ...(r.breakerState ? { breakerState: r.breakerState, retryAfterMs: r.retryAfterMs ?? null } : {}),
+          // The server's Retry-After (a 503, a 429) or the breaker's, whichever decided the tile.
+          retryAfterMs: r.retryAfterMs ?? null,
+          ...(r.breakerState ? { breakerState: r.breakerState } : {}),
           ...(opts.out && r.path ? { path: r.path } : {}),
         },
         null,

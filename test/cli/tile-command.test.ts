@@ -48,6 +48,7 @@ interface TileJson {
   latencyMs: number | null;
   bytes: number;
   reason: string;
+  retryAfterMs: number | null;
 }
 
 async function tile(...args: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -76,6 +77,12 @@ test('a failing layer exits 1 with the classified reason', async () => {
   const down = await tile('5/1/2', '--source', sources, '--name', 'down');
   assert.equal(down.code, 1);
   assert.equal((JSON.parse(down.out) as TileJson).outcome, 'transient');
+  // The Retry-After a 503 carried is in the JSON (null where there was none).
+  assert.equal((JSON.parse(down.out) as TileJson).retryAfterMs, null);
+  const busyFile = path.join(dir, 'busy.yaml');
+  writeFileSync(busyFile, `sources:\n  busy:\n    type: xyz\n    url: "${server.url}/status/503/{z}/{x}/{y}.png?retryAfter=7"\n`);
+  const busy = JSON.parse((await tile('5/1/2', '--source', busyFile)).out) as TileJson;
+  assert.deepEqual([busy.httpStatus, busy.retryAfterMs], [503, 7_000]);
   const wms = await tile('5/1/2', '--source', sources, '--name', 'wms-broken');
   assert.equal(wms.code, 1);
   const broken = JSON.parse(wms.out) as TileJson;
