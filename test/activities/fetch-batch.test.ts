@@ -47,6 +47,27 @@ after(async () => {
 });
 
 describe('the batch fetch activity', () => {
+  test('stale means stale: a tile the server fails (transient, service exception) is drawn from its stored copy; a permanent fault is not hidden', async () => {
+    const store = new TileStore(root);
+    const copy = await gradientImage(256, 256);
+    for (const route of ['status/503', 'se-111', 'status/400']) {
+      await store.put(route.replace(/\W/g, '_'), { z: 5, x: 0, y: 0 }, copy, { fetchedAt: Date.now() - 3_600_000, contentType: 'image/png' });
+    }
+    const run = (route: string) => fetchTiles({ ...input(route, 2, { whenRefused: 'stale' }), sourceName: route.replace(/\W/g, '_'), breaker: false });
+    for (const route of ['status/503', 'se-111']) {
+      const [withCopy, without] = await run(route);
+      assert.equal(withCopy!.status, 'stale', withCopy!.reason);
+      assert.match(withCopy!.reason, /; served the copy fetched /);
+      assert.equal(withCopy!.path, path.join(root, route.replace(/\W/g, '_'), '5', '0', '0.png'));
+      assert.equal(without!.status, 'failed', 'no copy: failed as before');
+    }
+    const [permanent] = await run('status/400');
+    assert.deepEqual([permanent!.status, permanent!.kind], ['failed', 'permanent']);
+    // Without the stale fallback nothing changes.
+    const [plain] = await fetchTiles({ ...input('status/503', 1), sourceName: 'status_503', breaker: false });
+    assert.equal(plain!.status, 'failed');
+  });
+
   test('every tile is fetched, validated and stored atomically with its metadata', async () => {
     const results = await fetchTiles(input('ok', 20));
     assert.equal(results.length, 20);

@@ -17,6 +17,9 @@ import { confinePath, within } from '../confine/confine';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
 
+/** Failures a stored copy stands in for under the stale fallback: the server's, not the request's. */
+const STALE_SERVES = new Set<string>(['transient', 'service-exception', 'rate-limited']);
+
 /** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
 export type WhenRefused = 'defer' | 'stale' | 'hole';
 
@@ -259,7 +262,7 @@ async function fetchUnit(
   const v = verdict!;
   const redacted = redactUrl(url, source.auth);
   // A failed metatile fails every tile of it, with the same reason.
-  return each((t) => ({
+  const failed = each((t) => ({
     ...t,
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
     kind: v.kind,
@@ -272,6 +275,14 @@ async function fetchUnit(
     ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
     ...(v.configError ? { configError: true } : {}),
   }));
+  // `stale` means stale: a tile the server failed to render now is drawn from its last good copy too, as a
+  // refused one is. Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
+  if (input.whenRefused !== 'stale' || v.configError || !STALE_SERVES.has(v.kind)) return failed;
+  const stored = await Promise.all(tiles.map((t) => store.get(input.sourceName, t)));
+  return failed.map((r, k) => {
+    const copy = stored[k];
+    return copy ? { ...r, status: 'stale', reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`, path: copy.path, bytes: copy.meta.bytes } : r;
+  });
 }
 
 function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDecision, { kind: 'refused' }>, stored: Awaited<ReturnType<TileStore['get']>>, attempts: number): TileResult {
