@@ -12,13 +12,13 @@ const TOKEN_LIKE = /^[A-Za-z0-9+/_=.~-]{40,}$/;
 
 export const MASK = '***';
 
-export function isCredentialName(name: string): boolean {
+function isCredentialName(name: string): boolean {
   // `tokenEnv`, `passwordEnv`: the name of a variable that holds the secret, not the secret.
   return CREDENTIAL_NAME.test(name) && !/Env$/.test(name);
 }
 
 /** A string that looks like a credential whatever its field: shown by its length only. */
-export function looksSecret(value: string): boolean {
+function looksSecret(value: string): boolean {
   return (TOKEN_LIKE.test(value) && /[0-9]/.test(value) && /[A-Za-z]/.test(value)) || /-----BEGIN [A-Z ]*(KEY|CERTIFICATE)/.test(value);
 }
 

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
-import { MAX_BATCHES_PER_BLOCK, MAX_PLAN_TILES } from './plan-check';
+import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_PLAN_TILES } from './plan-check';
 
 /** A deadline given as a duration from the start: `90m`, `2h`, `45s`, `1.5d`, `500ms`. */
 export const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
@@ -39,7 +39,7 @@ const requestSchema = z
     maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
     storeRoot: z.string().min(1).optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
-    batchSize: z.number().int().min(1).max(1_024).default(256),
+    batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(256),
     blockTiles: z.number().int().min(1).default(16_384),
     parallelBatches: z.number().int().min(1).max(64).default(4),
     breaker: z.boolean().default(true),

@@ -247,43 +247,20 @@ test('a block handed a malformed plan or selection is refused before it loops: s
   assert.ok(!existsSync(path.join(elsewhere, 'PWNED')));
 });
 
+/** `mosaic start --wait` through the CLI, for a small area, with the sources file given. */
+function cliMosaic(sources: string, name: string) {
+  return cli(['mosaic', 'start', '--sources', sources, '--bbox', '5.7,44,6.5,44.6', '--zoom', '6', '--out', path.join(out, `${name}.tif`), '--id', `canary-${name}-${process.pid}`, '--wait']);
+}
+
 test('the CLI: mosaic start and redrive with --sources at a bait file print no canary, and tile --source neither', async () => {
-  const start = await cli([
-    'mosaic',
-    'start',
-    '--sources',
-    baitFiles.env!,
-    '--bbox',
-    '5.7,44,6.5,44.6',
-    '--zoom',
-    '6',
-    '--out',
-    path.join(out, 'cli.tif'),
-    '--id',
-    `canary-cli-${process.pid}`,
-    '--wait',
-  ]);
+  const start = await cliMosaic(baitFiles.env!, 'cli');
   assert.equal(start.code, 2, start.out + start.err);
   assert.match(start.out + start.err, /not a sources file/);
   assertClean('mosaic start', start.out, start.err);
 
   // A real mosaic, then a re-drive reading a bait file as its new source.
   writeFileSync(path.join(conf, 'good.yaml'), `sources:\n  demo:\n    type: xyz\n    url: ${server.template}\n`);
-  const good = await cli([
-    'mosaic',
-    'start',
-    '--sources',
-    path.join(conf, 'good.yaml'),
-    '--bbox',
-    '5.7,44,6.5,44.6',
-    '--zoom',
-    '6',
-    '--out',
-    path.join(out, 'good.tif'),
-    '--id',
-    `canary-good-${process.pid}`,
-    '--wait',
-  ]);
+  const good = await cliMosaic(path.join(conf, 'good.yaml'), 'good');
   assert.equal(good.code, 0, good.out + good.err);
   const redrive = await cli(['mosaic', 'redrive', path.join(out, 'good.manifest.json'), '--sources', baitFiles.gitConfig!, '--id', `canary-redrive-${process.pid}`]);
   assert.notEqual(redrive.code, 0);

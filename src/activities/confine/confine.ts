@@ -1,6 +1,7 @@
 import { mkdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
+import { OUTPUT_DIR_ENV, SOURCES_DIR_ENV } from './roots';
 
 /**
  * Kernel pseudo-filesystems: never read or written on a requester's behalf, whatever the roots say (a
@@ -28,7 +29,7 @@ function shapeRefusal(p: string): string | null {
  * `p` with every symlink resolved, whether or not it exists yet: the real path of its deepest existing
  * ancestor, followed by the components still to be made. The walk up is bounded by the path's depth.
  */
-export async function realPathOf(p: string): Promise<string> {
+async function realPathOf(p: string): Promise<string> {
   let existing = path.resolve(p);
   const rest: string[] = [];
   for (let i = 0; i <= MAX_DEPTH; i++) {
@@ -51,7 +52,7 @@ export async function realPathOf(p: string): Promise<string> {
  * a symlink is refused without saying where: neither may tell a requester what exists outside the roots.
  */
 export async function confinePath(p: string, roots: readonly string[], field: string, subject: string): Promise<string> {
-  const env = field.startsWith('sources') ? 'TILEBREAKER_SOURCES_DIR' : 'TILEBREAKER_OUTPUT_DIR';
+  const env = field.startsWith('sources') ? SOURCES_DIR_ENV : OUTPUT_DIR_ENV;
   const refuse = (why: string): never => {
     throw new ConfigError(subject, [`${field}: ${JSON.stringify(p)} ${why}`]);
   };

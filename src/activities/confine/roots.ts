@@ -15,7 +15,7 @@ export const SOURCES_DIR_ENV = 'TILEBREAKER_SOURCES_DIR';
 export const OUTPUT_DIR_ENV = 'TILEBREAKER_OUTPUT_DIR';
 
 /** A list of folders as PATH writes them (`:` between them); empty entries are ignored. */
-export function parseRootList(value: string | undefined): string[] {
+function parseRootList(value: string | undefined): string[] {
   return (value ?? '')
     .split(path.delimiter)
     .map((p) => p.trim())

@@ -17,8 +17,11 @@ import { confinePath, within } from '../confine/confine';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
 
-/** Failures a stored copy stands in for under the stale fallback: the server's, not the request's. */
-const STALE_SERVES = new Set<string>(['transient', 'service-exception', 'rate-limited']);
+/**
+ * Failures a later attempt may cure: the server's, not the request's. A mosaic dead-letters such a tile for a
+ * re-drive, and the stale fallback draws its stored copy.
+ */
+export const CURABLE_KINDS: ReadonlySet<string> = new Set(['transient', 'service-exception', 'rate-limited']);
 
 /** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
 export type WhenRefused = 'defer' | 'stale' | 'hole';
@@ -159,6 +162,8 @@ async function fetchUnit(
   const tiles = unit.members.map((i) => input.tiles[i]!);
   const each = (f: (t: TileAddress, k: number) => TileResult) => tiles.map(f);
   // Conditional refreshes are per tile: a metatile is always fetched whole.
+  // The credential values this unit sends, read once: masked wherever the server's answer is quoted.
+  const secrets = credentialValues(source.auth);
   const single = unit.meta === null;
   const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
@@ -216,7 +221,7 @@ async function fetchUnit(
       height: unit.height,
       blankIsFailure: source.blankTiles === 'fail',
       keepPixels: unit.meta !== null && !chunk,
-      secrets: credentialValues(source.auth),
+      secrets,
     });
     if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success' && chunk) {
@@ -253,7 +258,7 @@ async function fetchUnit(
     }
     if (verdict.kind === 'neutral' && !verdict.configError) {
       const v = verdict;
-      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: scrubSecrets(v.reason, credentialValues(source.auth)), attempts: attempt, httpStatus: v.httpStatus }));
+      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: scrubSecrets(v.reason, secrets), attempts: attempt, httpStatus: v.httpStatus }));
     }
     const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
     if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
@@ -267,7 +272,7 @@ async function fetchUnit(
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
     kind: v.kind,
     // A server may quote the request back (a ServiceException, an error page): never the credential.
-    reason: scrubSecrets(`${v.reason} (${redacted})`, credentialValues(source.auth)),
+    reason: scrubSecrets(`${v.reason} (${redacted})`, secrets),
     attempts: made,
     httpStatus: v.httpStatus,
     bytes: v.bytes,
@@ -277,7 +282,7 @@ async function fetchUnit(
   }));
   // `stale` means stale: a tile the server failed to render now is drawn from its last good copy too, as a
   // refused one is. Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
-  if (input.whenRefused !== 'stale' || v.configError || !STALE_SERVES.has(v.kind)) return failed;
+  if (input.whenRefused !== 'stale' || v.configError || !CURABLE_KINDS.has(v.kind)) return failed;
   const stored = await Promise.all(tiles.map((t) => store.get(input.sourceName, t)));
   return failed.map((r, k) => {
     const copy = stored[k];

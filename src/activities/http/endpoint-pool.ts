@@ -2,7 +2,7 @@ import { Agent, type Dispatcher } from 'undici';
 import type { SourceConfig } from '../../sources/schema';
 
 /** The largest response any request may buffer (a 16 x 16 metatile of 8 MiB tiles would be 2 GiB). */
-export const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
 
 /**
  * One undici dispatcher per source: keep-alive connections per origin limited to the source's concurrency,

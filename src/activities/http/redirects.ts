@@ -82,7 +82,7 @@ export function withoutCredentials(headers: Record<string, string>, auth: AuthCo
 }
 
 /** `host:port` with the scheme's default port spelled out. */
-export function hostPort(u: URL): string {
+function hostPort(u: URL): string {
   return `${u.hostname}:${port(u)}`;
 }
 

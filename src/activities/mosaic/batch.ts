@@ -1,14 +1,11 @@
 import type { BreakerStateName } from '../../breaker';
 import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../messages/mosaic-types';
-import { makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
+import { CURABLE_KINDS, makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
 import { tileOf } from './plan';
 import { activityContext } from '../activity-context';
 import { confinePlan } from '../confine/plan-paths';
 import { checkSelection } from '../../messages/plan-check';
-
-/** Kinds a later attempt may cure: such a tile is dead-lettered for a re-drive rather than failed for good. */
-const CURABLE = new Set(['transient', 'service-exception', 'rate-limited']);
 
 /**
  * The manifest status of a fetch result. A tile refused by the breaker (or paced by a 429) that the run will
@@ -24,7 +21,7 @@ export function manifestStatus(r: TileResult): ManifestStatus {
     case 'deferred':
       return 'dead-lettered';
     case 'failed':
-      return !r.configError && r.kind !== undefined && CURABLE.has(r.kind) ? 'dead-lettered' : 'failed';
+      return !r.configError && r.kind !== undefined && CURABLE_KINDS.has(r.kind) ? 'dead-lettered' : 'failed';
   }
 }
 
