@@ -216,7 +216,9 @@ test("the doc's breaker example reads each breaker's state and transitions; admi
   const lines = r.out.split('\n');
   const at = lines.findIndex((l) => l.startsWith(`${key}: `));
   assert.ok(at >= 0, r.out);
-  assert.match(lines[at]!, /: closed, 0 of 0 calls failed$/);
+  // Closed, nothing failed; the call count depends on whether the guard's last report of the mosaic landed
+  // before or after the reset (seen both ways in CI).
+  assert.match(lines[at]!, /: closed, 0 of \d+ calls failed$/);
   const log = lines.slice(at + 1, at + 4).map((l) => /^ {2}\S+ (\S+ -> \S+ \(\S+\))/.exec(l)?.[1]);
   assert.deepEqual(log, ['closed -> closed (configured)', 'forced-open -> closed (reset)', 'closed -> forced-open (forced-open)'], r.out);
   assert.match(lines[at + 3]!, /maintenance \(by "consumer-test", claimed; sent by /);
