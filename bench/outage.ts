@@ -71,7 +71,7 @@ const program = new Command('bench:outage')
   .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
   .option('--recovery <s>', 'recovered phase after the outage, seconds', num(0.5), 15)
   .option('--cooldown <ms>', 'breaker cooldown (both breaker modes), ms', num(1, true), 1000)
-  .addOption(new Option('--kind <kind>', 'outage kind: 503 answers, or refused connections').choices(OUTAGE_KINDS).default('503'))
+  .addOption(new Option('--kind <kind>', 'outage kind: 503 answers, refused connections, or a hang (accepted, never answered)').choices(OUTAGE_KINDS).default('503'))
   .option('--retry-after <s>', 'Retry-After (seconds) on the 503 answers (default: none)', num(0, true))
   .option('--tile-latency <ms>', 'mean render time of a healthy tile, ms (each takes 0.5x..1.5x)', num(0), 150)
   .option('--attempts <n>', 'retry policy: attempts per tile', num(1, true), 3)
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
       console.log(
         `  entity ${sharedExtras.key} on ${sharedExtras.temporalAddress}: ${sharedExtras.transitions.length} transitions; guards: ${g.viewReads} state reads, ` +
           `${g.reportsSent} reports (${g.reportErrors} errors), ${g.probesGranted} probes granted, ${g.refused} refusals, ` +
-          `${sharedExtras.failOpen} fail-open calls, ${sharedExtras.deferred} tiles deferred by the ramp`,
+          `${sharedExtras.failOpen} fail-open calls, ${sharedExtras.deferred} tiles deferred by the ramp, ${g.stalled} stall failures counted, ${g.shed} stalled calls abandoned on the trip`,
       );
       console.log(`  policy: ${JSON.stringify(sharedPolicyConfig(scenario))}`);
     }

@@ -29,7 +29,7 @@ export class WorkerFetcher {
   }
 
   /** One attempt at one tile URL. Never throws: transport errors become outcomes. */
-  async attempt(url: string, probe: boolean): Promise<AttemptOutcome> {
+  async attempt(url: string, probe: boolean, signal?: AbortSignal): Promise<AttemptOutcome> {
     const start = this.recorder.attemptStarted();
     let status = 0;
     let error: AttemptError | null = null;
@@ -40,14 +40,16 @@ export class WorkerFetcher {
         dispatcher: this.agent,
         method: 'GET',
         headers: { 'x-sim-mode': this.mode, 'x-sim-worker': String(this.worker), ...(probe ? { 'x-sim-probe': '1' } : {}) },
+        ...(signal ? { signal } : {}),
       });
       status = res.statusCode;
       const body = Buffer.from(await res.body.arrayBuffer());
       retryAfterMs = parseRetryAfter(res.headers['retry-after']);
       outcome = classify(status, body);
     } catch (err) {
-      error = transportError(err);
-      outcome = 'transient';
+      error = signal?.aborted ? 'aborted' : transportError(err);
+      // Aborted by the guard (the breaker opened while the call hung): not an answer from the server.
+      outcome = error === 'aborted' ? 'neutral' : 'transient';
     }
     const end = this.recorder.attemptFinished();
     const record: AttemptRecord = { worker: this.worker, start, end, status, error, outcome, probe };

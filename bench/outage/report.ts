@@ -87,6 +87,8 @@ export interface FinalFigures {
   detectShared: number | null;
   detectPerProcess: number | null;
   recoveryS: number | null;
+  /** Seconds from the outage's start to the entity opening (shared mode). */
+  tripS: number | null;
 }
 
 /** The last line, exactly: missing figures are -1. */
@@ -96,7 +98,7 @@ export function finalLine(f: FinalFigures): string {
   return (
     `outage: shared=${int(f.outage.shared)} per-process=${int(f.outage['per-process'])} retry-only=${int(f.outage['retry-only'])}` +
     ` max-probes=${int(f.maxProbes)} probes-per-cooldown=${flt(f.probesPerCooldown)} detect-shared=${int(f.detectShared)}` +
-    ` detect-per-process=${int(f.detectPerProcess)} recovery-s=${flt(f.recoveryS)}`
+    ` detect-per-process=${int(f.detectPerProcess)} recovery-s=${flt(f.recoveryS)} trip-s=${flt(f.tripS)}`
   );
 }
 
@@ -114,6 +116,7 @@ export function finalFigures(figs: Partial<Record<ModeName, ModeFigures>>): Fina
     detectShared: shared?.detectionCost ?? null,
     detectPerProcess: figs['per-process']?.detectionCost ?? null,
     recoveryS: shared?.recoveryMs != null ? shared.recoveryMs / 1000 : null,
+    tripS: shared?.entityOpenAt != null ? (shared.entityOpenAt - shared.schedule.outageAt) / 1000 : null,
   };
 }
 
@@ -132,5 +135,6 @@ export function targetLines(figs: Partial<Record<ModeName, ModeFigures>>, f: Fin
   const shared = figs.shared;
   const lag = shared && shared.fleetTripAt !== null && shared.entityOpenAt !== null ? shared.fleetTripAt - shared.entityOpenAt : null;
   out.push(`  ${mark(lag !== null ? lag <= 2000 : null)} every worker sees the trip within 2 s of the entity opening (${lag !== null ? s(lag) : 'n/a'})`);
+  out.push(`  ${mark(f.tripS !== null ? f.tripS <= 3 : null)} the entity opens within 3 s of the outage's start (trip-s ${f.tripS?.toFixed(2) ?? 'n/a'})`);
   return out;
 }

@@ -21,7 +21,8 @@ const TILE_PATH = /^\/\d+\/\d+\/\d+\.png(?:\?.*)?$/;
 
 /**
  * The outage tile server: serves a PNG for any /{z}/{x}/{y}.png on 127.0.0.1, then, on a schedule relative to
- * `start()`, fails (every request answered 503, or the listening socket closed so connections are refused),
+ * `start()`, fails (every request answered 503, the listening socket closed so connections are refused, or
+ * every request accepted and never answered until the outage ends, when the held connections are dropped),
  * then recovers. It counts every request it receives per phase, per `x-sim-mode` and per `x-sim-worker`, the
  * most requests in flight at once, and keeps each request's arrival and finish time so any window's
  * in-flight peak can be computed afterwards.
@@ -43,6 +44,8 @@ export class OutageTileServer {
   private readonly requests: Array<[number, number, number, number]> = [];
   private listenerClosedAt: number | null = null;
   private listenerReopenedAt: number | null = null;
+  /** Requests held unanswered by a hang outage, dropped when it ends. */
+  private readonly hung = new Set<http.ServerResponse>();
 
   constructor(private readonly opts: OutageServerOptions) {
     this.server = http.createServer((req, res) => this.handle(req, res));
@@ -123,6 +126,9 @@ export class OutageTileServer {
 
   private recover(): void {
     this.setPhase('recovered', 'recoverAt');
+    // A hang ends as a stalled proxy or renderer does when it comes back: the held connections are dropped.
+    for (const res of this.hung) res.destroy();
+    this.hung.clear();
     if (this.plan?.kind !== 'refused') return;
     this.server.listen(this.port, '127.0.0.1', () => {
       this.listenerReopenedAt = now();
@@ -155,6 +161,12 @@ export class OutageTileServer {
 
     if (req.method !== 'GET' || !TILE_PATH.test(req.url ?? '')) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('no such tile\n');
+      return;
+    }
+    if (phase === 'outage' && this.plan?.kind === 'hang') {
+      // Accepted and never answered, until the outage ends.
+      this.hung.add(res);
+      res.on('close', () => this.hung.delete(res));
       return;
     }
     if (phase === 'outage') {

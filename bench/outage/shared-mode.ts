@@ -58,7 +58,7 @@ export interface SharedModeExtras {
   /** Tiles a worker deferred to honour the ramp allowance. */
   deferred: number;
   failOpen: number;
-  guardStats: { refused: number; probesGranted: number; viewReads: number; reportsSent: number; reportErrors: number };
+  guardStats: { refused: number; probesGranted: number; viewReads: number; reportsSent: number; reportErrors: number; stalled: number; shed: number };
 }
 
 export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras> {
@@ -87,7 +87,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
     temporalAddress: address,
     deferred: 0,
     failOpen: 0,
-    guardStats: { refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0 },
+    guardStats: { refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0 },
   };
   try {
     await ctx.runFleet((fetcher) => {
@@ -119,6 +119,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
             // time honours it by taking each tile with that probability and otherwise waiting about one tile
             // time, so the fleet's concurrency tracks allowance x normal.
             if (decision.allowance < 1 && Math.random() >= decision.allowance) {
+              guard.abandon(decision); // no call made: it must not count as one in flight
               extras.deferred++;
               await sleep(tileMs);
               return;
@@ -127,7 +128,14 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
           const probe = decision.kind === 'probe';
           const url = tileUrl(ctx.baseUrl, w, seq);
           const attempts = probe ? scenario.probeAttempts : scenario.retry.attempts;
-          const { last } = await withRetry(() => fetcher.attempt(url, probe), scenario.retry, attempts, deadline);
+          const signal = decision.kind === 'proceed' ? decision.signal : undefined;
+          const { last } = await withRetry(() => fetcher.attempt(url, probe, signal), scenario.retry, attempts, deadline);
+          if (signal?.aborted) {
+            // The guard abandoned the stalled call: the breaker opened while it hung. A refusal, as the pipeline treats it.
+            guard.abandon(decision);
+            recorder.view(w, 'refused');
+            return;
+          }
           if (last.kind === 'success') tileMs = 0.8 * tileMs + 0.2 * last.latencyMs;
           guard.release(decision, {
             kind: last.kind,
@@ -137,7 +145,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
         },
         async close() {
           await guard.close();
-          for (const k of ['refused', 'probesGranted', 'viewReads', 'reportsSent', 'reportErrors'] as const) extras.guardStats[k] += guard.stats[k];
+          for (const k of ['refused', 'probesGranted', 'viewReads', 'reportsSent', 'reportErrors', 'stalled', 'shed'] as const) extras.guardStats[k] += guard.stats[k];
         },
       };
     });

@@ -3,8 +3,11 @@ import type { OutcomeKind } from '../../src/breaker/outcome';
 export const MODES = ['shared', 'per-process', 'retry-only'] as const;
 export type ModeName = (typeof MODES)[number];
 
-export const OUTAGE_KINDS = ['503', 'refused'] as const;
-/** `503`: the server answers every request with 503; `refused`: the listening socket is closed (ECONNREFUSED). */
+export const OUTAGE_KINDS = ['503', 'refused', 'hang'] as const;
+/**
+ * `503`: the server answers every request with 503; `refused`: the listening socket is closed (ECONNREFUSED);
+ * `hang`: the server accepts every request and never answers, then drops the held connections as it recovers.
+ */
 export type OutageKind = (typeof OUTAGE_KINDS)[number];
 
 /** The retry policy every mode sits on: bounded attempts, full-jitter exponential backoff. */
@@ -49,7 +52,7 @@ export interface Schedule {
   endAt: number;
 }
 
-export type AttemptError = 'refused' | 'reset' | 'timeout' | 'error';
+export type AttemptError = 'refused' | 'reset' | 'timeout' | 'aborted' | 'error';
 
 /** One HTTP attempt as the simulated worker saw it (client-side: refused connections count too). */
 export interface AttemptRecord {

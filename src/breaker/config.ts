@@ -28,6 +28,12 @@ export const policyConfigSchema = z
     fastMinSamples: ms(1).optional(),
     /** No rule trips on fewer health-relevant samples than this in the window. */
     minSamples: ms(1).default(20),
+    /**
+     * When the fleet has fewer calls in flight than minSamples or fastMinSamples (as its guards report), those
+     * floors come down to that concurrency, but not below this: a floor the traffic cannot reach never trips.
+     * null: the floors stay as configured.
+     */
+    volumeFloor: ms(1).nullable().default(5),
     /** Trip when failures / (successes + failures) reaches this. */
     failureRatio: z.number().gt(0).max(1).default(0.5),
     /** The endpoint's p95 latency when healthy; the latency budget is this times latencyBudgetFactor. */

@@ -7,7 +7,7 @@ import { ConfigError } from './config-error';
 import { parsePolicyConfig, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
 import { isFailure } from './outcome';
-import { shouldTrip } from './rules';
+import { floorsFor, shouldTrip } from './rules';
 import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
 import { fastFigures, figures, prune, record, type WindowFigures } from './window';
 
@@ -203,10 +203,14 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   out.patch({ window, retryAfterHintUntil: hint });
   if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
   if (s.phase === 'closed') {
-    const f = figures(window, now, s.config);
-    const fast = fastFigures(window, now, s.config);
-    const verdict = shouldTrip(f, s.config, fast);
-    if (verdict) open(out, verdict.rule, verdict.detail, rand, verdict.figures);
+    const floors = floorsFor(s.config, event.concurrency);
+    const f = figures(window, now, floors);
+    const fast = fastFigures(window, now, floors);
+    const verdict = shouldTrip(f, floors, fast);
+    if (verdict) {
+      const lowered = floors !== s.config ? ` (sample floors ${floors.minSamples}/${floors.fastMinSamples}: the fleet had ${event.concurrency} calls in flight)` : '';
+      open(out, verdict.rule, verdict.detail + lowered, rand, verdict.figures);
+    }
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
     // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
     if (failed > 0) open(out, 'probe-failed', `shadow probe: ${failed} failures reported`, rand);

@@ -40,6 +40,23 @@ export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowF
   return null;
 }
 
+/**
+ * The sample floors in force. A floor the traffic cannot reach never protects anything: a single worker with
+ * 8 calls in flight to a hanging server produces 8 outcomes per timeout, never minSamples 20 in the fast
+ * window. So when the fleet's concurrency (the calls its workers had in flight, as they report it) is below
+ * a floor, the floor comes down to it, but never below volumeFloor. Unknown concurrency, or volumeFloor null:
+ * the configured floors.
+ */
+export function floorsFor(config: PolicyConfig, concurrency: number | undefined): PolicyConfig {
+  // A state carried from a version without volumeFloor has it undefined: the default applies.
+  const volumeFloor = (config as Partial<PolicyConfig>).volumeFloor === undefined ? 5 : config.volumeFloor;
+  if (concurrency === undefined || !Number.isFinite(concurrency) || volumeFloor === null) return config;
+  const cap = Math.max(volumeFloor, Math.ceil(concurrency));
+  if (cap >= config.fastMinSamples) return config;
+  const minSamples = Math.min(config.minSamples, cap);
+  return { ...config, minSamples, fastMinSamples: Math.max(minSamples, cap) };
+}
+
 function ratioTrips(f: WindowFigures, config: PolicyConfig): boolean {
   return f.samples >= config.minSamples && f.n >= config.minSamples && f.failureRatio >= config.failureRatio;
 }

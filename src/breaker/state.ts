@@ -103,6 +103,11 @@ export type PolicyEvent =
       latency?: number[];
       /** Largest upstream Retry-After (ms) seen with failures in this batch. */
       retryAfterMs?: number;
+      /**
+       * The fleet's concurrency: calls its workers had in flight to the endpoint lately (the entity sums what
+       * each reporter says). Lowers the sample floors to what that traffic can reach (rules.ts floorsFor).
+       */
+      concurrency?: number;
     }
   | { type: 'probe-request'; requestId: string; requester: string }
   | { type: 'probe-result'; generation: number; outcome: OutcomeKind; latencyMs?: number; retryAfterMs?: number }

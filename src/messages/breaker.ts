@@ -61,12 +61,16 @@ export interface CarriedState {
   counters: EntityCounters;
   /** Reporters heard from lately (id, when), for a rate limit's share. */
   reporters?: [string, number][];
+  /** Reporters' latest calls in flight (id, when reported, calls), for the fleet's concurrency. */
+  inFlight?: [string, number, number][];
 }
 
 export interface EntityCounters {
   reports: number;
   /** Reports of calls decided on a view older than the latest probe round, arriving while not closed. */
   lateReports?: number;
+  /** Failures counted for calls still in flight past the stall threshold (a hanging or very slow endpoint). */
+  stalled?: number;
   probeRequests: number;
   selfProbes: number;
   ignoredResults: number;
@@ -103,6 +107,10 @@ export interface OutcomeReport {
   latency?: number[];
   /** Largest Retry-After (ms) seen with failures. */
   retryAfterMs?: number;
+  /** The most calls this reporter had in flight to the endpoint since its last report (probes aside). */
+  inFlight?: number;
+  /** Of the counted transient failures: calls still in flight past the stall threshold (counted while they wait). */
+  stalled?: number;
 }
 
 export interface ProbeRequest {

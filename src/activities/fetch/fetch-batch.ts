@@ -188,10 +188,12 @@ async function fetchUnit(
     }
     made = attempt;
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
+    // The guard aborts a stalled call when the breaker opens while it waits (a hanging server).
+    const shed = decision?.kind === 'proceed' ? decision.signal : undefined;
     const x = await fetchUrl(url, {
       dispatcher: deps.pools.for(source),
       headers,
-      signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
+      signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : [])]),
       redirects: redirectPolicy(source),
       ...(source.auth ? { auth: source.auth } : {}),
     });
@@ -199,6 +201,14 @@ async function fetchUnit(
       // Our own abort is not the endpoint's failure: report nothing, and leave the tiles unfinished.
       if (decision) deps.guard!.abandon(decision);
       return null;
+    }
+    if (shed?.aborted && decision) {
+      // Counted while it stalled; now refused like any call the open breaker stops: the fallback applies.
+      deps.guard!.abandon(decision);
+      const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
+      const why = shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
+      const opened = { kind: 'refused' as const, key, state: 'open' as const, retryAfterMs: null, reason: `${why} after ${Math.round(x.latencyMs / 100) / 10} s` };
+      return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt));
     }
     if (x.status === 304 && conditional) {
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });

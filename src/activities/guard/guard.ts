@@ -1,5 +1,7 @@
 import { parsePolicyConfig, permitFor } from '../../breaker';
+import { isFailure } from '../../breaker';
 import { EntityLink } from './entity-link';
+import { InFlightCalls } from './in-flight';
 import { Pacer } from './pacer';
 import { ProbeRequests } from './probe-requests';
 import { ReportSender } from './report-sender';
@@ -13,7 +15,7 @@ import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
  * be reached: the coordination store must never halt the pipeline.
  */
 export class BreakerGuard {
-  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0 };
+  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0 };
   private readonly o: ResolvedGuardOptions;
   /** Each key's cached view, held for the view cache (test/entity/fail-open.test.ts resets one's fetchedAt). */
   private readonly keys = new Map<string, CachedView>();
@@ -22,6 +24,9 @@ export class BreakerGuard {
   private readonly reports: ReportSender;
   private readonly probes: ProbeRequests;
   private readonly pacer: Pacer;
+  private readonly calls: InFlightCalls;
+  private readonly shedding = new Set<string>();
+  private readonly sweeper: NodeJS.Timeout | null;
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -29,14 +34,27 @@ export class BreakerGuard {
     if (options.config) parsePolicyConfig(options.config);
     this.o = resolveGuardOptions(options);
     this.link = new EntityLink(this.o, this.stats);
-    this.views = new ViewCache(this.keys, this.link, this.stats, this.o.cacheTtlMs, (key) => this.reports.alarm(key) !== null);
-    this.reports = new ReportSender(this.o, this.link, this.views, this.stats);
+    this.views = new ViewCache(this.keys, this.link, this.stats, this.o.cacheTtlMs, (key) => this.reports.alarm(key) !== null || this.calls.stalled(key));
+    this.calls = new InFlightCalls(this.o.stall || {});
+    this.reports = new ReportSender(this.o, this.link, this.views, this.stats, (key) => this.calls.takePeak(key));
+    // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
+    this.sweeper = this.o.stall === false ? null : setInterval(() => this.sweepStalls(), 250);
+    this.sweeper?.unref();
     this.probes = new ProbeRequests(this.o, this.link, this.views, this.stats);
     this.pacer = new Pacer(this.o, this.link, this.views, this.reports);
   }
 
-  /** Decides one call to the endpoint of `key` (a canonical breaker key). */
+  /**
+   * Decides one call to the endpoint of `key` (a canonical breaker key). A `proceed` decision is a call in
+   * flight from now until it is released or abandoned: release or abandon every one.
+   */
   async acquire(key: string): Promise<GuardDecision> {
+    const decision = await this.decide(key);
+    if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
+    return decision;
+  }
+
+  private async decide(key: string): Promise<GuardDecision> {
     // This process has just seen failures: let the entity hear of them and read its verdict before calling
     // again, but never wait long on it (a busy server must not stall the pipeline).
     const alarm = this.reports.alarm(key);
@@ -79,13 +97,48 @@ export class BreakerGuard {
    */
   abandon(decision: GuardDecision): void {
     if (decision.kind === 'probe') this.release(decision, { kind: 'neutral' });
+    else if (decision.kind === 'proceed') this.calls.end(decision, null);
   }
 
   /** Records the outcome of a call made under `decision`. */
   release(decision: GuardDecision, outcome: CallOutcome): void {
     if (decision.kind === 'refused') return;
-    if (decision.kind === 'probe') this.probes.result(decision, outcome);
-    else this.reports.add(decision.key, outcome);
+    if (decision.kind === 'probe') {
+      this.probes.result(decision, outcome);
+      return;
+    }
+    const success = outcome.kind === 'success' ? { latencyMs: outcome.latencyMs ?? 0 } : null;
+    const stalls = this.calls.end(decision, success);
+    // Counted while it stalled: its end as a failure (a timeout, a dropped connection) says nothing new.
+    if (stalls && isFailure(outcome.kind)) return;
+    this.reports.add(decision.key, outcome);
+  }
+
+  /** Calls to `key` in flight longer than this count as failures while they wait. */
+  stallThresholdMs(key: string): number {
+    return this.calls.thresholdMs(key);
+  }
+
+  private sweepStalls(): void {
+    for (const [key, stalls] of this.calls.sweep(Date.now())) {
+      this.stats.stalled += stalls;
+      this.reports.add(key, { stalls });
+    }
+    for (const key of this.calls.stalledKeys()) void this.shedIfOpen(key);
+  }
+
+  /** Stalled calls wait on nobody's behalf once the breaker is open: abort them (read the state, then act). */
+  private async shedIfOpen(key: string): Promise<void> {
+    if (this.shedding.has(key)) return;
+    this.shedding.add(key);
+    try {
+      const view = await this.views.get(key);
+      if (!view || this.closed) return;
+      const p = permitFor(view, Date.now());
+      if (!p.allow) this.stats.shed += this.calls.abortStalled(key, `breaker ${p.state}: the call stalled and was abandoned`);
+    } finally {
+      this.shedding.delete(key);
+    }
   }
 
   /** Sends every buffered report now. */
@@ -99,6 +152,7 @@ export class BreakerGuard {
     this.closed = true;
     this.reports.stop();
     this.pacer.stop();
+    if (this.sweeper) clearInterval(this.sweeper);
     await this.flush();
     await this.link.settled();
   }

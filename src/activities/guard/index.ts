@@ -1,3 +1,4 @@
 // The worker-side breaker guard: what code around a protected call uses (see guard.ts).
 export { BreakerGuard } from './guard';
 export type { CallOutcome, GuardDecision, GuardOptions, GuardStats } from './types';
+export { BreakerOpenedError, type StallOptions } from './in-flight';

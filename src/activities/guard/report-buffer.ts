@@ -8,6 +8,7 @@ export class ReportBuffer {
   private retryAfterMs = 0;
   private size = 0;
   private failed = 0;
+  private stalls = 0;
 
   add(kind: OutcomeKind, latencyMs: number | undefined, retryAfterMs?: number): void {
     this.counts[kind]++;
@@ -17,6 +18,14 @@ export class ReportBuffer {
       this.failed++;
       if (retryAfterMs) this.retryAfterMs = Math.max(this.retryAfterMs, retryAfterMs);
     }
+  }
+
+  /** Transient failures for calls still in flight past the stall threshold (no latency: they have not ended). */
+  addStalls(n: number): void {
+    this.counts.transient += n;
+    this.size += n;
+    this.failed += n;
+    this.stalls += n;
   }
 
   get empty(): boolean {
@@ -38,6 +47,8 @@ export class ReportBuffer {
     const report: OutcomeReport = { reporter, counts };
     if (this.latency.some((n) => n > 0)) report.latency = this.latency;
     if (this.retryAfterMs) report.retryAfterMs = this.retryAfterMs;
+    if (this.stalls) report.stalled = this.stalls;
+    this.stalls = 0;
     this.counts = zeroCounts();
     this.latency = emptyHistogram();
     this.retryAfterMs = 0;

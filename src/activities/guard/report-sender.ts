@@ -32,18 +32,22 @@ export class ReportSender {
     private readonly link: EntityLink,
     private readonly views: ViewCache,
     private readonly stats: GuardStats,
+    /** The most calls this process had in flight to a key since its last report. */
+    private readonly inFlight: (key: string) => number,
   ) {
     this.interval = setInterval(() => void this.flush(), this.o.reportIntervalMs);
     this.interval.unref();
   }
 
-  /** Buffers an ordinary call's outcome. */
-  add(key: string, outcome: CallOutcome): void {
+  /** Buffers an ordinary call's outcome, or `stalls` failures of calls still in flight past the stall threshold. */
+  add(key: string, outcome: CallOutcome | { stalls: number }): void {
     const kr = this.entry(key);
-    kr.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
+    if ('stalls' in outcome) kr.buffer.addStalls(outcome.stalls);
+    else kr.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
+    const failed = 'stalls' in outcome || isFailure(outcome.kind);
     // Detection must not wait for the batch interval. But a trickle of failures among successes (a partial
     // degradation below any threshold) stays batched, so it cannot become a signal per failure.
-    if (isFailure(outcome.kind) && !kr.alarm && !this.closed && kr.buffer.failures * 4 >= kr.buffer.outcomes) {
+    if (failed && !kr.alarm && !this.closed && kr.buffer.failures * 4 >= kr.buffer.outcomes) {
       // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
       const gatherMs = Date.now() - kr.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
       kr.alarm = new Promise<void>((resolve) => {
@@ -112,6 +116,7 @@ export class ReportSender {
   private async send(key: string, kr: KeyReports, report: OutcomeReport): Promise<void> {
     const view = this.views.last(key);
     if (view) report.generation = view.generation;
+    report.inFlight = this.inFlight(key);
     const probe = typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe;
     try {
       // A plain signal while the entity is known to run (cheaper for the server); signal-with-start otherwise.

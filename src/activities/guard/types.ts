@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { BreakerStateName, OutcomeKind, PolicyConfigInput, ProbeToken } from '../../breaker';
 import type { EntityOptions, ProbeSpec } from '../../messages/breaker';
+import type { StallOptions } from './in-flight';
 
 export interface GuardOptions {
   client: Client;
@@ -27,12 +28,28 @@ export interface GuardOptions {
   rpcTimeoutMs?: number;
   /** First delay between reads of a pending probe decision (it doubles up to 100 ms). Default 5 ms. */
   probePollMs?: number;
+  /**
+   * Calls still in flight past a stall threshold count as transient failures while they wait (in-flight.ts);
+   * false: only finished calls count. Default: 4 x the p95 of recent successes, at least 1 s (5 s before 8 successes).
+   */
+  stall?: StallOptions | false;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
 }
 
 export type GuardDecision =
   /** Call the endpoint. `allowance` is the share of normal concurrency allowed (the ramp after a recovery). */
-  | { kind: 'proceed'; key: string; state: BreakerStateName; allowance: number; failOpen: boolean }
+  | {
+      kind: 'proceed';
+      key: string;
+      state: BreakerStateName;
+      allowance: number;
+      failOpen: boolean;
+      /**
+       * Aborted (with a BreakerOpenedError) when the breaker opens while this call is stalled: pass it to the
+       * request, and treat the abort as a refusal (release nothing: call `abandon`).
+       */
+      signal?: AbortSignal;
+    }
   /** Call the endpoint once as the fleet's probe, and release with its outcome. */
   | { kind: 'probe'; key: string; token: ProbeToken }
   /** Do not call; come back after retryAfterMs (null: no known end) and apply the pipeline's fallback. */
@@ -53,10 +70,14 @@ export interface GuardStats {
   viewReads: number;
   reportsSent: number;
   reportErrors: number;
+  /** Transient failures counted for calls still in flight past the stall threshold. */
+  stalled: number;
+  /** Stalled calls aborted because the breaker opened while they waited. */
+  shed: number;
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
-export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions'>> & Pick<GuardOptions, 'config' | 'probe' | 'entityOptions'>;
+export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall'>> & Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall'>;
 
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {

@@ -39,7 +39,16 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean): void
     }
     entity.lastReportAt = Date.now();
     if (r.reporter) entity.heardFrom(r.reporter);
-    entity.apply({ type: 'report', counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}), ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}) });
+    if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
+    // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
+    const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight) : undefined;
+    entity.apply({
+      type: 'report',
+      counts: r.counts ?? {},
+      ...(r.latency ? { latency: r.latency } : {}),
+      ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
+      ...(concurrency !== undefined ? { concurrency } : {}),
+    });
   });
   onSignal(requestProbeSignal, (r) => {
     entity.counters.probeRequests++;

@@ -58,6 +58,8 @@ export class EntityState {
    * across continue-as-new, so a new run does not publish "nobody" and let every worker take the whole rate.
    */
   private readonly reporters: Map<string, number>;
+  /** What each reporter said it had in flight, and when: their sum is the fleet's concurrency. Carried too. */
+  private readonly inFlight: Map<string, { at: number; n: number }>;
 
   constructor(
     input: EntityInput,
@@ -77,6 +79,7 @@ export class EntityState {
     this.lastProbeActivityAt = Date.now();
     this.publication = new Publication(key);
     this.reporters = new Map<string, number>(carried?.reporters ?? []);
+    this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
   }
 
   /** Applies one policy event; `origin`: the operator's action that sent it. */
@@ -103,6 +106,20 @@ export class EntityState {
   /** A worker reported: it shares the endpoint's rate for a while. */
   heardFrom(reporter: string): void {
     this.reporters.set(reporter, Date.now());
+  }
+
+  /**
+   * A reporter said how many calls it had in flight: the fleet's concurrency now, the sum over the reporters
+   * heard from within REPORTER_TTL_MS.
+   */
+  concurrency(reporter: string, inFlight: number): number {
+    this.inFlight.set(reporter, { at: Date.now(), n: Math.max(0, inFlight) });
+    let sum = 0;
+    for (const [id, r] of this.inFlight) {
+      if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
+      else sum += r.n;
+    }
+    return sum;
   }
 
   view(): BreakerView {
@@ -156,6 +173,7 @@ export class EntityState {
       counters: this.counters,
       searchAttributesOn: this.searchAttributesOn ?? false,
       ...(this.reporters.size ? { reporters: [...this.reporters] } : {}),
+      ...(this.inFlight.size ? { inFlight: [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]) } : {}),
     };
   }
 

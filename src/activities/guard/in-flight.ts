@@ -1,0 +1,167 @@
+/** How a guard tells a stalled call from a slow one (see InFlightCalls). */
+export interface StallOptions {
+  /** A call counts as stalled after this many times the p95 latency of this process's recent successes to the key. Default 4. */
+  factor?: number;
+  /** ... but never sooner than this. Default 1 000 ms. */
+  floorMs?: number;
+  /** The threshold before this process has seen MIN_LEARNED successes of the key. Default 5 000 ms. */
+  initialMs?: number;
+}
+
+/** Successes of a key needed before its own latency sets the stall threshold. */
+const MIN_LEARNED = 8;
+/** Recent success latencies kept per key. */
+const LEARNED = 64;
+/** A decision never released nor abandoned (a caller's bug) stops counting after this long. */
+const FORGET_AFTER_MS = 30 * 60_000;
+
+interface Call {
+  key: string;
+  startedAt: number;
+  /** Stall periods already counted as failures. */
+  stalls: number;
+  /** Aborts the call when the breaker opens while it is stalled. */
+  controller: AbortController;
+}
+
+/** The reason a stalled call's signal is aborted with: the breaker opened while it waited. */
+export class BreakerOpenedError extends Error {
+  override readonly name = 'BreakerOpenedError';
+}
+
+interface KeyCalls {
+  active: number;
+  /** The most calls in flight since the last report. */
+  peak: number;
+  /** Latencies of recent successes (ms), a ring of LEARNED. */
+  latencies: number[];
+  next: number;
+}
+
+/**
+ * Calls in flight per key, so a hanging or very slow endpoint is evidence while the calls still wait: a call
+ * older than the stall threshold counts one transient failure, and one more for every further threshold it
+ * waits. A timeout of 15 s cannot then hide a hang for 15 s, and a fleet that has few calls in flight still
+ * produces samples. The threshold follows the endpoint's own healthy latency (factor x the p95 of this
+ * process's recent successes, floorMs at least). A call already counted as stalled that then fails (it timed
+ * out, or its connection was dropped as the server came back) is not counted again: the burst of failures a
+ * long stall ends with says nothing new, and must not trip a breaker on a server that answers again. When
+ * the breaker opens, stalled calls are aborted (abortStalled).
+ */
+export class InFlightCalls {
+  private readonly calls = new Map<object, Call>();
+  private readonly keys = new Map<string, KeyCalls>();
+  private readonly factor: number;
+  private readonly floorMs: number;
+  private readonly initialMs: number;
+
+  constructor(options: StallOptions = {}) {
+    this.factor = options.factor ?? 4;
+    this.floorMs = options.floorMs ?? 1_000;
+    this.initialMs = options.initialMs ?? 5_000;
+  }
+
+  /** A call under `decision` starts now; its signal aborts if the breaker opens while it is stalled. */
+  start(decision: object, key: string, now: number): AbortSignal {
+    const controller = new AbortController();
+    this.calls.set(decision, { key, startedAt: now, stalls: 0, controller });
+    const k = this.entry(key);
+    k.active++;
+    k.peak = Math.max(k.peak, k.active);
+    return controller.signal;
+  }
+
+  /** The call under `decision` ended (or was abandoned): how many stall failures it was counted for; null if unknown. */
+  end(decision: object, success: { latencyMs: number } | null): number | null {
+    const call = this.calls.get(decision);
+    if (!call) return null;
+    this.calls.delete(decision);
+    const k = this.entry(call.key);
+    k.active = Math.max(0, k.active - 1);
+    if (success) {
+      k.latencies[k.next] = success.latencyMs;
+      k.next = (k.next + 1) % LEARNED;
+    }
+    return call.stalls;
+  }
+
+  /** The age at which a call to `key` counts as stalled. */
+  thresholdMs(key: string): number {
+    const lat = this.keys.get(key)?.latencies ?? [];
+    if (lat.length < MIN_LEARNED) return Math.max(this.floorMs, this.initialMs);
+    const sorted = [...lat].sort((a, b) => a - b);
+    const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)]!;
+    return Math.max(this.floorMs, this.factor * p95);
+  }
+
+  /** New stall periods reached by `now`, per key: each is one transient failure to report. */
+  sweep(now: number): Map<string, number> {
+    const out = new Map<string, number>();
+    const thresholds = new Map<string, number>();
+    for (const [decision, call] of this.calls) {
+      const age = now - call.startedAt;
+      if (age > FORGET_AFTER_MS) {
+        this.end(decision, null);
+        continue;
+      }
+      let t = thresholds.get(call.key);
+      if (t === undefined) thresholds.set(call.key, (t = this.thresholdMs(call.key)));
+      const due = Math.floor(age / t);
+      if (due > call.stalls) {
+        out.set(call.key, (out.get(call.key) ?? 0) + due - call.stalls);
+        call.stalls = due;
+      }
+    }
+    return out;
+  }
+
+  /** Calls to `key` counted as stalled are still in flight (the guard then reads the breaker's state more often). */
+  stalled(key: string): boolean {
+    for (const call of this.calls.values()) if (call.key === key && call.stalls > 0 && !call.controller.signal.aborted) return true;
+    return false;
+  }
+
+  /** Keys with calls counted as stalled still in flight. */
+  stalledKeys(): Set<string> {
+    const keys = new Set<string>();
+    for (const call of this.calls.values()) if (call.stalls > 0) keys.add(call.key);
+    return keys;
+  }
+
+  /**
+   * The breaker opened: stalled calls to `key` are aborted (their callers apply the refusal's fallback), so a
+   * hung server does not keep the fleet's connections and calls until each times out. Calls that are not
+   * stalled go on: their answers are due and tell the breaker something. Returns how many were aborted.
+   */
+  abortStalled(key: string, reason: string): number {
+    let n = 0;
+    for (const call of this.calls.values()) {
+      if (call.key !== key || call.stalls === 0 || call.controller.signal.aborted) continue;
+      call.controller.abort(new BreakerOpenedError(reason));
+      n++;
+    }
+    return n;
+  }
+
+  /** The most calls in flight to `key` since the last call of this (then reset to those in flight now). */
+  takePeak(key: string): number {
+    const k = this.keys.get(key);
+    if (!k) return 0;
+    const peak = k.peak;
+    k.peak = k.active;
+    return peak;
+  }
+
+  get size(): number {
+    return this.calls.size;
+  }
+
+  private entry(key: string): KeyCalls {
+    let k = this.keys.get(key);
+    if (!k) {
+      k = { active: 0, peak: 0, latencies: [], next: 0 };
+      this.keys.set(key, k);
+    }
+    return k;
+  }
+}
