@@ -57,6 +57,13 @@ export const policyConfigSchema = z
     cooldownMaxFactor: z.number().min(1).default(8),
     /** Each full period of this length spent closed forgives one consecutive open. */
     cooldownDecayMs: ms(1).default(300_000),
+    /**
+     * After a failed probe, the next probe comes after at most this long (+/- cooldownJitter), however long
+     * the grown cooldown: the cooldown decides when testing starts, then the probes test often, so traffic
+     * returns within seconds of the server's recovery. null: a failed probe waits the full grown cooldown.
+     * (A new breaker entity sets min(cooldownMs, 5 s) unless told otherwise.)
+     */
+    probeIntervalMs: ms(1).nullable().default(null),
     /** A probe token expires this long after it is granted. */
     probeLeaseMs: ms(1).default(30_000),
     /** Probe tokens outstanding at once, fleet-wide. */

@@ -288,6 +288,9 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
   const now = out.now;
   const opens = decayedOpens(s.config, s.consecutiveOpens, s.closedAt, now) + 1;
   let cooldownMs = cooldownDurationMs(s.config, opens, rand);
+  // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown.
+  const interval = (s.config as Partial<PolicyConfig>).probeIntervalMs;
+  if (reason === 'probe-failed' && interval) cooldownMs = Math.min(cooldownMs, Math.max(1, Math.round(interval * (1 + s.config.cooldownJitter * (2 * rand - 1)))));
   if (s.retryAfterHintUntil !== null && s.retryAfterHintUntil > now) {
     cooldownMs = Math.max(cooldownMs, Math.min(s.retryAfterHintUntil - now, maxCooldownMs(s.config)));
   }

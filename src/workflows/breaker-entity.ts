@@ -21,7 +21,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // Rate limits arrived after entities were already running: a run recorded before them must replay as it
   // ran, when a maxRequestsPerSecond it could not know was rejected (configure) or not there (defaults).
   const rateLimits = patched('rate-limit');
-  const entity = new EntityState(input, opts, rateLimits);
+  // The probe cadence after a failed probe (probeIntervalMs) is set for entities started after it existed.
+  const probeCadence = patched('probe-cadence');
+  const entity = new EntityState(input, opts, rateLimits, probeCadence);
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits);
 

@@ -92,8 +92,8 @@ describe('cooldown and probes', () => {
     assert.equal(endpoint.requests - before, 3, 'three real HTTP probes reached the endpoint');
   });
 
-  test('a failed probe re-opens with a doubled cooldown', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0 }, options: noSA });
+  test('with probeIntervalMs null, a failed probe re-opens with a doubled cooldown', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probeIntervalMs: null }, options: noSA });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
     await h.signal(requestProbeSignal, { requestId: 'r1', requester: 'w1' });
@@ -105,6 +105,20 @@ describe('cooldown and probes', () => {
     assert.deepEqual([reopen!.from, reopen!.to, reopen!.reason, reopen!.cooldownMs], ['half-open', 'open', 'probe-failed', 120_000]);
     const status = await h.query(statusQuery);
     assert.deepEqual([status.permit.allow, status.permit.retryAfterMs, status.consecutiveOpens], [false, 120_000, 2]);
+  });
+
+  test('by default a failed probe re-opens for 5 s, not the doubled 120 s: the next probe tests again soon', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0 }, options: noSA });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
+    await h.signal(requestProbeSignal, { requestId: 'r1', requester: 'w1' });
+    const decision = await h.query(probeDecisionQuery, 'r1');
+    if (decision?.kind !== 'granted') return assert.fail(`expected a grant, got ${JSON.stringify(decision)}`);
+    await h.signal(probeResultSignal, { generation: decision.token.generation, outcome: 'transient' });
+    const [reopen] = await h.query(transitionsQuery, 1);
+    assert.deepEqual([reopen!.reason, reopen!.cooldownMs], ['probe-failed', 5_000]);
+    const status = await h.query(statusQuery);
+    assert.deepEqual([status.config.probeIntervalMs, status.consecutiveOpens], [5_000, 2], 'the opens still count: the next trip from closed waits longer');
   });
 
   test('exactly one of 20 concurrent requesters gets the probe token', async () => {

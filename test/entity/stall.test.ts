@@ -124,6 +124,7 @@ describe('a hanging endpoint', () => {
       assert.equal(g.stats.shed, 8);
       const status = await handle.query(statusQuery);
       assert.ok((status.counters.stalled ?? 0) >= 8, 'the entity counts the stall failures it was told of');
+      assert.equal(status.config.probeIntervalMs, 5_000, 'a new entity probes every 5 s after a failed probe (min(cooldownMs, 5 s))');
       // Refused now, without a request.
       const before = server.received;
       assert.equal((await g.acquire(key)).kind, 'refused');

@@ -120,11 +120,13 @@ export class BreakerGuard {
   }
 
   private sweepStalls(): void {
+    if (this.closed) return;
     for (const [key, stalls] of this.calls.sweep(Date.now())) {
       this.stats.stalled += stalls;
       this.reports.add(key, { stalls });
     }
-    for (const key of this.calls.stalledKeys()) void this.shedIfOpen(key);
+    // Tracked, so close() waits for a state read in flight instead of leaving it to a closed connection.
+    for (const key of this.calls.stalledKeys()) this.link.track(this.shedIfOpen(key));
   }
 
   /** Stalled calls wait on nobody's behalf once the breaker is open: abort them (read the state, then act). */
@@ -136,6 +138,8 @@ export class BreakerGuard {
       if (!view || this.closed) return;
       const p = permitFor(view, Date.now());
       if (!p.allow) this.stats.shed += this.calls.abortStalled(key, `breaker ${p.state}: the call stalled and was abandoned`);
+    } catch {
+      // The state could not be read: the calls go on until they end or time out, as when failing open.
     } finally {
       this.shedding.delete(key);
     }
@@ -153,6 +157,7 @@ export class BreakerGuard {
     this.reports.stop();
     this.pacer.stop();
     if (this.sweeper) clearInterval(this.sweeper);
+    this.calls.forgetAll();
     await this.flush();
     await this.link.settled();
   }

@@ -115,6 +115,12 @@ export class InFlightCalls {
     return out;
   }
 
+  /** The guard closes: nothing is tracked any more (calls still in flight are not aborted: they are their callers'). */
+  forgetAll(): void {
+    this.calls.clear();
+    this.keys.clear();
+  }
+
   /** Calls to `key` counted as stalled are still in flight (the guard then reads the breaker's state more often). */
   stalled(key: string): boolean {
     for (const call of this.calls.values()) if (call.key === key && call.stalls > 0 && !call.controller.signal.aborted) return true;

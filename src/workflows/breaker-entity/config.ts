@@ -30,9 +30,15 @@ export function entityOptions(options: EntityOptions | undefined): Required<Enti
  * A new run's policy state, from the input's configuration. `rateLimits`: the run knows rate limits (see
  * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.
  */
-export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean): PolicyState {
-  return initialState(parseConfig(key, rateLimits ? config : withoutRate(config)));
+export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean): PolicyState {
+  const parsed = parseConfig(key, rateLimits ? config : withoutRate(config));
+  // A run recorded before the probe cadence replays with a failed probe waiting the full grown cooldown.
+  if (probeCadence && !(config && 'probeIntervalMs' in config)) parsed.probeIntervalMs = Math.min(parsed.cooldownMs, DEFAULT_PROBE_INTERVAL_MS);
+  return initialState(parsed);
 }
+
+/** A new entity's probe cadence after a failed probe, unless its configuration names one. */
+const DEFAULT_PROBE_INTERVAL_MS = 5_000;
 
 function withoutRate<C extends object | undefined>(c: C): C {
   if (!c || !('maxRequestsPerSecond' in c)) return c;

@@ -65,10 +65,11 @@ export class EntityState {
     input: EntityInput,
     private readonly opts: Required<EntityOptions>,
     rateLimits: boolean,
+    probeCadence: boolean,
   ) {
     const { key, carried } = input;
     this.key = key;
-    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits);
+    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence);
     this.probeSpec = input.probe ?? null;
     this.history = carried?.log ?? [];
     this.decisions = new Map(carried?.decisions ?? []);
