@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { ActivityFunction } from '@temporalio/common';
 import { makeFetchBatch } from './fetch/fetch-batch';
-import { BreakerGuard, type GuardOptions } from './guard';
+import { BreakerGuard, processIdentity, type GuardOptions } from './guard';
 import { EndpointPools } from './http/endpoint-pool';
 import { assembleMosaic } from './mosaic/assemble';
 import { makeMosaicBatch } from './mosaic/batch';
@@ -25,6 +25,8 @@ export interface ActivityDeps {
    * and TILEBREAKER_OUTPUT_DIR, else the working directory). Every activity checks its paths against them.
    */
   roots?: WorkerRoots;
+  /** This process's id among the breakers' reporters (default: unique per process, see processIdentity). */
+  identity?: string;
 }
 
 /**
@@ -34,7 +36,7 @@ export interface ActivityDeps {
 export function createActivityRuntime(deps: ActivityDeps) {
   const pools = new EndpointPools();
   const roots = deps.roots ?? rootsFromEnv();
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: `worker-${process.pid}`, ...deps.breaker });
+  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: deps.identity ?? processIdentity('worker'), ...deps.breaker });
   return {
     activities: {
       probeEndpoint,

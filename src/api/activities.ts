@@ -4,7 +4,7 @@
  * your own around a protected call; and tilebreaker's own worker, every workflow and activity on one task queue.
  */
 export { createActivities, createActivityRuntime, type Activities, type ActivityDeps } from '../activities';
-export { BreakerGuard, BreakerOpenedError, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type StallOptions } from '../activities/guard';
+export { BreakerGuard, BreakerOpenedError, processIdentity, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type StallOptions } from '../activities/guard';
 export { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, type WorkerRoots } from '../activities/confine/roots';
 export { loadSource, type SourceReadOptions } from '../activities/sources-file';
 export { connectWorker, createWorker, workflowsPath, type CreateWorkerOptions } from '../client/worker';

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps } from '../activities';
+import { processIdentity } from '../activities/guard';
 import type { ConnectionConfig } from './connection-config';
 import { unreachableServerError } from './temporal';
 
@@ -41,8 +42,11 @@ export interface CreateWorkerOptions {
  * activities' shared resources stop with it: the breaker guard flushes its last reports, the HTTP pools close.
  */
 export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
-  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
+  // One id for the worker in Temporal (activity attempts name it) and among the breakers' reporters.
+  const identity = processIdentity('worker');
+  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, identity, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
   return Worker.create({
+    identity,
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,

@@ -175,11 +175,19 @@ const wms = z
 
 export const sourceSchema = z.discriminatedUnion('type', [xyz, tms, wmtsRest, wmtsKvp, wms]).superRefine((s, ctx) => {
   if (s.minZoom > s.maxZoom) ctx.addIssue({ code: 'custom', path: ['minZoom'], input: s.minZoom, message: `must be <= maxZoom (${s.maxZoom})` });
-  if ((s.type === 'xyz' || s.type === 'tms') && !/\{z\}/.test(s.url)) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: 'must contain {z}, {x} and {y}' });
+  // Every placeholder the type needs: a template without {y} would fetch one tile for a whole column.
+  const missing = (names: string[]) => names.filter((n) => !s.url.includes(`{${n}}`));
+  if (s.type === 'xyz' || s.type === 'tms') {
+    const gone = missing(['z', 'x', 'y']);
+    if (gone.length) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: `must contain {z}, {x} and {y} (missing ${gone.map((n) => `{${n}}`).join(', ')})` });
+  }
   if ((s.type === 'xyz' || s.type === 'tms') && /\{s\}/.test(s.url) && !s.subdomains?.length) {
     ctx.addIssue({ code: 'custom', path: ['subdomains'], input: s.subdomains, message: 'must list subdomains when url contains {s}' });
   }
-  if (s.type === 'wmts-rest' && !/\{TileMatrix\}/.test(s.url)) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: 'must contain {TileMatrix}, {TileRow} and {TileCol}' });
+  if (s.type === 'wmts-rest') {
+    const gone = missing(['TileMatrix', 'TileRow', 'TileCol']);
+    if (gone.length) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: `must contain {TileMatrix}, {TileRow} and {TileCol} (missing ${gone.map((n) => `{${n}}`).join(', ')})` });
+  }
 });
 
 export type SourceConfig = z.output<typeof sourceSchema>;

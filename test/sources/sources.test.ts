@@ -24,6 +24,10 @@ describe('source configuration', () => {
   test('bad values name the field and the value', () => {
     rejects({ type: 'xyz', url: 'ftp://x/{z}/{x}/{y}' }, 'url', '"ftp://x/{z}/{x}/{y}"');
     rejects({ type: 'xyz', url: 'https://tiles.example.com/a.png' }, 'url', '"https://tiles.example.com/a.png"');
+    // Every placeholder is required: without {y} every row of a column would fetch the same tile.
+    rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}.png' }, 'url', 'missing {y}');
+    rejects({ type: 'tms', url: 'https://t.example/{z}/{y}.png' }, 'url', 'missing {x}');
+    rejects({ type: 'wmts-rest', url: 'https://w.example/wmts/{TileMatrix}/{TileRow}.png' }, 'url', 'missing {TileCol}');
     rejects({ type: 'xyz', url: 'https://u:p@tiles.example.com/{z}/{x}/{y}.png' }, 'url', 'credentials');
     rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', minZoom: 9, maxZoom: 3 }, 'minZoom', '(got 9)');
     rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', headers: { Authorization: 'Bearer x' } }, 'headers', 'use auth');

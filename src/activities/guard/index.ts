@@ -2,3 +2,4 @@
 export { BreakerGuard } from './guard';
 export type { CallOutcome, GuardDecision, GuardOptions, GuardStats } from './types';
 export { BreakerOpenedError, type StallOptions } from './in-flight';
+export { processIdentity } from './reporter-id';

@@ -1,0 +1,15 @@
+import assert from 'node:assert/strict';
+import { hostname } from 'node:os';
+import { test } from 'node:test';
+import { processIdentity } from '../../src/activities/guard';
+
+test('reporter ids differ between processes that share a pid (container replicas are all pid 1)', () => {
+  // Two guards in one process stand for two replicas with the same pid and, with host networking, one host name.
+  const a = processIdentity('worker');
+  const b = processIdentity('worker');
+  assert.notEqual(a, b);
+  for (const id of [a, b]) {
+    assert.ok(id.startsWith(`worker-${process.pid}@${hostname()}-`), id);
+    assert.match(id, /-[0-9a-f]{8}$/);
+  }
+});
