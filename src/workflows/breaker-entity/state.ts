@@ -17,6 +17,7 @@ import {
 import type { BreakerStatus, CarriedState, EntityCounters, EntityExit, EntityInput, EntityOptions, ProbeSpec } from '../../messages/breaker';
 import { initialPolicy } from './config';
 import { Publication } from './publication';
+import { Roster } from './roster';
 
 /** Probe decisions kept for requesters that have not read theirs yet. */
 const DECISIONS_KEPT = 256;
@@ -57,7 +58,7 @@ export class EntityState {
    * Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one. Carried
    * across continue-as-new, so a new run does not publish "nobody" and let every worker take the whole rate.
    */
-  private readonly reporters: Map<string, number>;
+  private readonly reporters: Roster;
   /** What each reporter said it had in flight, and when: their sum is the fleet's concurrency. Carried too. */
   private readonly inFlight: Map<string, { at: number; n: number }>;
 
@@ -79,7 +80,7 @@ export class EntityState {
     this.searchAttributesOn = carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
     this.lastProbeActivityAt = Date.now();
     this.publication = new Publication(key);
-    this.reporters = new Map<string, number>(carried?.reporters ?? []);
+    this.reporters = new Roster(carried?.reporters, REPORTER_TTL_MS);
     this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
   }
 
@@ -106,7 +107,7 @@ export class EntityState {
 
   /** A worker reported: it shares the endpoint's rate for a while. */
   heardFrom(reporter: string): void {
-    this.reporters.set(reporter, Date.now());
+    this.reporters.heard(reporter, Date.now());
   }
 
   /**
@@ -163,8 +164,10 @@ export class EntityState {
     };
   }
 
-  /** Everything the next run needs. */
+  /** Everything the next run needs (called by the main loop, an event: the stale reporters are forgotten first). */
   carried(): CarriedState {
+    this.reporters.prune(Date.now());
+    for (const [id, r] of this.inFlight) if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
     return {
       policy: this.policy,
       log: this.history,
@@ -173,7 +176,7 @@ export class EntityState {
       decisions: [...this.decisions],
       counters: this.counters,
       searchAttributesOn: this.searchAttributesOn ?? false,
-      ...(this.reporters.size ? { reporters: [...this.reporters] } : {}),
+      ...(this.reporters.size ? { reporters: this.reporters.entries() } : {}),
       ...(this.inFlight.size ? { inFlight: [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]) } : {}),
     };
   }
@@ -183,8 +186,8 @@ export class EntityState {
     return { key: this.key, reason: 'idle', counters: this.counters, transitions: this.history };
   }
 
+  /** Pure: the `view` and `status` queries call it. */
   private activeReporters(): number {
-    for (const [id, at] of this.reporters) if (Date.now() - at > REPORTER_TTL_MS) this.reporters.delete(id);
-    return this.reporters.size;
+    return this.reporters.active(Date.now());
   }
 }
