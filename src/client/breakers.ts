@@ -372,10 +372,15 @@ export async function configureBreaker(client: Client, keyOrUrl: string | Resolv
   return { key: resolved.key, workflowId: resolved.workflowId, config, actor, sender, status, transition, confirmed };
 }
 
+/** How far the server's clock may lag this process's when telling this action's transitions from older ones. */
+const CLOCK_SKEW_MS = 30_000;
+
 /**
- * Sends an admin signal to a running entity and reads its status and newest transitions back until `check`
- * says the action shows or `confirmTimeoutMs` (default 5 s) has passed. `check` sees the transitions this
- * signal's actor and sender recorded since it was sent, most recent first.
+ * Sends an admin signal to a running entity, then reads its status and newest transitions back until `check`
+ * says the action shows or `confirmTimeoutMs` (default 5 s) has passed. The signal goes first, with nothing
+ * read before it: an emergency force-open must not wait on queries of an entity busy under load (queries
+ * need a workflow task; a signal only needs the server). `check` sees the transitions this signal's actor and
+ * sender recorded since it was sent, most recent first.
  */
 async function sendAdmin(
   client: Client,
@@ -388,14 +393,7 @@ async function sendAdmin(
   const d = await describeEntity(client, resolved);
   if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
   const handle = client.workflow.getHandle(resolved.workflowId);
-  // The latest transition before the signal, to tell the action's own transition from older ones.
-  let before: TransitionRecord | undefined;
-  try {
-    [before] = await queryEntity(client, resolved, d, () => handle.query(transitionsQuery, 1));
-  } catch (err) {
-    if (err instanceof BreakerNotFoundError) throw err;
-    throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was not sent.`, { cause: err });
-  }
+  const sentAt = Date.now();
   try {
     await handle.signal(adminSignal, signal);
   } catch (err) {
@@ -411,21 +409,19 @@ async function sendAdmin(
     try {
       [status, recent] = await queryEntity(client, resolved, d, async () => [await handle.query(statusQuery), await handle.query(transitionsQuery, 20)] as const);
     } catch (err) {
-      throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was sent: it takes effect when a worker runs the entity.`, { cause: err });
+      throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was sent and accepted by the server; it takes effect when a worker runs the entity (not confirmed).`, {
+        cause: err,
+      });
     }
-    const seen = before ? recent.findIndex((t) => sameTransition(t, before)) : -1;
-    const fresh = seen >= 0 ? recent.slice(0, seen) : recent;
-    // This action's transitions: by its actor and sender (a worker from before senders were recorded: by the
-    // actor in the detail).
-    const ours = fresh.filter((t) => (t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor)));
+    // This action's transitions: by its actor and sender, recorded since it was sent (a worker from before
+    // senders were recorded: by the actor in the detail).
+    const ours = recent.filter(
+      (t) => t.at >= sentAt - CLOCK_SKEW_MS && (t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor)),
+    );
     const { transition, confirmed } = check(status, ours);
     if (confirmed || Date.now() >= deadline) return { status, transition, confirmed };
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-function sameTransition(a: TransitionRecord, b: TransitionRecord): boolean {
-  return a.at === b.at && a.from === b.from && a.to === b.to && a.reason === b.reason && a.detail === b.detail;
 }
 
 async function describeEntity(client: Client, resolved: ResolvedKey): Promise<WorkflowExecutionDescription> {

@@ -293,3 +293,24 @@ test('the CLI: an unreachable server and an unset TEMPORAL_ADDRESS exit 2, sayin
   assert.equal(help.code, 0);
   assert.match(help.out, /--for <duration>/);
 });
+
+test('an emergency force-open is signalled before anything is read: an entity that cannot answer queries still gets it', async () => {
+  // Nobody polls this queue yet: the server accepts signals, but queries wait for a worker that is not there
+  // (as they wait behind an entity's busy workflow tasks under load).
+  const queue = uniqueTaskQueue('breaker-cli-unpolled');
+  const key = `http://unpolled-${tag}.example.test:80`;
+  await startEntity(env.client, queue, { key });
+  await assert.rejects(adminBreaker(env.client, key, 'force-open', { reason: 'renderer on fire', actor: 'test:ops', confirmTimeoutMs: 1_000 }), (err: unknown) => {
+    assert.match((err as Error).message, /did not answer a query within 10 s/);
+    assert.match((err as Error).message, /The force-open signal was sent and accepted by the server/);
+    return true;
+  });
+  // A worker comes: the signal was delivered, so the breaker opens without anyone sending it again.
+  const late = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue: queue });
+  await late.runUntil(async () => {
+    const shown = await showBreaker(env.client, key);
+    assert.ok(shown.running);
+    assert.equal(shown.status.view.state, 'forced-open');
+    assert.match(shown.transitions[0]?.detail ?? '', /^renderer on fire \(by "test:ops", claimed/);
+  });
+});
