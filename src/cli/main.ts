@@ -9,6 +9,7 @@ import { demoDrill } from '../client/demo-drill';
 import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
 import { connectClient } from '../client/temporal';
 import { connectWorker, createWorker } from '../client/worker';
+import { untilServerReady } from '../client/server-wait';
 import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
 import { registerBreakerCommands } from './breaker-commands';
 import { demoMosaic, DEMO_BREAKER } from './demo-mosaic';
@@ -37,9 +38,33 @@ program
     const roots = withRoots(rootsFromEnv(), { ...(o.sourcesDir ? { sources: o.sourcesDir } : {}), ...(o.outputDir ? { outputs: o.outputDir } : {}) });
     const config = connectionConfigFromEnv();
     if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
-    const connection = await connectWorker({ ...config, address: config.address });
-    const { client, connection: clientConnection } = await connectClient({ ...config, address: config.address });
-    const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, roots, ...(breaker ? { breaker } : {}) });
+    const address = config.address;
+    // A server that is down or still starting is waited for; SIGINT / SIGTERM stop the wait.
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
+    const { worker, connection, clientConnection } = await untilServerReady(
+      async () => {
+        const connection = await connectWorker({ ...config, address });
+        try {
+          const { client, connection: clientConnection } = await connectClient({ ...config, address });
+          try {
+            // The namespace first, from the client: a worker created before it exists logs a warning per try.
+            await client.connection.workflowService.describeNamespace({ namespace: config.namespace });
+            const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, roots, ...(breaker ? { breaker } : {}) });
+            return { worker, connection, clientConnection };
+          } catch (err) {
+            await clientConnection.close();
+            throw err;
+          }
+        } catch (err) {
+          await connection.close();
+          throw err;
+        }
+      },
+      { say: (line) => console.error(line), what: `the Temporal server at ${address} (namespace ${config.namespace})`, signal: stop.signal },
+    );
+    process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
     console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue}`);
     console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
