@@ -152,6 +152,19 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     assert.deepEqual(opened, [], "the host's breaker never opened");
   });
 
+  test('a wrong layer in a job of several blocks: later blocks are recorded failed with the error, not requested', async () => {
+    const { proxy } = await server();
+    const result = await run(request(proxy, 'wrong-layer-blocks', ['quadrantz'], { blockTiles: 32 }), 'wrong-layer-blocks');
+    const m = readManifest(result);
+    assert.equal(assertAccounted(m), null);
+    assert.equal(m.counts.failed, result.total, JSON.stringify(m.counts));
+    assert.ok(m.tiles.every((t) => t.configError === true));
+    // Only the first block's first batches asked the server.
+    assert.ok(proxy.count('quadrantz') <= 6, `requests: ${proxy.count('quadrantz')}`);
+    assert.ok(m.tiles.slice(32).every((t) => t.attempts === 0));
+    assert.equal(exitCodeFor(result), 4);
+  });
+
   test('a layer that vanishes mid-run is systemic: the breaker opens on the failure ratio within about a second, the rest are dead letters (exit 3)', async () => {
     const { wms, proxy } = await server();
     let vanishedAt = 0;
