@@ -97,6 +97,7 @@ function printResult(result: MosaicResult, json: boolean): void {
     return;
   }
   console.log(summaryLine(result));
+  if (result.configError !== undefined) console.log(`  ${result.configError}`);
   for (const f of result.files) console.log(`  ${f}`);
 }
 
@@ -165,7 +166,9 @@ function finish(s: MosaicStatus, json: boolean): number {
 }
 
 export function registerMosaicCommands(program: Command, { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient }): void {
-  const mosaic = program.command('mosaic').description('build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 1 failed or cancelled, 2 could not run)');
+  const mosaic = program
+    .command('mosaic')
+    .description('build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 4 configuration error, 1 failed or cancelled, 2 could not run)');
 
   mosaic
     .command('start')

@@ -145,9 +145,16 @@ export function liveCounts(s: MosaicStatus): MosaicProgress | null {
   return { ...s.progress, counts, done: s.progress.done + s.blockProgress.done, breakerStates: states, etaSeconds: s.blockProgress.etaSeconds, waitingUntil: s.blockProgress.waitingUntil };
 }
 
-/** Exit code for a finished mosaic: 0 every tile ok, 3 finished with gaps (stale, holes, dead letters, failures). */
+/** What a finished mosaic's exit code says (README, "The CLI"). */
+export const EXIT = { ok: 0, failed: 1, couldNotRun: 2, gaps: 3, configError: 4 } as const;
+
+/**
+ * Exit code for a finished mosaic: 0 every tile ok, 4 a configuration error (the source needs fixing: a wrong
+ * layer, credentials), 3 finished with gaps (stale, holes, dead letters, failures).
+ */
 export function exitCodeFor(result: MosaicResult): number {
-  return result.counts.ok === result.total ? 0 : 3;
+  if (result.configError !== undefined) return EXIT.configError;
+  return result.counts.ok === result.total ? EXIT.ok : EXIT.gaps;
 }
 
 /**

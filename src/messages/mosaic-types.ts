@@ -119,6 +119,11 @@ export interface MosaicBatchInput {
   whenRefused: WhenRefusedMode;
   /** Tiles still deferred after this pass are dead-lettered (not waited for again). */
   final: boolean;
+  /**
+   * Record only: the source has a configuration error (this message): no request is made, and every tile of
+   * the selection (up to the plan's blockTiles) is recorded `failed` with it, so the manifest accounts for it.
+   */
+  configError?: string;
 }
 
 /** What a batch returns to the workflow: counts, and the tiles to wait for (indices). */
@@ -131,6 +136,8 @@ export interface MosaicBatchSummary {
   /** Breaker states that refused tiles in this batch. */
   breakerStates: BreakerStateName[];
   requests: number;
+  /** A tile of the batch failed with a configuration error (its reason): the source needs fixing, not retrying. */
+  configError?: string;
 }
 
 /** One tile's line in the manifest. */
@@ -148,6 +155,8 @@ export interface ManifestTile {
   retryAfterMs?: number;
   /** The pass that decided it (0: first fetch; more for waits and re-drives). */
   pass: number;
+  /** Failed because the source is misconfigured (a wrong layer, credentials), not because the server failed. */
+  configError?: true;
   /** The stored tile drawn into the mosaic (ok and stale tiles), or the chunk holding it at `region`. */
   path?: string;
   region?: { left: number; top: number };
@@ -199,6 +208,8 @@ export interface MosaicResult {
   manifest: string;
   mask: string;
   partial: boolean;
+  /** A tile failed with a configuration error (the first such reason): the source needs fixing (exit 4). */
+  configError?: string;
 }
 
 export function zeroStatusCounts(): StatusCounts {

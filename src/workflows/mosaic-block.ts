@@ -1,4 +1,4 @@
-import { ActivityCancellationType, proxyActivities, sleep } from '@temporalio/workflow';
+import { ActivityCancellationType, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import type { BreakerStateName } from '../breaker';
 import {
@@ -37,6 +37,22 @@ export interface BlockResult {
   breakerStates: BreakerStateName[];
   /** The last pass this block ran. */
   lastPass: number;
+  /** A batch met a configuration error (its reason): the block started no further batches for the source. */
+  configError?: string;
+}
+
+/** A configuration error stops a block's (and a mosaic's) fetching: new runs only, so old histories replay. */
+export const CONFIG_ERROR_PATCH = 'config-error-stops-fetch';
+
+/**
+ * Records the tiles a run will not request because the source has a configuration error: one record-only
+ * batch (no request), so the manifest accounts for each of them as failed with that error.
+ */
+export async function recordConfigError(plan: MosaicPlan, tiles: TileSelection, pass: number, batchId: string, reason: string, tracker: ProgressTracker): Promise<StatusCounts> {
+  if (selectionSize(tiles) === 0) return zeroStatusCounts();
+  const s = await fetchMosaicBatch({ plan, tiles, pass, batchId, whenRefused: 'defer', final: true, configError: reason });
+  tracker.add(s.counts, []);
+  return s.counts;
 }
 
 /** Live progress shared with a `progress` query handler. */
@@ -79,13 +95,14 @@ function batches(sel: TileSelection, size: number): TileSelection[] {
  * Runs `fn` over `items` with at most `n` in flight (deterministic: workflow promises only). After a failure
  * or a cancellation no new item starts, and every item already started is awaited before the first error
  * is rethrown: a cancelled batch must finish writing its journal before the partial manifest is made.
+ * No new item starts either once `stop` says so; returns how many items started.
  */
-async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Promise<unknown>): Promise<void> {
+async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Promise<unknown>, stop: () => boolean = () => false): Promise<number> {
   let next = 0;
   let failure: { err: unknown } | null = null;
   await Promise.all(
     Array.from({ length: Math.min(n, items.length) }, async () => {
-      while (next < items.length && !failure) {
+      while (next < items.length && !failure && !stop()) {
         const k = next++;
         try {
           await fn(items[k]!, k);
@@ -96,6 +113,7 @@ async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Prom
     }),
   );
   if (failure) throw (failure as { err: unknown }).err;
+  return next;
 }
 
 /**
@@ -116,6 +134,9 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     const whenRefused: WhenRefusedMode = plan.fallback === 'wait' ? (final ? WHEN_REFUSED[plan.afterDeadline] : 'defer') : WHEN_REFUSED[plan.fallback];
     const deferred: number[] = [];
     let retryAfterMs: number | null = null;
+    // A configuration error: no further batch starts for the source (the rest is recorded failed with it).
+    let stopped: string | null = null;
+    const stop = () => stopped !== null;
     tracker.startFetching();
     const thisPass = pass;
     const run = async (tiles: TileSelection, k: number) => {
@@ -126,19 +147,32 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       result.requests += s.requests;
       deferred.push(...s.deferred);
       if (s.retryAfterMs !== null) retryAfterMs = Math.max(retryAfterMs ?? 0, s.retryAfterMs);
+      if (s.configError !== undefined) {
+        result.configError ??= s.configError;
+        if (stopped === null && patched(CONFIG_ERROR_PATCH)) stopped = s.configError;
+      }
       return s;
     };
     const all = batches(pending, plan.batchSize);
+    let notStarted: TileSelection[] = [];
     if (thisPass === basePass || final) {
-      await inPool(all, plan.parallelBatches, run);
+      notStarted = all.slice(await inPool(all, plan.parallelBatches, run, stop));
     } else {
       // A retry pass: one batch first. If the breaker refuses all of it again, the rest would be refused too:
       // keep them deferred and wait again, so a long outage costs one batch per wait, not the whole block.
       const first = await run(all[0]!, 0);
-      if (first.deferred.length < selectionSize(all[0]!)) await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined));
+      if (stopped !== null) notStarted = all.slice(1);
+      else if (first.deferred.length < selectionSize(all[0]!)) notStarted = all.slice(1 + (await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined), stop)));
       else for (const t of all.slice(1)) deferred.push(...selectionIndices(t));
     }
     result.lastPass = pass;
+    if (stopped !== null) {
+      // Waiting would not fix the source: the unstarted and the deferred tiles end failed with the error.
+      const rest = [...notStarted.flatMap(selectionIndices), ...deferred].sort((a, b) => a - b);
+      const counts = await recordConfigError(plan, { indices: rest }, thisPass, `p${thisPass}-${tag}-config-error`, stopped, tracker);
+      for (const key of Object.keys(counts) as (keyof StatusCounts)[]) result.counts[key] += counts[key];
+      break;
+    }
     if (deferred.length === 0) break;
     // Only a non-final `wait` pass leaves tiles deferred: wait for the breaker, bounded by the deadline, and
     // longer after each pass that got nothing through.

@@ -1,7 +1,7 @@
-import { ApplicationFailure, CancellationScope, executeChild, isCancellation, log, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, executeChild, isCancellation, log, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { breakerKey } from '../breaker';
-import { fetchBlock, ProgressTracker, type BlockResult } from './mosaic-block';
+import { CONFIG_ERROR_PATCH, fetchBlock, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
 import { checkPlan, checkSelection } from '../messages/plan-check';
 import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
@@ -56,15 +56,23 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
     return;
   }
   const { workflowId } = workflowInfo();
+  // After a block met a configuration error, later blocks are recorded failed with it, not requested.
+  let configError: string | null = null;
   for (let b = 0, k = 0; k < count; b++, k += plan.blockTiles) {
     const n = Math.min(plan.blockTiles, count - k);
     const tiles: TileSelection = indices ? { indices: indices.slice(k, k + n) } : { start: (sel as { start: number }).start + k, count: n };
+    if (configError !== null) {
+      tracker.startFetching();
+      await recordConfigError(plan, tiles, basePass, `p${basePass}-b${b}-config-error`, configError, tracker);
+      continue;
+    }
     const childId = `${workflowId}/p${basePass}-block-${b}`;
     tracker.progress.runningBlocks = [childId];
     tracker.startFetching();
     const r = await executeChild(mosaicBlockWorkflow, { workflowId: childId, args: [{ plan, tiles, tag: `b${b}`, basePass }] });
     tracker.add(r.counts, r.breakerStates);
     tracker.progress.runningBlocks = [];
+    if (r.configError !== undefined && patched(CONFIG_ERROR_PATCH)) configError = r.configError;
   }
 }
 

@@ -11,6 +11,8 @@ import { makeFetchBatch, type FetchBatchInput, type TileResult } from '../../src
 import { BreakerGuard } from '../../src/activities/guard';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { TileStore } from '../../src/activities/store/tile-store';
+import type { GuardDecision } from '../../src/activities/guard';
+import { requestShape, ShapeMemory } from '../../src/activities/validate/shape-memory';
 import { breakerKey } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { parseSource } from '../../src/sources/schema';
@@ -205,5 +207,78 @@ describe('with the fleet-wide breaker', () => {
     assert.equal(deferred[0]!.status, 'deferred');
     assert.equal(server.requests, before, 'no request reached the server');
     await guard.close();
+  });
+});
+
+describe('configuration errors and systemic faults (a request-blaming ServiceException)', () => {
+  // A guard that lets every call through and records what each was counted as.
+  const recording = () => {
+    const counted: string[] = [];
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> => Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false }),
+      release: (_d: GuardDecision, o: { kind: string }) => void counted.push(o.kind),
+      abandon: () => undefined,
+    };
+    return { guard, counted };
+  };
+
+  test('a wrong layer: 40 tiles at concurrency 4 cost at most 3 requests, every tile failed as a configuration error, none counted by the breaker', async () => {
+    const { guard, counted } = recording();
+    const fetch = makeFetchBatch({ pools, guard, shapes: new ShapeMemory() });
+    const before = server.requests;
+    const results = await fetch(input('se-130-layer', 40));
+    const requests = server.requests - before;
+    assert.ok(requests <= 3, `requests: ${requests}`);
+    assert.equal(results.length, 40);
+    assert.ok(results.every((r) => r.status === 'failed' && r.configError === true && r.kind === 'permanent'));
+    assert.ok(
+      results.every((r) => /^configuration error: LayerNotDefined for source "se-130-layer"/.test(r.reason)),
+      results[0]!.reason,
+    );
+    assert.equal(results.filter((r) => r.attempts > 0).length, requests);
+    assert.deepEqual(counted, Array(requests).fill('neutral'), "released as not the endpoint's health");
+  });
+
+  test('a shape never served is requested one at a time; once served, at full concurrency', async () => {
+    const events: string[] = [];
+    let inFlight = 0;
+    let most = 0;
+    const { guard } = recording();
+    const watched = {
+      ...guard,
+      acquire: async (key: string) => {
+        events.push('acquire');
+        most = Math.max(most, ++inFlight);
+        return guard.acquire(key);
+      },
+      release: (d: GuardDecision, o: { kind: string }) => {
+        events.push('release');
+        inFlight--;
+        guard.release(d, o);
+      },
+    };
+    const results = await makeFetchBatch({ pools, guard: watched, shapes: new ShapeMemory() })({ ...input('ok', 24), sourceName: 'solo' });
+    assert.ok(results.every((r) => r.status === 'ok'));
+    // The first request ends before any other starts; once it succeeded the others run 4 at a time.
+    assert.deepEqual(events.slice(0, 2), ['acquire', 'release']);
+    assert.ok(most > 1, `concurrency once served: ${most}`);
+  });
+
+  test('systemic: the same fault for a shape that succeeded minutes ago is a service exception, retried, counted and curable', async () => {
+    const { guard, counted } = recording();
+    const shapes = new ShapeMemory();
+    const t = Date.UTC(2026, 11, 1, 12);
+    shapes.succeeded(requestShape(source('se-130-layer'), ''), t - 120_000);
+    const fetch = makeFetchBatch({ pools, guard, shapes, now: () => t });
+    const results = await fetch(input('se-130-layer', 4));
+    assert.deepEqual(
+      results.map((r) => [r.status, r.kind, r.attempts, r.configError]),
+      Array(4).fill(['failed', 'service-exception', 2, undefined]),
+    );
+    assert.match(results[0]!.reason, /^systemic: LayerNotDefined for a request that succeeded 120 s ago/);
+    assert.deepEqual(counted, Array(8).fill('service-exception'));
+    // Eleven minutes after the last success it is the configuration's again.
+    const late = await makeFetchBatch({ pools, guard, shapes, now: () => t + 540_001 })(input('se-130-layer', 1));
+    assert.equal(late[0]!.configError, true);
   });
 });

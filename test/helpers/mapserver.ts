@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,11 @@ export interface Wms {
   url: string;
   /** The raster's extent in EPSG:3857: [minX, minY, maxX, maxY]. */
   extent: [number, number, number, number];
+  /**
+   * Renames a layer in the mapfile (a mapfile being redeployed): MapServer's CGI reads the mapfile on every
+   * request, so from the next request on the old name is LayerNotDefined. Written whole, then renamed in place.
+   */
+  renameLayer(from: string, to: string): void;
   stop(): Promise<void>;
 }
 
@@ -138,6 +143,13 @@ END
   return {
     url,
     extent: EXTENT,
+    renameLayer: (from, to) => {
+      const text = readFileSync(mapfile, 'utf8');
+      const renamed = text.replace(`NAME "${from}"`, `NAME "${to}"`);
+      if (renamed === text) throw new Error(`no layer ${JSON.stringify(from)} in the fixture's mapfile`);
+      writeFileSync(`${mapfile}.tmp`, renamed);
+      renameSync(`${mapfile}.tmp`, mapfile);
+    },
     stop: async () => {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));

@@ -10,6 +10,7 @@ import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
 import { TileStore } from '../store/tile-store';
 import { classify, type Verdict } from '../validate/classify';
+import { judgeRequestFault, processShapes, requestShape, type ShapeMemory } from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
 import path from 'node:path';
@@ -74,7 +75,13 @@ export interface FetchDeps {
   guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
+  /** When each request shape last succeeded (default: the process's); tests give their own, and a clock. */
+  shapes?: ShapeMemory;
+  now?: () => number;
 }
+
+/** Configuration errors for one request shape after which a batch stops requesting it. */
+export const CONFIG_ERRORS_TO_STOP = 3;
 
 /**
  * Fetches a batch of tiles with the source's concurrency (scaled by the breaker's ramp allowance), validates
@@ -115,6 +122,12 @@ export function makeFetchBatch(deps: FetchDeps) {
       input.source,
       pending.map((i) => input.tiles[i]!),
     ).map((u) => ({ ...u, members: u.members.map((k) => pending[k]!) }));
+    // A shape never served in this process is requested one unit at a time (a wrong layer costs a few requests,
+    // not `concurrency` of them), and no more after CONFIG_ERRORS_TO_STOP configuration errors.
+    const shapes = deps.shapes ?? processShapes;
+    const probing = new Set<string>();
+    const configErrors = new Map<string, number>();
+    const stopped = new Map<string, string>();
     const worker = async () => {
       for (;;) {
         const u = next++;
@@ -122,13 +135,30 @@ export function makeFetchBatch(deps: FetchDeps) {
         const unit = units[u]!;
         if (unit.members.every((i) => results[i])) continue;
         if (ctx?.cancellationSignal.aborted) return;
+        const shape = requestShape(input.source, unit.url);
+        while (!shapes.served(shape) && probing.has(shape) && !stopped.has(shape) && !ctx?.cancellationSignal.aborted) await sleep(50);
+        if (ctx?.cancellationSignal.aborted) return;
+        const stop = stopped.get(shape);
+        if (stop !== undefined) {
+          for (const i of unit.members) results[i] ??= { ...input.tiles[i]!, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: stop };
+          continue;
+        }
+        const solo = !shapes.served(shape);
+        if (solo) probing.add(shape);
         while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await sleep(50);
         active++;
         try {
           const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal);
           if (out) unit.members.forEach((i, k) => (results[i] = out[k]!));
+          const configError = out?.find((r) => r.configError && r.attempts > 0);
+          if (configError) {
+            const n = (configErrors.get(shape) ?? 0) + 1;
+            configErrors.set(shape, n);
+            if (n >= CONFIG_ERRORS_TO_STOP) stopped.set(shape, `${configError.reason}; not requested after ${n} configuration errors`);
+          }
         } finally {
           active--;
+          if (solo) probing.delete(shape);
         }
         beat();
       }
@@ -165,6 +195,9 @@ async function fetchUnit(
   // The credential values this unit sends, read once: masked wherever the server's answer is quoted.
   const secrets = credentialValues(source.auth);
   const single = unit.meta === null;
+  const shapes = deps.shapes ?? processShapes;
+  const now = deps.now ?? Date.now;
+  const shape = requestShape(source, unit.url);
   const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
   let made = 0;
@@ -211,6 +244,7 @@ async function fetchUnit(
       return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt));
     }
     if (x.status === 304 && conditional) {
+      shapes.succeeded(shape, now());
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
       return each((t) => ({
         ...t,
@@ -226,14 +260,20 @@ async function fetchUnit(
     }
     // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
     const chunk = unit.meta !== null && input.keepChunks === true;
-    verdict = await classify(x, {
+    const classified = await classify(x, {
       width: unit.width,
       height: unit.height,
       blankIsFailure: source.blankTiles === 'fail',
       keepPixels: unit.meta !== null && !chunk,
       secrets,
     });
-    if (decision) deps.guard!.release(decision, { kind: verdict.kind, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
+    // A request-blaming fault: systemic if this request shape succeeded lately, otherwise the configuration's.
+    const judged = judgeRequestFault(classified, shape, shapes, now(), input.sourceName);
+    verdict = judged.verdict;
+    if (verdict.kind === 'success') shapes.succeeded(shape, now());
+    // A configuration error says nothing about the endpoint's health: never counted toward the host's breaker.
+    const counted = judged.configError ? 'neutral' : verdict.kind;
+    if (decision) deps.guard!.release(decision, { kind: counted, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success' && chunk) {
       const v = verdict;
       const file = await store.putChunk(input.sourceName, tiles[0]!.z, unit, x.body, source.format);
@@ -282,7 +322,7 @@ async function fetchUnit(
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
     kind: v.kind,
     // A server may quote the request back (a ServiceException, an error page): never the credential.
-    reason: scrubSecrets(`${v.reason} (${redacted})`, secrets),
+    reason: scrubSecrets(`${v.configError && !v.reason.startsWith('configuration error') ? 'configuration error: ' : ''}${v.reason} (${redacted})`, secrets),
     attempts: made,
     httpStatus: v.httpStatus,
     bytes: v.bytes,

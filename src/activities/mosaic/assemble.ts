@@ -37,6 +37,8 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots):
   );
   const counts = zeroStatusCounts();
   for (const t of tiles) counts[t.status]++;
+  // The source needs fixing, not a re-drive as it is: the result and the manifest say so first.
+  const configError = tiles.find((t) => t.configError && t.status === 'failed')?.reason ?? null;
   const cols = gridCols(plan.grid);
   const rows = gridRows(plan.grid);
   const at = (c: number, r: number) => tiles[r * cols + c]!;
@@ -51,6 +53,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots):
     workflowId: input.workflowId ?? null,
     partial: input.partial,
     stoppedBecause: input.stoppedBecause ?? null,
+    configError,
     /** 'pending' while the image is being stitched, 'written' after, or why it could not be. */
     image: 'pending' as string,
     // The configured URL: credentials never live in it (they are added per request from the environment).
@@ -102,5 +105,5 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots):
   manifest.image = 'written';
   manifest.files = [...stitched.files, ...maskFiles, manifestPath];
   await writeManifest();
-  return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial };
+  return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial, ...(configError !== null ? { configError } : {}) };
 }

@@ -35,6 +35,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
   const fetchTiles = makeFetchBatch(deps);
   return async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
     const plan = await confinePlan(input.plan, deps.roots, 'mosaic batch');
+    if (input.configError !== undefined) return recordConfigError(plan, input, deps);
     const selection = deps.roots ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles') : input.tiles;
     const indices = selectionIndices(selection);
     const results = await fetchTiles({
@@ -58,9 +59,11 @@ export function makeMosaicBatch(deps: FetchDeps) {
     const states = new Set<BreakerStateName>();
     let retryAfterMs: number | null = null;
     let requests = 0;
+    let configError: string | undefined;
     const tiles: ManifestTile[] = results.map((r, k) => {
       const i = indices[k]!;
       requests += r.attempts;
+      if (r.configError && r.status === 'failed') configError ??= r.reason;
       if (r.breakerState) states.add(r.breakerState);
       const status = manifestStatus(r);
       // Under `wait`, a tile that failed in a way a later attempt may cure during the first pass (while the
@@ -85,11 +88,28 @@ export function makeMosaicBatch(deps: FetchDeps) {
         ...(r.breakerState !== undefined ? { breakerState: r.breakerState } : {}),
         ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
         pass: input.pass,
+        ...(r.configError && r.status === 'failed' ? { configError: true as const } : {}),
         ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
         ...(r.region !== undefined && status === 'ok' ? { region: r.region } : {}),
       };
     });
     await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
-    return { counts, deferred, retryAfterMs, breakerStates: [...states], requests };
+    return { counts, deferred, retryAfterMs, breakerStates: [...states], requests, ...(configError !== undefined ? { configError } : {}) };
   };
+}
+
+/**
+ * The tiles a block will not request because its source has a configuration error: recorded `failed` with it
+ * (no request), as one journal, so the manifest accounts for every tile and the re-drive of a fixed source
+ * finds them.
+ */
+async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBatchInput, deps: FetchDeps): Promise<MosaicBatchSummary> {
+  const selection = deps.roots ? checkSelection(input.tiles, plan, plan.blockTiles, 'mosaic batch: tiles') : input.tiles;
+  // The workflow's copy of a batch's reason: bounded, as any reason.
+  const reason = String(input.configError).slice(0, 2_000);
+  const tiles: ManifestTile[] = selectionIndices(selection).map((i) => ({ i, ...tileOf(plan.grid, i), status: 'failed', kind: 'permanent', reason, attempts: 0, pass: input.pass, configError: true }));
+  await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+  const counts = zeroStatusCounts();
+  counts.failed = tiles.length;
+  return { counts, deferred: [], retryAfterMs: null, breakerStates: [], requests: 0, configError: reason };
 }

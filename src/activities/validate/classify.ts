@@ -19,6 +19,8 @@ export interface Verdict {
   /** 401/403, a refused redirect: the credentials or the configuration are wrong, not the endpoint's health. */
   configError?: boolean;
   exceptionCode?: string;
+  /** The ServiceException's code blames the request (shape-memory.ts judges: configuration or systemic). */
+  requestFault?: boolean;
   image?: { width: number; height: number; format: string };
   /** With `keepPixels`, a success carries its decoded pixels. */
   pixels?: DecodedPixels;
@@ -80,7 +82,7 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   if (status >= 300) {
     const se = exception();
     const why = status < 400 ? `redirect not followed${x.headers['location'] === undefined ? ' (no Location)' : ''}` : se ? describe(se) : 'request rejected';
-    return { ...base, kind: 'permanent', reason: `HTTP ${status}: ${why}`, ...(se?.code ? { exceptionCode: se.code } : {}) };
+    return { ...base, kind: 'permanent', reason: `HTTP ${status}: ${why}`, ...(se?.code ? { exceptionCode: se.code } : {}), ...(se?.requestFault ? { requestFault: true } : {}) };
   }
   if (status < 200) return { ...base, kind: 'permanent', reason: `HTTP ${status}: unexpected informational status` };
 
@@ -89,7 +91,8 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   if (kind === 'xml') {
     const se = parseServiceException(x.body);
     if (se) {
-      return { ...base, kind: se.requestFault ? 'permanent' : 'service-exception', reason: `ServiceException: ${describe(se)}`, ...(se.code ? { exceptionCode: se.code } : {}) };
+      const blame = se.requestFault ? { requestFault: true } : {};
+      return { ...base, kind: se.requestFault ? 'permanent' : 'service-exception', reason: `ServiceException: ${describe(se)}`, ...(se.code ? { exceptionCode: se.code } : {}), ...blame };
     }
     return { ...base, kind: 'service-exception', reason: 'XML document instead of an image' };
   }
