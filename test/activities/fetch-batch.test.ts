@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { makeFetchBatch, type FetchBatchInput, type TileResult } from '../../src/activities/fetch/fetch-batch';
+import { makeFetchBatch, probeBoundMs, type FetchBatchInput, type TileResult } from '../../src/activities/fetch/fetch-batch';
 import { BreakerGuard } from '../../src/activities/guard';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { TileStore } from '../../src/activities/store/tile-store';
@@ -280,5 +280,30 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
     // Eleven minutes after the last success it is the configuration's again.
     const late = await makeFetchBatch({ pools, guard, shapes, now: () => t + 540_001 })(input('se-130-layer', 1));
     assert.equal(late[0]!.configError, true);
+  });
+});
+
+describe('the probe and its lease', () => {
+  test("a probe slower than its token's lease is stopped before the lease ends and counted as the probe's failure", async () => {
+    const released: { kind: string; token?: number }[] = [];
+    const t0 = Date.now();
+    const probe: GuardDecision = { kind: 'probe', key: 'k', token: { generation: 7, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 1_500 } };
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> => Promise.resolve(released.length ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' } : probe),
+      release: (d: GuardDecision, o: { kind: string }) => void released.push({ kind: o.kind, ...(d.kind === 'probe' ? { token: d.token.generation } : {}) }),
+      abandon: () => undefined,
+    };
+    // The server answers in 3 s, well inside the source's own 20 s deadline but past the 1.5 s lease.
+    const slow = parseSource({ type: 'xyz', url: `${server.url}/slow-headers/{z}/{x}/{y}.png`, concurrency: 1, timeouts: { connectMs: 1_000, headersMs: 10_000, bodyMs: 10_000, totalMs: 20_000 } });
+    const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('slow-headers', 1), source: slow, retry: { attempts: 1 } });
+    assert.deepEqual(released, [{ kind: 'transient', token: 7 }]);
+    assert.equal(r!.status, 'failed');
+    assert.match(r!.reason, /^probe stopped before its lease ended \(\d+ ms\)/);
+    assert.ok(r!.latencyMs! < 1_500, `the probe ran ${r!.latencyMs} ms, past its 1.5 s lease`);
+  });
+
+  test('the bound: the lease, less the time the grant took to arrive and a margin', () => {
+    assert.equal(probeBoundMs({ grantedAt: 0, leaseUntil: 30_000 }, 200), 28_800);
+    assert.equal(probeBoundMs({ grantedAt: 0, leaseUntil: 1_000 }, 50), 250);
   });
 });

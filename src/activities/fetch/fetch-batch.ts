@@ -212,6 +212,7 @@ async function fetchUnit(
       // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
       return each((t) => ({ ...t, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message }));
     }
+    const asked = Date.now();
     const decision: GuardDecision | null = useBreaker ? await deps.guard!.acquire(key) : null;
     if (decision) onDecision(decision);
     if (decision?.kind === 'refused') {
@@ -221,12 +222,15 @@ async function fetchUnit(
     }
     made = attempt;
     const deadline = AbortSignal.timeout(source.timeouts.totalMs);
+    // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
+    // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
+    const lease = decision?.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : null;
     // The guard aborts a stalled call when the breaker opens while it waits (a hanging server).
     const shed = decision?.kind === 'proceed' ? decision.signal : undefined;
     const x = await fetchUrl(url, {
       dispatcher: deps.pools.for(source),
       headers,
-      signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : [])]),
+      signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : []), ...(lease ? [lease] : [])]),
       redirects: redirectPolicy(source),
       ...(source.auth ? { auth: source.auth } : {}),
     });
@@ -270,6 +274,9 @@ async function fetchUnit(
     // A request-blaming fault: systemic if this request shape succeeded lately, otherwise the configuration's.
     const judged = judgeRequestFault(classified, shape, shapes, now(), input.sourceName);
     verdict = judged.verdict;
+    if (lease?.aborted && !deadline.aborted && verdict.kind === 'transient') {
+      verdict = { ...verdict, reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}` };
+    }
     if (verdict.kind === 'success') shapes.succeeded(shape, now());
     // A configuration error says nothing about the endpoint's health: never counted toward the host's breaker.
     const counted = judged.configError ? 'neutral' : verdict.kind;
@@ -338,6 +345,17 @@ async function fetchUnit(
     const copy = stored[k];
     return copy ? { ...r, status: 'stale', reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`, path: copy.path, bytes: copy.meta.bytes } : r;
   });
+}
+
+/** How early a probe stops before its lease ends: the lease is on the entity's clock, not this worker's. */
+const PROBE_LEASE_MARGIN_MS = 1_000;
+
+/**
+ * How long a probe request may take: its lease, less the time the grant took to arrive (the lease started at
+ * most that long ago) and a margin; never less than 250 ms.
+ */
+export function probeBoundMs(token: { grantedAt: number; leaseUntil: number }, grantTookMs: number): number {
+  return Math.max(250, token.leaseUntil - token.grantedAt - Math.max(0, grantTookMs) - PROBE_LEASE_MARGIN_MS);
 }
 
 function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDecision, { kind: 'refused' }>, stored: Awaited<ReturnType<TileStore['get']>>, attempts: number): TileResult {
