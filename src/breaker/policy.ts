@@ -4,7 +4,7 @@
  * same inputs always give the same result, so the entity replays. Inputs are never mutated.
  */
 import { ConfigError } from './config-error';
-import { parsePolicyConfig, type PolicyConfig } from './config';
+import { latencyBudgetMs, parsePolicyConfig, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
 import { isFailure } from './outcome';
 import { floorsFor, shouldTrip } from './rules';
@@ -246,6 +246,13 @@ function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe
     return;
   }
   out.patch({ probes: s.probes.filter((p) => p !== token) });
+  // With the latency rule on, a probe slower than the budget is no sign of recovery: closing on it would trip
+  // the rule again at once (flapping).
+  const budget = latencyBudgetMs(s.config);
+  if (event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget) {
+    open(out, 'probe-failed', `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the latency budget ${Math.round(budget)} ms`, rand);
+    return;
+  }
   if (isFailure(event.outcome)) {
     if (event.retryAfterMs) out.patch({ retryAfterHintUntil: Math.max(s.retryAfterHintUntil ?? 0, out.now + event.retryAfterMs) });
     open(out, 'probe-failed', `probe ${event.generation} by ${token.holder} failed: ${event.outcome}`, rand);

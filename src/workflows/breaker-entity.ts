@@ -23,7 +23,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   const rateLimits = patched('rate-limit');
   // The probe cadence after a failed probe (probeIntervalMs) is set for entities started after it existed.
   const probeCadence = patched('probe-cadence');
-  const entity = new EntityState(input, opts, rateLimits, probeCadence);
+  // A probe slower than the latency budget fails (runs recorded before it replay with latency unseen).
+  const probeLatency = patched('probe-latency');
+  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency);
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits);
 

@@ -6,6 +6,7 @@ import {
   advance,
   histogramOf,
   initialState,
+  latencyBudgetMs,
   parsePolicyConfig,
   permit,
   step,
@@ -196,12 +197,13 @@ class ProbeModel {
   }
 
   /** Updates the model after `result`; returns whether the event was a fresh probe result. */
-  update(ev: PolicyEvent, now: number, result: StepResult): { fresh: boolean } {
+  update(ev: PolicyEvent, now: number, result: StepResult, budget: number | null): { fresh: boolean } {
     for (const [g, lease] of this.live) if (lease <= now) this.live.delete(g);
     const fresh = this.isFresh(ev, now);
     if (ev.type === 'probe-result' && fresh) {
       this.live.delete(ev.generation);
-      if (ev.outcome === 'success') this.streak++;
+      // With the latency rule on, a success slower than the budget is a failed probe.
+      if (ev.outcome === 'success' && !(budget !== null && ev.latencyMs !== undefined && ev.latencyMs > budget)) this.streak++;
     }
     for (const t of result.transitions) {
       if (t.reason !== 'configured') this.live.clear();
@@ -243,7 +245,7 @@ function simulate(
     const streakBefore = model.streak;
     states.push(state);
     const result = step(state, event, now, g.rand);
-    const { fresh } = model.update(event, now, result);
+    const { fresh } = model.update(event, now, result, latencyBudgetMs(state.config));
     check({ index, pre: state, event, now, rand: g.rand, result, model, fresh, streakBefore });
     events.push({ event, now, rand: g.rand });
     results.push(result);
@@ -308,7 +310,7 @@ describe('properties over random event sequences', () => {
     let closes = 0;
     fc.assert(
       fc.property(scenarioArb, (scenario) => {
-        simulate(scenario, ({ pre, result, model, fresh, event }) => {
+        simulate(scenario, ({ pre, result, model, fresh, event, streakBefore }) => {
           for (const t of result.transitions) {
             if (t.shadow || t.from !== 'half-open' || t.to !== 'closed' || t.reason === 'reset') continue;
             assert.equal(t.reason, 'probes-succeeded');
@@ -317,7 +319,7 @@ describe('properties over random event sequences', () => {
             assert.ok(model.streak >= pre.config.probesToClose, `closed after ${model.streak} of ${pre.config.probesToClose} successes`);
           }
           // And the converse: the probesToClose-th fresh success does close it.
-          if (fresh && event.type === 'probe-result' && event.outcome === 'success' && model.streak >= pre.config.probesToClose) {
+          if (fresh && event.type === 'probe-result' && event.outcome === 'success' && model.streak > streakBefore && model.streak >= pre.config.probesToClose) {
             assert.equal(result.state.phase, 'closed');
             assert.equal(result.state.mode, 'auto');
           }
@@ -433,7 +435,7 @@ describe('properties over random event sequences', () => {
           assert.deepEqual(step(state, event, now, g.rand), r, 'deterministic');
           assert.deepEqual(advance(state, now).state, advance(stateCopy, now).state);
           permit(state, now);
-          model.update(event, now, r);
+          model.update(event, now, r, latencyBudgetMs(state.config));
           state = r.state;
         }
       }),

@@ -57,7 +57,13 @@ function grant(state: PolicyState, now: number, requestId = 'req-1', requester =
   return { state: r.state, token: r.decision.token };
 }
 
-function probe(state: PolicyState, now: number, outcome: Extract<PolicyEvent, { type: 'probe-result' }>['outcome'], extra: { retryAfterMs?: number } = {}, id = `req-${now}`): StepResult {
+function probe(
+  state: PolicyState,
+  now: number,
+  outcome: Extract<PolicyEvent, { type: 'probe-result' }>['outcome'],
+  extra: { retryAfterMs?: number; latencyMs?: number } = {},
+  id = `req-${now}`,
+): StepResult {
   const g = grant(state, now, id);
   return go(g.state, { type: 'probe-result', generation: g.token.generation, outcome, ...extra }, now);
 }
@@ -272,6 +278,22 @@ describe('open -> half-open', () => {
 });
 
 describe('half-open probes', () => {
+  test('with the latency rule on, a probe slower than the budget fails: a latency trip does not close on slow 200s and flap', () => {
+    const { state, now } = halfOpen({ latencyBudgetMs: 500, probesToClose: 1 });
+    const slow = probe(state, now, 'success', { latencyMs: 900 });
+    const t = only(slow.transitions);
+    assert.equal(slow.state.phase, 'open');
+    assert.equal(t.reason, 'probe-failed');
+    assert.match(t.detail, /succeeded in 900 ms, slower than the latency budget 500 ms$/);
+    // A probe within the budget closes it.
+    const after = tick(slow.state, slow.state.cooldownUntil!);
+    const fast = probe(after.state, slow.state.cooldownUntil!, 'success', { latencyMs: 120 });
+    assert.equal(fast.state.phase, 'closed');
+    // Without a latency rule a slow success is a success.
+    const noRule = halfOpen({ probesToClose: 1 });
+    assert.equal(probe(noRule.state, noRule.now, 'success', { latencyMs: 90_000 }).state.phase, 'closed');
+  });
+
   test('a probe request in half-open is granted a token with a generation and a lease', () => {
     const { state, now } = halfOpen();
     const r = go(state, { type: 'probe-request', requestId: 'req-1', requester: 'worker-7' }, now + 5);

@@ -67,6 +67,8 @@ export class EntityState {
     private readonly opts: Required<EntityOptions>,
     rateLimits: boolean,
     probeCadence: boolean,
+    /** A probe's latency counts (the 'probe-latency' patch); a run recorded before it replays without. */
+    private readonly probeLatency = true,
   ) {
     const { key, carried } = input;
     this.key = key;
@@ -86,6 +88,10 @@ export class EntityState {
 
   /** Applies one policy event; `origin`: the operator's action that sent it. */
   apply(event: PolicyEvent, origin?: Origin): StepResult {
+    if (event.type === 'probe-result' && !this.probeLatency && event.latencyMs !== undefined) {
+      const { latencyMs: _unseen, ...rest } = event;
+      event = rest;
+    }
     const before = nextDeadline(this.policy, Date.now());
     const out = step(this.policy, event, Date.now(), Math.random());
     this.policy = out.state;
