@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { Runtime } from '@temporalio/worker';
 import type { ActivityFunction } from '@temporalio/common';
 import { makeFetchBatch } from './fetch/fetch-batch';
 import { BreakerGuard, processIdentity, type GuardOptions } from './guard';
@@ -36,7 +37,13 @@ export interface ActivityDeps {
 export function createActivityRuntime(deps: ActivityDeps) {
   const pools = new EndpointPools();
   const roots = deps.roots ?? rootsFromEnv();
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: deps.identity ?? processIdentity('worker'), ...deps.breaker });
+  // The guard's warnings (failing open) go to the worker's logger, as structured entries.
+  const logger = {
+    warn: (message: string, meta?: Record<string, unknown>): void => {
+      Runtime.instance().logger.warn(`tilebreaker guard: ${message}`, meta);
+    },
+  };
+  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: deps.identity ?? processIdentity('worker'), logger, ...deps.breaker });
   return {
     activities: {
       probeEndpoint,

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
@@ -12,13 +12,22 @@ import { connectWorker, createWorker } from '../client/worker';
 import { untilServerReady } from '../client/server-wait';
 import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
 import { registerBreakerCommands } from './breaker-commands';
+import { LineLogger, logSettings } from './logging';
 import { demoMosaic, DEMO_BREAKER } from './demo-mosaic';
 import { registerMosaicCommands } from './mosaic-commands';
 import { printDrill, readDrillFile, runDrill } from './run-drill';
 import { tileCommand, type TileCommandOptions } from './tile-command';
 
-// The SDK logs every worker state change and the workflow bundle at INFO; a CLI user wants warnings.
-Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
+// One JSON line per entry, through the runtime: breaker transitions and fail-opens (INFO and WARN) show at a
+// worker's default level; the SDK's own INFO chatter (worker state changes, bundling) does not.
+let logger: LineLogger;
+try {
+  logger = new LineLogger(logSettings(process.env, 'WARN'));
+} catch (err) {
+  console.error(`tilebreaker: ${(err as Error).message}`);
+  process.exit(2);
+}
+Runtime.install({ logger });
 
 const program = new Command('tilebreaker')
   .description('Nightly map mosaics from WMS / WMTS / XYZ tile services behind fleet-wide circuit breakers, on Temporal')
@@ -34,6 +43,8 @@ program
   .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
   .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
   .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[] }) => {
+    // A long-running worker logs its breakers' transitions by default.
+    logger.settings = logSettings(process.env, 'INFO');
     const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
     const roots = withRoots(rootsFromEnv(), { ...(o.sourcesDir ? { sources: o.sourcesDir } : {}), ...(o.outputDir ? { outputs: o.outputDir } : {}) });
     const config = connectionConfigFromEnv();

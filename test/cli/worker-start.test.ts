@@ -3,8 +3,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 import { test } from 'node:test';
+import { Client, Connection } from '@temporalio/client';
 import { serverNotReady, untilServerReady } from '../../src/client/server-wait';
+import { LineLogger, logSettings } from '../../src/cli/logging';
 import { localBinaries } from '../../src/client/local-server';
+import { startEntity } from '../helpers/entity';
 import { freePort } from '../helpers/mapserver';
 
 const cli = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
@@ -46,7 +49,8 @@ test('a worker started before its Temporal server waits for it, then runs (one l
   const port = await freePort();
   const namespace = `late-${process.pid}`;
   const worker = spawn(process.execPath, [cli, 'worker'], {
-    env: { ...process.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, TEMPORAL_NAMESPACE: namespace, TILEBREAKER_LOG_LEVEL: 'WARN' },
+    // The worker's default log level: no TILEBREAKER_LOG_LEVEL.
+    env: { ...withoutLogLevel(process.env), TEMPORAL_ADDRESS: `127.0.0.1:${port}`, TEMPORAL_NAMESPACE: namespace, TILEBREAKER_TASK_QUEUE: 'tilebreaker' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -70,6 +74,31 @@ test('a worker started before its Temporal server waits for it, then runs (one l
     assert.equal(stderr.match(/waiting for the Temporal server/g)?.length, 1, stderr);
     assert.match(stderr, new RegExp(`the Temporal server at 127\\.0\\.0\\.1:${port} \\(namespace ${namespace}\\) answered after [\\d.]+ s \\(\\d+ attempts\\)`));
     assert.doesNotMatch(stderr, /WARN/, stderr);
+    // At its default level the worker logs each breaker transition as one JSON line (the SDK's INFO chatter not).
+    const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+    try {
+      const client = new Client({ connection, namespace });
+      const key = `http://logged-${process.pid}.example.test:80`;
+      await startEntity(client, 'tilebreaker', { key }, { reporter: 'w1', counts: { transient: 25 } });
+      await until(
+        () => stderr.includes('"msg":"breaker transition"'),
+        30_000,
+        () => stderr,
+      );
+    } finally {
+      await connection.close();
+    }
+    const entries = stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const opened = entries.find((e) => e['msg'] === 'breaker transition');
+    assert.ok(opened, stderr);
+    assert.equal(opened['level'], 'INFO');
+    assert.equal(opened['to'], 'open');
+    assert.equal(opened['reason'], 'failure-ratio');
+    assert.ok(typeof opened['time'] === 'string' && typeof opened['workflowId'] === 'string', JSON.stringify(opened));
+    assert.ok(!entries.some((e) => e['sdkComponent'] === 'worker'), 'no SDK worker chatter at the default level');
     worker.kill('SIGTERM');
     const [code] = (await once(worker, 'exit')) as [number | null];
     assert.equal(code, 0, stderr);
@@ -80,6 +109,11 @@ test('a worker started before its Temporal server waits for it, then runs (one l
   }
 });
 
+function withoutLogLevel(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { TILEBREAKER_LOG_LEVEL: _unset, ...rest } = env;
+  return rest;
+}
+
 async function until(pred: () => boolean, ms: number, what: () => string): Promise<void> {
   const end = Date.now() + ms;
   while (!pred()) {
@@ -87,3 +121,29 @@ async function until(pred: () => boolean, ms: number, what: () => string): Promi
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+test('log lines: JSON by default with time, level, msg and the fields; SDK chatter held to WARN unless the level is set', () => {
+  const lines: string[] = [];
+  const logger = new LineLogger(
+    logSettings({}, 'INFO'),
+    (l) => lines.push(l),
+    () => new Date(Date.UTC(2026, 0, 2, 3, 4, 5)),
+  );
+  logger.info('breaker transition', { key: 'http://a:80', from: 'closed', to: 'open', sdkComponent: 'workflow', n: 1n });
+  logger.info('Worker state changed', { sdkComponent: 'worker' });
+  logger.warn('tilebreaker guard: breaker entity unreachable; failing open', { key: 'http://a:80', error: new Error('deadline') });
+  logger.debug('detail');
+  assert.deepEqual(
+    lines.map((l) => JSON.parse(l) as unknown),
+    [
+      { time: '2026-01-02T03:04:05.000Z', level: 'INFO', msg: 'breaker transition', key: 'http://a:80', from: 'closed', to: 'open', sdkComponent: 'workflow', n: '1' },
+      { time: '2026-01-02T03:04:05.000Z', level: 'WARN', msg: 'tilebreaker guard: breaker entity unreachable; failing open', key: 'http://a:80', error: 'deadline' },
+    ],
+  );
+  // An explicit level applies to the SDK's entries too; text on request.
+  const text: string[] = [];
+  new LineLogger(logSettings({ TILEBREAKER_LOG_LEVEL: 'info', TILEBREAKER_LOG_FORMAT: 'text' }, 'WARN'), (l) => text.push(l)).info('Worker state changed', { sdkComponent: 'worker' });
+  assert.match(text[0]!, /^\S+ \[INFO\] Worker state changed \{"sdkComponent":"worker"\}$/);
+  assert.throws(() => logSettings({ TILEBREAKER_LOG_LEVEL: 'loud' }, 'INFO'), /TILEBREAKER_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR \(got "loud"\)/);
+  assert.throws(() => logSettings({ TILEBREAKER_LOG_FORMAT: 'xml' }, 'INFO'), /TILEBREAKER_LOG_FORMAT must be one of json, text \(got "xml"\)/);
+});
