@@ -4,6 +4,7 @@ import type { TransitionRecord } from '../breaker';
 import {
   adminBreaker,
   BREAKER_STATES,
+  configureBreaker,
   listBreakers,
   resolveBreakerKey,
   showBreaker,
@@ -14,7 +15,8 @@ import {
   type ShownBreaker,
 } from '../client/breakers';
 
-type WithClient = (fn: (client: Client) => Promise<void>) => Promise<void>;
+/** Connects; `taskQueue` is the fleet's (TILEBREAKER_TASK_QUEUE): where an entity an admin action starts runs. */
+type WithClient = (fn: (client: Client, taskQueue: string) => Promise<void>) => Promise<void>;
 
 /**
  * `tilebreaker breaker list | show | open | close | reset`: the operator's view of the fleet's breakers and
@@ -76,8 +78,10 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     }
     cmd.action(async (key: string, opts: { partition?: string; reason?: string; actor?: string; json?: boolean; for?: number }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
-      await withClient(async (client) => {
+      await withClient(async (client, taskQueue) => {
+        // A key with no running entity gets one: a breaker can be opened before a maintenance window.
         const result = await adminBreaker(client, resolved, action, {
+          taskQueue,
           ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
           ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
           ...(opts.for !== undefined ? { durationMs: opts.for } : {}),
@@ -94,7 +98,47 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
   admin('close', 'force-close', 'force a breaker closed: the fleet calls the endpoint whatever its failures, until reset');
   admin('reset', 'reset', 'reset a breaker to closed in automatic mode, with an empty window (ends a forced state)');
 
+  breaker
+    .command('configure')
+    .description("change fields of a breaker's policy (e.g. maxRequestsPerSecond=20 cooldownMs=60000); the change stays until changed again, also across idle periods")
+    .argument('<key>', keyHelp)
+    .argument('<field=value...>', 'policy fields to set (numbers, true/false, or null), the others keep their values')
+    .option('--partition <name>', partitionHelp)
+    .option('--actor <who>', 'who, for the transition log (recorded as claimed beside the sender)')
+    .option('--json', 'print JSON')
+    .action(async (key: string, pairs: string[], opts: { partition?: string; actor?: string; json?: boolean }) => {
+      const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
+      const config = parseAssignments(pairs);
+      await withClient(async (client, taskQueue) => {
+        const result = await configureBreaker(client, resolved, config, { taskQueue, ...(opts.actor !== undefined ? { actor: opts.actor } : {}) });
+        if (opts.json) console.log(JSON.stringify(result, null, 2));
+        else {
+          const changed = Object.keys(config)
+            .map((k) => `${k}=${JSON.stringify((result.status.config as Record<string, unknown>)[k])}`)
+            .join(' ');
+          console.log(`breaker ${result.key}: configure ${result.confirmed ? 'done' : 'NOT CONFIRMED'}; now ${changed}`);
+          if (result.transition) console.log(formatTransitionLog([result.transition]).join('\n'));
+        }
+        if (!result.confirmed) {
+          console.error(`tilebreaker: the configure signal was delivered to ${result.workflowId}, but the change does not show in its status yet`);
+          process.exitCode = 1;
+        }
+      });
+    });
+
   return breaker;
+}
+
+/** `field=value` pairs: numbers, true / false and null as JSON, anything else as a string (the policy checks it). */
+function parseAssignments(pairs: string[]): Record<string, unknown> {
+  const config: Record<string, unknown> = {};
+  for (const pair of pairs) {
+    const m = /^([A-Za-z][A-Za-z0-9]*)=(.*)$/.exec(pair);
+    if (!m) throw new InvalidArgumentError(`expected field=value, e.g. maxRequestsPerSecond=20 (got ${JSON.stringify(pair)})`);
+    const [, field, raw] = m as unknown as [string, string, string];
+    config[field] = /^(-?\d+(\.\d+)?|true|false|null)$/.test(raw) ? (JSON.parse(raw) as unknown) : raw;
+  }
+  return config;
 }
 
 function parseState(value: string): string {

@@ -167,7 +167,7 @@ async function withClient(fn: (ctx: { client: import('@temporalio/client').Clien
   }
 }
 
-registerBreakerCommands(program, (fn) => withClient(({ client }) => fn(client), 'breaker commands need'));
+registerBreakerCommands(program, (fn) => withClient(({ client, taskQueue }) => fn(client, taskQueue), 'breaker commands need'));
 registerMosaicCommands(program, {
   withClient: (fn) => withClient(fn),
   // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.

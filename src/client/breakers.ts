@@ -13,7 +13,7 @@ import {
   type PolicyConfigInput,
   type TransitionRecord,
 } from '../breaker';
-import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus, type EntityExit } from '../messages/breaker';
+import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus, type EntityExit, type EntityInput } from '../messages/breaker';
 import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
 /**
@@ -312,7 +312,7 @@ export async function adminBreaker(
   client: Client,
   keyOrUrl: string | ResolvedKey,
   action: BreakerAdminAction,
-  opts: { reason?: string; durationMs?: number; actor?: string; confirmTimeoutMs?: number } = {},
+  opts: { reason?: string; durationMs?: number; actor?: string; confirmTimeoutMs?: number; taskQueue?: string } = {},
 ): Promise<AdminResult> {
   if (opts.durationMs !== undefined) {
     if (action !== 'force-open') throw new Error(`a duration goes with force-open only (got ${action} with durationMs ${opts.durationMs})`);
@@ -327,7 +327,8 @@ export async function adminBreaker(
       : { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}) };
   const expected: BreakerStateName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
   const reasonName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-close' : 'reset';
-  const { status, transition, confirmed } = await sendAdmin(client, resolved, signal, opts.confirmTimeoutMs, (status, ours) => {
+  const start = opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue, input: { key: resolved.key } } : undefined;
+  const { status, transition, confirmed } = await sendAdmin(client, resolved, signal, opts.confirmTimeoutMs, start, (status, ours) => {
     const transition = ours.find((t) => t.reason === reasonName) ?? null;
     // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
     const confirmed = action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
@@ -359,13 +360,23 @@ export interface ConfigureResult {
  * would refuse throws a ConfigError naming the field and sends nothing. Then, as adminBreaker, it reads the
  * status back until the entity has recorded the change (`configured`, with the actor and sender).
  */
-export async function configureBreaker(client: Client, keyOrUrl: string | ResolvedKey, config: PolicyConfigInput, opts: { actor?: string; confirmTimeoutMs?: number } = {}): Promise<ConfigureResult> {
+export async function configureBreaker(
+  client: Client,
+  keyOrUrl: string | ResolvedKey,
+  config: PolicyConfigInput,
+  opts: { actor?: string; confirmTimeoutMs?: number; taskQueue?: string } = {},
+): Promise<ConfigureResult> {
   const resolved = toResolved(keyOrUrl);
-  const current = await breakerStatus(client, resolved);
-  parsePolicyConfig({ ...current.config, ...config });
+  // Checked against the configuration in force, or the defaults for an entity this call starts.
+  const current = await breakerStatus(client, resolved).catch((err: unknown) => {
+    if (opts.taskQueue !== undefined && (err instanceof BreakerNotFoundError || err instanceof BreakerNotRunningError)) return null;
+    throw err;
+  });
+  parsePolicyConfig({ ...(current?.config ?? {}), ...config });
   const actor = opts.actor ?? defaultActor();
   const sender = adminSender(client);
-  const { status, transition, confirmed } = await sendAdmin(client, resolved, { action: 'configure', config, actor, sender }, opts.confirmTimeoutMs, (_, ours) => {
+  const start = opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue, input: { key: resolved.key } } : undefined;
+  const { status, transition, confirmed } = await sendAdmin(client, resolved, { action: 'configure', config, actor, sender }, opts.confirmTimeoutMs, start, (_, ours) => {
     const transition = ours.find((t) => t.reason === 'configured') ?? null;
     return { transition, confirmed: transition !== null };
   });
@@ -387,20 +398,32 @@ async function sendAdmin(
   resolved: ResolvedKey,
   signal: AdminAction & { actor: string; sender: AdminSender },
   confirmTimeoutMs: number | undefined,
+  start: { taskQueue: string; input: EntityInput } | undefined,
   check: (status: BreakerStatus, ours: TransitionRecord[]) => { transition: TransitionRecord | null; confirmed: boolean },
 ): Promise<{ status: BreakerStatus; transition: TransitionRecord | null; confirmed: boolean }> {
   const { action, actor, sender } = signal;
-  const d = await describeEntity(client, resolved);
-  if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
+  let d = await describeEntity(client, resolved).catch((err: unknown) => {
+    if (start && err instanceof BreakerNotFoundError) return null;
+    throw err;
+  });
+  if (d?.status.name !== 'RUNNING' && !start) throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d?.status.name ?? 'not running', d?.closeTime);
   const handle = client.workflow.getHandle(resolved.workflowId);
   const sentAt = Date.now();
+  // With a task queue, a key with no running entity gets one, started by this very signal (signal-with-start
+  // also covers an entity that ends between the describe and the signal): a breaker can be opened ahead of a
+  // maintenance window, before any worker has reported on it.
+  const signalWithStart = () =>
+    client.workflow.signalWithStart(BREAKER_WORKFLOW_TYPE, { workflowId: resolved.workflowId, taskQueue: start!.taskQueue, args: [start!.input], signal: adminSignal, signalArgs: [signal] });
   try {
-    await handle.signal(adminSignal, signal);
+    if (d?.status.name === 'RUNNING') await handle.signal(adminSignal, signal);
+    else await signalWithStart();
   } catch (err) {
     // It finished (idle) between the describe and the signal.
-    if (err instanceof WorkflowNotFoundError) throw new BreakerNotRunningError(resolved.key, resolved.workflowId, 'not running', undefined);
-    throw err;
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    if (!start) throw new BreakerNotRunningError(resolved.key, resolved.workflowId, 'not running', undefined);
+    await signalWithStart();
   }
+  if (d?.status.name !== 'RUNNING') d = await describeEntity(client, resolved);
 
   const deadline = Date.now() + (confirmTimeoutMs ?? 5_000);
   for (;;) {

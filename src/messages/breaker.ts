@@ -63,6 +63,8 @@ export interface CarriedState {
   reporters?: [string, number][];
   /** Reporters' latest calls in flight (id, when reported, calls), for the fleet's concurrency. */
   inFlight?: [string, number, number][];
+  /** An operator changed the configuration or the self-probe: the entity does not end when idle. */
+  operatorSet?: boolean;
 }
 
 export interface EntityCounters {

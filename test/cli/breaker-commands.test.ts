@@ -8,7 +8,18 @@ import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import type { TransitionRecord } from '../../src/breaker';
-import { adminBreaker, BreakerNotFoundError, BreakerNotRunningError, listBreakers, resolveBreakerKey, showBreaker, type AdminResult, type ListedBreaker } from '../../src/client/breakers';
+import {
+  adminBreaker,
+  BreakerNotFoundError,
+  BreakerNotRunningError,
+  breakerStatus,
+  configureBreaker,
+  listBreakers,
+  resolveBreakerKey,
+  showBreaker,
+  type AdminResult,
+  type ListedBreaker,
+} from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { parseDuration } from '../../src/cli/breaker-commands';
 import { adminSignal, viewQuery, type BreakerStatus } from '../../src/messages/breaker';
@@ -313,4 +324,43 @@ test('an emergency force-open is signalled before anything is read: an entity th
     assert.equal(shown.status.view.state, 'forced-open');
     assert.match(shown.transitions[0]?.detail ?? '', /^renderer on fire \(by "test:ops", claimed/);
   });
+});
+
+test('a breaker can be opened ahead of a maintenance window: open and configure start an entity for a key that has none', async () => {
+  const key = `http://maintenance-${tag}.example.test:80`;
+  await assert.rejects(showBreaker(env.client, key), BreakerNotFoundError);
+  const opened = await adminBreaker(env.client, key, 'force-open', { reason: 'renderer upgrade', durationMs: 3_600_000, actor: 'test:ops', taskQueue });
+  assert.equal(opened.confirmed, true);
+  assert.equal(opened.status.view.state, 'forced-open');
+  assert.equal(opened.transition?.reason, 'forced-open');
+
+  // The CLI: configure a key with no entity, then read it back; a bad value is refused naming the field.
+  const fresh = `http://configured-${tag}.example.test:80`;
+  const cliEnv = { ...serverEnv(), TILEBREAKER_TASK_QUEUE: taskQueue };
+  const set = await cliRun(['breaker', 'configure', fresh, 'maxRequestsPerSecond=20', 'cooldownMs=45000'], cliEnv);
+  assert.equal(set.code, 0, set.err);
+  assert.match(set.out, /configure done; now maxRequestsPerSecond=20 cooldownMs=45000/);
+  const shown = await showBreaker(env.client, fresh);
+  assert.ok(shown.running);
+  assert.equal(shown.status.config.maxRequestsPerSecond, 20);
+  const bad = await cliRun(['breaker', 'configure', fresh, 'minSamples=-1'], cliEnv);
+  assert.equal(bad.code, 2, bad.out);
+  assert.match(bad.err, /minSamples/);
+  const malformed = await cliRun(['breaker', 'configure', fresh, 'minSamples'], cliEnv);
+  assert.equal(malformed.code, 2);
+  assert.match(malformed.err, /expected field=value, e\.g\. maxRequestsPerSecond=20 \(got "minSamples"\)/);
+});
+
+test("an operator's configure lasts: an entity with a configuration change does not end when idle; one without does", async () => {
+  const configured = `http://keeps-${tag}.example.test:80`;
+  const plain = `http://ends-${tag}.example.test:80`;
+  const h = await startEntity(env.client, taskQueue, { key: configured, options: { idleMs: 500 } });
+  const p = await startEntity(env.client, taskQueue, { key: plain, options: { idleMs: 500 } });
+  const done = await configureBreaker(env.client, configured, { maxRequestsPerSecond: 7 }, { actor: 'test:ops' });
+  assert.equal(done.confirmed, true);
+  await p.result(); // idle: ends
+  await delay(1_500);
+  const d = await h.describe();
+  assert.equal(d.status.name, 'RUNNING', 'a configured entity stays past its idle time');
+  assert.equal((await breakerStatus(env.client, configured)).config.maxRequestsPerSecond, 7);
 });

@@ -77,12 +77,14 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean): void
   onSignal(adminSignal, (a: AdminAction) => {
     if (a.action === 'set-probe') {
       entity.probeSpec = a.probe;
+      entity.operatorSet = true;
       entity.wake = true;
       return;
     }
     const { event, origin } = adminCommand(a, rateLimits);
     const out = entity.apply(event, origin);
     if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
+    else if (a.action === 'configure') entity.operatorSet = true;
   });
   setHandler(viewQuery, () => entity.view());
   setHandler(transitionsQuery, (limit?: number) => entity.history.slice(0, limit ?? entity.history.length));

@@ -53,6 +53,11 @@ export class EntityState {
   lastProbeActivityAt: number;
   /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
   wake = false;
+  /**
+   * An operator changed the policy configuration (configure) or the self-probe (set-probe): an idle exit would
+   * lose it (the next report starts a run with the worker's configuration), so the entity stays.
+   */
+  operatorSet: boolean;
   private readonly publication: Publication;
   /**
    * Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one. Carried
@@ -81,6 +86,7 @@ export class EntityState {
     this.lastTransitionAt = carried?.lastTransitionAt ?? 0;
     this.searchAttributesOn = carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
     this.lastProbeActivityAt = Date.now();
+    this.operatorSet = carried?.operatorSet ?? false;
     this.publication = new Publication(key);
     this.reporters = new Roster(carried?.reporters, REPORTER_TTL_MS);
     this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
@@ -184,6 +190,7 @@ export class EntityState {
       searchAttributesOn: this.searchAttributesOn ?? false,
       ...(this.reporters.size ? { reporters: this.reporters.entries() } : {}),
       ...(this.inFlight.size ? { inFlight: [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]) } : {}),
+      ...(this.operatorSet ? { operatorSet: true } : {}),
     };
   }
 

@@ -13,6 +13,8 @@ export class EntityTimers {
   // Idle means closed and quiet: no reports and no transitions for idleMs. Runs recorded before this rule
   // (idle counted from the last report only) keep the old rule on replay.
   private readonly idleCountsTransitions = patched('idle-after-last-transition');
+  // An operator's configure or set-probe is kept by not ending; runs recorded before this rule ended anyway.
+  private readonly operatorStateStays = patched('operator-state-stays');
 
   constructor(
     private readonly entity: EntityState,
@@ -31,9 +33,10 @@ export class EntityTimers {
     else await condition(woken, until - now);
   }
 
-  /** Closed, automatic, no probe out: the only state an entity goes idle in. */
+  /** Closed, automatic, no probe out, nothing an operator set: the only state an entity goes idle in. */
   quiet(): boolean {
     const { policy } = this.entity;
+    if (this.operatorStateStays && this.entity.operatorSet) return false;
     return policy.mode === 'auto' && policy.phase === 'closed' && policy.probes.length === 0;
   }
 
