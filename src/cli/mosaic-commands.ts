@@ -4,6 +4,7 @@ import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
+import { parseDuration } from './breaker-commands';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
@@ -115,6 +116,18 @@ async function breakerLine(client: Client, keys: string[]): Promise<string> {
   return parts.join(', ') || 'no breaker';
 }
 
+/**
+ * What a `wait` pass is waiting for, as one line: `waiting for breaker <key> (<state>) until <deadline>; next
+ * try in N s`, or null when it is not waiting on a breaker.
+ */
+export function waitingLine(p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil'>, now: number): string | null {
+  const w = p.waitingFor;
+  if (!w) return null;
+  const until = w.deadlineAt !== null ? ` until ${new Date(w.deadlineAt).toISOString()}` : '';
+  const next = p.waitingUntil !== null ? `; next try in ${Math.max(0, Math.round((p.waitingUntil - now) / 1000))} s` : '';
+  return `waiting for breaker ${w.key} (${w.state})${until}${next}`;
+}
+
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
 export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
@@ -127,8 +140,17 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
     barsize: 24,
   });
   let started = false;
+  // Printed once per wait (a new key, state or next try), not with every status read.
+  let lastWait: string | null = null;
   const onStatus = async (s: MosaicStatus) => {
     const p: MosaicProgress | null = liveCounts(s);
+    const wait = p ? JSON.stringify([p.waitingFor ?? null, p.waitingUntil]) : null;
+    if (p && wait !== lastWait) {
+      lastWait = wait;
+      const line = waitingLine(p, Date.now());
+      // On a terminal, the line goes over the bar's (redrawn on its next update).
+      if (line) stream.write(`${stream.isTTY ? '\r\x1b[2K' : ''}${line}\n`);
+    }
     if (p) {
       const payload = {
         ok: p.counts.ok,
@@ -259,18 +281,19 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
 
   mosaic
     .command('redrive')
-    .description("fetch only a mosaic's dead-lettered tiles (after their retryAfter) and rebuild it and its manifest")
+    .description("fetch only a mosaic's dead-lettered tiles, waiting (--wait-for) for the breaker to let them through, and rebuild it and its manifest")
     .argument('<manifest>', "the mosaic's manifest (.manifest.json) or output (.tif)")
     .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
     .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
     .option('--name <source>', 'the source in --sources (when it has more than one)')
+    .option('--wait-for <duration>', 'wait this long for the breaker to let the tiles through (e.g. 90s, 10m, 1h; default 30m); tiles still refused then stay dead-lettered', parseDuration)
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
-    .action(async (manifest: string, o: { id?: string; sources?: string; name?: string; wait?: boolean; json?: boolean }) => {
+    .action(async (manifest: string, o: { id?: string; sources?: string; name?: string; waitFor?: number; wait?: boolean; json?: boolean }) => {
       if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
       await withClient(async ({ client, taskQueue }) => {
         const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;
-        const id = await startRedrive(client, taskQueue, manifest, o.id, sources);
+        const id = await startRedrive(client, taskQueue, manifest, o.id, sources, o.waitFor !== undefined ? { waitForMs: o.waitFor } : {});
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;
