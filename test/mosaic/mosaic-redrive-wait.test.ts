@@ -30,19 +30,34 @@ const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-redrive-wait-'));
 const taskQueue = uniqueTaskQueue('redrive-wait');
 // Quick to trip and to cool down (1 s, at most 2 s before jitter), so a few seconds show several cycles.
 const BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 } };
+// A second worker whose entities never probe by themselves: only the mosaic's own tiles test the server.
+const quietQueue = uniqueTaskQueue('redrive-wait-quiet');
 let env: TestWorkflowEnvironment;
 let worker: Worker;
+let quiet: Worker;
 let running: Promise<void>;
+let runningQuiet: Promise<void>;
 const servers: DemoTileServer[] = [];
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
   worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
   running = worker.run();
+  quiet = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue: quietQueue,
+    breaker: { ...BREAKER, entityOptions: { selfProbeDelayMs: 3_600_000 } },
+    roots: TEST_ROOTS,
+  });
+  runningQuiet = quiet.run();
 });
 after(async () => {
   worker?.shutdown();
+  quiet?.shutdown();
   await running;
+  await runningQuiet;
   await env?.teardown();
   for (const s of servers) await s.close();
   rmSync(dir, { recursive: true, force: true });
@@ -56,14 +71,17 @@ function cli(args: string[]): Promise<{ code: number; out: string; err: string }
   });
 }
 
-/**
- * A fail-fast mosaic of 130 tiles whose server goes down after 40 requests and stays down (the test ends the
- * outage): returns its manifest, with dead letters and the breaker tripped.
- */
-async function mosaicThroughOutage(name: string): Promise<{ s: DemoTileServer; manifest: string; m: Manifest }> {
-  const s = await startDemoTileServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 });
-  servers.push(s);
-  const req: MosaicRequest = {
+/** A tile server that goes down after 40 requests and stays down until the test ends the outage. */
+function outageServer(): Promise<DemoTileServer> {
+  return startDemoTileServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 }).then((s) => {
+    servers.push(s);
+    return s;
+  });
+}
+
+/** 13 x 10 = 130 tiles at zoom 8. */
+function request(s: DemoTileServer, name: string, extra: Partial<MosaicRequest>): MosaicRequest {
+  return {
     source: { type: 'xyz', url: s.template, concurrency: 2, timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 } },
     sourceName: 'demo',
     bbox: [2.0, 42.0, 19.5, 49.9],
@@ -71,8 +89,14 @@ async function mosaicThroughOutage(name: string): Promise<{ s: DemoTileServer; m
     output: path.join(dir, `${name}.tif`),
     batchSize: 16,
     parallelBatches: 2,
-    fallback: 'fail-fast',
+    ...extra,
   };
+}
+
+/** A fail-fast mosaic of 130 tiles through that outage: its manifest, with dead letters and the breaker tripped. */
+async function mosaicThroughOutage(name: string): Promise<{ s: DemoTileServer; manifest: string; m: Manifest }> {
+  const s = await outageServer();
+  const req = request(s, name, { fallback: 'fail-fast' });
   const result = await (await startMosaic(env.client, taskQueue, req, `mosaic-${name}-${process.pid}`)).result();
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
@@ -170,4 +194,31 @@ test('a re-drive with a short --wait-for against a server that stays down ends a
   assert.ok(timers.length >= 3, `several waits: ${timers.join(', ')}`);
   assert.ok(Math.max(...timers) <= 3_000, `every wait follows the breaker's retryAfter: ${timers.join(', ')} ms`);
   t.diagnostic(`figures: ${requests} requests in ${(took / 1000).toFixed(1)} s against ${failedProbes} failed probes; ${timers.length} waits of ${timers.join(', ')} ms`);
+});
+
+test("an ordinary mosaic under wait says what it waits for, and with a 1 s cooldown and no entity self-probe picks up within the breaker's retryAfter of the server's recovery, not a grown backoff", async (t) => {
+  const s = await outageServer();
+  const key = breakerKey(s.url);
+  const handle = await startMosaic(env.client, quietQueue, request(s, 'wait-quiet', { fallback: 'wait', deadline: '5m' }), `mosaic-wait-quiet-${process.pid}`);
+  let waiting: MosaicProgress['waitingFor'] = null;
+  for (let k = 0; k < 300 && !waiting; k++) {
+    waiting = (await progressOf(handle.workflowId))?.waitingFor ?? null;
+    if (!waiting) await delay(100);
+  }
+  assert.ok(waiting, 'progress.waitingFor was seen while the mosaic waited');
+  assert.equal(waiting.key, key);
+  assert.ok(waiting.deadlineAt !== null && waiting.deadlineAt > Date.now());
+  // Down long enough for several futile passes: the old backoff had grown to 10 s by then.
+  await delay(8_000);
+  const okBefore = s.stats.ok;
+  const cameBack = Date.now();
+  s.setDown(false);
+  while (s.stats.ok === okBefore) await delay(50);
+  const pickup = Date.now() - cameBack;
+  const result = await handle.result();
+  assert.equal(result.counts.ok, 130, JSON.stringify(result.counts));
+  const timers = await timersOf(handle.workflowId);
+  assert.ok(timers.length >= 4, `several waits: ${timers.join(', ')}`);
+  assert.ok(Math.max(...timers) <= 3_000, `every wait follows the breaker's retryAfter: ${timers.join(', ')} ms`);
+  t.diagnostic(`figures: picked up ${(pickup / 1000).toFixed(1)} s after the server came back; waits ${timers.join(', ')} ms`);
 });
