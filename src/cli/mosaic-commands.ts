@@ -128,6 +128,24 @@ export function waitingLine(p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil
   return `waiting for breaker ${w.key} (${w.state})${until}${next}`;
 }
 
+/**
+ * The waiting lines worth printing, one status read after another: a line when what is waited for changes
+ * (breaker, state, deadline), not with every read nor every 1 s retry of a long outage; once tiles have been
+ * settled since, a wait is news again.
+ */
+export function waitingLines(): (p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil' | 'done'>, now: number) => string | null {
+  let last: string | null = null;
+  let lastDone = -1;
+  return (p, now) => {
+    if (p.done !== lastDone) [lastDone, last] = [p.done, null];
+    const w = p.waitingFor;
+    const what = w ? JSON.stringify([w.key, w.state, w.deadlineAt]) : null;
+    if (what === null || what === last) return null;
+    last = what;
+    return waitingLine(p, now);
+  };
+}
+
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
 export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
@@ -140,17 +158,12 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
     barsize: 24,
   });
   let started = false;
-  // Printed once per wait (a new key, state or next try), not with every status read.
-  let lastWait: string | null = null;
+  const waitingNews = waitingLines();
   const onStatus = async (s: MosaicStatus) => {
     const p: MosaicProgress | null = liveCounts(s);
-    const wait = p ? JSON.stringify([p.waitingFor ?? null, p.waitingUntil]) : null;
-    if (p && wait !== lastWait) {
-      lastWait = wait;
-      const line = waitingLine(p, Date.now());
-      // On a terminal, the line goes over the bar's (redrawn on its next update).
-      if (line) stream.write(`${stream.isTTY ? '\r\x1b[2K' : ''}${line}\n`);
-    }
+    const line = p && waitingNews(p, Date.now());
+    // On a terminal, the line goes over the bar's (redrawn on its next update).
+    if (line) stream.write(`${stream.isTTY ? '\r\x1b[2K' : ''}${line}\n`);
     if (p) {
       const payload = {
         ok: p.counts.ok,
@@ -250,6 +263,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
             const c = p.counts;
             console.log(`  ${p.phase}: ${p.done}/${p.total} (ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}), ETA ${p.etaSeconds ?? '-'} s`);
             console.log(`  breakers: ${await breakerLine(client, p.breakerKeys)}`);
+            const waiting = waitingLine(p, Date.now());
+            if (waiting) console.log(`  ${waiting}`);
           }
           if (s.result) printResult(s.result, false);
         }

@@ -140,7 +140,8 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     // A configuration error: no further batch starts for the source (the rest is recorded failed with it).
     let stopped: string | null = null;
     const stop = () => stopped !== null;
-    // The state of the breaker as the pass's last refusal saw it: what the wait is waiting for.
+    // The breaker's state as the pass's last refusals saw it: what the wait is waiting for. A batch whose probe
+    // failed holds both half-open refusals and the open one that followed: the breaker is open now.
     let refusedBy: BreakerStateName | null = null;
     tracker.startFetching();
     const thisPass = pass;
@@ -156,7 +157,7 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
         result.configError ??= s.configError;
         if (stopped === null && patched(CONFIG_ERROR_PATCH)) stopped = s.configError;
       }
-      refusedBy = s.breakerStates.at(-1) ?? refusedBy;
+      refusedBy = s.breakerStates.includes('open') ? 'open' : (s.breakerStates.at(-1) ?? refusedBy);
       return s;
     };
     const all = batches(pending, plan.batchSize);

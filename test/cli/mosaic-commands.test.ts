@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { waitingLine } from '../../src/cli/mosaic-commands';
+import { waitingLine, waitingLines } from '../../src/cli/mosaic-commands';
 import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -157,4 +157,31 @@ test('the watch line says which breaker a wait is on, in which state, until when
   assert.equal(waitingLine({ waitingFor: null, waitingUntil: now + 4_400 }, now), null);
   // A workflow from before waitingFor existed.
   assert.equal(waitingLine({ waitingUntil: now + 4_400 }, now), null);
+});
+
+test('the watch prints the waiting line when what is waited for changes, not on every read or retry', () => {
+  const now = Date.parse('2026-12-01T12:00:00Z');
+  const on = (state: 'open' | 'half-open') => ({ key: 'http://127.0.0.1:8080', state, deadlineAt: now + 60_000 });
+  const news = waitingLines();
+  const seen = [
+    news({ done: 0, waitingFor: on('open'), waitingUntil: now + 2_000 }, now),
+    news({ done: 0, waitingFor: on('open'), waitingUntil: now + 3_000 }, now + 1_000),
+    news({ done: 0, waitingFor: null, waitingUntil: null }, now + 1_500),
+    news({ done: 0, waitingFor: on('open'), waitingUntil: now + 4_000 }, now + 2_000),
+    news({ done: 0, waitingFor: on('half-open'), waitingUntil: now + 5_000 }, now + 3_000),
+    news({ done: 10, waitingFor: null, waitingUntil: null }, now + 4_000),
+    news({ done: 10, waitingFor: on('half-open'), waitingUntil: now + 6_000 }, now + 5_000),
+  ];
+  assert.deepEqual(
+    seen.map((l) => l?.replace(/ until .*;/, ';') ?? null),
+    [
+      'waiting for breaker http://127.0.0.1:8080 (open); next try in 2 s',
+      null,
+      null,
+      null,
+      'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 2 s',
+      null,
+      'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 1 s',
+    ],
+  );
 });
