@@ -4,6 +4,7 @@ import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
+import { parseDuration } from './breaker-commands';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
@@ -115,6 +116,36 @@ async function breakerLine(client: Client, keys: string[]): Promise<string> {
   return parts.join(', ') || 'no breaker';
 }
 
+/**
+ * What a `wait` pass is waiting for, as one line: `waiting for breaker <key> (<state>) until <deadline>; next
+ * try in N s`, or null when it is not waiting on a breaker.
+ */
+export function waitingLine(p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil'>, now: number): string | null {
+  const w = p.waitingFor;
+  if (!w) return null;
+  const until = w.deadlineAt !== null ? ` until ${new Date(w.deadlineAt).toISOString()}` : '';
+  const next = p.waitingUntil !== null ? `; next try in ${Math.max(0, Math.round((p.waitingUntil - now) / 1000))} s` : '';
+  return `waiting for breaker ${w.key} (${w.state})${until}${next}`;
+}
+
+/**
+ * The waiting lines worth printing, one status read after another: a line when what is waited for changes
+ * (breaker, state, deadline), not with every read nor every 1 s retry of a long outage; once tiles have been
+ * settled since, a wait is news again.
+ */
+export function waitingLines(): (p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil' | 'done'>, now: number) => string | null {
+  let last: string | null = null;
+  let lastDone = -1;
+  return (p, now) => {
+    if (p.done !== lastDone) [lastDone, last] = [p.done, null];
+    const w = p.waitingFor;
+    const what = w ? JSON.stringify([w.key, w.state, w.deadlineAt]) : null;
+    if (what === null || what === last) return null;
+    last = what;
+    return waitingLine(p, now);
+  };
+}
+
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
 export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
@@ -127,8 +158,12 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
     barsize: 24,
   });
   let started = false;
+  const waitingNews = waitingLines();
   const onStatus = async (s: MosaicStatus) => {
     const p: MosaicProgress | null = liveCounts(s);
+    const line = p && waitingNews(p, Date.now());
+    // On a terminal, the line goes over the bar's (redrawn on its next update).
+    if (line) stream.write(`${stream.isTTY ? '\r\x1b[2K' : ''}${line}\n`);
     if (p) {
       const payload = {
         ok: p.counts.ok,
@@ -228,6 +263,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
             const c = p.counts;
             console.log(`  ${p.phase}: ${p.done}/${p.total} (ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}), ETA ${p.etaSeconds ?? '-'} s`);
             console.log(`  breakers: ${await breakerLine(client, p.breakerKeys)}`);
+            const waiting = waitingLine(p, Date.now());
+            if (waiting) console.log(`  ${waiting}`);
           }
           if (s.result) printResult(s.result, false);
         }
@@ -259,18 +296,19 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
 
   mosaic
     .command('redrive')
-    .description("fetch only a mosaic's dead-lettered tiles (after their retryAfter) and rebuild it and its manifest")
+    .description("fetch only a mosaic's dead-lettered tiles, waiting (--wait-for) for the breaker to let them through, and rebuild it and its manifest")
     .argument('<manifest>', "the mosaic's manifest (.manifest.json) or output (.tif)")
     .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
     .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
     .option('--name <source>', 'the source in --sources (when it has more than one)')
+    .option('--wait-for <duration>', 'wait this long for the breaker to let the tiles through (e.g. 90s, 10m, 1h; default 30m); tiles still refused then stay dead-lettered', parseDuration)
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
-    .action(async (manifest: string, o: { id?: string; sources?: string; name?: string; wait?: boolean; json?: boolean }) => {
+    .action(async (manifest: string, o: { id?: string; sources?: string; name?: string; waitFor?: number; wait?: boolean; json?: boolean }) => {
       if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
       await withClient(async ({ client, taskQueue }) => {
         const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;
-        const id = await startRedrive(client, taskQueue, manifest, o.id, sources);
+        const id = await startRedrive(client, taskQueue, manifest, o.id, sources, o.waitFor !== undefined ? { waitForMs: o.waitFor } : {});
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;

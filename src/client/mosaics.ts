@@ -142,7 +142,15 @@ export function liveCounts(s: MosaicStatus): MosaicProgress | null {
   const counts = { ...s.progress.counts };
   for (const k of Object.keys(counts) as (keyof typeof counts)[]) counts[k] += s.blockProgress.counts[k];
   const states = [...new Set([...s.progress.breakerStates, ...s.blockProgress.breakerStates])];
-  return { ...s.progress, counts, done: s.progress.done + s.blockProgress.done, breakerStates: states, etaSeconds: s.blockProgress.etaSeconds, waitingUntil: s.blockProgress.waitingUntil };
+  return {
+    ...s.progress,
+    counts,
+    done: s.progress.done + s.blockProgress.done,
+    breakerStates: states,
+    etaSeconds: s.blockProgress.etaSeconds,
+    waitingUntil: s.blockProgress.waitingUntil,
+    waitingFor: s.blockProgress.waitingFor ?? null,
+  };
 }
 
 /** What a finished mosaic's exit code says (README, "The CLI"). */
@@ -159,9 +167,11 @@ export function exitCodeFor(result: MosaicResult): number {
 
 /**
  * Starts a re-drive of a mosaic's dead letters, refusing while the mosaic itself still runs (both would write
- * the same journals) or while another re-drive of it does (its id is the mosaic's).
+ * the same journals) or while another re-drive of it does (its id is the mosaic's). It waits up to
+ * `waitForMs` (default DEFAULT_REDRIVE_WAIT_MS) for the breaker to let the tiles through.
  */
-export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources): Promise<string> {
+export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources, opts: { waitForMs?: number } = {}): Promise<string> {
+  if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
   const abs = path.resolve(manifestOrOutput);
   const candidates = new Set([mosaicWorkflowId(abs)]);
   try {
@@ -183,7 +193,9 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
     await client.workflow.start('redriveMosaicWorkflow', {
       taskQueue,
       workflowId: id,
-      args: [{ manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}) }],
+      args: [
+        { manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}), ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}) },
+      ],
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`, { cause: err });

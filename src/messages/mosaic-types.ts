@@ -53,6 +53,9 @@ export interface MosaicRequest {
   directChunks?: boolean;
 }
 
+/** How long a re-drive waits for its breaker to let the dead letters through, unless told otherwise. */
+export const DEFAULT_REDRIVE_WAIT_MS = 30 * 60_000;
+
 /** A sources file read again for a re-drive (a URL or credential fixed since the mosaic ran). */
 export interface RedriveSources {
   sourcesFile: string;
@@ -198,6 +201,12 @@ export interface MosaicProgress {
   /** The breakers this mosaic goes through (their entities answer `view` and `status`). */
   breakerKeys: string[];
   waitingUntil: number | null;
+  /**
+   * While a `wait` pass sleeps on a breaker that refused its tiles: which breaker, in which state, and the
+   * wait's deadline (after it, tiles still refused get the after-deadline fallback). Absent from workflows
+   * that started before it existed.
+   */
+  waitingFor?: { key: string; state: BreakerStateName; deadlineAt: number | null } | null;
 }
 
 export interface MosaicResult {

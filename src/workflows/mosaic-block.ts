@@ -1,6 +1,6 @@
 import { ActivityCancellationType, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
-import type { BreakerStateName } from '../breaker';
+import { breakerKey, type BreakerStateName } from '../breaker';
 import {
   selectionIndices,
   selectionSize,
@@ -30,6 +30,9 @@ const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'def
 const DEFAULT_WAIT_MS = 5_000;
 const MIN_WAIT_MS = 1_000;
 const MAX_WAIT_MS = 10 * 60_000;
+
+/** The breaker a plan's fetches go through (one per source: its endpoint, and its partition if it has one). */
+export const planBreakerKey = (plan: MosaicPlan): string => breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
 
 export interface BlockResult {
   counts: StatusCounts;
@@ -61,7 +64,7 @@ export class ProgressTracker {
   private fetchStartedAt: number | null = null;
 
   constructor(total: number) {
-    this.progress = { total, done: 0, counts: zeroStatusCounts(), phase: 'planning', etaSeconds: null, runningBlocks: [], breakerStates: [], breakerKeys: [], waitingUntil: null };
+    this.progress = { total, done: 0, counts: zeroStatusCounts(), phase: 'planning', etaSeconds: null, runningBlocks: [], breakerStates: [], breakerKeys: [], waitingUntil: null, waitingFor: null };
   }
 
   startFetching(): void {
@@ -137,6 +140,9 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     // A configuration error: no further batch starts for the source (the rest is recorded failed with it).
     let stopped: string | null = null;
     const stop = () => stopped !== null;
+    // The breaker's state as the pass's last refusals saw it: what the wait is waiting for. A batch whose probe
+    // failed holds both half-open refusals and the open one that followed: the breaker is open now.
+    let refusedBy: BreakerStateName | null = null;
     tracker.startFetching();
     const thisPass = pass;
     const run = async (tiles: TileSelection, k: number) => {
@@ -151,6 +157,7 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
         result.configError ??= s.configError;
         if (stopped === null && patched(CONFIG_ERROR_PATCH)) stopped = s.configError;
       }
+      refusedBy = s.breakerStates.includes('open') ? 'open' : (s.breakerStates.at(-1) ?? refusedBy);
       return s;
     };
     const all = batches(pending, plan.batchSize);
@@ -178,12 +185,19 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     // longer after each pass that got nothing through.
     futile = deferred.length >= selectionSize(pending) ? futile + 1 : 0;
     const backoff = Math.min(MAX_WAIT_MS, DEFAULT_WAIT_MS * 2 ** Math.max(0, futile - 1));
-    const wanted = Math.max(MIN_WAIT_MS, Math.min(MAX_WAIT_MS, Math.max(retryAfterMs ?? 0, futile > 1 ? backoff : (retryAfterMs ?? DEFAULT_WAIT_MS))));
+    // But when the breaker said when to come back, come back then: a futile retry pass costs only the guard's
+    // refusals (one batch first), and the grown backoff left a short cooldown's recovery unseen for seconds.
+    // (Only the timer's duration changes, which replay does not match: no patch needed.)
+    const told = retryAfterMs as number | null;
+    const wanted = Math.max(MIN_WAIT_MS, Math.min(MAX_WAIT_MS, told ?? (futile > 1 ? backoff : DEFAULT_WAIT_MS)));
     const waitMs = Math.max(0, Math.min(wanted, plan.deadlineAt! - Date.now()));
     tracker.progress.phase = 'waiting';
     tracker.progress.waitingUntil = Date.now() + waitMs;
+    const state = refusedBy as BreakerStateName | null;
+    tracker.progress.waitingFor = plan.breaker && state !== null ? { key: planBreakerKey(plan), state, deadlineAt: plan.deadlineAt } : null;
     if (waitMs > 0) await sleep(waitMs);
     tracker.progress.waitingUntil = null;
+    tracker.progress.waitingFor = null;
     pending = { indices: deferred.sort((a, b) => a - b) };
     pass++;
   }

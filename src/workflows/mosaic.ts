@@ -1,10 +1,9 @@
 import { ApplicationFailure, CancellationScope, executeChild, isCancellation, log, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
-import { breakerKey } from '../breaker';
-import { CONFIG_ERROR_PATCH, fetchBlock, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
+import { CONFIG_ERROR_PATCH, fetchBlock, planBreakerKey, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
 import { checkPlan, checkSelection } from '../messages/plan-check';
-import { selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
+import { DEFAULT_REDRIVE_WAIT_MS, selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
 
 const { planMosaic } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '1m',
@@ -18,7 +17,7 @@ const { assembleMosaic, loadDeadLetters } = proxyActivities<MosaicActivities>({
   retry: { initialInterval: '5s', maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError', 'StitchInputError'] },
 });
 
-const keyOf = (plan: MosaicPlan) => breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
+const keyOf = planBreakerKey;
 
 export interface MosaicBlockInput {
   plan: MosaicPlan;
@@ -124,21 +123,37 @@ export interface RedriveInput {
   manifest: string;
   /** Read the source from this sources file (on the worker) instead of the one frozen in the plan. */
   sources?: RedriveSources;
+  /**
+   * How long (ms, from the start) to wait for the breaker to let the tiles through (default
+   * DEFAULT_REDRIVE_WAIT_MS); after it, tiles still refused are dead-lettered again.
+   */
+  waitForMs?: number;
 }
 
 /**
- * Re-drives a mosaic's dead-lettered tiles: waits until their breakers' retryAfter has passed, fetches only
- * those tiles (anything refused again stays dead-lettered), and rebuilds the mosaic and its manifest.
+ * Re-drives a mosaic's dead-lettered tiles: fetches only those tiles with the `wait` fallback, so tiles the
+ * breaker refuses (open, or half-open while one probe tests the server) wait on durable timers for it to
+ * close, up to `waitForMs`; tiles still refused then stay dead-lettered. Then it rebuilds the mosaic and its
+ * manifest. (Runs from before 'redrive-waits' slept until the dead letters' retryAfter and fetched them
+ * fail-fast: started while the breaker was half-open, such a run got one tile through.)
  */
 export async function redriveMosaicWorkflow(input: RedriveInput): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
+  const waits = patched('redrive-waits');
+  const waitForMs = input.waitForMs ?? DEFAULT_REDRIVE_WAIT_MS;
+  if (waits && !(Number.isFinite(waitForMs) && waitForMs > 0)) {
+    throw ApplicationFailure.nonRetryable(`redrive: waitForMs must be a positive number of ms (got ${JSON.stringify(input.waitForMs)})`, 'ConfigError');
+  }
+  const deadlineAt = Date.now() + waitForMs;
   // The source as the plan froze it, or as the sources file says now (a fixed URL or credential).
   const letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
-  const plan: MosaicPlan = { ...letters.plan, fallback: 'fail-fast' };
+  // Waiting is the breaker's business now: the first pass finds it open (refused at once, no request) or
+  // half-open, and the wait follows its retryAfter, not the old journals' notBefore.
+  const plan: MosaicPlan = waits ? { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt } : { ...letters.plan, fallback: 'fail-fast' };
   tracker = new ProgressTracker(letters.indices.length);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
-  const waitMs = letters.notBefore - Date.now();
+  const waitMs = waits ? 0 : letters.notBefore - Date.now();
   if (waitMs > 0) {
     tracker.progress.phase = 'waiting';
     tracker.progress.waitingUntil = letters.notBefore;

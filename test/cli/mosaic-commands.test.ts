@@ -4,8 +4,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
+import { waitingLine, waitingLines } from '../../src/cli/mosaic-commands';
 import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -130,4 +132,56 @@ test('mosaic redrive refuses while the mosaic itself is still running', async ()
   } finally {
     await slow.close();
   }
+});
+
+test('mosaic redrive --wait-for: a bad duration exits 2 naming the flag and the value; a good one reaches the workflow as waitForMs', async () => {
+  const output = path.join(dir, 'ok.tif');
+  for (const bad of ['soon', '10', '0s']) {
+    const r = await cli(['mosaic', 'redrive', output, '--wait-for', bad]);
+    assert.equal(r.code, 2, r.err);
+    assert.ok(r.err.includes('--wait-for') && r.err.includes(`"${bad}"`), r.err);
+  }
+  const id = `cli-redrive-wait-for-${process.pid}`;
+  const r = await cli(['mosaic', 'redrive', output, '--wait-for', '90s', '--id', id, '--no-wait']);
+  assert.equal(r.code, 0, r.err);
+  const history = await env.client.workflow.getHandle(id).fetchHistory();
+  const input = defaultPayloadConverter.fromPayload<{ manifest: string; waitForMs?: number }>(history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!);
+  assert.equal(input.waitForMs, 90_000);
+  await env.client.workflow.getHandle(id).result();
+});
+
+test('the watch line says which breaker a wait is on, in which state, until when, and when the next try is', () => {
+  const now = Date.parse('2026-12-01T12:00:00Z');
+  const waitingFor = { key: 'http://127.0.0.1:8080', state: 'half-open' as const, deadlineAt: Date.parse('2026-12-01T12:30:00Z') };
+  assert.equal(waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open) until 2026-12-01T12:30:00.000Z; next try in 4 s');
+  assert.equal(waitingLine({ waitingFor: null, waitingUntil: now + 4_400 }, now), null);
+  // A workflow from before waitingFor existed.
+  assert.equal(waitingLine({ waitingUntil: now + 4_400 }, now), null);
+});
+
+test('the watch prints the waiting line when what is waited for changes, not on every read or retry', () => {
+  const now = Date.parse('2026-12-01T12:00:00Z');
+  const on = (state: 'open' | 'half-open') => ({ key: 'http://127.0.0.1:8080', state, deadlineAt: now + 60_000 });
+  const news = waitingLines();
+  const seen = [
+    news({ done: 0, waitingFor: on('open'), waitingUntil: now + 2_000 }, now),
+    news({ done: 0, waitingFor: on('open'), waitingUntil: now + 3_000 }, now + 1_000),
+    news({ done: 0, waitingFor: null, waitingUntil: null }, now + 1_500),
+    news({ done: 0, waitingFor: on('open'), waitingUntil: now + 4_000 }, now + 2_000),
+    news({ done: 0, waitingFor: on('half-open'), waitingUntil: now + 5_000 }, now + 3_000),
+    news({ done: 10, waitingFor: null, waitingUntil: null }, now + 4_000),
+    news({ done: 10, waitingFor: on('half-open'), waitingUntil: now + 6_000 }, now + 5_000),
+  ];
+  assert.deepEqual(
+    seen.map((l) => l?.replace(/ until .*;/, ';') ?? null),
+    [
+      'waiting for breaker http://127.0.0.1:8080 (open); next try in 2 s',
+      null,
+      null,
+      null,
+      'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 2 s',
+      null,
+      'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 1 s',
+    ],
+  );
 });

@@ -6,6 +6,7 @@ import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { adminSignal } from '../../src/messages/breaker';
+import { progressQuery } from '../../src/messages/mosaic';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
 import type { EntityScenario, ScenarioContext } from './entity-scenarios';
 
@@ -55,9 +56,29 @@ const redriveAfterOutage: EntityScenario = ({ client, taskQueue }) =>
     return r;
   });
 
+/**
+ * fail-fast into an outage that lasts, then a re-drive started while the breaker still refuses: it waits
+ * (progress says for which breaker), the renderer comes back during the wait, and the one run recovers all.
+ */
+const redriveWaits: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 }, async (s, dir) => {
+    const h = await startMosaic(client, taskQueue, request(s, dir, { fallback: 'fail-fast' }), 'redrive-wait-source');
+    const result = await h.result();
+    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive-wait', args: [{ manifest: result.manifest, waitForMs: 5 * 60_000 }] });
+    for (let k = 0; k < 300; k++) {
+      const p = await r.query(progressQuery).catch(() => null);
+      if (p?.waitingFor) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    s.setDown(false);
+    await r.result();
+    return r;
+  });
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
   'mosaic-blocks': mosaicRun('mosaic-blocks', {}, { blockTiles: 48 }),
   'mosaic-redrive': redriveAfterOutage,
+  'mosaic-redrive-wait': redriveWaits,
 } as const;
