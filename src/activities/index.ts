@@ -7,6 +7,7 @@ import { EndpointPools } from './http/endpoint-pool';
 import { assembleMosaic } from './mosaic/assemble';
 import { makeMosaicBatch } from './mosaic/batch';
 import { loadDeadLetters } from './mosaic/dead-letters';
+import { makeAwaitBreaker } from './mosaic/await-breaker';
 import { planMosaicRun } from './mosaic/plan';
 import { probeEndpoint } from './probe';
 import { makeSearchAttributeCheck } from './search-attributes';
@@ -54,6 +55,7 @@ export function createActivityRuntime(deps: ActivityDeps) {
       fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots }),
       assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots),
       loadDeadLetters: (manifestOrOutput: string, sources?: RedriveSources) => loadDeadLetters(manifestOrOutput, sources, roots),
+      awaitBreaker: makeAwaitBreaker({ guard }),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
     } satisfies BreakerActivities & MosaicActivities & Record<string, ActivityFunction>,
     roots,

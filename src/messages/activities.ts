@@ -3,6 +3,7 @@
  * only, so workflow code never reaches activity code; the worker's activities (src/activities/index.ts)
  * are checked against them when they are built.
  */
+import type { BreakerStateName } from '../breaker';
 import type { ProbeOutcome, ProbeSpec } from './breaker';
 import type { AssembleInput, DeadLetters, MosaicBatchInput, MosaicBatchSummary, MosaicPlan, MosaicRequest, MosaicResult, RedriveSources } from './mosaic-types';
 
@@ -19,4 +20,19 @@ export interface MosaicActivities {
   fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary>;
   assembleMosaic(input: AssembleInput): Promise<MosaicResult>;
   loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources): Promise<DeadLetters>;
+  /** Watches a refusing breaker for up to `forMs`; returns as soon as it lets traffic through again. */
+  awaitBreaker(input: AwaitBreakerInput): Promise<AwaitBreakerResult>;
+}
+
+export interface AwaitBreakerInput {
+  key: string;
+  forMs: number;
+}
+
+export interface AwaitBreakerResult {
+  /** The state that ended the wait (null: no entity, or the time ran out while it still refused). */
+  state: BreakerStateName | null;
+  /** The breaker let traffic through before `forMs` ran out. */
+  woke: boolean;
+  waitedMs: number;
 }

@@ -1,4 +1,4 @@
-import { ActivityCancellationType, patched, proxyActivities, sleep } from '@temporalio/workflow';
+import { ActivityCancellationType, isCancellation, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { breakerKey, type BreakerStateName } from '../breaker';
 import {
@@ -119,6 +119,36 @@ async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Prom
   return next;
 }
 
+const { awaitBreaker } = proxyActivities<MosaicActivities>({
+  // A wait lasts at most MAX_WAIT_MS; the activity returns by itself at the end of it.
+  startToCloseTimeout: '15m',
+  heartbeatTimeout: '30s',
+  retry: { initialInterval: '1s', maximumAttempts: 2 },
+});
+/** Shorter waits are plain timers: watching would not wake them sooner in any way that matters. */
+const WATCH_FROM_MS = 5_000;
+
+/**
+ * Waits out a refusing breaker: on a durable timer, or, for a longer wait, by an activity that watches the
+ * breaker and returns as soon as it lets traffic through (an operator's close or reset, a maintenance window
+ * ended early, the cooldown's end), so waiting mosaics resume within a second. Runs recorded before this
+ * slept the whole wait.
+ */
+async function waitForBreaker(plan: MosaicPlan, state: BreakerStateName | null, waitMs: number): Promise<void> {
+  if (!plan.breaker || state === null || waitMs < WATCH_FROM_MS || !patched('wake-on-close')) {
+    await sleep(waitMs);
+    return;
+  }
+  const until = Date.now() + waitMs;
+  try {
+    await awaitBreaker({ key: planBreakerKey(plan), forMs: waitMs });
+  } catch (err) {
+    // No worker could watch (or the watch failed): sleep what is left, as before.
+    if (isCancellation(err)) throw err;
+    if (until > Date.now()) await sleep(until - Date.now());
+  }
+}
+
 /**
  * Fetches one block of a mosaic's tiles in batches, then handles the breaker's refusals by the plan's
  * fallback policy. `fail-fast`, `stale` and `hole` are settled in the fetch itself (the batch activity
@@ -195,7 +225,7 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     tracker.progress.waitingUntil = Date.now() + waitMs;
     const state = refusedBy as BreakerStateName | null;
     tracker.progress.waitingFor = plan.breaker && state !== null ? { key: planBreakerKey(plan), state, deadlineAt: plan.deadlineAt } : null;
-    if (waitMs > 0) await sleep(waitMs);
+    if (waitMs > 0) await waitForBreaker(plan, state, waitMs);
     tracker.progress.waitingUntil = null;
     tracker.progress.waitingFor = null;
     pending = { indices: deferred.sort((a, b) => a - b) };

@@ -1,4 +1,4 @@
-import { ApplicationFailure, CancellationScope, executeChild, isCancellation, log, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, CancelledFailure, executeChild, isCancellation, log, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { CONFIG_ERROR_PATCH, fetchBlock, planBreakerKey, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
@@ -88,6 +88,7 @@ export async function mosaicWorkflow(request: MosaicRequest): Promise<MosaicResu
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
   try {
     await fetchAll(plan, { start: 0, count: plan.total }, 0, tracker);
+    stopIfCancelled();
     tracker.progress.phase = 'assembling';
   } catch (err) {
     await writePartial(plan, tracker, err);
@@ -97,6 +98,15 @@ export async function mosaicWorkflow(request: MosaicRequest): Promise<MosaicResu
   const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId }));
   tracker.progress.phase = 'done';
   return result;
+}
+
+/**
+ * Cancel means cancel, whatever the mosaic's size: a cancel that arrived while the last batches were finishing
+ * (they completed before their heartbeats carried it) still stops the run before assembly, with a partial
+ * manifest. Runs recorded before this rule went on to assemble.
+ */
+function stopIfCancelled(): void {
+  if (CancellationScope.current().consideredCancelled && patched('cancel-means-cancel')) throw new CancelledFailure('cancelled while the last batches were finishing');
 }
 
 async function writePartial(plan: MosaicPlan, tracker: ProgressTracker, err: unknown): Promise<void> {
@@ -161,6 +171,7 @@ export async function redriveMosaicWorkflow(input: RedriveInput): Promise<Mosaic
   }
   try {
     if (letters.indices.length > 0) await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker);
+    stopIfCancelled();
     tracker.progress.phase = 'assembling';
   } catch (err) {
     await writePartial(letters.plan, tracker, err);

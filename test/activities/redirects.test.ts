@@ -295,7 +295,7 @@ describe('redirects to another host, per auth type', () => {
       assert.deepEqual([r!.status, r!.kind, r!.configError, r!.attempts, r!.httpStatus], ['failed', 'neutral', true, 1, 302], r!.reason);
       assert.match(
         r!.reason,
-        /^redirect refused: http:\/\/127\.0\.0\.1:\d+\/to-b\/5\/1\/2\.png\S* -> http:\/\/127\.0\.0\.2:\d+\/tile\/5\/1\/2\.png\S*: to another host 127\.0\.0\.2:\d+ not in redirects\.allowHosts/,
+        /^configuration error: redirect refused: http:\/\/127\.0\.0\.1:\d+\/to-b\/5\/1\/2\.png\S* -> http:\/\/127\.0\.0\.2:\d+\/tile\/5\/1\/2\.png\S*: to another host 127\.0\.0\.2:\d+ not in redirects\.allowHosts/,
       );
       assert.deepEqual(outcomes, ['neutral'], 'neutral for the breaker');
       assert.equal(b.seen.length, before.b, 'the other host got no request');
@@ -373,7 +373,7 @@ describe('loops and the hop limit are configuration errors', () => {
     assert.deepEqual([r!.status, r!.kind, r!.configError, r!.attempts], ['failed', 'neutral', true, 1], r!.reason);
     assert.match(
       r!.reason,
-      /^redirect loop: http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png\?key=\*\*\* -> http:\/\/127\.0\.0\.2:\d+\/loop\/5\/1\/2\.png -> http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png: \S+ visited twice/,
+      /^configuration error: redirect loop: http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png\?key=\*\*\* -> http:\/\/127\.0\.0\.2:\d+\/loop\/5\/1\/2\.png -> http:\/\/127\.0\.0\.1:\d+\/loop\/5\/1\/2\.png: \S+ visited twice/,
     );
     assert.ok(!r!.reason.includes(CANARY));
     assert.deepEqual(outcomes, ['neutral']);
@@ -384,7 +384,7 @@ describe('loops and the hop limit are configuration errors', () => {
     const self = batch('ping');
     const [s] = await self.run();
     assert.deepEqual([s!.status, s!.kind, s!.configError, s!.attempts], ['failed', 'neutral', true, 1], s!.reason);
-    assert.match(s!.reason, /^redirect loop: \S+\/ping\/5\/1\/2\.png -> \S+\/pong\/5\/1\/2\.png -> \S+\/ping\/5\/1\/2\.png: \S+ visited twice/);
+    assert.match(s!.reason, /^configuration error: redirect loop: \S+\/ping\/5\/1\/2\.png -> \S+\/pong\/5\/1\/2\.png -> \S+\/ping\/5\/1\/2\.png: \S+ visited twice/);
     assert.deepEqual(self.outcomes, ['neutral']);
   });
 
@@ -392,7 +392,7 @@ describe('loops and the hop limit are configuration errors', () => {
     const over = batch('chain/4');
     const [r] = await over.run();
     assert.deepEqual([r!.status, r!.kind, r!.configError, r!.attempts], ['failed', 'neutral', true, 1], r!.reason);
-    assert.match(r!.reason, /^redirect refused: more than 3 redirects \(maxRedirects\)/);
+    assert.match(r!.reason, /^configuration error: redirect refused: more than 3 redirects \(maxRedirects\)/);
     assert.deepEqual(over.outcomes, ['neutral']);
     const two = batch('chain/4', { maxRedirects: 4 });
     assert.equal((await two.run())[0]!.status, 'ok');

@@ -266,6 +266,21 @@ test('cancel: the mosaic stops and writes a partial manifest that still accounts
   assert.equal(done.partial, false);
 });
 
+test('cancel means cancel when every batch is already in flight: the mosaic ends CANCELLED with a partial manifest, not COMPLETED', async () => {
+  const s = await server({ latencyMs: 150 });
+  // Two batches of 65 tiles, both running from the start: no batch is left to not start.
+  const handle = await startMosaic(env.client, taskQueue, request(s, 'cancel-all', { batchSize: 65, parallelBatches: 2 }), `mosaic-cancel-all-${process.pid}`);
+  for (let i = 0; i < 100 && s.stats.requests < 6; i++) await delay(100);
+  await handle.cancel();
+  await assert.rejects(handle.result());
+  const st = await mosaicStatus(env.client, handle.workflowId);
+  assert.equal(st.status, 'CANCELLED');
+  const m = readManifest({ manifest: path.join(dir, 'cancel-all.manifest.json') });
+  assert.equal(m.partial, true);
+  assert.equal(assertAccounted(m), null);
+  assert.ok(m.counts.ok < 130, JSON.stringify(m.counts));
+});
+
 test('a job larger than a block runs child workflows, each history bounded', async () => {
   const s = await server();
   const result = await run(request(s, 'blocks', { blockTiles: 48, batchSize: 16 }), `mosaic-blocks-${process.pid}`);

@@ -8,6 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
+import { adminBreaker } from '../../src/client/breakers';
 import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -221,4 +222,30 @@ test("an ordinary mosaic under wait says what it waits for, and with a 1 s coold
   assert.ok(timers.length >= 4, `several waits: ${timers.join(', ')}`);
   assert.ok(Math.max(...timers) <= 3_000, `every wait follows the breaker's retryAfter: ${timers.join(', ')} ms`);
   t.diagnostic(`figures: picked up ${(pickup / 1000).toFixed(1)} s after the server came back; waits ${timers.join(', ')} ms`);
+});
+
+test('a maintenance window ended early: breaker reset wakes a mosaic waiting on a forced-open breaker within seconds, not at the end of its wait', async (t) => {
+  const s = await startDemoTileServer({ latencyMs: 5 });
+  servers.push(s);
+  const key = breakerKey(s.url);
+  // Opened ahead of the window, for ten minutes: the mosaic's wait is as long as its deadline allows.
+  const opened = await adminBreaker(env.client, key, 'force-open', { durationMs: 600_000, reason: 'renderer upgrade', actor: 'test:ops', taskQueue });
+  assert.equal(opened.status.view.state, 'forced-open');
+  const handle = await startMosaic(env.client, taskQueue, request(s, 'wait-window', { fallback: 'wait', deadline: '5m' }), `mosaic-wait-window-${process.pid}`);
+  let waiting: MosaicProgress['waitingFor'] = null;
+  for (let k = 0; k < 300 && waiting?.state !== 'forced-open'; k++) {
+    waiting = (await progressOf(handle.workflowId))?.waitingFor ?? null;
+    if (waiting?.state !== 'forced-open') await delay(100);
+  }
+  assert.equal(waiting?.state, 'forced-open');
+  await delay(1_000);
+  assert.equal(s.stats.requests, 0, 'nothing reached the server while the breaker was forced open');
+  const resetAt = Date.now();
+  await adminBreaker(env.client, key, 'reset', { reason: 'window over early', actor: 'test:ops' });
+  while (s.stats.ok === 0 && Date.now() - resetAt < 60_000) await delay(50);
+  const resumed = Date.now() - resetAt;
+  assert.ok(resumed < 10_000, `traffic resumed ${resumed} ms after the reset`);
+  const result = await handle.result();
+  assert.equal(result.counts.ok, 130, JSON.stringify(result.counts));
+  t.diagnostic(`figures: traffic resumed ${(resumed / 1000).toFixed(1)} s after the reset`);
 });

@@ -1,4 +1,4 @@
-import { parsePolicyConfig, permitFor } from '../../breaker';
+import { parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
 import { isFailure } from '../../breaker';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
@@ -52,6 +52,11 @@ export class BreakerGuard {
     const decision = await this.decide(key);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
     return decision;
+  }
+
+  /** The breaker's view as this process sees it (cached): null when no entity exists, undefined when unreachable. */
+  view(key: string): Promise<BreakerView | null | undefined> {
+    return this.views.get(key);
   }
 
   private async decide(key: string): Promise<GuardDecision> {

@@ -1,3 +1,4 @@
+import { CancelledFailure } from '@temporalio/common';
 import type { BreakerStateName } from '../../breaker';
 import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../messages/mosaic-types';
 import { CURABLE_KINDS, makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
@@ -94,6 +95,9 @@ export function makeMosaicBatch(deps: FetchDeps) {
       };
     });
     await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+    // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
+    // a cancellation, not a finished batch it would go on from.
+    if (ctx?.cancellationDetails?.cancelRequested) throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');
     return { counts, deferred, retryAfterMs, breakerStates: [...states], requests, ...(configError !== undefined ? { configError } : {}) };
   };
 }
