@@ -59,6 +59,7 @@ describe('the fault proxy in front of MapServer', { skip }, () => {
     assert.ok(channels[0]!.mean > 200 && channels[2]!.mean < 80, 'the north-east quadrant is red: the real server drew it');
     assert.equal(proxy.countBetween(before), 1);
     assert.equal(proxy.log.at(-1)!.mode, 'pass');
+    assert.ok(proxy.log.at(-1)!.upstreamMs! >= 0, "the upstream's answer time is logged");
   });
 
   test('hang accepts and never answers; leaving hang drops the held connections (the recovery burst)', async () => {
@@ -74,6 +75,7 @@ describe('the fault proxy in front of MapServer', { skip }, () => {
       JSON.stringify(settled.map((s) => (s.status === 'rejected' ? String(s.reason) : s.value.status))),
     );
     assert.equal(proxy.held, 0);
+    assert.equal(proxy.dropped, 2, 'the burst: both held connections dropped');
     assert.equal((await get(getMap())).status, 200, 'answers again after the drop');
   });
 

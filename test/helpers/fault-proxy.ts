@@ -39,6 +39,8 @@ export interface FaultPlan extends FaultOptions {
 export interface ReceivedRequest {
   at: number;
   mode: FaultMode;
+  /** pass: how long the upstream took to answer in full (ms), once it has. */
+  upstreamMs?: number;
 }
 
 export interface FaultProxy {
@@ -52,6 +54,8 @@ export interface FaultProxy {
   readonly recoveredAt: number | null;
   /** Hung requests held open now. */
   readonly held: number;
+  /** Held connections dropped when the last hang ended (the size of the recovery burst). */
+  readonly dropped: number;
   /** Switches mode now (leaving hang drops the held connections; refused closes the listener). */
   set(mode: FaultMode, opts?: FaultOptions): Promise<void>;
   /** Arms a fault: it starts after `afterRequests` requests and, with `forMs`, ends by itself. */
@@ -103,7 +107,7 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
   let endTimer: NodeJS.Timeout | null = null;
   let pending: Promise<void> = Promise.resolve();
   let settle: (() => void) | null = null;
-  const times = { faultStartedAt: null as number | null, recoveredAt: null as number | null };
+  const times = { faultStartedAt: null as number | null, recoveredAt: null as number | null, dropped: 0 };
 
   const image = async (kind: 'blank' | 'error', w: number, h: number) => {
     const k = `${kind}-${w}x${h}`;
@@ -112,7 +116,9 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
     return png;
   };
 
-  const forward = (req: IncomingMessage, res: ServerResponse) => {
+  const forward = (req: IncomingMessage, res: ServerResponse, entry?: ReceivedRequest) => {
+    const started = Date.now();
+    if (entry) res.on('finish', () => (entry.upstreamMs = Date.now() - started));
     const up = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: { ...req.headers, host: upstream.host }, agent }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
@@ -131,10 +137,11 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
       if (plan.forMs !== undefined) endTimer = setTimeout(() => void end(), plan.forMs);
       else finish();
     }
-    log.push({ at: Date.now(), mode });
+    const entry: ReceivedRequest = { at: Date.now(), mode };
+    log.push(entry);
     switch (mode) {
       case 'pass':
-        return forward(req, res);
+        return forward(req, res, entry);
       case 'hang':
         hung.add(res);
         res.on('close', () => hung.delete(res));
@@ -187,6 +194,7 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
     opts = { slowMs: o.slowMs ?? 4_000, retryAfterS: o.retryAfterS ?? 1 };
     if (prev === 'hang' && next !== 'hang') {
       // As a stalled proxy that comes back: the connections it held are dropped, not answered.
+      times.dropped = hung.size;
       for (const res of hung) res.socket?.destroy();
       hung.clear();
     }
@@ -216,6 +224,9 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
     },
     get held() {
       return hung.size;
+    },
+    get dropped() {
+      return times.dropped;
     },
     set,
     schedule(plan) {
