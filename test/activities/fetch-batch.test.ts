@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -158,6 +159,16 @@ describe('the batch fetch activity', () => {
     assert.equal(server.requests - before, 3, 'only the three unfinished tiles were requested');
     assert.equal(results[0]!.reason, 'earlier attempt');
     assert.ok(beats.length >= 1, 'progress was heartbeated');
+  });
+
+  test("retries' backoff sleeps leave no abort listener on the activity's signal (more than 10 printed MaxListenersExceededWarning)", async () => {
+    const env = new MockActivityEnvironment();
+    const signal = env.context.cancellationSignal;
+    const before = getEventListeners(signal, 'abort').length;
+    // 12 tiles x 3 attempts against a 503: 24 backoff sleeps on one signal.
+    const results: TileResult[] = await env.run(fetchTiles, input('status/503', 12, { retry: { attempts: 3, baseMs: 1, capMs: 2 } }));
+    assert.ok(results.every((r) => r.status === 'failed' && r.attempts === 3));
+    assert.equal(getEventListeners(signal, 'abort').length - before, 0, 'abort listeners left on the signal');
   });
 });
 

@@ -367,12 +367,17 @@ function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDeci
   return { ...base, status: 'deferred', reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}` };
 }
 
+/** Waits `ms`, or less if `signal` aborts. The abort listener goes when the timer fires: a batch retries many times on one signal. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
+    const onAbort = () => {
       clearTimeout(t);
       resolve();
-    });
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
