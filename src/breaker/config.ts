@@ -34,6 +34,12 @@ export const policyConfigSchema = z
      * null: the floors stay as configured.
      */
     volumeFloor: ms(1).nullable().default(5),
+    /**
+     * A fleet with fewer calls in flight than volumeFloor (one worker at concurrency 4) could never reach it on
+     * stalled calls: its floors come down to its concurrency, but not below this. null: volumeFloor holds.
+     * (A new breaker entity sets 3 unless told otherwise.)
+     */
+    smallFleetFloor: ms(1).nullable().default(null),
     /** Trip when failures / (successes + failures) reaches this. */
     failureRatio: z.number().gt(0).max(1).default(0.5),
     /** The endpoint's p95 latency when healthy; the latency budget is this times latencyBudgetFactor. */

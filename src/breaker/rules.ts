@@ -51,7 +51,10 @@ export function floorsFor(config: PolicyConfig, concurrency: number | undefined)
   // A state carried from a version without volumeFloor has it undefined: the default applies.
   const volumeFloor = (config as Partial<PolicyConfig>).volumeFloor === undefined ? 5 : config.volumeFloor;
   if (concurrency === undefined || !Number.isFinite(concurrency) || volumeFloor === null) return config;
-  const cap = Math.max(volumeFloor, Math.ceil(concurrency));
+  // Below volumeFloor's reach, the floor is what the fleet can produce (never below smallFleetFloor).
+  const small = (config as Partial<PolicyConfig>).smallFleetFloor ?? null;
+  const floor = small !== null && concurrency < volumeFloor ? Math.max(small, Math.ceil(concurrency)) : volumeFloor;
+  const cap = Math.max(floor, Math.ceil(concurrency));
   if (cap >= config.fastMinSamples) return config;
   const minSamples = Math.min(config.minSamples, cap);
   return { ...config, minSamples, fastMinSamples: Math.max(minSamples, cap) };

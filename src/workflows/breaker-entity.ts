@@ -25,7 +25,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   const probeCadence = patched('probe-cadence');
   // A probe slower than the latency budget fails (runs recorded before it replay with latency unseen).
   const probeLatency = patched('probe-latency');
-  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency);
+  // A fleet with fewer calls in flight than volumeFloor can still trip on stalls (new entities).
+  const smallFleet = patched('small-fleet-floor');
+  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet);
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits);
 

@@ -4,6 +4,8 @@ import { getEventListeners } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -316,5 +318,52 @@ describe('the probe and its lease', () => {
   test('the bound: the lease, less the time the grant took to arrive and a margin', () => {
     assert.equal(probeBoundMs({ grantedAt: 0, leaseUntil: 30_000 }, 200), 28_800);
     assert.equal(probeBoundMs({ grantedAt: 0, leaseUntil: 1_000 }, 50), 250);
+  });
+});
+
+describe('concurrency is per worker process and source', () => {
+  test("parallel batches share the source's connections: a request is decided (and its clocks start) only when a connection is free", async () => {
+    // A server that answers in 50 ms and counts the requests it holds at once.
+    const png = await gradientImage(256, 256);
+    let holding = 0;
+    let mostHeld = 0;
+    const counting = createServer((_req, res) => {
+      mostHeld = Math.max(mostHeld, ++holding);
+      setTimeout(() => {
+        holding--;
+        res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+      }, 50);
+    });
+    await new Promise<void>((r) => counting.listen(0, '127.0.0.1', r));
+    const { port } = counting.address() as AddressInfo;
+    // What the server was holding whenever a request was decided: with both connections busy, a request
+    // decided then would wait in the pool, its queue time counted as the endpoint's latency and against totalMs.
+    const heldAtDecision: number[] = [];
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> => {
+        heldAtDecision.push(holding);
+        return Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false });
+      },
+      release: () => undefined,
+      abandon: () => undefined,
+    };
+    const pools = new EndpointPools();
+    try {
+      const fetch = makeFetchBatch({ pools, guard, shapes: new ShapeMemory() });
+      const two = { ...input('counted', 6), source: parseSource({ type: 'xyz', url: `http://127.0.0.1:${port}/{z}/{x}/{y}.png`, concurrency: 2 }) };
+      // Four batches at once, as a block's parallel batches run: 4 x 2 workers, 2 connections.
+      const results = await Promise.all([0, 1, 2, 3].map((b) => fetch({ ...two, tiles: tiles(24).slice(b * 6, b * 6 + 6) })));
+      assert.ok(results.flat().every((r) => r.status === 'ok'));
+      assert.ok(mostHeld <= 2, `the server held ${mostHeld} requests at once`);
+      assert.equal(heldAtDecision.length, 24);
+      // Before, every batch's workers decided at once: requests were decided while both connections were busy.
+      assert.ok(
+        heldAtDecision.every((n) => n < 2),
+        `requests decided while the server held 2: ${heldAtDecision.join(',')}`,
+      );
+    } finally {
+      await pools.close();
+      counting.close();
+    }
   });
 });

@@ -27,6 +27,17 @@ describe('sample floors that follow the fleet concurrency', () => {
     assert.equal(floorsFor(off, 1), off);
   });
 
+  test('a fleet with fewer calls in flight than volumeFloor: with smallFleetFloor its floors come down to what it can produce', () => {
+    const c = parsePolicyConfig({ smallFleetFloor: 2 });
+    assert.equal(floorsFor(c, 4).minSamples, 4, 'one worker at concurrency 4: 4 stalled calls can trip');
+    assert.equal(floorsFor(c, 4).fastMinSamples, 4);
+    assert.equal(floorsFor(c, 1).minSamples, 2, 'never below smallFleetFloor');
+    assert.equal(floorsFor(c, 8).minSamples, 8, 'at or above volumeFloor nothing changes');
+    const four = step(warmed(fresh({ smallFleetFloor: 2 }), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5);
+    assert.equal(four.state.phase, 'open');
+    assert.equal(step(warmed(fresh(), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5).state.phase, 'closed', 'volumeFloor 5 alone: out of reach');
+  });
+
   test('8 calls in flight that all fail trip a breaker that minSamples 20 would never trip on them', () => {
     // One worker, 8 calls at a time, a hang: 8 failures per report and nothing else in the newest second.
     const without = step(warmed(fresh()), { type: 'report', counts: { transient: 8 } }, T0 + 31_000, 0.5);

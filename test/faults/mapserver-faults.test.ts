@@ -263,34 +263,29 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     }
   }
 
-  test(
-    "hang and slow trip within 3 s of the fault start (the issue's target)",
-    {
-      todo:
-        'here 1.6-3.7 s (4 or 5 of the 6 over 3 s in a run): the stall threshold is 4 x the p95 latency the guard saw, and that includes the wait for a pool ' +
-        "connection (2 batches x concurrency 4 share the source's 4 connections) on top of MapServer's own 0.2-0.8 s p95 on this loaded machine",
-    },
-    () => {
-      assert.equal(stallTrips.length, 6, 'the six hang and slow cases ran');
-      const late = stallTrips.filter((x) => Number(x.split(' ')[1]) > 3);
-      assert.deepEqual(late, [], stallTrips.join('; '));
-    },
-  );
+  // Was 1.6-3.7 s when the latency the stall threshold follows included the wait for a pool connection and a
+  // single worker's 4 calls in flight could not reach the volume floor of 5.
+  test("hang and slow trip within 3 s of the fault start (the issue's target)", () => {
+    assert.equal(stallTrips.length, 6, 'the six hang and slow cases ran');
+    const late = stallTrips.filter((x) => Number(x.split(' ')[1]) > 3);
+    assert.deepEqual(late, [], stallTrips.join('; '));
+  });
 
   test(
     'the recovery burst: a hang ends by dropping the held connections; the breaker does not open on a server that answers again',
     {
       todo:
-        'in 3 of 6 full runs (not in isolated runs) the breaker opened 1.4-1.6 s after the hang ended, on a server that answered again, ' +
-        'and fail-fast dead-lettered 48 tiles: 14/17 failed with 16 calls in flight, the 8 dropped and, most likely, calls queued for a ' +
-        'pool connection behind the hung ones (2 batches x concurrency 8 on 8 connections) that reached their 3 s total timeout',
+        'the breaker opens 0.06 s after a 2 s hang from a fresh start ends: the 8 calls dropped at once (concurrency 8; not stalls yet, since a ' +
+        'guard that has not learned the latency waits 5 s before counting one) are 8 fresh failures, enough for the floor of 8; a fresh success ' +
+        'after the drop, or a self-probe before opening on the burst, would have to win over them (not built yet)',
     },
     async (t) => {
       // The long hang under wait above ends with a drop too, after its calls counted as stalls. Here 8 calls
       // (concurrency 8) hang from the start and are dropped after 2 s, before any timeout (2.5 s) or stall
       // threshold (5 s until the guard has learned the endpoint's latency): a burst of 8 fresh failures, then
       // every retry succeeds.
-      const r = await runCase(t, 'hang', 'fail-fast', { forMs: 2_000, afterRequests: 0, concurrency: 8, label: 'hang 2s burst' });
+      // Two tiles first: a request shape never served is fetched one request at a time (configuration errors).
+      const r = await runCase(t, 'hang', 'fail-fast', { forMs: 2_000, afterRequests: 2, concurrency: 8, label: 'hang 2s burst' });
       assert.ok(r.dropped >= 5, `${r.dropped} connections dropped at the recovery: enough to reach the volume floor`);
       assert.equal(r.trip, null, `tripped ${r.tripS} s after the hang started: ${r.trip?.detail}`);
       assert.deepEqual([r.manifest.counts.ok, r.exit], [TILES, 0]);

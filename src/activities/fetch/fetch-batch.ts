@@ -212,28 +212,43 @@ async function fetchUnit(
       // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
       return each((t) => ({ ...t, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message }));
     }
-    const asked = Date.now();
-    const decision: GuardDecision | null = useBreaker ? await deps.guard!.acquire(key) : null;
-    if (decision) onDecision(decision);
-    if (decision?.kind === 'refused') {
-      // The last good copies are read only when they are needed: for a refusal under the stale fallback.
-      const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
-      return each((t, k) => refused(input, t, decision, stored[k] ?? null, attempt - 1));
+    // A connection slot first (queued here, not in the pool): the breaker decides, and the clocks start, only
+    // when the request can go out at once.
+    const slot = await deps.pools.slot(source, url, signal);
+    if (!slot) return null;
+    let decision: GuardDecision | null;
+    let x: Awaited<ReturnType<typeof fetchUrl>>;
+    let deadline: AbortSignal;
+    let lease: AbortSignal | null;
+    let shed: AbortSignal | undefined;
+    try {
+      const asked = Date.now();
+      decision = useBreaker ? await deps.guard!.acquire(key) : null;
+      if (decision) onDecision(decision);
+      if (decision?.kind === 'refused') {
+        slot.release();
+        // The last good copies are read only when they are needed: for a refusal under the stale fallback.
+        const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
+        const d = decision;
+        return each((t, k) => refused(input, t, d, stored[k] ?? null, attempt - 1));
+      }
+      made = attempt;
+      deadline = AbortSignal.timeout(source.timeouts.totalMs);
+      // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
+      // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
+      lease = decision?.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : null;
+      // The guard aborts a stalled call when the breaker opens while it waits (a hanging server).
+      shed = decision?.kind === 'proceed' ? decision.signal : undefined;
+      x = await fetchUrl(url, {
+        dispatcher: deps.pools.for(source),
+        headers,
+        signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : []), ...(lease ? [lease] : [])]),
+        redirects: redirectPolicy(source),
+        ...(source.auth ? { auth: source.auth } : {}),
+      });
+    } finally {
+      slot.release();
     }
-    made = attempt;
-    const deadline = AbortSignal.timeout(source.timeouts.totalMs);
-    // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
-    // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
-    const lease = decision?.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : null;
-    // The guard aborts a stalled call when the breaker opens while it waits (a hanging server).
-    const shed = decision?.kind === 'proceed' ? decision.signal : undefined;
-    const x = await fetchUrl(url, {
-      dispatcher: deps.pools.for(source),
-      headers,
-      signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : []), ...(lease ? [lease] : [])]),
-      redirects: redirectPolicy(source),
-      ...(source.auth ? { auth: source.auth } : {}),
-    });
     if (signal?.aborted) {
       // Our own abort is not the endpoint's failure: report nothing, and leave the tiles unfinished.
       if (decision) deps.guard!.abandon(decision);

@@ -74,10 +74,12 @@ export class EntityState {
     probeCadence: boolean,
     /** A probe's latency counts (the 'probe-latency' patch); a run recorded before it replays without. */
     private readonly probeLatency = true,
+    /** Small fleets' floors (the 'small-fleet-floor' patch). */
+    smallFleet = false,
   ) {
     const { key, carried } = input;
     this.key = key;
-    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence);
+    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet);
     this.probeSpec = input.probe ?? null;
     this.history = carried?.log ?? [];
     this.decisions = new Map(carried?.decisions ?? []);
