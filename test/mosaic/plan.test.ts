@@ -79,6 +79,8 @@ test("journals: a later pass's record of a tile replaces an earlier one; unrecor
   const latest = latestRecords(journals, 3);
   assert.equal(latest[1]!.status, 'ok');
   assert.equal(latest[1]!.pass, 1);
+  assert.equal(latest[1]!.attempts, 2, 'attempts count every pass: the failed first one too');
+  assert.equal(latest[0]!.attempts, 1);
   assert.equal(latest[2], null);
 });
 

@@ -51,9 +51,18 @@ export async function readJournals(dir: string): Promise<Journal[]> {
   return journals.sort((a, b) => a.pass - b.pass || a.writtenAt - b.writtenAt);
 }
 
-/** The latest record of every tile 0..total-1 (null where no batch has recorded it yet). */
+/**
+ * The latest record of every tile 0..total-1 (null where no batch has recorded it yet), with `attempts`
+ * counting the requests of every pass (and re-drive) that recorded it, not only the last one's.
+ */
 export function latestRecords(journals: Journal[], total: number): (ManifestTile | null)[] {
   const out: (ManifestTile | null)[] = new Array<ManifestTile | null>(total).fill(null);
-  for (const j of journals) for (const t of j.tiles) if (t.i >= 0 && t.i < total) out[t.i] = t;
+  for (const j of journals) {
+    for (const t of j.tiles) {
+      if (!(t.i >= 0 && t.i < total)) continue;
+      const before = out[t.i];
+      out[t.i] = before ? { ...t, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) } : t;
+    }
+  }
   return out;
 }
