@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import type { TransitionRecord } from '../breaker';
+import { durationMs } from '../messages/mosaic-request';
 import {
   adminBreaker,
   BREAKER_STATES,
@@ -152,16 +153,10 @@ function parseCount(value: string): number {
   return n;
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** "10m", "90s", "1h30m", "500ms", "2d" -> milliseconds. */
+/** "10m", "90s", "1h30m", "500ms", "2d" -> milliseconds (the same durations a request's deadline takes). */
 export function parseDuration(value: string): number {
-  const text = value.trim().toLowerCase();
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
-  if (!parts.length || parts.map((p) => p[0]).join('') !== text) {
-    throw new InvalidArgumentError(`not a duration: ${JSON.stringify(value)} (give a number with a unit, e.g. 90s, 10m, 1h30m, 500ms, 2d).`);
-  }
-  const ms = Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MS[p[2]!]!, 0));
+  const ms = durationMs(value);
+  if (ms === null) throw new InvalidArgumentError(`not a duration: ${JSON.stringify(value)} (give a number with a unit, e.g. 90s, 10m, 1h30m, 500ms, 2d).`);
   if (!(ms > 0)) throw new InvalidArgumentError(`a duration must be longer than 0 (got ${JSON.stringify(value)}).`);
   return ms;
 }

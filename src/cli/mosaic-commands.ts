@@ -27,6 +27,8 @@ interface StartOptions {
   maxTiles?: string;
   store?: string;
   batchSize?: string;
+  blockTiles?: string;
+  parallelBatches?: string;
   breaker?: boolean;
   id?: string;
   wait?: boolean;
@@ -41,7 +43,12 @@ function readRequestFile(file: string): Partial<MosaicRequest> {
   } catch (err) {
     throw new Error(`request file ${file}: ${(err as Error).message}`, { cause: err });
   }
-  return (/\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text)) as Partial<MosaicRequest>;
+  try {
+    return (/\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text)) as Partial<MosaicRequest>;
+  } catch (err) {
+    // The user's own file: the parser's message (and its line) goes with the file's name.
+    throw new Error(`request file ${file}: not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 const num = (flag: string, v: string | undefined) => {
@@ -81,6 +88,8 @@ export function requestFromOptions(o: StartOptions): MosaicRequest {
     ...(o.maxTiles !== undefined ? { maxTiles: num('--max-tiles', o.maxTiles) } : {}),
     ...(o.store !== undefined ? { storeRoot: o.store } : {}),
     ...(o.batchSize !== undefined ? { batchSize: num('--batch-size', o.batchSize) } : {}),
+    ...(o.blockTiles !== undefined ? { blockTiles: num('--block-tiles', o.blockTiles) } : {}),
+    ...(o.parallelBatches !== undefined ? { parallelBatches: num('--parallel-batches', o.parallelBatches) } : {}),
     ...(o.breaker === false ? { breaker: false } : {}),
   };
   if (r['output'] === undefined) throw new Error('mosaic start: give --out PATH.tif (or output in --request)');
@@ -222,6 +231,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--max-tiles <n>', 'refuse plans larger than this (default 100000)')
     .option('--store <dir>', 'tile store folder (default <out>.tiles)')
     .option('--batch-size <n>', 'tiles per fetch activity (default 256)')
+    .option('--block-tiles <n>', 'tiles per child workflow of a large job (default 16384)')
+    .option('--parallel-batches <n>', 'fetch activities in flight per block (default 4)')
     .option('--no-breaker', 'fetch without the fleet-wide breaker')
     .option('--id <workflowId>', 'workflow id (default mosaic/<output name>)')
     .option('--wait', 'wait for the result and exit with its code')

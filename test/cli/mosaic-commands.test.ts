@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { waitingLine, waitingLines } from '../../src/cli/mosaic-commands';
+import { requestFromOptions, waitingLine, waitingLines } from '../../src/cli/mosaic-commands';
 import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -184,4 +184,23 @@ test('the watch prints the waiting line when what is waited for changes, not on 
       'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 1 s',
     ],
   );
+});
+
+test('mosaic start flags: --block-tiles and --parallel-batches reach the request; a bad request file is named in the error', () => {
+  const r = requestFromOptions({ sources: 's.yaml', bbox: '1,2,3,4', zoom: '5', out: 'x.tif', blockTiles: '64', parallelBatches: '2', deadline: '1h30m' });
+  assert.equal(r.blockTiles, 64);
+  assert.equal(r.parallelBatches, 2);
+  assert.equal(r.deadline, '1h30m');
+  assert.throws(() => requestFromOptions({ parallelBatches: 'many' }), /--parallel-batches: must be a number \(got "many"\)/);
+  const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-req-'));
+  try {
+    const bad = path.join(dir, 'alps.yaml');
+    writeFileSync(bad, 'bbox: [1, 2\nzoom: : 3\n');
+    assert.throws(
+      () => requestFromOptions({ request: bad }),
+      (e: unknown) => (e as Error).message.startsWith(`request file ${bad}: not valid YAML: `),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

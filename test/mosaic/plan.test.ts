@@ -35,6 +35,8 @@ test('plan: 5 x 4 tiles at zoom 7 over the Alps, row-major from the top-left, de
 
 test('plan: a deadline is a duration from now or an instant', async () => {
   assert.equal((await planMosaic(req({ deadline: '90m' }), { now: 1_000 })).deadlineAt, 1_000 + 90 * 60_000);
+  // The same durations the CLI's --for and --wait-for take.
+  assert.equal((await planMosaic(req({ deadline: '1h30m' }), { now: 1_000 })).deadlineAt, 1_000 + 90 * 60_000);
   // Instants are judged against the injected clock, never today's date.
   const now = Date.parse('2030-06-01T00:00:00Z');
   assert.equal((await planMosaic(req({ deadline: '2030-06-01T02:00:00Z' }), { now })).deadlineAt, Date.parse('2030-06-01T02:00:00Z'));

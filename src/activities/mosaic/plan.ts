@@ -5,7 +5,7 @@ import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
-import { DURATION, MAX_DEADLINE_MS, parseMosaicRequest, UNIT_MS } from '../../messages/mosaic-request';
+import { durationMs, MAX_DEADLINE_MS, parseMosaicRequest } from '../../messages/mosaic-request';
 import { confinePath, makeDirs } from '../confine/confine';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
@@ -142,8 +142,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   const workDir = await confine(`${outputBase(output)}.work`, 'output');
   let deadlineAt: number | null = null;
   if (r.deadline !== undefined) {
-    const m = DURATION.exec(r.deadline);
-    deadlineAt = m ? now + Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : Date.parse(r.deadline);
+    const d = durationMs(r.deadline);
+    deadlineAt = d !== null ? now + d : Date.parse(r.deadline);
     if (deadlineAt <= now) {
       // A fixed instant in a schedule's request is in the past from the second night on: say so, do not wait for nothing.
       throw new ConfigError('mosaic request', [`deadline: ${r.deadline} is already past (now ${new Date(now).toISOString()}); use a duration such as 2h for a recurring run`]);
