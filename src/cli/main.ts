@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Runtime } from '@temporalio/worker';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { parsePolicyConfig, type PolicyConfigInput } from '../breaker';
@@ -8,6 +9,7 @@ import { connectionConfigFromEnv } from '../client/connection-config';
 import { demoDrill } from '../client/demo-drill';
 import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
 import { connectClient } from '../client/temporal';
+import { packageRoot } from '../client/local-server';
 import { connectWorker, createWorker } from '../client/worker';
 import { untilServerReady } from '../client/server-wait';
 import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
@@ -31,6 +33,7 @@ Runtime.install({ logger });
 
 const program = new Command('tilebreaker')
   .description('Nightly map mosaics from WMS / WMTS / XYZ tile services behind fleet-wide circuit breakers, on Temporal')
+  .version(packageVersion(), '--version', 'print the version')
   .showHelpAfterError()
   // A usage error exits 2, as every failure to run does here (commander's default, 1, means "ran, and the
   // answer is no" in this CLI); help exits 0. Subcommands inherit this.
@@ -192,3 +195,12 @@ program.parseAsync().catch((err: unknown) => {
   // 2: the command could not run (bad input, unreachable server); 1 is kept for "ran, and the answer is no".
   process.exit(2);
 });
+
+/** tilebreaker's version, from its package.json. */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}

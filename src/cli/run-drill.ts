@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Client } from '@temporalio/client';
-import type { DrillInput, DrillResult } from '../messages/drill';
+import { checkDrillInput, type DrillInput, type DrillResult } from '../messages/drill';
 import { breakerDrillWorkflow } from '../workflows/drill';
 import { formatTransitions } from './format';
 
@@ -11,11 +11,19 @@ export function readDrillFile(file: string): DrillInput {
   } catch (err) {
     throw new Error(`drill file ${file}: ${(err as Error).message}`, { cause: err });
   }
+  let input: DrillInput;
   try {
-    return JSON.parse(text) as DrillInput;
+    input = JSON.parse(text) as DrillInput;
   } catch (err) {
     throw new Error(`drill file ${file}: not valid JSON: ${(err as Error).message}`, { cause: err });
   }
+  // Checked here too, before a server is started for it: the error names the file, the field and the value.
+  try {
+    checkDrillInput(input);
+  } catch (err) {
+    throw new Error(`drill file ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  return input;
 }
 
 export async function runDrill(client: Client, taskQueue: string, input: DrillInput): Promise<DrillResult> {

@@ -1,6 +1,17 @@
 /** The breaker drill's input, result and status query: shared by the drill workflow, the CLI and tests. */
 import { defineQuery } from '@temporalio/workflow';
-import type { BreakerStateName, Permit, PolicyConfigInput, PolicyEvent, ProbeDecision, TransitionRecord, WindowFigures } from '../breaker';
+import {
+  ConfigError,
+  parsePolicyConfig,
+  type BreakerStateName,
+  type Permit,
+  type PolicyConfig,
+  type PolicyConfigInput,
+  type PolicyEvent,
+  type ProbeDecision,
+  type TransitionRecord,
+  type WindowFigures,
+} from '../breaker';
 
 export interface DrillStep {
   /** When to apply the event, in ms after the drill starts; steps must be in non-decreasing order. */
@@ -37,3 +48,18 @@ export interface DrillStatus {
 }
 
 export const drillStatusQuery = defineQuery<DrillStatus>('drillStatus');
+
+/**
+ * A drill's input checked: steps in time order and a valid policy configuration (its ConfigError names the
+ * field and the value). The workflow checks it, and so does the CLI before it starts anything.
+ */
+export function checkDrillInput(input: DrillInput): PolicyConfig {
+  if (!input || !Array.isArray(input.steps)) throw new ConfigError('drill input', [`steps: expected an array (got ${JSON.stringify(input?.steps)})`]);
+  input.steps.forEach((s, i) => {
+    const prev = i > 0 ? input.steps[i - 1]!.atMs : 0;
+    if (typeof s.atMs !== 'number' || !(s.atMs >= prev)) {
+      throw new ConfigError('drill input', [`steps.${i}.atMs: must be a number >= ${prev} (got ${JSON.stringify(s.atMs)})`]);
+    }
+  });
+  return parsePolicyConfig(input.config ?? {});
+}

@@ -1,6 +1,6 @@
 import { ApplicationFailure, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import { ConfigError, initialState, nextDeadline, parsePolicyConfig, permit, step, stateName, windowFigures, type BreakerStateName, type PolicyEvent, type PolicyState } from '../breaker';
-import { drillStatusQuery, type DrillInput, type DrillResult } from '../messages/drill';
+import { ConfigError, initialState, nextDeadline, permit, step, stateName, windowFigures, type BreakerStateName, type PolicyEvent, type PolicyState } from '../breaker';
+import { checkDrillInput, drillStatusQuery, type DrillInput, type DrillResult } from '../messages/drill';
 import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
 /**
@@ -66,14 +66,7 @@ export async function breakerDrillWorkflow(input: DrillInput): Promise<DrillResu
 
 function parseInput(input: DrillInput) {
   try {
-    if (!input || !Array.isArray(input.steps)) throw new ConfigError('drill input', [`steps: expected an array (got ${JSON.stringify(input?.steps)})`]);
-    input.steps.forEach((s, i) => {
-      const prev = i > 0 ? input.steps[i - 1]!.atMs : 0;
-      if (typeof s.atMs !== 'number' || !(s.atMs >= prev)) {
-        throw new ConfigError('drill input', [`steps.${i}.atMs: must be a number >= ${prev} (got ${JSON.stringify(s.atMs)})`]);
-      }
-    });
-    return parsePolicyConfig(input.config ?? {});
+    return checkDrillInput(input);
   } catch (err) {
     // A bad input fails the workflow at once instead of retrying the workflow task forever.
     if (err instanceof ConfigError) throw ApplicationFailure.nonRetryable(err.message, 'ConfigError');

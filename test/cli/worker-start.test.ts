@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import { serverNotReady, untilServerReady } from '../../src/client/server-wait';
 import { LineLogger, logSettings } from '../../src/cli/logging';
-import { localBinaries } from '../../src/client/local-server';
+import { localBinaries, packageRoot } from '../../src/client/local-server';
 import { startEntity } from '../helpers/entity';
 import { freePort } from '../helpers/mapserver';
 
@@ -146,4 +148,31 @@ test('log lines: JSON by default with time, level, msg and the fields; SDK chatt
   assert.match(text[0]!, /^\S+ \[INFO\] Worker state changed \{"sdkComponent":"worker"\}$/);
   assert.throws(() => logSettings({ TILEBREAKER_LOG_LEVEL: 'loud' }, 'INFO'), /TILEBREAKER_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR \(got "loud"\)/);
   assert.throws(() => logSettings({ TILEBREAKER_LOG_FORMAT: 'xml' }, 'INFO'), /TILEBREAKER_LOG_FORMAT must be one of json, text \(got "xml"\)/);
+});
+
+test('--version prints the package version; a bad drill file exits 2 naming the file and the field, before any server starts', async () => {
+  const run = (args: string[]) =>
+    new Promise<{ code: number; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, [cli, ...args], { env: { ...withoutLogLevel(process.env), TEMPORAL_ADDRESS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.on('exit', (code) => resolve({ code: code ?? -1, out, err }));
+    });
+  const { version } = JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+  const v = await run(['--version']);
+  assert.equal(v.code, 0);
+  assert.equal(v.out.trim(), version);
+  const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-drill-'));
+  try {
+    const bad = path.join(dir, 'drill.json');
+    writeFileSync(bad, JSON.stringify({ config: { minSamples: -1 }, steps: [] }));
+    const d = await run(['drill', bad]);
+    assert.equal(d.code, 2, d.err);
+    assert.match(d.err, new RegExp(`^tilebreaker: drill file ${bad.replace(/[.]/g, '\\.')}: breaker config: minSamples: .*\\(got -1\\)`));
+    assert.doesNotMatch(d.err, /starting a local Temporal dev server|\n\s+at /, 'no server started, no stack trace');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
