@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
 import { parseDuration } from './breaker-commands';
+import { preflight } from './preflight';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
@@ -240,6 +241,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--json', 'print JSON')
     .action(async (o: StartOptions) => {
       const request = requestFromOptions(o);
+      await preflight(request);
       await (o.wait || o.watch ? withLocal : withClient)(async ({ client, taskQueue }) => {
         const handle = await startMosaic(client, taskQueue, request, o.id);
         if (!o.wait && !o.watch) {
@@ -338,6 +340,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--timezone <tz>', 'IANA time zone for the cron spec (default UTC)')
     .action(async (id: string, o: { cron: string; request: string; timezone?: string }) => {
       const request = requestFromOptions({ request: o.request });
+      // A request that fails tonight would fail every night: refused now.
+      await preflight(request);
       await withClient(async ({ client, taskQueue }) => {
         await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone);
         console.log(`created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap skip`);

@@ -93,6 +93,16 @@ test('bad input exits 2 before anything starts, naming the field and the value',
   const holes = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '5.7,,19.5,49.9' : a)), '--out', path.join(dir, 'bad.tif')]);
   assert.equal(holes.code, 2);
   assert.match(holes.err, /--bbox: must be four numbers west,south,east,north \(got "5\.7,,19\.5,49\.9"\)/);
+  // Checked against the sources file on the client, with the worker's planner: nothing is started.
+  const zoom = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '7' ? '23' : a)), '--out', path.join(dir, 'zoom.tif'), '--id', 'cli-zoom']);
+  assert.equal(zoom.code, 2, zoom.out);
+  assert.match(zoom.err, /zoom: must be within the source's range 0\.\.\d+ \(got 23\)/);
+  await assert.rejects(env.client.workflow.getHandle('cli-zoom').describe(), /not found/);
+  const nightly = path.join(dir, 'nightly-bad.json');
+  writeFileSync(nightly, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'n.tif'), maxTiles: 3 }));
+  const sched = await cli(['schedule', 'create', 'cli-bad-nightly', '--cron', '30 1 * * *', '--request', nightly]);
+  assert.equal(sched.code, 2, sched.out);
+  assert.match(sched.err, /maxTiles: the plan has 20 tiles .* more than maxTiles 3/);
   const unknown = await cli(['mosaic', 'status', 'no-such-mosaic']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.err, /no mosaic workflow with id "no-such-mosaic"/);
