@@ -1,5 +1,6 @@
 import { ActivityCancellationType, isCancellation, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
+import { metatileBatches, planMetatile } from '../messages/metatile-batches';
 import { breakerKey, type BreakerStateName } from '../breaker';
 import {
   selectionIndices,
@@ -32,6 +33,9 @@ const MIN_WAIT_MS = 1_000;
 const MAX_WAIT_MS = 10 * 60_000;
 
 /** The breaker a plan's fetches go through (one per source: its endpoint, and its partition if it has one). */
+/** Batches and blocks of whole metatiles (runs recorded before cut them in row order). */
+export const METATILE_BATCHES_PATCH = 'metatile-batches';
+
 export const planBreakerKey = (plan: MosaicPlan): string => breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
 
 export interface BlockResult {
@@ -190,7 +194,9 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       refusedBy = s.breakerStates.includes('open') ? 'open' : (s.breakerStates.at(-1) ?? refusedBy);
       return s;
     };
-    const all = batches(pending, plan.batchSize);
+    const meta = planMetatile(plan);
+    // Batches of whole metatiles: one GetMap per metatile, never split between two batches (runs before: row order).
+    const all = meta && patched(METATILE_BATCHES_PATCH) ? metatileBatches(plan.grid, pending, meta, plan.batchSize) : batches(pending, plan.batchSize);
     let notStarted: TileSelection[] = [];
     if (thisPass === basePass || final) {
       notStarted = all.slice(await inPool(all, plan.parallelBatches, run, stop));

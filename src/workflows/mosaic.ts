@@ -1,7 +1,8 @@
 import { ApplicationFailure, CancellationScope, CancelledFailure, executeChild, isCancellation, log, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
-import { CONFIG_ERROR_PATCH, fetchBlock, planBreakerKey, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
+import { CONFIG_ERROR_PATCH, fetchBlock, METATILE_BATCHES_PATCH, planBreakerKey, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
+import { metatileBlocks, planMetatile } from '../messages/metatile-batches';
 import { checkPlan, checkSelection } from '../messages/plan-check';
 import { DEFAULT_REDRIVE_WAIT_MS, selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
 
@@ -57,9 +58,17 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
   const { workflowId } = workflowInfo();
   // After a block met a configuration error, later blocks are recorded failed with it, not requested.
   let configError: string | null = null;
-  for (let b = 0, k = 0; k < count; b++, k += plan.blockTiles) {
-    const n = Math.min(plan.blockTiles, count - k);
-    const tiles: TileSelection = indices ? { indices: indices.slice(k, k + n) } : { start: (sel as { start: number }).start + k, count: n };
+  const blocks: TileSelection[] = [];
+  const meta = planMetatile(plan);
+  // Blocks end on metatile row bands, so no GetMap is split between two blocks (runs before: row order).
+  if (meta && patched(METATILE_BATCHES_PATCH)) blocks.push(...metatileBlocks(plan.grid, sel, meta[1], plan.blockTiles));
+  else {
+    for (let k = 0; k < count; k += plan.blockTiles) {
+      const n = Math.min(plan.blockTiles, count - k);
+      blocks.push(indices ? { indices: indices.slice(k, k + n) } : { start: (sel as { start: number }).start + k, count: n });
+    }
+  }
+  for (const [b, tiles] of blocks.entries()) {
     if (configError !== null) {
       tracker.startFetching();
       await recordConfigError(plan, tiles, basePass, `p${basePass}-b${b}-config-error`, configError, tracker);

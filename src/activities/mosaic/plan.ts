@@ -6,6 +6,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
 import { durationMs, MAX_DEADLINE_MS, parseMosaicRequest } from '../../messages/mosaic-request';
+import { MAX_BATCH_SIZE } from '../../messages/plan-check';
 import { confinePath, makeDirs } from '../confine/confine';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
@@ -152,6 +153,10 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
       throw new ConfigError('mosaic request', [`deadline: at most 7 days ahead (got ${JSON.stringify(r.deadline)})`]);
     }
   }
+  // A metatiled WMS source: batches of whole metatiles (the workflows pack them so), one GetMap each.
+  const cells = source.type === 'wms' && source.metatile ? source.metatile.size[0] * source.metatile.size[1] : 1;
+  const rounded = Math.ceil(r.batchSize / cells) * cells;
+  const batchSize = cells > 1 && rounded <= MAX_BATCH_SIZE ? rounded : r.batchSize;
   return {
     sourceName,
     source,
@@ -167,8 +172,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
     deadlineAt,
-    batchSize: r.batchSize,
-    blockTiles: Math.max(r.blockTiles, r.batchSize),
+    batchSize,
+    blockTiles: Math.max(r.blockTiles, batchSize),
     parallelBatches: r.parallelBatches,
     breaker: r.breaker,
     ...(r.directChunks ? { directChunks: true } : {}),
