@@ -1,6 +1,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import type { ManifestTile, MosaicResult, StatusCounts } from '../../src/messages/mosaic-types';
+import path from 'node:path';
+import type { DemoTileServer } from '../../src/demo/tile-server';
+import type { ManifestTile, MosaicRequest, MosaicResult, StatusCounts } from '../../src/messages/mosaic-types';
 
 export interface Manifest {
   total: number;
@@ -28,4 +30,18 @@ export const gdalAvailable = () => spawnSync('gdalinfo', ['--version']).status =
 
 export function gdalinfo(file: string): { geoTransform: number[]; coordinateSystem: { wkt: string }; size: number[]; bands: { overviews?: unknown[] }[]; stac?: Record<string, unknown> } {
   return JSON.parse(execFileSync('gdalinfo', ['-json', file], { encoding: 'utf8' })) as ReturnType<typeof gdalinfo>;
+}
+
+/** 13 x 10 = 130 tiles at zoom 8 over the Alps from the demo tile server `s`, written to `<dir>/<name>.tif`. */
+export function demoRequest(s: DemoTileServer, dir: string, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest {
+  return {
+    source: { type: 'xyz', url: s.template, concurrency: 2, timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 } },
+    sourceName: 'demo',
+    bbox: [2.0, 42.0, 19.5, 49.9],
+    zoom: 8,
+    output: path.join(dir, `${name}.tif`),
+    batchSize: 16,
+    parallelBatches: 2,
+    ...extra,
+  };
 }

@@ -17,7 +17,7 @@ import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-se
 import { adminSignal } from '../../src/messages/breaker';
 import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
-import { assertAccounted, gdalAvailable, gdalinfo, readManifest } from '../helpers/mosaic';
+import { assertAccounted, gdalAvailable, gdalinfo, readManifest, demoRequest } from '../helpers/mosaic';
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 
 let env: TestWorkflowEnvironment;
@@ -49,19 +49,7 @@ async function server(opts: Parameters<typeof startDemoTileServer>[0] = {}): Pro
   return s;
 }
 
-/** 13 x 10 = 130 tiles at zoom 8 over the Alps. */
-function request(s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest {
-  return {
-    source: { type: 'xyz', url: s.template, concurrency: 2, timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 } },
-    sourceName: 'demo',
-    bbox: [2.0, 42.0, 19.5, 49.9],
-    zoom: 8,
-    output: path.join(dir, `${name}.tif`),
-    batchSize: 16,
-    parallelBatches: 2,
-    ...extra,
-  };
-}
+const request = (s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest => demoRequest(s, dir, name, extra);
 
 async function run(req: MosaicRequest, id: string): Promise<MosaicResult> {
   const handle = await startMosaic(env.client, taskQueue, req, id);

@@ -16,7 +16,7 @@ import { transitionsQuery } from '../../src/messages/breaker';
 import { progressQuery } from '../../src/messages/mosaic';
 import type { MosaicProgress, MosaicRequest } from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
-import { assertAccounted, readManifest, type Manifest } from '../helpers/mosaic';
+import { assertAccounted, readManifest, type Manifest, demoRequest } from '../helpers/mosaic';
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 
 /*
@@ -80,19 +80,7 @@ function outageServer(): Promise<DemoTileServer> {
   });
 }
 
-/** 13 x 10 = 130 tiles at zoom 8. */
-function request(s: DemoTileServer, name: string, extra: Partial<MosaicRequest>): MosaicRequest {
-  return {
-    source: { type: 'xyz', url: s.template, concurrency: 2, timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 } },
-    sourceName: 'demo',
-    bbox: [2.0, 42.0, 19.5, 49.9],
-    zoom: 8,
-    output: path.join(dir, `${name}.tif`),
-    batchSize: 16,
-    parallelBatches: 2,
-    ...extra,
-  };
-}
+const request = (s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest => demoRequest(s, dir, name, extra);
 
 /** A fail-fast mosaic of 130 tiles through that outage: its manifest, with dead letters and the breaker tripped. */
 async function mosaicThroughOutage(name: string): Promise<{ s: DemoTileServer; manifest: string; m: Manifest }> {
