@@ -34,9 +34,7 @@ export function metatileBatches(grid: TileGrid, sel: TileSelection, size: [numbe
     else groups.set(k, [i]);
   }
   // Row-major order of metatiles: by metatile row, then column.
-  const ordered = [...groups.entries()]
-    .map(([k, members]) => ({ row: Number(k.split('/')[0]), col: Number(k.split('/')[1]), members }))
-    .sort((a, b) => a.row - b.row || a.col - b.col);
+  const ordered = [...groups.entries()].map(([k, members]) => ({ row: Number(k.split('/')[0]), col: Number(k.split('/')[1]), members })).sort((a, b) => a.row - b.row || a.col - b.col);
   const out: TileSelection[] = [];
   let batch: number[] = [];
   for (const { members } of ordered) {
