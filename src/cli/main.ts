@@ -101,13 +101,17 @@ program
   .command('tile')
   .description("fetch one tile through the pipeline's fetch path and print one JSON object (exit 0 when it is a good tile)")
   .argument('<zxy>', 'the tile as Z/X/Y (XYZ rows, from the top)')
-  .requiredOption('--source <file>', 'sources file (YAML or JSON)')
+  .option('--sources <file>', 'sources file (YAML or JSON)')
+  .option('--source <file>', 'the same as --sources (the older spelling)')
   .option('--name <source>', 'which source in the file (default: its only one)')
   .option('--breaker', 'go through the fleet-wide breaker at TEMPORAL_ADDRESS')
   .option('--attempts <n>', "attempts, with the pipeline's backoff between them", '1')
   .option('--out <dir>', 'keep the tile in this tile store folder')
-  .action(async (zxy: string, opts: TileCommandOptions) => {
-    process.exitCode = await tileCommand(zxy, opts);
+  .action(async (zxy: string, opts: Omit<TileCommandOptions, 'source'> & { source?: string; sources?: string }) => {
+    // One spelling for every command: --sources FILE (as mosaic start and redrive take it).
+    const file = opts.sources ?? opts.source;
+    if (file === undefined) throw new Error('tile: give the sources file with --sources FILE');
+    process.exitCode = await tileCommand(zxy, { ...opts, source: file });
   });
 
 program

@@ -237,6 +237,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--no-breaker', 'fetch without the fleet-wide breaker')
     .option('--id <workflowId>', 'workflow id (default mosaic/<output name>)')
     .option('--wait', 'wait for the result and exit with its code')
+    .option('--no-wait', 'start it and return (the default without --wait or --watch)')
     .option('--watch', 'show progress until the mosaic ends, then its result')
     .option('--json', 'print JSON')
     .action(async (o: StartOptions) => {
@@ -314,10 +315,13 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
     .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
     .option('--name <source>', 'the source in --sources (when it has more than one)')
+    .option('--source <name>', 'the same as --name (as mosaic start spells it)')
     .option('--wait-for <duration>', 'wait this long for the breaker to let the tiles through (e.g. 90s, 10m, 1h; default 30m); tiles still refused then stay dead-lettered', parseDuration)
+    .option('--wait', 'wait for the result and exit with its code (the default)')
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
-    .action(async (manifest: string, o: { id?: string; sources?: string; name?: string; waitFor?: number; wait?: boolean; json?: boolean }) => {
+    .action(async (manifest: string, opts: { id?: string; sources?: string; name?: string; source?: string; waitFor?: number; wait?: boolean; json?: boolean }) => {
+      const o = { ...opts, name: opts.name ?? opts.source };
       if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
       await withClient(async ({ client, taskQueue }) => {
         const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;

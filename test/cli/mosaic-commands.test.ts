@@ -214,3 +214,13 @@ test('mosaic start flags: --block-tiles and --parallel-batches reach the request
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('one spelling everywhere: redrive takes --source NAME as mosaic start does, start takes --no-wait as redrive does', async () => {
+  const r = await cli(['mosaic', 'redrive', path.join(dir, 'any.manifest.json'), '--source', 'demo']);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /--name "demo": give --sources FILE as well/);
+  const s = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'nowait.tif'), '--id', 'cli-nowait', '--no-wait']);
+  assert.equal(s.code, 0, s.err);
+  assert.match(s.out, /^started mosaic cli-nowait /);
+  await env.client.workflow.getHandle('cli-nowait').result();
+});

@@ -99,4 +99,13 @@ test('bad input exits 2 and names what was wrong', async () => {
   assert.match(which.err, /it has 3 sources .*name one with --name/);
   const missing = await tile('5/1/2', '--source', path.join(dir, 'nope.yaml'));
   assert.match(missing.err, /sources file .*nope\.yaml: ENOENT/);
+  const none = await tile('5/1/2', '--name', 'good');
+  assert.equal(none.code, 2);
+  assert.match(none.err, /tile: give the sources file with --sources FILE/);
+});
+
+test('--sources FILE, as mosaic start and redrive spell it, works for tile too (--source kept as the older spelling)', async () => {
+  const r = await tile('5/1/2', '--sources', sources, '--name', 'good');
+  assert.equal(r.code, 0, r.err);
+  assert.equal((JSON.parse(r.out) as TileJson).outcome, 'success');
 });
