@@ -301,10 +301,12 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('cancel')
     .description('cancel a mosaic: it stops fetching and writes a partial manifest accounting for every tile')
     .argument('<workflowId>')
-    .action(async (id: string) => {
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
         const s = await cancelMosaic(client, id);
-        console.log(`mosaic ${id}: ${s.status}; partial manifest beside the output (${s.progress?.done ?? 0}/${s.progress?.total ?? 0} tiles done)`);
+        if (o.json) console.log(JSON.stringify(s, null, 2));
+        else console.log(`mosaic ${id}: ${s.status}; partial manifest beside the output (${s.progress?.done ?? 0}/${s.progress?.total ?? 0} tiles done)`);
       });
     });
 
@@ -342,13 +344,18 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .requiredOption('--cron <expr>', 'cron expression, e.g. "0 2 * * *" for 02:00 every night')
     .requiredOption('--request <file>', 'the mosaic request (YAML or JSON)')
     .option('--timezone <tz>', 'IANA time zone for the cron spec (default UTC)')
-    .action(async (id: string, o: { cron: string; request: string; timezone?: string }) => {
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { cron: string; request: string; timezone?: string; json?: boolean }) => {
       const request = requestFromOptions({ request: o.request });
       // A request that fails tonight would fail every night: refused now.
       await preflight(request);
       await withClient(async ({ client, taskQueue }) => {
         await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone);
-        console.log(`created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap skip`);
+        console.log(
+          o.json
+            ? JSON.stringify({ scheduleId: id, cron: o.cron, timezone: o.timezone ?? 'UTC', overlap: 'skip' })
+            : `created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap skip`,
+        );
       });
     });
   schedule
@@ -367,10 +374,11 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('delete')
     .description('delete a schedule (running mosaics it started go on)')
     .argument('<scheduleId>')
-    .action(async (id: string) => {
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
         await deleteSchedule(client, id);
-        console.log(`deleted schedule ${id}`);
+        console.log(o.json ? JSON.stringify({ scheduleId: id, deleted: true }) : `deleted schedule ${id}`);
       });
     });
 }

@@ -113,14 +113,16 @@ test('bad input exits 2 before anything starts, naming the field and the value',
 test('schedule create, list --json and delete through the CLI', async () => {
   const request = path.join(dir, 'nightly.json');
   writeFileSync(request, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'nightly.tif') }));
-  const c = await cli(['schedule', 'create', 'cli-nightly', '--cron', '30 1 * * *', '--request', request]);
+  const c = await cli(['schedule', 'create', 'cli-nightly', '--cron', '30 1 * * *', '--request', request, '--json']);
   assert.equal(c.code, 0, c.err);
+  assert.deepEqual(JSON.parse(c.out), { scheduleId: 'cli-nightly', cron: '30 1 * * *', timezone: 'UTC', overlap: 'skip' });
   const l = await cli(['schedule', 'list', '--json']);
   const mine = (JSON.parse(l.out) as { scheduleId: string; cron: string[]; nextRuns: string[] }[]).find((s) => s.scheduleId === 'cli-nightly');
   assert.deepEqual(mine?.cron, ['30 1 * * *']);
   assert.match(mine.nextRuns[0]!, /T01:30:00\.000Z$/);
-  const d = await cli(['schedule', 'delete', 'cli-nightly']);
+  const d = await cli(['schedule', 'delete', 'cli-nightly', '--json']);
   assert.equal(d.code, 0, d.err);
+  assert.deepEqual(JSON.parse(d.out), { scheduleId: 'cli-nightly', deleted: true });
   const again = await cli(['schedule', 'delete', 'cli-nightly']);
   assert.equal(again.code, 2);
   assert.match(again.err, /no schedule with id "cli-nightly"/);
