@@ -196,7 +196,10 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     // Each dead letter is a systemic fault (a service exception, re-drivable) or a refusal by the open breaker.
     const dead = m.tiles.filter((t) => t.status === 'dead-lettered');
     assert.ok(dead.every((t) => (t.kind === 'service-exception' && /^systemic: LayerNotDefined/.test(t.reason)) || t.breakerState !== undefined));
-    assert.ok(dead.some((t) => t.kind === 'service-exception'));
+    // The breaker counted the vanished layer's answers as service exceptions (systemic), not as permanent faults.
+    // (Which dead letters still show that kind depends on timing: a retry the open breaker refused records the refusal.)
+    const counted = /; (\d+) transient, (\d+) service-exception\)/.exec(open.detail);
+    assert.ok(counted && Number(counted[2]) >= 1, `trip detail: ${open.detail}`);
     assert.equal(exitCodeFor(result), 3);
   });
 });
