@@ -116,16 +116,22 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
     return png;
   };
 
-  const forward = (req: IncomingMessage, res: ServerResponse, entry?: ReceivedRequest) => {
+  const forward = (req: IncomingMessage, res: ServerResponse, entry?: ReceivedRequest, retried = false) => {
     const started = Date.now();
-    if (entry) res.on('finish', () => (entry.upstreamMs = Date.now() - started));
+    if (entry && !retried) res.on('finish', () => (entry.upstreamMs = Date.now() - started));
     const up = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: { ...req.headers, host: upstream.host }, agent }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
     });
-    up.on('error', () => res.destroy());
+    up.on('error', () => {
+      // lighttpd closes an idle keep-alive connection after 5 s; a request sent on one it had just closed is
+      // sent again on a new one, as real proxies do (GetMaps are idempotent), not turned into a reset.
+      if (up.reusedSocket && !retried && !res.headersSent && !res.destroyed) forward(req, res, entry, true);
+      else res.destroy();
+    });
     res.on('close', () => up.destroy());
-    req.pipe(up);
+    if (retried) up.end();
+    else req.pipe(up);
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
