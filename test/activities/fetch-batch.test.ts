@@ -280,7 +280,7 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
   test('systemic: the same fault for a shape that succeeded minutes ago is a service exception, retried, counted and curable', async () => {
     const { guard, counted } = recording();
     const shapes = new ShapeMemory();
-    const t = Date.UTC(2026, 11, 1, 12);
+    const t = Date.UTC(2001, 1, 3, 12);
     shapes.succeeded(requestShape(source('se-130-layer'), ''), t - 120_000);
     const fetch = makeFetchBatch({ pools, guard, shapes, now: () => t });
     const results = await fetch(input('se-130-layer', 4));

@@ -163,16 +163,16 @@ test('mosaic redrive --wait-for: a bad duration exits 2 naming the flag and the 
 });
 
 test('the watch line says which breaker a wait is on, in which state, until when, and when the next try is', () => {
-  const now = Date.parse('2026-12-01T12:00:00Z');
-  const waitingFor = { key: 'http://127.0.0.1:8080', state: 'half-open' as const, deadlineAt: Date.parse('2026-12-01T12:30:00Z') };
-  assert.equal(waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open) until 2026-12-01T12:30:00.000Z; next try in 4 s');
+  const now = Date.parse('2001-02-03T12:00:00Z');
+  const waitingFor = { key: 'http://127.0.0.1:8080', state: 'half-open' as const, deadlineAt: Date.parse('2001-02-03T12:30:00Z') };
+  assert.equal(waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open) until 2001-02-03T12:30:00.000Z; next try in 4 s');
   assert.equal(waitingLine({ waitingFor: null, waitingUntil: now + 4_400 }, now), null);
   // A workflow from before waitingFor existed.
   assert.equal(waitingLine({ waitingUntil: now + 4_400 }, now), null);
 });
 
 test('the watch prints the waiting line when what is waited for changes, not on every read or retry', () => {
-  const now = Date.parse('2026-12-01T12:00:00Z');
+  const now = Date.parse('2001-02-03T12:00:00Z');
   const on = (state: 'open' | 'half-open') => ({ key: 'http://127.0.0.1:8080', state, deadlineAt: now + 60_000 });
   const news = waitingLines();
   const seen = [

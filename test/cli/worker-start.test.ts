@@ -129,7 +129,7 @@ test('log lines: JSON by default with time, level, msg and the fields; SDK chatt
   const logger = new LineLogger(
     logSettings({}, 'INFO'),
     (l) => lines.push(l),
-    () => new Date(Date.UTC(2026, 0, 2, 3, 4, 5)),
+    () => new Date(Date.UTC(2001, 0, 2, 3, 4, 5)),
   );
   logger.info('breaker transition', { key: 'http://a:80', from: 'closed', to: 'open', sdkComponent: 'workflow', n: 1n });
   logger.info('Worker state changed', { sdkComponent: 'worker' });
@@ -138,8 +138,8 @@ test('log lines: JSON by default with time, level, msg and the fields; SDK chatt
   assert.deepEqual(
     lines.map((l) => JSON.parse(l) as unknown),
     [
-      { time: '2026-01-02T03:04:05.000Z', level: 'INFO', msg: 'breaker transition', key: 'http://a:80', from: 'closed', to: 'open', sdkComponent: 'workflow', n: '1' },
-      { time: '2026-01-02T03:04:05.000Z', level: 'WARN', msg: 'tilebreaker guard: breaker entity unreachable; failing open', key: 'http://a:80', error: 'deadline' },
+      { time: '2001-01-02T03:04:05.000Z', level: 'INFO', msg: 'breaker transition', key: 'http://a:80', from: 'closed', to: 'open', sdkComponent: 'workflow', n: '1' },
+      { time: '2001-01-02T03:04:05.000Z', level: 'WARN', msg: 'tilebreaker guard: breaker entity unreachable; failing open', key: 'http://a:80', error: 'deadline' },
     ],
   );
   // An explicit level applies to the SDK's entries too; text on request.
