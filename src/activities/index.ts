@@ -44,7 +44,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
       Runtime.instance().logger.warn(`tilebreaker guard: ${message}`, meta);
     },
   };
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: deps.identity ?? processIdentity('worker'), logger, ...deps.breaker });
+  const identity = deps.identity ?? processIdentity('worker');
+  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, ...deps.breaker });
   return {
     activities: {
       probeEndpoint,
@@ -59,6 +60,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
     } satisfies BreakerActivities & MosaicActivities & Record<string, ActivityFunction>,
     roots,
+    /** The id this process's guard reports under. */
+    identity,
     /** Flushes the guard's buffered reports and closes the HTTP pools. */
     async close(): Promise<void> {
       await guard.close();

@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 /**
  * A worker started before its Temporal server (a compose or Kubernetes roll-out, a server restart) waits for it
  * instead of exiting: `attempt` (connect, create the worker) is retried with a capped exponential backoff. It
@@ -43,15 +45,7 @@ export async function untilServerReady<T>(attempt: () => Promise<T>, opts: Serve
         const why = err instanceof Error ? err.message : String(err);
         opts.say(`tilebreaker worker: waiting for ${opts.what}, retrying with backoff up to ${maxDelay / 1000} s: ${why}`);
       }
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, delay);
-        function done() {
-          clearTimeout(t);
-          opts.signal?.removeEventListener('abort', done);
-          resolve();
-        }
-        opts.signal?.addEventListener('abort', done, { once: true });
-      });
+      await sleep(delay, undefined, opts.signal ? { signal: opts.signal } : {}).catch(() => undefined);
       if (opts.signal?.aborted) throw err;
       delay = Math.min(maxDelay, delay * 2);
     }

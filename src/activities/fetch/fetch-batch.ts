@@ -14,6 +14,7 @@ import { judgeRequestFault, processShapes, requestShape, type ShapeMemory } from
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { confinePath, within } from '../confine/confine';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
@@ -383,16 +384,7 @@ function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDeci
 }
 
 /** Waits `ms`, or less if `signal` aborts. The abort listener goes when the timer fires: a batch retries many times on one signal. */
+/** Node's own abortable timer (it removes its abort listener when it fires): resolves early on abort. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(t);
-      resolve();
-    };
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+  return delay(ms, undefined, signal ? { signal } : {}).catch(() => undefined);
 }

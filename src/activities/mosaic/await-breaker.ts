@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { BreakerGuard } from '../guard';
 import type { AwaitBreakerInput, AwaitBreakerResult } from '../../messages/activities';
 import { activityContext } from '../activity-context';
@@ -27,15 +28,7 @@ export function makeAwaitBreaker(deps: { guard?: Pick<BreakerGuard, 'view'> }) {
       const left = end - Date.now();
       if (left <= 0 || ctx?.cancellationSignal.aborted) return { state: view?.state ?? null, woke: false, waitedMs: Date.now() - started };
       ctx?.heartbeat();
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, Math.min(POLL_MS, left));
-        function done() {
-          clearTimeout(t);
-          ctx?.cancellationSignal.removeEventListener('abort', done);
-          resolve();
-        }
-        ctx?.cancellationSignal.addEventListener('abort', done, { once: true });
-      });
+      await delay(Math.min(POLL_MS, left), undefined, ctx ? { signal: ctx.cancellationSignal } : {}).catch(() => undefined);
     }
   };
 }

@@ -7,6 +7,7 @@ import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
 import { durationMs, MAX_DEADLINE_MS, parseMosaicRequest } from '../../messages/mosaic-request';
 import { MAX_BATCH_SIZE } from '../../messages/plan-check';
+import { planMetatile } from '../../messages/metatile-batches';
 import { confinePath, makeDirs } from '../confine/confine';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
@@ -154,7 +155,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     }
   }
   // A metatiled WMS source: batches of whole metatiles (the workflows pack them so), one GetMap each.
-  const cells = source.type === 'wms' && source.metatile ? source.metatile.size[0] * source.metatile.size[1] : 1;
+  const meta = planMetatile({ source });
+  const cells = meta ? meta[0] * meta[1] : 1;
   const rounded = Math.ceil(r.batchSize / cells) * cells;
   const batchSize = cells > 1 && rounded <= MAX_BATCH_SIZE ? rounded : r.batchSize;
   return {
