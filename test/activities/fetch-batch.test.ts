@@ -223,6 +223,62 @@ describe('with the fleet-wide breaker', () => {
   });
 });
 
+describe('a call waiting for a connection', () => {
+  test('is decided when the connection is free: a force-open while it waited sends nothing more', async () => {
+    // One connection (concurrency 1) shared by two batches of the process: the server holds the first request,
+    // so the other batch's calls wait for the connection.
+    const png = await gradientImage(256, 256);
+    const held: (() => void)[] = [];
+    let received = 0;
+    let forcedOpen = false;
+    const srv = createServer((_req, res) => {
+      received++;
+      const answer = () => res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+      if (forcedOpen) answer();
+      else held.push(answer);
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}/{z}/{x}/{y}.png`;
+    const asked: string[] = [];
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> => {
+        asked.push(forcedOpen ? 'refused' : 'proceed');
+        return Promise.resolve(
+          forcedOpen ? { kind: 'refused', key, state: 'forced-open', retryAfterMs: null, reason: 'breaker forced-open' } : { kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false },
+        );
+      },
+      release: () => undefined,
+      abandon: () => undefined,
+    };
+    const own = new EndpointPools();
+    const fetch = makeFetchBatch({ pools: own, guard, shapes: new ShapeMemory() });
+    const batch = (name: string, first: number) =>
+      fetch({
+        sourceName: name,
+        source: parseSource({ type: 'xyz', url, concurrency: 1 }),
+        tiles: tiles(first + 2).slice(first),
+        storeRoot: root,
+        retry: { attempts: 1, baseMs: 1, capMs: 5 },
+        whenRefused: 'defer',
+      });
+    try {
+      const batches = [batch('queued-a', 0), batch('queued-b', 2)];
+      for (let i = 0; i < 500 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(held.length, 1, 'the first call reached the server');
+      await new Promise((r) => setTimeout(r, 100)); // the other batch's first call is queued by now
+      // The operator forces the breaker open while calls wait for the connection.
+      forcedOpen = true;
+      held.shift()!();
+      const results = (await Promise.all(batches)).flat();
+      assert.deepEqual(results.map((r) => r.status).sort(), ['deferred', 'deferred', 'deferred', 'ok']);
+      assert.equal(received, 1, `no request went out after the force-open (decisions: ${asked.join(', ')})`);
+    } finally {
+      await own.close();
+      srv.close();
+    }
+  });
+});
+
 describe('configuration errors and systemic faults (a request-blaming ServiceException)', () => {
   // A guard that lets every call through and records what each was counted as.
   const recording = () => {

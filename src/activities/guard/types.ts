@@ -16,7 +16,10 @@ export interface GuardOptions {
   entityOptions?: EntityOptions;
   /** Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. */
   reportIntervalMs?: number;
-  /** A cached view is used for this long. Default 1 000 ms. */
+  /**
+   * A cached view is used for this long. Default 500 ms: an operator's force-open reaches every process's
+   * decisions within about that (bench:force-open), at two describe calls a second per process and key.
+   */
   cacheTtlMs?: number;
   /**
    * When this process's recent outcomes turn bad (a quarter or more failing), failures are reported after
@@ -82,7 +85,7 @@ export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {
     reportIntervalMs: 1_000,
-    cacheTtlMs: 1_000,
+    cacheTtlMs: 500,
     failureFlushMs: 50,
     rpcTimeoutMs: 2_000,
     probePollMs: 5,
