@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import type { TransitionRecord } from '../breaker';
 import { durationMs } from '../messages/mosaic-request';
+import { openReport, type OpenReport } from '../client/open-intervals';
 import {
   adminBreaker,
   BREAKER_STATES,
@@ -53,12 +54,18 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     .argument('<key>', keyHelp)
     .option('--partition <name>', partitionHelp)
     .option('--limit <n>', 'transitions to show, most recent first', parseCount, 20)
+    .option('--since <duration>', 'also: time spent open over this last period and each open interval with its reason (e.g. 24h, 7d)', parseDuration)
     .option('--json', 'print JSON')
-    .action(async (key: string, opts: { partition?: string; limit: number; json?: boolean }) => {
+    .action(async (key: string, opts: { partition?: string; limit: number; since?: number; json?: boolean }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
       await withClient(async (client) => {
-        const shown = await showBreaker(client, resolved, { limit: opts.limit });
-        console.log(opts.json ? JSON.stringify(shown, null, 2) : formatShow(shown, Date.now()));
+        // --since reads the whole log the entity keeps; the listing below still shows --limit of it.
+        const full = await showBreaker(client, resolved, opts.since !== undefined ? {} : { limit: opts.limit });
+        const shown = { ...full, transitions: full.transitions.slice(0, opts.limit) };
+        const now = Date.now();
+        const report = opts.since !== undefined ? openReport(full.transitions, now - opts.since, now) : undefined;
+        if (opts.json) console.log(JSON.stringify(report ? { ...shown, openReport: report } : shown, null, 2));
+        else console.log(formatShow(shown, now) + (report ? `\n\n${formatOpenReport(report, opts.since!)}` : ''));
       });
     });
 
@@ -283,6 +290,22 @@ export function formatShow(shown: ShownBreaker, now: number): string {
     `transitions, most recent first (${shown.transitions.length}):`,
     ...formatTransitionLog(shown.transitions),
   );
+  return lines.join('\n');
+}
+
+/** The --since part of `breaker show`: time open over the period, then one line per interval. */
+export function formatOpenReport(r: OpenReport, periodMs: number): string {
+  const lines = [
+    `over the last ${formatDuration(periodMs)} (since ${iso(r.since)}): open ${formatDuration(r.openMs)}, not closed ${formatDuration(r.notClosedMs)} ` +
+      `(open, half-open or forced open) in ${count(r.intervals.length, 'interval')}`,
+  ];
+  // The entity keeps a bounded log (and a run that ended idle starts the next with none).
+  if (r.truncated) lines.push(`  (the log starts at ${iso(r.logStartsAt)}: before that the state is taken from its first transition)`);
+  for (const i of r.intervals) {
+    const span = `${iso(i.from)} -> ${i.to === null ? 'now (still not closed)' : iso(i.to)}`;
+    const reopens = i.reopens ? `, ${count(i.reopens, 'failed probe')}` : '';
+    lines.push(`  ${span}  ${formatDuration(i.ms)}  ${i.reason ?? 'opened before the period'} (open ${formatDuration(i.openMs)}${reopens})`);
+  }
   return lines.join('\n');
 }
 

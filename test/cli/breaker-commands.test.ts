@@ -249,6 +249,19 @@ test('the CLI: breaker list --json and breaker show against the server', async (
   assert.equal(j.status.view.state, 'open');
   assert.equal(j.transitions.length, 1);
 
+  // "How long was it open?": the failing breaker opened when this file's setup ran and has not closed.
+  const since = await cliRun(['breaker', 'show', failingKey, '--since', '1h'], serverEnv());
+  assert.equal(since.code, 0, since.err);
+  assert.match(since.out, /^over the last 1h 00m \(since \d{4}-.*\): open [^,]+, not closed .* in 1 interval$/m);
+  assert.match(since.out, /^ {2}\d{4}-\d\d-\d\dT[\d:.]+Z -> now \(still not closed\) {2}\S+ {2}failure-ratio \(open /m);
+  const sinceJson = await cliRun(['breaker', 'show', failingKey, '--since', '1h', '--json'], serverEnv());
+  const report = (JSON.parse(sinceJson.out) as { openReport: { intervals: { reason: string; to: number | null }[]; openMs: number } }).openReport;
+  assert.deepEqual(
+    report.intervals.map((i) => [i.reason, i.to]),
+    [['failure-ratio', null]],
+  );
+  assert.ok(report.openMs > 0);
+
   const missing = await cliRun(['breaker', 'show', `http://nope-${tag}.example.test:80`], serverEnv());
   assert.equal(missing.code, 2);
   assert.ok(missing.err.includes(`workflow id "breaker/http://nope-${tag}.example.test:80" not found`), missing.err);
