@@ -1,11 +1,28 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 
 const deploy = path.join(__dirname, '..', '..', '..', 'deploy', 'prometheus');
+/** The metrics the workers export (README, "Metrics"), as Prometheus names them. */
+const METRICS = [
+  'tilebreaker_circuit_open_total',
+  'tilebreaker_breaker_transitions_total',
+  'tilebreaker_breaker_open_seconds_total',
+  'tilebreaker_probes_total',
+  'tilebreaker_breaker_state',
+  'tilebreaker_requests_total',
+  'tilebreaker_request_duration_seconds',
+  'tilebreaker_not_permitted_total',
+  'tilebreaker_guard_fail_open_total',
+  'tilebreaker_fallback_total',
+  'tilebreaker_mosaic_tiles_total',
+  'tilebreaker_mosaics_finished_total',
+  'tilebreaker_dead_letters_pending',
+];
 const promtool = spawnSync('promtool', ['--version']).status === 0;
 // .ci/run installs Debian's prometheus package (promtool): in CI a missing promtool is a failure, not a skip.
 const skip = promtool || process.env['CI'] ? false : "promtool is not installed (Debian's prometheus package)";
@@ -38,4 +55,45 @@ test('every alert has a severity, a summary, a runbook entry in the README and a
       `${a.alert} has a test case that fires`,
     );
   }
+});
+
+test("docker-compose's Prometheus scrapes every worker with the alert rules loaded (promtool check config)", { skip }, () => {
+  const check = spawnSync('promtool', ['check', 'config', path.join(deploy, 'prometheus.yml')], { encoding: 'utf8' });
+  assert.equal(check.status, 0, check.stdout + check.stderr);
+  assert.match(check.stdout, /1 rule files found/);
+  const compose = parse(readFileSync(path.join(deploy, '..', '..', 'docker-compose.yml'), 'utf8')) as {
+    services: Record<string, { environment?: Record<string, string>; volumes?: string[]; ports?: string[]; expose?: (string | number)[] }>;
+  };
+  const { worker, prometheus } = compose.services;
+  const addr = worker!.environment!['TILEBREAKER_METRICS_ADDR']!;
+  const scrape = parse(readFileSync(path.join(deploy, 'prometheus.yml'), 'utf8')) as { scrape_configs: { dns_sd_configs: { names: string[]; port: number }[] }[] };
+  const sd = scrape.scrape_configs[0]!.dns_sd_configs[0]!;
+  assert.deepEqual([sd.names, sd.port], [['worker'], Number(addr.split(':')[1])], 'the scrape finds the worker service on its metrics port');
+  assert.ok(prometheus!.volumes!.includes('./deploy/prometheus:/etc/prometheus:ro'));
+  // Prometheus has no authentication: loopback only, as the frontend and the UI.
+  assert.ok(
+    prometheus!.ports!.every((p) => p.startsWith('127.0.0.1:')),
+    JSON.stringify(prometheus!.ports),
+  );
+});
+
+test('the dashboard is valid JSON whose every query is valid PromQL on the metrics the workers export; the alerts use only those metrics', { skip }, () => {
+  const dash = JSON.parse(readFileSync(path.join(deploy, '..', 'dashboards', 'tilebreaker.json'), 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };
+  const exprs = dash.panels.flatMap((p) => p.targets.map((t) => ({ title: p.title, expr: t.expr.replaceAll('$__rate_interval', '5m') })));
+  assert.ok(exprs.length >= 10);
+  // promtool parses PromQL in rule files: each query becomes a recording rule.
+  const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-dashboard-'));
+  try {
+    const rules = { groups: [{ name: 'dashboard', rules: exprs.map((e, i) => ({ record: `dashboard:q${i}`, expr: e.expr })) }] };
+    writeFileSync(path.join(dir, 'rules.yml'), stringify(rules));
+    const check = spawnSync('promtool', ['check', 'rules', path.join(dir, 'rules.yml')], { encoding: 'utf8' });
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  for (const { title, expr } of exprs) {
+    for (const name of expr.match(/tilebreaker_[a-z_]+/g) ?? []) assert.ok(METRICS.includes(name.replace(/_bucket$/, '')), `${title}: ${name} is not a metric the workers export`);
+  }
+  const alerts = readFileSync(path.join(deploy, 'alerts.yml'), 'utf8');
+  for (const name of alerts.match(/tilebreaker_[a-z_]+/g) ?? []) assert.ok(METRICS.includes(name), `alerts.yml: ${name} is not a metric the workers export`);
 });
