@@ -12,6 +12,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { writeFileSync } from 'node:fs';
 import { now } from './outage/clock';
 import { makeModeContext, type ModeContext } from './outage/fleet';
+import { entityTaskLine } from './outage/entity-tasks';
 import { computeFigures, type ModeFigures } from './outage/metrics';
 import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } from './outage/per-process';
 import { ModeRecorder } from './outage/recorder';
@@ -150,6 +151,7 @@ async function main(): Promise<void> {
           `${g.reportsSent} reports (${g.reportErrors} errors), ${g.probesGranted} probes granted, ${g.refused} refusals, ` +
           `${sharedExtras.failOpen} fail-open calls, ${sharedExtras.deferred} tiles deferred by the ramp, ${g.stalled} stall failures counted, ${g.shed} stalled calls abandoned on the trip`,
       );
+      console.log(sharedExtras.entityTasks ? entityTaskLine(sharedExtras.entityTasks) : '  entity workflow tasks: n/a (its histories could not be read; see the log above)');
       console.log(`  policy: ${JSON.stringify(sharedPolicyConfig(scenario))}`);
     }
     if (mode === 'per-process' && f) {

@@ -21,6 +21,7 @@ import { connectClient } from '../../src/client/temporal';
 import { connectWorker, createWorker } from '../../src/client/worker';
 import { transitionsQuery } from '../../src/messages/breaker';
 import { now, sleep } from './clock';
+import { entityTaskFigures, type EntityTaskFigures } from './entity-tasks';
 import { refusalWaitMs, tileUrl, type ModeContext } from './fleet';
 import { withRetry } from './retry';
 import type { Scenario } from './types';
@@ -59,6 +60,8 @@ export interface SharedModeExtras {
   deferred: number;
   failOpen: number;
   guardStats: { refused: number; probesGranted: number; viewReads: number; reportsSent: number; reportErrors: number; stalled: number; shed: number };
+  /** The entity's workflow task latency over every run (null when its histories could not be read). */
+  entityTasks: EntityTaskFigures | null;
 }
 
 export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras> {
@@ -88,6 +91,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
     deferred: 0,
     failOpen: 0,
     guardStats: { refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0 },
+    entityTasks: null,
   };
   try {
     await ctx.runFleet((fetcher) => {
@@ -153,6 +157,11 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
       extras.transitions = (await client.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery)).slice().sort((a, b) => a.at - b.at);
     } catch (err) {
       recorder.error(`transitions query: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    try {
+      extras.entityTasks = await entityTaskFigures(client, breakerWorkflowId(key));
+    } catch (err) {
+      recorder.error(`entity histories: ${err instanceof Error ? err.message : String(err)}`);
     }
   } finally {
     worker.shutdown();

@@ -8,4 +8,5 @@ export * from './policy';
 export * from './rules';
 export * from './state';
 export * from './window';
+export * from './window-pack';
 export * from './key';

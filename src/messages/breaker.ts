@@ -3,7 +3,22 @@
  * tests. Signals carry facts in; queries read state out. Grants go out through the `probeDecision` query.
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { AdminSender, BreakerView, OutcomeCounts, OutcomeKind, Permit, PolicyConfig, PolicyConfigInput, PolicyState, ProbeDecision, TransitionRecord, WindowFigures } from '../breaker';
+import type {
+  AdminSender,
+  BreakerStateName,
+  BreakerView,
+  OutcomeCounts,
+  OutcomeKind,
+  PackedWindow,
+  Permit,
+  PolicyConfig,
+  PolicyConfigInput,
+  PolicyState,
+  ProbeDecision,
+  TransitionReason,
+  TransitionRecord,
+  WindowFigures,
+} from '../breaker';
 
 /** How the entity tests an endpoint itself when nobody asks for a probe token. */
 export interface ProbeSpec {
@@ -36,7 +51,10 @@ export interface EntityOptions {
   idleMs?: number;
   /** Half-open with no probe request for this long: the entity probes by itself. Default 2 s. */
   selfProbeDelayMs?: number;
-  /** Continue-as-new after this many history events (or when the server suggests it). Default 2,000. */
+  /**
+   * Continue-as-new after this many history events (or when the server suggests it). Default 1,000 (2,000 for
+   * runs started before the bounded carry).
+   */
   maxHistoryEvents?: number;
   /** Transitions kept in the log. Default 500. */
   logSize?: number;
@@ -48,13 +66,22 @@ export interface EntityOptions {
   searchAttributes?: boolean | 'auto';
 }
 
-/** Everything continue-as-new carries. */
+/**
+ * Everything continue-as-new carries, at most about 60 KB of JSON (src/workflows/breaker-entity/carry.ts). Runs
+ * from before that bound carried the whole log and the window in `policy`; a new run reads both forms.
+ */
 export interface CarriedState {
+  /** The policy state; its window is in `window` when that is present. */
   policy: PolicyState;
+  /** The policy's window, packed (absent in payloads from before the bound). */
+  window?: PackedWindow;
   /** The search-attribute check's answer, so a new run does not ask again. */
   searchAttributesOn?: boolean;
   lastTransitionAt?: number;
+  /** The newest transitions as recorded, most recent first. */
   log: TransitionRecord[];
+  /** Older transitions in brief, most recent first, after `log`'s. */
+  brief?: BriefTransition[];
   lastReportAt: number;
   /** Recent probe decisions by request id, oldest first, so a requester can still read its grant. */
   decisions: [string, ProbeDecision][];
@@ -66,6 +93,12 @@ export interface CarriedState {
   /** An operator changed the configuration or the self-probe: the entity does not end when idle. */
   operatorSet?: boolean;
 }
+
+/**
+ * A carried transition without its detail and figures: when (the first row: epoch ms; the others: ms before the
+ * previous row's), from, to, why, the cooldown chosen, 1 if shadow.
+ */
+export type BriefTransition = [at: number, from: BreakerStateName, to: BreakerStateName, reason: TransitionReason, cooldownMs: number | null, shadow?: 1];
 
 export interface EntityCounters {
   reports: number;

@@ -1,6 +1,6 @@
 import { allHandlersFinished, condition, continueAsNew, patched } from '@temporalio/workflow';
 import type { EntityExit, EntityInput } from '../messages/breaker';
-import { entityOptions } from './breaker-entity/config';
+import { entityOptions, withHistoryDefault } from './breaker-entity/config';
 import { registerHandlers } from './breaker-entity/handlers';
 import { searchAttributesRegistered } from './breaker-entity/publication';
 import { SelfProbe } from './breaker-entity/self-probe';
@@ -17,7 +17,7 @@ import { EntityTimers } from './breaker-entity/timers';
  * is what recorded histories replay against: keep it.
  */
 export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityExit> {
-  const opts = entityOptions(input.options);
+  const opts0 = entityOptions(input.options);
   // Rate limits arrived after entities were already running: a run recorded before them must replay as it
   // ran, when a maxRequestsPerSecond it could not know was rejected (configure) or not there (defaults).
   const rateLimits = patched('rate-limit');
@@ -27,7 +27,11 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   const probeLatency = patched('probe-latency');
   // A fleet with fewer calls in flight than volumeFloor can still trip on stalls (new entities).
   const smallFleet = patched('small-fleet-floor');
-  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet);
+  // Continue-as-new carries a bounded payload (under 64 KB whatever the configuration), and sooner by default
+  // (1,000 events, not 2,000): a workflow task stays cheap under a whole fleet's reports (issue 14, items 7, 18).
+  const compactCarry = patched('compact-carry');
+  const opts = compactCarry ? withHistoryDefault(opts0, input.options) : opts0;
+  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry);
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits);
 

@@ -26,6 +26,14 @@ export function entityOptions(options: EntityOptions | undefined): Required<Enti
   };
 }
 
+/** The history limit of runs that carry the bounded payload, unless the options name one. */
+export const COMPACT_MAX_HISTORY_EVENTS = 1_000;
+
+/** `opts` with the compact-carry history limit, where the caller's options named none. */
+export function withHistoryDefault(opts: Required<EntityOptions>, options: EntityOptions | undefined): Required<EntityOptions> {
+  return options?.maxHistoryEvents === undefined ? { ...opts, maxHistoryEvents: COMPACT_MAX_HISTORY_EVENTS } : opts;
+}
+
 /**
  * A new run's policy state, from the input's configuration. `rateLimits`: the run knows rate limits (see
  * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.

@@ -15,6 +15,7 @@ import {
   type TransitionRecord,
 } from '../../breaker';
 import type { BreakerStatus, CarriedState, EntityCounters, EntityExit, EntityInput, EntityOptions, ProbeSpec } from '../../messages/breaker';
+import { carry, restore } from './carry';
 import { initialPolicy } from './config';
 import { Publication } from './publication';
 import { Roster } from './roster';
@@ -76,17 +77,21 @@ export class EntityState {
     private readonly probeLatency = true,
     /** Small fleets' floors (the 'small-fleet-floor' patch). */
     smallFleet = false,
+    /** Continue-as-new carries the bounded form (the 'compact-carry' patch); runs recorded before carry all. */
+    private readonly compactCarry = false,
   ) {
-    const { key, carried } = input;
+    const { key } = input;
+    // Either form: a run from before the bound carried everything (restore reads it as it is).
+    const carried = input.carried ? restore(input.carried) : undefined;
     this.key = key;
     this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet);
     this.probeSpec = input.probe ?? null;
-    this.history = carried?.log ?? [];
+    this.history = carried ? [...carried.log] : [];
     this.decisions = new Map(carried?.decisions ?? []);
     this.counters = carried?.counters ?? { reports: 0, probeRequests: 0, selfProbes: 0, ignoredResults: 0, continuedAsNew: 0 };
     this.lastReportAt = carried?.lastReportAt ?? Date.now();
     this.lastTransitionAt = carried?.lastTransitionAt ?? 0;
-    this.searchAttributesOn = carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
+    this.searchAttributesOn = input.carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
     this.lastProbeActivityAt = Date.now();
     this.operatorSet = carried?.operatorSet ?? false;
     this.publication = new Publication(key);
@@ -182,6 +187,23 @@ export class EntityState {
   carried(): CarriedState {
     this.reporters.prune(Date.now());
     for (const [id, r] of this.inFlight) if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
+    if (this.compactCarry) {
+      return carry(
+        {
+          policy: this.policy,
+          log: this.history,
+          lastReportAt: this.lastReportAt,
+          lastTransitionAt: this.lastTransitionAt,
+          decisions: [...this.decisions],
+          counters: this.counters,
+          searchAttributesOn: this.searchAttributesOn ?? false,
+          reporters: this.reporters.entries(),
+          inFlight: [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]),
+          operatorSet: this.operatorSet,
+        },
+        Date.now(),
+      );
+    }
     return {
       policy: this.policy,
       log: this.history,
