@@ -5,6 +5,7 @@ import type { Worker } from '@temporalio/worker';
 import { histogramOf } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, transitionsQuery, viewQuery } from '../../src/messages/breaker';
+import { worstCarried } from '../helpers/carried-worst-case';
 import { startEntity, waitForView } from '../helpers/entity';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startTestEndpoint, type TestEndpoint } from '../helpers/tile-server';
@@ -227,6 +228,41 @@ describe('idle', () => {
 });
 
 describe('continue-as-new', () => {
+  test('a run carrying a large payload from before the bound continues as new with under 64 KB, its state kept', async () => {
+    const k = key();
+    const now = await env.currentTimeMs();
+    // What a run before the bound carried at its largest that Temporal still takes: a 600-bucket window of wide
+    // histograms, the default log of 500 transitions with their figures, 256 decisions, 1,000 reporters.
+    const worst = worstCarried(now);
+    const log = worst.log.slice(0, 500).map((t) => ({ ...t, detail: t.detail.slice(0, 120), actor: 'alice', sender: { identity: '1234@ops-host', user: 'alice', host: 'ops-host' } }));
+    // (searchAttributesOn false: the test server has no BreakerState.)
+    const carried = { ...worst, log, searchAttributesOn: false, policy: { ...worst.policy, probes: worst.policy.probes.slice(0, 1) } };
+    const h = await startEntity(env.client, taskQueue, { key: k, carried, options: { ...noSA, maxHistoryEvents: 50 } });
+    const firstRun = (await h.describe()).runId;
+    // Enough reports to pass 50 events, then quiet: a continue-as-new completes only in a task no new signal
+    // interrupts.
+    const sent = 20;
+    for (let i = 1; i < sent; i++) await h.signal(reportSignal, { reporter: `w${i % 7}`, counts: { success: 1 } });
+    for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++) await new Promise((r) => setTimeout(r, 100));
+    const history = await env.client.workflow.getHandle(h.workflowId, firstRun).fetchHistory();
+    const can = history.events!.find((e) => e.workflowExecutionContinuedAsNewEventAttributes)?.workflowExecutionContinuedAsNewEventAttributes;
+    assert.ok(can, `no continue-as-new after ${sent} reports`);
+    const bytes = can.input!.payloads![0]!.data!.length;
+    assert.ok(bytes < 64 * 1024, `continue-as-new carried ${bytes} bytes`);
+    // The next run holds the state: the policy, the counters, the newest transitions.
+    const status = await env.client.workflow.getHandle(h.workflowId).query(statusQuery);
+    assert.equal(status.config.windowMs, 3_600_000);
+    assert.equal(status.consecutiveOpens, worst.policy.consecutiveOpens);
+    assert.equal(status.counters.reports, worst.counters.reports + sent);
+    assert.ok(status.figures.samples > 600 * 987_654, `${status.figures.samples} samples`);
+    const transitions = await env.client.workflow.getHandle(h.workflowId).query(transitionsQuery);
+    assert.ok(transitions.length >= 200, `${transitions.length} transitions`);
+    assert.deepEqual(
+      transitions.slice(0, 200).map((t) => [t.at, t.reason]),
+      log.slice(0, 200).map((t) => [t.at, t.reason]),
+    );
+  });
+
   test('carries the whole state and loses no signal sent while it happens', async () => {
     const k = key();
     const h = await startEntity(env.client, taskQueue, { key: k, config: { minSamples: 1_000_000 }, options: { ...noSA, maxHistoryEvents: 60 } });
