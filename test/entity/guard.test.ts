@@ -161,6 +161,43 @@ describe('the guard', () => {
     assert.equal(d.kind, 'refused');
   });
 
+  test("half-open: the fleet's probe requests are spread, so the processes that come later find the token out and never ask", async () => {
+    const key = breakerKey(host());
+    const config = { cooldownMs: 1_000, cooldownJitter: 0, probesToClose: 1, rampMs: 0 };
+    // Six processes, their shares of a 3 s spread fixed: 0, 0.5, 1 ... 2.5 s.
+    const gs = Array.from({ length: 6 }, (_, i) => guard(`spread${i}`, { config, probeSpreadMs: 3_000, probeJitter: i / 6 }));
+    for (let i = 0; i < 20; i++) gs[0]!.release(await gs[0]!.acquire(key), { kind: 'transient' });
+    const handle = env.client.workflow.getHandle(breakerWorkflowId(key));
+    await until(
+      () => handle.query(statusQuery),
+      (s) => s.view.state === 'open',
+    );
+    await env.sleep(1_500);
+    await new Promise((r) => setTimeout(r, 1_100)); // let every cached view expire
+    const started = Date.now();
+    const decided: number[] = [];
+    const decisions = await Promise.all(
+      gs.map(async (g, i) => {
+        const d = await g.acquire(key);
+        decided[i] = Date.now() - started;
+        return d;
+      }),
+    );
+    assert.deepEqual(
+      decisions.map((d) => d.kind),
+      ['probe', 'refused', 'refused', 'refused', 'refused', 'refused'],
+    );
+    // One request reached the entity, not six at the same instant: the others waited their share, then saw the token out.
+    assert.equal((await handle.query(statusQuery)).counters.probeRequests, 1);
+    for (let i = 1; i < 6; i++) assert.ok(decided[i]! >= i * 500 - 50, `process ${i} decided after ${decided[i]} ms`);
+    gs[0]!.release(decisions[0]!, { kind: 'success', latencyMs: 10 });
+  });
+
+  test('a probe spread or share out of range is refused when the guard is made, naming the option', () => {
+    assert.throws(() => guard('w', { probeJitter: 1 }), /probeJitter must be in \[0, 1\) \(got 1\)/);
+    assert.throws(() => guard('w', { probeSpreadMs: -5 }), /probeSpreadMs must be a number of ms >= 0 \(got -5\)/);
+  });
+
   test('half-open: one guard gets the probe, the others are refused; its success closes the breaker', async () => {
     const key = breakerKey(host());
     const config = { cooldownMs: 1_000, cooldownJitter: 0, probesToClose: 1, rampMs: 0 };

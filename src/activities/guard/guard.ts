@@ -3,7 +3,9 @@ import { isFailure } from '../../breaker';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
 import { Pacer } from './pacer';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ProbeRequests } from './probe-requests';
+import { ProbeSpread } from './probe-spread';
 import { ReportSender } from './report-sender';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
 import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
@@ -23,6 +25,7 @@ export class BreakerGuard {
   private readonly views: ViewCache;
   private readonly reports: ReportSender;
   private readonly probes: ProbeRequests;
+  private readonly spread: ProbeSpread;
   private readonly pacer: Pacer;
   private readonly calls: InFlightCalls;
   private readonly shedding = new Set<string>();
@@ -41,6 +44,7 @@ export class BreakerGuard {
     this.sweeper = this.o.stall === false ? null : setInterval(() => this.sweepStalls(), 250);
     this.sweeper?.unref();
     this.probes = new ProbeRequests(this.o, this.link, this.views, this.stats);
+    this.spread = new ProbeSpread(this.o.probeSpreadMs, this.o.probeJitter);
     this.pacer = new Pacer(this.o, this.link, this.views, this.reports);
   }
 
@@ -76,6 +80,7 @@ export class BreakerGuard {
       if (view === undefined) return this.link.failOpen(key);
       permit = permitFor(view ?? CLOSED_VIEW, Date.now());
     }
+    if (permit.allow || !permit.probeRequired) this.spread.clear(key);
     if (permit.allow) return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
     if (!permit.probeRequired) {
       this.stats.refused++;
@@ -84,15 +89,24 @@ export class BreakerGuard {
     // Half-open with every token out: refuse here, without a signal (a fleet asking every second would load
     // the entity for nothing). The holder's result or the lease's end frees the slot; the next view shows it.
     if (view && view.probesOutstanding >= view.maxConcurrentProbes && view.state === 'half-open') {
+      this.spread.clear(key);
       this.stats.refused++;
       return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: another worker holds the probe token' };
+    }
+    // The whole fleet sees the half-open at the same instant: wait this process's share of the spread, then
+    // decide on the state as it is by then (another process's token may be out).
+    const wait = this.spread.waitMs(key, view, Date.now());
+    if (wait > 0) {
+      await sleep(wait);
+      this.views.invalidate(key);
+      return this.decide(key);
     }
     // Half-open: one request for a token per process at a time; the others wait for its answer.
     if (this.probes.asking(key)) {
       this.stats.refused++;
       return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: this process is already asking for the probe token' };
     }
-    return this.probes.request(key);
+    return this.probes.request(key).finally(() => this.spread.clear(key));
   }
 
   /**

@@ -32,6 +32,14 @@ export interface GuardOptions {
   /** First delay between reads of a pending probe decision (it doubles up to 100 ms). Default 5 ms. */
   probePollMs?: number;
   /**
+   * Half-open: each process waits its own share (`probeJitter`) of this spread, from when the cooldown ended,
+   * before it asks for the probe token, then reads the state again; the fleet's requests arrive spread out, and
+   * most processes find the token already out and never ask. Default 1,000 ms; 0: ask at once.
+   */
+  probeSpreadMs?: number;
+  /** This process's share of probeSpreadMs, in [0, 1). Default: drawn at random once per guard. */
+  probeJitter?: number;
+  /**
    * Calls still in flight past a stall threshold count as transient failures while they wait (in-flight.ts);
    * false: only finished calls count. Default: 4 x the p95 of recent successes, at least 1 s (5 s before 8 successes).
    */
@@ -89,6 +97,8 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     failureFlushMs: 50,
     rpcTimeoutMs: 2_000,
     probePollMs: 5,
+    probeSpreadMs: 1_000,
+    probeJitter: Math.random(),
     logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
     ...options,
   };
