@@ -26,7 +26,9 @@ export function packWindow(window: RollingWindow, config: Pick<PolicyConfig, 'bu
   let packed = pack(window, config.bucketMs);
   // Keep the fast window's buckets whole while merging the older ones in ever larger groups is enough; then
   // merge across the whole window.
-  for (const keepFrom of [now - config.fastWindowMs, Number.POSITIVE_INFINITY]) {
+  // (A state carried from before the fast window has none: then the whole window may be merged.)
+  const fastFrom = Number.isFinite(config.fastWindowMs) ? now - config.fastWindowMs : Number.POSITIVE_INFINITY;
+  for (const keepFrom of [fastFrom, Number.POSITIVE_INFINITY]) {
     for (let group = 2; size(packed) > budget && group <= 2 * window.length; group *= 2) {
       packed = pack(coarsen(window, config.bucketMs, group, keepFrom), config.bucketMs);
     }

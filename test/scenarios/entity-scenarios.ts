@@ -135,7 +135,38 @@ export const entityRateLimit: EntityScenario = async ({ env, client, taskQueue }
   return first;
 };
 
+/**
+ * The bounded carry (the 'compact-carry' patch): a trip with its figures, operators' actions, then reports
+ * until the entity has continued as new twice. The second run's history: it starts from a carried payload in
+ * the bounded form (a packed window, the log) and continues as new carrying one.
+ */
+export const entityCompactCarry: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-compact-carry',
+    config: { minSamples: 10, cooldownMs: 60_000 },
+    options: { ...idle, maxHistoryEvents: 60 },
+  });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 4 }, latency: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2] });
+  await h.signal(reportSignal, { reporter: 'w2', counts: { transient: 6, 'service-exception': 2 } });
+  await waitForView(env, h, (v) => v.state === 'open');
+  await h.signal(adminSignal, { action: 'force-close', reason: 'the renderer is back', actor: 'sre' });
+  const runs: string[] = [(await h.describe()).runId];
+  // Bursts of reports, each followed by a quiet second: a continue-as-new completes in a task no signal interrupts.
+  for (let burst = 0; burst < 20 && runs.length < 3; burst++) {
+    for (let i = 0; i < 20; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { success: 2 }, inFlight: 2 });
+    await env.sleep(1_000);
+    const run = (await client.workflow.getHandle(h.workflowId).describe()).runId;
+    if (run !== runs[runs.length - 1]) runs.push(run);
+  }
+  if (runs.length < 3) throw new Error('the entity did not continue as new twice');
+  const second = client.workflow.getHandle(h.workflowId, runs[1]);
+  for (let i = 0; i < 100 && (await second.describe()).status.name === 'RUNNING'; i++) await env.sleep(1_000);
+  await client.workflow.getHandle(h.workflowId).terminate('recording done');
+  return second;
+};
+
 export const entityScenarios = {
+  'entity-compact-carry': entityCompactCarry,
   'entity-rate-limit': entityRateLimit,
   'entity-outage-defaults': entityOutageDefaults,
   'entity-self-probe-recovery': entitySelfProbeRecovery,
