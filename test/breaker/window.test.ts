@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { OUTCOME_KINDS, figures, histogramOf, parsePolicyConfig, percentile, prune, record, type OutcomeCounts, type RollingWindow, zeroCounts } from '../../src/breaker';
+import { OUTCOME_KINDS, fastFigures, figures, histogramOf, parsePolicyConfig, percentile, prune, record, type OutcomeCounts, type RollingWindow, zeroCounts } from '../../src/breaker';
 
 const config = parsePolicyConfig({ windowMs: 10_000, bucketMs: 1_000 });
+/** An arbitrary instant far from today. */
+const T2001 = Date.UTC(2001, 5, 7);
 
 describe('bucketing', () => {
   test('a report lands in the bucket starting at now rounded down to bucketMs', () => {
@@ -178,6 +180,35 @@ describe('figures', () => {
         const latency = kept.flatMap((e) => e.latency);
         assert.equal(f.latencySamples, latency.length);
         assert.equal(f.p95Ms, percentile(histogramOf(latency), 0.95));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('the fast window', () => {
+  test('is the shortest run of newest buckets within fastWindowMs holding fastMinSamples samples, whatever the reports', () => {
+    const kind = fc.constantFrom(...OUTCOME_KINDS);
+    const report = fc.record({ dt: fc.integer({ min: 0, max: 1_500 }), counts: fc.dictionary(kind, fc.integer({ min: 0, max: 9 }), { maxKeys: 6 }) });
+    const shape = fc.record({ fastWindowMs: fc.integer({ min: 0, max: 10_000 }), fastMinSamples: fc.integer({ min: 1, max: 60 }) });
+    const cfg0 = parsePolicyConfig({ windowMs: 10_000, bucketMs: 250 });
+    fc.assert(
+      fc.property(shape, fc.array(report, { maxLength: 60 }), fc.integer({ min: 0, max: 3_000 }), ({ fastWindowMs, fastMinSamples }, reports, lookAhead) => {
+        const cfg = { ...cfg0, fastWindowMs, fastMinSamples, minSamples: 1 };
+        let now = T2001;
+        let w: RollingWindow = [];
+        for (const r of reports) w = record(w, (now += r.dt), r.counts, undefined, cfg);
+        const at = now + lookAhead;
+        // The definition, summed suffix by suffix (what fastFigures did before it counted in one pass).
+        let expected: ReturnType<typeof fastFigures> = null;
+        if (fastWindowMs > 0) {
+          const recent = prune(w, at, { ...cfg, windowMs: fastWindowMs });
+          for (let i = recent.length - 1; i >= 0 && !expected; i--) {
+            const f = figures(recent.slice(i), Number.MAX_SAFE_INTEGER - 1, { ...cfg, windowMs: Number.MAX_SAFE_INTEGER });
+            if (f.samples >= fastMinSamples) expected = f;
+          }
+        }
+        assert.deepEqual(fastFigures(w, at, cfg), expected);
       }),
       { numRuns: 300 },
     );
