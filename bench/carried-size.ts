@@ -22,7 +22,20 @@ function defaultAtCapacity(): CarriedState {
   for (let t = T0 - config.windowMs; t <= T0; t += 1_000 / 60) {
     window = record(window, t, { success: 7, transient: 1 }, histogramOf([90, 120, 150, 150, 180, 200, 220, 260]), config);
   }
-  const figures = { successes: 1_400, failures: 1_600, transient: 1_600, serviceException: 0, permanent: 0, neutral: 0, rateLimited: 0, n: 3_000, samples: 3_000, failureRatio: 0.5333, latencySamples: 3_000, p95Ms: 251.3 };
+  const figures = {
+    successes: 1_400,
+    failures: 1_600,
+    transient: 1_600,
+    serviceException: 0,
+    permanent: 0,
+    neutral: 0,
+    rateLimited: 0,
+    n: 3_000,
+    samples: 3_000,
+    failureRatio: 0.5333,
+    latencySamples: 3_000,
+    p95Ms: 251.3,
+  };
   const guard = (i: number) => `worker-${4_000 + i}@tiles-worker-7f9c6d5b8-x2k4q-${(0xabc000 + i).toString(16)}`;
   // A flapping day: trip, cooldown, failed probe, ... (the default log keeps 500).
   const kinds: Pick<TransitionRecord, 'from' | 'to' | 'reason' | 'detail'>[] = [
@@ -51,7 +64,7 @@ function defaultAtCapacity(): CarriedState {
 
 function bytes(config: EntityInput['config'], carried: CarriedState): number {
   const input: EntityInput = { key: 'https://tiles.example.com:443', ...(config ? { config } : {}), probe: { url: 'https://tiles.example.com/0/0/0.png' }, carried };
-  return defaultPayloadConverter.toPayload(input)!.data!.length;
+  return defaultPayloadConverter.toPayload(input).data!.length;
 }
 
 for (const [name, config, old] of [

@@ -49,7 +49,11 @@ export function taskFigures(histories: readonly History[]): EntityTaskFigures {
       }
       if (e.workflowTaskTimedOutEventAttributes) timeouts++;
       const can = e.workflowExecutionContinuedAsNewEventAttributes;
-      if (can) carriedBytes = Math.max(carriedBytes, (can.input?.payloads ?? []).reduce((sum, p) => sum + (p.data?.length ?? 0), 0));
+      if (can)
+        carriedBytes = Math.max(
+          carriedBytes,
+          (can.input?.payloads ?? []).reduce((sum, p) => sum + (p.data?.length ?? 0), 0),
+        );
     }
   }
   spans.sort((a, b) => a - b);

@@ -19,7 +19,7 @@ function payloadBytes(carried: CarriedState): number {
     options: { searchAttributes: 'auto' },
     carried,
   };
-  return defaultPayloadConverter.toPayload(input)!.data!.length;
+  return defaultPayloadConverter.toPayload(input).data!.length;
 }
 
 describe('the continue-as-new payload', () => {

@@ -49,7 +49,7 @@ export function worstCarried(now: number): CarriedState {
     rateLimited: 432_109_876,
     n: 1_864_197_531,
     samples: 2_518_518_629,
-    failureRatio: 0.47018823529411764,
+    failureRatio: 0.4701882352941176,
     latencySamples: 1_864_197_531,
     p95Ms: 1234.5678901234,
   };
