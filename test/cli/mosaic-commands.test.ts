@@ -135,7 +135,7 @@ test('mosaic redrive refuses while the mosaic itself is still running', async ()
     const handle = await startMosaic(env.client, taskQueue, { source: { type: 'xyz', url: slow.template, concurrency: 1 }, bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output, breaker: false });
     const r = await cli(['mosaic', 'redrive', output]);
     assert.equal(r.code, 2, r.err);
-    assert.match(r.err, /mosaic mosaic\/.*running is still running; re-drive it once it has finished, or cancel it first/);
+    assert.match(r.err, /mosaic mosaic\/running-[0-9a-f]{8} is still running; re-drive it once it has finished, or cancel it first/);
     const named = await cli(['mosaic', 'redrive', output, '--name', 'demo']);
     assert.equal(named.code, 2, named.err);
     assert.match(named.err, /--name "demo": give --sources FILE as well/);
