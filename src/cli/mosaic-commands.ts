@@ -255,7 +255,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
         const handle = await startMosaic(client, taskQueue, request, { name, ...(o.id !== undefined ? { workflowId: o.id } : {}) });
         if (!o.wait && !o.watch) {
           if (o.json) console.log(JSON.stringify({ name, workflowId: handle.workflowId, runId: handle.firstExecutionRunId }));
-          else console.log(`started mosaic ${name} as ${handle.workflowId} (run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`);
+          else console.log(`started mosaic ${handle.workflowId} (name ${name}, run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`);
           return;
         }
         const s = o.watch

@@ -8,6 +8,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { legacyMosaicWorkflowId, listMosaics, mosaicWorkflowId, redriveWorkflowId, resolveMosaicId, type ListedMosaic } from '../../src/client/mosaic-names';
 import { startMosaic } from '../../src/client/mosaics';
+import { deleteSchedule } from '../../src/client/schedules';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { checkMosaicName, defaultMosaicName } from '../../src/messages/mosaic-names';
@@ -126,6 +127,10 @@ test('a second start of one output is refused while it runs; another output with
   const cancelled = await cli(['mosaic', 'cancel', a.workflowId, '--json']);
   assert.equal(cancelled.code, 0, cancelled.err);
   assert.equal((JSON.parse(cancelled.out) as { status: string }).status, 'CANCELLED');
+  // The run said so itself before it ended, in its memo and its attribute.
+  const gone = await env.client.workflow.getHandle(a.workflowId).describe();
+  assert.equal((gone.memo as { status?: string }).status, 'cancelled');
+  assert.equal(gone.typedSearchAttributes.get(MOSAIC_STATUS), 'cancelled');
   const byName = await eventually(async () => {
     const r = await cli(['mosaic', 'status', 'alps', '--json']);
     if (r.code !== 0) throw new Error(r.err);
@@ -323,5 +328,25 @@ test('without the Mosaic* attributes registered: the memo alone, and mosaic list
     });
   } finally {
     await bare.teardown();
+  }
+});
+
+test("schedule create --name: each night's run carries the name, source and zoom in its memo and search attributes", async () => {
+  const request = path.join(dir, 'nightly.yaml');
+  writeFileSync(request, `sourcesFile: ${fastSources}\nsourceName: demo\nbbox: [5.7, 44, 19.5, 49.9]\nzoom: 7\noutput: ${path.join(dir, 'nightly.tif')}\n`);
+  const bad = await cli(['schedule', 'create', 'names-nightly', '--cron', '0 2 * * *', '--request', request, '--name', 'bad name']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /--name: a mosaic name is .* \(got "bad name"\)/);
+  const r = await cli(['schedule', 'create', 'names-nightly', '--cron', '0 2 * * *', '--request', request, '--name', 'alps-nightly', '--json']);
+  assert.equal(r.code, 0, r.err);
+  assert.equal((JSON.parse(r.out) as { name: string }).name, 'alps-nightly');
+  try {
+    const d = await env.client.schedule.getHandle('names-nightly').describe();
+    const action = d.action as { memo?: Record<string, unknown>; typedSearchAttributes?: { get(k: unknown): unknown } };
+    assert.deepEqual(action.memo, { name: 'alps-nightly', source: 'demo', zoom: 7, output: path.join(dir, 'nightly.tif'), status: 'running', progress: 0 });
+    assert.equal(action.typedSearchAttributes?.get(MOSAIC_NAME), 'alps-nightly');
+    assert.equal(action.typedSearchAttributes?.get(MOSAIC_ZOOM), 7);
+  } finally {
+    await deleteSchedule(env.client, 'names-nightly');
   }
 });
