@@ -15,7 +15,7 @@ import { recordHistory, saveHistory } from '../src/client/histories';
 import { packageRoot } from '../src/client/local-server';
 import { breakerDrillWorkflow } from '../src/workflows';
 import { createWorker } from '../src/client/worker';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../src/messages/search-attributes';
+import { ALL_SEARCH_ATTRIBUTES } from '../src/messages/search-attributes';
 import { TEST_ROOTS, devServerEnv, timeSkippingEnv, uniqueTaskQueue } from '../test/helpers/temporal-env';
 import { outageDrill } from '../test/scenarios/drill-outage';
 import { entityScenarios, type EntityScenario } from '../test/scenarios/entity-scenarios';
@@ -43,7 +43,7 @@ async function recordScenario(name: ScenarioName): Promise<void> {
   const scenario = scenarios[name]!;
   // Mosaics fetch real tiles while breakers cool down: time-skipping would race the workflow clock past the
   // guard's real one (every refusal then says "come back in minutes"), so they record on a dev server.
-  const env = name in mosaicScenarios ? await devServerEnv(BREAKER_SEARCH_ATTRIBUTES) : await timeSkippingEnv();
+  const env = name in mosaicScenarios ? await devServerEnv(ALL_SEARCH_ATTRIBUTES) : await timeSkippingEnv();
   try {
     const taskQueue = uniqueTaskQueue(name);
     // Entity scenarios configure their entities; mosaic scenarios get entities from the guard, with this policy.

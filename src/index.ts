@@ -14,7 +14,21 @@ export { connectionConfigFromEnv, type ConnectionConfig, type TlsSettings } from
 export { connectClient } from './client/temporal';
 
 // Mosaics
-export { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, mosaicWorkflowId, resolveRequestPaths, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from './client/mosaics';
+export {
+  cancelMosaic,
+  exitCodeFor,
+  liveCounts,
+  mosaicStatus,
+  MosaicAlreadyRunningError,
+  resolveRequestPaths,
+  startMosaic,
+  startRedrive,
+  watchMosaic,
+  type MosaicStatus,
+  type StartMosaicOptions,
+} from './client/mosaics';
+export { listMosaics, mosaicWorkflowId, resolveMosaicId, LIST_STATUSES, type ListedMosaic, type MosaicListResult } from './client/mosaic-names';
+export { checkMosaicName, defaultMosaicName } from './messages/mosaic-names';
 export { parseMosaicRequest, type ParsedMosaicRequest } from './messages/mosaic-request';
 export { progressQuery } from './messages/mosaic';
 export {
@@ -65,7 +79,21 @@ export * as breaker from './breaker';
 export type { BreakerStateName, BreakerView, PolicyConfig, PolicyConfigInput, Permit, TransitionRecord } from './breaker';
 // The entity's signals, queries and payload types.
 export * from './messages/breaker';
-export { BREAKER_KEY, BREAKER_SEARCH_ATTRIBUTES, BREAKER_STATE } from './messages/search-attributes';
+export {
+  ALL_SEARCH_ATTRIBUTES,
+  BREAKER_KEY,
+  BREAKER_SEARCH_ATTRIBUTES,
+  BREAKER_STATE,
+  MOSAIC_NAME,
+  MOSAIC_PROGRESS,
+  MOSAIC_SEARCH_ATTRIBUTES,
+  MOSAIC_SOURCE,
+  MOSAIC_STATUS,
+  MOSAIC_STATUSES,
+  MOSAIC_ZOOM,
+  type MosaicMemo,
+  type MosaicStatusName,
+} from './messages/search-attributes';
 export { drillStatusQuery, type DrillInput, type DrillResult, type DrillStatus, type DrillStep } from './messages/drill';
 
 // Tile sources

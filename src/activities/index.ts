@@ -10,7 +10,7 @@ import { loadDeadLetters } from './mosaic/dead-letters';
 import { makeAwaitBreaker } from './mosaic/await-breaker';
 import { planMosaicRun } from './mosaic/plan';
 import { probeEndpoint } from './probe';
-import { makeSearchAttributeCheck } from './search-attributes';
+import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
 import type { BreakerActivities, MosaicActivities } from '../messages/activities';
 import type { RedriveSources } from '../messages/mosaic-types';
@@ -50,6 +50,7 @@ export function createActivityRuntime(deps: ActivityDeps) {
     activities: {
       probeEndpoint,
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
+      mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard, roots }),
       // Histories recorded before run tags call it with the request alone.
       planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run', roots),

@@ -17,7 +17,9 @@ export const DEMO_BREAKER = { config: { minSamples: 6, cooldownMs: 4_000, cooldo
  * which goes down for 12 s after a third of the tiles. Fallback `wait`: refused tiles wait on durable timers
  * for the breaker, so the mosaic still ends whole; the summary shows what the outage cost the server.
  */
-export async function demoMosaic(client: Client, taskQueue: string, outDir: string): Promise<number> {
+export async function demoMosaic(client: Client, taskQueue: string, outDir: string, opts: { json?: boolean } = {}): Promise<number> {
+  // With --json, stdout carries one JSON object at the end; the progress and the story go to stderr.
+  const say = opts.json ? (line: string) => console.error(line) : (line: string) => console.log(line);
   const server = await startDemoTileServer({ latencyMs: 60 });
   try {
     mkdirSync(outDir, { recursive: true });
@@ -39,11 +41,12 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
     server.scheduleOutage(Math.round(total / 3), 12_000);
     const started = Date.now();
     const handle = await startMosaic(client, taskQueue, request, `mosaic/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-    console.log(`mosaic ${handle.workflowId}: ${request.bbox.join(',')} at zoom ${request.zoom} from ${server.template}`);
-    console.log(`${total} tiles; the demo tile server goes down for 12 s after ${Math.round(total / 3)} requests\n`);
-    const status = await showMosaicProgress(client, handle.workflowId, { stream: process.stdout });
+    say(`mosaic ${handle.workflowId}: ${request.bbox.join(',')} at zoom ${request.zoom} from ${server.template}`);
+    say(`${total} tiles; the demo tile server goes down for 12 s after ${Math.round(total / 3)} requests\n`);
+    const status = await showMosaicProgress(client, handle.workflowId, { stream: opts.json ? process.stderr : process.stdout });
     if (!status.result) {
-      console.log(`mosaic ended ${status.status}: ${status.failure ?? ''}`);
+      if (opts.json) console.log(JSON.stringify({ workflowId: handle.workflowId, status: status.status, failure: status.failure }, null, 2));
+      else console.log(`mosaic ended ${status.status}: ${status.failure ?? ''}`);
       return 1;
     }
     const r = status.result;
@@ -52,6 +55,18 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
       .getHandle(breakerWorkflowId(key))
       .query(transitionsQuery, 50)
       .catch(() => []);
+    if (opts.json) {
+      const seconds = (Date.now() - started) / 1000;
+      const doc = {
+        workflowId: handle.workflowId,
+        seconds,
+        result: r,
+        breaker: { key, transitions: [...transitions].reverse() },
+        tileServer: { requests: server.stats.requests, whileDown: server.stats.whileDown, outages: server.stats.outages },
+      };
+      console.log(JSON.stringify(doc, null, 2));
+      return 0;
+    }
     const t0 = started;
     const rel = (t: number) => `+${((t - t0) / 1000).toFixed(1)}s`;
     console.log(`\nresult: ${summaryLine(r)} in ${((Date.now() - started) / 1000).toFixed(1)} s`);

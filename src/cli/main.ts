@@ -45,7 +45,8 @@ program
   .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see README) for the entities this worker creates; existing ones keep theirs')
   .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
   .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
-  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[] }) => {
+  .option('--json', 'say what it waits for and where it runs as JSON lines (its start banner on stdout: address, namespace, task queue, identity, roots)')
+  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; json?: boolean }) => {
     // A long-running worker logs its breakers' transitions by default.
     logger.settings = logSettings(process.env, 'INFO');
     const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
@@ -76,11 +77,28 @@ program
           throw err;
         }
       },
-      { say: (line) => console.error(line), what: `the Temporal server at ${address} (namespace ${config.namespace})`, signal: stop.signal },
+      {
+        say: (line) => console.error(o.json ? JSON.stringify({ time: new Date().toISOString(), event: 'waiting for server', msg: line }) : line),
+        what: `the Temporal server at ${address} (namespace ${config.namespace})`,
+        signal: stop.signal,
+      },
     );
     process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
-    console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue}`);
-    console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
+    if (o.json) {
+      // One line a supervisor or a log pipeline can read: where this worker runs and under which identity.
+      const banner = {
+        event: 'worker started',
+        address,
+        namespace: config.namespace,
+        taskQueue: config.taskQueue,
+        identity: worker.options.identity,
+        roots: { sources: roots.sources, outputs: roots.outputs },
+      };
+      console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
+    } else {
+      console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
+      console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
+    }
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
     await worker.run();
     await connection.close();
@@ -107,7 +125,8 @@ program
   .option('--breaker', 'go through the fleet-wide breaker at TEMPORAL_ADDRESS')
   .option('--attempts <n>', "attempts, with the pipeline's backoff between them", '1')
   .option('--out <dir>', 'keep the tile in this tile store folder')
-  .action(async (zxy: string, opts: Omit<TileCommandOptions, 'source'> & { source?: string; sources?: string }) => {
+  .option('--json', 'print JSON (what tile always prints: accepted so that every command takes it)')
+  .action(async (zxy: string, { json: _json, ...opts }: Omit<TileCommandOptions, 'source'> & { source?: string; sources?: string; json?: boolean }) => {
     // One spelling for every command: --sources FILE (as mosaic start and redrive take it).
     const file = opts.sources ?? opts.source;
     if (file === undefined) throw new Error('tile: give the sources file with --sources FILE');
@@ -118,11 +137,12 @@ program
   .command('demo')
   .description('the main job (npm start): a real mosaic from a bundled tile server that fails mid-run, on an embedded Temporal dev server')
   .option('--out <dir>', 'where the mosaic, manifest and mask go', 'out/demo')
-  .action(async (o: { out: string }) => {
+  .option('--json', 'print one JSON object at the end (result, breaker transitions, what the tile server saw); progress goes to stderr')
+  .action(async (o: { out: string; json?: boolean }) => {
     await withTemporal(
       async ({ client, taskQueue, address }) => {
-        console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);
-        process.exitCode = await demoMosaic(client, taskQueue, o.out);
+        if (!o.json) console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);
+        process.exitCode = await demoMosaic(client, taskQueue, o.out, { json: !!o.json });
       },
       { breaker: DEMO_BREAKER },
     );

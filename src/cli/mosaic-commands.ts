@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
@@ -6,10 +7,13 @@ import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
 import { parseDuration } from './breaker-commands';
 import { preflight } from './preflight';
+import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '../client/mosaic-names';
+import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
 import type { MosaicProgress, MosaicRequest, MosaicResult } from '../messages/mosaic-types';
+import type { MosaicMemo } from '../messages/search-attributes';
 
 export type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Promise<void>) => Promise<void>;
 
@@ -32,6 +36,7 @@ interface StartOptions {
   parallelBatches?: string;
   breaker?: boolean;
   id?: string;
+  name?: string;
   wait?: boolean;
   watch?: boolean;
   json?: boolean;
@@ -235,19 +240,22 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--block-tiles <n>', 'tiles per child workflow of a large job (default 16384)')
     .option('--parallel-batches <n>', 'fetch activities in flight per block (default 4)')
     .option('--no-breaker', 'fetch without the fleet-wide breaker')
-    .option('--id <workflowId>', 'workflow id (default mosaic/<output name>)')
+    .option('--name <name>', "the mosaic's name, for status, watch, cancel, redrive and list (default: the output's base name, alps for /data/alps.tif)")
+    .option('--id <workflowId>', 'workflow id (default mosaic/<base name>-<hash of the output path>: one run of an output at a time)')
     .option('--wait', 'wait for the result and exit with its code')
     .option('--no-wait', 'start it and return (the default without --wait or --watch)')
     .option('--watch', 'show progress until the mosaic ends, then its result')
     .option('--json', 'print JSON')
     .action(async (o: StartOptions) => {
+      if (o.name !== undefined) checkMosaicName(o.name, '--name');
       const request = requestFromOptions(o);
       await preflight(request);
       await (o.wait || o.watch ? withLocal : withClient)(async ({ client, taskQueue }) => {
-        const handle = await startMosaic(client, taskQueue, request, o.id);
+        const name = o.name ?? defaultMosaicName(request.output);
+        const handle = await startMosaic(client, taskQueue, request, { name, ...(o.id !== undefined ? { workflowId: o.id } : {}) });
         if (!o.wait && !o.watch) {
-          if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId }));
-          else console.log(`started mosaic ${handle.workflowId} (run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${handle.workflowId}`);
+          if (o.json) console.log(JSON.stringify({ name, workflowId: handle.workflowId, runId: handle.firstExecutionRunId }));
+          else console.log(`started mosaic ${handle.workflowId} (name ${name}, run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`);
           return;
         }
         const s = o.watch
@@ -263,10 +271,11 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
   mosaic
     .command('status')
     .description("a mosaic's state, progress by status, breakers involved, and its result when done")
-    .argument('<workflowId>')
+    .argument('<mosaic>', "the mosaic's name or workflow id")
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => {
+    .action(async (ref: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
+        const id = await resolveMosaicId(client, ref);
         const s = await mosaicStatus(client, id);
         if (o.json) {
           console.log(JSON.stringify({ ...s, live: liveCounts(s) }, null, 2));
@@ -289,21 +298,22 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
   mosaic
     .command('watch')
     .description('a live progress bar (counts by status, breaker states) until the mosaic ends')
-    .argument('<workflowId>')
+    .argument('<mosaic>', "the mosaic's name or workflow id")
     .option('--json', 'print the final state as JSON')
-    .action(async (id: string, o: { json?: boolean }) => {
+    .action(async (ref: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
-        process.exitCode = finish(await showMosaicProgress(client, id), !!o.json);
+        process.exitCode = finish(await showMosaicProgress(client, await resolveMosaicId(client, ref)), !!o.json);
       });
     });
 
   mosaic
     .command('cancel')
     .description('cancel a mosaic: it stops fetching and writes a partial manifest accounting for every tile')
-    .argument('<workflowId>')
+    .argument('<mosaic>', "the mosaic's name or workflow id")
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => {
+    .action(async (ref: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
+        const id = await resolveMosaicId(client, ref);
         const s = await cancelMosaic(client, id);
         if (o.json) console.log(JSON.stringify(s, null, 2));
         else console.log(`mosaic ${id}: ${s.status}; partial manifest beside the output (${s.progress?.done ?? 0}/${s.progress?.total ?? 0} tiles done)`);
@@ -311,10 +321,27 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     });
 
   mosaic
+    .command('list')
+    .description('mosaics and re-drives, newest first: name, status, progress, source, zoom, start time (a visibility query)')
+    .option('--status <status>', `only these: ${LIST_STATUSES.join(' | ')}`)
+    .option('--name <name>', 'only mosaics of this name')
+    .option('--limit <n>', 'at most this many (default 1000)')
+    .option('--json', 'print JSON')
+    .action(async (o: { status?: string; name?: string; limit?: string; json?: boolean }) => {
+      const limit = o.limit === undefined ? undefined : num('--limit', o.limit);
+      if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) throw new Error(`--limit: must be a positive whole number (got ${JSON.stringify(o.limit)})`);
+      await withClient(async ({ client }) => {
+        const r = await listMosaics(client, { ...(o.status !== undefined ? { status: o.status } : {}), ...(o.name !== undefined ? { name: o.name } : {}), ...(limit !== undefined ? { limit } : {}) });
+        if (o.json) console.log(JSON.stringify(r, null, 2));
+        else console.log(mosaicTable(r.mosaics));
+      });
+    });
+
+  mosaic
     .command('redrive')
     .description("fetch only a mosaic's dead-lettered tiles, waiting (--wait-for) for the breaker to let them through, and rebuild it and its manifest")
-    .argument('<manifest>', "the mosaic's manifest (.manifest.json) or output (.tif)")
-    .option('--id <workflowId>', 'workflow id (default redrive/<output path>: one re-drive of a mosaic at a time)')
+    .argument('<mosaic>', "the mosaic's manifest (.manifest.json), output (.tif), name or workflow id")
+    .option('--id <workflowId>', 'workflow id (default redrive/<base name>-<hash of the output path>: one re-drive of a mosaic at a time)')
     .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
     .option('--name <source>', 'the source in --sources (when it has more than one)')
     .option('--source <name>', 'the same as --name (as mosaic start spells it)')
@@ -327,7 +354,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
       await withClient(async ({ client, taskQueue }) => {
         const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;
-        const id = await startRedrive(client, taskQueue, manifest, o.id, sources, o.waitFor !== undefined ? { waitForMs: o.waitFor } : {});
+        const target = await redriveTarget(client, manifest);
+        const id = await startRedrive(client, taskQueue, target, o.id, sources, o.waitFor !== undefined ? { waitForMs: o.waitFor } : {});
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;
@@ -344,16 +372,18 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .requiredOption('--cron <expr>', 'cron expression, e.g. "0 2 * * *" for 02:00 every night')
     .requiredOption('--request <file>', 'the mosaic request (YAML or JSON)')
     .option('--timezone <tz>', 'IANA time zone for the cron spec (default UTC)')
+    .option('--name <name>', "the mosaics' name (default: the output's base name)")
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { cron: string; request: string; timezone?: string; json?: boolean }) => {
+    .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; json?: boolean }) => {
+      if (o.name !== undefined) checkMosaicName(o.name, '--name');
       const request = requestFromOptions({ request: o.request });
       // A request that fails tonight would fail every night: refused now.
       await preflight(request);
       await withClient(async ({ client, taskQueue }) => {
-        await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone);
+        await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone, o.name !== undefined ? { name: o.name } : {});
         console.log(
           o.json
-            ? JSON.stringify({ scheduleId: id, cron: o.cron, timezone: o.timezone ?? 'UTC', overlap: 'skip' })
+            ? JSON.stringify({ scheduleId: id, name: o.name ?? defaultMosaicName(request.output), cron: o.cron, timezone: o.timezone ?? 'UTC', overlap: 'skip' })
             : `created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap skip`,
         );
       });
@@ -381,4 +411,36 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
         console.log(o.json ? JSON.stringify({ scheduleId: id, deleted: true }) : `deleted schedule ${id}`);
       });
     });
+}
+
+/** `mosaic list` as a table. */
+export function mosaicTable(mosaics: ListedMosaic[]): string {
+  if (mosaics.length === 0) return 'no mosaics';
+  const rows = [
+    ['NAME', 'STATUS', 'PROGRESS', 'SOURCE', 'ZOOM', 'STARTED', 'ID'],
+    ...mosaics.map((m) => [
+      m.type === 'redriveMosaicWorkflow' ? `${m.name} (re-drive)` : m.name,
+      m.status,
+      m.progress === null ? '-' : `${m.progress}%`,
+      m.source ?? '-',
+      m.zoom === null ? '-' : String(m.zoom),
+      m.startTime.slice(0, 19).replace('T', ' '),
+      m.workflowId,
+    ]),
+  ];
+  const widths = rows[0]!.map((_, k) => Math.max(...rows.map((r) => r[k]!.length)));
+  return rows.map((r) => r.map((c, k) => (k === r.length - 1 ? c : c.padEnd(widths[k]!))).join('  ')).join('\n');
+}
+
+/**
+ * What `mosaic redrive` re-drives: a path as given, or, for a name or workflow id, the output its mosaic's
+ * memo names.
+ */
+async function redriveTarget(client: Client, ref: string): Promise<string> {
+  if (existsSync(ref) || /\.(tiff?|json)$/i.test(ref) || (ref.includes(path.sep) && !/^(mosaic|redrive)\//.test(ref))) return ref;
+  const id = await resolveMosaicId(client, ref);
+  const desc = await client.workflow.getHandle(id).describe();
+  const output = (desc.memo as MosaicMemo | undefined)?.output;
+  if (typeof output !== 'string') throw new Error(`mosaic ${id}: its memo names no output (a run from before names); give its manifest path instead`);
+  return output;
 }

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { BREAKER_SEARCH_ATTRIBUTES } from '../messages/search-attributes';
+import { ALL_SEARCH_ATTRIBUTES } from '../messages/search-attributes';
 import { localBinaries, packageRoot } from './local-server';
 
 export interface EmbeddedServer {
@@ -26,7 +26,7 @@ export async function startEmbeddedServer(opts: { dbFile?: string; uiPort?: numb
       ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
       ip: '127.0.0.1',
       dbFilename: dbFile,
-      searchAttributes: BREAKER_SEARCH_ATTRIBUTES,
+      searchAttributes: ALL_SEARCH_ATTRIBUTES,
       ...(opts.uiPort ? { ui: true, uiPort: opts.uiPort } : {}),
     },
   });

@@ -5,6 +5,11 @@ import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
 import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../messages/mosaic-types';
+import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
+import type { MosaicMemo } from '../messages/search-attributes';
+import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, startLabels } from './mosaic-names';
+
+export { mosaicWorkflowId } from './mosaic-names';
 
 /** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
@@ -16,31 +21,60 @@ export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd())
   };
 }
 
-/** The mosaic an output, a manifest or a re-drive belongs to: its absolute path without extension or slash. */
-function mosaicName(file: string): string {
-  return path
-    .resolve(file)
-    .replace(/\.(manifest\.json|tiff?)$/i, '')
-    .replace(/^\/+/, '');
+export interface StartMosaicOptions {
+  /** Workflow id (default: from the output, mosaicWorkflowId). */
+  workflowId?: string;
+  /** The mosaic's name (default: the output's base name without extension). */
+  name?: string;
 }
 
-/** A default workflow id: one mosaic per output file (by absolute path), so the same mosaic never runs twice at once. */
-export function mosaicWorkflowId(output: string): string {
-  return `mosaic/${mosaicName(output)}`;
+/** Another run of the same output is running: the second start is refused. */
+export class MosaicAlreadyRunningError extends Error {
+  constructor(
+    readonly workflowId: string,
+    output: string,
+    options?: ErrorOptions,
+  ) {
+    super(`a mosaic of ${output} is already running as ${workflowId}; follow it with: tilebreaker mosaic watch ${workflowId} (or cancel it first)`, options);
+    this.name = 'MosaicAlreadyRunningError';
+  }
 }
 
 /**
  * Starts a mosaic workflow. The request is validated here first (the worker validates it again with the
- * sources file as it is when the run starts), so a typo fails at once with the field and value named.
+ * sources file as it is when the run starts), so a typo fails at once with the field and value named. The
+ * id comes from the output (one run of an output at a time, see mosaic-names.ts); the name, source and zoom
+ * go into the memo and, where registered, the Mosaic* search attributes.
  */
-export async function startMosaic(client: Client, taskQueue: string, request: MosaicRequest, workflowId?: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof mosaicWorkflow>> {
+export async function startMosaic(
+  client: Client,
+  taskQueue: string,
+  request: MosaicRequest,
+  idOrOptions?: string | StartMosaicOptions,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof mosaicWorkflow>> {
+  const opts: StartMosaicOptions = typeof idOrOptions === 'string' ? { workflowId: idOrOptions } : (idOrOptions ?? {});
   const resolved = resolveRequestPaths(request);
   parseMosaicRequest(resolved);
-  return client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', {
-    taskQueue,
-    workflowId: workflowId ?? mosaicWorkflowId(resolved.output),
-    args: [resolved],
-  });
+  const name = opts.name !== undefined ? checkMosaicName(opts.name, '--name') : defaultMosaicName(resolved.output);
+  const workflowId = opts.workflowId ?? mosaicWorkflowId(resolved.output);
+  // A run started by a version before names has the path as its id: still one run per output.
+  const legacy = legacyMosaicWorkflowId(resolved.output);
+  if (legacy !== workflowId && (await runningStatus(client, legacy))) throw new MosaicAlreadyRunningError(legacy, resolved.output);
+  const labels = startLabels({ name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output }, await mosaicAttributesRegistered(client));
+  try {
+    return await client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', { taskQueue, workflowId, args: [resolved], ...labels });
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new MosaicAlreadyRunningError(workflowId, resolved.output, { cause: err });
+    throw err;
+  }
+}
+
+async function runningStatus(client: Client, workflowId: string): Promise<boolean> {
+  return client.workflow
+    .getHandle(workflowId)
+    .describe()
+    .then((d) => d.status.name === 'RUNNING')
+    .catch(() => false);
 }
 
 export interface MosaicStatus {
@@ -173,22 +207,28 @@ export function exitCodeFor(result: MosaicResult): number {
 export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources, opts: { waitForMs?: number } = {}): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
   const abs = path.resolve(manifestOrOutput);
-  const candidates = new Set([mosaicWorkflowId(abs)]);
+  const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs)]);
   try {
-    const m = JSON.parse(readFileSync(`/${mosaicName(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };
+    const m = JSON.parse(readFileSync(`${outputKey(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };
     if (m.workflowId) candidates.add(m.workflowId);
   } catch {
-    // No manifest readable here (another machine's disk, or the mosaic has not assembled yet): the default id is checked.
+    // No manifest readable here (another machine's disk, or the mosaic has not assembled yet): the default ids are checked.
   }
+  let memo: MosaicMemo = {};
   for (const id of candidates) {
-    const status = await client.workflow
+    const desc = await client.workflow
       .getHandle(id)
       .describe()
-      .then((d) => d.status.name)
       .catch(() => null);
-    if (status === 'RUNNING') throw new Error(`mosaic ${id} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`);
+    if (desc?.status.name === 'RUNNING') throw new Error(`mosaic ${id} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`);
+    if (desc && memo.name === undefined) memo = desc.memo ?? {};
   }
-  const id = workflowId ?? `redrive/${mosaicName(abs)}`;
+  // A re-drive started by a version before names is refused as a second re-drive would be.
+  const legacy = legacyRedriveWorkflowId(abs);
+  if (workflowId === undefined && (await runningStatus(client, legacy))) throw new Error(`a re-drive of this mosaic is already running: ${legacy}`);
+  const id = workflowId ?? redriveWorkflowId(abs);
+  const name = typeof memo.name === 'string' && isMosaicName(memo.name) ? memo.name : defaultMosaicName(abs);
+  const labels = startLabels({ name, source: memo.source ?? 'unknown', zoom: memo.zoom, output: memo.output ?? `${outputKey(abs)}.tif` }, await mosaicAttributesRegistered(client));
   try {
     await client.workflow.start('redriveMosaicWorkflow', {
       taskQueue,
@@ -196,6 +236,7 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
       args: [
         { manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}), ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}) },
       ],
+      ...labels,
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`, { cause: err });

@@ -1,6 +1,8 @@
 import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { MosaicRequest } from '../messages/mosaic-types';
+import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
+import { mosaicAttributesRegistered, startLabels } from './mosaic-names';
 import { resolveRequestPaths } from './mosaics';
 
 export interface ScheduleSummary {
@@ -16,16 +18,27 @@ export interface ScheduleSummary {
  * A nightly mosaic as a Temporal Schedule. Overlap policy skip: if last night's run is still going (a long
  * outage, a wait policy), tonight's does not start beside it and double the load on the same servers.
  */
-export async function createMosaicSchedule(client: Client, taskQueue: string, scheduleId: string, cron: string, request: MosaicRequest, timezone?: string): Promise<void> {
+export async function createMosaicSchedule(
+  client: Client,
+  taskQueue: string,
+  scheduleId: string,
+  cron: string,
+  request: MosaicRequest,
+  timezone?: string,
+  opts: { name?: string } = {},
+): Promise<void> {
   const resolved = resolveRequestPaths(request);
   parseMosaicRequest(resolved);
+  // Each night's mosaic carries the name, as one started by hand does (`mosaic status NAME`, `mosaic list`).
+  const name = opts.name !== undefined ? checkMosaicName(opts.name, '--name') : defaultMosaicName(resolved.output);
+  const labels = startLabels({ name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output }, await mosaicAttributesRegistered(client));
   await client.schedule.create({
     scheduleId,
     spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
     // The server turns cron into calendar specs; keep the words the user wrote for `schedule list`.
-    memo: { cron, output: resolved.output },
+    memo: { cron, output: resolved.output, name },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1h' },
-    action: { type: 'startWorkflow', workflowType: 'mosaicWorkflow', args: [resolved], taskQueue, workflowId: `mosaic-schedule/${scheduleId}` },
+    action: { type: 'startWorkflow', workflowType: 'mosaicWorkflow', args: [resolved], taskQueue, workflowId: `mosaic-schedule/${scheduleId}`, ...labels },
   });
 }
 

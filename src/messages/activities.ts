@@ -22,6 +22,8 @@ export interface MosaicActivities {
   loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources): Promise<DeadLetters>;
   /** Watches a refusing breaker for up to `forMs`; returns as soon as it lets traffic through again. */
   awaitBreaker(input: AwaitBreakerInput): Promise<AwaitBreakerResult>;
+  /** Whether the namespace has the mosaic search attributes (MosaicName, ...) registered. */
+  mosaicSearchAttributesRegistered(): Promise<boolean>;
 }
 
 export interface AwaitBreakerInput {

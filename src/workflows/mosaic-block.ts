@@ -66,6 +66,8 @@ export async function recordConfigError(plan: MosaicPlan, tiles: TileSelection, 
 export class ProgressTracker {
   readonly progress: MosaicProgress;
   private fetchStartedAt: number | null = null;
+  /** Told after every add (the mosaic publishes its progress from it, at coarse steps). */
+  onAdd: ((p: MosaicProgress) => void) | null = null;
 
   constructor(total: number) {
     this.progress = { total, done: 0, counts: zeroStatusCounts(), phase: 'planning', etaSeconds: null, runningBlocks: [], breakerStates: [], breakerKeys: [], waitingUntil: null, waitingFor: null };
@@ -85,6 +87,7 @@ export class ProgressTracker {
     for (const s of states) if (!p.breakerStates.includes(s)) p.breakerStates.push(s);
     const elapsed = Date.now() - (this.fetchStartedAt ?? Date.now());
     p.etaSeconds = p.done > 0 && elapsed > 0 ? Math.round(((p.total - p.done) * elapsed) / p.done / 1000) : null;
+    this.onAdd?.(p);
   }
 }
 

@@ -2,6 +2,7 @@ import { ApplicationFailure, CancellationScope, CancelledFailure, executeChild, 
 import type { MosaicActivities } from '../messages/activities';
 import { CONFIG_ERROR_PATCH, fetchBlock, METATILE_BATCHES_PATCH, planBreakerKey, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
+import { MosaicPublication } from './mosaic-publication';
 import { metatileBlocks, planMetatile } from '../messages/metatile-batches';
 import { checkPlan, checkSelection } from '../messages/plan-check';
 import { DEFAULT_REDRIVE_WAIT_MS, selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
@@ -92,20 +93,34 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
 export async function mosaicWorkflow(request: MosaicRequest): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
-  const plan = await planMosaic(request, workflowInfo().runId);
+  const pub = await MosaicPublication.open({ output: String(request.output), source: request.sourceName ?? 'inline', zoom: request.zoom });
+  let plan: MosaicPlan;
+  try {
+    plan = await planMosaic(request, workflowInfo().runId);
+  } catch (err) {
+    pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
+    throw err;
+  }
   tracker = new ProgressTracker(plan.total);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
+  tracker.onAdd = (p) => pub.progress(p);
+  pub.progress(tracker.progress);
   try {
     await fetchAll(plan, { start: 0, count: plan.total }, 0, tracker);
     stopIfCancelled();
     tracker.progress.phase = 'assembling';
   } catch (err) {
     await writePartial(plan, tracker, err);
+    pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
     throw err;
   }
   // Every tile is fetched: a cancel now would only race a partial assembly against this one.
-  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId }));
+  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId })).catch((err: unknown) => {
+    pub.stopped('failed', tracker.progress);
+    throw err;
+  });
   tracker.progress.phase = 'done';
+  pub.finished(result);
   return result;
 }
 
@@ -160,18 +175,28 @@ export async function redriveMosaicWorkflow(input: RedriveInput): Promise<Mosaic
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
   const waits = patched('redrive-waits');
+  const pub = await MosaicPublication.open({ output: String(input.manifest) });
   const waitForMs = input.waitForMs ?? DEFAULT_REDRIVE_WAIT_MS;
   if (waits && !(Number.isFinite(waitForMs) && waitForMs > 0)) {
     throw ApplicationFailure.nonRetryable(`redrive: waitForMs must be a positive number of ms (got ${JSON.stringify(input.waitForMs)})`, 'ConfigError');
   }
   const deadlineAt = Date.now() + waitForMs;
   // The source as the plan froze it, or as the sources file says now (a fixed URL or credential).
-  const letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
+  let letters: Awaited<ReturnType<typeof loadDeadLetters>>;
+  try {
+    letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
+  } catch (err) {
+    pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
+    throw err;
+  }
   // Waiting is the breaker's business now: the first pass finds it open (refused at once, no request) or
   // half-open, and the wait follows its retryAfter, not the old journals' notBefore.
   const plan: MosaicPlan = waits ? { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt } : { ...letters.plan, fallback: 'fail-fast' };
   tracker = new ProgressTracker(letters.indices.length);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
+  tracker.onAdd = (p) => pub.progress(p);
+  pub.relabel({ source: letters.plan.sourceName, zoom: letters.plan.grid.z });
+  pub.progress(tracker.progress);
   const waitMs = waits ? 0 : letters.notBefore - Date.now();
   if (waitMs > 0) {
     tracker.progress.phase = 'waiting';
@@ -184,9 +209,14 @@ export async function redriveMosaicWorkflow(input: RedriveInput): Promise<Mosaic
     tracker.progress.phase = 'assembling';
   } catch (err) {
     await writePartial(letters.plan, tracker, err);
+    pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
     throw err;
   }
-  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId }));
+  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId })).catch((err: unknown) => {
+    pub.stopped('failed', tracker.progress);
+    throw err;
+  });
   tracker.progress.phase = 'done';
+  pub.finished(result);
   return result;
 }

@@ -105,7 +105,7 @@ test('bad input exits 2 before anything starts, naming the field and the value',
   assert.match(sched.err, /maxTiles: the plan has 20 tiles .* more than maxTiles 3/);
   const unknown = await cli(['mosaic', 'status', 'no-such-mosaic']);
   assert.equal(unknown.code, 2);
-  assert.match(unknown.err, /no mosaic workflow with id "no-such-mosaic"/);
+  assert.match(unknown.err, /no mosaic with id or name "no-such-mosaic"/);
   const usage = await cli(['mosaic', 'frobnicate']);
   assert.equal(usage.code, 2);
 });
@@ -115,7 +115,7 @@ test('schedule create, list --json and delete through the CLI', async () => {
   writeFileSync(request, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'nightly.tif') }));
   const c = await cli(['schedule', 'create', 'cli-nightly', '--cron', '30 1 * * *', '--request', request, '--json']);
   assert.equal(c.code, 0, c.err);
-  assert.deepEqual(JSON.parse(c.out), { scheduleId: 'cli-nightly', cron: '30 1 * * *', timezone: 'UTC', overlap: 'skip' });
+  assert.deepEqual(JSON.parse(c.out), { scheduleId: 'cli-nightly', name: 'nightly', cron: '30 1 * * *', timezone: 'UTC', overlap: 'skip' });
   const l = await cli(['schedule', 'list', '--json']);
   const mine = (JSON.parse(l.out) as { scheduleId: string; cron: string[]; nextRuns: string[] }[]).find((s) => s.scheduleId === 'cli-nightly');
   assert.deepEqual(mine?.cron, ['30 1 * * *']);
@@ -135,7 +135,7 @@ test('mosaic redrive refuses while the mosaic itself is still running', async ()
     const handle = await startMosaic(env.client, taskQueue, { source: { type: 'xyz', url: slow.template, concurrency: 1 }, bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output, breaker: false });
     const r = await cli(['mosaic', 'redrive', output]);
     assert.equal(r.code, 2, r.err);
-    assert.match(r.err, /mosaic mosaic\/.*running is still running; re-drive it once it has finished, or cancel it first/);
+    assert.match(r.err, /mosaic mosaic\/running-[0-9a-f]{8} is still running; re-drive it once it has finished, or cancel it first/);
     const named = await cli(['mosaic', 'redrive', output, '--name', 'demo']);
     assert.equal(named.code, 2, named.err);
     assert.match(named.err, /--name "demo": give --sources FILE as well/);

@@ -225,7 +225,7 @@ test('bad requests are refused before any fetch, naming the field and the value'
   });
   // Planned once: a ConfigError is not retried.
   const history = await handle.fetchHistory();
-  assert.equal(history.events!.filter((e) => e.activityTaskScheduledEventAttributes).length, 1);
+  assert.equal(history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'planMosaic').length, 1);
   assert.equal(s.stats.requests, 0);
   // And the client refuses it before starting anything.
   await assert.rejects(startMosaic(env.client, taskQueue, request(s, 'bad', { bbox: [10, 40, 5, 45] })), /west must be less than east/);

@@ -75,10 +75,24 @@ const redriveWaits: EntityScenario = ({ client, taskQueue }) =>
     return r;
   });
 
+/**
+ * A mosaic started without the Mosaic* attributes on a server that has them: it asks once whether they are
+ * registered, then keeps them current (the other path, a start that carried them, is mosaic-search-attributes).
+ */
+const attributesAsked: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 5 }, async (s, dir) => {
+    const h = await client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: 'mosaic-search-attributes-asked', args: [request(s, dir, {})] });
+    await h.result();
+    return h;
+  });
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
   'mosaic-blocks': mosaicRun('mosaic-blocks', {}, { blockTiles: 48 }),
   'mosaic-redrive': redriveAfterOutage,
   'mosaic-redrive-wait': redriveWaits,
+  // Name, source, zoom, status and progress kept current by the workflow (patch mosaic-search-attributes).
+  'mosaic-search-attributes': mosaicRun('mosaic-search-attributes', { latencyMs: 5 }, { blockTiles: 48 }),
+  'mosaic-search-attributes-asked': attributesAsked,
 } as const;
