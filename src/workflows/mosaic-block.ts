@@ -24,6 +24,11 @@ const { fetchMosaicBatch } = proxyActivities<MosaicActivities>({
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   // Tile-level retries happen inside the batch; these are for a lost worker or a failed journal write.
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 5 },
+  // Batches go through the task queue to whichever worker polls, not eagerly back to the worker that completed
+  // the workflow task: with eager dispatch one process ran nearly every batch of a mosaic (29 of 32 with three
+  // workers), so extra workers added nothing and one SIGKILL lost every batch in flight. (Replay matches no
+  // eager flag: old histories replay unchanged.)
+  allowEagerDispatch: false,
 });
 
 const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'defer', stale: 'stale', hole: 'hole' };
