@@ -81,6 +81,13 @@ export interface FetchDeps {
   now?: () => number;
 }
 
+/**
+ * How often a batch records its results as heartbeat details while tiles finish. The worker sends the latest
+ * at most every 1.5 s (`maxHeartbeatThrottleInterval`, src/client/worker.ts): a killed worker's batch resumes
+ * from results at most 2 s old, so at most 2 s of finished tiles are fetched again.
+ */
+export const BEAT_EVERY_MS = 500;
+
 /** Configuration errors for one request shape after which a batch stops requesting it. */
 export const CONFIG_ERRORS_TO_STOP = 3;
 
@@ -112,7 +119,7 @@ export function makeFetchBatch(deps: FetchDeps) {
       if (d.kind === 'proceed') allowance = d.allowance;
     };
     const beat = (force = false) => {
-      if (!ctx || (!force && Date.now() - lastBeat < 1_000)) return;
+      if (!ctx || (!force && Date.now() - lastBeat < BEAT_EVERY_MS)) return;
       lastBeat = Date.now();
       ctx.heartbeat({ results });
     };
