@@ -10,6 +10,8 @@ export interface DemoTileServerOptions {
   outageMs?: number;
   /** While down: answer this status (default 503), or refuse to render with a WMS-style XML exception (`'xml'`). */
   outageStatus?: number;
+  /** Called as each good tile goes out, with its path (tests count who fetched what, and when). */
+  onServed?: (path: string) => void;
 }
 
 export interface DemoTileServer {
@@ -85,6 +87,7 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
       stats.ok++;
       if (served.has(req.url!)) stats.repeats++;
       else served.add(req.url!);
+      opts.onServed?.(req.url!);
       const [x, y] = [Number(m[2]), Number(m[3])];
       res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600' }).end(variants[(x * 3 + y * 5) % VARIANTS]);
     };
