@@ -7,8 +7,9 @@
  *   throughput: orchestrated=<tiles/s> plain=<tiles/s> ratio=<float> history-events-per-1000-tiles=<int>
  * History events count every workflow of the job (the mosaic and its children, if any). The breaker
  * entity is shared by every job on the endpoint and is reported apart.
+ * With --workers N it measures instead how one mosaic spreads over a fleet of worker processes
+ * (bench/throughput/scale.ts; last line `scale: ...`).
  */
-import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -25,6 +26,8 @@ import { startEmbeddedServer } from '../src/client/embedded-server';
 import { startMosaic } from '../src/client/mosaics';
 import { createWorker } from '../src/client/worker';
 import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
+import { runScale } from './throughput/scale';
+import { startServer } from './throughput/server';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -37,13 +40,30 @@ interface Opts {
   blockTiles?: string;
 }
 
-async function startServer(latencyMs: number): Promise<{ url: string; stop: () => void }> {
-  const child = fork(path.join(__dirname, 'throughput', 'server-child.js'), [String(latencyMs)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()));
-    child.once('exit', (code) => reject(new Error(`tile server exited (${code})`)));
+type Flags = Partial<Opts> & { workers?: string };
+
+/** The defaults of each mode: the orchestration-cost run, and --workers (latency-bound, one worker not CPU-bound). */
+const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: '256', latency: '10' };
+const SCALE_DEFAULTS: Opts = { side: '32', concurrency: '2', batches: '6', batchSize: '32', latency: '50' };
+
+function count(flag: string, value: string, min: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`bench:throughput: ${flag} must be a whole number >= ${min} (got ${JSON.stringify(value)})`);
+  return n;
+}
+
+function dispatch(f: Flags): Promise<void> {
+  if (f.workers === undefined) return main({ ...DEFAULTS, ...f });
+  if (f.blockTiles !== undefined) throw new Error('bench:throughput: --block-tiles is not used with --workers (the mosaic runs in one workflow)');
+  const o = { ...SCALE_DEFAULTS, ...f };
+  return runScale({
+    workers: count('--workers', f.workers, 2),
+    side: count('--side', o.side, 1),
+    concurrency: count('--concurrency', o.concurrency, 1),
+    batches: count('--batches', o.batches, 1),
+    batchSize: count('--batch-size', o.batchSize, 1),
+    latency: count('--latency', o.latency, 0),
   });
-  return { url, stop: () => child.kill() };
 }
 
 async function inPool<T>(items: T[], n: number, fn: (t: T) => Promise<void>): Promise<void> {
@@ -161,13 +181,14 @@ async function main(o: Opts): Promise<void> {
 }
 
 new Command('bench:throughput')
-  .option('--side <n>', 'tiles per side of the square mosaic', '64')
-  .option('--concurrency <n>', 'requests in flight per batch (the source concurrency)', '8')
-  .option('--batches <n>', 'batches in flight', '4')
-  .option('--batch-size <n>', 'tiles per batch', '256')
-  .option('--latency <ms>', 'tile server latency per request', '10')
+  .option('--side <n>', 'tiles per side of the square mosaic (default 64; with --workers 32)')
+  .option('--concurrency <n>', 'the source concurrency: requests in flight per worker process (default 8; with --workers 2)')
+  .option('--batches <n>', 'batches in flight (default 4; with --workers 6)')
+  .option('--batch-size <n>', 'tiles per batch (default 256; with --workers 32)')
+  .option('--latency <ms>', 'tile server latency per request (default 10; with --workers 50)')
   .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
-  .action((o: Opts) => main(o))
+  .option('--workers <n>', 'instead: the same mosaic with 1 worker process, then with N (fetch phases, batches per worker; last line scale: ...)')
+  .action((f: Flags) => dispatch(f))
   .parseAsync()
   .catch((err: unknown) => {
     console.error(err);
