@@ -191,6 +191,7 @@ new Command('bench:throughput')
   .action((f: Flags) => dispatch(f))
   .parseAsync()
   .catch((err: unknown) => {
-    console.error(err);
+    // A bad flag is named with its value; anything else keeps its stack.
+    console.error(err instanceof Error && err.message.startsWith('bench:throughput:') ? err.message : err);
     process.exit(1);
   });
