@@ -76,7 +76,8 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       break;
     case 'reset':
       // Generations keep counting: a token granted before the reset must stay stale after it.
-      out.move({ ...initialState(out.state.config), lastGeneration: out.state.lastGeneration }, 'reset', event.reason ?? 'reset', true);
+      // A pause a 429 asked for ends too (named only when set: states from before pauses carry no such field).
+      out.move({ ...initialState(out.state.config), lastGeneration: out.state.lastGeneration, ...(out.state.pacedUntil != null ? { pacedUntil: null } : {}) }, 'reset', event.reason ?? 'reset', true);
       break;
     case 'disable':
       out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], probeSuccesses: 0 }, 'disabled', event.reason ?? 'metrics only: never blocks');
@@ -109,6 +110,7 @@ export function breakerView(s: PolicyState, activeReporters = 0): BreakerView {
   const rate = s.config.maxRequestsPerSecond ?? null;
   return {
     ...(rate !== null ? { rateLimit: rate, activeReporters } : {}),
+    ...(s.pacedUntil ? { pacedUntil: s.pacedUntil } : {}),
     state: stateName(s),
     mode: s.mode,
     phase: s.phase,
@@ -131,6 +133,15 @@ export function rateShare(v: BreakerView, allowance: number, counted: boolean): 
   if (v.rateLimit === undefined) return null;
   const workers = Math.max(1, (v.activeReporters ?? 0) + (counted ? 0 : 1));
   return (v.rateLimit / workers) * allowance;
+}
+
+/**
+ * How long a worker must still hold its calls to the endpoint at `now` (its own clock) because a 429 asked the
+ * fleet to wait: 0 when it need not. The breaker's state is another matter (permitFor): a paced endpoint is
+ * closed, and nothing was counted against it.
+ */
+export function pausedForMs(v: Pick<BreakerView, 'pacedUntil'>, now: number): number {
+  return v.pacedUntil === undefined ? 0 : Math.max(0, v.pacedUntil - now);
 }
 
 /**
@@ -181,6 +192,8 @@ export function advance(state: PolicyState, now: number): StepResult {
   const window = prune(s.window, now, s.config);
   const probes = s.probes.filter((p) => p.leaseUntil > now);
   if (window.length !== s.window.length || probes.length !== s.probes.length) out.patch({ window, probes });
+  // A pause that has ended is forgotten, so the view stops carrying it.
+  if (s.pacedUntil != null && s.pacedUntil <= now) out.patch({ pacedUntil: null });
   if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
     // Recorded at the moment it became due, not when the next event happened to arrive.
     out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery', false, {
@@ -201,6 +214,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   const failed = (event.counts.transient ?? 0) + (event.counts['service-exception'] ?? 0);
   const hint = event.retryAfterMs && failed > 0 ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs) : s.retryAfterHintUntil;
   out.patch({ window, retryAfterHintUntil: hint });
+  pace(out, event);
   if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
   if (s.phase === 'closed') {
     const floors = floorsFor(s.config, event.concurrency);
@@ -216,6 +230,18 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
     if (failed > 0) open(out, 'probe-failed', `shadow probe: ${failed} failures reported`, rand);
     else if ((event.counts.success ?? 0) > 0) probeSucceeded(out, 'shadow probe: report with successes only');
   }
+}
+
+/**
+ * A 429 asked to wait: the whole fleet pauses the endpoint until then (the latest such time wins), whatever the
+ * phase, with no transition and nothing counted as a failure (the window counts the 429 as rate-limited). Capped
+ * at the longest cooldown, so a server asking for a day does not park the fleet for one.
+ */
+function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>): void {
+  const ms = event.rateLimitedForMs;
+  if (!(typeof ms === 'number' && Number.isFinite(ms) && ms > 0) || !((event.counts['rate-limited'] ?? 0) > 0)) return;
+  const until = out.now + Math.min(Math.round(ms), maxCooldownMs(out.state.config));
+  if (until > (out.state.pacedUntil ?? 0)) out.patch({ pacedUntil: until });
 }
 
 function onProbeRequest(out: Recorder, requestId: string, requester: string): ProbeDecision {

@@ -45,6 +45,11 @@ export interface PolicyState {
   probeSuccesses: number;
   /** An upstream Retry-After seen with failures: the next cooldown lasts at least until then. */
   retryAfterHintUntil: number | null;
+  /**
+   * A 429's Retry-After: the whole fleet sends nothing to the endpoint until then (null or absent: no pause).
+   * Optional: states carried from runs before it have none, and a run that never sees a 429 never sets it.
+   */
+  pacedUntil?: number | null;
 }
 
 export type TransitionReason =
@@ -104,6 +109,11 @@ export type PolicyEvent =
       /** Largest upstream Retry-After (ms) seen with failures in this batch. */
       retryAfterMs?: number;
       /**
+       * The longest Retry-After (ms from the report) a 429 in this batch asked for: the fleet pauses the endpoint
+       * that long (capped), without counting a failure.
+       */
+      rateLimitedForMs?: number;
+      /**
        * The fleet's concurrency: calls its workers had in flight to the endpoint lately (the entity sums what
        * each reporter says). Lowers the sample floors to what that traffic can reach (rules.ts floorsFor).
        */
@@ -158,6 +168,8 @@ export interface BreakerView {
   /** Present with maxRequestsPerSecond: the fleet-wide rate, and the workers sharing it now. */
   rateLimit?: number;
   activeReporters?: number;
+  /** Present after a 429 with Retry-After: no worker sends to the endpoint before this time (its own clock). */
+  pacedUntil?: number;
 }
 
 /** What a worker needs to decide a call: from `permit()` or `permitFor()`. */
