@@ -142,6 +142,11 @@ export interface OutcomeReport {
   latency?: number[];
   /** Largest Retry-After (ms) seen with failures. */
   retryAfterMs?: number;
+  /**
+   * A 429 in this batch asked to wait: how long from now (ms), the longest such. The entity pauses the whole
+   * fleet that long (a 429 is never a failure).
+   */
+  rateLimitedForMs?: number;
   /** The most calls this reporter had in flight to the endpoint since its last report (probes aside). */
   inFlight?: number;
   /** Of the counted transient failures: calls still in flight past the stall threshold (counted while they wait). */

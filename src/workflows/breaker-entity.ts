@@ -32,8 +32,11 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   const compactCarry = patched('compact-carry');
   const opts = compactCarry ? withHistoryDefault(opts0, input.options) : opts0;
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry);
+  // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
+  // replay without the pause.
+  const pacing = patched('rate-limited-pacing');
   const selfProbe = new SelfProbe(entity, opts);
-  registerHandlers(entity, rateLimits);
+  registerHandlers(entity, rateLimits, pacing);
 
   entity.publishView();
   if (entity.searchAttributesOn === null) entity.searchAttributesOn = await searchAttributesRegistered(entity.key);

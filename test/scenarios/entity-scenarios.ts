@@ -165,8 +165,27 @@ export const entityCompactCarry: EntityScenario = async ({ env, client, taskQueu
   return second;
 };
 
+/** A rate-limited endpoint's 429s: a fleet-wide pause (capped), never a failure nor a transition, then idle. */
+export const entityRateLimitedPacing: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-429-pacing',
+    config: { minSamples: 5 },
+    options: idle,
+  });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 10 } });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 2, 'rate-limited': 3 }, rateLimitedForMs: 2_000 });
+  await h.signal(reportSignal, { reporter: 'w2', counts: { 'rate-limited': 40 }, rateLimitedForMs: 86_400_000 });
+  await waitForView(env, h, (v) => v.pacedUntil !== undefined);
+  await env.sleep(5 * 60_000);
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 10 } });
+  await waitForView(env, h, (v) => v.pacedUntil === undefined && v.state === 'closed');
+  await h.result();
+  return h;
+};
+
 export const entityScenarios = {
   'entity-compact-carry': entityCompactCarry,
+  'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,
   'entity-outage-defaults': entityOutageDefaults,
   'entity-self-probe-recovery': entitySelfProbeRecovery,

@@ -17,9 +17,9 @@ import type { EntityState } from './state';
 
 /**
  * The entity's signal and query handlers: signals carry facts into the state, queries read it. `rateLimits`:
- * see the 'rate-limit' patch.
+ * see the 'rate-limit' patch; `pacing`: the 'rate-limited-pacing' patch (a 429's Retry-After pauses the fleet).
  */
-export function registerHandlers(entity: EntityState, rateLimits: boolean): void {
+export function registerHandlers(entity: EntityState, rateLimits: boolean, pacing = false): void {
   const { key } = entity;
   // A handler must never throw: a failed workflow task would stall the breaker for the whole fleet. The handler's
   // arguments are typed by the signal's definition (setHandler alone would infer any[]).
@@ -47,6 +47,7 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean): void
       counts: r.counts ?? {},
       ...(r.latency ? { latency: r.latency } : {}),
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
+      ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),
     });
   });
