@@ -1,9 +1,10 @@
-import { parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
+import { maxCooldownMs, parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
 import { isFailure } from '../../breaker';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
 import { Pacer } from './pacer';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Pauses } from './pauses';
 import { ProbeRequests } from './probe-requests';
 import { ProbeSpread } from './probe-spread';
 import { ReportSender } from './report-sender';
@@ -17,7 +18,7 @@ import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
  * be reached: the coordination store must never halt the pipeline.
  */
 export class BreakerGuard {
-  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0 };
+  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0, paced: 0 };
   private readonly o: ResolvedGuardOptions;
   /** Each key's cached view, held for the view cache (test/entity/fail-open.test.ts resets one's fetchedAt). */
   private readonly keys = new Map<string, CachedView>();
@@ -27,6 +28,7 @@ export class BreakerGuard {
   private readonly probes: ProbeRequests;
   private readonly spread: ProbeSpread;
   private readonly pacer: Pacer;
+  private readonly pauses: Pauses;
   private readonly calls: InFlightCalls;
   private readonly shedding = new Set<string>();
   private readonly sweeper: NodeJS.Timeout | null;
@@ -34,8 +36,10 @@ export class BreakerGuard {
 
   constructor(options: GuardOptions) {
     // A bad configuration is the caller's error, now: not a failed entity run per report later.
-    if (options.config) parsePolicyConfig(options.config);
+    const config = parsePolicyConfig(options.config ?? {});
     this.o = resolveGuardOptions(options);
+    // This process's own pause after a 429 is capped as the entity caps the fleet's (by this guard's policy).
+    this.pauses = new Pauses(maxCooldownMs(config));
     this.link = new EntityLink(this.o, this.stats);
     this.views = new ViewCache(this.keys, this.link, this.stats, this.o.cacheTtlMs, (key) => this.reports.alarm(key) !== null || this.calls.stalled(key));
     this.calls = new InFlightCalls(this.o.stall || {});
@@ -69,7 +73,14 @@ export class BreakerGuard {
     const alarm = this.reports.alarm(key);
     if (alarm) await Promise.race([alarm, new Promise((r) => setTimeout(r, 4 * this.o.failureFlushMs))]);
     let view = await this.views.get(key);
-    if (view === undefined) return this.link.failOpen(key);
+    // A 429 asked to wait (this process's own, or the fleet's from the entity): a call that may go waits it out
+    // first; the breaker stays closed. Failing open keeps the last pause known, as it keeps the pace.
+    if (view === undefined || permitFor(view ?? CLOSED_VIEW, Date.now()).allow) {
+      const pause = await this.waitOutPause(key, view);
+      if (pause.refused) return pause.refused;
+      if (pause.waited) view = await this.views.get(key);
+    }
+    if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
     let permit = permitFor(view ?? CLOSED_VIEW, Date.now());
     const rate = permit.allow ? await this.pacer.rateFor(key, view, permit.allowance) : null;
@@ -110,6 +121,38 @@ export class BreakerGuard {
   }
 
   /**
+   * Waits while a 429's pause holds for `key`, re-reading the entity's view after each wait (another 429 may
+   * have extended it). A pause with more than maxPaceWaitMs left is refused instead, with its end.
+   */
+  private async waitOutPause(key: string, view: BreakerView | null | undefined): Promise<{ waited: boolean; refused?: GuardDecision }> {
+    let waited = false;
+    for (;;) {
+      const seen = view === undefined ? this.views.last(key) : view;
+      const left = this.pauses.leftMs(key, seen, Date.now());
+      if (left <= 0) return { waited };
+      if (left > this.o.maxPaceWaitMs) {
+        this.stats.refused++;
+        const until = new Date(Date.now() + left).toISOString();
+        return { waited, refused: { kind: 'refused', key, state: seen?.state ?? 'closed', retryAfterMs: left, reason: `paced: the endpoint answered 429 and asked to wait until ${until}` } };
+      }
+      if (!waited) this.stats.paced++;
+      waited = true;
+      await sleep(left);
+      view = await this.views.get(key);
+    }
+  }
+
+  /**
+   * The entity cannot be reached: proceed, but at the pace last known for this process (the rate's share), so
+   * an outage of Temporal does not lift an endpoint's rate limit.
+   */
+  private async failOpen(key: string): Promise<GuardDecision> {
+    const rate = this.pacer.failOpenRate(key, this.views.last(key));
+    if (rate !== null) await this.pacer.pace(key, rate);
+    return this.link.failOpen(key);
+  }
+
+  /**
    * A call made under `decision` that ended without an answer from the endpoint (we aborted it: the activity
    * was cancelled). It says nothing about the endpoint's health: a probe token is handed back as a neutral
    * result (released, not counted); an ordinary call reports nothing.
@@ -122,6 +165,8 @@ export class BreakerGuard {
   /** Records the outcome of a call made under `decision`. */
   release(decision: GuardDecision, outcome: CallOutcome): void {
     if (decision.kind === 'refused') return;
+    // This process stops at once; the report carries the wait to the entity, which pauses the fleet.
+    if (outcome.kind === 'rate-limited' && outcome.retryAfterMs) this.pauses.rateLimited(decision.key, outcome.retryAfterMs, Date.now());
     if (decision.kind === 'probe') {
       this.probes.result(decision, outcome);
       return;

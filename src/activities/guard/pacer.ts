@@ -11,6 +11,8 @@ interface KeyPace {
   /** Last use of the key's rate limit, and the timer that keeps this process counted meanwhile. */
   lastRateUseAt: number;
   keepalive: NodeJS.Timeout | null;
+  /** This process's share (requests/s, before any ramp) as the entity last published it: kept when failing open. */
+  share: number | null;
 }
 
 const KEEPALIVE_EVERY_MS = 2_000;
@@ -48,7 +50,12 @@ export class Pacer {
     // No entity yet: the rate this guard would create it with.
     const ownRate = this.o.config?.maxRequestsPerSecond ?? null;
     let rateView = view ?? (ownRate ? { ...CLOSED_VIEW, rateLimit: ownRate, activeReporters: 0 } : null);
-    if (rateView?.rateLimit === undefined) return null;
+    if (rateView?.rateLimit === undefined) {
+      // The limit was lifted: failing open later must not keep an old share.
+      const known = this.keys.get(key);
+      if (known) known.share = null;
+      return null;
+    }
     const kp = this.entry(key);
     kp.lastRateUseAt = Date.now();
     this.keepCounted(key, kp);
@@ -60,7 +67,23 @@ export class Pacer {
       await kp.joining;
       rateView = this.views.last(key) ?? rateView;
     }
-    return rateShare(rateView, allowance, Date.now() - this.reports.reportedAt(key) < REPORTED_RECENTLY_MS);
+    const counted = Date.now() - this.reports.reportedAt(key) < REPORTED_RECENTLY_MS;
+    kp.share = rateShare(rateView, 1, counted);
+    return rateShare(rateView, allowance, counted);
+  }
+
+  /**
+   * The rate to keep while the entity cannot be reached (failing open), or null for none: the share it last
+   * published for this process (the full share: a ramp's progress is unknown); with no share known yet, the
+   * last view's rate split among its last count of sharers and this one; with no view either, this guard's
+   * own maxRequestsPerSecond, whole (the fleet's size is unknown, and one process must stay under the
+   * endpoint's limit at least). No rate ever configured or seen: no pacing, as before.
+   */
+  failOpenRate(key: string, last: BreakerView | null): number | null {
+    const share = this.keys.get(key)?.share ?? null;
+    if (share !== null) return share;
+    if (last?.rateLimit !== undefined) return rateShare(last, 1, false);
+    return this.o.config?.maxRequestsPerSecond ?? null;
   }
 
   /**
@@ -91,7 +114,7 @@ export class Pacer {
   private entry(key: string): KeyPace {
     let kp = this.keys.get(key);
     if (!kp) {
-      kp = { lastSlotAt: 0, joining: null, lastRateUseAt: 0, keepalive: null };
+      kp = { lastSlotAt: 0, joining: null, lastRateUseAt: 0, keepalive: null, share: null };
       this.keys.set(key, kp);
     }
     return kp;

@@ -14,6 +14,8 @@ interface KeyReports {
   started: boolean;
   /** When this process last reported to the entity (it counts among the rate's sharers for a while after). */
   reportedAt: number;
+  /** A 429's wait on its way to the entity (sent after the short gathering delay, not at the interval). */
+  pacing: boolean;
 }
 
 /**
@@ -44,6 +46,16 @@ export class ReportSender {
     const kr = this.entry(key);
     if ('stalls' in outcome) kr.buffer.addStalls(outcome.stalls);
     else kr.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
+    // A 429 asked to wait: the rest of the fleet pauses only once the entity hears of it, so it goes now.
+    if (!('stalls' in outcome) && outcome.kind === 'rate-limited' && outcome.retryAfterMs && !kr.pacing && !this.closed) {
+      kr.pacing = true;
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        kr.pacing = false;
+        void this.flushKey(key, kr);
+      }, this.o.failureFlushMs);
+      this.timers.add(timer);
+    }
     const failed = 'stalls' in outcome || isFailure(outcome.kind);
     // Detection must not wait for the batch interval. But a trickle of failures among successes (a partial
     // degradation below any threshold) stays batched, so it cannot become a signal per failure.
@@ -102,7 +114,7 @@ export class ReportSender {
   private entry(key: string): KeyReports {
     let kr = this.keys.get(key);
     if (!kr) {
-      kr = { buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0 };
+      kr = { buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false };
       this.keys.set(key, kr);
     }
     return kr;

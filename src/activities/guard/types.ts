@@ -29,6 +29,12 @@ export interface GuardOptions {
   failureFlushMs?: number;
   /** A query or signal that takes longer counts as unreachable: fail open. Default 2 000 ms. */
   rpcTimeoutMs?: number;
+  /**
+   * A 429's Retry-After pauses the endpoint for the whole fleet (the breaker stays closed): a call waits out a
+   * pause up to this long, and is refused (with the pause's end as retryAfterMs) when more is left. Default
+   * 30 000 ms, the fetch's own longest Retry-After (retry.maxRetryAfterMs).
+   */
+  maxPaceWaitMs?: number;
   /** First delay between reads of a pending probe decision (it doubles up to 100 ms). Default 5 ms. */
   probePollMs?: number;
   /**
@@ -85,6 +91,8 @@ export interface GuardStats {
   stalled: number;
   /** Stalled calls aborted because the breaker opened while they waited. */
   shed: number;
+  /** Calls that waited out a pause a 429 asked for (this process's own, or the fleet's from the entity). */
+  paced: number;
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
@@ -99,6 +107,7 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     probePollMs: 5,
     probeSpreadMs: 1_000,
     probeJitter: Math.random(),
+    maxPaceWaitMs: 30_000,
     logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
     ...options,
   };

@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import { pausedForMs } from '../../breaker';
 import type { BreakerGuard } from '../guard';
 import type { AwaitBreakerInput, AwaitBreakerResult } from '../../messages/activities';
 import { activityContext } from '../activity-context';
@@ -23,8 +24,9 @@ export function makeAwaitBreaker(deps: { guard?: Pick<BreakerGuard, 'view'> }) {
       const view = deps.guard ? await deps.guard.view(String(input.key)).catch(() => undefined) : null;
       // No entity at all (it ended idle, or was never started): nothing refuses.
       if (view === null) return { state: null, woke: true, waitedMs: Date.now() - started };
-      // Unreachable (undefined): keep waiting out the time the breaker gave, as the sleep did.
-      if (view && !REFUSING.has(view.state)) return { state: view.state, woke: true, waitedMs: Date.now() - started };
+      // Unreachable (undefined): keep waiting out the time the breaker gave, as the sleep did. A closed breaker
+      // that a 429 paused (calls refused for a long Retry-After) lets traffic through when the pause ends.
+      if (view && !REFUSING.has(view.state) && pausedForMs(view, Date.now()) === 0) return { state: view.state, woke: true, waitedMs: Date.now() - started };
       const left = end - Date.now();
       if (left <= 0 || ctx?.cancellationSignal.aborted) return { state: view?.state ?? null, woke: false, waitedMs: Date.now() - started };
       ctx?.heartbeat();
