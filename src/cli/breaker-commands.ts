@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
-import type { TransitionRecord } from '../breaker';
+import { pausedForMs, type TransitionRecord } from '../breaker';
 import { durationMs } from '../messages/mosaic-request';
 import { openReport, type OpenReport } from '../client/open-intervals';
 import {
@@ -204,6 +204,7 @@ function listDetail(b: ListedBreaker, now: number): string {
     case 'half-open':
       return `probes ${v.probesOutstanding}/${v.maxConcurrentProbes} out (generation ${v.generation})`;
     case 'closed':
+      if (pausedForMs(v, now) > 0) return `paced (429) until ${when(v.pacedUntil!, now)}`;
       return v.rampStartedAt !== null && v.rampStartedAt + v.rampMs > now ? `ramping up since ${iso(v.rampStartedAt)}` : '';
     case 'forced-closed':
       return 'forced closed until reset';
@@ -261,6 +262,8 @@ export function formatShow(shown: ShownBreaker, now: number): string {
   if (v.state === 'open' && v.cooldownUntil !== null) state += `, cooldown ends ${when(v.cooldownUntil, now)}`;
   if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
   if (v.mode === 'metrics-only') state += ` (phase ${v.phase} in the shadow)`;
+  // A 429's Retry-After: the fleet holds its calls, though the breaker lets them through.
+  if (pausedForMs(v, now) > 0) state += `, paced (429) until ${when(v.pacedUntil!, now)}`;
   const p = shown.permitNow;
   const permit = p.allow
     ? `allow${p.allowance < 1 ? `, allowance ${pct(p.allowance)} of normal concurrency (ramp)` : ''}`
