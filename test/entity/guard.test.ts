@@ -102,6 +102,29 @@ describe('the guard', () => {
     for (let i = 0; i < 4; i++) assert.equal((await g.acquire(key)).kind, 'refused');
   });
 
+  test("a 429's Retry-After holds this process's next calls at once: a short wait is waited out, a long one refused with its end (capped)", async () => {
+    const key = breakerKey(host());
+    // Nothing reaches the entity in this test: only the process's own pause is at work.
+    const g = guard('paced', { reportIntervalMs: 60_000, failureFlushMs: 60_000, maxPaceWaitMs: 1_000 });
+    const first = await g.acquire(key);
+    g.release(first, { kind: 'rate-limited', latencyMs: 3, retryAfterMs: 300 });
+    const started = Date.now();
+    const next = await g.acquire(key);
+    assert.equal(next.kind, 'proceed');
+    assert.ok(Date.now() - started >= 290, `the next call went ${Date.now() - started} ms after the 429 asked for 300`);
+    assert.equal(g.stats.paced, 1);
+    g.release(next, { kind: 'rate-limited', latencyMs: 3, retryAfterMs: 5_000 });
+    const refused = await g.acquire(key);
+    assert.ok(refused.kind === 'refused' && refused.state === 'closed', JSON.stringify(refused));
+    assert.ok(refused.retryAfterMs !== null && refused.retryAfterMs > 4_000 && refused.retryAfterMs <= 5_000, JSON.stringify(refused));
+    assert.match(refused.reason, /^paced: the endpoint answered 429 and asked to wait until /);
+    // A server asking for a day holds this process no longer than the policy's longest cooldown (288 s).
+    const other = breakerKey(host());
+    g.release(await g.acquire(other), { kind: 'rate-limited', retryAfterMs: 86_400_000 });
+    const capped = await g.acquire(other);
+    assert.ok(capped.kind === 'refused' && capped.retryAfterMs !== null && capped.retryAfterMs <= 288_000 && capped.retryAfterMs > 287_000, JSON.stringify(capped));
+  });
+
   test('with no entity yet, calls proceed (closed)', async () => {
     const g = guard('w1');
     const d = await g.acquire(breakerKey(host()));
