@@ -78,6 +78,9 @@ test('mosaic start with the renderer down and fallback hole: done with gaps, exi
     const r = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'holes.tif'), '--fallback', 'hole', '--id', 'cli-holes', '--wait']);
     assert.equal(r.code, 3, `${r.out}\n${r.err}`);
     assert.match(r.out, /20 tiles: ok 0, .*hole \d+, dead-lettered \d+/);
+    // status says what watch says: done with gaps is exit 3, not 0.
+    const status = await cli(['mosaic', 'status', 'cli-holes']);
+    assert.equal(status.code, 3, `${status.out}\n${status.err}`);
   } finally {
     server.setDown(false);
   }
