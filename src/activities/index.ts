@@ -14,6 +14,7 @@ import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './sear
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
 import type { BreakerActivities, MosaicActivities } from '../messages/activities';
 import type { RedriveSources } from '../messages/mosaic-types';
+import { WorkerMetrics } from './metrics/worker-metrics';
 
 export interface ActivityDeps {
   /** A client of the worker's own Temporal namespace (for the search-attribute check, guards, signals). */
@@ -29,6 +30,11 @@ export interface ActivityDeps {
   roots?: WorkerRoots;
   /** This process's id among the breakers' reporters (default: unique per process, see processIdentity). */
   identity?: string;
+  /**
+   * Where the worker's metrics go (default: the SDK runtime's meter, a no-op unless the runtime was installed
+   * with telemetry, as `tilebreaker worker --metrics-addr` does).
+   */
+  metrics?: WorkerMetrics;
 }
 
 /**
@@ -45,17 +51,19 @@ export function createActivityRuntime(deps: ActivityDeps) {
     },
   };
   const identity = deps.identity ?? processIdentity('worker');
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, ...deps.breaker });
+  // Asked for at each event, not now: the runtime is the worker's, created with it.
+  const metrics = deps.metrics ?? new WorkerMetrics(() => Runtime.instance().metricMeter);
+  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, metrics, ...deps.breaker });
   return {
     activities: {
       probeEndpoint,
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
-      fetchTiles: makeFetchBatch({ pools, guard, roots }),
+      fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),
       // Histories recorded before run tags call it with the request alone.
       planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run', roots),
-      fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots }),
-      assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots),
+      fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
+      assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, metrics),
       loadDeadLetters: (manifestOrOutput: string, sources?: RedriveSources) => loadDeadLetters(manifestOrOutput, sources, roots),
       awaitBreaker: makeAwaitBreaker({ guard }),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.

@@ -12,6 +12,7 @@ import { connectClient } from '../client/temporal';
 import { packageRoot } from '../client/local-server';
 import { connectWorker, createWorker } from '../client/worker';
 import { untilServerReady } from '../client/server-wait';
+import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
 import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
 import { registerBreakerCommands } from './breaker-commands';
 import { LineLogger, logSettings } from './logging';
@@ -29,7 +30,9 @@ try {
   console.error(`tilebreaker: ${(err as Error).message}`);
   process.exit(2);
 }
-Runtime.install({ logger });
+
+/** The Prometheus endpoint this process serves, once the runtime is installed (worker and demo only). */
+let metricsAt: string | null = null;
 
 const program = new Command('tilebreaker')
   .description('Nightly map mosaics from WMS / WMTS / XYZ tile services behind fleet-wide circuit breakers, on Temporal')
@@ -39,6 +42,23 @@ const program = new Command('tilebreaker')
   // answer is no" in this CLI); help exits 0. Subcommands inherit this.
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
+// The SDK's runtime, once per process, before any connection: with a Prometheus endpoint when the command
+// serves metrics (`--metrics-addr`, else TILEBREAKER_METRICS_ADDR; off unless set).
+program.hook('preAction', (_program, command) => {
+  const flag = command.opts<{ metricsAddr?: string }>().metricsAddr;
+  const env = command.name() === 'worker' || command.name() === 'demo' ? process.env[METRICS_ADDR_ENV] || undefined : undefined;
+  const what = flag !== undefined ? '--metrics-addr' : METRICS_ADDR_ENV;
+  const value = flag ?? env;
+  const addr = value !== undefined ? parseMetricsAddr(value, what) : null;
+  try {
+    Runtime.install({ logger, ...(addr ? { telemetryOptions: prometheusTelemetry(addr.bindAddress) } : {}) });
+  } catch (err) {
+    // The one failure here in practice: the port is taken ("Address already in use").
+    throw new Error(`${what} ${value ?? ''}: ${(err as Error).message}`, { cause: err });
+  }
+  metricsAt = addr ? metricsUrl(addr.bindAddress) : null;
+});
+
 program
   .command('worker')
   .description('run a tilebreaker worker against TEMPORAL_ADDRESS (task queue TILEBREAKER_TASK_QUEUE, default "tilebreaker")')
@@ -46,6 +66,7 @@ program
   .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
   .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
   .option('--json', 'say what it waits for and where it runs as JSON lines (its start banner on stdout: address, namespace, task queue, identity, roots)')
+  .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics (default ${METRICS_ADDR_ENV}; off unless set)`)
   .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; json?: boolean }) => {
     // A long-running worker logs its breakers' transitions by default.
     logger.settings = logSettings(process.env, 'INFO');
@@ -93,11 +114,13 @@ program
         taskQueue: config.taskQueue,
         identity: worker.options.identity,
         roots: { sources: roots.sources, outputs: roots.outputs },
+        metrics: metricsAt,
       };
       console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
     } else {
       console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
       console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
+      console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
     }
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
     await worker.run();
@@ -138,10 +161,12 @@ program
   .description('the main job (npm start): a real mosaic from a bundled tile server that fails mid-run, on an embedded Temporal dev server')
   .option('--out <dir>', 'where the mosaic, manifest and mask go', 'out/demo')
   .option('--json', 'print one JSON object at the end (result, breaker transitions, what the tile server saw); progress goes to stderr')
+  .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics while the demo runs (default ${METRICS_ADDR_ENV}; npm start: 127.0.0.1:9464)`)
   .action(async (o: { out: string; json?: boolean }) => {
     await withTemporal(
       async ({ client, taskQueue, address }) => {
         if (!o.json) console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);
+        if (metricsAt) console.error(`tilebreaker demo: metrics at ${metricsAt}`);
         process.exitCode = await demoMosaic(client, taskQueue, o.out, { json: !!o.json });
       },
       { breaker: DEMO_BREAKER },

@@ -18,6 +18,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { confinePath, within } from '../confine/confine';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
+import type { WorkerMetrics } from '../metrics/worker-metrics';
 
 /**
  * Failures a later attempt may cure: the server's, not the request's. A mosaic dead-letters such a tile for a
@@ -79,6 +80,8 @@ export interface FetchDeps {
   /** When each request shape last succeeded (default: the process's); tests give their own, and a clock. */
   shapes?: ShapeMemory;
   now?: () => number;
+  /** Each request's outcome and duration (default: nowhere). */
+  metrics?: WorkerMetrics;
 }
 
 /**
@@ -271,6 +274,7 @@ async function fetchUnit(
       return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt));
     }
     if (x.status === 304 && conditional) {
+      deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
       shapes.succeeded(shape, now());
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
       return each((t) => ({
@@ -297,6 +301,7 @@ async function fetchUnit(
     // A request-blaming fault: systemic if this request shape succeeded lately, otherwise the configuration's.
     const judged = judgeRequestFault(classified, shape, shapes, now(), input.sourceName);
     verdict = judged.verdict;
+    deps.metrics?.request(input.sourceName, key, verdict.kind, x.latencyMs / 1000);
     if (lease?.aborted && !deadline.aborted && verdict.kind === 'transient') {
       verdict = { ...verdict, reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}` };
     }

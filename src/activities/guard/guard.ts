@@ -1,5 +1,6 @@
 import { maxCooldownMs, parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
 import { isFailure } from '../../breaker';
+import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
 import { Pacer } from './pacer';
@@ -32,6 +33,7 @@ export class BreakerGuard {
   private readonly calls: InFlightCalls;
   private readonly shedding = new Set<string>();
   private readonly sweeper: NodeJS.Timeout | null;
+  private readonly stateGauge: BreakerStateGauge;
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -41,7 +43,15 @@ export class BreakerGuard {
     // This process's own pause after a 429 is capped as the entity caps the fleet's (by this guard's policy).
     this.pauses = new Pauses(maxCooldownMs(config));
     this.link = new EntityLink(this.o, this.stats);
-    this.views = new ViewCache(this.keys, this.link, this.stats, this.o.cacheTtlMs, (key) => this.reports.alarm(key) !== null || this.calls.stalled(key));
+    this.stateGauge = new BreakerStateGauge(this.o.metrics, (key) => this.views.get(key));
+    this.views = new ViewCache(
+      this.keys,
+      this.link,
+      this.stats,
+      this.o.cacheTtlMs,
+      (key) => this.reports.alarm(key) !== null || this.calls.stalled(key),
+      (key, view) => this.stateGauge.shown(key, view),
+    );
     this.calls = new InFlightCalls(this.o.stall || {});
     this.reports = new ReportSender(this.o, this.link, this.views, this.stats, (key) => this.calls.takePeak(key));
     // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
@@ -57,7 +67,10 @@ export class BreakerGuard {
    * flight from now until it is released or abandoned: release or abandon every one.
    */
   async acquire(key: string): Promise<GuardDecision> {
+    this.stateGauge.used(key);
     const decision = await this.decide(key);
+    if (decision.kind === 'refused') this.o.metrics.notPermitted(key, decision.state);
+    else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
     return decision;
   }
@@ -221,6 +234,7 @@ export class BreakerGuard {
     this.reports.stop();
     this.pacer.stop();
     if (this.sweeper) clearInterval(this.sweeper);
+    this.stateGauge.stop();
     this.calls.forgetAll();
     await this.flush();
     await this.link.settled();

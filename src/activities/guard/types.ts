@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { BreakerStateName, OutcomeKind, PolicyConfigInput, ProbeToken } from '../../breaker';
 import type { EntityOptions, ProbeSpec } from '../../messages/breaker';
 import type { StallOptions } from './in-flight';
+import { NO_METRICS, type WorkerMetrics } from '../metrics/worker-metrics';
 
 export interface GuardOptions {
   client: Client;
@@ -51,6 +52,8 @@ export interface GuardOptions {
    */
   stall?: StallOptions | false;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
+  /** Where refusals, fail-opens and the state gauge go (default: nowhere). */
+  metrics?: WorkerMetrics;
 }
 
 export type GuardDecision =
@@ -108,6 +111,7 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     probeSpreadMs: 1_000,
     probeJitter: Math.random(),
     maxPaceWaitMs: 30_000,
+    metrics: NO_METRICS,
     logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
     ...options,
   };

@@ -25,6 +25,8 @@ export class ViewCache {
     private readonly stats: GuardStats,
     private readonly cacheTtlMs: number,
     private readonly fresher: (key: string) => boolean,
+    /** Each view read from the entity (the state gauge). */
+    private readonly onRead: (key: string, view: BreakerView | null) => void = () => {},
   ) {}
 
   /** The cached view; null when no entity exists; undefined when the entity cannot be reached. */
@@ -56,6 +58,7 @@ export class ViewCache {
           }
           cv.view = view;
           cv.fetchedAt = Date.now();
+          this.onRead(key, view);
           return view;
         })
         .finally(() => {

@@ -7,6 +7,8 @@ import { tileOf } from './plan';
 import { activityContext } from '../activity-context';
 import { confinePlan } from '../confine/plan-paths';
 import { checkSelection } from '../../messages/plan-check';
+import { fallbackTier } from '../metrics/mosaic-metrics';
+import type { FallbackTier } from '../../messages/metrics';
 
 /**
  * The manifest status of a fetch result. A tile refused by the breaker (or paced by a 429) that the run will
@@ -56,6 +58,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
       throw ctx.cancellationSignal.reason ?? new Error('fetch batch stopped before it finished');
     }
     const counts = zeroStatusCounts();
+    const fallbacks = new Map<FallbackTier, number>();
     const deferred: number[] = [];
     const states = new Set<BreakerStateName>();
     let retryAfterMs: number | null = null;
@@ -75,6 +78,8 @@ export function makeMosaicBatch(deps: FetchDeps) {
         if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
       } else {
         counts[status]++;
+        const tier = fallbackTier(status, r.breakerState);
+        if (tier) fallbacks.set(tier, (fallbacks.get(tier) ?? 0) + 1);
       }
       return {
         i,
@@ -95,6 +100,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
       };
     });
     await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+    for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, tier, n);
     // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
     // a cancellation, not a finished batch it would go on from.
     if (ctx?.cancellationDetails?.cancelRequested) throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');

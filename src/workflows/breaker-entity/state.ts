@@ -17,6 +17,7 @@ import {
 import type { BreakerStatus, CarriedState, EntityCounters, EntityExit, EntityInput, EntityOptions, ProbeSpec } from '../../messages/breaker';
 import { carry, restore } from './carry';
 import { initialPolicy } from './config';
+import { EntityMetrics } from './metrics';
 import { Publication } from './publication';
 import { Roster } from './roster';
 
@@ -60,6 +61,8 @@ export class EntityState {
    */
   operatorSet: boolean;
   private readonly publication: Publication;
+  /** The fleet-wide counters (transitions, opens, open time, probes): see metrics.ts. */
+  private readonly metrics: EntityMetrics;
   /**
    * Workers heard from lately, by reporter id: they share the endpoint's rate limit, when it has one. Carried
    * across continue-as-new, so a new run does not publish "nobody" and let every worker take the whole rate.
@@ -97,6 +100,8 @@ export class EntityState {
     this.publication = new Publication(key);
     this.reporters = new Roster(carried?.reporters, REPORTER_TTL_MS);
     this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
+    this.metrics = new EntityMetrics(key, stateName(this.policy), this.history, this.policy.openedAt, Date.now());
+    this.metrics.zero();
   }
 
   /** Applies one policy event; `origin`: the operator's action that sent it. */
@@ -108,6 +113,7 @@ export class EntityState {
     const before = nextDeadline(this.policy, Date.now());
     const out = step(this.policy, event, Date.now(), Math.random());
     this.policy = out.state;
+    this.metrics.applied(event, out);
     if (out.transitions.length) {
       for (const made of out.transitions) {
         const t = origin && made.reason === origin.reason ? { ...made, ...origin.fields } : made;

@@ -1,0 +1,36 @@
+import { isIP } from 'node:net';
+import type { RuntimeOptions } from '@temporalio/worker';
+
+/** The environment variable that turns a worker's Prometheus endpoint on (as `--metrics-addr` does). */
+export const METRICS_ADDR_ENV = 'TILEBREAKER_METRICS_ADDR';
+
+/**
+ * A Prometheus listen address, `IP:PORT` (IPv6 in brackets: `[::1]:9464`), checked now: the SDK's runtime
+ * takes an IP, not a host name, and an address it cannot parse would fail deep in its start. `what` names
+ * where the value came from (the flag or the variable) in the error.
+ */
+export function parseMetricsAddr(value: string, what: string): { host: string; port: number; bindAddress: string } {
+  const bad = (why: string) => new Error(`${what} ${JSON.stringify(value)}: ${why}; give IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464`);
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(value.trim());
+  if (!m) throw bad('not HOST:PORT');
+  const host = m[1] ?? m[2]!;
+  const port = Number(m[3]);
+  if (m[1] !== undefined ? isIP(host) !== 6 : isIP(host) !== 4) throw bad(`${JSON.stringify(host)} is not an IP address (an IPv4 address, or an IPv6 one in brackets)`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw bad(`port ${m[3]} is not between 1 and 65535`);
+  const bindAddress = m[1] !== undefined ? `[${host}]:${port}` : `${host}:${port}`;
+  return { host, port, bindAddress };
+}
+
+/** The URL a scraper reads (the bind address as given: 0.0.0.0 means every interface). */
+export function metricsUrl(bindAddress: string): string {
+  return `http://${bindAddress}/metrics`;
+}
+
+/**
+ * The runtime's telemetry with a Prometheus endpoint at `bindAddress`: the SDK's own metrics (`temporal_…`)
+ * and tilebreaker's (`tilebreaker_…`, no prefix) on one endpoint. Counters get `_total`, durations are in
+ * seconds.
+ */
+export function prometheusTelemetry(bindAddress: string): NonNullable<RuntimeOptions['telemetryOptions']> {
+  return { metrics: { prometheus: { bindAddress, countersTotalSuffix: true, useSecondsForDurations: true } } };
+}

@@ -1,0 +1,32 @@
+/**
+ * tilebreaker's Prometheus metrics: their names as the SDK's meter takes them. With the worker's
+ * `countersTotalSuffix` the exporter adds `_total` to counters, so each counter's exported name is its name
+ * here plus `_total` (README, "Metrics"). The alert rules and dashboards use the exported names: change
+ * none of these without them.
+ */
+export const METRIC = {
+  // From the breaker entity workflow (its metric meter: once per transition fleet-wide, skipped on replay).
+  circuitOpen: 'tilebreaker_circuit_open',
+  transitions: 'tilebreaker_breaker_transitions',
+  openSeconds: 'tilebreaker_breaker_open_seconds',
+  probes: 'tilebreaker_probes',
+  // From each worker process (its guard and activities).
+  breakerState: 'tilebreaker_breaker_state',
+  requests: 'tilebreaker_requests',
+  requestDuration: 'tilebreaker_request_duration_seconds',
+  notPermitted: 'tilebreaker_not_permitted',
+  guardFailOpen: 'tilebreaker_guard_fail_open',
+  fallback: 'tilebreaker_fallback',
+  mosaicTiles: 'tilebreaker_mosaic_tiles',
+  mosaicsFinished: 'tilebreaker_mosaics_finished',
+  deadLettersPending: 'tilebreaker_dead_letters_pending',
+} as const;
+
+/** `reason` of tilebreaker_circuit_open_total: the policy's reasons for an open, with `forced-open` as `forced`. */
+export const OPEN_REASONS = ['failure-ratio', 'latency', 'permanent-surge', 'probe-failed', 'forced'] as const;
+
+/** `result` of tilebreaker_mosaics_finished_total. */
+export type MosaicFinish = 'complete' | 'gaps' | 'deadline-missed' | 'failed';
+
+/** `tier` of tilebreaker_fallback_total. */
+export type FallbackTier = 'stale' | 'hole' | 'dead-letter';

@@ -1,0 +1,103 @@
+import { metricMeter } from '@temporalio/workflow';
+import type { BreakerStateName, PolicyEvent, StepResult, TransitionReason, TransitionRecord } from '../../breaker';
+import { METRIC, OPEN_REASONS } from '../../messages/metrics';
+
+/**
+ * What the entity counts, fleet-wide: the workflow's metric meter goes through a sink the SDK skips on
+ * replay, and it adds no command, so each transition is counted once (by the worker that ran the workflow
+ * task; at least once if that task failed after the sink ran and was retried elsewhere) and no patch is needed.
+ */
+export interface EntityMetricSink {
+  count(name: string, value: number, labels: Record<string, string>): void;
+}
+
+/** The workflow's own meter (a no-op in a worker with no telemetry installed). */
+export const workflowMetricSink: EntityMetricSink = {
+  count(name, value, labels) {
+    metricMeter.createCounter(name).add(value, labels);
+  },
+};
+
+/** Open or forced open: time in these states is the open time. */
+export function isOpenState(s: BreakerStateName): boolean {
+  return s === 'open' || s === 'forced-open';
+}
+
+/** The `reason` label of an open: the policy's reason, `forced-open` shortened to `forced` (others as named). */
+export function openReasonLabel(reason: TransitionReason): string {
+  return reason === 'forced-open' ? 'forced' : reason;
+}
+
+/**
+ * Transitions, opens (with their reason), whole seconds spent open or forced open, and probe outcomes of one
+ * entity. Shadow transitions (metrics-only mode: nothing was blocked) are not counted. The open time is added
+ * when the breaker leaves open; the sub-second remainder is kept in this run's memory (replay rebuilds it), so
+ * a continue-as-new loses less than a second, and carries nothing new.
+ */
+export class EntityMetrics {
+  /** When the current open stretch began; null when not open. */
+  private openSince: number | null;
+  private remainderMs = 0;
+
+  constructor(
+    private readonly key: string,
+    state: BreakerStateName,
+    /** The transition log, most recent first (carried across continue-as-new). */
+    history: readonly TransitionRecord[],
+    fallbackOpenedAt: number | null,
+    now: number,
+    private readonly sink: EntityMetricSink = workflowMetricSink,
+  ) {
+    this.openSince = isOpenState(state) ? (openedAtFromLog(history) ?? fallbackOpenedAt ?? now) : null;
+  }
+
+  /**
+   * Every series of this endpoint at zero, once per run: Prometheus' increase() misses a counter's first
+   * step when its series starts above zero, so the series exist before the first open.
+   */
+  zero(): void {
+    const endpoint = this.key;
+    for (const reason of OPEN_REASONS) this.sink.count(METRIC.circuitOpen, 0, { endpoint, reason });
+    this.sink.count(METRIC.openSeconds, 0, { endpoint });
+    for (const outcome of ['success', 'failure']) this.sink.count(METRIC.probes, 0, { endpoint, outcome });
+  }
+
+  /** What one applied event changed (transitions in the order they happened). */
+  applied(event: PolicyEvent, out: StepResult): void {
+    for (const t of out.transitions) this.transition(t);
+    if (event.type === 'probe-result' && out.ignored === undefined) {
+      // A slow success that reopens is a failed probe; neutral answers release the token and say nothing.
+      const failed = out.transitions.some((t) => t.reason === 'probe-failed');
+      const outcome = failed ? 'failure' : event.outcome === 'success' ? 'success' : null;
+      if (outcome) this.sink.count(METRIC.probes, 1, { endpoint: this.key, outcome });
+    }
+  }
+
+  private transition(t: TransitionRecord): void {
+    if (t.shadow) return;
+    const endpoint = this.key;
+    this.sink.count(METRIC.transitions, 1, { endpoint, from: t.from, to: t.to });
+    const was = isOpenState(t.from);
+    const is = isOpenState(t.to);
+    if (!was && is) {
+      this.openSince = t.at;
+      this.sink.count(METRIC.circuitOpen, 1, { endpoint, reason: openReasonLabel(t.reason) });
+    } else if (was && !is) {
+      const ms = Math.max(0, t.at - (this.openSince ?? t.at)) + this.remainderMs;
+      this.remainderMs = ms % 1000;
+      this.openSince = null;
+      const seconds = Math.floor(ms / 1000);
+      if (seconds > 0) this.sink.count(METRIC.openSeconds, seconds, { endpoint });
+    }
+  }
+}
+
+/** When the open stretch the log ends in began: its latest transition into open from outside it. */
+function openedAtFromLog(history: readonly TransitionRecord[]): number | null {
+  for (const t of history) {
+    if (t.shadow) continue;
+    if (!isOpenState(t.to)) return null;
+    if (!isOpenState(t.from)) return t.at;
+  }
+  return null;
+}
