@@ -13,7 +13,7 @@ import { breakerTransitions } from '../../src/client/breakers';
 import { startMosaic, startRedrive } from '../../src/client/mosaics';
 import { localBinaries } from '../../src/client/local-server';
 import { untilServerReady } from '../../src/client/server-wait';
-import { parseMetricsAddr } from '../../src/client/telemetry';
+import { parseMetricsAddr, REQUEST_DURATION_BUCKETS } from '../../src/client/telemetry';
 import { fallbackTier, mosaicFinish } from '../../src/activities/metrics/mosaic-metrics';
 import { NO_METRICS, WorkerMetrics } from '../../src/activities/metrics/worker-metrics';
 import { EntityMetrics, isOpenState, type EntityMetricSink } from '../../src/workflows/breaker-entity/metrics';
@@ -302,6 +302,8 @@ test('a worker with --metrics-addr serves the SDK metrics and tilebreaker_* on o
     assert.ok(sum(s, 'tilebreaker_requests_total', { endpoint: key, outcome: 'transient' }) >= 6, excerpt);
     assert.equal(sum(s, 'tilebreaker_request_duration_seconds_count', { endpoint: key }), tiles.stats.requests, excerpt);
     assert.ok(sum(s, 'tilebreaker_request_duration_seconds_sum', { endpoint: key }) >= 0.02 * tiles.stats.requests, 'durations in seconds');
+    const buckets = s.filter((x) => x.name === 'tilebreaker_request_duration_seconds_bucket' && x.labels['endpoint'] === key).map((x) => x.labels['le']);
+    assert.deepEqual(buckets, [...REQUEST_DURATION_BUCKETS.map(String), '+Inf'], 'our buckets, not the SDK default ones');
     assert.equal(sum(s, 'tilebreaker_dead_letters_pending', { mosaic: output }), 0, 'the re-drive cleared them');
     assert.equal(sum(s, 'tilebreaker_mosaics_finished_total', { result: 'complete' }), 1, excerpt);
     // The state gauge: exactly one state shows 1 for the endpoint.
