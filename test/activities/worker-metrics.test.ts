@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter, MetricTags, NumericMetricValueType } from '@temporalio/common';
+import { BreakerGuard } from '../../src/activities/guard';
+import { BreakerStateGauge } from '../../src/activities/metrics/state-gauge';
+import { WorkerMetrics } from '../../src/activities/metrics/worker-metrics';
+import { breakerKey, breakerView, DEFAULT_POLICY_CONFIG, initialState } from '../../src/breaker';
+import { refusedPort } from '../helpers/fault-server';
+
+/** A meter that keeps what it was told: counters summed, gauges' last values, histograms' values. */
+class RecordingMeter implements MetricMeter {
+  readonly values = new Map<string, number>();
+  readonly recorded: { name: string; value: number; tags: MetricTags }[] = [];
+  createCounter(name: string): MetricCounter {
+    const add = (value: number, tags: MetricTags = {}) => this.values.set(this.id(name, tags), (this.values.get(this.id(name, tags)) ?? 0) + value);
+    return { name, kind: 'counter', valueType: 'int', add, withTags: () => assert.fail('not used') };
+  }
+  createGauge(name: string, valueType: NumericMetricValueType = 'int'): MetricGauge {
+    return { name, kind: 'gauge', valueType, set: (value, tags = {}) => this.values.set(this.id(name, tags), value), withTags: () => assert.fail('not used') };
+  }
+  createHistogram(name: string, valueType: NumericMetricValueType = 'int'): MetricHistogram {
+    return { name, kind: 'histogram', valueType, record: (value, tags = {}) => this.recorded.push({ name, value, tags }), withTags: () => assert.fail('not used') };
+  }
+  withTags(): MetricMeter {
+    return assert.fail('not used');
+  }
+  get(name: string, tags: MetricTags): number | undefined {
+    return this.values.get(this.id(name, tags));
+  }
+  private id(name: string, tags: MetricTags): string {
+    return `${name}${JSON.stringify(Object.entries(tags).sort())}`;
+  }
+}
+
+test('the guard counts its fail-opens under the breaker key (refusals: test/cli/worker-metrics.test.ts)', async () => {
+  const meter = new RecordingMeter();
+  // No server there: every call fails.
+  const client = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await refusedPort()}` }) });
+  const guard = new BreakerGuard({ client, taskQueue: 'q', reporter: 'w1', rpcTimeoutMs: 300, cacheTtlMs: 60_000, logger: { warn: () => {} }, metrics: new WorkerMetrics(() => meter) });
+  const key = breakerKey('http://tiles.example.test');
+  try {
+    for (let i = 0; i < 3; i++) assert.equal((await guard.acquire(key)).kind, 'proceed');
+    assert.equal(guard.stats.failOpen, 3);
+    assert.equal(meter.get('tilebreaker_guard_fail_open', { endpoint: key }), 3);
+    assert.equal(meter.get('tilebreaker_breaker_state', { endpoint: key, state: 'closed' }), undefined, 'no view read: no state shown');
+  } finally {
+    await guard.close();
+    await client.connection.close();
+  }
+});
+
+test('the state gauge: the state the view shows is 1, the others 0; refreshed while used, all 0 once forgotten', async () => {
+  const meter = new RecordingMeter();
+  const key = 'http://tiles.example.test:80';
+  const open = { ...breakerView(initialState(DEFAULT_POLICY_CONFIG)), state: 'open' as const };
+  let reads = 0;
+  const gauge = new BreakerStateGauge(
+    new WorkerMetrics(() => meter),
+    () => {
+      reads++;
+      gauge.shown(key, open);
+      return Promise.resolve();
+    },
+    { refreshMs: 20, forgetMs: 150 },
+  );
+  const state = (s: string) => meter.get('tilebreaker_breaker_state', { endpoint: key, state: s });
+  try {
+    gauge.shown(key, null);
+    assert.equal(state('closed'), undefined, 'a key no call used is not shown');
+    gauge.used(key);
+    gauge.shown(key, null);
+    assert.deepEqual(['closed', 'open', 'half-open', 'forced-open', 'forced-closed', 'metrics-only'].map(state), [1, 0, 0, 0, 0, 0], 'no entity: closed');
+    await until(() => reads >= 2);
+    assert.equal(state('open'), 1);
+    assert.equal(state('closed'), 0);
+    await until(() => state('open') === 0);
+    assert.deepEqual(['closed', 'open', 'half-open', 'forced-open', 'forced-closed', 'metrics-only'].map(state), [0, 0, 0, 0, 0, 0], 'idle past forgetMs: no view');
+    const after = reads;
+    await delay(80);
+    assert.equal(reads, after, 'a forgotten key is not read again');
+  } finally {
+    gauge.stop();
+  }
+});
+
+test('requests: one count with the outcome and one duration in seconds per request', () => {
+  const meter = new RecordingMeter();
+  const m = new WorkerMetrics(() => meter);
+  m.request('osm', 'https://tiles.example.test:443', 'service-exception', 0.25);
+  m.request('osm', 'https://tiles.example.test:443', 'service-exception', 0.5);
+  m.fallback('osm', 'stale', 0);
+  assert.equal(meter.get('tilebreaker_requests', { source: 'osm', endpoint: 'https://tiles.example.test:443', outcome: 'service-exception' }), 2);
+  assert.deepEqual(
+    meter.recorded.map((r) => r.value),
+    [0.25, 0.5],
+  );
+  assert.equal(meter.get('tilebreaker_fallback', { source: 'osm', tier: 'stale' }), undefined, 'nothing added for no tiles');
+});
+
+/** Waits for `pred` (timers may run late on a loaded machine: patience, not a target). */
+async function until(pred: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) assert.fail('timed out');
+    await delay(10);
+  }
+}
