@@ -15,6 +15,8 @@ import { rootsFromEnv, type WorkerRoots } from './confine/roots';
 import type { BreakerActivities, MosaicActivities } from '../messages/activities';
 import type { RedriveSources } from '../messages/mosaic-types';
 import { WorkerMetrics } from './metrics/worker-metrics';
+import { DeadLetterWatch } from './metrics/dead-letter-watch';
+import { mosaicEndMetrics } from './metrics/mosaic-metrics';
 
 export interface ActivityDeps {
   /** A client of the worker's own Temporal namespace (for the search-attribute check, guards, signals). */
@@ -53,6 +55,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
   const identity = deps.identity ?? processIdentity('worker');
   // Asked for at each event, not now: the runtime is the worker's, created with it.
   const metrics = deps.metrics ?? new WorkerMetrics(() => Runtime.instance().metricMeter);
+  const deadLetters = new DeadLetterWatch(metrics);
+  const onMosaicEnd = mosaicEndMetrics(metrics, deadLetters);
   const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, metrics, ...deps.breaker });
   return {
     activities: {
@@ -63,7 +67,7 @@ export function createActivityRuntime(deps: ActivityDeps) {
       // Histories recorded before run tags call it with the request alone.
       planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run', roots),
       fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
-      assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, metrics),
+      assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, onMosaicEnd),
       loadDeadLetters: (manifestOrOutput: string, sources?: RedriveSources) => loadDeadLetters(manifestOrOutput, sources, roots),
       awaitBreaker: makeAwaitBreaker({ guard }),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
@@ -73,6 +77,7 @@ export function createActivityRuntime(deps: ActivityDeps) {
     identity,
     /** Flushes the guard's buffered reports and closes the HTTP pools. */
     async close(): Promise<void> {
+      deadLetters.stop();
       await guard.close();
       await pools.close();
     },

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter, MetricTags, NumericMetricValueType } from '@temporalio/common';
 import { BreakerGuard } from '../../src/activities/guard';
+import { DeadLetterWatch } from '../../src/activities/metrics/dead-letter-watch';
 import { BreakerStateGauge } from '../../src/activities/metrics/state-gauge';
 import { WorkerMetrics } from '../../src/activities/metrics/worker-metrics';
 import { breakerKey, breakerView, DEFAULT_POLICY_CONFIG, initialState } from '../../src/breaker';
@@ -107,3 +111,41 @@ async function until(pred: () => boolean, ms = 10_000): Promise<void> {
     await delay(10);
   }
 }
+
+test('dead letters pending: the worker that showed them reads the manifest again, so a re-drive assembled elsewhere clears its gauge', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tb-dead-letters-'));
+  const manifest = path.join(dir, 'alps.manifest.json');
+  const mosaic = path.join(dir, 'alps.tif');
+  const write = (dead: number, mtime: number) => {
+    writeFileSync(manifest, JSON.stringify({ counts: { ok: 10 - dead, stale: 0, hole: 0, 'dead-lettered': dead, failed: 0 }, tiles: [] }));
+    utimesSync(manifest, mtime, mtime);
+  };
+  // Two worker processes: A assembled the night's run, B the re-drive.
+  const a = new RecordingMeter();
+  const b = new RecordingMeter();
+  const watchA = new DeadLetterWatch(new WorkerMetrics(() => a), 3_600_000);
+  const watchB = new DeadLetterWatch(new WorkerMetrics(() => b), 3_600_000);
+  try {
+    write(4, 1_000_000_000);
+    await watchA.finished(mosaic, manifest, 4);
+    assert.equal(a.get('tilebreaker_dead_letters_pending', { mosaic }), 4);
+    await watchA.check();
+    assert.equal(a.get('tilebreaker_dead_letters_pending', { mosaic }), 4, 'the manifest has not changed');
+    write(1, 1_000_000_100);
+    await watchB.finished(mosaic, manifest, 1);
+    await watchA.check();
+    assert.equal(a.get('tilebreaker_dead_letters_pending', { mosaic }), 1, 'a re-drive that left one');
+    write(0, 1_000_000_200);
+    await watchB.finished(mosaic, manifest, 0);
+    await watchA.check();
+    assert.deepEqual([a.get('tilebreaker_dead_letters_pending', { mosaic }), b.get('tilebreaker_dead_letters_pending', { mosaic })], [0, 0]);
+    // Cleared: no longer looked at, whatever the file does next.
+    write(7, 1_000_000_300);
+    await watchA.check();
+    assert.equal(a.get('tilebreaker_dead_letters_pending', { mosaic }), 0);
+  } finally {
+    watchA.stop();
+    watchB.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

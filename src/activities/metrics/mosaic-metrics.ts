@@ -1,6 +1,25 @@
 import type { BreakerStateName } from '../../breaker';
 import type { FallbackTier, MosaicFinish } from '../../messages/metrics';
-import type { ManifestStatus, ManifestTile } from '../../messages/mosaic-types';
+import type { ManifestStatus, ManifestTile, StatusCounts } from '../../messages/mosaic-types';
+import type { DeadLetterWatch } from './dead-letter-watch';
+import type { WorkerMetrics } from './worker-metrics';
+
+/** How a mosaic run ended, for its metrics. */
+export interface MosaicEnd {
+  /** The `mosaic` label: the output path, which a mosaic and its re-drives share. */
+  mosaic: string;
+  manifest: string;
+  result: MosaicFinish;
+  counts: StatusCounts;
+}
+
+/** What the assembly calls at a run's end: the counters, and the dead letters gauge (kept current by `watch`). */
+export function mosaicEndMetrics(metrics: WorkerMetrics, watch: DeadLetterWatch): (end: MosaicEnd) => Promise<void> {
+  return async (end) => {
+    metrics.mosaicFinished(end.mosaic, end.result, end.counts);
+    await watch.finished(end.mosaic, end.manifest, end.counts['dead-lettered']);
+  };
+}
 
 /**
  * The fallback that decided a tile's final status, if any: a stale copy, a hole the breaker's refusal left

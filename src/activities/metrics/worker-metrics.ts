@@ -57,12 +57,16 @@ export class WorkerMetrics {
     if (tiles > 0) this.instruments().fallback.add(tiles, { source, tier });
   }
 
-  /** A mosaic run ended (assembled, or its partial manifest written): its counts, its result, its dead letters. */
+  /** A mosaic run ended (assembled, or its partial manifest written): its counts and its result. */
   mosaicFinished(mosaic: string, result: MosaicFinish, counts: StatusCounts): void {
     const m = this.instruments();
     for (const [status, n] of Object.entries(counts)) m.mosaicTiles.add(n, { mosaic, status });
     m.mosaicsFinished.add(1, { result });
-    m.deadLettersPending.set(counts['dead-lettered'], { mosaic });
+  }
+
+  /** The dead letters a mosaic has left, as its manifest says now. */
+  deadLettersPending(mosaic: string, tiles: number): void {
+    this.instruments().deadLettersPending.set(tiles, { mosaic });
   }
 
   private instruments(): Instruments {

@@ -10,8 +10,7 @@ import path from 'node:path';
 import { within } from '../confine/confine';
 import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
-import { mosaicFinish } from '../metrics/mosaic-metrics';
-import type { WorkerMetrics } from '../metrics/worker-metrics';
+import { mosaicFinish, type MosaicEnd } from '../metrics/mosaic-metrics';
 
 /** Mask values: what the coverage mask's pixel says about its tile. */
 const MASK = { ok: 255, stale: 160 } as const;
@@ -22,7 +21,7 @@ const MASK = { ok: 255, stale: 160 } as const;
  * that no batch recorded (a run cancelled before reaching it) is dead-lettered as not fetched, so a re-drive
  * picks it up. Idempotent: a retry rewrites the same files.
  */
-export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, metrics?: WorkerMetrics): Promise<MosaicResult> {
+export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, onEnd?: (end: MosaicEnd) => Promise<void>): Promise<MosaicResult> {
   const plan = await confinePlan(input.plan, roots, 'assembly');
   const ctx = activityContext();
   const records = latestRecords(await readJournals(plan.journalDir), plan.total);
@@ -111,6 +110,6 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   // mosaic and its re-drives share.
   // A re-drive assembles under the first run's plan: that run's deadline is not the re-drive's.
   const deadlineAt = ctx?.info.workflowType === 'redriveMosaicWorkflow' ? null : plan.deadlineAt;
-  metrics?.mosaicFinished(plan.output, mosaicFinish({ partial: input.partial, deadlineAt, now: Date.now(), tiles }), counts);
+  await onEnd?.({ mosaic: plan.output, manifest: manifestPath, result: mosaicFinish({ partial: input.partial, deadlineAt, now: Date.now(), tiles }), counts });
   return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial, ...(configError !== null ? { configError } : {}) };
 }
