@@ -74,7 +74,11 @@ program
     logger.settings = logSettings(process.env, 'INFO');
     const envBatches = process.env[FETCH_BATCHES_ENV];
     const fetchBatches =
-      o.fetchBatches !== undefined ? parseFetchBatches(o.fetchBatches, 'worker: --fetch-batches') : envBatches !== undefined && envBatches !== '' ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`) : DEFAULT_FETCH_BATCHES;
+      o.fetchBatches !== undefined
+        ? parseFetchBatches(o.fetchBatches, 'worker: --fetch-batches')
+        : envBatches !== undefined && envBatches !== ''
+          ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`)
+          : DEFAULT_FETCH_BATCHES;
     const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
     const roots = withRoots(rootsFromEnv(), { ...(o.sourcesDir ? { sources: o.sourcesDir } : {}), ...(o.outputDir ? { outputs: o.outputDir } : {}) });
     const config = connectionConfigFromEnv();

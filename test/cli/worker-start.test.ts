@@ -176,3 +176,23 @@ test('--version prints the package version; a bad drill file exits 2 naming the 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a bad fetch-batch cap (flag or TILEBREAKER_FETCH_BATCHES) exits 2 naming the flag or variable and the value, before connecting', async () => {
+  const run = (args: string[], extra: Record<string, string>) =>
+    new Promise<{ code: number; err: string }>((resolve) => {
+      // An address nothing listens on: the check must come before any attempt to reach it.
+      const child = spawn(process.execPath, [cli, 'worker', ...args], { env: { ...withoutLogLevel(process.env), TEMPORAL_ADDRESS: '127.0.0.1:1', ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.on('exit', (code) => resolve({ code: code ?? -1, err }));
+    });
+  for (const bad of ['0', '-1', '2.5', 'two', '1001']) {
+    const f = await run(['--fetch-batches', bad], {});
+    assert.equal(f.code, 2, f.err);
+    assert.match(f.err, new RegExp(`worker: --fetch-batches must be a whole number from 1 to 1000 \\(got "${bad.replace(/[.]/g, '\\.')}"\\)`));
+    assert.doesNotMatch(f.err, /waiting for the Temporal server|\n\s+at /, 'no wait for the server, no stack trace');
+  }
+  const e = await run([], { TILEBREAKER_FETCH_BATCHES: 'lots' });
+  assert.equal(e.code, 2, e.err);
+  assert.match(e.err, /worker: TILEBREAKER_FETCH_BATCHES must be a whole number from 1 to 1000 \(got "lots"\)/);
+});
