@@ -146,6 +146,13 @@ test('log lines: JSON by default with time, level, msg and the fields; SDK chatt
   const text: string[] = [];
   new LineLogger(logSettings({ TILEBREAKER_LOG_LEVEL: 'info', TILEBREAKER_LOG_FORMAT: 'text' }, 'WARN'), (l) => text.push(l)).info('Worker state changed', { sdkComponent: 'worker' });
   assert.match(text[0]!, /^\S+ \[INFO\] Worker state changed \{"sdkComponent":"worker"\}$/);
+  // The fetch worker polls for activities only: the SDK's warning about it is detail, not a warning.
+  const quiet: string[] = [];
+  const q = new LineLogger(logSettings({}, 'INFO'), (l) => quiet.push(l));
+  q.warn('No workflows registered, not polling for workflow tasks', { sdkComponent: 'worker', taskQueue: 'tilebreaker-fetch' });
+  assert.deepEqual(quiet, []);
+  q.warn('No workflows registered, not polling for workflow tasks', { sdkComponent: 'worker', taskQueue: 'tilebreaker' });
+  assert.equal(quiet.length, 1, 'on any other queue it stays a warning');
   assert.throws(() => logSettings({ TILEBREAKER_LOG_LEVEL: 'loud' }, 'INFO'), /TILEBREAKER_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR \(got "loud"\)/);
   assert.throws(() => logSettings({ TILEBREAKER_LOG_FORMAT: 'xml' }, 'INFO'), /TILEBREAKER_LOG_FORMAT must be one of json, text \(got "xml"\)/);
 });
