@@ -36,7 +36,7 @@ export interface CreateWorkerOptions {
   breaker?: ActivityDeps['breaker'];
   /** Where requesters' files may be read and written (default: from the environment, else the working directory). */
   roots?: ActivityDeps['roots'];
-  /** The most fetch batches this worker runs at once (default DEFAULT_FETCH_BATCHES; see fetchBatchesFrom). */
+  /** The most fetch batches this worker runs at once (default DEFAULT_FETCH_BATCHES; the CLI checks its flag with parseFetchBatches). */
   fetchBatches?: number;
 }
 
