@@ -193,24 +193,8 @@ export class EntityState {
   carried(): CarriedState {
     this.reporters.prune(Date.now());
     for (const [id, r] of this.inFlight) if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
-    if (this.compactCarry) {
-      return carry(
-        {
-          policy: this.policy,
-          log: this.history,
-          lastReportAt: this.lastReportAt,
-          lastTransitionAt: this.lastTransitionAt,
-          decisions: [...this.decisions],
-          counters: this.counters,
-          searchAttributesOn: this.searchAttributesOn ?? false,
-          reporters: this.reporters.entries(),
-          inFlight: [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]),
-          operatorSet: this.operatorSet,
-        },
-        Date.now(),
-      );
-    }
-    return {
+    const inFlight = [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]);
+    const whole = {
       policy: this.policy,
       log: this.history,
       lastReportAt: this.lastReportAt,
@@ -218,8 +202,13 @@ export class EntityState {
       decisions: [...this.decisions],
       counters: this.counters,
       searchAttributesOn: this.searchAttributesOn ?? false,
+    };
+    if (this.compactCarry) return carry({ ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet }, Date.now());
+    // Runs from before the bound carry it whole, with the optional parts only when they hold something.
+    return {
+      ...whole,
       ...(this.reporters.size ? { reporters: this.reporters.entries() } : {}),
-      ...(this.inFlight.size ? { inFlight: [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]) } : {}),
+      ...(inFlight.length ? { inFlight } : {}),
       ...(this.operatorSet ? { operatorSet: true } : {}),
     };
   }
