@@ -1,13 +1,10 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { BREAKER_SEARCH_ATTRIBUTES, MOSAIC_SEARCH_ATTRIBUTES } from '../messages/search-attributes';
+import { BREAKER_SEARCH_ATTRIBUTES, MOSAIC_SEARCH_ATTRIBUTES, searchAttributesRegistered } from '../messages/search-attributes';
 
-/** Are all of `names` registered in this activity's namespace? */
-async function registered(client: Client, names: string[]): Promise<boolean> {
-  const { namespace } = Context.current().info;
-  const res = await client.connection.operatorService.listSearchAttributes({ namespace });
-  const known = new Set([...Object.keys(res.customAttributes ?? {}), ...Object.keys(res.systemAttributes ?? {})]);
-  return names.every((name) => known.has(name));
+/** Are all of `keys` registered in this activity's namespace? */
+function registered(client: Client, keys: readonly { name: string }[]): Promise<boolean> {
+  return searchAttributesRegistered(client.connection.operatorService, Context.current().info.namespace, keys);
 }
 
 /**
@@ -15,16 +12,14 @@ async function registered(client: Client, names: string[]): Promise<boolean> {
  * carried across continue-as-new): upserting an unregistered attribute would fail every workflow task.
  */
 export function makeSearchAttributeCheck(client: Client) {
-  const names = BREAKER_SEARCH_ATTRIBUTES.map((k) => k.name);
   return async function breakerSearchAttributesRegistered(): Promise<boolean> {
-    return registered(client, names);
+    return registered(client, BREAKER_SEARCH_ATTRIBUTES);
   };
 }
 
 /** The same check for the mosaic attributes, asked once by a mosaic started without them. */
 export function makeMosaicSearchAttributeCheck(client: Client) {
-  const names = MOSAIC_SEARCH_ATTRIBUTES.map((k) => k.name);
   return async function mosaicSearchAttributesRegistered(): Promise<boolean> {
-    return registered(client, names);
+    return registered(client, MOSAIC_SEARCH_ATTRIBUTES);
   };
 }

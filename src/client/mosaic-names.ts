@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
 import { defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
-import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SEARCH_ATTRIBUTES, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo } from '../messages/search-attributes';
+import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SEARCH_ATTRIBUTES, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo, searchAttributesRegistered } from '../messages/search-attributes';
 
 /**
  * Mosaic ids and names. A mosaic's workflow id is derived from its output alone, `mosaic/<base>-<hash>` (the
@@ -44,9 +44,7 @@ export function legacyRedriveWorkflowId(output: string): string {
 /** Whether this namespace has the Mosaic* search attributes; no answer (no operator rights) counts as no. */
 export async function mosaicAttributesRegistered(client: Client): Promise<boolean> {
   try {
-    const res = await client.connection.operatorService.listSearchAttributes({ namespace: client.options.namespace });
-    const known = new Set(Object.keys(res.customAttributes ?? {}));
-    return MOSAIC_SEARCH_ATTRIBUTES.every((k) => known.has(k.name));
+    return await searchAttributesRegistered(client.connection.operatorService, client.options.namespace, MOSAIC_SEARCH_ATTRIBUTES);
   } catch {
     return false;
   }
