@@ -104,7 +104,10 @@ test('a real Prometheus scraping a worker: the opens and the open time the entit
     );
     t.diagnostic(`opens: Prometheus ${opens}, entity ${opensIn(entityLog)} (${entityLog.map((x) => `${x.from}->${x.to}`).join(', ')})`);
     // The open time: whole seconds per open stretch, so within a second per stretch of the entity's log.
-    const openS = (await p.query(`sum(tilebreaker_breaker_open_seconds_total{endpoint="${key}"})`))[0]?.value ?? 0;
+    // The series exists from the entity run's start (set to 0), so an absent one is a failure, not 0 s.
+    const openSeries = await p.query(`sum(tilebreaker_breaker_open_seconds_total{endpoint="${key}"})`);
+    assert.equal(openSeries.length, 1, 'Prometheus holds the open-seconds counter');
+    const openS = openSeries[0]!.value;
     const entityOpenS = openMsIn(entityLog) / 1000;
     t.diagnostic(`open seconds: Prometheus ${openS}, entity log ${entityOpenS.toFixed(3)}`);
     assert.ok(openS <= entityOpenS + 0.001 && openS >= entityOpenS - opensIn(entityLog) - 1, `${openS} s against the entity's ${entityOpenS} s`);
