@@ -150,6 +150,16 @@ test('a real Prometheus scraping a worker: the opens and the open time the entit
       t.diagnostic(`alert ${failOpen.labels['alertname']} ${failOpen.state} for ${key}`);
       assert.ok(['pending', 'firing'].includes(failOpen.state));
       assert.ok(((await p.query(`sum(tilebreaker_guard_fail_open_total{endpoint="${key}"})`))[0]?.value ?? 0) > 0);
+      // The worker's own polls fail too (the SDK's counter): the alert that stays once no call is left in flight.
+      const polls = await until(
+        () => p.alerts(),
+        (a) => a.some((x) => x.labels['alertname'] === 'TilebreakerTemporalUnreachable' && x.labels['task_queue'] === taskQueue),
+        60_000,
+        'the Temporal-unreachable alert',
+      );
+      const unreachable = polls.find((x) => x.labels['alertname'] === 'TilebreakerTemporalUnreachable')!;
+      t.diagnostic(`alert ${unreachable.labels['alertname']} ${unreachable.state} for ${unreachable.labels['instance']}`);
+      assert.ok(['pending', 'firing'].includes(unreachable.state));
     });
   } finally {
     await connection?.close().catch(() => undefined);
