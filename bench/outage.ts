@@ -14,6 +14,7 @@ import { now } from './outage/clock';
 import { makeModeContext, type ModeContext } from './outage/fleet';
 import { entityTaskLine } from './outage/entity-tasks';
 import { computeFigures, type ModeFigures } from './outage/metrics';
+import { peakDump } from './outage/peak-dump';
 import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } from './outage/per-process';
 import { ModeRecorder } from './outage/recorder';
 import { DEFINITIONS, finalFigures, finalLine, modeTable, targetLines } from './outage/report';
@@ -63,6 +64,8 @@ interface CliOptions {
   ramp?: number;
   modes: ModeName[];
   json?: string;
+  debug?: boolean;
+  dumpRaw?: string;
 }
 
 const program = new Command('bench:outage')
@@ -84,7 +87,9 @@ const program = new Command('bench:outage')
   .option('--failure-ratio <r>', 'breaker failure ratio that trips', num(0.01), 0.5)
   .option('--ramp <ms>', "shared: the entity's ramp after recovery, ms (default: the project's default)", num(0, true))
   .option('--modes <list>', `modes to run, in order (${MODES.join(',')})`, modeList, [...MODES])
-  .option('--json <file>', 'also write every figure as JSON to this file');
+  .option('--json <file>', 'also write every figure as JSON to this file')
+  .option('--debug', "shared: print the intervals overlapping at each half-open peak, with the entity's transitions around it")
+  .option('--dump-raw <file>', 'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file');
 
 async function main(): Promise<void> {
   program.parse();
@@ -133,6 +138,20 @@ async function main(): Promise<void> {
         ...(mode === 'shared' && sharedExtras ? { entityTransitions: sharedExtras.transitions } : {}),
       });
       log(`${mode}: done, ${recorder.attempts.length} attempts`);
+      if (mode === 'shared' && o.debug)
+        for (const line of peakDump({
+          attempts: recorder.attempts,
+          server: stats,
+          transitions: sharedExtras?.transitions ?? [],
+          halfOpenWindow: figures[mode].halfOpenWindow,
+          runs: sharedExtras?.entityRuns ?? [],
+        }))
+          console.error(line);
+      if (mode === 'shared' && o.dumpRaw)
+        writeFileSync(
+          o.dumpRaw,
+          JSON.stringify({ scenario, attempts: recorder.attempts, views: recorder.views, server: stats, transitions: sharedExtras?.transitions ?? [], entityRuns: sharedExtras?.entityRuns ?? [] }),
+        );
     } catch (err) {
       log(`${mode}: FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     } finally {

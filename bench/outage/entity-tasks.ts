@@ -72,3 +72,21 @@ function timeOf(e: HistoryEvent): number {
   if (!t) return 0;
   return Number(t.seconds ?? 0) * 1000 + (t.nanos ?? 0) / 1e6;
 }
+
+/** One run of the entity: when it started, and when its first workflow task completed (its memo's first view). */
+export interface EntityRunTimes {
+  startedAt: number;
+  firstTaskDoneAt: number | null;
+}
+
+/** When each run of `workflowId` started and first completed a task, oldest first (the peak dump prints them). */
+export async function entityRunTimes(client: Client, workflowId: string): Promise<EntityRunTimes[]> {
+  const out: EntityRunTimes[] = [];
+  for await (const e of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(workflowId)}` })) {
+    const h = await client.workflow.getHandle(workflowId, e.runId).fetchHistory();
+    const events = h.events ?? [];
+    const done = events.find((ev) => ev.workflowTaskCompletedEventAttributes);
+    out.push({ startedAt: events[0] ? timeOf(events[0]) : 0, firstTaskDoneAt: done ? timeOf(done) : null });
+  }
+  return out.sort((a, b) => a.startedAt - b.startedAt);
+}

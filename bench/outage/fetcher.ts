@@ -29,7 +29,7 @@ export class WorkerFetcher {
   }
 
   /** One attempt at one tile URL. Never throws: transport errors become outcomes. */
-  async attempt(url: string, probe: boolean, signal?: AbortSignal): Promise<AttemptOutcome> {
+  async attempt(url: string, probe: boolean, signal?: AbortSignal, decision?: AttemptRecord['decision']): Promise<AttemptOutcome> {
     const start = this.recorder.attemptStarted();
     let status = 0;
     let error: AttemptError | null = null;
@@ -52,7 +52,7 @@ export class WorkerFetcher {
       outcome = error === 'aborted' ? 'neutral' : 'transient';
     }
     const end = this.recorder.attemptFinished();
-    const record: AttemptRecord = { worker: this.worker, start, end, status, error, outcome, probe };
+    const record: AttemptRecord = { worker: this.worker, start, end, status, error, outcome, probe, ...(decision ? { decision } : {}) };
     this.recorder.attempts.push(record);
     return { kind: outcome, latencyMs: end - start, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   }

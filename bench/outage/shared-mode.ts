@@ -21,7 +21,7 @@ import { connectClient } from '../../src/client/temporal';
 import { connectWorker, createWorker } from '../../src/client/worker';
 import { transitionsQuery } from '../../src/messages/breaker';
 import { now, sleep } from './clock';
-import { entityTaskFigures, type EntityTaskFigures } from './entity-tasks';
+import { entityRunTimes, entityTaskFigures, type EntityRunTimes, type EntityTaskFigures } from './entity-tasks';
 import { refusalWaitMs, tileUrl, type ModeContext } from './fleet';
 import { withRetry } from './retry';
 import type { Scenario } from './types';
@@ -62,6 +62,8 @@ export interface SharedModeExtras {
   guardStats: { refused: number; probesGranted: number; viewReads: number; reportsSent: number; reportErrors: number; stalled: number; shed: number };
   /** The entity's workflow task latency over every run (null when its histories could not be read). */
   entityTasks: EntityTaskFigures | null;
+  /** When each run of the entity started and first completed a task (continue-as-new starts a run). */
+  entityRuns: EntityRunTimes[];
 }
 
 export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras> {
@@ -92,6 +94,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
     failOpen: 0,
     guardStats: { refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0 },
     entityTasks: null,
+    entityRuns: [],
   };
   try {
     await ctx.runFleet((fetcher) => {
@@ -110,7 +113,8 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
         async step(seq, deadline) {
           const asked = now();
           const decision: GuardDecision = await guard.acquire(key);
-          recorder.decisionMs.push(now() - asked);
+          const decidedAt = now();
+          recorder.decisionMs.push(decidedAt - asked);
           if (decision.kind === 'refused') {
             recorder.view(w, 'refused');
             await sleep(refusalWaitMs(decision.retryAfterMs));
@@ -133,7 +137,8 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
           const url = tileUrl(ctx.baseUrl, w, seq);
           const attempts = probe ? scenario.probeAttempts : scenario.retry.attempts;
           const signal = decision.kind === 'proceed' ? decision.signal : undefined;
-          const { last } = await withRetry(() => fetcher.attempt(url, probe, signal), scenario.retry, attempts, deadline);
+          const meta = { at: decidedAt, state: decision.kind === 'probe' ? 'half-open' : decision.state, failOpen: decision.kind === 'proceed' && decision.failOpen };
+          const { last } = await withRetry(() => fetcher.attempt(url, probe, signal, meta), scenario.retry, attempts, deadline);
           if (signal?.aborted) {
             // The guard abandoned the stalled call: the breaker opened while it hung. A refusal, as the pipeline treats it.
             guard.abandon(decision);
@@ -160,6 +165,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
     }
     try {
       extras.entityTasks = await entityTaskFigures(client, breakerWorkflowId(key));
+      extras.entityRuns = await entityRunTimes(client, breakerWorkflowId(key));
     } catch (err) {
       recorder.error(`entity histories: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -66,6 +66,8 @@ export interface AttemptRecord {
   outcome: OutcomeKind;
   /** Sent as a half-open probe (per-process: the breaker was not closed; shared: the guard granted a probe). */
   probe: boolean;
+  /** Shared: the guard decision the attempt was made under (when it was taken, the state it named, fail-open). */
+  decision?: { at: number; state: string; failOpen: boolean };
 }
 
 /**
