@@ -1,4 +1,4 @@
-import { allHandlersFinished, condition, continueAsNew, patched } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, makeContinueAsNewFunc, patched } from '@temporalio/workflow';
 import type { EntityExit, EntityInput } from '../messages/breaker';
 import { entityOptions, withHistoryDefault } from './breaker-entity/config';
 import { registerHandlers } from './breaker-entity/handlers';
@@ -56,12 +56,16 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       // Finish in-flight work first, so the next run starts with everything this one knew.
       await condition(() => allHandlersFinished() && !selfProbe.running);
       entity.counters.continuedAsNew++;
-      await continueAsNew<typeof breakerEntityWorkflow>({
+      const next: EntityInput = {
         key: input.key,
         ...(entity.probeSpec ? { probe: entity.probeSpec } : {}),
         ...(input.options ? { options: input.options } : {}),
         carried: entity.carried(),
-      });
+      };
+      // The next run starts with the view in its memo. Guards read the memo, and a run with none yet reads as a
+      // fresh, closed breaker until its first task completes: calls went out while half-open in that gap.
+      if (patched('memo-across-continue')) await makeContinueAsNewFunc<typeof breakerEntityWorkflow>({ memo: { view: entity.view() } })(next);
+      else await continueAsNew<typeof breakerEntityWorkflow>(next);
     }
   }
 }

@@ -263,6 +263,25 @@ describe('continue-as-new', () => {
     );
   });
 
+  test("the next run's memo holds the view from its start, so a guard reading it before that run's first task sees the breaker open, not closed", async () => {
+    const k = key();
+    const h = await startEntity(env.client, taskQueue, { key: k, config: { minSamples: 5, cooldownMs: 3_600_000 }, options: { ...noSA, maxHistoryEvents: 50 } });
+    await h.signal(reportSignal, { reporter: 'w', counts: { transient: 10 } });
+    assert.equal((await h.query(viewQuery)).state, 'open');
+    const firstRun = (await h.describe()).runId;
+    for (let i = 0; i < 30; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { transient: 1 } });
+    for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++) await new Promise((r) => setTimeout(r, 100));
+    const next = await env.client.workflow.getHandle(h.workflowId).describe();
+    assert.notEqual(next.runId, firstRun, 'no continue-as-new');
+    // The memo the next run was started with (its first event), before any task of its own ran.
+    const started = (await env.client.workflow.getHandle(h.workflowId, next.runId).fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!;
+    const memo = started.memo?.fields?.['view'];
+    assert.ok(memo, 'the next run started with no view in its memo');
+    const view = JSON.parse(Buffer.from(memo.data!).toString('utf8')) as { state: string; cooldownUntil: number };
+    assert.equal(view.state, 'open');
+    assert.equal(view.cooldownUntil, (await h.query(viewQuery)).cooldownUntil);
+  });
+
   test('carries the whole state and loses no signal sent while it happens', async () => {
     const k = key();
     const h = await startEntity(env.client, taskQueue, { key: k, config: { minSamples: 1_000_000 }, options: { ...noSA, maxHistoryEvents: 60 } });

@@ -165,6 +165,31 @@ export const entityCompactCarry: EntityScenario = async ({ env, client, taskQueu
   return second;
 };
 
+/**
+ * The view in the next run's memo (the 'memo-across-continue' patch): a trip to open with a long cooldown, then
+ * failure reports until the entity continues as new. The first run's history: it ends by continuing as new with
+ * the open view in the next run's memo.
+ */
+export const entityMemoAcrossContinue: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-memo-across-continue',
+    config: { minSamples: 5, cooldownMs: 3_600_000 },
+    options: { ...idle, maxHistoryEvents: 60 },
+  });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 10 } });
+  await waitForView(env, h, (v) => v.state === 'open');
+  const first = (await h.describe()).runId;
+  const current = async () => (await client.workflow.getHandle(h.workflowId).describe()).runId;
+  // Bursts of reports, each followed by a quiet second: a continue-as-new completes in a task no signal interrupts.
+  for (let burst = 0; burst < 20 && (await current()) === first; burst++) {
+    for (let i = 0; i < 20; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { transient: 1 } });
+    await env.sleep(1_000);
+  }
+  if ((await current()) === first) throw new Error('the entity did not continue as new');
+  await client.workflow.getHandle(h.workflowId).terminate('recording done');
+  return client.workflow.getHandle(h.workflowId, first);
+};
+
 /** A rate-limited endpoint's 429s: a fleet-wide pause (capped), never a failure nor a transition, then idle. */
 export const entityRateLimitedPacing: EntityScenario = async ({ env, client, taskQueue }) => {
   const h = await startEntity(client, taskQueue, {
@@ -191,4 +216,5 @@ export const entityScenarios = {
   'entity-self-probe-recovery': entitySelfProbeRecovery,
   'entity-probe-contention': entityProbeContention,
   'entity-admin-continue-as-new': entityAdminContinueAsNew,
+  'entity-memo-across-continue': entityMemoAcrossContinue,
 } as const;
