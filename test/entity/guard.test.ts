@@ -6,6 +6,7 @@ import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { statusQuery } from '../../src/messages/breaker';
+import { breakerEntityWorkflow } from '../../src/workflows/breaker-entity';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 let env: TestWorkflowEnvironment;
@@ -123,6 +124,30 @@ describe('the guard', () => {
     g.release(await g.acquire(other), { kind: 'rate-limited', retryAfterMs: 86_400_000 });
     const capped = await g.acquire(other);
     assert.ok(capped.kind === 'refused' && capped.retryAfterMs !== null && capped.retryAfterMs <= 288_000 && capped.retryAfterMs > 287_000, JSON.stringify(capped));
+  });
+
+  test('a continued run whose first task has not completed (no memo yet) keeps the last view: an open breaker is not read as closed', async () => {
+    const key = breakerKey(host());
+    const id = breakerWorkflowId(key);
+    const g = guard('continued', { cacheTtlMs: 50, config: { cooldownMs: 3_600_000 } });
+    for (let i = 0; i < 20; i++) g.release(await g.acquire(key), { kind: 'transient' });
+    await g.flush();
+    await until(
+      () => g.view(key),
+      (v) => v?.state === 'open',
+    );
+    // What the next run of a continue-as-new looks like until its first task completes: running, young, no memo.
+    // (A queue nobody polls holds it there; an entity run before the memo-across-continue patch had no memo
+    // there.)
+    await env.client.workflow.getHandle(id).terminate('test: stand in for a continue-as-new');
+    await env.client.workflow.start(breakerEntityWorkflow, { workflowId: id, taskQueue: `${taskQueue}-nobody`, args: [{ key, options: { searchAttributes: false } }] });
+    await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 3; i++) {
+      const d = await g.acquire(key);
+      assert.deepEqual([d.kind, d.kind !== 'probe' && d.state], ['refused', 'open'], `call ${i} was decided as ${d.kind}`);
+      await new Promise((r) => setTimeout(r, 60));
+    }
+    await env.client.workflow.getHandle(id).terminate('test over');
   });
 
   test('with no entity yet, calls proceed (closed)', async () => {

@@ -54,7 +54,9 @@ export class ViewCache {
         .then((view) => {
           if (view === 'starting') {
             cv.fetchedAt = 0;
-            return null;
+            // A run this young that follows one we read (a continue-as-new) carries that run's state: keep the
+            // last view rather than read the breaker as closed until the new run's first task completes.
+            return cv.view;
           }
           cv.view = view;
           cv.fetchedAt = Date.now();
