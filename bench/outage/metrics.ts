@@ -43,6 +43,12 @@ export interface ModeFigures {
   /** Shared: the most attempts in flight inside the entity's own half-open intervals. */
   peakInFlightEntityHalfOpen: number | null;
   entityHalfOpenIntervals: number;
+  /**
+   * Shared: ordinary (non-probe) attempts started inside the entity's half-open intervals, and how many of them
+   * were decided at or after the first worker knew of the trip: a guard let those through while the breaker was
+   * not closed (the rest are retries of calls decided before anyone could know). Null: no decisions recorded.
+   */
+  ordinaryInEntityHalfOpen: { started: number; decidedAfterTrip: number } | null;
   peakInFlightOutage: number;
   healthyRatePerS: number;
   recoveryMs: number | null;
@@ -98,6 +104,11 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
 
   const entityHalfOpen = halfOpenIntervals(args.entityTransitions ?? [], schedule.endAt).filter(([a, b]) => b > O && a < schedule.endAt);
   const peakInFlightEntityHalfOpen = args.entityTransitions ? peakConcurrent([...clientIntervals, ...serverIntervals.filter((_, i) => server.requests[i]![2] < 0)], entityHalfOpen) : null;
+  const ordinaryInHalfOpen = attempts.filter((a) => !a.probe && entityHalfOpen.some(([from, to]) => a.start >= from && a.start < to));
+  const ordinaryInEntityHalfOpen =
+    args.entityTransitions && attempts.some((a) => a.decision)
+      ? { started: ordinaryInHalfOpen.length, decidedAfterTrip: ordinaryInHalfOpen.filter((a) => firstTripAt !== null && a.decision !== undefined && a.decision.at >= firstTripAt).length }
+      : null;
 
   // Full traffic: successful tiles per second over the warm-up (its first second left out), then the first
   // moment after recovery at which the trailing 1 s window holds FULL_TRAFFIC_SHARE of that rate.
@@ -133,6 +144,7 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
     serverPeakInFlightHalfOpen,
     peakInFlightEntityHalfOpen,
     entityHalfOpenIntervals: entityHalfOpen.length,
+    ordinaryInEntityHalfOpen,
     peakInFlightOutage: peakConcurrent(clientIntervals, [[O, E]]),
     healthyRatePerS,
     recoveryMs,

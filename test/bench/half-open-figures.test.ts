@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { computeFigures } from '../../bench/outage/metrics';
+import { ModeRecorder } from '../../bench/outage/recorder';
+import type { AttemptRecord, Scenario, ServerStats } from '../../bench/outage/types';
+import type { TransitionRecord } from '../../src/breaker';
+
+// An arbitrary instant (2001) for the outage's start.
+const O = 978_307_200_000;
+const scenario: Scenario = {
+  workers: 2,
+  healthyMs: 5_000,
+  outageMs: 40_000,
+  recoveryMs: 15_000,
+  outageKind: '503',
+  retryAfterSec: null,
+  tileLatencyMs: 150,
+  retry: { attempts: 3, baseMs: 100, capMs: 2_000 },
+  probeAttempts: 1,
+  rampMs: null,
+  breaker: { windowMs: 30_000, minSamples: 20, failureRatio: 0.5, cooldownMs: 1_000 },
+};
+const server: ServerStats = {
+  port: 1,
+  schedule: { startAt: O - 5_000, outageAt: O, recoverAt: O + 40_000, endAt: O + 55_000 },
+  byPhase: { before: 0, healthy: 0, outage: 0, recovered: 0, after: 0 },
+  byMode: {},
+  byWorker: {},
+  peakInFlight: { before: 0, healthy: 0, outage: 0, recovered: 0, after: 0, overall: 0 },
+  requests: [],
+  listenerClosedAt: null,
+  listenerReopenedAt: null,
+};
+const attempt = (worker: number, from: number, to: number, probe: boolean, decidedAt: number): AttemptRecord => ({
+  worker,
+  start: O + from,
+  end: O + to,
+  status: 503,
+  error: null,
+  outcome: 'transient',
+  probe,
+  decision: { at: O + decidedAt, state: probe ? 'half-open' : 'closed', failOpen: false },
+});
+const transitions: TransitionRecord[] = [
+  { at: O + 2_000, from: 'closed', to: 'open', reason: 'failure-ratio', detail: '' },
+  { at: O + 3_000, from: 'open', to: 'half-open', reason: 'cooldown-elapsed', detail: '' },
+  { at: O + 3_500, from: 'half-open', to: 'open', reason: 'probe-failed', detail: '' },
+  { at: O + 20_000, from: 'open', to: 'half-open', reason: 'cooldown-elapsed', detail: '' },
+  { at: O + 20_400, from: 'half-open', to: 'open', reason: 'probe-failed', detail: '' },
+];
+
+function figures(attempts: AttemptRecord[]) {
+  const recorder = new ModeRecorder('shared');
+  recorder.attempts.push(...attempts);
+  // Worker 0 knows of the trip at +2.9 s, worker 1 at +3.2 s.
+  recorder.view(0, 'refused', O + 2_900);
+  recorder.view(1, 'refused', O + 3_200);
+  return computeFigures({ mode: 'shared', scenario, recorder, server, wallMs: 60_000, entityTransitions: transitions });
+}
+
+test("bench:outage counts the ordinary calls started in the entity's half-open intervals, and those a guard let through after the fleet knew of the trip", () => {
+  const f = figures([
+    // A retry of a call decided before anyone knew of the trip, started in the first half-open interval.
+    attempt(1, 3_050, 3_060, false, 2_800),
+    attempt(0, 3_100, 3_120, true, 3_100),
+    // Calls decided 'closed' 17 s after the trip (what a guard reading a continued run without a memo did).
+    attempt(0, 20_100, 20_110, false, 20_100),
+    attempt(1, 20_105, 20_112, false, 20_105),
+    // Outside every half-open interval: not counted.
+    attempt(0, 10_000, 10_010, false, 10_000),
+  ]);
+  assert.deepEqual(f.ordinaryInEntityHalfOpen, { started: 3, decidedAfterTrip: 2 });
+  // The peak counts both kinds: what was in flight while half-open, whoever decided it.
+  assert.equal(f.peakInFlightEntityHalfOpen, 2);
+});
+
+test('a fleet that sends only probes while half-open counts no ordinary calls there', () => {
+  const f = figures([attempt(0, 3_100, 3_120, true, 3_100), attempt(1, 20_100, 20_150, true, 20_100)]);
+  assert.deepEqual(f.ordinaryInEntityHalfOpen, { started: 0, decidedAfterTrip: 0 });
+  assert.equal(f.peakInFlightEntityHalfOpen, 1);
+});
