@@ -44,11 +44,13 @@ export interface ModeFigures {
   peakInFlightEntityHalfOpen: number | null;
   entityHalfOpenIntervals: number;
   /**
-   * Shared: ordinary (non-probe) attempts started inside the entity's half-open intervals, and how many of them
-   * were decided at or after the first worker knew of the trip: a guard let those through while the breaker was
-   * not closed (the rest are retries of calls decided before anyone could know). Null: no decisions recorded.
+   * Shared: ordinary (non-probe) attempts started inside the entity's half-open intervals; of them, those decided
+   * at or after the first worker knew of the trip on a view of the entity (a guard let them through while the
+   * breaker was not closed: should be 0), and those decided after it failing open (Temporal out of reach for
+   * that guard, by design). The rest are retries of calls decided before anyone could know. Null: no decisions
+   * recorded.
    */
-  ordinaryInEntityHalfOpen: { started: number; decidedAfterTrip: number } | null;
+  ordinaryInEntityHalfOpen: { started: number; decidedAfterTrip: number; failOpenAfterTrip: number } | null;
   peakInFlightOutage: number;
   healthyRatePerS: number;
   recoveryMs: number | null;
@@ -105,9 +107,14 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
   const entityHalfOpen = halfOpenIntervals(args.entityTransitions ?? [], schedule.endAt).filter(([a, b]) => b > O && a < schedule.endAt);
   const peakInFlightEntityHalfOpen = args.entityTransitions ? peakConcurrent([...clientIntervals, ...serverIntervals.filter((_, i) => server.requests[i]![2] < 0)], entityHalfOpen) : null;
   const ordinaryInHalfOpen = attempts.filter((a) => !a.probe && entityHalfOpen.some(([from, to]) => a.start >= from && a.start < to));
+  const afterTrip = ordinaryInHalfOpen.filter((a) => firstTripAt !== null && a.decision !== undefined && a.decision.at >= firstTripAt);
   const ordinaryInEntityHalfOpen =
     args.entityTransitions && attempts.some((a) => a.decision)
-      ? { started: ordinaryInHalfOpen.length, decidedAfterTrip: ordinaryInHalfOpen.filter((a) => firstTripAt !== null && a.decision !== undefined && a.decision.at >= firstTripAt).length }
+      ? {
+          started: ordinaryInHalfOpen.length,
+          decidedAfterTrip: afterTrip.filter((a) => !a.decision!.failOpen).length,
+          failOpenAfterTrip: afterTrip.filter((a) => a.decision!.failOpen).length,
+        }
       : null;
 
   // Full traffic: successful tiles per second over the warm-up (its first second left out), then the first

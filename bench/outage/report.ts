@@ -38,7 +38,7 @@ export function modeTable(f: ModeFigures, scenario: Scenario): string {
       : `client-side, ${rel(f.halfOpenWindow[0], O)} .. ${rel(f.halfOpenWindow[1], O)}; server-side ${f.serverPeakInFlightHalfOpen}` +
         (f.peakInFlightEntityHalfOpen !== null ? `; inside the entity's ${f.entityHalfOpenIntervals} half-open intervals ${f.peakInFlightEntityHalfOpen}` : '') +
         (f.ordinaryInEntityHalfOpen
-          ? ` (ordinary calls started in them: ${f.ordinaryInEntityHalfOpen.started}, decided after a worker knew of the trip: ${f.ordinaryInEntityHalfOpen.decidedAfterTrip})`
+          ? ` (ordinary calls started in them: ${f.ordinaryInEntityHalfOpen.started}, decided after a worker knew of the trip: ${f.ordinaryInEntityHalfOpen.decidedAfterTrip}, and failing open: ${f.ordinaryInEntityHalfOpen.failOpenAfterTrip})`
           : ''),
   ]);
   rows.push([
@@ -79,7 +79,8 @@ export const DEFINITIONS = [
   '  half-open (fleet view) = [fleet-wide trip, first non-probe attempt after recovery): the breakers are open or half-open, so every',
   '    request is a probe; most in flight = the peak of overlapping [start, end) attempts in it. Shared also reports the peak inside the',
   "    entity's own half-open intervals (its transition log), and how many ordinary (non-probe) calls started in them, of which how many",
-  '    were decided at or after the first worker knew of the trip (a guard let them through while not closed: should be 0).',
+  '    were decided at or after the first worker knew of the trip (a guard let them through while not closed: should be 0) or failed',
+  '    open after it (the guard could not reach Temporal: by design).',
   `  full traffic = successful tiles over a trailing ${RATE_WINDOW_MS / 1000} s reach ${Math.round(FULL_TRAFFIC_SHARE * 100)}% of the warm-up rate (warm-up minus its first second);`,
   "    recovery time = from the server's recovery to the end of the first such window (50 ms steps).",
 ].join('\n');

@@ -31,7 +31,7 @@ const server: ServerStats = {
   listenerClosedAt: null,
   listenerReopenedAt: null,
 };
-const attempt = (worker: number, from: number, to: number, probe: boolean, decidedAt: number): AttemptRecord => ({
+const attempt = (worker: number, from: number, to: number, probe: boolean, decidedAt: number, failOpen = false): AttemptRecord => ({
   worker,
   start: O + from,
   end: O + to,
@@ -39,7 +39,7 @@ const attempt = (worker: number, from: number, to: number, probe: boolean, decid
   error: null,
   outcome: 'transient',
   probe,
-  decision: { at: O + decidedAt, state: probe ? 'half-open' : 'closed', failOpen: false },
+  decision: { at: O + decidedAt, state: probe ? 'half-open' : 'closed', failOpen },
 });
 const transitions: TransitionRecord[] = [
   { at: O + 2_000, from: 'closed', to: 'open', reason: 'failure-ratio', detail: '' },
@@ -58,7 +58,7 @@ function figures(attempts: AttemptRecord[]) {
   return computeFigures({ mode: 'shared', scenario, recorder, server, wallMs: 60_000, entityTransitions: transitions });
 }
 
-test("bench:outage counts the ordinary calls started in the entity's half-open intervals, and those a guard let through after the fleet knew of the trip", () => {
+test("bench:outage counts the ordinary calls started in the entity's half-open intervals, those a guard let through after the fleet knew of the trip, and those failing open", () => {
   const f = figures([
     // A retry of a call decided before anyone knew of the trip, started in the first half-open interval.
     attempt(1, 3_050, 3_060, false, 2_800),
@@ -66,16 +66,18 @@ test("bench:outage counts the ordinary calls started in the entity's half-open i
     // Calls decided 'closed' 17 s after the trip (what a guard reading a continued run without a memo did).
     attempt(0, 20_100, 20_110, false, 20_100),
     attempt(1, 20_105, 20_112, false, 20_105),
+    // A guard that could not reach Temporal failed open: counted apart.
+    attempt(1, 20_200, 20_210, false, 20_200, true),
     // Outside every half-open interval: not counted.
     attempt(0, 10_000, 10_010, false, 10_000),
   ]);
-  assert.deepEqual(f.ordinaryInEntityHalfOpen, { started: 3, decidedAfterTrip: 2 });
+  assert.deepEqual(f.ordinaryInEntityHalfOpen, { started: 4, decidedAfterTrip: 2, failOpenAfterTrip: 1 });
   // The peak counts both kinds: what was in flight while half-open, whoever decided it.
   assert.equal(f.peakInFlightEntityHalfOpen, 2);
 });
 
 test('a fleet that sends only probes while half-open counts no ordinary calls there', () => {
   const f = figures([attempt(0, 3_100, 3_120, true, 3_100), attempt(1, 20_100, 20_150, true, 20_100)]);
-  assert.deepEqual(f.ordinaryInEntityHalfOpen, { started: 0, decidedAfterTrip: 0 });
+  assert.deepEqual(f.ordinaryInEntityHalfOpen, { started: 0, decidedAfterTrip: 0, failOpenAfterTrip: 0 });
   assert.equal(f.peakInFlightEntityHalfOpen, 1);
 });
