@@ -26,6 +26,7 @@ import { startEmbeddedServer } from '../src/client/embedded-server';
 import { startMosaic } from '../src/client/mosaics';
 import { createWorker } from '../src/client/worker';
 import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
+import { fetchPhase } from './throughput/history';
 import { runScale } from './throughput/scale';
 import { startServer } from './throughput/server';
 
@@ -146,11 +147,8 @@ async function main(o: Opts): Promise<void> {
   }
   const orchS = (performance.now() - t) / 1000;
   // The fetch phase: from the planning activity's completion to the assembly's scheduling.
-  const events = (await client.workflow.getHandle(id).fetchHistory()).events ?? [];
-  const at = (e: (typeof events)[number]) => Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
-  const completions = events.filter((e) => e.activityTaskCompletedEventAttributes);
-  const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes);
-  const orchFetchS = (at(scheduled[scheduled.length - 1]!) - at(completions[0]!)) / 1000;
+  const [from, to] = fetchPhase((await client.workflow.getHandle(id).fetchHistory()).events ?? []);
+  const orchFetchS = (to - from) / 1000;
   // Every workflow of the job: the mosaic and any block children.
   let eventCount = await historyEvents(client, id);
   let workflows = 1;

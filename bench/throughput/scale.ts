@@ -6,8 +6,6 @@
  * phases, the batches per worker and the CPU each process used, then one line:
  *   scale: workers=<N> speedup=<float> busiest-share=<float>
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,7 +15,9 @@ import { startEmbeddedServer } from '../../src/client/embedded-server';
 import { startMosaic } from '../../src/client/mosaics';
 import { tileBounds } from '../../src/geo/mercator';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
+import { eventMs, fetchPhase, histories, type HistoryEvent } from './history';
 import { startServer } from './server';
+import { procStat, stopWorker, workerProcess } from './worker-process';
 
 export interface ScaleOpts {
   workers: number;
@@ -30,52 +30,10 @@ export interface ScaleOpts {
   latency: number;
 }
 
-const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
-
-/** `tilebreaker worker` in its own process; resolves once it has connected and is about to poll. */
-async function workerProcess(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [CLI, 'worker'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr.on('data', (d: Buffer) => {
-      err = (err + d.toString()).slice(-4_000);
-      if (err.includes('tilebreaker worker:')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready: ${err}`)));
-  });
-  return child;
-}
-
-async function stopWorker(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await Promise.race([exited, delay(15_000).then(() => child.kill('SIGKILL'))]);
-  await exited;
-}
-
-const TICKS = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
 interface ProcCpu {
   pid: number;
   name: string;
   seconds: number;
-}
-
-function procStat(pid: number): { ppid: number; name: string; seconds: number } | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(rest[1]), name: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')), seconds: (Number(rest[11]) + Number(rest[12])) / TICKS };
-  } catch {
-    return null;
-  }
 }
 
 /** CPU time so far of this process and every process under it (Linux /proc; empty elsewhere). */
@@ -145,14 +103,8 @@ interface RunResult {
   cpuLines: string[];
 }
 
-async function histories(client: Client, id: string) {
-  const ids = [id];
-  for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH "${id}/"` })) ids.push(wf.workflowId);
-  return Promise.all(ids.map(async (w) => (await client.workflow.getHandle(w).fetchHistory()).events ?? []));
-}
-
 /** Workflow tasks per worker identity (the worker that holds the mosaic's workflow, and any other that took a task). */
-function workflowTasksByWorker(events: Awaited<ReturnType<typeof histories>>[number][]): Map<string, number> {
+function workflowTasksByWorker(events: HistoryEvent[][]): Map<string, number> {
   const counts = new Map<string, number>();
   for (const e of events.flat()) {
     const who = e.workflowTaskStartedEventAttributes?.identity;
@@ -160,9 +112,6 @@ function workflowTasksByWorker(events: Awaited<ReturnType<typeof histories>>[num
   }
   return counts;
 }
-
-type HistoryEvent = Awaited<ReturnType<typeof histories>>[number][number];
-const eventMs = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
 
 interface WorkerBatches {
   count: number;
@@ -267,10 +216,7 @@ export async function runScale(o: ScaleOpts): Promise<void> {
       sample();
       const events = await histories(client, id);
       const main = events[0]!;
-      // The fetch phase: from the planning activity's completion to the assembly's scheduling.
-      const completions = main.filter((e) => e.activityTaskCompletedEventAttributes);
-      const scheduled = main.filter((e) => e.activityTaskScheduledEventAttributes);
-      const [from, to] = [eventMs(completions[0]!), eventMs(scheduled[scheduled.length - 1]!)];
+      const [from, to] = fetchPhase(main);
       return {
         workers: n,
         fetchS: (to - from) / 1000,
