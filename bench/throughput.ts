@@ -7,6 +7,10 @@
  *   throughput: orchestrated=<tiles/s> plain=<tiles/s> ratio=<float> history-events-per-1000-tiles=<int>
  * History events count every workflow of the job (the mosaic and its children, if any). The breaker
  * entity is shared by every job on the endpoint and is reported apart.
+ * Then the metrics overhead (issue 15's target, bench/throughput/metrics-overhead.ts): the same mosaic built
+ * by `tilebreaker worker` processes with metrics off and with `--metrics-addr` on (scraped every second),
+ * alternating, --metrics-rounds of each (default 3; 0 skips it), and just before the last line:
+ *   metrics: off=<tiles/s> on=<tiles/s> ratio=<on/off> cpu-off-s=<median> cpu-on-s=<median>
  * With --workers N it measures instead how one mosaic spreads over a fleet of worker processes
  * (bench/throughput/scale.ts; last line `scale: ...`).
  */
@@ -27,6 +31,7 @@ import { startMosaic } from '../src/client/mosaics';
 import { createWorker } from '../src/client/worker';
 import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
 import { fetchPhase } from './throughput/history';
+import { metricsLine, metricsTarget, runMetricsOverhead, type OverheadFigures } from './throughput/metrics-overhead';
 import { runScale } from './throughput/scale';
 import { startServer } from './throughput/server';
 
@@ -39,13 +44,14 @@ interface Opts {
   batchSize: string;
   latency: string;
   blockTiles?: string;
+  metricsRounds: string;
 }
 
 type Flags = Partial<Opts> & { workers?: string };
 
 /** The defaults of each mode: the orchestration-cost run, and --workers (latency-bound, one worker not CPU-bound). */
-const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: '256', latency: '10' };
-const SCALE_DEFAULTS: Opts = { side: '32', concurrency: '2', batches: '6', batchSize: '32', latency: '50' };
+const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: '256', latency: '10', metricsRounds: '3' };
+const SCALE_DEFAULTS: Omit<Opts, 'metricsRounds'> = { side: '32', concurrency: '2', batches: '6', batchSize: '32', latency: '50' };
 
 function count(flag: string, value: string, min: number): number {
   const n = Number(value);
@@ -54,8 +60,12 @@ function count(flag: string, value: string, min: number): number {
 }
 
 function dispatch(f: Flags): Promise<void> {
-  if (f.workers === undefined) return main({ ...DEFAULTS, ...f });
+  if (f.workers === undefined) {
+    const o = { ...DEFAULTS, ...f };
+    return main(o, count('--metrics-rounds', o.metricsRounds, 0));
+  }
   if (f.blockTiles !== undefined) throw new Error('bench:throughput: --block-tiles is not used with --workers (the mosaic runs in one workflow)');
+  if (f.metricsRounds !== undefined) throw new Error('bench:throughput: --metrics-rounds is not used with --workers (the metrics comparison runs after the default one)');
   const o = { ...SCALE_DEFAULTS, ...f };
   return runScale({
     workers: count('--workers', f.workers, 2),
@@ -81,7 +91,7 @@ async function historyEvents(client: Client, workflowId: string): Promise<number
   return h.events?.length ?? 0;
 }
 
-async function main(o: Opts): Promise<void> {
+async function main(o: Opts, metricsRounds: number): Promise<void> {
   const side = Number(o.side);
   const z = 12;
   const [x0, y0] = [2100, 1400];
@@ -164,7 +174,6 @@ async function main(o: Opts): Promise<void> {
     `  orchestrated      ${orchS.toFixed(1)} s: fetch ${orchFetchS.toFixed(1)} s; ok ${result.counts.ok}/${total}; ${workflows} workflow(s), ${eventCount} history events; breaker entity (shared, not counted) ${entityEvents} events`,
   );
   const plainB = await plainRun('plain-2');
-  rmSync(work, { recursive: true, force: true });
 
   const best = plainA.s <= plainB.s ? plainA : plainB;
   const orchestrated = total / orchS;
@@ -173,8 +182,18 @@ async function main(o: Opts): Promise<void> {
   console.log(
     `  fetch phase alone: orchestrated ${(total / orchFetchS).toFixed(1)} tiles/s, plain ${(total / best.fetchS).toFixed(1)} tiles/s (ratio ${(best.fetchS / orchFetchS).toFixed(3)}); both stitch the same ${side * 256} px square TIFF`,
   );
-  server.stop();
-  console.log(`targets: ratio >= 0.8: ${orchestrated / plain >= 0.8 ? 'met' : 'MISSED'}; <= 50 history events per 1000 tiles: ${perK <= 50 ? 'met' : 'MISSED'}`);
+  // Metrics off against on, in worker processes of their own (Runtime.install is once per process).
+  let metrics: OverheadFigures | null = null;
+  try {
+    if (metricsRounds > 0) metrics = await runMetricsOverhead({ rounds: metricsRounds, tiles: total, request, work });
+  } finally {
+    server.stop();
+    rmSync(work, { recursive: true, force: true });
+  }
+  console.log(
+    `targets: ratio >= 0.8: ${orchestrated / plain >= 0.8 ? 'met' : 'MISSED'}; <= 50 history events per 1000 tiles: ${perK <= 50 ? 'met' : 'MISSED'}${metrics ? `; ${metricsTarget(metrics)}` : ''}`,
+  );
+  if (metrics) console.log(metricsLine(metrics));
   console.log(`throughput: orchestrated=${orchestrated.toFixed(1)} plain=${plain.toFixed(1)} ratio=${(orchestrated / plain).toFixed(3)} history-events-per-1000-tiles=${perK}`);
 }
 
@@ -185,6 +204,7 @@ new Command('bench:throughput')
   .option('--batch-size <n>', 'tiles per batch (default 256; with --workers 32)')
   .option('--latency <ms>', 'tile server latency per request (default 10; with --workers 50)')
   .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
+  .option('--metrics-rounds <n>', 'rounds of the metrics comparison after it: worker processes with metrics off, then on (default 3; 0 skips it)')
   .option('--workers <n>', 'instead: the same mosaic with 1 worker process, then with N (fetch phases, batches per worker; last line scale: ...)')
   .action((f: Flags) => dispatch(f))
   .parseAsync()
