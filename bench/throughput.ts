@@ -47,7 +47,7 @@ interface Opts {
   metricsRounds: string;
 }
 
-type Flags = Partial<Opts> & { workers?: string };
+type Flags = Partial<Opts> & { workers?: string; fetchBatches?: string };
 
 /** The defaults of each mode: the orchestration-cost run, and --workers (latency-bound, one worker not CPU-bound). */
 const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: '256', latency: '10', metricsRounds: '3' };
@@ -74,6 +74,7 @@ function dispatch(f: Flags): Promise<void> {
     batches: count('--batches', o.batches, 1),
     batchSize: count('--batch-size', o.batchSize, 1),
     latency: count('--latency', o.latency, 0),
+    ...(f.fetchBatches !== undefined ? { fetchBatches: count('--fetch-batches', f.fetchBatches, 1) } : {}),
   });
 }
 
@@ -205,6 +206,7 @@ new Command('bench:throughput')
   .option('--latency <ms>', 'tile server latency per request (default 10; with --workers 50)')
   .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
   .option('--metrics-rounds <n>', 'rounds of the metrics comparison after it: worker processes with metrics off, then on (default 3; 0 skips it)')
+  .option('--fetch-batches <n>', "with --workers: each worker's cap on fetch batches at once (default: the worker's, 2)")
   .option('--workers <n>', 'instead: the same mosaic with 1 worker process, then with N (fetch phases, batches per worker; last line scale: ...)')
   .action((f: Flags) => dispatch(f))
   .parseAsync()

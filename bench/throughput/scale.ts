@@ -5,6 +5,8 @@
  * histories (an ACTIVITY_TASK_STARTED event names the worker's identity, unique per process). Prints the fetch
  * phases, the batches per worker and the CPU each process used, then one line:
  *   scale: workers=<N> speedup=<float> busiest-share=<float>
+ * The one worker runs twice, with no cap on its fetch batches and with the cap the fleet runs with; the
+ * speedup is against the faster of the two, so the cap cannot buy the fleet's figure with a slower baseline.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -28,7 +30,12 @@ export interface ScaleOpts {
   batches: number;
   batchSize: number;
   latency: number;
+  /** Each worker's cap on fetch batches at once (TILEBREAKER_FETCH_BATCHES); undefined: the worker's default. */
+  fetchBatches?: number;
 }
+
+/** "No cap" for the 1-worker comparison run: more than any mosaic here has in flight. */
+const NO_CAP = 1000;
 
 interface ProcCpu {
   pid: number;
@@ -93,6 +100,7 @@ function cpuOver(samples: Sample[], from: number, to: number, names: Map<number,
 
 interface RunResult {
   workers: number;
+  label: string;
   fetchS: number;
   ok: number;
   /** Fetch batches by the identity of the worker that ran them. */
@@ -199,8 +207,9 @@ export async function runScale(o: ScaleOpts): Promise<void> {
     TILEBREAKER_LOG_LEVEL: 'WARN',
   };
 
-  const run = async (n: number): Promise<RunResult> => {
-    const children = await Promise.all(Array.from({ length: n }, () => workerProcess(env)));
+  const capped = o.fetchBatches === undefined ? {} : { TILEBREAKER_FETCH_BATCHES: String(o.fetchBatches) };
+  const run = async (n: number, label: string, capEnv: Record<string, string>): Promise<RunResult> => {
+    const children = await Promise.all(Array.from({ length: n }, () => workerProcess({ ...env, ...capEnv })));
     const names = new Map<number, string>([[process.pid, 'bench'], [server.pid, 'tile server'], ...children.map((c) => [c.pid!, `worker-${c.pid}`] as const)]);
     // CPU per process and the machine's, sampled through the run: the fetch phase's share is read off afterwards.
     const samples: Sample[] = [];
@@ -210,8 +219,8 @@ export async function runScale(o: ScaleOpts): Promise<void> {
       // Every worker polling before the mosaic starts.
       await delay(1_000);
       sample();
-      const id = `bench-scale-${n}-${Date.now()}`;
-      const handle = await startMosaic(client, taskQueue, request(`workers-${n}`), id);
+      const id = `bench-scale-${n}-${label}-${Date.now()}`;
+      const handle = await startMosaic(client, taskQueue, request(`workers-${n}-${label}`), id);
       const result = await handle.result();
       sample();
       const events = await histories(client, id);
@@ -219,6 +228,7 @@ export async function runScale(o: ScaleOpts): Promise<void> {
       const [from, to] = fetchPhase(main);
       return {
         workers: n,
+        label,
         fetchS: (to - from) / 1000,
         ok: result.counts.ok,
         batches: batchesByWorker(events),
@@ -234,19 +244,23 @@ export async function runScale(o: ScaleOpts): Promise<void> {
 
   const report = (r: RunResult) => {
     const all = [...r.batches.values()].reduce((a, b) => a + b.count, 0);
-    console.log(`  ${r.workers} worker(s): fetch ${r.fetchS.toFixed(1)} s (${(total / r.fetchS).toFixed(1)} tiles/s); ok ${r.ok}/${total}`);
+    console.log(`  ${r.workers} worker(s), ${r.label}: fetch ${r.fetchS.toFixed(1)} s (${(total / r.fetchS).toFixed(1)} tiles/s); ok ${r.ok}/${total}`);
     const byCount = [...r.batches.entries()].sort((a, b) => b[1].count - a[1].count);
     const busy = (w: WorkerBatches) => Math.round((covered(w.spans, ...r.phase) / (r.phase[1] - r.phase[0])) * 100);
     console.log(`    fetch batches per worker (${all}): ${byCount.map(([who, w]) => `${who} ${w.count} (running a batch ${busy(w)} % of the phase)`).join(', ')}`);
     console.log(`    the mosaic's workflow tasks: ${[...r.workflowTasks.entries()].map(([who, k]) => `${who} ${k}`).join(', ')}`);
     console.log(`    cpu in the fetch phase ${r.cpuLines[0]}: ${r.cpuLines.slice(1).join('; ')}`);
   };
+  const cap = `fetch-batches ${o.fetchBatches ?? 'default'}`;
+  let uncapped: RunResult;
   let one: RunResult;
   let many: RunResult;
   try {
-    one = await run(1);
+    uncapped = await run(1, `fetch-batches ${NO_CAP} (no cap)`, { TILEBREAKER_FETCH_BATCHES: String(NO_CAP) });
+    report(uncapped);
+    one = await run(1, cap, capped);
     report(one);
-    many = await run(o.workers);
+    many = await run(o.workers, cap, capped);
     report(many);
   } finally {
     await connection.close();
@@ -256,7 +270,9 @@ export async function runScale(o: ScaleOpts): Promise<void> {
   }
   const counts = [...many.batches.values()].map((w) => w.count);
   const busiest = counts.length ? Math.max(...counts) / counts.reduce((a, b) => a + b, 0) : 1;
-  const speedup = one.fetchS / many.fetchS;
+  const baseline = Math.min(one.fetchS, uncapped.fetchS);
+  console.log(`1 worker: fetch ${uncapped.fetchS.toFixed(1)} s with no cap, ${one.fetchS.toFixed(1)} s with ${cap}; speedup against the faster`);
+  const speedup = baseline / many.fetchS;
   console.log(`targets: speedup >= 2.5: ${speedup >= 2.5 ? 'met' : 'MISSED'}; busiest-share <= 0.5: ${busiest <= 0.5 ? 'met' : 'MISSED'}`);
   console.log(`scale: workers=${o.workers} speedup=${speedup.toFixed(2)} busiest-share=${busiest.toFixed(2)}`);
 }

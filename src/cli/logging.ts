@@ -1,4 +1,5 @@
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
+import { fetchTaskQueue } from '../messages/activities';
 
 const LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
 const FORMATS = ['json', 'text'] as const;
@@ -30,6 +31,9 @@ export function logSettings(env: NodeJS.ProcessEnv, defaultLevel: LogLevel): Log
   return { level: explicit ?? defaultLevel, sdkLevel: explicit ?? 'WARN', format: format as LogFormat };
 }
 
+/** The SDK's warning, at its start, for a worker that polls for activities only. */
+const NO_WORKFLOWS = 'No workflows registered, not polling for workflow tasks';
+
 /**
  * The process's logger, given to the Temporal runtime (so workflow, activity, worker and core entries all come
  * through it) and to the breaker guard. One line per entry: JSON with `time`, `level`, `msg` and the entry's
@@ -44,6 +48,8 @@ export class LineLogger implements Logger {
 
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
     const component = meta?.['sdkComponent'] as string | undefined;
+    // The fetch worker (src/client/worker.ts) has no workflows by design: the SDK's warning says nothing wrong.
+    if (level === 'WARN' && message === NO_WORKFLOWS && String(meta?.['taskQueue']).endsWith(fetchTaskQueue(''))) level = 'DEBUG';
     const threshold = component === 'worker' || component === 'core' ? this.settings.sdkLevel : this.settings.level;
     if (LEVELS.indexOf(level) < LEVELS.indexOf(threshold)) return;
     const fields: Record<string, unknown> = {};

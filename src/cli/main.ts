@@ -10,7 +10,8 @@ import { demoDrill } from '../client/demo-drill';
 import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
 import { connectClient } from '../client/temporal';
 import { packageRoot } from '../client/local-server';
-import { connectWorker, createWorker } from '../client/worker';
+import { connectWorker, createWorker, DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV, parseFetchBatches } from '../client/worker';
+import { fetchTaskQueue } from '../messages/activities';
 import { untilServerReady } from '../client/server-wait';
 import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
 import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
@@ -65,11 +66,19 @@ program
   .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see README) for the entities this worker creates; existing ones keep theirs')
   .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
   .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
-  .option('--json', 'say what it waits for and where it runs as JSON lines (its start banner on stdout: address, namespace, task queue, identity, roots)')
+  .option('--fetch-batches <n>', `the most mosaic fetch batches this worker runs at once, of any mosaics (default ${FETCH_BATCHES_ENV}, else ${DEFAULT_FETCH_BATCHES})`)
+  .option('--json', 'say what it waits for and where it runs as JSON lines (its start banner on stdout: address, namespace, task queue, identity, roots, fetch batches)')
   .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics (default ${METRICS_ADDR_ENV}; off unless set)`)
-  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; json?: boolean }) => {
+  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; fetchBatches?: string; json?: boolean }) => {
     // A long-running worker logs its breakers' transitions by default.
     logger.settings = logSettings(process.env, 'INFO');
+    const envBatches = process.env[FETCH_BATCHES_ENV];
+    const fetchBatches =
+      o.fetchBatches !== undefined
+        ? parseFetchBatches(o.fetchBatches, 'worker: --fetch-batches')
+        : envBatches !== undefined && envBatches !== ''
+          ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`)
+          : DEFAULT_FETCH_BATCHES;
     const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
     const roots = withRoots(rootsFromEnv(), { ...(o.sourcesDir ? { sources: o.sourcesDir } : {}), ...(o.outputDir ? { outputs: o.outputDir } : {}) });
     const config = connectionConfigFromEnv();
@@ -87,7 +96,7 @@ program
           try {
             // The namespace first, from the client: a worker created before it exists logs a warning per try.
             await client.connection.workflowService.describeNamespace({ namespace: config.namespace });
-            const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, roots, ...(breaker ? { breaker } : {}) });
+            const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, roots, fetchBatches, ...(breaker ? { breaker } : {}) });
             return { worker, connection, clientConnection };
           } catch (err) {
             await clientConnection.close();
@@ -115,12 +124,14 @@ program
         identity: worker.options.identity,
         roots: { sources: roots.sources, outputs: roots.outputs },
         metrics: metricsAt,
+        fetchBatches,
       };
       console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
     } else {
       console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
       console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
       console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
+      console.error(`  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`);
     }
     // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
     await worker.run();

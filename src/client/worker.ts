@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps } from '../activities';
 import { processIdentity } from '../activities/guard';
+import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';
 import { unreachableServerError } from './temporal';
 
@@ -35,17 +36,41 @@ export interface CreateWorkerOptions {
   breaker?: ActivityDeps['breaker'];
   /** Where requesters' files may be read and written (default: from the environment, else the working directory). */
   roots?: ActivityDeps['roots'];
+  /** The most fetch batches this worker runs at once (default DEFAULT_FETCH_BATCHES; the CLI checks its flag with parseFetchBatches). */
+  fetchBatches?: number;
 }
 
 /**
- * The tilebreaker worker: every workflow type and activity on one task queue. When the worker stops, the
- * activities' shared resources stop with it: the breaker guard flushes its last reports, the HTTP pools close.
+ * Fetch batches a worker runs at once by default. Batches on one worker share its per-process `concurrency`,
+ * so a second batch mostly keeps the connections busy while the first starts or finishes; a third only waits,
+ * holding work an idle worker of the fleet could run (docs/benchmarks.md, bench:throughput --workers).
+ */
+export const DEFAULT_FETCH_BATCHES = 2;
+/** The environment variable behind `tilebreaker worker --fetch-batches`. */
+export const FETCH_BATCHES_ENV = 'TILEBREAKER_FETCH_BATCHES';
+
+/** A fetch-batch cap as given (flag or environment), checked: a whole number from 1 to 1000. */
+export function parseFetchBatches(raw: string, name: string): number {
+  const n = /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > 1000) throw new Error(`${name} must be a whole number from 1 to 1000 (got ${JSON.stringify(raw)})`);
+  return n;
+}
+
+/**
+ * The tilebreaker worker: every workflow type and activity on one task queue, and beside it, in the same
+ * process and run with it, a worker for the fetch task queue (`<task queue>-fetch`) that runs at most
+ * `fetchBatches` fetch batches at once. The SDK reserves a slot before it polls, so a worker at its cap takes
+ * no further batch; the other activities (plan, assemble, awaitBreaker, the breaker's probes) are on the main
+ * queue and never wait for that cap. When the worker stops, the fetch worker and the activities' shared
+ * resources stop with it: the breaker guard flushes its last reports, the HTTP pools close.
  */
 export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
+  const fetchBatches = opts.fetchBatches ?? DEFAULT_FETCH_BATCHES;
+  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1) throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
   // One id for the worker in Temporal (activity attempts name it) and among the breakers' reporters.
   const identity = processIdentity('worker');
   const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, identity, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
-  return Worker.create({
+  const common = {
     identity,
     // Heartbeats reach the server every 1.5 s, not every 0.8 x the heartbeat timeout (16 s for a fetch batch).
     // A batch records its results every 0.5 s (fetch-batch.ts), so a lost worker's batch resumes from results
@@ -53,21 +78,62 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     maxHeartbeatThrottleInterval: '1.5s',
     connection: opts.connection,
     namespace: opts.namespace,
-    taskQueue: opts.taskQueue,
-    workflowsPath,
-    activities: runtime.activities,
-    plugins: [closeAfterRun('tilebreaker-activity-runtime', () => runtime.close())],
-  });
+  } as const;
+  let fetcher: Worker;
+  try {
+    fetcher = await Worker.create({
+      ...common,
+      taskQueue: fetchTaskQueue(opts.taskQueue),
+      activities: { fetchMosaicBatch: runtime.activities.fetchMosaicBatch },
+      maxConcurrentActivityTaskExecutions: fetchBatches,
+    });
+  } catch (err) {
+    await runtime.close();
+    throw err;
+  }
+  try {
+    // The main queue keeps fetchMosaicBatch for runs recorded before the fetch queue (FETCH_TASK_QUEUE_PATCH).
+    return await Worker.create({
+      ...common,
+      taskQueue: opts.taskQueue,
+      workflowsPath,
+      activities: runtime.activities,
+      plugins: [runAlongside('tilebreaker-fetch-worker', fetcher, () => runtime.close())],
+    });
+  } catch (err) {
+    // The fetch worker never ran: let its native worker go with the runtime.
+    await fetcher.runUntil(Promise.resolve()).catch(() => undefined);
+    await runtime.close();
+    throw err;
+  }
 }
 
 /**
- * Runs `close` once the worker has stopped (run() resolves once it has drained; runUntil() goes through
- * run() too), whether it stopped cleanly or failed. The SDK's plugin hook wraps run() for us, so the
- * Worker stays the SDK's own object.
+ * Runs `beside` for as long as the worker runs (run() resolves once it has drained; runUntil() goes through
+ * run() too): either one's stop or failure stops the other, and `close` runs once both have stopped. The
+ * SDK's plugin hook wraps run() for us, so the Worker stays the SDK's own object.
  */
-function closeAfterRun(name: string, close: () => Promise<void>): WorkerPlugin {
+function runAlongside(name: string, beside: Worker, close: () => Promise<void>): WorkerPlugin {
+  const stop = (w: Worker) => {
+    if (w.getState() === 'RUNNING') w.shutdown();
+  };
   return {
     name,
-    runWorker: (worker, next) => next(worker).finally(close),
+    runWorker: async (worker, next) => {
+      const besideDone = beside.run().finally(() => stop(worker));
+      const ran = await next(worker).then(
+        () => ({ ok: true as const }),
+        (err: unknown) => ({ ok: false as const, err }),
+      );
+      stop(beside);
+      const besideRan = await besideDone.then(
+        () => ({ ok: true as const }),
+        (err: unknown) => ({ ok: false as const, err }),
+      );
+      await close();
+      // The worker's own failure first: the fetch worker's is most likely its consequence.
+      if (!ran.ok) throw ran.err;
+      if (!besideRan.ok) throw besideRan.err;
+    },
   };
 }

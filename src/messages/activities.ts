@@ -38,3 +38,10 @@ export interface AwaitBreakerResult {
   woke: boolean;
   waitedMs: number;
 }
+
+/**
+ * The task queue a mosaic's fetch batches go to, beside the worker's own: each worker serves it with its own
+ * cap on batches at once (`tilebreaker worker --fetch-batches`), so one worker never holds more of a mosaic's
+ * batches than it can run at its per-process `concurrency` while another worker idles.
+ */
+export const fetchTaskQueue = (taskQueue: string): string => `${taskQueue}-fetch`;

@@ -1,5 +1,5 @@
-import { ActivityCancellationType, isCancellation, patched, proxyActivities, sleep } from '@temporalio/workflow';
-import type { MosaicActivities } from '../messages/activities';
+import { ActivityCancellationType, isCancellation, patched, proxyActivities, sleep, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
+import { fetchTaskQueue, type MosaicActivities } from '../messages/activities';
 import { metatileBatches, planMetatile } from '../messages/metatile-batches';
 import { breakerKey, type BreakerStateName } from '../breaker';
 import {
@@ -7,6 +7,7 @@ import {
   selectionSize,
   zeroStatusCounts,
   type AfterDeadline,
+  type MosaicBatchInput,
   type MosaicBatchSummary,
   type MosaicPlan,
   type MosaicProgress,
@@ -15,7 +16,7 @@ import {
   type WhenRefusedMode,
 } from '../messages/mosaic-types';
 
-const { fetchMosaicBatch } = proxyActivities<MosaicActivities>({
+const FETCH_OPTIONS: ActivityOptions = {
   startToCloseTimeout: '2h',
   // A batch heartbeats every second while tiles finish and every 5 s regardless: a lost worker's batch is
   // retried (resuming from its last heartbeat) 20 s after the worker went.
@@ -29,7 +30,23 @@ const { fetchMosaicBatch } = proxyActivities<MosaicActivities>({
   // workers), so extra workers added nothing and one SIGKILL lost every batch in flight. (Replay matches no
   // eager flag: old histories replay unchanged.)
   allowEagerDispatch: false,
-});
+};
+const onWorkflowQueue = proxyActivities<MosaicActivities>(FETCH_OPTIONS);
+
+/** Fetch batches on their own task queue (runs recorded before scheduled them on the workflow's). */
+export const FETCH_TASK_QUEUE_PATCH = 'fetch-task-queue';
+
+/**
+ * Schedules one fetch batch. New runs send it to the fetch task queue (`<task queue>-fetch`), which each
+ * worker serves with a cap on the batches it runs at once (`--fetch-batches`): batches on one worker share its
+ * per-process `concurrency`, so without the cap one worker held two or three of a mosaic's batches while
+ * another held none. Workers still serve fetchMosaicBatch on the workflow's queue too, for runs recorded before.
+ */
+function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
+  if (!patched(FETCH_TASK_QUEUE_PATCH)) return onWorkflowQueue.fetchMosaicBatch(input);
+  // Built per call, not cached at module level: the queue is this run's.
+  return proxyActivities<MosaicActivities>({ ...FETCH_OPTIONS, taskQueue: fetchTaskQueue(workflowInfo().taskQueue) }).fetchMosaicBatch(input);
+}
 
 const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'defer', stale: 'stale', hole: 'hole' };
 /** A wait with no Retry-After from the breaker, and the bounds of any wait. */

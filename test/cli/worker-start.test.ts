@@ -146,6 +146,13 @@ test('log lines: JSON by default with time, level, msg and the fields; SDK chatt
   const text: string[] = [];
   new LineLogger(logSettings({ TILEBREAKER_LOG_LEVEL: 'info', TILEBREAKER_LOG_FORMAT: 'text' }, 'WARN'), (l) => text.push(l)).info('Worker state changed', { sdkComponent: 'worker' });
   assert.match(text[0]!, /^\S+ \[INFO\] Worker state changed \{"sdkComponent":"worker"\}$/);
+  // The fetch worker polls for activities only: the SDK's warning about it is detail, not a warning.
+  const quiet: string[] = [];
+  const q = new LineLogger(logSettings({}, 'INFO'), (l) => quiet.push(l));
+  q.warn('No workflows registered, not polling for workflow tasks', { sdkComponent: 'worker', taskQueue: 'tilebreaker-fetch' });
+  assert.deepEqual(quiet, []);
+  q.warn('No workflows registered, not polling for workflow tasks', { sdkComponent: 'worker', taskQueue: 'tilebreaker' });
+  assert.equal(quiet.length, 1, 'on any other queue it stays a warning');
   assert.throws(() => logSettings({ TILEBREAKER_LOG_LEVEL: 'loud' }, 'INFO'), /TILEBREAKER_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR \(got "loud"\)/);
   assert.throws(() => logSettings({ TILEBREAKER_LOG_FORMAT: 'xml' }, 'INFO'), /TILEBREAKER_LOG_FORMAT must be one of json, text \(got "xml"\)/);
 });
@@ -175,4 +182,24 @@ test('--version prints the package version; a bad drill file exits 2 naming the 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a bad fetch-batch cap (flag or TILEBREAKER_FETCH_BATCHES) exits 2 naming the flag or variable and the value, before connecting', async () => {
+  const run = (args: string[], extra: Record<string, string>) =>
+    new Promise<{ code: number; err: string }>((resolve) => {
+      // An address nothing listens on: the check must come before any attempt to reach it.
+      const child = spawn(process.execPath, [cli, 'worker', ...args], { env: { ...withoutLogLevel(process.env), TEMPORAL_ADDRESS: '127.0.0.1:1', ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.on('exit', (code) => resolve({ code: code ?? -1, err }));
+    });
+  for (const bad of ['0', '-1', '2.5', 'two', '1001']) {
+    const f = await run(['--fetch-batches', bad], {});
+    assert.equal(f.code, 2, f.err);
+    assert.match(f.err, new RegExp(`worker: --fetch-batches must be a whole number from 1 to 1000 \\(got "${bad.replace(/[.]/g, '\\.')}"\\)`));
+    assert.doesNotMatch(f.err, /waiting for the Temporal server|\n\s+at /, 'no wait for the server, no stack trace');
+  }
+  const e = await run([], { TILEBREAKER_FETCH_BATCHES: 'lots' });
+  assert.equal(e.code, 2, e.err);
+  assert.match(e.err, /worker: TILEBREAKER_FETCH_BATCHES must be a whole number from 1 to 1000 \(got "lots"\)/);
 });

@@ -12,10 +12,10 @@ export interface WorkerProcess {
   exited: Promise<void>;
 }
 
-/** `tilebreaker worker` in its own process (so it can be SIGKILLed), on `address` and `taskQueue`. */
-export function startWorkerProcess(address: string, namespace: string, taskQueue: string): WorkerProcess {
+/** `tilebreaker worker` in its own process (so it can be SIGKILLed), on `address` and `taskQueue`; `extraEnv` on top. */
+export function startWorkerProcess(address: string, namespace: string, taskQueue: string, extraEnv: Record<string, string> = {}): WorkerProcess {
   const child = spawn(process.execPath, [path.join(__dirname, '..', '..', 'src', 'cli', 'main.js'), 'worker'], {
-    env: { ...process.env, TEMPORAL_ADDRESS: address, TEMPORAL_NAMESPACE: namespace, TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_OUTPUT_DIR: tmpdir(), TILEBREAKER_LOG_LEVEL: 'WARN' },
+    env: { ...process.env, TEMPORAL_ADDRESS: address, TEMPORAL_NAMESPACE: namespace, TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_OUTPUT_DIR: tmpdir(), TILEBREAKER_LOG_LEVEL: 'WARN', ...extraEnv },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';

@@ -95,4 +95,6 @@ export const mosaicScenarios = {
   // Name, source, zoom, status and progress kept current by the workflow (patch mosaic-search-attributes).
   'mosaic-search-attributes': mosaicRun('mosaic-search-attributes', { latencyMs: 5 }, { blockTiles: 48 }),
   'mosaic-search-attributes-asked': attributesAsked,
+  // Fetch batches scheduled on the fetch task queue, `<task queue>-fetch` (patch fetch-task-queue).
+  'mosaic-fetch-queue': mosaicRun('mosaic-fetch-queue', { latencyMs: 5 }, {}),
 } as const;
