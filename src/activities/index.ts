@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { asyncLocalStorage } from '@temporalio/activity';
 import { Runtime } from '@temporalio/worker';
 import type { ActivityFunction } from '@temporalio/common';
 import { makeFetchBatch } from './fetch/fetch-batch';
@@ -9,6 +10,7 @@ import { makeMosaicBatch } from './mosaic/batch';
 import { loadDeadLetters } from './mosaic/dead-letters';
 import { makeAwaitBreaker } from './mosaic/await-breaker';
 import { planMosaicRun } from './mosaic/plan';
+import { DEFAULT_FETCH_QUEUE_START_WITHIN_MS, withFetchQueue } from './mosaic/fetch-queue';
 import { probeEndpoint } from './probe';
 import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
@@ -37,6 +39,11 @@ export interface ActivityDeps {
    * with telemetry, as `tilebreaker worker --metrics-addr` does).
    */
   metrics?: WorkerMetrics;
+  /**
+   * How long a fetch batch sent to the fetch task queue may wait for a fetch worker before it runs on the main
+   * queue (default DEFAULT_FETCH_QUEUE_START_WITHIN_MS, 2 min; 1 s to 24 h). Plans made here carry it.
+   */
+  fetchQueueStartWithinMs?: number;
 }
 
 /**
@@ -57,6 +64,14 @@ export function createActivityRuntime(deps: ActivityDeps) {
   const metrics = deps.metrics ?? new WorkerMetrics(() => Runtime.instance().metricMeter);
   const deadLetters = new DeadLetterWatch(metrics);
   const onMosaicEnd = mosaicEndMetrics(metrics, deadLetters);
+  const startWithinMs = deps.fetchQueueStartWithinMs ?? DEFAULT_FETCH_QUEUE_START_WITHIN_MS;
+  if (!Number.isSafeInteger(startWithinMs) || startWithinMs < 1_000 || startWithinMs > 86_400_000)
+    throw new Error(`fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`);
+  // The queue the planning activity was scheduled on (the workflow's); outside an activity (tests), the worker's.
+  const ownQueue = () => asyncLocalStorage.getStore()?.info.taskQueue ?? deps.taskQueue;
+  // Where a plan's fetch batches go: the fetch queue if a worker polls it now, else the queue the workflow (and
+  // so this planning activity) runs on. Decided in the activity, so the workflow replays it from the history.
+  const routed = (plan: Awaited<ReturnType<typeof planMosaicRun>>) => withFetchQueue(plan, deps.client, ownQueue(), startWithinMs);
   const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, metrics, ...deps.breaker });
   return {
     activities: {
@@ -65,10 +80,14 @@ export function createActivityRuntime(deps: ActivityDeps) {
       mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),
       // Histories recorded before run tags call it with the request alone.
-      planMosaic: (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => planMosaicRun(request, runTag ?? 'run', roots),
+      planMosaic: async (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => routed(await planMosaicRun(request, runTag ?? 'run', roots)),
       fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
       assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, onMosaicEnd),
-      loadDeadLetters: (manifestOrOutput: string, sources?: RedriveSources) => loadDeadLetters(manifestOrOutput, sources, roots),
+      // A re-drive's batches go where the fleet serves now, not where the first run's did.
+      loadDeadLetters: async (manifestOrOutput: string, sources?: RedriveSources) => {
+        const letters = await loadDeadLetters(manifestOrOutput, sources, roots);
+        return { ...letters, plan: await routed(letters.plan) };
+      },
       awaitBreaker: makeAwaitBreaker({ guard }),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
     } satisfies BreakerActivities & MosaicActivities & Record<string, ActivityFunction>,

@@ -7,4 +7,5 @@ export { createActivities, createActivityRuntime, type Activities, type Activity
 export { BreakerGuard, BreakerOpenedError, processIdentity, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type StallOptions } from '../activities/guard';
 export { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, type WorkerRoots } from '../activities/confine/roots';
 export { loadSource, type SourceReadOptions } from '../activities/sources-file';
-export { connectWorker, createWorker, workflowsPath, type CreateWorkerOptions } from '../client/worker';
+export { connectWorker, createFetchWorker, createWorker, DEFAULT_FETCH_BATCHES, workflowsPath, type CreateFetchWorkerOptions, type CreateWorkerOptions } from '../client/worker';
+export { DEFAULT_FETCH_QUEUE_START_WITHIN_MS } from '../activities/mosaic/fetch-queue';

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
-import { createActivityRuntime, type ActivityDeps } from '../activities';
+import { createActivityRuntime, type ActivityDeps, type Activities } from '../activities';
 import { processIdentity } from '../activities/guard';
 import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';
@@ -81,18 +81,13 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
   } as const;
   let fetcher: Worker;
   try {
-    fetcher = await Worker.create({
-      ...common,
-      taskQueue: fetchTaskQueue(opts.taskQueue),
-      activities: { fetchMosaicBatch: runtime.activities.fetchMosaicBatch },
-      maxConcurrentActivityTaskExecutions: fetchBatches,
-    });
+    fetcher = await createFetchWorker({ ...common, taskQueue: opts.taskQueue, activities: runtime.activities, fetchBatches });
   } catch (err) {
     await runtime.close();
     throw err;
   }
   try {
-    // The main queue keeps fetchMosaicBatch for runs recorded before the fetch queue (FETCH_TASK_QUEUE_PATCH).
+    // The main queue keeps fetchMosaicBatch: plans made while no worker polled the fetch queue send batches here.
     return await Worker.create({
       ...common,
       taskQueue: opts.taskQueue,
@@ -106,6 +101,42 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     await runtime.close();
     throw err;
   }
+}
+
+export interface CreateFetchWorkerOptions {
+  /** A worker connection (connectWorker). */
+  connection: NativeConnection;
+  namespace: string;
+  /** The mosaics' task queue (your main worker's): the fetch worker polls `<taskQueue>-fetch`. */
+  taskQueue: string;
+  /** The activities of your main worker's runtime (createActivityRuntime): batches share its HTTP pools and breaker guard. */
+  activities: Pick<Activities, 'fetchMosaicBatch'>;
+  /** The most fetch batches it runs at once (default DEFAULT_FETCH_BATCHES). */
+  fetchBatches?: number;
+  /** Its identity in Temporal (default: the SDK's). */
+  identity?: string;
+  /** Passed to the SDK (createWorker sets 1.5 s). */
+  maxHeartbeatThrottleInterval?: string;
+}
+
+/**
+ * Opt-in for a worker of your own: a Worker for the fetch task queue (`<task queue>-fetch`) that runs at most
+ * `fetchBatches` of the mosaics' fetch batches at once. Run it beside your main worker, in the same process.
+ * While any worker polls that queue, new mosaics send their batches there (see ARCHITECTURE/README); without
+ * one, batches stay on the main queue, which your main worker serves.
+ */
+export async function createFetchWorker(opts: CreateFetchWorkerOptions): Promise<Worker> {
+  const fetchBatches = opts.fetchBatches ?? DEFAULT_FETCH_BATCHES;
+  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1) throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
+  return Worker.create({
+    connection: opts.connection,
+    namespace: opts.namespace,
+    taskQueue: fetchTaskQueue(opts.taskQueue),
+    activities: { fetchMosaicBatch: opts.activities.fetchMosaicBatch },
+    maxConcurrentActivityTaskExecutions: fetchBatches,
+    ...(opts.identity !== undefined ? { identity: opts.identity } : {}),
+    ...(opts.maxHeartbeatThrottleInterval !== undefined ? { maxHeartbeatThrottleInterval: opts.maxHeartbeatThrottleInterval } : {}),
+  });
 }
 
 /**

@@ -101,6 +101,19 @@ export interface MosaicPlan {
   breaker: boolean;
   /** Metatile responses kept whole and stitched from (no tile cache). */
   directChunks?: boolean;
+  /**
+   * The fetch task queue (`<task queue>-fetch`) when a worker polled it at planning time, and how long a batch
+   * may wait there before it runs on the workflow's own queue instead. Absent: batches go to the workflow's
+   * own queue (no worker served the fetch queue, or a plan made before it existed).
+   */
+  fetchQueue?: FetchQueueChoice;
+}
+
+/** Where a plan's fetch batches go, decided when it is made (see src/workflows/mosaic-block.ts). */
+export interface FetchQueueChoice {
+  taskQueue: string;
+  /** The schedule-to-start timeout of a batch there; then it runs on the workflow's own queue. */
+  startWithinMs: number;
 }
 
 /** A contiguous run of tile indices, or an explicit list (re-fetches, re-drives). */

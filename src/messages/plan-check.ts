@@ -41,6 +41,10 @@ const planSchema = z
     parallelBatches: int.min(1).max(64),
     breaker: z.boolean(),
     directChunks: z.boolean().optional(),
+    fetchQueue: z
+      .object({ taskQueue: z.string().min(1).max(1_000), startWithinMs: int.min(1_000).max(24 * 3_600_000) })
+      .strict()
+      .optional(),
   })
   .strict()
   .superRefine((p, ctx) => {

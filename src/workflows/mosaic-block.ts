@@ -1,5 +1,6 @@
-import { ActivityCancellationType, isCancellation, patched, proxyActivities, sleep, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
-import { fetchTaskQueue, type MosaicActivities } from '../messages/activities';
+import { ActivityCancellationType, ActivityFailure, isCancellation, log, patched, proxyActivities, sleep, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
+import type { MosaicActivities } from '../messages/activities';
 import { metatileBatches, planMetatile } from '../messages/metatile-batches';
 import { breakerKey, type BreakerStateName } from '../breaker';
 import {
@@ -33,19 +34,35 @@ const FETCH_OPTIONS: ActivityOptions = {
 };
 const onWorkflowQueue = proxyActivities<MosaicActivities>(FETCH_OPTIONS);
 
-/** Fetch batches on their own task queue (runs recorded before scheduled them on the workflow's). */
-export const FETCH_TASK_QUEUE_PATCH = 'fetch-task-queue';
-
 /**
- * Schedules one fetch batch. New runs send it to the fetch task queue (`<task queue>-fetch`), which each
- * worker serves with a cap on the batches it runs at once (`--fetch-batches`): batches on one worker share its
- * per-process `concurrency`, so without the cap one worker held two or three of a mosaic's batches while
- * another held none. Workers still serve fetchMosaicBatch on the workflow's queue too, for runs recorded before.
+ * Schedules one fetch batch: on the fetch task queue (`<task queue>-fetch`) when the plan names it, otherwise
+ * on the workflow's own queue. Each `tilebreaker worker` (or a worker of your own with createFetchWorker)
+ * serves the fetch queue with a cap on the batches it runs at once (`--fetch-batches`): batches on one worker
+ * share its per-process `concurrency`, so without the cap one worker held two or three of a mosaic's batches
+ * while another held none. The planning activity names the fetch queue only when a worker polls it (the
+ * server's poller list), so a fleet of workers of your own that serve only the main queue gets every batch
+ * there, as before the cap.
+ *
+ * No patched() gate: the choice is the plan's, an activity result in the history. A history recorded before
+ * has plans without `fetchQueue` and replays to the same commands (on the workflow's queue); a new run whose
+ * plan names the queue replays from that same plan.
+ *
+ * The poller list lags: the server keeps a poller in it for minutes after its last poll, so a plan may name
+ * the queue after its workers have gone (a fleet replaced by workers of your own). A batch there is therefore
+ * given `startWithinMs` to start (schedule-to-start timeout, which Temporal does not retry); if no fetch
+ * worker took it by then, it runs on the workflow's own queue instead, which every worker serves. A fleet whose
+ * fetch slots are all busy for that long loses only the cap for that batch, never the batch.
  */
-function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
-  if (!patched(FETCH_TASK_QUEUE_PATCH)) return onWorkflowQueue.fetchMosaicBatch(input);
-  // Built per call, not cached at module level: the queue is this run's.
-  return proxyActivities<MosaicActivities>({ ...FETCH_OPTIONS, taskQueue: fetchTaskQueue(workflowInfo().taskQueue) }).fetchMosaicBatch(input);
+async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
+  const q = input.plan.fetchQueue;
+  if (!q) return onWorkflowQueue.fetchMosaicBatch(input);
+  try {
+    return await proxyActivities<MosaicActivities>({ ...FETCH_OPTIONS, taskQueue: q.taskQueue, scheduleToStartTimeout: q.startWithinMs }).fetchMosaicBatch(input);
+  } catch (err) {
+    if (!(err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START)) throw err;
+    log.warn('no fetch worker took the batch in time: it runs on the main task queue', { batchId: input.batchId, fetchTaskQueue: q.taskQueue, startWithinMs: q.startWithinMs });
+    return onWorkflowQueue.fetchMosaicBatch(input);
+  }
 }
 
 const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'defer', stale: 'stale', hole: 'hole' };

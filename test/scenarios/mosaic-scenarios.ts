@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import { servedFetchQueue } from '../../src/activities/mosaic/fetch-queue';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -86,6 +87,12 @@ const attributesAsked: EntityScenario = ({ client, taskQueue }) =>
     return h;
   });
 
+/** Once the recording worker's fetch worker has polled (the planner asks the server), a mosaic. */
+const fetchQueueRouted: EntityScenario = async (ctx) => {
+  for (let i = 0; i < 100 && !(await servedFetchQueue(ctx.client, ctx.taskQueue, 60_000)); i++) await new Promise((r) => setTimeout(r, 100));
+  return mosaicRun('mosaic-fetch-queue-routed', { latencyMs: 5 }, {})(ctx);
+};
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
@@ -95,6 +102,6 @@ export const mosaicScenarios = {
   // Name, source, zoom, status and progress kept current by the workflow (patch mosaic-search-attributes).
   'mosaic-search-attributes': mosaicRun('mosaic-search-attributes', { latencyMs: 5 }, { blockTiles: 48 }),
   'mosaic-search-attributes-asked': attributesAsked,
-  // Fetch batches scheduled on the fetch task queue, `<task queue>-fetch` (patch fetch-task-queue).
-  'mosaic-fetch-queue': mosaicRun('mosaic-fetch-queue', { latencyMs: 5 }, {}),
+  // The recording worker serves `<task queue>-fetch` too: the plan names it and every batch goes there.
+  'mosaic-fetch-queue-routed': fetchQueueRouted,
 } as const;
