@@ -2,7 +2,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { createActivityRuntime } from '../../src/activities';
 import { servedFetchQueue } from '../../src/activities/mosaic/fetch-queue';
+import { createFetchWorker } from '../../src/client/worker';
+import { TEST_ROOTS, uniqueTaskQueue, workflowsPath } from '../helpers/temporal-env';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -93,6 +97,27 @@ const fetchQueueRouted: EntityScenario = async (ctx) => {
   return mosaicRun('mosaic-fetch-queue-routed', { latencyMs: 5 }, {})(ctx);
 };
 
+/**
+ * The plan names the fetch queue, but its only fetch worker stopped after polling (the server still lists it):
+ * every batch times out unstarted after 1 s (schedule-to-start) and runs on the main queue. On a task queue of
+ * its own, served by a worker of one's own with that 1 s, not by the recording worker.
+ */
+const fetchQueueFallback: EntityScenario = async ({ env, client }) => {
+  const taskQueue = uniqueTaskQueue('fetch-queue-fallback');
+  const runtime = createActivityRuntime({ client, taskQueue, roots: TEST_ROOTS, breaker: SCENARIO_BREAKER, fetchQueueStartWithinMs: 1_000 });
+  try {
+    const fetcher = await createFetchWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue, activities: runtime.activities });
+    const fetching = fetcher.run();
+    for (let i = 0; i < 100 && !(await servedFetchQueue(client, taskQueue, 60_000)); i++) await new Promise((r) => setTimeout(r, 100));
+    fetcher.shutdown();
+    await fetching;
+    const worker = await Worker.create({ connection: env.nativeConnection, namespace: 'default', taskQueue, workflowsPath, activities: runtime.activities });
+    return await worker.runUntil(mosaicRun('mosaic-fetch-queue-fallback', { latencyMs: 5 }, {})({ env, client, taskQueue }));
+  } finally {
+    await runtime.close();
+  }
+};
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
@@ -104,4 +129,6 @@ export const mosaicScenarios = {
   'mosaic-search-attributes-asked': attributesAsked,
   // The recording worker serves `<task queue>-fetch` too: the plan names it and every batch goes there.
   'mosaic-fetch-queue-routed': fetchQueueRouted,
+  // The plan names the fetch queue, nobody serves it any more: each batch falls back to the main queue.
+  'mosaic-fetch-queue-fallback': fetchQueueFallback,
 } as const;
