@@ -1,5 +1,4 @@
 import { ActivityCancellationType, ActivityFailure, isCancellation, log, patched, proxyActivities, sleep, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
-import { TimeoutType } from '@temporalio/common';
 import type { MosaicActivities } from '../messages/activities';
 import { metatileBatches, planMetatile } from '../messages/metatile-batches';
 import { breakerKey, type BreakerStateName } from '../breaker';
@@ -59,7 +58,7 @@ async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSum
   try {
     return await proxyActivities<MosaicActivities>({ ...FETCH_OPTIONS, taskQueue: q.taskQueue, scheduleToStartTimeout: q.startWithinMs }).fetchMosaicBatch(input);
   } catch (err) {
-    if (!(err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START)) throw err;
+    if (!(err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START')) throw err;
     log.warn('no fetch worker took the batch in time: it runs on the main task queue', { batchId: input.batchId, fetchTaskQueue: q.taskQueue, startWithinMs: q.startWithinMs });
     return onWorkflowQueue.fetchMosaicBatch(input);
   }
