@@ -51,6 +51,10 @@ export interface ActivityDeps {
  * share: one connection pool set and one breaker guard per worker process.
  */
 export function createActivityRuntime(deps: ActivityDeps) {
+  // Checked before anything is opened.
+  const startWithinMs = deps.fetchQueueStartWithinMs ?? DEFAULT_FETCH_QUEUE_START_WITHIN_MS;
+  if (!Number.isSafeInteger(startWithinMs) || startWithinMs < 1_000 || startWithinMs > 86_400_000)
+    throw new Error(`fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`);
   const pools = new EndpointPools();
   const roots = deps.roots ?? rootsFromEnv();
   // The guard's warnings (failing open) go to the worker's logger, as structured entries.
@@ -64,9 +68,6 @@ export function createActivityRuntime(deps: ActivityDeps) {
   const metrics = deps.metrics ?? new WorkerMetrics(() => Runtime.instance().metricMeter);
   const deadLetters = new DeadLetterWatch(metrics);
   const onMosaicEnd = mosaicEndMetrics(metrics, deadLetters);
-  const startWithinMs = deps.fetchQueueStartWithinMs ?? DEFAULT_FETCH_QUEUE_START_WITHIN_MS;
-  if (!Number.isSafeInteger(startWithinMs) || startWithinMs < 1_000 || startWithinMs > 86_400_000)
-    throw new Error(`fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`);
   // The queue the planning activity was scheduled on (the workflow's); outside an activity (tests), the worker's.
   const ownQueue = () => asyncLocalStorage.getStore()?.info.taskQueue ?? deps.taskQueue;
   // Where a plan's fetch batches go: the fetch queue if a worker polls it now, else the queue the workflow (and

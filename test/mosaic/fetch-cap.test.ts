@@ -5,6 +5,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { servedFetchQueue } from '../../src/activities/mosaic/fetch-queue';
 import { startMosaic, startRedrive } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { tileBounds } from '../../src/geo/mercator';
@@ -98,6 +99,12 @@ function peak(rs: Run[]): number {
   return most;
 }
 
+/** Until the server lists a poller of the fetch queue: only then do plans send batches there. */
+async function untilFetchQueueServed(taskQueue: string): Promise<void> {
+  for (let i = 0; i < 200 && !(await servedFetchQueue(env.client, taskQueue, 60_000)); i++) await delay(50);
+  assert.ok(await servedFetchQueue(env.client, taskQueue, 60_000), `nobody polls ${taskQueue}-fetch`);
+}
+
 const fetches = (rs: Run[], w: WorkerProcess) => rs.filter((r) => r.type === 'fetchMosaicBatch' && r.identity.startsWith(w.identityPrefix));
 
 test('a worker never runs more fetch batches at once than its cap (1 on one worker, 2 on the other), however many the mosaic has in flight', async () => {
@@ -106,6 +113,7 @@ test('a worker never runs more fetch batches at once than its cap (1 on one work
   const taskQueue = uniqueTaskQueue('fetch-cap');
   const [one, two] = [worker(taskQueue, 1), worker(taskQueue, 2)];
   await Promise.all([one.ready, two.ready]);
+  await untilFetchQueueServed(taskQueue);
   // 256 tiles in 32 batches of 8, 6 in flight: without the cap each worker held two to four at once.
   const handle = await startMosaic(env.client, taskQueue, request(server, 'cap', 16, 16, { batchSize: 8, parallelBatches: 6 }), `fetch-cap-${process.pid}`);
   const result = await handle.result();
@@ -126,6 +134,7 @@ test("a worker at its cap still plans and assembles: another mosaic's plan and a
   const taskQueue = uniqueTaskQueue('fetch-cap-others');
   const w = worker(taskQueue, 1);
   await w.ready;
+  await untilFetchQueueServed(taskQueue);
   // A finished mosaic to re-drive (no dead letters: the re-drive only reads its journals and assembles).
   const done = await startMosaic(env.client, taskQueue, request(server, 'done', 2, 2, { batchSize: 16, parallelBatches: 1 }, 2200), `fetch-cap-done-${process.pid}`);
   assert.equal((await done.result()).counts.ok, 4);

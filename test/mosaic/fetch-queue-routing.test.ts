@@ -169,3 +169,19 @@ test('the plan said served but the fetch worker has gone (the server still lists
     await runtime.close();
   }
 });
+
+test('bad options are refused, naming the option and the value', async () => {
+  for (const bad of [999, 1.5, 86_400_001]) {
+    assert.throws(() => createActivityRuntime({ client: env.client, taskQueue: 'q', roots: TEST_ROOTS, fetchQueueStartWithinMs: bad }), {
+      message: `fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${bad})`,
+    });
+  }
+  const runtime = createActivityRuntime({ client: env.client, taskQueue: 'q', roots: TEST_ROOTS });
+  try {
+    await assert.rejects(createFetchWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue: 'q', activities: runtime.activities, fetchBatches: 0 }), {
+      message: 'fetchBatches must be a whole number of at least 1 (got 0)',
+    });
+  } finally {
+    await runtime.close();
+  }
+});
