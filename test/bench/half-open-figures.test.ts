@@ -2,11 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { computeFigures } from '../../bench/outage/metrics';
 import { ModeRecorder } from '../../bench/outage/recorder';
-import type { AttemptRecord, Scenario, ServerStats } from '../../bench/outage/types';
+import type { AttemptRecord, Scenario } from '../../bench/outage/types';
 import type { TransitionRecord } from '../../src/breaker';
+import { failedAttempt, O, quietServer } from '../helpers/outage-recording';
 
-// An arbitrary instant (2001) for the outage's start.
-const O = 978_307_200_000;
 const scenario: Scenario = {
   workers: 2,
   healthyMs: 5_000,
@@ -20,27 +19,9 @@ const scenario: Scenario = {
   rampMs: null,
   breaker: { windowMs: 30_000, minSamples: 20, failureRatio: 0.5, cooldownMs: 1_000 },
 };
-const server: ServerStats = {
-  port: 1,
-  schedule: { startAt: O - 5_000, outageAt: O, recoverAt: O + 40_000, endAt: O + 55_000 },
-  byPhase: { before: 0, healthy: 0, outage: 0, recovered: 0, after: 0 },
-  byMode: {},
-  byWorker: {},
-  peakInFlight: { before: 0, healthy: 0, outage: 0, recovered: 0, after: 0, overall: 0 },
-  requests: [],
-  listenerClosedAt: null,
-  listenerReopenedAt: null,
-};
-const attempt = (worker: number, from: number, to: number, probe: boolean, decidedAt: number, failOpen = false): AttemptRecord => ({
-  worker,
-  start: O + from,
-  end: O + to,
-  status: 503,
-  error: null,
-  outcome: 'transient',
-  probe,
-  decision: { at: O + decidedAt, state: probe ? 'half-open' : 'closed', failOpen },
-});
+const server = quietServer();
+const attempt = (worker: number, from: number, to: number, probe: boolean, decidedAt: number, failOpen = false): AttemptRecord =>
+  failedAttempt(worker, from, to, probe, { decidedAt, state: probe ? 'half-open' : 'closed', failOpen });
 const transitions: TransitionRecord[] = [
   { at: O + 2_000, from: 'closed', to: 'open', reason: 'failure-ratio', detail: '' },
   { at: O + 3_000, from: 'open', to: 'half-open', reason: 'cooldown-elapsed', detail: '' },

@@ -2,20 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { peakConcurrent } from '../../bench/outage/metrics';
 import { peakDump, peakMembers } from '../../bench/outage/peak-dump';
-import type { AttemptRecord, ServerStats } from '../../bench/outage/types';
+import type { AttemptRecord } from '../../bench/outage/types';
+import { failedAttempt, O, quietServer } from '../helpers/outage-recording';
 
-// An arbitrary instant (2001) for the outage's start.
-const O = 978_307_200_000;
-const attempt = (worker: number, from: number, to: number, probe: boolean, state = probe ? 'half-open' : 'closed'): AttemptRecord => ({
-  worker,
-  start: O + from,
-  end: O + to,
-  status: 503,
-  error: null,
-  outcome: 'transient',
-  probe,
-  decision: { at: O + from, state, failOpen: false },
-});
+const attempt = (worker: number, from: number, to: number, probe: boolean, state = probe ? 'half-open' : 'closed'): AttemptRecord => failedAttempt(worker, from, to, probe, { decidedAt: from, state });
 
 test("bench:outage's peak dump names the intervals overlapping at the peak, as many as peakConcurrent counts", () => {
   const items: Array<[number, number]> = [
@@ -45,17 +35,7 @@ test("bench:outage's peak dump names the intervals overlapping at the peak, as m
 });
 
 test('the dump prints each peak above one with its workers, probe flags, decisions and the entity transitions around it', () => {
-  const server: ServerStats = {
-    port: 1,
-    schedule: { startAt: O - 5_000, outageAt: O, recoverAt: O + 40_000, endAt: O + 55_000 },
-    byPhase: { before: 0, healthy: 0, outage: 0, recovered: 0, after: 0 },
-    byMode: {},
-    byWorker: {},
-    peakInFlight: { before: 0, healthy: 0, outage: 0, recovered: 0, after: 0, overall: 0 },
-    requests: [],
-    listenerClosedAt: null,
-    listenerReopenedAt: null,
-  };
+  const server = quietServer();
   const lines = peakDump({
     attempts: [attempt(1, 20_000, 20_050, true), attempt(2, 20_010, 20_020, false)],
     server,
