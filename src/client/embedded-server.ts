@@ -3,6 +3,7 @@ import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { ALL_SEARCH_ATTRIBUTES } from '../messages/search-attributes';
 import { localBinaries, packageRoot } from './local-server';
+import { withStartRetries } from './server-start';
 
 export interface EmbeddedServer {
   address: string;
@@ -21,14 +22,16 @@ export async function startEmbeddedServer(opts: { dbFile?: string; uiPort?: numb
   const dbFile = opts.dbFile ?? path.join(root, '.temporal', 'dev-server.sqlite');
   mkdirSync(path.dirname(dbFile), { recursive: true });
   const { cli } = localBinaries();
-  const env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
-      ip: '127.0.0.1',
-      dbFilename: dbFile,
-      searchAttributes: ALL_SEARCH_ATTRIBUTES,
-      ...(opts.uiPort ? { ui: true, uiPort: opts.uiPort } : {}),
-    },
-  });
+  const env = await withStartRetries(() =>
+    TestWorkflowEnvironment.createLocal({
+      server: {
+        ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
+        ip: '127.0.0.1',
+        dbFilename: dbFile,
+        searchAttributes: ALL_SEARCH_ATTRIBUTES,
+        ...(opts.uiPort ? { ui: true, uiPort: opts.uiPort } : {}),
+      },
+    }),
+  );
   return { address: env.address, namespace: env.namespace ?? 'default', stop: () => env.teardown() };
 }

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { inspect } from 'node:util';
 import { connectionConfigFromEnv } from '../../src/client/connection-config';
 import { localBinaries } from '../../src/client/local-server';
+import { withStartRetries } from '../../src/client/server-start';
 
 const LEVELS: LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
 const printFrom = LEVELS.indexOf((process.env.TEMPORAL_LOG_LEVEL as LogLevel | undefined) ?? 'WARN');
@@ -37,7 +38,7 @@ Runtime.install({
  */
 export async function timeSkippingEnv(): Promise<TestWorkflowEnvironment> {
   const { testServer } = localBinaries();
-  return TestWorkflowEnvironment.createTimeSkipping(testServer ? { server: { executable: { type: 'existing-path', path: testServer } } } : {});
+  return withStartRetries(() => TestWorkflowEnvironment.createTimeSkipping(testServer ? { server: { executable: { type: 'existing-path', path: testServer } } } : {}));
 }
 
 export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAttributeType>[] = [], extraNamespaces: string[] = []): Promise<TestWorkflowEnvironment> {
@@ -50,14 +51,16 @@ export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAt
     });
   }
   const { cli } = localBinaries();
-  return TestWorkflowEnvironment.createLocal({
-    server: {
-      ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
-      ip: '127.0.0.1',
-      searchAttributes,
-      extraArgs: extraNamespaces.flatMap((ns) => ['--namespace', ns]),
-    },
-  });
+  return withStartRetries(() =>
+    TestWorkflowEnvironment.createLocal({
+      server: {
+        ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
+        ip: '127.0.0.1',
+        searchAttributes,
+        extraArgs: extraNamespaces.flatMap((ns) => ['--namespace', ns]),
+      },
+    }),
+  );
 }
 
 /** Where the tests' workers may read sources files and write mosaics: each test works in its own temp folder. */

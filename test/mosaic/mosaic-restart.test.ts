@@ -7,6 +7,7 @@ import { after, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { localBinaries } from '../../src/client/local-server';
+import { withStartRetries } from '../../src/client/server-start';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer } from '../../src/demo/tile-server';
 import type { MosaicResult } from '../../src/messages/mosaic-types';
@@ -23,15 +24,17 @@ after(async () => {
 /** A dev server with its state in a file, on a fixed port, so it can be stopped and started again. */
 async function devServer(port: number | undefined, dbFilename: string): Promise<TestWorkflowEnvironment> {
   const { cli } = localBinaries();
-  return TestWorkflowEnvironment.createLocal({
-    server: {
-      ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
-      ip: '127.0.0.1',
-      ...(port ? { port } : {}),
-      dbFilename,
-      searchAttributes: BREAKER_SEARCH_ATTRIBUTES,
-    },
-  });
+  return withStartRetries(() =>
+    TestWorkflowEnvironment.createLocal({
+      server: {
+        ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
+        ip: '127.0.0.1',
+        ...(port ? { port } : {}),
+        dbFilename,
+        searchAttributes: BREAKER_SEARCH_ATTRIBUTES,
+      },
+    }),
+  );
 }
 
 /** `tilebreaker worker` in its own process, so it can be SIGKILLed. */
