@@ -144,23 +144,28 @@ export async function createFetchWorker(opts: CreateFetchWorkerOptions): Promise
  * run() too): either one's stop or failure stops the other, and `close` runs once both have stopped. The
  * SDK's plugin hook wraps run() for us, so the Worker stays the SDK's own object.
  */
-function runAlongside(name: string, beside: Worker, close: () => Promise<void>): WorkerPlugin {
+export function runAlongside(name: string, beside: Worker, close: () => Promise<void>): WorkerPlugin {
   const stop = (w: Worker) => {
     if (w.getState() === 'RUNNING') w.shutdown();
   };
   return {
     name,
     runWorker: async (worker, next) => {
-      const besideDone = beside.run().finally(() => stop(worker));
+      // Settled at once: a failure of `beside` is held until the worker has drained, never left unhandled
+      // (Node would end the process on it, skipping the drain and `close`).
+      const besideDone = beside
+        .run()
+        .then(
+          () => ({ ok: true as const }),
+          (err: unknown) => ({ ok: false as const, err }),
+        )
+        .finally(() => stop(worker));
       const ran = await next(worker).then(
         () => ({ ok: true as const }),
         (err: unknown) => ({ ok: false as const, err }),
       );
       stop(beside);
-      const besideRan = await besideDone.then(
-        () => ({ ok: true as const }),
-        (err: unknown) => ({ ok: false as const, err }),
-      );
+      const besideRan = await besideDone;
       await close();
       // The worker's own failure first: the fetch worker's is most likely its consequence.
       if (!ran.ok) throw ran.err;

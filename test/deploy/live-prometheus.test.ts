@@ -153,7 +153,7 @@ test('a real Prometheus scraping a worker: the opens and the open time the entit
       // The worker's own polls fail too (the SDK's counter): the alert that stays once no call is left in flight.
       const polls = await until(
         () => p.alerts(),
-        (a) => a.some((x) => x.labels['alertname'] === 'TilebreakerTemporalUnreachable' && x.labels['task_queue'] === taskQueue),
+        (a) => a.some((x) => x.labels['alertname'] === 'TilebreakerTemporalUnreachable' && x.labels['namespace'] === namespace),
         60_000,
         'the Temporal-unreachable alert',
       );
