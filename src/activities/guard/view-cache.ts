@@ -12,6 +12,14 @@ export interface CachedView {
   inflight: Promise<BreakerView | null> | null;
   /** After a failed read: fail open at once until then, instead of waiting out another timeout per call. */
   unreachableUntil: number;
+  /** The first run id of the run `view` was read from: a continue-as-new's next run shares it. */
+  chain?: string | undefined;
+}
+
+/** What one read of the entity found, and the run chain it came from. */
+interface Read {
+  view: BreakerView | null | 'starting';
+  chain: string | undefined;
 }
 
 /**
@@ -43,22 +51,25 @@ export class ViewCache {
       cv.inflight = this.link
         .rpc(() => this.read(key))
         .then(
-          (view) => view,
-          (err: unknown) => {
-            if (isNotFound(err)) return null;
+          (read) => read,
+          (err: unknown): Read => {
+            if (isNotFound(err)) return { view: null, chain: undefined };
             cv.unreachableUntil = Date.now() + this.cacheTtlMs;
             this.link.noteUnreachable(key, err);
             throw err;
           },
         )
-        .then((view) => {
+        .then(({ view, chain }) => {
           if (view === 'starting') {
             cv.fetchedAt = 0;
-            // A run this young that follows one we read (a continue-as-new) carries that run's state: keep the
-            // last view rather than read the breaker as closed until the new run's first task completes.
-            return cv.view;
+            // A run this young that continues the one we read (same first run id: a continue-as-new from code
+            // before its memo was carried) holds that run's state: keep the last view rather than read the
+            // breaker as closed until the new run's first task completes. A new chain (an entity terminated and
+            // started afresh) is a new, closed breaker. A server that names no first run id keeps the view.
+            return chain === undefined || cv.chain === undefined || chain === cv.chain ? cv.view : null;
           }
           cv.view = view;
+          cv.chain = chain;
           cv.fetchedAt = Date.now();
           this.onRead(key, view);
           return view;
@@ -97,15 +108,16 @@ export class ViewCache {
    * The entity's view, from the memo it keeps (DescribeWorkflowExecution, answered by the server without the
    * worker), or by the `view` query from an entity that keeps none. A finished entity (idle) reads as none.
    */
-  private async read(key: string): Promise<BreakerView | null | 'starting'> {
+  private async read(key: string): Promise<Read> {
     const handle = this.link.handle(key);
     const d = await handle.describe();
-    if (d.status.name !== 'RUNNING') return null;
+    const chain = d.raw.workflowExecutionInfo?.firstRunId || undefined;
+    if (d.status.name !== 'RUNNING') return { view: null, chain };
     const view = d.memo?.['view'] as BreakerView | undefined;
-    if (view) return view;
+    if (view) return { view, chain };
     // No memo yet: a run this young has not finished its first workflow task, so it is closed (but an admin
     // signal may be waiting in it, so the answer is not cached); an older one predates the memo: query it.
     const young = d.historyLength <= 10 || Date.now() - d.startTime.getTime() < 60_000;
-    return young ? 'starting' : handle.query(viewQuery);
+    return { view: young ? 'starting' : await handle.query(viewQuery), chain };
   }
 }
