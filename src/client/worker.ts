@@ -56,6 +56,13 @@ export function parseFetchBatches(raw: string, name: string): number {
   return n;
 }
 
+/** A library caller's fetch-batch cap (default DEFAULT_FETCH_BATCHES), checked before anything is opened. */
+function checkedFetchBatches(n: number | undefined): number {
+  const fetchBatches = n ?? DEFAULT_FETCH_BATCHES;
+  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1) throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
+  return fetchBatches;
+}
+
 /**
  * The tilebreaker worker: every workflow type and activity on one task queue, and beside it, in the same
  * process and run with it, a worker for the fetch task queue (`<task queue>-fetch`) that runs at most
@@ -65,8 +72,7 @@ export function parseFetchBatches(raw: string, name: string): number {
  * resources stop with it: the breaker guard flushes its last reports, the HTTP pools close.
  */
 export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
-  const fetchBatches = opts.fetchBatches ?? DEFAULT_FETCH_BATCHES;
-  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1) throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
+  const fetchBatches = checkedFetchBatches(opts.fetchBatches);
   // One id for the worker in Temporal (activity attempts name it) and among the breakers' reporters.
   const identity = processIdentity('worker');
   const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, identity, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
@@ -126,8 +132,7 @@ export interface CreateFetchWorkerOptions {
  * one, batches stay on the main queue, which your main worker serves.
  */
 export async function createFetchWorker(opts: CreateFetchWorkerOptions): Promise<Worker> {
-  const fetchBatches = opts.fetchBatches ?? DEFAULT_FETCH_BATCHES;
-  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1) throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
+  const fetchBatches = checkedFetchBatches(opts.fetchBatches);
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
@@ -153,17 +158,8 @@ export function runAlongside(name: string, beside: Worker, close: () => Promise<
     runWorker: async (worker, next) => {
       // Settled at once: a failure of `beside` is held until the worker has drained, never left unhandled
       // (Node would end the process on it, skipping the drain and `close`).
-      const besideDone = beside
-        .run()
-        .then(
-          () => ({ ok: true as const }),
-          (err: unknown) => ({ ok: false as const, err }),
-        )
-        .finally(() => stop(worker));
-      const ran = await next(worker).then(
-        () => ({ ok: true as const }),
-        (err: unknown) => ({ ok: false as const, err }),
-      );
+      const besideDone = settled(beside.run()).finally(() => stop(worker));
+      const ran = await settled(next(worker));
       stop(beside);
       const besideRan = await besideDone;
       await close();
@@ -172,4 +168,12 @@ export function runAlongside(name: string, beside: Worker, close: () => Promise<
       if (!besideRan.ok) throw besideRan.err;
     },
   };
+}
+
+/** `p`'s outcome as a value: it never rejects. */
+function settled(p: Promise<unknown>): Promise<{ ok: true } | { ok: false; err: unknown }> {
+  return p.then(
+    () => ({ ok: true as const }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
 }
