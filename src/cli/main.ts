@@ -14,7 +14,7 @@ import { connectWorker, createWorker, DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV, 
 import { fetchTaskQueue } from '../messages/activities';
 import { untilServerReady } from '../client/server-wait';
 import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
-import { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
+import { OUTPUT_BUCKETS_ENV, OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
 import { registerBreakerCommands } from './breaker-commands';
 import { LineLogger, logSettings } from './logging';
 import { demoMosaic, DEMO_BREAKER } from './demo-mosaic';
@@ -66,10 +66,11 @@ program
   .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see README) for the entities this worker creates; existing ones keep theirs')
   .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
   .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
+  .option('--output-bucket <s3url...>', `bucket prefixes (s3://bucket/prefix) outputs, tile stores and work folders may be written under (default ${OUTPUT_BUCKETS_ENV}, else none)`)
   .option('--fetch-batches <n>', `the most mosaic fetch batches this worker runs at once, of any mosaics (default ${FETCH_BATCHES_ENV}, else ${DEFAULT_FETCH_BATCHES})`)
   .option('--json', 'say what it waits for and where it runs as JSON lines (its start banner on stdout: address, namespace, task queue, identity, roots, fetch batches)')
   .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics (default ${METRICS_ADDR_ENV}; off unless set)`)
-  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; fetchBatches?: string; json?: boolean }) => {
+  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; outputBucket?: string[]; fetchBatches?: string; json?: boolean }) => {
     // A long-running worker logs its breakers' transitions by default.
     logger.settings = logSettings(process.env, 'INFO');
     const envBatches = process.env[FETCH_BATCHES_ENV];
@@ -80,7 +81,11 @@ program
           ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`)
           : DEFAULT_FETCH_BATCHES;
     const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
-    const roots = withRoots(rootsFromEnv(), { ...(o.sourcesDir ? { sources: o.sourcesDir } : {}), ...(o.outputDir ? { outputs: o.outputDir } : {}) });
+    const roots = withRoots(rootsFromEnv(), {
+      ...(o.sourcesDir ? { sources: o.sourcesDir } : {}),
+      ...(o.outputDir ? { outputs: o.outputDir } : {}),
+      ...(o.outputBucket ? { buckets: o.outputBucket } : {}),
+    });
     const config = connectionConfigFromEnv();
     if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
     const address = config.address;
@@ -122,14 +127,14 @@ program
         namespace: config.namespace,
         taskQueue: config.taskQueue,
         identity: worker.options.identity,
-        roots: { sources: roots.sources, outputs: roots.outputs },
+        roots: { sources: roots.sources, outputs: roots.outputs, buckets: roots.buckets ?? [] },
         metrics: metricsAt,
         fetchBatches,
       };
       console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
     } else {
       console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
-      console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${roots.outputs.join(', ')}`);
+      console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${[...roots.outputs, ...(roots.buckets ?? [])].join(', ')}`);
       console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
       console.error(`  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`);
     }

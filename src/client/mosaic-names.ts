@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
+import { isObjectUrl } from '../messages/locations';
 import { defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SEARCH_ATTRIBUTES, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo, searchAttributesRegistered } from '../messages/search-attributes';
 
@@ -16,7 +17,7 @@ export const MOSAIC_WORKFLOW_TYPES = ['mosaicWorkflow', 'redriveMosaicWorkflow']
 
 /** An output, manifest or re-drive path as a key: absolute, without `.tif` / `.manifest.json`. */
 export function outputKey(file: string): string {
-  return path.resolve(file).replace(/\.(manifest\.json|tiff?)$/i, '');
+  return (isObjectUrl(file) ? file : path.resolve(file)).replace(/\.(manifest\.json|tiff?)$/i, '');
 }
 
 function shortHash(file: string): string {

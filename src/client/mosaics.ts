@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { isObjectUrl } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
@@ -13,11 +14,13 @@ export { mosaicWorkflowId } from './mosaic-names';
 
 /** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
+  // A bucket's object (s3://...) is the same wherever it is named from.
+  const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(cwd, p));
   return {
     ...request,
-    output: path.resolve(cwd, request.output),
+    output: local(request.output),
     ...(request.sourcesFile !== undefined ? { sourcesFile: path.resolve(cwd, request.sourcesFile) } : {}),
-    ...(request.storeRoot !== undefined ? { storeRoot: path.resolve(cwd, request.storeRoot) } : {}),
+    ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
 }
 
@@ -206,7 +209,7 @@ export function exitCodeFor(result: MosaicResult): number {
  */
 export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources, opts: { waitForMs?: number } = {}): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
-  const abs = path.resolve(manifestOrOutput);
+  const abs = isObjectUrl(manifestOrOutput) ? manifestOrOutput : path.resolve(manifestOrOutput);
   const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs)]);
   try {
     const m = JSON.parse(readFileSync(`${outputKey(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };

@@ -44,6 +44,14 @@ describe('roots', () => {
     assert.deepEqual(rootsFromEnv({}, '/w'), { sources: ['/w'], outputs: ['/w'] });
     assert.deepEqual(withRoots(rootsFromEnv({}, '/w'), { outputs: ['x'] }, '/w'), { sources: ['/w'], outputs: ['/w/x'] });
   });
+
+  test('bucket prefixes from TILEBREAKER_OUTPUT_BUCKETS or --output-bucket; a malformed one stops the worker, naming it', () => {
+    assert.deepEqual(rootsFromEnv({ TILEBREAKER_OUTPUT_BUCKETS: 's3://maps/nightly/, s3://maps/weekly' }, '/w').buckets, ['s3://maps/nightly', 's3://maps/weekly']);
+    assert.deepEqual(withRoots(rootsFromEnv({}, '/w'), { buckets: ['s3://maps/x'] }, '/w').buckets, ['s3://maps/x']);
+    assert.throws(() => rootsFromEnv({ TILEBREAKER_OUTPUT_BUCKETS: '/srv/out' }, '/w'), /TILEBREAKER_OUTPUT_BUCKETS: "\/srv\/out" must start with s3:\/\//);
+    assert.throws(() => rootsFromEnv({ TILEBREAKER_OUTPUT_BUCKETS: 's3://maps/a/../b' }, '/w'), /TILEBREAKER_OUTPUT_BUCKETS: "s3:\/\/maps\/a\/..\/b" has an empty, '.' or '..' segment/);
+    assert.throws(() => withRoots(rootsFromEnv({}, '/w'), { buckets: ['s3://UPPER/x'] }, '/w'), /--output-bucket: "s3:\/\/UPPER\/x" has no valid bucket name/);
+  });
 });
 
 describe('confinePath', () => {

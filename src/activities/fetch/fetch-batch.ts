@@ -8,14 +8,15 @@ import { applyAuth, credentialValues, redactUrl } from '../http/credentials';
 import type { EndpointPools } from '../http/endpoint-pool';
 import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
-import { TileStore } from '../store/tile-store';
+import { openTileStore } from '../store/open-store';
+import type { Tiles } from '../store/tiles';
 import { classify, type Verdict } from '../validate/classify';
 import { judgeRequestFault, processShapes, requestShape, type ShapeMemory } from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
-import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { confinePath, within } from '../confine/confine';
+import { confineLocation } from '../confine/confine-location';
+import { locationWithin } from '../storage/location';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
 import type { WorkerMetrics } from '../metrics/worker-metrics';
@@ -104,13 +105,13 @@ export function makeFetchBatch(deps: FetchDeps) {
     const ctx = activityContext();
     const resumed = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
     const policy: RetryPolicy = { ...DEFAULT_RETRY, ...input.retry };
-    const storeRoot = deps.roots ? await confinePath(input.storeRoot, deps.roots.outputs, 'storeRoot', 'fetch batch') : input.storeRoot;
+    const storeRoot = deps.roots ? await confineLocation(input.storeRoot, deps.roots, 'storeRoot', 'fetch batch') : input.storeRoot;
     // Heartbeat details can be written by anyone who may heartbeat activities: a resumed tile's file must be
     // one this store holds, or the tile is fetched again.
-    const fromStore = (r: TileResult | null) => (r && r.path !== undefined && !within(path.resolve(r.path), storeRoot) ? null : r);
+    const fromStore = (r: TileResult | null) => (r && r.path !== undefined && !locationWithin(r.path, storeRoot) ? null : r);
     const results: (TileResult | null)[] = resumed && resumed.length === input.tiles.length ? resumed.map(fromStore) : input.tiles.map(() => null);
     if (deps.roots) await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
-    const store = new TileStore(storeRoot);
+    const store = openTileStore(storeRoot);
     const key = breakerKey(input.source.url, input.source.breakerPartition ? { partition: input.source.breakerPartition } : {});
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
     let next = 0;
@@ -190,7 +191,7 @@ export function makeFetchBatch(deps: FetchDeps) {
 
 async function fetchUnit(
   deps: FetchDeps,
-  store: TileStore,
+  store: Tiles,
   input: FetchBatchInput,
   unit: RequestUnit,
   key: string,
@@ -386,7 +387,7 @@ export function probeBoundMs(token: { grantedAt: number; leaseUntil: number }, g
   return Math.max(250, token.leaseUntil - token.grantedAt - Math.max(0, grantTookMs) - PROBE_LEASE_MARGIN_MS);
 }
 
-function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDecision, { kind: 'refused' }>, stored: Awaited<ReturnType<TileStore['get']>>, attempts: number): TileResult {
+function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDecision, { kind: 'refused' }>, stored: Awaited<ReturnType<Tiles['get']>>, attempts: number): TileResult {
   const base = { ...tile, attempts, breakerState: d.state, ...(d.retryAfterMs !== null ? { retryAfterMs: d.retryAfterMs } : {}) };
   if (input.whenRefused === 'stale' && stored) {
     return { ...base, status: 'stale', reason: `${d.reason}; served the copy fetched ${new Date(stored.meta.fetchedAt).toISOString()}`, path: stored.path, bytes: stored.meta.bytes };

@@ -1,4 +1,6 @@
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
+import { isObjectUrl } from '../storage/location';
+import { storageFor } from '../storage/storage';
 import type { WorkerMetrics } from './worker-metrics';
 
 interface Watched {
@@ -34,8 +36,8 @@ export class DeadLetterWatch {
       this.watched.delete(mosaic);
       return;
     }
-    const mtimeMs = await stat(manifest).then(
-      (s) => s.mtimeMs,
+    const mtimeMs = await modifiedAt(manifest).then(
+      (t) => t ?? 0,
       () => 0,
     );
     this.watched.set(mosaic, { manifest, mtimeMs });
@@ -52,10 +54,12 @@ export class DeadLetterWatch {
     try {
       for (const [mosaic, w] of this.watched) {
         try {
-          const s = await stat(w.manifest);
-          if (s.mtimeMs === w.mtimeMs) continue;
-          w.mtimeMs = s.mtimeMs;
-          const m = JSON.parse(await readFile(w.manifest, 'utf8')) as { counts?: Record<string, unknown> };
+          const mtimeMs = await modifiedAt(w.manifest);
+          if (mtimeMs !== null && mtimeMs === w.mtimeMs) continue;
+          w.mtimeMs = mtimeMs ?? 0;
+          const body = await storageFor(w.manifest).read(w.manifest);
+          if (body === null) continue;
+          const m = JSON.parse(body.toString('utf8')) as { counts?: Record<string, unknown> };
           const pending = m.counts?.['dead-lettered'];
           if (typeof pending !== 'number') continue;
           this.metrics.deadLettersPending(mosaic, pending);
@@ -68,4 +72,9 @@ export class DeadLetterWatch {
       this.checking = false;
     }
   }
+}
+
+/** A local manifest's modification time; null for one in a bucket, which is read again at every check. */
+async function modifiedAt(manifest: string): Promise<number | null> {
+  return isObjectUrl(manifest) ? null : (await stat(manifest)).mtimeMs;
 }

@@ -1,13 +1,15 @@
 import { maskUrlSecrets } from '../../breaker/redact';
-import { atomicWrite } from '../store/tile-store';
 import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
 import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
 import { activityContext } from '../activity-context';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { within } from '../confine/confine';
+import { baseName, isObjectUrl, joinLocation, locationWithin, parentLocation } from '../storage/location';
+import { storageFor } from '../storage/storage';
 import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
 import { mosaicFinish, type MosaicEnd } from '../metrics/mosaic-metrics';
@@ -75,41 +77,106 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     files: [] as string[],
     tiles,
   };
-  const writeManifest = () => atomicWrite(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)));
-  // The account of every tile goes first: whatever happens to the stitch, the manifest and mask exist.
-  const maskFiles = await writeCoverageMask(mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds);
-  manifest.files = [...maskFiles, manifestPath];
-  await writeManifest();
-  let stitched: Awaited<ReturnType<typeof stitchMosaic>>;
+  const storage = storageFor(manifestPath);
+  const writeManifest = () => storage.write(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)), { contentType: 'application/json' });
+  // Outputs in a bucket are made in a local scratch folder and uploaded; local ones are written in place.
+  const scratch = isObjectUrl(plan.output) ? await Scratch.open() : null;
   try {
-    stitched = await stitchMosaic({
-      cols,
-      rows,
-      tileSize: plan.grid.tileSize,
-      tileAt: (c, r) => {
-        const t = at(c, r);
-        if ((t.status !== 'ok' && t.status !== 'stale') || !t.path) return null;
-        // Only files of the plan's tile store are drawn, whatever a journal says.
-        if (roots && !within(path.resolve(t.path), plan.storeRoot)) return null;
-        return t.region ? { file: t.path, ...t.region } : t.path;
-      },
-      output: plan.output,
-      extraFormats: plan.extraFormats,
-      bounds: plan.bounds,
-      onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
-    });
-  } catch (err) {
-    manifest.image = `not written: ${(err as Error).message}`;
+    // The account of every tile goes first: whatever happens to the stitch, the manifest and mask exist.
+    const maskFiles = await publish(scratch, await writeCoverageMask(scratch ? scratch.at(mask) : mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds), mask);
+    manifest.files = [...maskFiles, manifestPath];
     await writeManifest();
-    throw err;
+    const stitched = await stitchOrSay(maskFiles);
+    manifest.image = 'written';
+    manifest.files = [...stitched, ...maskFiles, manifestPath];
+    await writeManifest();
+  } finally {
+    await scratch?.close();
   }
-  manifest.image = 'written';
-  manifest.files = [...stitched.files, ...maskFiles, manifestPath];
-  await writeManifest();
+
+  async function stitchOrSay(maskFiles: string[]): Promise<string[]> {
+    try {
+      const stitched = await stitchMosaic({
+        cols,
+        rows,
+        tileSize: plan.grid.tileSize,
+        tileAt: (c, r) => {
+          const t = at(c, r);
+          if ((t.status !== 'ok' && t.status !== 'stale') || !t.path) return null;
+          // Only files of the plan's tile store are drawn, whatever a journal says.
+          if (roots && !locationWithin(isObjectUrl(t.path) ? t.path : path.resolve(t.path), plan.storeRoot)) return null;
+          return t.region ? { file: t.path, ...t.region } : t.path;
+        },
+        ...(isObjectUrl(plan.storeRoot) ? { read: readTile } : {}),
+        output: scratch ? scratch.at(plan.output) : plan.output,
+        extraFormats: plan.extraFormats,
+        bounds: plan.bounds,
+        onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
+      });
+      return await publish(scratch, stitched.files, plan.output);
+    } catch (err) {
+      manifest.image = `not written: ${(err as Error).message}`;
+      manifest.files = [...maskFiles, manifestPath];
+      await writeManifest();
+      throw err;
+    }
+  }
   // Once per run, at its end (a re-drive's assembly counts its own run): labelled by the output, which a
   // mosaic and its re-drives share.
   // A re-drive assembles under the first run's plan: that run's deadline is not the re-drive's.
   const deadlineAt = ctx?.info.workflowType === 'redriveMosaicWorkflow' ? null : plan.deadlineAt;
   await onEnd?.({ mosaic: plan.output, manifest: manifestPath, result: mosaicFinish({ partial: input.partial, deadlineAt, now: Date.now(), tiles }), counts });
   return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial, ...(configError !== null ? { configError } : {}) };
+}
+
+/** A tile of a store in a bucket, for the stitcher. */
+async function readTile(ref: string): Promise<Buffer> {
+  const body = await storageFor(ref).read(ref);
+  if (body === null) throw new Error(`stitch: tile ${ref} is no longer in the tile store`);
+  return body;
+}
+
+/** Content types of what the assembly writes, for the objects' metadata. */
+const CONTENT_TYPES: Record<string, string> = { '.tif': 'image/tiff', '.tiff': 'image/tiff', '.png': 'image/png', '.webp': 'image/webp', '.xml': 'application/xml', '.prj': 'text/plain' };
+
+/**
+ * Files made in `scratch` uploaded beside `target` (same names), returning where they are now; without a
+ * scratch folder they were written in place and are returned as they are. Sidecars go after their image.
+ */
+async function publish(scratch: Scratch | null, files: string[], target: string): Promise<string[]> {
+  if (!scratch) return files;
+  const dir = parentLocation(target);
+  const storage = storageFor(target);
+  const out: string[] = [];
+  for (const file of files) {
+    const loc = joinLocation(dir, path.basename(file));
+    const contentType = CONTENT_TYPES[path.extname(file).toLowerCase()];
+    await storage.upload(file, loc, contentType ? { contentType } : {});
+    out.push(loc);
+  }
+  return out;
+}
+
+/** `TILEBREAKER_SCRATCH_DIR`: where a worker stitches outputs bound for a bucket (default: the system's temp folder). */
+export const SCRATCH_DIR_ENV = 'TILEBREAKER_SCRATCH_DIR';
+
+/**
+ * A private folder for one assembly's local files, removed afterwards whatever happened. It needs room for
+ * the raster's strips (4 bytes a pixel) plus the encoded outputs; the operator chooses where, not a requester.
+ */
+class Scratch {
+  private constructor(readonly dir: string) {}
+
+  static async open(env: NodeJS.ProcessEnv = process.env): Promise<Scratch> {
+    return new Scratch(await mkdtemp(path.join(env[SCRATCH_DIR_ENV] || tmpdir(), 'tilebreaker-assemble-')));
+  }
+
+  /** The scratch file standing for `loc`. */
+  at(loc: string): string {
+    return path.join(this.dir, baseName(loc));
+  }
+
+  async close(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+  }
 }

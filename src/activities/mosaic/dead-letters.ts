@@ -1,11 +1,12 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
 import type { DeadLetters, MosaicPlan, RedriveSources } from '../../messages/mosaic-types';
 import { latestRecords, readJournals } from './journal';
 import { outputBase, planFile, sourceForPlan } from './plan';
 import { loadSource } from '../sources-file';
-import { confinePath } from '../confine/confine';
+import { confineLocation } from '../confine/confine-location';
+import { isObjectUrl } from '../storage/location';
+import { storageFor } from '../storage/storage';
 import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
 import type { SourceConfig } from '../../sources/schema';
@@ -18,15 +19,25 @@ import type { SourceConfig } from '../../sources/schema';
 export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources, roots?: WorkerRoots): Promise<DeadLetters> {
   const given = manifestOrOutput.replace(/\.manifest\.json$/i, '');
   // On a worker, a relative path is taken from the first output root, and the work folder is checked itself.
-  const base = outputBase(roots ? await confinePath(given, roots.outputs, 'manifest', 'redrive') : path.resolve(given));
-  const workDir = roots ? await confinePath(`${base}.work`, roots.outputs, 'manifest', 'redrive') : `${base}.work`;
+  const base = outputBase(roots ? await confineLocation(given, roots, 'manifest', 'redrive') : isObjectUrl(given) ? given : path.resolve(given));
+  const workDir = roots ? await confineLocation(`${base}.work`, roots, 'manifest', 'redrive') : `${base}.work`;
   const file = planFile(workDir);
+  const noPlan = (why: string) => new ConfigError('redrive', [`manifest: no mosaic plan at ${file} for ${JSON.stringify(manifestOrOutput)} (${why})`]);
+  let body: Buffer | null;
+  try {
+    body = await storageFor(file).read(file);
+  } catch (err) {
+    // A bucket's error (throttling, a dropped connection) may pass on a retry; a local one will not.
+    if (isObjectUrl(file)) throw err;
+    throw noPlan((err as NodeJS.ErrnoException).code ?? 'error');
+  }
+  if (body === null) throw noPlan('ENOENT');
   let plan: MosaicPlan;
   try {
-    plan = JSON.parse(await readFile(file, 'utf8')) as MosaicPlan;
-  } catch (err) {
-    // The code, not the message: V8's JSON message quotes the file.
-    throw new ConfigError('redrive', [`manifest: no mosaic plan at ${file} for ${JSON.stringify(manifestOrOutput)} (${(err as NodeJS.ErrnoException).code ?? 'not valid JSON'})`]);
+    plan = JSON.parse(body.toString('utf8')) as MosaicPlan;
+  } catch {
+    // Not V8's message: it quotes the file.
+    throw noPlan('not valid JSON');
   }
   plan = await confinePlan(plan, roots, 'redrive');
   if (sources) plan = { ...plan, ...(await resolveSource(plan, sources, roots)) };

@@ -1,11 +1,9 @@
-import { readdir, readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { ManifestTile } from '../../messages/mosaic-types';
-import { makeDirs } from '../confine/confine';
-import { atomicWrite } from '../store/tile-store';
+import { joinLocation } from '../storage/location';
+import { storageFor } from '../storage/storage';
 
 /**
- * Per-tile records live on disk, one journal file per batch and pass, not in workflow histories: a history
+ * Per-tile records live beside the output (on disk or in its bucket), one journal file per batch and pass, not in workflow histories: a history
  * keeps counts and indices only, so a 100,000-tile job does not carry 100,000 records through Temporal.
  * A retried batch rewrites its own journal; a later pass's record of a tile replaces an earlier one.
  */
@@ -18,25 +16,22 @@ export interface Journal {
 
 export async function writeJournal(dir: string, journal: Journal): Promise<void> {
   if (!/^[\w.-]+$/.test(journal.batchId)) throw new Error(`journal: batch id must be a simple name (got ${JSON.stringify(journal.batchId)})`);
-  await makeDirs(dir);
-  await atomicWrite(path.join(dir, `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)));
+  await storageFor(dir).write(joinLocation(dir, `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)), { contentType: 'application/json' });
 }
 
 /** Every journal of a mosaic, oldest pass first (within a pass, in write order). */
 export async function readJournals(dir: string): Promise<Journal[]> {
-  let names: string[];
-  try {
-    names = (await readdir(dir)).filter((n) => n.endsWith('.json'));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
+  const storage = storageFor(dir);
+  const names = (await storage.list(dir)).filter((n) => n.endsWith('.json'));
   const journals = await Promise.all(
     names.map(async (n) => {
-      const file = path.join(dir, n);
+      const file = joinLocation(dir, n);
       let text: string;
       try {
-        text = await readFile(file, 'utf8');
+        const body = await storage.read(file);
+        // Listed, then gone: removed by the next run's planning while this one read.
+        if (body === null) return null;
+        text = body.toString('utf8');
       } catch (err) {
         throw new Error(`journal ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { cause: err });
       }
@@ -48,7 +43,7 @@ export async function readJournals(dir: string): Promise<Journal[]> {
       }
     }),
   );
-  return journals.sort((a, b) => a.pass - b.pass || a.writtenAt - b.writtenAt);
+  return journals.filter((j): j is Journal => j !== null).sort((a, b) => a.pass - b.pass || a.writtenAt - b.writtenAt);
 }
 
 /**

@@ -1,4 +1,3 @@
-import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
 import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
@@ -8,10 +7,11 @@ import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-
 import { durationMs, MAX_DEADLINE_MS, parseMosaicRequest } from '../../messages/mosaic-request';
 import { MAX_BATCH_SIZE } from '../../messages/plan-check';
 import { planMetatile } from '../../messages/metatile-batches';
-import { confinePath, makeDirs } from '../confine/confine';
+import { confineLocation } from '../confine/confine-location';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
-import { atomicWrite } from '../store/tile-store';
+import { baseName, isObjectUrl, joinLocation } from '../storage/location';
+import { storageFor } from '../storage/storage';
 import { outputRefusal } from './stitch';
 
 /** A direct chunk's side: large enough that a render's fixed cost is spread, small enough for any server. */
@@ -74,7 +74,7 @@ export function sourceForPlan(source: SourceConfig, r: { zoom: number; directChu
 }
 
 /** Where a run's plan is kept, for re-drives. */
-export const planFile = (workDir: string) => path.join(workDir, 'plan.json');
+export const planFile = (workDir: string) => joinLocation(workDir, 'plan.json');
 
 /** `<dir>/<name>` of the output without its extension: the manifest, mask and journals are named from it. */
 export function outputBase(output: string): string {
@@ -137,7 +137,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   }
   const refused = outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
   if (refused) throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
-  const confine = (p: string, field: string) => (roots ? confinePath(p, roots.outputs, field, 'mosaic request') : Promise.resolve(path.resolve(p)));
+  const confine = (p: string, field: string) => (roots ? confineLocation(p, roots, field, 'mosaic request') : Promise.resolve(isObjectUrl(p) ? p : path.resolve(p)));
   const output = await confine(r.output, 'output');
   const storeRoot = await confine(r.storeRoot ?? `${outputBase(output)}.tiles`, 'storeRoot');
   // Beside the output, but checked on its own: a symlink there must not lead outside the roots.
@@ -169,7 +169,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     output,
     extraFormats: r.extraFormats,
     workDir,
-    journalDir: path.join(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
+    journalDir: joinLocation(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot,
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
@@ -188,11 +188,11 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
  */
 export async function planMosaicRun(request: MosaicRequest, runTag: string, roots?: WorkerRoots): Promise<MosaicPlan> {
   const plan = await planMosaic(request, { runTag, ...(roots ? { roots } : {}) });
-  const mine = path.basename(plan.journalDir);
-  const entries = await readdir(plan.workDir).catch(() => [] as string[]);
-  await Promise.all(entries.filter((e) => e.startsWith('journal-') && e !== mine).map((e) => rm(path.join(plan.workDir, e), { recursive: true, force: true })));
+  const storage = storageFor(plan.workDir);
+  const mine = baseName(plan.journalDir);
+  const entries = await storage.list(plan.workDir);
+  await Promise.all(entries.filter((e) => e.startsWith('journal-') && e !== mine).map((e) => storage.removeTree(joinLocation(plan.workDir, e))));
   // The plan goes beside the journals at once, so even a run that dies before assembling can be re-driven.
-  await makeDirs(plan.workDir);
-  await atomicWrite(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)));
+  await storage.write(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)), { contentType: 'application/json' });
   return plan;
 }

@@ -25,6 +25,11 @@ export interface StitchInput {
   tileAt(col: number, row: number): string | ChunkRegion | null;
   /** Path of the .tif to write. */
   output: string;
+  /**
+   * Reads a tile or chunk named by `tileAt` (tiles in a bucket); without it they are local files. Tiles are
+   * read as they are decoded, a few at a time, so no more than that is held or copied locally.
+   */
+  read?: (ref: string) => Promise<Buffer>;
   /** Also write <output minus .tif>.png / .webp, same pixels. */
   extraFormats: ('png' | 'webp')[];
   bounds: Bounds3857;
@@ -253,7 +258,7 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
     for (let y = 0; y < T; y++) data.copy(strip, at + y * stride, ((top + y) * width + left) * 4, ((top + y) * width + left + T) * 4);
   };
   await pool(cells, DECODE_CONCURRENCY, async ({ col, row, file }) => {
-    const { data, info } = await decodeRgba(file, `tile (col ${col}, row ${row}) ${file}`);
+    const { data, info } = await decodeRgba(input.read ? await input.read(file) : file, `tile (col ${col}, row ${row}) ${file}`);
     if (info.width !== T || info.height !== T) {
       throw new StitchInputError(`stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`);
     }
@@ -261,7 +266,7 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
   });
   // Chunks are large (a 2048 px chunk is 16 MiB decoded): two at a time.
   await pool([...chunks.entries()], 2, async ([file, regions]) => {
-    const { data, info } = await decodeRgba(file, `chunk ${file}`);
+    const { data, info } = await decodeRgba(input.read ? await input.read(file) : file, `chunk ${file}`);
     for (const g of regions) {
       if (g.left < 0 || g.top < 0 || g.left + T > info.width || g.top + T > info.height) {
         throw new StitchInputError(`stitch: chunk ${file} is ${info.width}x${info.height} px, too small for a tile at ${g.left},${g.top}`);
@@ -272,7 +277,7 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
 }
 
 /** Any image to 8-bit sRGB + alpha: RGB/JPEG get opaque alpha; palette, grey and 16-bit are expanded. */
-async function decodeRgba(file: string, what: string): Promise<{ data: Buffer; info: sharp.OutputInfo }> {
+async function decodeRgba(file: string | Buffer, what: string): Promise<{ data: Buffer; info: sharp.OutputInfo }> {
   let out: { data: Buffer; info: sharp.OutputInfo };
   try {
     out = await sharp(file, { failOn: 'truncated', limitInputPixels: false }).toColourspace('srgb').ensureAlpha(1).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });

@@ -1,53 +1,23 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import type { TileAddress } from '../../sources/request-url';
 import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { makeDirs } from '../confine/confine';
+import { atomicWrite } from './atomic-write';
+import { chunkName, extensionOf, TYPES, type StoredTile, type TileMeta, type Tiles } from './tiles';
 
-/** What the store knows of a tile: enough to serve it stale and to refresh it conditionally. */
-export interface TileMeta {
-  fetchedAt: number;
-  contentType: string;
-  bytes: number;
-  sha256: string;
-  etag?: string;
-  lastModified?: string;
-  width?: number;
-  height?: number;
-}
+export type { StoredTile, TileMeta } from './tiles';
 
-export interface StoredTile {
-  path: string;
-  meta: TileMeta;
-}
-
-const EXTENSIONS: Record<string, string> = {
-  'image/png': 'png',
-  'image/jpeg': 'jpg',
-  'image/jpg': 'jpg',
-  'image/webp': 'webp',
-  'image/gif': 'gif',
-  'image/tiff': 'tif',
-};
-/** Extension -> content type: the first type listed for it above, and `bin` for the rest. */
-const TYPES: Record<string, string> = {
-  ...Object.fromEntries(
-    Object.entries(EXTENSIONS)
-      .reverse()
-      .map(([type, ext]) => [ext, type]),
-  ),
-  bin: 'application/octet-stream',
-};
+// Kept here too for callers that wrote files with the tile store's helper.
+export { atomicWrite } from './atomic-write';
 
 /** `<y>.json`: the tile's metadata and the file it describes, as it was when written. */
 type Sidecar = TileMeta & { file: string; fileMtimeMs: number };
 
 /** A fetchedAt this far from the time of writing is not "now" (an imported or back-dated copy): a sidecar keeps it. */
 const CLOCK_SLACK_MS = 2_000;
-
-const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
 
 /**
  * Tiles on disk as `<root>/<source>/<z>/<x>/<y>.<ext>`. Every write goes to a temporary file first and is
@@ -64,7 +34,7 @@ const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0
  * A copy of the tile under another extension (its server changed format) is removed when the tile is written,
  * except in a folder this store made and where it has not written the tile yet: nothing can be there.
  */
-export class TileStore {
+export class TileStore implements Tiles {
   /** Folders known to exist: a mkdir per tile costs as much as its write. */
   private readonly made = new Set<string>();
   /** Folders this store made: no copy of a tile under another extension can be in them from before. */
@@ -131,7 +101,7 @@ export class TileStore {
   async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
     const dir = path.join(this.sourceDir(source), 'chunks', String(z));
     await this.ensureDir(dir);
-    const file = path.join(dir, `${unit.width}x${unit.height}-${createHash('sha256').update(unit.url).digest('hex').slice(0, 24)}.${extensionOf(contentType)}`);
+    const file = path.join(dir, chunkName(unit, contentType));
     await atomicWrite(file, body);
     return file;
   }
@@ -179,18 +149,6 @@ export class TileStore {
       .catch(() => ({ width: undefined, height: undefined }));
     const meta: TileMeta = { fetchedAt: Math.round(newest.mtimeMs), contentType: TYPES[newest.ext]!, bytes: body.length, sha256 };
     return { path: newest.file, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
-  }
-}
-
-/** Writes to a temporary file and renames it into place: readers see the old file or the new one, never a torn one. */
-export async function atomicWrite(target: string, data: Buffer): Promise<void> {
-  const tmp = `${target}.${process.pid}.${randomUUID()}.tmp`;
-  try {
-    await writeFile(tmp, data);
-    await rename(tmp, target);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
   }
 }
 

@@ -1,0 +1,160 @@
+import { createReadStream } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { makeDirs } from '../confine/confine';
+import { atomicWrite } from '../store/atomic-write';
+import { isObjectUrl, parseObjectUrl } from './location';
+import { s3Client } from './s3-client';
+
+export interface WriteOptions {
+  contentType?: string;
+  /** Object metadata (S3 user metadata); a local file keeps none. */
+  metadata?: Record<string, string>;
+}
+
+/**
+ * The few things the mosaic's files need, for a local path or an object URL alike. Every write is atomic
+ * from a reader's point of view: a local file is renamed into place, an object appears whole when its PUT
+ * (or its multipart upload) completes.
+ */
+export interface Storage {
+  /** The file's bytes, or null when there is none. */
+  read(loc: string): Promise<Buffer | null>;
+  write(loc: string, body: Buffer, opts?: WriteOptions): Promise<void>;
+  /** The names directly under `dir` (files and folders alike), none when it does not exist. */
+  list(dir: string): Promise<string[]>;
+  /** Removes `dir` and everything under it. */
+  removeTree(dir: string): Promise<void>;
+  /** Puts a local file at `loc` (for objects: a multipart upload with a SHA-256 checksum of each part). */
+  upload(file: string, loc: string, opts?: WriteOptions): Promise<void>;
+}
+
+export function storageFor(loc: string): Storage {
+  return isObjectUrl(loc) ? objectStorage(s3Client()) : localStorage;
+}
+
+const absent = (err: unknown) => ['ENOENT', 'ENOTDIR'].includes((err as NodeJS.ErrnoException).code ?? '');
+
+export const localStorage: Storage = {
+  async read(loc) {
+    try {
+      return await readFile(loc);
+    } catch (err) {
+      if (absent(err)) return null;
+      throw err;
+    }
+  },
+  async write(loc, body) {
+    await makeDirs(path.dirname(loc));
+    await atomicWrite(loc, body);
+  },
+  async list(dir) {
+    try {
+      return await readdir(dir);
+    } catch (err) {
+      if (absent(err)) return [];
+      throw err;
+    }
+  },
+  async removeTree(dir) {
+    await rm(dir, { recursive: true, force: true });
+  },
+  async upload(file, loc) {
+    await makeDirs(path.dirname(loc));
+    await atomicWrite(loc, await readFile(file));
+  },
+};
+
+/** Parts of a multipart upload: S3's minimum is 5 MiB; 16 MiB keeps a 4 GiB output under 300 parts. */
+const PART_BYTES = 16 * 1024 * 1024;
+
+/** NoSuchKey means "not there"; a missing bucket is a configuration error and is thrown. */
+const s3Missing = (err: unknown) => ['NoSuchKey', 'NotFound'].includes((err as { name?: string }).name ?? '');
+
+export function objectStorage(client: S3Client): Storage {
+  return {
+    async read(loc) {
+      const { bucket, key } = parseObjectUrl(loc);
+      try {
+        const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        return out.Body ? Buffer.from(await out.Body.transformToByteArray()) : Buffer.alloc(0);
+      } catch (err) {
+        if (s3Missing(err)) return null;
+        throw storageError('read', loc, err);
+      }
+    },
+    async write(loc, body, opts = {}) {
+      const { bucket, key } = parseObjectUrl(loc);
+      try {
+        await client.send(
+          new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ...(opts.contentType ? { ContentType: opts.contentType } : {}), ...(opts.metadata ? { Metadata: opts.metadata } : {}) }),
+        );
+      } catch (err) {
+        throw storageError('write', loc, err);
+      }
+    },
+    async list(dir) {
+      const { bucket, key } = parseObjectUrl(dir);
+      const prefix = key === '' ? '' : `${key}/`;
+      const names = new Set<string>();
+      let token: string | undefined;
+      try {
+        do {
+          const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, Delimiter: '/', ...(token ? { ContinuationToken: token } : {}) }));
+          for (const c of out.Contents ?? []) if (c.Key && c.Key !== prefix) names.add(c.Key.slice(prefix.length));
+          for (const p of out.CommonPrefixes ?? []) if (p.Prefix) names.add(p.Prefix.slice(prefix.length).replace(/\/$/, ''));
+          token = out.IsTruncated ? out.NextContinuationToken : undefined;
+        } while (token);
+      } catch (err) {
+        throw storageError('list', dir, err);
+      }
+      return [...names];
+    },
+    async removeTree(dir) {
+      const { bucket, key } = parseObjectUrl(dir);
+      const prefix = key === '' ? '' : `${key}/`;
+      try {
+        for (;;) {
+          const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 }));
+          const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
+          if (keys.length === 0) return;
+          await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
+          if (!out.IsTruncated) return;
+        }
+      } catch (err) {
+        throw storageError('remove', dir, err);
+      }
+    },
+    async upload(file, loc, opts = {}) {
+      const { bucket, key } = parseObjectUrl(loc);
+      const upload = new Upload({
+        client,
+        partSize: PART_BYTES,
+        queueSize: 4,
+        leavePartsOnError: false,
+        params: {
+          Bucket: bucket,
+          Key: key,
+          Body: createReadStream(file),
+          ChecksumAlgorithm: 'SHA256',
+          ...(opts.contentType ? { ContentType: opts.contentType } : {}),
+          ...(opts.metadata ? { Metadata: opts.metadata } : {}),
+        },
+      });
+      try {
+        await upload.done();
+      } catch (err) {
+        throw storageError('upload to', loc, err);
+      }
+    },
+  };
+}
+
+/** The S3 error's name and status, not its message (which can quote a request). */
+export function storageError(what: string, loc: string, err: unknown): Error {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number }; code?: string };
+  const status = e.$metadata?.httpStatusCode;
+  return new Error(`storage: cannot ${what} ${loc} (${e.name ?? e.code ?? 'error'}${status ? `, HTTP ${status}` : ''})`, { cause: err });
+}

@@ -1,0 +1,214 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import sharp from 'sharp';
+import { confineLocation } from '../../src/activities/confine/confine-location';
+import { ConfigError } from '../../src/breaker/config-error';
+import { ObjectTileStore } from '../../src/activities/store/object-tile-store';
+import { objectStorage } from '../../src/activities/storage/storage';
+import { joinLocation, locationWithin, objectUrlRefusal, parentLocation } from '../../src/activities/storage/location';
+import { resetS3Client } from '../../src/activities/storage/s3-client';
+import { packageRoot } from '../../src/client/local-server';
+import { startMosaic } from '../../src/client/mosaics';
+import { createWorker } from '../../src/client/worker';
+import { startLocalS3, type LocalS3 } from '../../src/demo/s3-server';
+import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
+import type { MosaicResult } from '../../src/messages/mosaic-types';
+import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
+import { assertAccounted, demoRequest, gdalAvailable, gdalinfo, type Manifest } from '../helpers/mosaic';
+import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-s3-'));
+let s3: LocalS3;
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+let tiles: DemoTileServer;
+const taskQueue = uniqueTaskQueue('s3');
+const saved: Record<string, string | undefined> = {};
+
+before(async () => {
+  s3 = await startLocalS3({ root: packageRoot(__dirname), dir: path.join(dir, 's3'), bucket: 'mosaics' });
+  // The worker in this process reads the AWS SDK's own variables, as a worker in a fleet would.
+  for (const [k, v] of Object.entries(s3.env)) {
+    saved[k] = process.env[k];
+    process.env[k] = v;
+  }
+  resetS3Client();
+  tiles = await startDemoTileServer({ latencyMs: 2 });
+  env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
+  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: { ...TEST_ROOTS, buckets: ['s3://mosaics/nightly'] } });
+  running = worker.run();
+});
+
+after(async () => {
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+  await tiles?.close();
+  await s3?.stop();
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  resetS3Client();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const read = async (url: string): Promise<Buffer> => {
+  const { bucket, key } = { bucket: url.slice(5).split('/')[0]!, key: url.slice(5).split('/').slice(1).join('/') };
+  const out = await s3.client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  return Buffer.from(await out.Body!.transformToByteArray());
+};
+
+test('object URLs: canonical keys only, joined and split on whole segments', () => {
+  assert.equal(objectUrlRefusal('s3://mosaics/a/b.tif'), null);
+  assert.match(objectUrlRefusal('s3://mosaics/a/../b.tif') ?? '', /'\.\.' segment/);
+  assert.match(objectUrlRefusal('s3://mosaics/a//b.tif') ?? '', /empty/);
+  assert.match(objectUrlRefusal('s3://Bad_Bucket/a') ?? '', /bucket name/);
+  assert.match(objectUrlRefusal('/local/path') ?? '', /must start with s3:\/\//);
+  assert.equal(joinLocation('s3://mosaics/nightly', 'p.work', 'plan.json'), 's3://mosaics/nightly/p.work/plan.json');
+  assert.throws(() => joinLocation('s3://mosaics/nightly', '../other'), /cannot join/);
+  assert.equal(parentLocation('s3://mosaics/nightly/p.tif'), 's3://mosaics/nightly');
+  assert.ok(locationWithin('s3://mosaics/nightly/p.tif', 's3://mosaics/nightly'));
+  assert.ok(!locationWithin('s3://mosaics/nightly-other/p.tif', 's3://mosaics/nightly'), 'a prefix counts on whole segments');
+  assert.ok(!locationWithin('s3://other/nightly/p.tif', 's3://mosaics/nightly'));
+  assert.ok(!locationWithin('/tmp/nightly/p.tif', 's3://mosaics/nightly'));
+});
+
+test("bucket roots: a location outside the worker's bucket prefixes, or any bucket without them, is refused naming the field and the value", async () => {
+  const roots = { ...TEST_ROOTS, buckets: ['s3://mosaics/nightly'] };
+  assert.equal(await confineLocation('s3://mosaics/nightly/alps.tif', roots, 'output', 'mosaic request'), 's3://mosaics/nightly/alps.tif');
+  for (const [loc, why] of [
+    ['s3://mosaics/other/alps.tif', /output: "s3:\/\/mosaics\/other\/alps.tif" is outside this worker's bucket prefixes \(s3:\/\/mosaics\/nightly\)/],
+    ['s3://mosaics/nightly/../other/alps.tif', /output: .* '\.\.' segment/],
+    ['s3://mosaics/nightlyx/alps.tif', /outside/],
+  ] as const) {
+    await assert.rejects(confineLocation(loc, roots, 'output', 'mosaic request'), (err: Error) => err instanceof ConfigError && why.test(err.message));
+  }
+  await assert.rejects(confineLocation('s3://mosaics/nightly/alps.tif', TEST_ROOTS, 'storeRoot', 'fetch batch'), /storeRoot: .* this worker allows no bucket; set TILEBREAKER_OUTPUT_BUCKETS/);
+});
+
+test('storage on a real S3 server: missing reads are null, folders list, trees go, a large upload is multipart with a checksum', async () => {
+  const storage = objectStorage(s3.client);
+  assert.equal(await storage.read('s3://mosaics/t/none.json'), null);
+  await storage.write('s3://mosaics/t/a/one.json', Buffer.from('{"a":1}'));
+  await storage.write('s3://mosaics/t/a/sub/two.json', Buffer.from('2'));
+  await storage.write('s3://mosaics/t/ab/three.json', Buffer.from('3'));
+  assert.deepEqual((await storage.list('s3://mosaics/t/a')).sort(), ['one.json', 'sub']);
+  assert.deepEqual(await storage.list('s3://mosaics/t/none'), []);
+  assert.equal((await storage.read('s3://mosaics/t/a/one.json'))?.toString(), '{"a":1}');
+  await storage.removeTree('s3://mosaics/t/a');
+  assert.deepEqual(await storage.list('s3://mosaics/t/a'), []);
+  assert.deepEqual(await storage.list('s3://mosaics/t/ab'), ['three.json'], 'a sibling sharing the prefix is not removed');
+
+  // 40 MiB: three parts of 16 MiB.
+  const big = Buffer.alloc(40 * 1024 * 1024);
+  for (let i = 0; i < big.length; i += 4096) big.writeUInt32LE(i, i);
+  const file = path.join(dir, 'big.bin');
+  writeFileSync(file, big);
+  await storage.upload(file, 's3://mosaics/t/big.bin');
+  const head = await s3.client.send(new HeadObjectCommand({ Bucket: 'mosaics', Key: 't/big.bin', ChecksumMode: 'ENABLED' }));
+  assert.equal(head.ContentLength, big.length);
+  assert.match(head.ETag ?? '', /-3"$/, `a multipart upload of three parts (ETag ${head.ETag})`);
+  assert.ok(head.ChecksumSHA256, 'the object carries the SHA-256 checksum it was uploaded with');
+  assert.ok((await read('s3://mosaics/t/big.bin')).equals(big));
+  await assert.rejects(objectStorage(s3.client).write('s3://no-such-bucket/x', Buffer.from('x')), /storage: cannot write s3:\/\/no-such-bucket\/x \(NoSuchBucket, HTTP 404\)/);
+});
+
+test('the tile store in a bucket: tiles round-trip with their validators, the newest copy wins, chunks are named by their request', async () => {
+  const store = new ObjectTileStore('s3://mosaics/store', s3.client);
+  const png = await sharp({ create: { width: 256, height: 256, channels: 4, background: '#3366cc' } })
+    .png()
+    .toBuffer();
+  const t = { z: 3, x: 4, y: 2 };
+  assert.equal(await store.get('osm', t), null);
+  const put = await store.put('osm', t, png, { fetchedAt: 1_700_000_000_000, contentType: 'image/png', etag: '"v1"', lastModified: 'Tue, 14 Nov 2023 22:13:20 GMT' });
+  assert.deepEqual(put, { path: 's3://mosaics/store/osm/3/4/2.png', bytes: png.length });
+  const got = await store.get('osm', t);
+  assert.equal(got?.path, put.path);
+  assert.deepEqual(got?.meta, {
+    fetchedAt: 1_700_000_000_000,
+    contentType: 'image/png',
+    bytes: png.length,
+    sha256: got.meta.sha256,
+    etag: '"v1"',
+    lastModified: 'Tue, 14 Nov 2023 22:13:20 GMT',
+    width: 256,
+    height: 256,
+  });
+  // The server changed format a second later: the JPEG is the tile now.
+  await new Promise((r) => setTimeout(r, 1_100));
+  const jpeg = await sharp(png).jpeg().toBuffer();
+  await store.put('osm', t, jpeg, { fetchedAt: Date.now(), contentType: 'image/jpeg' });
+  assert.equal((await store.get('osm', t))?.path, 's3://mosaics/store/osm/3/4/2.jpg');
+  // A copy another writer left without our metadata describes itself.
+  await objectStorage(s3.client).write('s3://mosaics/store/osm/3/5/2.png', png);
+  const foreign = await store.get('osm', { z: 3, x: 5, y: 2 });
+  assert.equal(foreign?.meta.etag, undefined);
+  assert.equal(foreign?.meta.width, 256);
+  const chunk = await store.putChunk('osm', 3, { url: 'http://x/wms?bbox=1', width: 512, height: 512 }, png, 'image/png');
+  assert.match(chunk, /^s3:\/\/mosaics\/store\/osm\/chunks\/3\/512x512-[0-9a-f]{24}\.png$/);
+  await assert.rejects(store.put('../etc', t, png, { fetchedAt: 0, contentType: 'image/png' }), /source name/);
+});
+
+test('a mosaic into a bucket: plan, journals, tile store, mask, manifest and GeoTIFF all in the bucket, every tile accounted for; a re-drive reads it back', async () => {
+  const out = 's3://mosaics/nightly/alps.tif';
+  const req = demoRequest(tiles, dir, 'alps', { output: out });
+  const handle = await startMosaic(env.client, taskQueue, req);
+  const result = await handle.result();
+  assert.equal(result.output, out);
+  assert.equal(result.manifest, 's3://mosaics/nightly/alps.manifest.json');
+  const m = JSON.parse((await read(result.manifest)).toString('utf8')) as Manifest;
+  assert.equal(assertAccounted(m), null);
+  assert.equal(m.counts.ok, 130);
+  assert.ok(
+    m.tiles.every((t) => t.path?.startsWith('s3://mosaics/nightly/alps.tiles/demo/8/')),
+    'every tile is in the tile store beside the output, in the bucket',
+  );
+  for (const f of ['alps.tif', 'alps.tif.aux.xml', 'alps.tfw', 'alps.prj', 'alps.mask.png', 'alps.manifest.json']) {
+    assert.ok(m.files.includes(`s3://mosaics/nightly/${f}`), `the manifest lists ${f}: ${m.files.join(', ')}`);
+  }
+  const listed = await s3.client.send(new ListObjectsV2Command({ Bucket: 'mosaics', Prefix: 'nightly/alps.work/' }));
+  const keys = (listed.Contents ?? []).map((c) => c.Key!);
+  assert.ok(keys.includes('nightly/alps.work/plan.json'), `the plan is in the bucket: ${keys.join(', ')}`);
+  assert.ok(
+    keys.some((k) => /^nightly\/alps\.work\/journal-[^/]+\/.+\.json$/.test(k)),
+    'so are the journals',
+  );
+  const tif = await read(out);
+  const meta = await sharp(tif).metadata();
+  assert.deepEqual([meta.width, meta.height], [13 * 256, 10 * 256]);
+  if (gdalAvailable()) {
+    const local = path.join(await mkdtemp(path.join(dir, 'get-')), 'alps.tif');
+    await writeFile(local, tif);
+    for (const f of ['alps.tif.aux.xml', 'alps.tfw', 'alps.prj']) await writeFile(path.join(path.dirname(local), f), await read(`s3://mosaics/nightly/${f}`));
+    assert.match(gdalinfo(local).coordinateSystem.wkt, /Pseudo-Mercator|3857/);
+    await rm(path.dirname(local), { recursive: true });
+  }
+
+  // A re-drive finds the plan and journals in the bucket; nothing is dead-lettered, so nothing is fetched.
+  const before = tiles.stats.requests;
+  const redrive = await env.client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-s3-${process.pid}`, args: [{ manifest: result.manifest }] });
+  const r2 = (await redrive.result()) as MosaicResult;
+  assert.equal(r2.counts.ok, 130);
+  assert.equal(tiles.stats.requests, before);
+});
+
+test('a mosaic into a bucket prefix the worker does not allow is refused before any fetch, naming the field and the value', async () => {
+  const before = tiles.stats.requests;
+  const handle = await startMosaic(env.client, taskQueue, demoRequest(tiles, dir, 'x', { output: 's3://mosaics/elsewhere/x.tif' }));
+  await assert.rejects(handle.result(), (err: Error) => {
+    const app = (err.cause as { cause?: { type?: string; message?: string } } | undefined)?.cause;
+    assert.equal(app?.type, 'ConfigError');
+    assert.match(app?.message ?? '', /output: "s3:\/\/mosaics\/elsewhere\/x.tif" is outside this worker's bucket prefixes \(s3:\/\/mosaics\/nightly\)/);
+    return true;
+  });
+  assert.equal(tiles.stats.requests, before);
+});
