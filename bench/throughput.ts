@@ -12,7 +12,8 @@
  * alternating, --metrics-rounds of each (default 3; 0 skips it), and just before the last line:
  *   metrics: off=<tiles/s> on=<tiles/s> ratio=<on/off> cpu-off-s=<median> cpu-on-s=<median>
  * With --workers N it measures instead how one mosaic spreads over a fleet of worker processes
- * (bench/throughput/scale.ts; last line `scale: ...`).
+ * (bench/throughput/scale.ts; last line `scale: ...`); with --store s3, the local disk against a bucket on a
+ * loopback S3 server (bench/throughput/store.ts; last line `store: ...`).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +34,7 @@ import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
 import { fetchPhase } from './throughput/history';
 import { metricsLine, metricsTarget, runMetricsOverhead, type OverheadFigures } from './throughput/metrics-overhead';
 import { runScale } from './throughput/scale';
+import { runStore } from './throughput/store';
 import { startServer } from './throughput/server';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -47,7 +49,7 @@ interface Opts {
   metricsRounds: string;
 }
 
-type Flags = Partial<Opts> & { workers?: string; fetchBatches?: string };
+type Flags = Partial<Opts> & { workers?: string; fetchBatches?: string; store?: string; rounds?: string };
 
 /** The defaults of each mode: the orchestration-cost run, and --workers (latency-bound, one worker not CPU-bound). */
 const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: '256', latency: '10', metricsRounds: '3' };
@@ -60,6 +62,21 @@ function count(flag: string, value: string, min: number): number {
 }
 
 function dispatch(f: Flags): Promise<void> {
+  if (f.store !== undefined && f.store !== 'local') {
+    if (f.store !== 's3') throw new Error(`bench:throughput: --store must be local or s3 (got ${JSON.stringify(f.store)})`);
+    if (f.workers !== undefined || f.metricsRounds !== undefined || f.blockTiles !== undefined)
+      throw new Error('bench:throughput: --store s3 runs alone (no --workers, --metrics-rounds or --block-tiles)');
+    const o = { ...DEFAULTS, ...f };
+    return runStore({
+      side: count('--side', o.side, 1),
+      concurrency: count('--concurrency', o.concurrency, 1),
+      batches: count('--batches', o.batches, 1),
+      batchSize: count('--batch-size', o.batchSize, 1),
+      latency: count('--latency', o.latency, 0),
+      rounds: count('--rounds', f.rounds ?? '2', 1),
+    });
+  }
+  if (f.rounds !== undefined) throw new Error('bench:throughput: --rounds is used with --store s3');
   if (f.workers === undefined) {
     const o = { ...DEFAULTS, ...f };
     return main(o, count('--metrics-rounds', o.metricsRounds, 0));
@@ -207,6 +224,8 @@ new Command('bench:throughput')
   .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
   .option('--metrics-rounds <n>', 'rounds of the metrics comparison after it: worker processes with metrics off, then on (default 3; 0 skips it)')
   .option('--fetch-batches <n>', "with --workers: each worker's cap on fetch batches at once (default: the worker's, 2)")
+  .option('--store <local|s3>', 'with s3, instead: the same mosaic with everything on the local disk, then in a bucket on a loopback S3 server, alternating (last line store: ...)')
+  .option('--rounds <n>', 'with --store s3: runs of each (default 2)')
   .option('--workers <n>', 'instead: the same mosaic with 1 worker process, then with N (fetch phases, batches per worker; last line scale: ...)')
   .action((f: Flags) => dispatch(f))
   .parseAsync()

@@ -12,6 +12,8 @@ export interface DemoTileServerOptions {
   outageStatus?: number;
   /** Called as each good tile goes out, with its path (tests count who fetched what, and when). */
   onServed?: (path: string) => void;
+  /** Listen on this port (a restart on the same address); default any free one. */
+  port?: number;
 }
 
 export interface DemoTileServer {
@@ -95,7 +97,10 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
     else answer();
   });
   server.keepAliveTimeout = 30_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, '127.0.0.1', resolve);
+  });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,

@@ -19,8 +19,9 @@ export function s3Client(env: NodeJS.ProcessEnv = process.env): S3Client {
   shared = new S3Client({
     region: env['AWS_REGION'] || env['AWS_DEFAULT_REGION'] || 'us-east-1',
     forcePathStyle: pathStyle === '1' || pathStyle === 'true',
-    // A fleet's batches retry on their own schedule; the SDK's own retries cover a single dropped request.
-    maxAttempts: 4,
+    // The SDK's backoff (100 ms doubling) over 8 attempts rides out about 12 s of a store restarting, so a
+    // short blip does not fail a whole batch; longer ones fail it, and its retry resumes.
+    maxAttempts: 8,
   });
   return shared;
 }
