@@ -44,7 +44,7 @@ export async function scheduledMosaicWorkflow(input: ScheduledMosaicInput): Prom
       const busy = `${workflowId} is already running (a mosaic or re-drive of ${label.output}, by hand or by another schedule)`;
       if (overlap === 'skip') {
         const message = `skipped (overlap skip): ${busy}`;
-        log.warn(message, { schedule: input.scheduleId, workflowId });
+        log.warn(message, { schedule: input.scheduleId, mosaic: workflowId });
         note({ state: 'skipped', message });
         return { outcome: 'skipped', workflowId, message };
       }
