@@ -30,7 +30,7 @@ let worker: Worker;
 let running: Promise<void>;
 /** Answers at once. */
 let fast: DemoTileServer;
-/** One tile every 2 s on one connection: a mosaic of it (20 tiles) runs for as long as a test needs. */
+/** One tile every 2 s on one connection: a mosaic of it at zoom 9 (LONG: hundreds of tiles, minutes) outlasts any test. */
 let slow: DemoTileServer;
 let fastSources: string;
 let slowSources: string;
@@ -60,6 +60,9 @@ after(async () => {
   await slow?.close();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** Slow mosaics are cancelled by the tests: one of 20 tiles (40 s) ended by itself once on a loaded machine. */
+const LONG = { zoom: 9 };
 
 /** 20 tiles at zoom 7 from a sources file, without the breaker unless asked. */
 const request = (sourcesFile: string, output: string, extra: Partial<MosaicRequest> = {}): MosaicRequest => ({
@@ -119,54 +122,58 @@ const untilRunning = (workflowId: string) =>
 
 const launcherMemo = async (id: string) => (await env.client.workflow.getHandle(id).describe()).memo as ScheduledMosaicMemo;
 
-test("two schedules on one output: one runs the mosaic under the output's id, the other is skipped naming it; status, list and cancel by name reach the scheduled run", { timeout: 180_000 }, async () => {
-  const output = path.join(dir, 'twice.tif');
-  const id = mosaicWorkflowId(output);
-  await schedule('one-run-a', request(slowSources, output), { name: 'twice' });
-  await schedule('one-run-b', request(slowSources, output), { name: 'twice' });
-  const a = await trigger('one-run-a');
-  const child = await untilRunning(id);
-  assert.equal(child.type, 'mosaicWorkflow');
-  assert.equal(child.parentExecution?.workflowId, a);
-  // Labelled as a start by hand is, plus the schedule that started it.
-  assert.equal((child.memo as MosaicMemo).name, 'twice');
-  assert.equal((child.memo as MosaicMemo).schedule, 'one-run-a');
-  assert.equal(child.typedSearchAttributes.get(MOSAIC_NAME), 'twice');
+test(
+  "two schedules on one output: one runs the mosaic under the output's id, the other is skipped naming it; status, list and cancel by name reach the scheduled run",
+  { timeout: 180_000 },
+  async () => {
+    const output = path.join(dir, 'twice.tif');
+    const id = mosaicWorkflowId(output);
+    await schedule('one-run-a', request(slowSources, output, LONG), { name: 'twice' });
+    await schedule('one-run-b', request(slowSources, output, LONG), { name: 'twice' });
+    const a = await trigger('one-run-a');
+    const child = await untilRunning(id);
+    assert.equal(child.type, 'mosaicWorkflow');
+    assert.equal(child.parentExecution?.workflowId, a);
+    // Labelled as a start by hand is, plus the schedule that started it.
+    assert.equal((child.memo as MosaicMemo).name, 'twice');
+    assert.equal((child.memo as MosaicMemo).schedule, 'one-run-a');
+    assert.equal(child.typedSearchAttributes.get(MOSAIC_NAME), 'twice');
 
-  const b = await trigger('one-run-b');
-  const skipped = (await env.client.workflow.getHandle(b).result()) as ScheduledMosaicResult;
-  assert.equal(skipped.outcome, 'skipped');
-  assert.equal(skipped.workflowId, id);
-  assert.match(skipped.message, new RegExp(`^skipped \\(overlap skip\\): ${id} is already running \\(a mosaic or re-drive of ${output.replace(/[.\\/]/g, '\\$&')}`));
-  assert.equal((await launcherMemo(b)).state, 'skipped');
-  // The same schedule triggered again (trigger's own overlap is allow-all): the output is still taken.
-  const again = await trigger('one-run-a');
-  assert.equal(((await env.client.workflow.getHandle(again).result()) as ScheduledMosaicResult).outcome, 'skipped');
-  // The one mosaic of the output is still a's.
-  assert.equal((await untilRunning(id)).parentExecution?.workflowId, a);
+    const b = await trigger('one-run-b');
+    const skipped = (await env.client.workflow.getHandle(b).result()) as ScheduledMosaicResult;
+    assert.equal(skipped.outcome, 'skipped');
+    assert.equal(skipped.workflowId, id);
+    assert.match(skipped.message, new RegExp(`^skipped \\(overlap skip\\): ${id} is already running \\(a mosaic or re-drive of ${output.replace(/[.\\/]/g, '\\$&')}`));
+    assert.equal((await launcherMemo(b)).state, 'skipped');
+    // The same schedule triggered again (trigger's own overlap is allow-all): the output is still taken.
+    const again = await trigger('one-run-a');
+    assert.equal(((await env.client.workflow.getHandle(again).result()) as ScheduledMosaicResult).outcome, 'skipped');
+    // The one mosaic of the output is still a's.
+    assert.equal((await untilRunning(id)).parentExecution?.workflowId, a);
 
-  const byName = await eventually('status by name', async () => {
-    const r = await cli(['mosaic', 'status', 'twice', '--json']);
-    if (r.code !== 0) throw new Error(r.err);
-    return JSON.parse(r.out) as { workflowId: string; status: string };
-  });
-  assert.deepEqual([byName.workflowId, byName.status], [id, 'RUNNING']);
-  const listed = await listMosaics(env.client, { name: 'twice', status: 'running' });
-  assert.deepEqual(
-    listed.mosaics.map((m) => [m.type, m.workflowId]),
-    [['mosaicWorkflow', id]],
-  );
-  const cancelled = await cli(['mosaic', 'cancel', 'twice', '--json']);
-  assert.equal(cancelled.code, 0, cancelled.err);
-  assert.deepEqual([(JSON.parse(cancelled.out) as { workflowId: string; status: string }).workflowId, (JSON.parse(cancelled.out) as { status: string }).status], [id, 'CANCELLED']);
-  // The launcher ends with its mosaic.
-  await assert.rejects(env.client.workflow.getHandle(a).result(), WorkflowFailedError);
-});
+    const byName = await eventually('status by name', async () => {
+      const r = await cli(['mosaic', 'status', 'twice', '--json']);
+      if (r.code !== 0) throw new Error(r.err);
+      return JSON.parse(r.out) as { workflowId: string; status: string };
+    });
+    assert.deepEqual([byName.workflowId, byName.status], [id, 'RUNNING']);
+    const listed = await listMosaics(env.client, { name: 'twice', status: 'running' });
+    assert.deepEqual(
+      listed.mosaics.map((m) => [m.type, m.workflowId]),
+      [['mosaicWorkflow', id]],
+    );
+    const cancelled = await cli(['mosaic', 'cancel', 'twice', '--json']);
+    assert.equal(cancelled.code, 0, cancelled.err);
+    assert.deepEqual([(JSON.parse(cancelled.out) as { workflowId: string; status: string }).workflowId, (JSON.parse(cancelled.out) as { status: string }).status], [id, 'CANCELLED']);
+    // The launcher ends with its mosaic.
+    await assert.rejects(env.client.workflow.getHandle(a).result(), WorkflowFailedError);
+  },
+);
 
 test("a start by hand and a re-drive during a schedule's run are refused, naming the running id and its schedule", { timeout: 180_000 }, async () => {
   const output = path.join(dir, 'nightly.tif');
   const id = mosaicWorkflowId(output);
-  await schedule('one-run-nightly', request(slowSources, output));
+  await schedule('one-run-nightly', request(slowSources, output, LONG));
   await trigger('one-run-nightly');
   await untilRunning(id);
   try {
@@ -188,7 +195,7 @@ test("a start by hand and a re-drive during a schedule's run are refused, naming
 test("a schedule's run while a run by hand holds the output: skip ends it, buffer-one waits and then runs, allow-all fails; each names the running id", { timeout: 180_000 }, async () => {
   const output = path.join(dir, 'held.tif');
   const id = mosaicWorkflowId(output);
-  const manual = await startMosaic(env.client, taskQueue, request(slowSources, output), { name: 'held' });
+  const manual = await startMosaic(env.client, taskQueue, request(slowSources, output, LONG), { name: 'held' });
   assert.equal(manual.workflowId, id);
   await schedule('one-run-skip', request(fastSources, output), { overlap: 'skip' });
   await schedule('one-run-buffer', request(fastSources, output), { overlap: 'buffer-one' });
@@ -226,7 +233,7 @@ test('a re-drive runs under the output id: a start by hand, a second re-drive an
   const id = mosaicWorkflowId(output);
   try {
     down.setDown(true);
-    const first = await startMosaic(env.client, taskQueue, request(sourcesFile('down', down, 4), output, { breaker: true, fallback: 'fail-fast' }));
+    const first = await startMosaic(env.client, taskQueue, request(sourcesFile('down', down, 4), output, { ...LONG, breaker: true, fallback: 'fail-fast' }));
     const result = await first.result();
     assert.ok(readManifest(result).counts['dead-lettered'] > 0, JSON.stringify(result.counts));
   } finally {
@@ -262,7 +269,16 @@ test('bad schedule input names the field and the value', async () => {
   const launcher = await env.client.workflow.start('scheduledMosaicWorkflow', {
     taskQueue,
     workflowId: `one-run-bad-${process.pid}`,
-    args: [{ request: request(fastSources, path.join(dir, 'bad.tif')), workflowId: 'breaker/https://x', overlap: 'skip', scheduleId: 's', label: { name: 'bad', source: 'demo', zoom: 7, output: 'x' }, attributes: false }],
+    args: [
+      {
+        request: request(fastSources, path.join(dir, 'bad.tif')),
+        workflowId: 'breaker/https://x',
+        overlap: 'skip',
+        scheduleId: 's',
+        label: { name: 'bad', source: 'demo', zoom: 7, output: 'x' },
+        attributes: false,
+      },
+    ],
   });
   await assert.rejects(launcher.result(), (err: unknown) => {
     assert.ok(err instanceof WorkflowFailedError);
