@@ -35,7 +35,10 @@ export class MosaicAlreadyRunningError extends Error {
     output: string,
     options?: ErrorOptions & { holder?: string | undefined },
   ) {
-    super(`a mosaic of ${output} is already running as ${workflowId}${options?.holder ? ` (${options.holder})` : ''}; follow it with: tilebreaker mosaic watch ${workflowId} (or cancel it first)`, options);
+    super(
+      `a mosaic of ${output} is already running as ${workflowId}${options?.holder ? ` (${options.holder})` : ''}; follow it with: tilebreaker mosaic watch ${workflowId} (or cancel it first)`,
+      options,
+    );
     this.name = 'MosaicAlreadyRunningError';
   }
 }
