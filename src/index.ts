@@ -49,6 +49,7 @@ export {
 
 // Schedules
 export { createMosaicSchedule, deleteSchedule, listSchedules, type ScheduleSummary } from './client/schedules';
+export { SCHEDULE_OVERLAPS, type ScheduledMosaicResult, type ScheduleOverlap } from './messages/scheduled-mosaic';
 
 // Breakers: reading and administering them
 export {

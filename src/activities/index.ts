@@ -9,12 +9,13 @@ import { assembleMosaic } from './mosaic/assemble';
 import { makeMosaicBatch } from './mosaic/batch';
 import { loadDeadLetters } from './mosaic/dead-letters';
 import { makeAwaitBreaker } from './mosaic/await-breaker';
+import { makeAwaitWorkflowClosed } from './mosaic/await-workflow';
 import { planMosaicRun } from './mosaic/plan';
 import { DEFAULT_FETCH_QUEUE_START_WITHIN_MS, withFetchQueue } from './mosaic/fetch-queue';
 import { probeEndpoint } from './probe';
 import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
-import type { BreakerActivities, MosaicActivities } from '../messages/activities';
+import type { BreakerActivities, MosaicActivities, ScheduledMosaicActivities } from '../messages/activities';
 import type { RedriveSources } from '../messages/mosaic-types';
 import { WorkerMetrics } from './metrics/worker-metrics';
 import { DeadLetterWatch } from './metrics/dead-letter-watch';
@@ -90,8 +91,9 @@ export function createActivityRuntime(deps: ActivityDeps) {
         return { ...letters, plan: await routed(letters.plan) };
       },
       awaitBreaker: makeAwaitBreaker({ guard }),
+      awaitWorkflowClosed: makeAwaitWorkflowClosed(deps.client),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
-    } satisfies BreakerActivities & MosaicActivities & Record<string, ActivityFunction>,
+    } satisfies BreakerActivities & MosaicActivities & ScheduledMosaicActivities & Record<string, ActivityFunction>,
     roots,
     /** The id this process's guard reports under. */
     identity,

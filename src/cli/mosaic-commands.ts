@@ -9,6 +9,7 @@ import { parseDuration } from './breaker-commands';
 import { preflight } from './preflight';
 import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '../client/mosaic-names';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
+import { checkScheduleOverlap, SCHEDULE_OVERLAPS } from '../messages/scheduled-mosaic';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
@@ -341,7 +342,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('redrive')
     .description("fetch only a mosaic's dead-lettered tiles, waiting (--wait-for) for the breaker to let them through, and rebuild it and its manifest")
     .argument('<mosaic>', "the mosaic's manifest (.manifest.json), output (.tif), name or workflow id")
-    .option('--id <workflowId>', 'workflow id (default redrive/<base name>-<hash of the output path>: one re-drive of a mosaic at a time)')
+    .option('--id <workflowId>', "workflow id (default the output's, mosaic/<base name>-<hash of the output path>: no re-drive while the mosaic or another re-drive of it runs)")
     .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
     .option('--name <source>', 'the source in --sources (when it has more than one)')
     .option('--source <name>', 'the same as --name (as mosaic start spells it)')
@@ -364,7 +365,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       });
     });
 
-  const schedule = program.command('schedule').description('nightly mosaics as Temporal Schedules (overlap policy: skip)');
+  const schedule = program.command('schedule').description('nightly mosaics as Temporal Schedules (one run of an output at a time; overlap policy: skip by default)');
   schedule
     .command('create')
     .description('create a schedule that starts a mosaic on a cron spec')
@@ -373,18 +374,23 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .requiredOption('--request <file>', 'the mosaic request (YAML or JSON)')
     .option('--timezone <tz>', 'IANA time zone for the cron spec (default UTC)')
     .option('--name <name>', "the mosaics' name (default: the output's base name)")
+    .option(
+      '--overlap <policy>',
+      `when the output is already being built (by this schedule, another, by hand or a re-drive): ${SCHEDULE_OVERLAPS.join(' | ')} (default skip: the run ends, naming the running one; buffer-*: it waits for it; allow-all: it fails)`,
+    )
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; json?: boolean }) => {
+    .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; overlap?: string; json?: boolean }) => {
       if (o.name !== undefined) checkMosaicName(o.name, '--name');
+      const overlap = checkScheduleOverlap(o.overlap ?? 'skip', '--overlap');
       const request = requestFromOptions({ request: o.request });
       // A request that fails tonight would fail every night: refused now.
       await preflight(request);
       await withClient(async ({ client, taskQueue }) => {
-        await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone, o.name !== undefined ? { name: o.name } : {});
+        await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone, { overlap, ...(o.name !== undefined ? { name: o.name } : {}) });
         console.log(
           o.json
-            ? JSON.stringify({ scheduleId: id, name: o.name ?? defaultMosaicName(request.output), cron: o.cron, timezone: o.timezone ?? 'UTC', overlap: 'skip' })
-            : `created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap skip`,
+            ? JSON.stringify({ scheduleId: id, name: o.name ?? defaultMosaicName(request.output), cron: o.cron, timezone: o.timezone ?? 'UTC', overlap })
+            : `created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap ${overlap}`,
         );
       });
     });
@@ -397,7 +403,12 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
         const all = await listSchedules(client);
         if (o.json) console.log(JSON.stringify(all, null, 2));
         else if (all.length === 0) console.log('no schedules');
-        else for (const s of all) console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}`);
+        else
+          for (const s of all) {
+            // Made by an earlier version: its runs start mosaics under ids of their own, beside other runs of the output.
+            const old = s.workflowType === 'mosaicWorkflow' ? '  (made before one run per output: delete and create it again)' : '';
+            console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${old}`);
+          }
       });
     });
   schedule

@@ -7,9 +7,10 @@ import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SEARCH_ATTRIBUTES, MOSAIC_SOURCE, 
 
 /**
  * Mosaic ids and names. A mosaic's workflow id is derived from its output alone, `mosaic/<base>-<hash>` (the
- * base name and the first 8 hex digits of the SHA-256 of the absolute output path without extension): two
- * runs of one output get the same id, so Temporal refuses the second while the first runs, and two outputs
- * with the same base name in different folders get different ids. The name (default the base name) is a
+ * base name and the first 8 hex digits of the SHA-256 of the absolute output path without extension): a run
+ * by hand, a schedule's run (started as a child by scheduledMosaicWorkflow) and a re-drive of one output all
+ * take that id, so Temporal refuses the second while the first runs, and two outputs with the same base name
+ * in different folders get different ids. The name (default the base name) is a
  * label in the memo and the MosaicName search attribute, by which every command finds the mosaic.
  */
 
@@ -29,7 +30,7 @@ export function mosaicWorkflowId(output: string): string {
   return `mosaic/${defaultMosaicName(output)}-${shortHash(output)}`;
 }
 
-/** The workflow id of a re-drive of an output's mosaic: one re-drive of a mosaic at a time. */
+/** The id re-drives had before they took the output's id: still checked, so a running one is never doubled. */
 export function redriveWorkflowId(output: string): string {
   return `redrive/${defaultMosaicName(output)}-${shortHash(output)}`;
 }
@@ -51,20 +52,7 @@ export async function mosaicAttributesRegistered(client: Client): Promise<boolea
   }
 }
 
-/** The memo and search attributes a mosaic starts with. */
-export function startLabels(label: { name: string; source: string; zoom: number | undefined; output: string }, attributes: boolean) {
-  const memo: MosaicMemo = { name: label.name, source: label.source, output: label.output, status: 'running', progress: 0, ...(Number.isInteger(label.zoom) ? { zoom: label.zoom! } : {}) };
-  const typedSearchAttributes = attributes
-    ? [
-        { key: MOSAIC_NAME, value: label.name },
-        { key: MOSAIC_SOURCE, value: label.source },
-        ...(Number.isInteger(label.zoom) ? [{ key: MOSAIC_ZOOM, value: label.zoom! }] : []),
-        { key: MOSAIC_STATUS, value: 'running' },
-        { key: MOSAIC_PROGRESS, value: 0 },
-      ]
-    : undefined;
-  return { memo: memo as Record<string, unknown>, ...(typedSearchAttributes ? { typedSearchAttributes } : {}) };
-}
+export { startLabels } from '../messages/mosaic-labels';
 
 export interface ListedMosaic {
   name: string;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowExecutionDescription, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { isObjectUrl } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
@@ -36,9 +36,12 @@ export class MosaicAlreadyRunningError extends Error {
   constructor(
     readonly workflowId: string,
     output: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { holder?: string | undefined },
   ) {
-    super(`a mosaic of ${output} is already running as ${workflowId}; follow it with: tilebreaker mosaic watch ${workflowId} (or cancel it first)`, options);
+    super(
+      `a mosaic of ${output} is already running as ${workflowId}${options?.holder ? ` (${options.holder})` : ''}; follow it with: tilebreaker mosaic watch ${workflowId} (or cancel it first)`,
+      options,
+    );
     this.name = 'MosaicAlreadyRunningError';
   }
 }
@@ -46,8 +49,9 @@ export class MosaicAlreadyRunningError extends Error {
 /**
  * Starts a mosaic workflow. The request is validated here first (the worker validates it again with the
  * sources file as it is when the run starts), so a typo fails at once with the field and value named. The
- * id comes from the output (one run of an output at a time, see mosaic-names.ts); the name, source and zoom
- * go into the memo and, where registered, the Mosaic* search attributes.
+ * id comes from the output (one run of an output at a time, see mosaic-names.ts; a schedule's run and a
+ * re-drive take the same id); the name, source and zoom go into the memo and, where registered, the Mosaic*
+ * search attributes.
  */
 export async function startMosaic(
   client: Client,
@@ -60,14 +64,16 @@ export async function startMosaic(
   parseMosaicRequest(resolved);
   const name = opts.name !== undefined ? checkMosaicName(opts.name, '--name') : defaultMosaicName(resolved.output);
   const workflowId = opts.workflowId ?? mosaicWorkflowId(resolved.output);
-  // A run started by a version before names has the path as its id: still one run per output.
-  const legacy = legacyMosaicWorkflowId(resolved.output);
-  if (legacy !== workflowId && (await runningStatus(client, legacy))) throw new MosaicAlreadyRunningError(legacy, resolved.output);
+  // Runs of earlier versions under other ids of this output: a path-style id (before names), a re-drive's own id.
+  for (const old of [legacyMosaicWorkflowId(resolved.output), redriveWorkflowId(resolved.output), legacyRedriveWorkflowId(resolved.output)]) {
+    if (old !== workflowId && (await runningStatus(client, old))) throw new MosaicAlreadyRunningError(old, resolved.output, { holder: await holderOf(client, old) });
+  }
   const labels = startLabels({ name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output }, await mosaicAttributesRegistered(client));
   try {
-    return await client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', { taskQueue, workflowId, args: [resolved], ...labels });
+    // FAIL (the default, said here): the run holding the id goes on, whoever started it, and this start is refused.
+    return await client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', { taskQueue, workflowId, args: [resolved], workflowIdConflictPolicy: 'FAIL', ...labels });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new MosaicAlreadyRunningError(workflowId, resolved.output, { cause: err });
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new MosaicAlreadyRunningError(workflowId, resolved.output, { cause: err, holder: await holderOf(client, workflowId) });
     throw err;
   }
 }
@@ -78,6 +84,18 @@ async function runningStatus(client: Client, workflowId: string): Promise<boolea
     .describe()
     .then((d) => d.status.name === 'RUNNING')
     .catch(() => false);
+}
+
+/** Who runs under an output's id, for the refusal: a re-drive, a schedule's run, or nothing to add (a start by hand). */
+async function holderOf(client: Client, workflowId: string): Promise<string | undefined> {
+  const desc = await client.workflow
+    .getHandle(workflowId)
+    .describe()
+    .catch(() => null);
+  if (!desc) return undefined;
+  if (desc.type === 'redriveMosaicWorkflow') return 'a re-drive';
+  const schedule = (desc.memo as MosaicMemo | undefined)?.schedule;
+  return typeof schedule === 'string' ? `started by schedule ${schedule}` : undefined;
 }
 
 export interface MosaicStatus {
@@ -202,15 +220,26 @@ export function exitCodeFor(result: MosaicResult): number {
   return result.counts.ok === result.total ? EXIT.ok : EXIT.gaps;
 }
 
+/** A re-drive refused because `id` runs: what runs there, and what to do. */
+function redriveRefusal(id: string, desc: WorkflowExecutionDescription | null, options?: ErrorOptions): Error {
+  if (desc?.type === 'redriveMosaicWorkflow') return new Error(`a re-drive of this mosaic is already running as ${id}; follow it with: tilebreaker mosaic watch ${id}`, options);
+  const schedule = (desc?.memo as MosaicMemo | undefined)?.schedule;
+  const by = typeof schedule === 'string' ? ` (started by schedule ${schedule})` : '';
+  return new Error(`mosaic ${id}${by} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`, options);
+}
+
 /**
- * Starts a re-drive of a mosaic's dead letters, refusing while the mosaic itself still runs (both would write
- * the same journals) or while another re-drive of it does (its id is the mosaic's). It waits up to
- * `waitForMs` (default DEFAULT_REDRIVE_WAIT_MS) for the breaker to let the tiles through.
+ * Starts a re-drive of a mosaic's dead letters under the output's id, the id of the mosaic itself and of a
+ * schedule's run of it: refused while any of them runs (they would write the same journals), atomically by
+ * Temporal, and checked first for the ids earlier versions used. It waits up to `waitForMs` (default
+ * DEFAULT_REDRIVE_WAIT_MS) for the breaker to let the tiles through.
  */
 export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources, opts: { waitForMs?: number } = {}): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
   const abs = isObjectUrl(manifestOrOutput) ? manifestOrOutput : path.resolve(manifestOrOutput);
-  const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs)]);
+  const id = workflowId ?? mosaicWorkflowId(abs);
+  // The output's id first (its latest run's memo labels the re-drive), then those of earlier versions' runs.
+  const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs), redriveWorkflowId(abs), legacyRedriveWorkflowId(abs), id]);
   try {
     const m = JSON.parse(readFileSync(`${outputKey(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };
     if (m.workflowId) candidates.add(m.workflowId);
@@ -218,18 +247,14 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
     // No manifest readable here (another machine's disk, or the mosaic has not assembled yet): the default ids are checked.
   }
   let memo: MosaicMemo = {};
-  for (const id of candidates) {
+  for (const c of candidates) {
     const desc = await client.workflow
-      .getHandle(id)
+      .getHandle(c)
       .describe()
       .catch(() => null);
-    if (desc?.status.name === 'RUNNING') throw new Error(`mosaic ${id} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`);
+    if (desc?.status.name === 'RUNNING') throw redriveRefusal(c, desc);
     if (desc && memo.name === undefined) memo = desc.memo ?? {};
   }
-  // A re-drive started by a version before names is refused as a second re-drive would be.
-  const legacy = legacyRedriveWorkflowId(abs);
-  if (workflowId === undefined && (await runningStatus(client, legacy))) throw new Error(`a re-drive of this mosaic is already running: ${legacy}`);
-  const id = workflowId ?? redriveWorkflowId(abs);
   const name = typeof memo.name === 'string' && isMosaicName(memo.name) ? memo.name : defaultMosaicName(abs);
   const labels = startLabels({ name, source: memo.source ?? 'unknown', zoom: memo.zoom, output: memo.output ?? `${outputKey(abs)}.tif` }, await mosaicAttributesRegistered(client));
   try {
@@ -239,10 +264,18 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
       args: [
         { manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}), ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}) },
       ],
+      // A run that took the id since the check above (a schedule's, one by hand) goes on; this start is refused.
+      workflowIdConflictPolicy: 'FAIL',
       ...labels,
     });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new Error(`a re-drive of this mosaic is already running: ${id}`, { cause: err });
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      const desc = await client.workflow
+        .getHandle(id)
+        .describe()
+        .catch(() => null);
+      throw redriveRefusal(id, desc, { cause: err });
+    }
     throw err;
   }
   return id;

@@ -2,21 +2,35 @@ import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temp
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
-import { mosaicAttributesRegistered, startLabels } from './mosaic-names';
+import { checkScheduleOverlap, type ScheduledMosaicInput, type ScheduledMosaicMemo, type ScheduleOverlap } from '../messages/scheduled-mosaic';
+import { mosaicAttributesRegistered, mosaicWorkflowId } from './mosaic-names';
 import { resolveRequestPaths } from './mosaics';
 
 export interface ScheduleSummary {
   scheduleId: string;
   cron: string[];
+  /** scheduledMosaicWorkflow; mosaicWorkflow for a schedule made before one run per output. */
   workflowType: string | null;
+  /** What its runs do when the output is taken (schedules made before one run per output: null). */
+  overlap: string | null;
   paused: boolean;
   nextRuns: string[];
   recentRuns: { startedAt: string; workflowId: string }[];
 }
 
+const TEMPORAL_OVERLAP: Record<ScheduleOverlap, ScheduleOverlapPolicy> = {
+  skip: ScheduleOverlapPolicy.SKIP,
+  'buffer-one': ScheduleOverlapPolicy.BUFFER_ONE,
+  'buffer-all': ScheduleOverlapPolicy.BUFFER_ALL,
+  'allow-all': ScheduleOverlapPolicy.ALLOW_ALL,
+};
+
 /**
- * A nightly mosaic as a Temporal Schedule. Overlap policy skip: if last night's run is still going (a long
- * outage, a wait policy), tonight's does not start beside it and double the load on the same servers.
+ * A nightly mosaic as a Temporal Schedule. Each run is a scheduledMosaicWorkflow that starts the mosaic under
+ * the output's id (`mosaic/<base>-<hash>`, as a start by hand and a re-drive do), so one output never runs
+ * twice at once, whoever started it. `overlap` (default skip: a long outage under `wait` is not joined by the
+ * next night's run) is the schedule's Temporal overlap policy for its own runs, and what a run does when it
+ * finds the output's id taken by another: skip ends it, buffer-* wait for that run to end, allow-all fails it.
  */
 export async function createMosaicSchedule(
   client: Client,
@@ -25,20 +39,24 @@ export async function createMosaicSchedule(
   cron: string,
   request: MosaicRequest,
   timezone?: string,
-  opts: { name?: string } = {},
+  opts: { name?: string; overlap?: string } = {},
 ): Promise<void> {
+  const overlap = checkScheduleOverlap(opts.overlap ?? 'skip', '--overlap');
   const resolved = resolveRequestPaths(request);
   parseMosaicRequest(resolved);
   // Each night's mosaic carries the name, as one started by hand does (`mosaic status NAME`, `mosaic list`).
   const name = opts.name !== undefined ? checkMosaicName(opts.name, '--name') : defaultMosaicName(resolved.output);
-  const labels = startLabels({ name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output }, await mosaicAttributesRegistered(client));
+  const label = { name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output };
+  const input: ScheduledMosaicInput = { request: resolved, workflowId: mosaicWorkflowId(resolved.output), overlap, scheduleId, label, attributes: await mosaicAttributesRegistered(client) };
+  const runMemo: ScheduledMosaicMemo = { name, output: resolved.output, schedule: scheduleId, state: 'starting' };
   await client.schedule.create({
     scheduleId,
     spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
     // The server turns cron into calendar specs; keep the words the user wrote for `schedule list`.
-    memo: { cron, output: resolved.output, name },
-    policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1h' },
-    action: { type: 'startWorkflow', workflowType: 'mosaicWorkflow', args: [resolved], taskQueue, workflowId: `mosaic-schedule/${scheduleId}`, ...labels },
+    memo: { cron, output: resolved.output, name, overlap },
+    policies: { overlap: TEMPORAL_OVERLAP[overlap], catchupWindow: '1h' },
+    // The launcher carries no Mosaic* search attributes (it is not a mosaic): its mosaic does.
+    action: { type: 'startWorkflow', workflowType: 'scheduledMosaicWorkflow', args: [input], taskQueue, workflowId: `mosaic-schedule/${scheduleId}`, memo: { ...runMemo } },
   });
 }
 
@@ -50,6 +68,7 @@ export async function listSchedules(client: Client): Promise<ScheduleSummary[]> 
       scheduleId: s.scheduleId,
       cron: typeof s.memo?.['cron'] === 'string' ? [s.memo['cron']] : describeSpec(s.spec ?? {}),
       workflowType: action?.workflowType ?? null,
+      overlap: typeof s.memo?.['overlap'] === 'string' ? s.memo['overlap'] : null,
       paused: s.state.paused,
       nextRuns: s.info.nextActionTimes.slice(0, 3).map((d) => d.toISOString()),
       recentRuns: s.info.recentActions.slice(-3).map((a) => ({ startedAt: a.takenAt.toISOString(), workflowId: 'workflow' in a.action ? a.action.workflow.workflowId : '' })),

@@ -26,6 +26,24 @@ export interface MosaicActivities {
   mosaicSearchAttributesRegistered(): Promise<boolean>;
 }
 
+/** What a schedule's run (scheduledMosaicWorkflow) runs while another run holds its output. */
+export interface ScheduledMosaicActivities {
+  /** Watches a workflow for up to `forMs`; returns as soon as it is no longer running. */
+  awaitWorkflowClosed(input: AwaitWorkflowClosedInput): Promise<AwaitWorkflowClosedResult>;
+}
+
+export interface AwaitWorkflowClosedInput {
+  workflowId: string;
+  forMs: number;
+}
+
+export interface AwaitWorkflowClosedResult {
+  /** The workflow is not running (closed, or there is none). */
+  closed: boolean;
+  /** Its last status as Temporal names it (RUNNING, COMPLETED, CANCELLED, ...), null when there is none. */
+  status: string | null;
+}
+
 export interface AwaitBreakerInput {
   key: string;
   forMs: number;

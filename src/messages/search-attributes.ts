@@ -57,4 +57,6 @@ export interface MosaicMemo {
   progress?: number;
   done?: number;
   total?: number;
+  /** The schedule whose run started it, if one did. */
+  schedule?: string;
 }

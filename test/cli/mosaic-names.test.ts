@@ -163,7 +163,7 @@ test('status, watch, cancel and redrive take a name (or mosaic/NAME); a run with
   assert.equal(unknown.code, 2);
   assert.match(unknown.err, /no mosaic with id or name "no-such-mosaic"/);
 
-  // A re-drive by name: of the named mosaic's output, under an id of its own.
+  // A re-drive by name: of the named mosaic's output, under the output's id (a run of its own, listed as a re-drive).
   const redrive = await cli(['mosaic', 'redrive', 'summer', '--json']);
   assert.equal(redrive.code, 0, redrive.err);
   assert.equal((JSON.parse(redrive.out) as { counts: { ok: number } }).counts.ok, 20);
@@ -174,7 +174,7 @@ test('status, watch, cancel and redrive take a name (or mosaic/NAME); a run with
   });
   assert.deepEqual(listed.map((m) => [m.type, m.workflowId]).sort(), [
     ['mosaicWorkflow', mosaicWorkflowId(path.join(dir, 'summer-out.tif'))],
-    ['redriveMosaicWorkflow', redriveWorkflowId(path.join(dir, 'summer-out.tif'))],
+    ['redriveMosaicWorkflow', mosaicWorkflowId(path.join(dir, 'summer-out.tif'))],
   ]);
 
   // A run an older version started, with the absolute path as its id.
@@ -331,7 +331,7 @@ test('without the Mosaic* attributes registered: the memo alone, and mosaic list
   }
 });
 
-test("schedule create --name: each night's run carries the name, source and zoom in its memo and search attributes", async () => {
+test("schedule create --name: each night's run starts the mosaic under the output's id with the name, source and zoom for its memo and search attributes", async () => {
   const request = path.join(dir, 'nightly.yaml');
   writeFileSync(request, `sourcesFile: ${fastSources}\nsourceName: demo\nbbox: [5.7, 44, 19.5, 49.9]\nzoom: 7\noutput: ${path.join(dir, 'nightly.tif')}\n`);
   const bad = await cli(['schedule', 'create', 'names-nightly', '--cron', '0 2 * * *', '--request', request, '--name', 'bad name']);
@@ -342,10 +342,14 @@ test("schedule create --name: each night's run carries the name, source and zoom
   assert.equal((JSON.parse(r.out) as { name: string }).name, 'alps-nightly');
   try {
     const d = await env.client.schedule.getHandle('names-nightly').describe();
-    const action = d.action as { memo?: Record<string, unknown>; typedSearchAttributes?: { get(k: unknown): unknown } };
-    assert.deepEqual(action.memo, { name: 'alps-nightly', source: 'demo', zoom: 7, output: path.join(dir, 'nightly.tif'), status: 'running', progress: 0 });
-    assert.equal(action.typedSearchAttributes?.get(MOSAIC_NAME), 'alps-nightly');
-    assert.equal(action.typedSearchAttributes?.get(MOSAIC_ZOOM), 7);
+    const action = d.action as { workflowType?: string; args?: unknown[]; memo?: Record<string, unknown> };
+    assert.equal(action.workflowType, 'scheduledMosaicWorkflow');
+    assert.deepEqual(action.memo, { name: 'alps-nightly', output: path.join(dir, 'nightly.tif'), schedule: 'names-nightly', state: 'starting' });
+    const input = action.args?.[0] as { workflowId: string; overlap: string; label: unknown; attributes: boolean };
+    assert.deepEqual(
+      [input.workflowId, input.overlap, input.label, input.attributes],
+      [mosaicWorkflowId(path.join(dir, 'nightly.tif')), 'skip', { name: 'alps-nightly', source: 'demo', zoom: 7, output: path.join(dir, 'nightly.tif') }, true],
+    );
   } finally {
     await deleteSchedule(env.client, 'names-nightly');
   }

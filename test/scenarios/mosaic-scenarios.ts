@@ -8,11 +8,12 @@ import { servedFetchQueue } from '../../src/activities/mosaic/fetch-queue';
 import { createFetchWorker } from '../../src/client/worker';
 import { TEST_ROOTS, uniqueTaskQueue, workflowsPath } from '../helpers/temporal-env';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
-import { startMosaic } from '../../src/client/mosaics';
+import { resolveRequestPaths, startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { adminSignal } from '../../src/messages/breaker';
 import { progressQuery } from '../../src/messages/mosaic';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
+import type { ScheduledMosaicInput } from '../../src/messages/scheduled-mosaic';
 import type { EntityScenario, ScenarioContext } from './entity-scenarios';
 
 /** The breaker of the workers that record mosaic scenarios: quick to trip and to cool down. */
@@ -118,6 +119,28 @@ const fetchQueueFallback: EntityScenario = async ({ env, client }) => {
   }
 };
 
+/**
+ * A schedule's run (overlap buffer-one) that finds its output's id held by a run by hand: it waits for that run
+ * to end (awaitWorkflowClosed), then starts its mosaic as a child under the id and returns its result.
+ */
+const scheduledWaits: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 100 }, async (s, dir) => {
+    const req = resolveRequestPaths(request(s, dir, {}));
+    const manual = await startMosaic(client, taskQueue, req);
+    const input: ScheduledMosaicInput = {
+      request: req,
+      workflowId: manual.workflowId,
+      overlap: 'buffer-one',
+      scheduleId: 'recording',
+      label: { name: 'mosaic', source: 'demo', zoom: req.zoom, output: req.output },
+      attributes: true,
+    };
+    const h = await client.workflow.start('scheduledMosaicWorkflow', { taskQueue, workflowId: 'mosaic-scheduled-waits', args: [input] });
+    await manual.result();
+    await h.result();
+    return h;
+  });
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
@@ -131,4 +154,6 @@ export const mosaicScenarios = {
   'mosaic-fetch-queue-routed': fetchQueueRouted,
   // The plan names the fetch queue, nobody serves it any more: each batch falls back to the main queue.
   'mosaic-fetch-queue-fallback': fetchQueueFallback,
+  // A schedule's run waits for a run by hand of its output to end, then runs the mosaic under the output's id.
+  'mosaic-scheduled-waits': scheduledWaits,
 } as const;
