@@ -9,6 +9,7 @@ import type { EndpointPools } from '../http/endpoint-pool';
 import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
 import { TileStore } from '../store/tile-store';
+import { StoreEscapeError } from '../store/store-bounds';
 import { classify, type Verdict } from '../validate/classify';
 import { judgeRequestFault, processShapes, requestShape, type ShapeMemory } from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
@@ -159,7 +160,7 @@ export function makeFetchBatch(deps: FetchDeps) {
         while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await sleep(50);
         active++;
         try {
-          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal);
+          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 });
           if (out) unit.members.forEach((i, k) => (results[i] = out[k]!));
           const configError = out?.find((r) => r.configError && r.attempts > 0);
           if (configError) {
@@ -188,7 +189,22 @@ export function makeFetchBatch(deps: FetchDeps) {
   };
 }
 
-async function fetchUnit(
+/**
+ * One unit's results. A tile store path that leads outside the store (a symlinked folder or tile) fails the
+ * unit's tiles with the refusal, requests counted: recorded like any failure, never a lost batch.
+ */
+async function fetchUnit(...args: Parameters<typeof requestUnit>): Promise<TileResult[] | null> {
+  const tried = args[9];
+  try {
+    return await requestUnit(...args);
+  } catch (err) {
+    if (!(err instanceof StoreEscapeError)) throw err;
+    const [, , input, unit] = args;
+    return unit.members.map((i) => ({ ...input.tiles[i]!, status: 'failed', kind: 'permanent', reason: err.message, attempts: tried.made }));
+  }
+}
+
+async function requestUnit(
   deps: FetchDeps,
   store: TileStore,
   input: FetchBatchInput,
@@ -198,6 +214,7 @@ async function fetchUnit(
   policy: RetryPolicy,
   onDecision: (d: GuardDecision) => void,
   signal: AbortSignal | undefined,
+  tried: { made: number },
 ): Promise<TileResult[] | null> {
   const { source } = input;
   const tiles = unit.members.map((i) => input.tiles[i]!);
@@ -211,7 +228,6 @@ async function fetchUnit(
   const shape = requestShape(source, unit.url);
   const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
-  let made = 0;
   let url = unit.url;
   for (let attempt = 1; attempt <= policy.attempts; attempt++) {
     const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
@@ -243,7 +259,7 @@ async function fetchUnit(
         const d = decision;
         return each((t, k) => refused(input, t, d, stored[k] ?? null, attempt - 1));
       }
-      made = attempt;
+      tried.made = attempt;
       deadline = AbortSignal.timeout(source.timeouts.totalMs);
       // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
       // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
@@ -358,7 +374,7 @@ async function fetchUnit(
     kind: v.kind,
     // A server may quote the request back (a ServiceException, an error page): never the credential.
     reason: scrubSecrets(`${v.configError && !v.reason.startsWith('configuration error') ? 'configuration error: ' : ''}${v.reason} (${redacted})`, secrets),
-    attempts: made,
+    attempts: tried.made,
     httpStatus: v.httpStatus,
     bytes: v.bytes,
     latencyMs: v.latencyMs,

@@ -5,6 +5,7 @@ import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
+import { confineTileFiles } from './tile-files';
 import { activityContext } from '../activity-context';
 import path from 'node:path';
 import { within } from '../confine/confine';
@@ -24,7 +25,7 @@ const MASK = { ok: 255, stale: 160 } as const;
 export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, onEnd?: (end: MosaicEnd) => Promise<void>): Promise<MosaicResult> {
   const plan = await confinePlan(input.plan, roots, 'assembly');
   const ctx = activityContext();
-  const records = latestRecords(await readJournals(plan.journalDir), plan.total);
+  const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir), plan.total), plan.storeRoot);
   const tiles: ManifestTile[] = records.map(
     (r, i) =>
       r ?? {

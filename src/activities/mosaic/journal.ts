@@ -26,7 +26,8 @@ export async function writeJournal(dir: string, journal: Journal): Promise<void>
 export async function readJournals(dir: string): Promise<Journal[]> {
   let names: string[];
   try {
-    names = (await readdir(dir)).filter((n) => n.endsWith('.json'));
+    // Files only: a symlinked journal could point anywhere, and is not one a batch wrote.
+    names = (await readdir(dir, { withFileTypes: true })).filter((d) => d.isFile() && d.name.endsWith('.json')).map((d) => d.name);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
