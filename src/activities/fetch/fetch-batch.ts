@@ -87,29 +87,45 @@ export interface FetchDeps {
 
 /**
  * How often a batch records its results as heartbeat details while tiles finish. The worker sends the latest
- * at most every 1.5 s (`maxHeartbeatThrottleInterval`, src/client/worker.ts): a killed worker's batch resumes
- * from results at most 2 s old, so at most 2 s of finished tiles are fetched again.
+ * at most every 1.5 s (`maxHeartbeatThrottleInterval`, src/client/worker.ts): a batch resumed from heartbeats
+ * alone loses at most 2 s of finished tiles. A mosaic's batch also checkpoints each finished request outside
+ * Temporal (`onFinished`), and loses none.
  */
 export const BEAT_EVERY_MS = 500;
+/** How often a batch heartbeats while no tile finishes: well within the 6 s heartbeat timeout (mosaic-block.ts). */
+export const PULSE_MS = 1_000;
 
 /** Configuration errors for one request shape after which a batch stops requesting it. */
 export const CONFIG_ERRORS_TO_STOP = 3;
 
+/** What a caller keeps of a batch outside Temporal (the mosaic's checkpoint): results to resume from, and each new one. */
+export interface BatchResume {
+  /** Results an earlier attempt recorded, position by position (null where none). */
+  resumed?: readonly (TileResult | null)[];
+  /** Told the positions of the tiles one request finished, once their files are stored. */
+  onFinished?: (indices: readonly number[], results: readonly (TileResult | null)[]) => void;
+}
+
 /**
  * Fetches a batch of tiles with the source's concurrency (scaled by the breaker's ramp allowance), validates
  * and stores them, and returns one result per tile, in input order. Heartbeats the results so far; a retried
- * activity resumes from them and never fetches a finished tile again.
+ * activity resumes from them (and from `resume.resumed`) and never fetches a finished tile again.
  */
 export function makeFetchBatch(deps: FetchDeps) {
-  return async function fetchTiles(input: FetchBatchInput): Promise<TileResult[]> {
+  return async function fetchTiles(input: FetchBatchInput, resume: BatchResume = {}): Promise<TileResult[]> {
     const ctx = activityContext();
-    const resumed = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
+    const beaten = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
     const policy: RetryPolicy = { ...DEFAULT_RETRY, ...input.retry };
     const storeRoot = deps.roots ? await confinePath(input.storeRoot, deps.roots.outputs, 'storeRoot', 'fetch batch') : input.storeRoot;
-    // Heartbeat details can be written by anyone who may heartbeat activities: a resumed tile's file must be
-    // one this store holds, or the tile is fetched again.
-    const fromStore = (r: TileResult | null) => (r && r.path !== undefined && !within(path.resolve(r.path), storeRoot) ? null : r);
-    const results: (TileResult | null)[] = resumed && resumed.length === input.tiles.length ? resumed.map(fromStore) : input.tiles.map(() => null);
+    // Heartbeat details can be written by anyone who may heartbeat activities, a checkpoint by anyone who may
+    // write its folder: a resumed tile must be the tile at that position, and its file one this store holds, or
+    // the tile is fetched again.
+    const fromStore = (r: TileResult | null | undefined, t: TileAddress) =>
+      r && r.z === t.z && r.x === t.x && r.y === t.y && (r.path === undefined || within(path.resolve(r.path), storeRoot)) ? r : null;
+    const heartbeat = beaten && beaten.length === input.tiles.length ? beaten : [];
+    const checkpoint = resume.resumed?.length === input.tiles.length ? resume.resumed : [];
+    // The union: the checkpoint is the fresher of the two (written as tiles finish, not every 1.5 s).
+    const results: (TileResult | null)[] = input.tiles.map((t, i) => fromStore(checkpoint[i], t) ?? fromStore(heartbeat[i], t));
     if (deps.roots) await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
     const store = new TileStore(storeRoot);
     const key = breakerKey(input.source.url, input.source.breakerPartition ? { partition: input.source.breakerPartition } : {});
@@ -161,7 +177,10 @@ export function makeFetchBatch(deps: FetchDeps) {
         active++;
         try {
           const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 });
-          if (out) unit.members.forEach((i, k) => (results[i] = out[k]!));
+          if (out) {
+            unit.members.forEach((i, k) => (results[i] = out[k]!));
+            resume.onFinished?.(unit.members, results);
+          }
           const configError = out?.find((r) => r.configError && r.attempts > 0);
           if (configError) {
             const n = (configErrors.get(shape) ?? 0) + 1;
@@ -175,9 +194,9 @@ export function makeFetchBatch(deps: FetchDeps) {
         beat();
       }
     };
-    // Also beat while no tile finishes (one slow tile at concurrency 1), so a short heartbeat timeout is safe
-    // and a lost worker's batch is retried within seconds.
-    const pulse = ctx ? setInterval(() => beat(true), 5_000) : null;
+    // Also beat while no tile finishes (one slow tile at concurrency 1, a wait for a connection slot or the
+    // breaker), well within the batch's short heartbeat timeout, so only a lost worker's batch is retried.
+    const pulse = ctx ? setInterval(() => beat(true), PULSE_MS) : null;
     try {
       await Promise.all(Array.from({ length: Math.max(1, input.source.concurrency) }, worker));
     } finally {

@@ -3,6 +3,7 @@ import { atomicWrite } from '../store/tile-store';
 import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
 import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
+import { removeCheckpoints } from './batch-checkpoint';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
 import { confineTileFiles } from './tile-files';
@@ -107,6 +108,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   manifest.image = 'written';
   manifest.files = [...stitched.files, ...maskFiles, manifestPath];
   await writeManifest();
+  await removeCheckpoints(plan.journalDir);
   // Once per run, at its end (a re-drive's assembly counts its own run): labelled by the output, which a
   // mosaic and its re-drives share.
   // A re-drive assembles under the first run's plan: that run's deadline is not the re-drive's.
