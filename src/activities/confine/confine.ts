@@ -29,7 +29,7 @@ function shapeRefusal(p: string): string | null {
  * `p` with every symlink resolved, whether or not it exists yet: the real path of its deepest existing
  * ancestor, followed by the components still to be made. The walk up is bounded by the path's depth.
  */
-async function realPathOf(p: string): Promise<string> {
+export async function realPathOf(p: string): Promise<string> {
   let existing = path.resolve(p);
   const rest: string[] = [];
   for (let i = 0; i <= MAX_DEPTH; i++) {

@@ -9,6 +9,7 @@ import type { EndpointPools } from '../http/endpoint-pool';
 import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
 import { openTileStore } from '../store/open-store';
+import { StoreEscapeError } from '../store/store-bounds';
 import type { Tiles } from '../store/tiles';
 import { classify, type Verdict } from '../validate/classify';
 import { judgeRequestFault, processShapes, requestShape, type ShapeMemory } from '../validate/shape-memory';
@@ -16,7 +17,8 @@ import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-p
 import { activityContext } from '../activity-context';
 import { setTimeout as delay } from 'node:timers/promises';
 import { confineLocation } from '../confine/confine-location';
-import { locationWithin } from '../storage/location';
+import { isObjectUrl, locationWithin } from '../storage/location';
+import path from 'node:path';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
 import type { WorkerMetrics } from '../metrics/worker-metrics';
@@ -87,29 +89,45 @@ export interface FetchDeps {
 
 /**
  * How often a batch records its results as heartbeat details while tiles finish. The worker sends the latest
- * at most every 1.5 s (`maxHeartbeatThrottleInterval`, src/client/worker.ts): a killed worker's batch resumes
- * from results at most 2 s old, so at most 2 s of finished tiles are fetched again.
+ * at most every 1.5 s (`maxHeartbeatThrottleInterval`, src/client/worker.ts): a batch resumed from heartbeats
+ * alone loses at most 2 s of finished tiles. A mosaic's batch also checkpoints each finished request outside
+ * Temporal (`onFinished`), and loses none.
  */
 export const BEAT_EVERY_MS = 500;
+/** How often a batch heartbeats while no tile finishes: well within the 6 s heartbeat timeout (mosaic-block.ts). */
+export const PULSE_MS = 1_000;
 
 /** Configuration errors for one request shape after which a batch stops requesting it. */
 export const CONFIG_ERRORS_TO_STOP = 3;
 
+/** What a caller keeps of a batch outside Temporal (the mosaic's checkpoint): results to resume from, and each new one. */
+export interface BatchResume {
+  /** Results an earlier attempt recorded, position by position (null where none). */
+  resumed?: readonly (TileResult | null)[];
+  /** Told the positions of the tiles one request finished, once their files are stored. */
+  onFinished?: (indices: readonly number[], results: readonly (TileResult | null)[]) => void;
+}
+
 /**
  * Fetches a batch of tiles with the source's concurrency (scaled by the breaker's ramp allowance), validates
  * and stores them, and returns one result per tile, in input order. Heartbeats the results so far; a retried
- * activity resumes from them and never fetches a finished tile again.
+ * activity resumes from them (and from `resume.resumed`) and never fetches a finished tile again.
  */
 export function makeFetchBatch(deps: FetchDeps) {
-  return async function fetchTiles(input: FetchBatchInput): Promise<TileResult[]> {
+  return async function fetchTiles(input: FetchBatchInput, resume: BatchResume = {}): Promise<TileResult[]> {
     const ctx = activityContext();
-    const resumed = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
+    const beaten = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
     const policy: RetryPolicy = { ...DEFAULT_RETRY, ...input.retry };
     const storeRoot = deps.roots ? await confineLocation(input.storeRoot, deps.roots, 'storeRoot', 'fetch batch') : input.storeRoot;
-    // Heartbeat details can be written by anyone who may heartbeat activities: a resumed tile's file must be
-    // one this store holds, or the tile is fetched again.
-    const fromStore = (r: TileResult | null) => (r && r.path !== undefined && !locationWithin(r.path, storeRoot) ? null : r);
-    const results: (TileResult | null)[] = resumed && resumed.length === input.tiles.length ? resumed.map(fromStore) : input.tiles.map(() => null);
+    // Heartbeat details can be written by anyone who may heartbeat activities, a checkpoint by anyone who may
+    // write its folder: a resumed tile must be the tile at that position, and its file one this store holds, or
+    // the tile is fetched again.
+    const fromStore = (r: TileResult | null | undefined, t: TileAddress) =>
+      r && r.z === t.z && r.x === t.x && r.y === t.y && (r.path === undefined || locationWithin(isObjectUrl(r.path) ? r.path : path.resolve(r.path), storeRoot)) ? r : null;
+    const heartbeat = beaten && beaten.length === input.tiles.length ? beaten : [];
+    const checkpoint = resume.resumed?.length === input.tiles.length ? resume.resumed : [];
+    // The union: the checkpoint is the fresher of the two (written as tiles finish, not every 1.5 s).
+    const results: (TileResult | null)[] = input.tiles.map((t, i) => fromStore(checkpoint[i], t) ?? fromStore(heartbeat[i], t));
     if (deps.roots) await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
     const store = openTileStore(storeRoot);
     const key = breakerKey(input.source.url, input.source.breakerPartition ? { partition: input.source.breakerPartition } : {});
@@ -160,8 +178,11 @@ export function makeFetchBatch(deps: FetchDeps) {
         while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await sleep(50);
         active++;
         try {
-          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal);
-          if (out) unit.members.forEach((i, k) => (results[i] = out[k]!));
+          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 });
+          if (out) {
+            unit.members.forEach((i, k) => (results[i] = out[k]!));
+            resume.onFinished?.(unit.members, results);
+          }
           const configError = out?.find((r) => r.configError && r.attempts > 0);
           if (configError) {
             const n = (configErrors.get(shape) ?? 0) + 1;
@@ -175,9 +196,9 @@ export function makeFetchBatch(deps: FetchDeps) {
         beat();
       }
     };
-    // Also beat while no tile finishes (one slow tile at concurrency 1), so a short heartbeat timeout is safe
-    // and a lost worker's batch is retried within seconds.
-    const pulse = ctx ? setInterval(() => beat(true), 5_000) : null;
+    // Also beat while no tile finishes (one slow tile at concurrency 1, a wait for a connection slot or the
+    // breaker), well within the batch's short heartbeat timeout, so only a lost worker's batch is retried.
+    const pulse = ctx ? setInterval(() => beat(true), PULSE_MS) : null;
     try {
       await Promise.all(Array.from({ length: Math.max(1, input.source.concurrency) }, worker));
     } finally {
@@ -189,7 +210,22 @@ export function makeFetchBatch(deps: FetchDeps) {
   };
 }
 
-async function fetchUnit(
+/**
+ * One unit's results. A tile store path that leads outside the store (a symlinked folder or tile) fails the
+ * unit's tiles with the refusal, requests counted: recorded like any failure, never a lost batch.
+ */
+async function fetchUnit(...args: Parameters<typeof requestUnit>): Promise<TileResult[] | null> {
+  const tried = args[9];
+  try {
+    return await requestUnit(...args);
+  } catch (err) {
+    if (!(err instanceof StoreEscapeError)) throw err;
+    const [, , input, unit] = args;
+    return unit.members.map((i) => ({ ...input.tiles[i]!, status: 'failed', kind: 'permanent', reason: err.message, attempts: tried.made }));
+  }
+}
+
+async function requestUnit(
   deps: FetchDeps,
   store: Tiles,
   input: FetchBatchInput,
@@ -199,6 +235,7 @@ async function fetchUnit(
   policy: RetryPolicy,
   onDecision: (d: GuardDecision) => void,
   signal: AbortSignal | undefined,
+  tried: { made: number },
 ): Promise<TileResult[] | null> {
   const { source } = input;
   const tiles = unit.members.map((i) => input.tiles[i]!);
@@ -212,7 +249,6 @@ async function fetchUnit(
   const shape = requestShape(source, unit.url);
   const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
-  let made = 0;
   let url = unit.url;
   for (let attempt = 1; attempt <= policy.attempts; attempt++) {
     const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
@@ -244,7 +280,7 @@ async function fetchUnit(
         const d = decision;
         return each((t, k) => refused(input, t, d, stored[k] ?? null, attempt - 1));
       }
-      made = attempt;
+      tried.made = attempt;
       deadline = AbortSignal.timeout(source.timeouts.totalMs);
       // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
       // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
@@ -359,7 +395,7 @@ async function fetchUnit(
     kind: v.kind,
     // A server may quote the request back (a ServiceException, an error page): never the credential.
     reason: scrubSecrets(`${v.configError && !v.reason.startsWith('configuration error') ? 'configuration error: ' : ''}${v.reason} (${redacted})`, secrets),
-    attempts: made,
+    attempts: tried.made,
     httpStatus: v.httpStatus,
     bytes: v.bytes,
     latencyMs: v.latencyMs,

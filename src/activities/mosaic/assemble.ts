@@ -2,8 +2,10 @@ import { maskUrlSecrets } from '../../breaker/redact';
 import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
 import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
+import { removeCheckpoints } from './batch-checkpoint';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
 import { stitchMosaic, writeCoverageMask } from './stitch';
+import { confineTileFiles } from './tile-files';
 import { activityContext } from '../activity-context';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -26,7 +28,7 @@ const MASK = { ok: 255, stale: 160 } as const;
 export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, onEnd?: (end: MosaicEnd) => Promise<void>): Promise<MosaicResult> {
   const plan = await confinePlan(input.plan, roots, 'assembly');
   const ctx = activityContext();
-  const records = latestRecords(await readJournals(plan.journalDir), plan.total);
+  const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir), plan.total), plan.storeRoot);
   const tiles: ManifestTile[] = records.map(
     (r, i) =>
       r ?? {
@@ -90,6 +92,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     manifest.image = 'written';
     manifest.files = [...stitched, ...maskFiles, manifestPath];
     await writeManifest();
+    await removeCheckpoints(plan.journalDir);
   } finally {
     await scratch?.close();
   }

@@ -3,8 +3,12 @@ import type { BreakerStateName } from '../../breaker';
 import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../messages/mosaic-types';
 import { CURABLE_KINDS, makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
+import { openCheckpoint as openBatchCheckpoint, type Checkpoint } from './batch-checkpoint';
+import { isObjectUrl } from '../storage/location';
 import { tileOf } from './plan';
 import { activityContext } from '../activity-context';
+import type { Context } from '@temporalio/activity';
+import { makeDirs } from '../confine/confine';
 import { confinePlan } from '../confine/plan-paths';
 import { checkSelection } from '../../messages/plan-check';
 import { fallbackTier } from '../metrics/mosaic-metrics';
@@ -41,20 +45,33 @@ export function makeMosaicBatch(deps: FetchDeps) {
     if (input.configError !== undefined) return recordConfigError(plan, input, deps);
     const selection = deps.roots ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles') : input.tiles;
     const indices = selectionIndices(selection);
-    const results = await fetchTiles({
-      sourceName: plan.sourceName,
-      source: plan.source,
-      ...(plan.sourcesFile !== undefined ? { sourcesFile: plan.sourcesFile } : {}),
-      tiles: indices.map((i) => tileOf(plan.grid, i)),
-      storeRoot: plan.storeRoot,
-      breaker: plan.breaker,
-      whenRefused: input.whenRefused,
-      ...(plan.directChunks ? { keepChunks: true } : {}),
-    });
+    const addresses = indices.map((i) => tileOf(plan.grid, i));
     const ctx = activityContext();
+    // Every finished request, outside Temporal: a retry resumes from it whatever became of this attempt.
+    const checkpoint = ctx ? await openCheckpoint(plan.journalDir, input.batchId, ctx) : null;
+    let results: TileResult[];
+    try {
+      // Also on a first attempt: a batch that moved to the main task queue is a new activity of the same batch.
+      const resumed = checkpoint ? await checkpoint.load(addresses) : undefined;
+      results = await fetchTiles(
+        {
+          sourceName: plan.sourceName,
+          source: plan.source,
+          ...(plan.sourcesFile !== undefined ? { sourcesFile: plan.sourcesFile } : {}),
+          tiles: addresses,
+          storeRoot: plan.storeRoot,
+          breaker: plan.breaker,
+          whenRefused: input.whenRefused,
+          ...(plan.directChunks ? { keepChunks: true } : {}),
+        },
+        { ...(resumed ? { resumed } : {}), ...(checkpoint ? { onFinished: (k, r) => checkpoint.append(k, r) } : {}) },
+      );
+    } finally {
+      await checkpoint?.close();
+    }
     if (ctx?.cancellationSignal.aborted && !ctx.cancellationDetails?.cancelRequested) {
       // Not a cancel of the mosaic: a heartbeat timeout (another attempt has the batch now), a worker
-      // shutting down, a reset. Write nothing: the retry resumes from the heartbeat and writes the journal.
+      // shutting down, a reset. Write no journal: the retry resumes from the checkpoint and writes it.
       throw ctx.cancellationSignal.reason ?? new Error('fetch batch stopped before it finished');
     }
     const counts = zeroStatusCounts();
@@ -99,6 +116,8 @@ export function makeMosaicBatch(deps: FetchDeps) {
         ...(r.region !== undefined && status === 'ok' ? { region: r.region } : {}),
       };
     });
+    // The checkpoint stays until the assembly: if this completion never reaches Temporal, the retry rewrites
+    // this journal from it without a request.
     await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
     for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, tier, n);
     // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
@@ -122,4 +141,15 @@ async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBa
   const counts = zeroStatusCounts();
   counts.failed = tiles.length;
   return { counts, deferred: [], retryAfterMs: null, breakerStates: [], requests: 0, configError: reason };
+}
+
+/** The checkpoint of this batch in this workflow run (none for an activity no workflow started). */
+async function openCheckpoint(dir: string, batchId: string, ctx: Context): Promise<Checkpoint | null> {
+  const run = ctx.info.workflowExecution;
+  if (!run) return null;
+  // A bucket has no folders to make.
+  if (!isObjectUrl(dir)) await makeDirs(dir);
+  return openBatchCheckpoint(dir, batchId, `${run.workflowId}/${run.runId}`, (why) => {
+    ctx.log.warn(why);
+  });
 }

@@ -22,7 +22,8 @@ export async function writeJournal(dir: string, journal: Journal): Promise<void>
 /** Every journal of a mosaic, oldest pass first (within a pass, in write order). */
 export async function readJournals(dir: string): Promise<Journal[]> {
   const storage = storageFor(dir);
-  const names = (await storage.list(dir)).filter((n) => n.endsWith('.json'));
+  // Files only: a symlinked journal could point anywhere, and is not one a batch wrote.
+  const names = (await storage.listFiles(dir)).filter((n) => n.endsWith('.json'));
   const journals = await Promise.all(
     names.map(async (n) => {
       const file = joinLocation(dir, n);

@@ -9,7 +9,7 @@
  * re-reads them) and lets every tile be checked and named in errors.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import sharp from 'sharp';
 import { writeSidecars, type Bounds3857 } from './georef';
@@ -105,8 +105,10 @@ async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
   for (const name of names) {
     const folder = join(dir, name);
     try {
+      // Only real folders a stitch made: a symlink is not followed out of the output's folder.
+      if (!(await lstat(folder)).isDirectory()) continue;
       const entries = await readdir(folder);
-      const times = await Promise.all([folder, ...entries.map((e) => join(folder, e))].map(async (f) => (await stat(f)).mtimeMs));
+      const times = await Promise.all([folder, ...entries.map((e) => join(folder, e))].map(async (f) => (await lstat(f)).mtimeMs));
       if (Date.now() - Math.max(...times) > DEAD_STITCH_MS) await rm(folder, { recursive: true, force: true });
     } catch {
       // Gone meanwhile, or not ours to read: left alone.

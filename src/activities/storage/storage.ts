@@ -25,6 +25,8 @@ export interface Storage {
   write(loc: string, body: Buffer, opts?: WriteOptions): Promise<void>;
   /** The names directly under `dir` (files and folders alike), none when it does not exist. */
   list(dir: string): Promise<string[]>;
+  /** The regular files directly under `dir` (locally, no symlink: it could lead anywhere). */
+  listFiles(dir: string): Promise<string[]>;
   /** Removes `dir` and everything under it. */
   removeTree(dir: string): Promise<void>;
   /** Puts a local file at `loc` (for objects: a multipart upload with a SHA-256 checksum of each part). */
@@ -53,6 +55,14 @@ export const localStorage: Storage = {
   async list(dir) {
     try {
       return await readdir(dir);
+    } catch (err) {
+      if (absent(err)) return [];
+      throw err;
+    }
+  },
+  async listFiles(dir) {
+    try {
+      return (await readdir(dir, { withFileTypes: true })).filter((d) => d.isFile()).map((d) => d.name);
     } catch (err) {
       if (absent(err)) return [];
       throw err;
@@ -96,21 +106,10 @@ export function objectStorage(client: S3Client): Storage {
       }
     },
     async list(dir) {
-      const { bucket, key } = parseObjectUrl(dir);
-      const prefix = key === '' ? '' : `${key}/`;
-      const names = new Set<string>();
-      let token: string | undefined;
-      try {
-        do {
-          const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, Delimiter: '/', ...(token ? { ContinuationToken: token } : {}) }));
-          for (const c of out.Contents ?? []) if (c.Key && c.Key !== prefix) names.add(c.Key.slice(prefix.length));
-          for (const p of out.CommonPrefixes ?? []) if (p.Prefix) names.add(p.Prefix.slice(prefix.length).replace(/\/$/, ''));
-          token = out.IsTruncated ? out.NextContinuationToken : undefined;
-        } while (token);
-      } catch (err) {
-        throw storageError('list', dir, err);
-      }
-      return [...names];
+      return listObjects(client, dir, true);
+    },
+    async listFiles(dir) {
+      return listObjects(client, dir, false);
     },
     async removeTree(dir) {
       const { bucket, key } = parseObjectUrl(dir);
@@ -150,6 +149,25 @@ export function objectStorage(client: S3Client): Storage {
       }
     },
   };
+}
+
+/** Names directly under `dir`: objects, and with `folders` the next level of prefixes too. */
+async function listObjects(client: S3Client, dir: string, folders: boolean): Promise<string[]> {
+  const { bucket, key } = parseObjectUrl(dir);
+  const prefix = key === '' ? '' : `${key}/`;
+  const names = new Set<string>();
+  let token: string | undefined;
+  try {
+    do {
+      const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, Delimiter: '/', ...(token ? { ContinuationToken: token } : {}) }));
+      for (const c of out.Contents ?? []) if (c.Key && c.Key !== prefix) names.add(c.Key.slice(prefix.length));
+      if (folders) for (const p of out.CommonPrefixes ?? []) if (p.Prefix) names.add(p.Prefix.slice(prefix.length).replace(/\/$/, ''));
+      token = out.IsTruncated ? out.NextContinuationToken : undefined;
+    } while (token);
+  } catch (err) {
+    throw storageError('list', dir, err);
+  }
+  return [...names];
 }
 
 /** The S3 error's name and status, not its message (which can quote a request). */

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
-import { readFile, rm, stat } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import type { TileAddress } from '../../sources/request-url';
 import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from './atomic-write';
+import { StoreBounds } from './store-bounds';
 import { chunkName, extensionOf, TYPES, type StoredTile, type TileMeta, type Tiles } from './tiles';
 
 export type { StoredTile, TileMeta } from './tiles';
@@ -41,8 +42,12 @@ export class TileStore implements Tiles {
   private readonly fresh = new Set<string>();
   /** Tiles this store has written (`<dir>/<y>`). */
   private readonly written = new Set<string>();
+  /** Every folder and file used stays inside the root after symlinks. */
+  private readonly bounds: StoreBounds;
 
-  constructor(readonly root: string) {}
+  constructor(readonly root: string) {
+    this.bounds = new StoreBounds(root);
+  }
 
   dir(source: string, t: TileAddress): string {
     return path.join(this.sourceDir(source), String(t.z), String(t.x));
@@ -56,8 +61,11 @@ export class TileStore implements Tiles {
 
   private async ensureDir(dir: string): Promise<void> {
     if (this.made.has(dir)) return;
+    // Checked before anything is made (a linked folder would have it made elsewhere) and after (one linked meanwhile).
+    await this.bounds.checkDir(dir, true);
     // The first folder it had to make, or undefined when `dir` was there already.
     if (await makeDirs(dir)) this.fresh.add(dir);
+    await this.bounds.checkDir(dir, true);
     this.made.add(dir);
   }
 
@@ -113,9 +121,10 @@ export class TileStore implements Tiles {
    */
   async get(source: string, t: TileAddress): Promise<StoredTile | null> {
     const dir = this.dir(source, t);
+    await this.bounds.checkDir(dir);
     let sidecar: Sidecar | null = null;
     try {
-      sidecar = JSON.parse(await readFile(path.join(dir, `${t.y}.json`), 'utf8')) as Sidecar;
+      sidecar = JSON.parse((await this.bounds.readFile(path.join(dir, `${t.y}.json`))).toString('utf8')) as Sidecar;
     } catch (err) {
       // None, or unreadable (torn by hand, not JSON): the files say what they are. Other errors are the store's.
       if (!absent(err) && !(err instanceof SyntaxError)) throw err;
@@ -123,18 +132,14 @@ export class TileStore implements Tiles {
     const found = await Promise.all(
       Object.keys(TYPES).map(async (ext) => {
         const file = path.join(dir, `${t.y}.${ext}`);
-        try {
-          const st = await stat(file);
-          return st.isFile() ? { ext, file, mtimeMs: st.mtimeMs } : null;
-        } catch (err) {
-          if (absent(err)) return null;
-          throw err;
-        }
+        // A symlinked tile is refused, not followed.
+        const st = await this.bounds.lstatFile(file);
+        return st?.isFile() ? { ext, file, mtimeMs: st.mtimeMs } : null;
       }),
     );
     const newest = found.filter((f) => f !== null).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
     if (!newest) return null;
-    const body = await readFile(newest.file);
+    const body = await this.bounds.readFile(newest.file);
     const sha256 = createHash('sha256').update(body).digest('hex');
     // The same whole second, not the same nanosecond: a copy restored by tar or cp keeps its sidecar; the hash
     // still has to match.
