@@ -11,6 +11,7 @@ import sharp from 'sharp';
 import { confineLocation } from '../../src/activities/confine/confine-location';
 import { ConfigError } from '../../src/breaker/config-error';
 import { ObjectTileStore } from '../../src/activities/store/object-tile-store';
+import { openCheckpoint, removeCheckpoints } from '../../src/activities/mosaic/batch-checkpoint';
 import { objectStorage } from '../../src/activities/storage/storage';
 import { joinLocation, locationWithin, objectUrlRefusal, parentLocation } from '../../src/activities/storage/location';
 import { resetS3Client } from '../../src/activities/storage/s3-client';
@@ -211,4 +212,33 @@ test('a mosaic into a bucket prefix the worker does not allow is refused before 
     return true;
   });
   assert.equal(tiles.stats.requests, before);
+});
+
+test("a batch checkpoint in a bucket: what one attempt finished, a later attempt of the same run reads back; other runs' records and forged ones are ignored; the assembly removes them", async () => {
+  const dir = 's3://mosaics/nightly/ck.work/journal-run';
+  const tiles = [0, 1, 2, 3].map((x) => ({ z: 5, x, y: 9 }));
+  const result = (x: number) => ({ z: 5, x, y: 9, status: 'ok' as const, reason: 'fetched', attempts: 1, path: `s3://mosaics/nightly/ck.tiles/demo/5/${x}/9.png` });
+  const warnings: string[] = [];
+  const first = await openCheckpoint(dir, 'p0-b0-0', 'wf/run-1', (w) => warnings.push(w));
+  const results = tiles.map(() => null as ReturnType<typeof result> | null);
+  results[0] = result(0);
+  first.append([0], results);
+  results[2] = result(2);
+  first.append([2], results);
+  await first.close();
+  // Another run's attempt on the same batch id, and a forged object: neither is believed.
+  const other = await openCheckpoint(dir, 'p0-b0-0', 'wf/run-0', () => undefined);
+  other.append([1], [null, result(1), null, null]);
+  await other.close();
+  await objectStorage(s3.client).write(
+    `${dir}/p0-b0-0.checkpoint/0-forged-000000.jsonl`,
+    Buffer.from(`${JSON.stringify({ owner: 'wf/run-1', at: [[3, { z: 5, x: 99, y: 9, status: 'ok', reason: 'x', attempts: 1 }]] })}\nnot json\n`),
+  );
+  const again = await openCheckpoint(dir, 'p0-b0-0', 'wf/run-1', () => undefined);
+  const loaded = await again.load(tiles);
+  assert.deepEqual(loaded, [result(0), null, result(2), null]);
+  assert.deepEqual(warnings, []);
+  assert.ok((await objectStorage(s3.client).list(dir)).includes('p0-b0-0.checkpoint'));
+  await removeCheckpoints(dir);
+  assert.deepEqual(await objectStorage(s3.client).list(dir), []);
 });
