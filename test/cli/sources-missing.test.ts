@@ -62,7 +62,7 @@ test('--sources-on-worker: an absolute path goes to the workers unread; a relati
   assert.equal(abs.code, 2, abs.err);
   assert.doesNotMatch(abs.err, /no such file/);
   assert.match(abs.err, /127\.0\.0\.1:1/, abs.err);
-  const request: MosaicRequest = { sourcesFile: '/config/only-on-workers.yaml', sourceName: 'osm', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: 's3://tilebreaker/nightly/alps.tif' } as MosaicRequest;
+  const request: MosaicRequest = { sourcesFile: '/config/only-on-workers.yaml', sourceName: 'osm', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: 's3://tilebreaker/nightly/alps.tif' };
   assert.equal(await preflight(request, { sourcesOnWorker: true }), 'unchecked');
   await assert.rejects(preflight(request), /--sources "\/config\/only-on-workers\.yaml": no such file on this machine/);
   await assert.rejects(preflight({ ...request, sourcesFile: undefined } as unknown as MosaicRequest, { sourcesOnWorker: true }), /--sources-on-worker: the request names no sources file/);
