@@ -1,14 +1,17 @@
 # syntax=docker/dockerfile:1
 #
-# tilebreaker worker image.
+# tilebreaker worker image (the same CLI runs any other command).
 #   docker build -t tilebreaker .
 #   docker run --rm -e TEMPORAL_ADDRESS=temporal.example:7233 tilebreaker          # runs `worker`
 #   docker run --rm -e TEMPORAL_ADDRESS=... tilebreaker <other subcommand> ...     # same CLI, other command
-# docker-compose.yml builds this image for its `worker` service.
+# docker-compose.yml builds this image for its `worker` and `cli` services.
+#
+# Node.js 24 LTS, pinned to a release so that a rebuild gets the same runtime; raise it with the patch
+# releases (`--build-arg NODE_IMAGE=...`). package.json's engines keep >=20.18.1 for library users.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24.22.3-bookworm-slim
 
-# ---- build: all dependencies, tsc -> dist/ ----------------------------------------------------
+# ---- build: all dependencies, tsc over src/ only -> dist/src ------------------------------------
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 
@@ -18,11 +21,13 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 
-# Sources (see .dockerignore), then the same build as on a workstation.
-COPY . .
-RUN npm run build
+# Only what the runtime runs: tests, benchmarks and scripts stay out of the image (tsconfig's other
+# include patterns then match nothing, which tsc accepts).
+COPY tsconfig.json ./
+COPY src ./src
+RUN node_modules/.bin/tsc -p tsconfig.json && test -f dist/src/cli/main.js && test ! -e dist/test
 
-# ---- runtime: production dependencies and dist/ only -------------------------------------------
+# ---- runtime: production dependencies and dist/src only ----------------------------------------
 FROM ${NODE_IMAGE} AS runtime
 WORKDIR /app
 
@@ -31,19 +36,22 @@ WORKDIR /app
 #   Native parts need no install scripts: sharp 0.35 has no install script and takes its prebuilt libvips
 #   binaries from the optional dependencies @img/sharp-linux-<arch>; @swc/core (used by @temporalio/worker
 #   to bundle workflow code) takes its binary from @swc/core-linux-<arch>-gnu, and its postinstall only
-#   checks for it; @temporalio/core-bridge ships prebuilt releases/ for x86_64 and aarch64 linux-gnu.
+#   checks for it; @temporalio/core-bridge ships prebuilt releases/ for x86_64 and aarch64 linux-gnu. All
+#   three are Node-API modules, so the same binaries load on Node 20 and 24 (scripts/node24.sh checks).
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
  && npm cache clean --force
 
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/dist/src ./dist/src
 
-# Mosaic output. Created here and owned by the unprivileged user, so that an empty named volume mounted
-# on /data (docker-compose.yml: TILEBREAKER_OUTPUT_DIR=/data) starts out writable by that user. /config holds
-# sources files (TILEBREAKER_SOURCES_DIR=/config), mounted read-only; the worker only reads there. The
-# defaults make a bare `docker run` confined the same way as the compose stack.
-RUN mkdir -p /data /config && chown node:node /data
-ENV TILEBREAKER_OUTPUT_DIR=/data TILEBREAKER_SOURCES_DIR=/config
+# Mosaic output on a local disk, and the stitch's scratch folder for outputs bound for a bucket. Created here
+# and owned by the unprivileged user, so that empty named volumes mounted there start out writable by that
+# user. /config holds sources and request files (TILEBREAKER_SOURCES_DIR=/config), mounted read-only; the
+# worker only reads there. The defaults make a bare `docker run` confined the same way as the compose stack.
+RUN mkdir -p /data /scratch /config && chown node:node /data /scratch
+ENV TILEBREAKER_OUTPUT_DIR=/data \
+    TILEBREAKER_SOURCES_DIR=/config \
+    TILEBREAKER_SCRATCH_DIR=/scratch
 
 # The official node images carry an unprivileged `node` user (uid 1000). Application files stay root-owned
 # and read-only to it.

@@ -21,6 +21,7 @@ export type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Pr
 interface StartOptions {
   request?: string;
   sources?: string;
+  sourcesOnWorker?: boolean;
   source?: string;
   bbox?: string;
   crs?: 'EPSG:4326' | 'EPSG:3857';
@@ -101,6 +102,11 @@ export function requestFromOptions(o: StartOptions): MosaicRequest {
   };
   if (r['output'] === undefined) throw new Error('mosaic start: give --out PATH.tif (or output in --request)');
   return r as unknown as MosaicRequest;
+}
+
+/** Where a request's sourcesFile came from, for messages: the flag wins over the request file. */
+function sourcesFrom(o: Pick<StartOptions, 'sources' | 'request'>): string {
+  return o.sources === undefined && o.request !== undefined ? `sourcesFile in --request ${o.request}` : '--sources';
 }
 
 export function summaryLine(result: MosaicResult): string {
@@ -225,7 +231,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('start')
     .description('start a mosaic workflow (from --request FILE and/or flags)')
     .option('--request <file>', 'a mosaic request (YAML or JSON); flags override its fields')
-    .option('--sources <file>', 'sources file (YAML or JSON)')
+    .option('--sources <file>', 'sources file (YAML or JSON), read here first to check the request, then by the workers at the same path')
+    .option('--sources-on-worker', 'the sources file exists only on the workers (give its absolute path as they see it): not read here, the workers check it')
     .option('--source <name>', 'which source in the sources file')
     .option('--bbox <w,s,e,n>', 'area: west,south,east,north')
     .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default) or EPSG:3857')
@@ -250,7 +257,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .action(async (o: StartOptions) => {
       if (o.name !== undefined) checkMosaicName(o.name, '--name');
       const request = requestFromOptions(o);
-      await preflight(request);
+      await preflight(request, { sourcesOnWorker: !!o.sourcesOnWorker, sourcesFrom: sourcesFrom(o) });
       await (o.wait || o.watch ? withLocal : withClient)(async ({ client, taskQueue }) => {
         const name = o.name ?? defaultMosaicName(request.output);
         const handle = await startMosaic(client, taskQueue, request, { name, ...(o.id !== undefined ? { workflowId: o.id } : {}) });
@@ -378,13 +385,14 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       '--overlap <policy>',
       `when the output is already being built (by this schedule, another, by hand or a re-drive): ${SCHEDULE_OVERLAPS.join(' | ')} (default skip: the run ends, naming the running one; buffer-*: it waits for it; allow-all: it fails)`,
     )
+    .option('--sources-on-worker', "the request's sourcesFile exists only on the workers (an absolute path as they see it): not read here, the workers check it each night")
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; overlap?: string; json?: boolean }) => {
+    .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; overlap?: string; sourcesOnWorker?: boolean; json?: boolean }) => {
       if (o.name !== undefined) checkMosaicName(o.name, '--name');
       const overlap = checkScheduleOverlap(o.overlap ?? 'skip', '--overlap');
       const request = requestFromOptions({ request: o.request });
       // A request that fails tonight would fail every night: refused now.
-      await preflight(request);
+      await preflight(request, { sourcesOnWorker: !!o.sourcesOnWorker, sourcesFrom: `sourcesFile in --request ${o.request}` });
       await withClient(async ({ client, taskQueue }) => {
         await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone, { overlap, ...(o.name !== undefined ? { name: o.name } : {}) });
         console.log(
