@@ -7,7 +7,7 @@ import { defineConfig, globalIgnores } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  globalIgnores(['dist/', 'out/', '.temporal/']),
+  globalIgnores(['dist/', 'out/', '.temporal/', '.build-releases/']),
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

@@ -9,3 +9,4 @@ export { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, type WorkerRoots } from 
 export { loadSource, type SourceReadOptions } from '../activities/sources-file';
 export { connectWorker, createFetchWorker, createWorker, DEFAULT_FETCH_BATCHES, workflowsPath, type CreateFetchWorkerOptions, type CreateWorkerOptions } from '../client/worker';
 export { DEFAULT_FETCH_QUEUE_START_WITHIN_MS } from '../activities/mosaic/fetch-queue';
+export { defaultBuildId, defaultDeploymentName, deploymentOptions, promoteWhenPolling, type PromoteOutcome, type WorkerVersioning } from '../client/versioning';

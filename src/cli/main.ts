@@ -12,6 +12,7 @@ import { connectClient } from '../client/temporal';
 import { packageRoot } from '../client/local-server';
 import { connectWorker, createWorker, DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV, parseFetchBatches } from '../client/worker';
 import { fetchTaskQueue } from '../messages/activities';
+import { BUILD_ID_ENV, DEPLOYMENT_NAME_ENV, PROMOTE_ENV, VERSIONING_ENV, versioningFrom } from '../client/versioning';
 import { untilServerReady } from '../client/server-wait';
 import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
 import { OUTPUT_BUCKETS_ENV, OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
@@ -70,79 +71,112 @@ program
   .option('--fetch-batches <n>', `the most mosaic fetch batches this worker runs at once, of any mosaics (default ${FETCH_BATCHES_ENV}, else ${DEFAULT_FETCH_BATCHES})`)
   .option('--json', 'say what it waits for and where it runs as JSON lines (its start banner on stdout: address, namespace, task queue, identity, roots, fetch batches)')
   .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics (default ${METRICS_ADDR_ENV}; off unless set)`)
-  .action(async (o: { breakerConfig?: string; sourcesDir?: string[]; outputDir?: string[]; outputBucket?: string[]; fetchBatches?: string; json?: boolean }) => {
-    // A long-running worker logs its breakers' transitions by default.
-    logger.settings = logSettings(process.env, 'INFO');
-    const envBatches = process.env[FETCH_BATCHES_ENV];
-    const fetchBatches =
-      o.fetchBatches !== undefined
-        ? parseFetchBatches(o.fetchBatches, 'worker: --fetch-batches')
-        : envBatches !== undefined && envBatches !== ''
-          ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`)
-          : DEFAULT_FETCH_BATCHES;
-    const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
-    const roots = withRoots(rootsFromEnv(), {
-      ...(o.sourcesDir ? { sources: o.sourcesDir } : {}),
-      ...(o.outputDir ? { outputs: o.outputDir } : {}),
-      ...(o.outputBucket ? { buckets: o.outputBucket } : {}),
-    });
-    const config = connectionConfigFromEnv();
-    if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
-    const address = config.address;
-    // A server that is down or still starting is waited for; SIGINT / SIGTERM stop the wait.
-    const stop = new AbortController();
-    const onSignal = () => stop.abort();
-    process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
-    const { worker, connection, clientConnection } = await untilServerReady(
-      async () => {
-        const connection = await connectWorker({ ...config, address });
-        try {
-          const { client, connection: clientConnection } = await connectClient({ ...config, address });
+  .option('--deployment-name <name>', `the Worker Deployment this worker belongs to (default ${DEPLOYMENT_NAME_ENV}, else the task queue's name; docs/upgrading.md)`)
+  .option('--build-id <id>', `this build's id in the deployment (default ${BUILD_ID_ENV}, else <package version>+<hash of the compiled code>)`)
+  .option('--promote <auto|never>', `auto: once polling, make this build current if it never was and the current one is older (default ${PROMOTE_ENV}, else auto)`)
+  .option('--versioning <on|off>', `off: an unversioned worker, as releases before Worker Deployments ran (default ${VERSIONING_ENV}, else on)`)
+  .action(
+    async (o: {
+      breakerConfig?: string;
+      sourcesDir?: string[];
+      outputDir?: string[];
+      outputBucket?: string[];
+      fetchBatches?: string;
+      json?: boolean;
+      deploymentName?: string;
+      buildId?: string;
+      promote?: string;
+      versioning?: string;
+    }) => {
+      // A long-running worker logs its breakers' transitions by default.
+      logger.settings = logSettings(process.env, 'INFO');
+      const envBatches = process.env[FETCH_BATCHES_ENV];
+      const fetchBatches =
+        o.fetchBatches !== undefined
+          ? parseFetchBatches(o.fetchBatches, 'worker: --fetch-batches')
+          : envBatches !== undefined && envBatches !== ''
+            ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`)
+            : DEFAULT_FETCH_BATCHES;
+      const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
+      const roots = withRoots(rootsFromEnv(), {
+        ...(o.sourcesDir ? { sources: o.sourcesDir } : {}),
+        ...(o.outputDir ? { outputs: o.outputDir } : {}),
+        ...(o.outputBucket ? { buckets: o.outputBucket } : {}),
+      });
+      const config = connectionConfigFromEnv();
+      const versioning = versioningFrom(o, config.taskQueue);
+      if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
+      const address = config.address;
+      // A server that is down or still starting is waited for; SIGINT / SIGTERM stop the wait.
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
+      const { worker, connection, clientConnection } = await untilServerReady(
+        async () => {
+          const connection = await connectWorker({ ...config, address });
           try {
-            // The namespace first, from the client: a worker created before it exists logs a warning per try.
-            await client.connection.workflowService.describeNamespace({ namespace: config.namespace });
-            const worker = await createWorker({ connection, client, namespace: config.namespace, taskQueue: config.taskQueue, roots, fetchBatches, ...(breaker ? { breaker } : {}) });
-            return { worker, connection, clientConnection };
+            const { client, connection: clientConnection } = await connectClient({ ...config, address });
+            try {
+              // The namespace first, from the client: a worker created before it exists logs a warning per try.
+              await client.connection.workflowService.describeNamespace({ namespace: config.namespace });
+              const worker = await createWorker({
+                connection,
+                client,
+                namespace: config.namespace,
+                taskQueue: config.taskQueue,
+                roots,
+                fetchBatches,
+                ...(breaker ? { breaker } : {}),
+                ...(versioning ? { versioning } : {}),
+              });
+              return { worker, connection, clientConnection };
+            } catch (err) {
+              await clientConnection.close();
+              throw err;
+            }
           } catch (err) {
-            await clientConnection.close();
+            await connection.close();
             throw err;
           }
-        } catch (err) {
-          await connection.close();
-          throw err;
-        }
-      },
-      {
-        say: (line) => console.error(o.json ? JSON.stringify({ time: new Date().toISOString(), event: 'waiting for server', msg: line }) : line),
-        what: `the Temporal server at ${address} (namespace ${config.namespace})`,
-        signal: stop.signal,
-      },
-    );
-    process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
-    if (o.json) {
-      // One line a supervisor or a log pipeline can read: where this worker runs and under which identity.
-      const banner = {
-        event: 'worker started',
-        address,
-        namespace: config.namespace,
-        taskQueue: config.taskQueue,
-        identity: worker.options.identity,
-        roots: { sources: roots.sources, outputs: roots.outputs, buckets: roots.buckets ?? [] },
-        metrics: metricsAt,
-        fetchBatches,
-      };
-      console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
-    } else {
-      console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
-      console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${[...roots.outputs, ...(roots.buckets ?? [])].join(', ')}`);
-      console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
-      console.error(`  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`);
-    }
-    // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
-    await worker.run();
-    await connection.close();
-    await clientConnection.close();
-  });
+        },
+        {
+          say: (line) => console.error(o.json ? JSON.stringify({ time: new Date().toISOString(), event: 'waiting for server', msg: line }) : line),
+          what: `the Temporal server at ${address} (namespace ${config.namespace})`,
+          signal: stop.signal,
+        },
+      );
+      process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
+      if (o.json) {
+        // One line a supervisor or a log pipeline can read: where this worker runs and under which identity.
+        const banner = {
+          event: 'worker started',
+          address,
+          namespace: config.namespace,
+          taskQueue: config.taskQueue,
+          identity: worker.options.identity,
+          roots: { sources: roots.sources, outputs: roots.outputs, buckets: roots.buckets ?? [] },
+          metrics: metricsAt,
+          fetchBatches,
+          deployment: versioning ? { deploymentName: versioning.deploymentName, buildId: versioning.buildId, promote: versioning.promote } : null,
+        };
+        console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
+      } else {
+        console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
+        console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${[...roots.outputs, ...(roots.buckets ?? [])].join(', ')}`);
+        console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
+        console.error(`  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`);
+        console.error(
+          versioning
+            ? `  build ${versioning.buildId} of deployment ${versioning.deploymentName} (promote: ${versioning.promote})`
+            : '  unversioned (--versioning on makes it a build of a Worker Deployment)',
+        );
+      }
+      // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
+      await worker.run();
+      await connection.close();
+      await clientConnection.close();
+    },
+  );
 
 program
   .command('drill')

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowExecutionDescription, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { isObjectUrl } from '../messages/locations';
+import { capabilitiesFor, isObjectUrl } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
@@ -16,8 +16,11 @@ export { mosaicWorkflowId } from './mosaic-names';
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
   // A bucket's object (s3://...) is the same wherever it is named from.
   const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(cwd, p));
+  // Named only when needed: a worker of the release before object storage refuses it rather than write locally.
+  const requires = capabilitiesFor([request.output, request.storeRoot]);
   return {
     ...request,
+    ...(requires.length ? { requires: [...new Set([...(request.requires ?? []), ...requires])] } : {}),
     output: local(request.output),
     ...(request.sourcesFile !== undefined ? { sourcesFile: path.resolve(cwd, request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),

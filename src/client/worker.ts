@@ -1,10 +1,11 @@
 import type { Client } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type WorkerDeploymentOptions, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps, type Activities } from '../activities';
 import { processIdentity } from '../activities/guard';
 import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';
 import { unreachableServerError } from './temporal';
+import { deploymentOptions, promoteWhenPolling, type WorkerVersioning } from './versioning';
 
 /** A worker connection (to pass to createWorker); the error names the address tried, as connectClient's does. */
 export async function connectWorker(config: ConnectionConfig & { address: string }): Promise<NativeConnection> {
@@ -38,6 +39,11 @@ export interface CreateWorkerOptions {
   roots?: ActivityDeps['roots'];
   /** The most fetch batches this worker runs at once (default DEFAULT_FETCH_BATCHES; the CLI checks its flag with parseFetchBatches). */
   fetchBatches?: number;
+  /**
+   * Run as a build of a Worker Deployment (versioning.ts, docs/upgrading.md); both of its SDK Workers report
+   * it. Without it the worker is unversioned, as before (`tilebreaker worker` is versioned by default).
+   */
+  versioning?: WorkerVersioning;
 }
 
 /**
@@ -86,7 +92,11 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     connection: opts.connection,
     namespace: opts.namespace,
+    // The fetch queue belongs to the same build: a versioned mosaic's batches go to its build's fetch workers.
+    ...(opts.versioning ? { workerDeploymentOptions: deploymentOptions(opts.versioning) } : {}),
   } as const;
+  const plugins: WorkerPlugin[] = [];
+  if (opts.versioning?.promote === 'auto') plugins.push(promoteOnRun(opts.client, opts.versioning, opts.taskQueue, identity));
   let fetcher: Worker;
   try {
     fetcher = await createFetchWorker({ ...common, taskQueue: opts.taskQueue, activities: runtime.activities, fetchBatches });
@@ -101,7 +111,7 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
       taskQueue: opts.taskQueue,
       workflowsPath,
       activities: runtime.activities,
-      plugins: [runAlongside('tilebreaker-fetch-worker', fetcher, () => runtime.close())],
+      plugins: [runAlongside('tilebreaker-fetch-worker', fetcher, () => runtime.close()), ...plugins],
     });
   } catch (err) {
     // The fetch worker never ran: let its native worker go with the runtime.
@@ -125,6 +135,8 @@ export interface CreateFetchWorkerOptions {
   identity?: string;
   /** Passed to the SDK (default 1.5 s: a batch's heartbeat timeout is 6 s). */
   maxHeartbeatThrottleInterval?: string;
+  /** Your main worker's, if it is versioned: the fetch queue must be served by the same build. */
+  workerDeploymentOptions?: WorkerDeploymentOptions;
 }
 
 /**
@@ -143,7 +155,39 @@ export async function createFetchWorker(opts: CreateFetchWorkerOptions): Promise
     maxConcurrentActivityTaskExecutions: fetchBatches,
     ...(opts.identity !== undefined ? { identity: opts.identity } : {}),
     maxHeartbeatThrottleInterval: opts.maxHeartbeatThrottleInterval ?? HEARTBEAT_THROTTLE,
+    ...(opts.workerDeploymentOptions !== undefined ? { workerDeploymentOptions: opts.workerDeploymentOptions } : {}),
   });
+}
+
+/**
+ * While the worker runs: make its build current once it polls the main queue (workflows and activities) and
+ * the fetch queue, under promoteWhenPolling's rules; the outcome is logged. Stops looking when the worker stops.
+ */
+function promoteOnRun(client: Client, v: WorkerVersioning, taskQueue: string, identity: string): WorkerPlugin {
+  return {
+    name: 'tilebreaker-promote',
+    runWorker: async (worker, next) => {
+      const stop = new AbortController();
+      const log = Runtime.instance().logger;
+      const meta = { deploymentName: v.deploymentName, buildId: v.buildId };
+      const promoting = promoteWhenPolling(client, v, { workflow: [taskQueue], activity: [taskQueue, fetchTaskQueue(taskQueue)] }, { signal: stop.signal, identity }).then(
+        (o) => {
+          if (o.promoted) log.info(`this build is now the current version of its deployment (was ${o.previous})`, meta);
+          else if (o.why === 'timed out') log.warn('could not make this build current; set it with temporal worker deployment set-current-version', { ...meta, lastError: o.lastError });
+          else if (o.why !== 'stopped') log.info(`this build was not made current: ${o.why}`, meta);
+        },
+        (err: unknown) => {
+          log.warn('could not make this build current', { ...meta, error: String(err) });
+        },
+      );
+      try {
+        await next(worker);
+      } finally {
+        stop.abort();
+        await promoting;
+      }
+    },
+  };
 }
 
 /**

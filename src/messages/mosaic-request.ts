@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
+import { CAPABILITIES } from './locations';
 import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_PLAN_TILES } from './plan-check';
 
 export const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -53,6 +54,8 @@ const requestSchema = z
     parallelBatches: z.number().int().min(1).max(64).default(4),
     breaker: z.boolean().default(true),
     directChunks: z.boolean().default(false),
+    // A capability this release lacks (a later release's request) is refused here, before anything is written.
+    requires: z.array(z.enum(CAPABILITIES)).max(16).optional(),
   })
   .strict()
   .superRefine((r, ctx) => {

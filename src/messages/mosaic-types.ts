@@ -5,6 +5,7 @@
  */
 import type { BreakerStateName, OutcomeKind } from '../breaker';
 import type { SourceConfig, SourceInput } from '../sources/schema';
+import type { Capability } from './locations';
 
 /** What happens to a tile the breaker refuses, decided before the run. */
 export type FallbackPolicy = 'fail-fast' | 'stale' | 'hole' | 'wait';
@@ -51,6 +52,8 @@ export interface MosaicRequest {
    * source's metatile buffer) and stitch the chunks, with no tile cache (so `stale` has nothing to serve).
    */
   directChunks?: boolean;
+  /** What the worker must be able to do (set by the client for `s3://` locations; see capabilitiesFor). */
+  requires?: Capability[];
 }
 
 /** How long a re-drive waits for its breaker to let the dead letters through, unless told otherwise. */
@@ -107,6 +110,8 @@ export interface MosaicPlan {
    * own queue (no worker served the fetch queue, or a plan made before it existed).
    */
   fetchQueue?: FetchQueueChoice;
+  /** What a worker must be able to do to act on this plan (`object-storage` for `s3://` locations). */
+  requires?: Capability[];
 }
 
 /** Where a plan's fetch batches go, decided when it is made (see src/workflows/mosaic-block.ts). */

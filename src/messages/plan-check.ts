@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_ZOOM } from '../geo/mercator';
 import { sourceNameSchema, sourceSchema } from '../sources/schema';
+import { CAPABILITIES } from './locations';
 import type { MosaicPlan, TileSelection } from './mosaic-types';
 
 /** The most tiles a plan may hold (2^22, a 2048 x 2048 grid): the assembly keeps a record of each in memory. */
@@ -45,6 +46,7 @@ const planSchema = z
       .object({ taskQueue: z.string().min(1).max(1_000), startWithinMs: int.min(1_000).max(24 * 3_600_000) })
       .strict()
       .optional(),
+    requires: z.array(z.enum(CAPABILITIES)).max(16).optional(),
   })
   .strict()
   .superRefine((p, ctx) => {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { defaultBuildId } from '../../src/client/versioning';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
@@ -80,7 +81,9 @@ test('worker --json: its start banner is one JSON line on stdout with address, n
     assert.equal(banner['namespace'], 'default');
     assert.equal(banner['taskQueue'], taskQueue);
     assert.match(String(banner['identity']), /\S+/);
-    assert.deepEqual(banner['roots'], { sources: [dir], outputs: [dir] });
+    assert.deepEqual(banner['roots'], { sources: [dir], outputs: [dir], buckets: [] });
+    // A build of the Worker Deployment named after its task queue, promoting itself (docs/upgrading.md).
+    assert.deepEqual(banner['deployment'], { deploymentName: taskQueue, buildId: defaultBuildId(), promote: 'auto' });
     assert.ok(!Number.isNaN(Date.parse(String(banner['time']))));
     // And the text banner is not printed beside it.
     assert.doesNotMatch(err, /^tilebreaker worker: /m);

@@ -12,9 +12,13 @@ export interface WorkerProcess {
   exited: Promise<void>;
 }
 
-/** `tilebreaker worker` in its own process (so it can be SIGKILLed), on `address` and `taskQueue`; `extraEnv` on top. */
-export function startWorkerProcess(address: string, namespace: string, taskQueue: string, extraEnv: Record<string, string> = {}): WorkerProcess {
-  const child = spawn(process.execPath, [path.join(__dirname, '..', '..', 'src', 'cli', 'main.js'), 'worker'], {
+/**
+ * `tilebreaker worker` in its own process (so it can be SIGKILLed), on `address` and `taskQueue`; `extraEnv` on
+ * top. `opts.cli`: another build's CLI (the previous release's, for the upgrade test); `opts.args`: flags.
+ */
+export function startWorkerProcess(address: string, namespace: string, taskQueue: string, extraEnv: Record<string, string> = {}, opts: { cli?: string; args?: string[] } = {}): WorkerProcess {
+  const cli = opts.cli ?? path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
+  const child = spawn(process.execPath, [cli, 'worker', ...(opts.args ?? [])], {
     env: { ...process.env, TEMPORAL_ADDRESS: address, TEMPORAL_NAMESPACE: namespace, TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_OUTPUT_DIR: tmpdir(), TILEBREAKER_LOG_LEVEL: 'WARN', ...extraEnv },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

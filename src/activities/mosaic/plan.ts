@@ -11,6 +11,7 @@ import { confineLocation } from '../confine/confine-location';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
 import { baseName, isObjectUrl, joinLocation } from '../storage/location';
+import { capabilitiesFor } from '../../messages/locations';
 import { storageFor } from '../storage/storage';
 import { outputRefusal } from './stitch';
 
@@ -179,6 +180,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     parallelBatches: r.parallelBatches,
     breaker: r.breaker,
     ...(r.directChunks ? { directChunks: true } : {}),
+    // So that a worker of the release before object storage refuses the plan instead of writing locally.
+    ...(capabilitiesFor([output, storeRoot]).length ? { requires: capabilitiesFor([output, storeRoot]) } : {}),
   };
 }
 

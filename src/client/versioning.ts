@@ -1,0 +1,175 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import type { WorkerDeploymentOptions } from '@temporalio/worker';
+import { packageRoot } from './local-server';
+
+/**
+ * Worker Versioning (Temporal's Worker Deployments) for tilebreaker workers: each worker says which build it
+ * runs, and the server sends every task of the task queues (workflow tasks, plans' fetch batches, assemblies,
+ * breaker probes) to one build at a time, the deployment's current version. A plan, a signal or a workflow
+ * type that a new build makes is then never handled by a worker of the build before it, however long a
+ * rolling upgrade mixes them. See docs/upgrading.md.
+ */
+export interface WorkerVersioning {
+  /** The Worker Deployment (default: the task queue's name, `tilebreaker` by default): one per fleet. */
+  deploymentName: string;
+  /** This build (default `<package version>+<12 hex digits of the compiled code's SHA-256>`). */
+  buildId: string;
+  /**
+   * `auto`: once this worker polls, make its build current if it never was and the current one is older or
+   * unversioned (a rolling upgrade then needs no step of its own). `never`: leave it to an operator (ramps,
+   * blue-green, a controller).
+   */
+  promote: 'auto' | 'never';
+}
+
+/**
+ * A deployment's current version routes every task queue its builds poll: two fleets on two task queues under
+ * one deployment name would move together (or the server would refuse a build that does not poll both). So by
+ * default each task queue is a deployment of its own, named after it.
+ */
+export const defaultDeploymentName = (taskQueue: string): string =>
+  taskQueue
+    .replace(/[^A-Za-z0-9_+-]/g, '-')
+    .replace(/^[^A-Za-z0-9]/, 'x')
+    .slice(0, 255);
+export const DEPLOYMENT_NAME_ENV = 'TILEBREAKER_DEPLOYMENT_NAME';
+export const BUILD_ID_ENV = 'TILEBREAKER_BUILD_ID';
+export const VERSIONING_ENV = 'TILEBREAKER_VERSIONING';
+export const PROMOTE_ENV = 'TILEBREAKER_PROMOTE';
+
+/**
+ * Every workflow is auto-upgrade: mosaics run for hours and breaker entities for ever, so pinning them would
+ * keep each old build running until its last mosaic ends and stop entities from moving at all. Their moves
+ * across builds are kept safe by patched() and the replayed history fixtures, as before versioning.
+ */
+export function deploymentOptions(v: Pick<WorkerVersioning, 'deploymentName' | 'buildId'>): WorkerDeploymentOptions {
+  return { version: { deploymentName: v.deploymentName, buildId: v.buildId }, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' };
+}
+
+let hashed: string | null = null;
+
+/** 12 hex digits of the SHA-256 of this package's compiled code (dist/src): two builds of one version differ. */
+export function buildHash(root: string = path.join(__dirname, '..')): string {
+  if (root === path.join(__dirname, '..') && hashed !== null) return hashed;
+  const h = createHash('sha256');
+  const walk = (dir: string): void => {
+    for (const e of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.js')) h.update(path.relative(root, p)).update('\0').update(readFileSync(p)).update('\0');
+    }
+  };
+  walk(root);
+  const digest = h.digest('hex').slice(0, 12);
+  if (root === path.join(__dirname, '..')) hashed = digest;
+  return digest;
+}
+
+/** `<package version>+<build hash>`, the build id a worker reports unless told another. */
+export function defaultBuildId(): string {
+  const pkg = JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+  return `${pkg.version}+${buildHash()}`;
+}
+
+/** What the server accepts in a deployment name or build id (it joins them with a dot). */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_+-]{0,254}$/;
+const BUILD = /^[A-Za-z0-9][A-Za-z0-9_+.-]{0,254}$/;
+
+/**
+ * The worker command's versioning, from its flags over the environment: null when turned off (`off`, for a
+ * server without Worker Deployments, or a fleet run by hand as before).
+ */
+export function versioningFrom(
+  flags: { versioning?: string; deploymentName?: string; buildId?: string; promote?: string },
+  taskQueue: string,
+  env: NodeJS.ProcessEnv = process.env,
+): WorkerVersioning | null {
+  const pick = (flag: string | undefined, name: string): string | undefined => flag ?? (env[name] !== undefined && env[name] !== '' ? env[name] : undefined);
+  const onOff = pick(flags.versioning, VERSIONING_ENV) ?? 'on';
+  if (onOff !== 'on' && onOff !== 'off') throw new Error(`--versioning / ${VERSIONING_ENV} must be on or off (got ${JSON.stringify(onOff)})`);
+  if (onOff === 'off') return null;
+  const deploymentName = pick(flags.deploymentName, DEPLOYMENT_NAME_ENV) ?? defaultDeploymentName(taskQueue);
+  if (!NAME.test(deploymentName)) throw new Error(`--deployment-name / ${DEPLOYMENT_NAME_ENV} must be letters, digits, _, + or - (got ${JSON.stringify(deploymentName)})`);
+  const buildId = pick(flags.buildId, BUILD_ID_ENV) ?? defaultBuildId();
+  if (!BUILD.test(buildId)) throw new Error(`--build-id / ${BUILD_ID_ENV} must be letters, digits, ., _, + or - (got ${JSON.stringify(buildId)})`);
+  const promote = pick(flags.promote, PROMOTE_ENV) ?? 'auto';
+  if (promote !== 'auto' && promote !== 'never') throw new Error(`--promote / ${PROMOTE_ENV} must be auto or never (got ${JSON.stringify(promote)})`);
+  return { deploymentName, buildId, promote };
+}
+
+// temporal.api.enums.v1 values (@temporalio/proto is not a direct dependency).
+const TASK_QUEUE_TYPE_WORKFLOW = 1;
+const TASK_QUEUE_TYPE_ACTIVITY = 2;
+
+export type PromoteOutcome =
+  | { promoted: true; previous: string }
+  | { promoted: false; why: 'already current' | 'was current before' | 'ramping' | 'newer current' | 'stopped' }
+  | { promoted: false; why: 'timed out'; lastError: string | null };
+
+type Timestamp = { seconds?: { toString(): string } | number | null; nanos?: number | null } | null | undefined;
+const ms = (t: Timestamp): number => (t ? Number(t.seconds?.toString() ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6) : 0);
+
+/**
+ * Makes this worker's build the deployment's current version once it polls every queue it serves, if it never
+ * was current before and the current version is unversioned or was first seen before this one. So a rolling
+ * upgrade moves the fleet's work to the new build as its first worker is up, a worker of the old build that
+ * restarts meanwhile takes nothing back, and a rollback an operator made (setting an older or no version
+ * current) is never undone by a worker of the build rolled back from, which was current before.
+ */
+export async function promoteWhenPolling(
+  client: Client,
+  v: Pick<WorkerVersioning, 'deploymentName' | 'buildId'>,
+  queues: { workflow: string[]; activity: string[] },
+  opts: { signal?: AbortSignal; timeoutMs?: number; identity?: string } = {},
+): Promise<PromoteOutcome> {
+  const svc = client.workflowService;
+  const namespace = client.options.namespace;
+  const until = Date.now() + (opts.timeoutMs ?? 120_000);
+  const wanted = [...queues.workflow.map((name) => `${TASK_QUEUE_TYPE_WORKFLOW}:${name}`), ...queues.activity.map((name) => `${TASK_QUEUE_TYPE_ACTIVITY}:${name}`)];
+  let lastError: string | null = null;
+  for (;;) {
+    if (opts.signal?.aborted) return { promoted: false, why: 'stopped' };
+    if (Date.now() > until) return { promoted: false, why: 'timed out', lastError };
+    try {
+      const version = await svc.describeWorkerDeploymentVersion({ namespace, deploymentVersion: { deploymentName: v.deploymentName, buildId: v.buildId } });
+      const have = new Set((version.workerDeploymentVersionInfo?.taskQueueInfos ?? []).map((q) => `${q.type ?? 0}:${q.name ?? ''}`));
+      if (wanted.every((q) => have.has(q))) {
+        const d = await svc.describeWorkerDeployment({ namespace, deploymentName: v.deploymentName });
+        const info = d.workerDeploymentInfo;
+        const routing = info?.routingConfig;
+        const summaries = info?.versionSummaries ?? [];
+        const mine = summaries.find((s) => s.deploymentVersion?.buildId === v.buildId);
+        const current = routing?.currentDeploymentVersion?.buildId ?? null;
+        if (current === v.buildId) return { promoted: false, why: 'already current' };
+        // Never current or ramping: INACTIVE (1), or a server that does not say.
+        if (mine?.firstActivationTime || Number(mine?.status ?? 0) > 1) return { promoted: false, why: 'was current before' };
+        if (routing?.rampingDeploymentVersion?.buildId) return { promoted: false, why: 'ramping' };
+        const currentSummary = current !== null ? summaries.find((s) => s.deploymentVersion?.buildId === current) : undefined;
+        if (currentSummary && ms(currentSummary.createTime) >= ms(mine?.createTime)) return { promoted: false, why: 'newer current' };
+        await svc.setWorkerDeploymentCurrentVersion({
+          namespace,
+          deploymentName: v.deploymentName,
+          buildId: v.buildId,
+          ...(d.conflictToken ? { conflictToken: d.conflictToken } : {}),
+          identity: opts.identity ?? `tilebreaker-worker ${v.buildId}`,
+        });
+        return { promoted: true, previous: current ?? 'unversioned' };
+      }
+    } catch (err) {
+      // Not there yet (the server records a version at its first poll), or a race with another worker's
+      // promotion (the conflict token): look again.
+      if (opts.signal?.aborted) return { promoted: false, why: 'stopped' };
+      lastError = err instanceof Error ? err.message : String(err);
+    }
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, 500);
+      opts.signal?.addEventListener('abort', () => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+}
