@@ -29,6 +29,7 @@ import type { MosaicRequest } from '../src/messages/mosaic-types';
 import { batchesByWorker, missingTiles } from './fleet/measure';
 import { temporalProcess, type TemporalProcess } from './fleet/temporal-process';
 import { WorkerFleet } from './fleet/workers';
+import { prng } from '../test/helpers/prng';
 
 const TASK_QUEUE = 'fleet';
 const BUCKET = 'fleet';
@@ -179,20 +180,9 @@ async function demo(o: { side: number; latency: number; temporalDownS: number })
   }
 }
 
-/** mulberry32: the soak's faults are a function of --seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 async function soak(o: { minutes: number; side: number; latency: number; seed: number }): Promise<void> {
   const st = await stack(o.latency);
+  // The soak's faults are a function of --seed.
   const rand = prng(o.seed);
   const between = (lo: number, hi: number) => lo + rand() * (hi - lo);
   const t0 = Date.now();
