@@ -96,7 +96,8 @@ function request(st: Stack, name: string, side: number, offset: number): MosaicR
   return {
     source: { type: 'xyz', url: st.tiles.template, concurrency: 2 },
     sourceName: 'demo',
-    bbox: [nw.minX, se.minY, se.maxX, nw.maxY],
+    // A metre inside the edges: an edge on a tile boundary may round into the next column.
+    bbox: [nw.minX + 1, se.minY + 1, se.maxX - 1, nw.maxY - 1],
     crs: 'EPSG:3857',
     zoom: 12,
     output: `${PREFIX}/${name}.tif`,
