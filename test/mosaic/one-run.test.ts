@@ -83,13 +83,16 @@ function cli(args: string[]): Promise<{ code: number; out: string; err: string }
   });
 }
 
-/** Retries `fn` until it returns without throwing: 150 tries, 200 ms apart (30 s at most). */
+/**
+ * Retries `fn` until it returns without throwing: 600 tries, 200 ms apart (2 min at most). A schedule's
+ * trigger is handled by the server's own scheduler workflow, which took over 30 s on a loaded machine.
+ */
 async function eventually<T>(what: string, fn: () => Promise<T>): Promise<T> {
   for (let k = 0; ; k++) {
     try {
       return await fn();
     } catch (err) {
-      if (k >= 150) throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
+      if (k >= 600) throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -124,7 +127,7 @@ const launcherMemo = async (id: string) => (await env.client.workflow.getHandle(
 
 test(
   "two schedules on one output: one runs the mosaic under the output's id, the other is skipped naming it; status, list and cancel by name reach the scheduled run",
-  { timeout: 180_000 },
+  { timeout: 420_000 },
   async () => {
     const output = path.join(dir, 'twice.tif');
     const id = mosaicWorkflowId(output);
@@ -170,7 +173,7 @@ test(
   },
 );
 
-test("a start by hand and a re-drive during a schedule's run are refused, naming the running id and its schedule", { timeout: 180_000 }, async () => {
+test("a start by hand and a re-drive during a schedule's run are refused, naming the running id and its schedule", { timeout: 420_000 }, async () => {
   const output = path.join(dir, 'nightly.tif');
   const id = mosaicWorkflowId(output);
   await schedule('one-run-nightly', request(slowSources, output, LONG));
@@ -192,7 +195,7 @@ test("a start by hand and a re-drive during a schedule's run are refused, naming
   }
 });
 
-test("a schedule's run while a run by hand holds the output: skip ends it, buffer-one waits and then runs, allow-all fails; each names the running id", { timeout: 180_000 }, async () => {
+test("a schedule's run while a run by hand holds the output: skip ends it, buffer-one waits and then runs, allow-all fails; each names the running id", { timeout: 420_000 }, async () => {
   const output = path.join(dir, 'held.tif');
   const id = mosaicWorkflowId(output);
   const manual = await startMosaic(env.client, taskQueue, request(slowSources, output, LONG), { name: 'held' });
@@ -226,7 +229,7 @@ test("a schedule's run while a run by hand holds the output: skip ends it, buffe
   assert.equal((await env.client.workflow.getHandle(id).describe()).parentExecution?.workflowId, buffered);
 });
 
-test('a re-drive runs under the output id: a start by hand, a second re-drive and a schedule during it are refused or skipped, naming it', { timeout: 180_000 }, async () => {
+test('a re-drive runs under the output id: a start by hand, a second re-drive and a schedule during it are refused or skipped, naming it', { timeout: 420_000 }, async () => {
   // Dead letters first: the renderer is down, the breaker trips and refuses the rest (fail-fast).
   const down = await startDemoTileServer({ latencyMs: 2 });
   const output = path.join(dir, 'redriven.tif');
