@@ -148,7 +148,10 @@ test(
     assert.equal(skipped.workflowId, id);
     assert.match(skipped.message, new RegExp(`^skipped \\(overlap skip\\): ${id} is already running \\(a mosaic or re-drive of ${output.replace(/[.\\/]/g, '\\$&')}`));
     assert.equal((await launcherMemo(b)).state, 'skipped');
-    // The same schedule triggered again (trigger's own overlap is allow-all): the output is still taken.
+    // The same schedule triggered again (trigger's own overlap is allow-all): the output is still taken. The
+    // server names a schedule's run by the second it was taken in: a trigger within the second of a's (a quiet
+    // machine gets here that fast) would collide with a's id and take no action.
+    await new Promise((r) => setTimeout(r, 1_100));
     const again = await trigger('one-run-a');
     assert.equal(((await env.client.workflow.getHandle(again).result()) as ScheduledMosaicResult).outcome, 'skipped');
     // The one mosaic of the output is still a's.
