@@ -26,8 +26,9 @@ export interface StitchInput {
   /** Path of the .tif to write. */
   output: string;
   /**
-   * Reads a tile or chunk named by `tileAt` (tiles in a bucket); without it they are local files. Tiles are
-   * read as they are decoded, a few at a time, so no more than that is held or copied locally.
+   * Reads a tile or chunk named by `tileAt` (tiles in a bucket); without it they are local files. A strip's
+   * tiles are read while the strip before it is decoded, so two strips' encoded tiles at most are held, and
+   * nothing is copied to disk.
    */
   read?: (ref: string) => Promise<Buffer>;
   /** Also write <output minus .tif>.png / .webp, same pixels. */
@@ -70,6 +71,8 @@ const WEBP_MAX_SIDE = 16383;
 const WEBP_MAX_PIXELS = 8192 * 8192;
 /** Tiles decoded at once: enough to keep libuv's four threads busy while JS copies rows. */
 const DECODE_CONCURRENCY = 8;
+/** Tiles read at once from a bucket (`read`): each read waits on the network, not the CPU. */
+const READ_CONCURRENCY = 32;
 /** How often onProgress repeats its last count. */
 const KEEPALIVE_MS = 5_000;
 
@@ -153,11 +156,20 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
     const strips: string[] = [];
     // One buffer reused for every strip: allocating 64 MiB per strip leaves several to the GC at once.
     const buffer = Buffer.alloc(stripRows * rowBytes);
+    // Tiles in a bucket: the next strip's are read while this one is decoded and written.
+    const prefetch = (row0: number) => {
+      const p = readStrip(input, row0, Math.min(stripRows, rows - row0));
+      p.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+      return p;
+    };
+    let next = prefetch(0);
     for (let row0 = 0; row0 < rows; row0 += stripRows) {
       const n = Math.min(stripRows, rows - row0);
       const strip = buffer.subarray(0, n * rowBytes);
       strip.fill(0); // transparent black for null cells
-      await decodeStrip(input, row0, n, strip);
+      const bodies = await next;
+      if (row0 + stripRows < rows) next = prefetch(row0 + stripRows);
+      await decodeStrip(input, row0, n, strip, bodies);
       const path = join(tmpDir, `strip-${String(strips.length).padStart(6, '0')}.v`);
       await sharp(strip, { raw: { width, height: n * T, channels: 4 }, limitInputPixels: false }).toFile(path);
       strips.push(path);
@@ -241,7 +253,25 @@ export async function writeCoverageMask(path: string, cols: number, rows: number
 }
 
 /** Decodes tile rows row0..row0+n-1 into `strip` (RGBA rows `cols * tileSize` pixels wide). */
-async function decodeStrip(input: StitchInput, row0: number, n: number, strip: Buffer): Promise<void> {
+/** The bytes of every tile and chunk of rows row0..row0+n-1, when they are read through `read`; else null. */
+async function readStrip(input: StitchInput, row0: number, n: number): Promise<Map<string, Buffer> | null> {
+  const read = input.read;
+  if (!read) return null;
+  const refs = new Set<string>();
+  for (let r = 0; r < n; r++) {
+    for (let col = 0; col < input.cols; col++) {
+      const at = input.tileAt(col, row0 + r);
+      if (at !== null) refs.add(typeof at === 'string' ? at : at.file);
+    }
+  }
+  const bodies = new Map<string, Buffer>();
+  await pool([...refs], READ_CONCURRENCY, async (ref) => {
+    bodies.set(ref, await read(ref));
+  });
+  return bodies;
+}
+
+async function decodeStrip(input: StitchInput, row0: number, n: number, strip: Buffer, bodies: Map<string, Buffer> | null): Promise<void> {
   const { cols, tileSize: T } = input;
   const stride = cols * T * 4;
   const cells: { col: number; row: number; file: string }[] = [];
@@ -260,7 +290,7 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
     for (let y = 0; y < T; y++) data.copy(strip, at + y * stride, ((top + y) * width + left) * 4, ((top + y) * width + left + T) * 4);
   };
   await pool(cells, DECODE_CONCURRENCY, async ({ col, row, file }) => {
-    const { data, info } = await decodeRgba(input.read ? await input.read(file) : file, `tile (col ${col}, row ${row}) ${file}`);
+    const { data, info } = await decodeRgba(bodies?.get(file) ?? file, `tile (col ${col}, row ${row}) ${file}`);
     if (info.width !== T || info.height !== T) {
       throw new StitchInputError(`stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`);
     }
@@ -268,7 +298,7 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
   });
   // Chunks are large (a 2048 px chunk is 16 MiB decoded): two at a time.
   await pool([...chunks.entries()], 2, async ([file, regions]) => {
-    const { data, info } = await decodeRgba(input.read ? await input.read(file) : file, `chunk ${file}`);
+    const { data, info } = await decodeRgba(bodies?.get(file) ?? file, `chunk ${file}`);
     for (const g of regions) {
       if (g.left < 0 || g.top < 0 || g.left + T > info.width || g.top + T > info.height) {
         throw new StitchInputError(`stitch: chunk ${file} is ${info.width}x${info.height} px, too small for a tile at ${g.left},${g.top}`);
