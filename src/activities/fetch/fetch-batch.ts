@@ -137,6 +137,8 @@ export function makeFetchBatch(deps: FetchDeps) {
     // The breaker's ramp after a recovery: only this share of the source's concurrency may be in flight.
     let allowance = 1;
     let active = 0;
+    /** Loops waiting for a request to answer. */
+    const waiters: (() => void)[] = [];
     const onDecision = (d: GuardDecision) => {
       if (d.kind === 'proceed') allowance = d.allowance;
     };
@@ -175,10 +177,20 @@ export function makeFetchBatch(deps: FetchDeps) {
         }
         const solo = !shapes.served(shape);
         if (solo) probing.add(shape);
-        while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await sleep(50);
+        // Woken as soon as a request answers; the timer also notices the ramp's allowance growing.
+        while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 50)));
         active++;
+        // Counted in flight until its last answer is in; storing it (a disk or a bucket) is not a request.
+        let requesting = true;
+        const answered = () => {
+          if (requesting) {
+            active--;
+            waiters.shift()?.();
+          }
+          requesting = false;
+        };
         try {
-          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 });
+          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 }, answered);
           if (out) {
             unit.members.forEach((i, k) => (results[i] = out[k]!));
             resume.onFinished?.(unit.members, results);
@@ -190,7 +202,7 @@ export function makeFetchBatch(deps: FetchDeps) {
             if (n >= CONFIG_ERRORS_TO_STOP) stopped.set(shape, `${configError.reason}; not requested after ${n} configuration errors`);
           }
         } finally {
-          active--;
+          answered();
           if (solo) probing.delete(shape);
         }
         beat();
@@ -200,7 +212,9 @@ export function makeFetchBatch(deps: FetchDeps) {
     // breaker), well within the batch's short heartbeat timeout, so only a lost worker's batch is retried.
     const pulse = ctx ? setInterval(() => beat(true), PULSE_MS) : null;
     try {
-      await Promise.all(Array.from({ length: Math.max(1, input.source.concurrency) }, worker));
+      // Twice as many loops as requests allowed in flight: while one stores its tiles (a PUT to a bucket takes
+      // as long as a request), another requests; `active` still bounds the requests.
+      await Promise.all(Array.from({ length: 2 * Math.max(1, input.source.concurrency) }, worker));
     } finally {
       if (pulse) clearInterval(pulse);
     }
@@ -236,6 +250,8 @@ async function requestUnit(
   onDecision: (d: GuardDecision) => void,
   signal: AbortSignal | undefined,
   tried: { made: number },
+  /** Told once the unit makes no further request: what is left is storing its answer. */
+  answered: () => void = () => undefined,
 ): Promise<TileResult[] | null> {
   const { source } = input;
   const tiles = unit.members.map((i) => input.tiles[i]!);
@@ -348,6 +364,7 @@ async function requestUnit(
     if (decision) deps.guard!.release(decision, { kind: counted, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
     if (verdict.kind === 'success' && chunk) {
       const v = verdict;
+      answered();
       const file = await store.putChunk(input.sourceName, tiles[0]!.z, unit, x.body, source.format);
       const m = unit.meta!;
       return each((t, k) => ({
@@ -365,6 +382,7 @@ async function requestUnit(
     }
     if (verdict.kind === 'success') {
       const v = verdict;
+      answered();
       const bodies = unit.meta ? await cutMetatile(v.pixels!, unit.meta, source.tileSize, source.format) : [x.body];
       const meta = {
         fetchedAt: Date.now(),
