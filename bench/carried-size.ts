@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * bench:carried-size (issue 14, item 7): the breaker entity's continue-as-new payload, as Temporal encodes it,
+ * bench:carried-size: the breaker entity's continue-as-new payload, as Temporal encodes it,
  * in the form runs carried before the bound (everything) and in the bounded form (carry.ts), for
  *   default   the default configuration at capacity: a full 30 s window of a 60-worker fleet's reports, the
  *             default log of 500 transitions with their figures, 256 probe decisions, 60 reporters;

@@ -1,6 +1,6 @@
 /**
  * bench:force-open: how soon a fleet stops sending requests once an operator forces a breaker open
- * (issue: "a force-open must stop the fleet's requests within a second").
+ * (the target: a force-open stops the fleet's requests within a second).
  *
  * A dev server, --workers worker processes (each a real tilebreaker worker with its own breaker guard) and one
  * large `wait` mosaic against a local tile server with --latency ms a tile. Once traffic flows, the bench

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * bench:policy-step (issue 14, item 18): what one `report` costs the breaker entity's workflow task, in CPU.
+ * bench:policy-step: what one `report` costs the breaker entity's workflow task, in CPU.
  * Each report signal runs the pure policy's `step` once (src/breaker), so its cost bounds how many reports a
  * workflow task can apply before it runs long. Measured on a full window: the default configuration, and the
  * largest the configuration schema allows (600 buckets, the fast window as long as the window), with a dense

@@ -7,7 +7,7 @@
  *   throughput: orchestrated=<tiles/s> plain=<tiles/s> ratio=<float> history-events-per-1000-tiles=<int>
  * History events count every workflow of the job (the mosaic and its children, if any). The breaker
  * entity is shared by every job on the endpoint and is reported apart.
- * Then the metrics overhead (issue 15's target, bench/throughput/metrics-overhead.ts): the same mosaic built
+ * Then the metrics overhead (target: within 2 %, bench/throughput/metrics-overhead.ts): the same mosaic built
  * by `tilebreaker worker` processes with metrics off and with `--metrics-addr` on (scraped every second),
  * alternating, --metrics-rounds of each (default 3; 0 skips it), and just before the last line:
  *   metrics: off=<tiles/s> on=<tiles/s> ratio=<on/off> cpu-off-s=<median> cpu-on-s=<median>

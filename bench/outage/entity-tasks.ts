@@ -1,5 +1,5 @@
 /**
- * How fast the breaker entity's workflow tasks ran under the fleet's load (issue 14, item 18): read every run
+ * How fast the breaker entity's workflow tasks ran under the fleet's load: read every run
  * of the entity's workflow (each continue-as-new starts a new run) back from the server and time each workflow
  * task from WORKFLOW_TASK_SCHEDULED to WORKFLOW_TASK_COMPLETED. That span holds the wait for a worker to pick the
  * task up and the worker's own processing, so a busy entity (slow tasks, tasks queuing behind each other)

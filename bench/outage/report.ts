@@ -125,7 +125,7 @@ export function finalFigures(figs: Partial<Record<ModeName, ModeFigures>>): Fina
   };
 }
 
-/** The targets, checked against what was measured. */
+/** The targets, checked against what was measured. */
 export function targetLines(figs: Partial<Record<ModeName, ModeFigures>>, f: FinalFigures): string[] {
   const out: string[] = ['targets (shared mode):'];
   const mark = (ok: boolean | null) => (ok === null ? 'n/a ' : ok ? 'met ' : 'MISS');

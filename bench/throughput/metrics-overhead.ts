@@ -1,5 +1,5 @@
 /**
- * bench:throughput's metrics-overhead comparison (issue 15's target: metrics on within 2 % of metrics off).
+ * bench:throughput's metrics-overhead comparison (target: metrics on within 2 % of metrics off).
  * `Runtime.install` is once per process, so "off" and "on" are separate `tilebreaker worker` processes: for
  * each round, one worker with metrics off builds the mosaic, then one with `--metrics-addr 127.0.0.1:<free
  * port>` builds it again (a new output and workflow id each time), one worker process at a time on one task

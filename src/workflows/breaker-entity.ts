@@ -28,7 +28,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // A fleet with fewer calls in flight than volumeFloor can still trip on stalls (new entities).
   const smallFleet = patched('small-fleet-floor');
   // Continue-as-new carries a bounded payload (under 64 KB whatever the configuration), and sooner by default
-  // (1,000 events, not 2,000): a workflow task stays cheap under a whole fleet's reports (issue 14, items 7, 18).
+  // (1,000 events, not 2,000): a workflow task stays cheap under a whole fleet's reports.
   const compactCarry = patched('compact-carry');
   const opts = compactCarry ? withHistoryDefault(opts0, input.options) : opts0;
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry);

@@ -18,7 +18,7 @@ import { assertAccounted, readManifest, type Manifest } from '../helpers/mosaic'
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 
 /**
- * The fault matrix (issue 13, "Tests"): a 64-tile mosaic from the real MapServer fixture through the fault
+ * The fault matrix: a 64-tile mosaic from the real MapServer fixture through the fault
  * proxy; after 16 requests the proxy turns faulty. For each fault and each fallback (fail-fast, wait, stale):
  * when and why the breaker tripped (the entity's transitions), the requests the server received after the
  * trip, every tile's final status and the exit code. One Temporal dev server and one worker serve every
@@ -167,7 +167,7 @@ const faultMs = (mode: FaultMode) => (mode === 'hang' || mode === 'slow' ? 5_000
 
 /**
  * Hangs and slow answers must trip from their stalls, before timeouts and retries would (about 6.7 s here
- * before stall detection). The issue's target, 3 s, is checked apart below.
+ * before stall detection). The target, 3 s, is checked apart below.
  */
 const STALL_TRIP_MAX_S = 5;
 /** trip-s of the hang and slow cases, for the 3 s target. */
@@ -268,7 +268,7 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
   // A stall counts once a call has waited 4 x the p95 of recent successes: when a loaded machine slows
   // MapServer itself (p95 over 500 ms), the same rule trips later, by design. The 3 s target on a quick server
   // is checked here; the benchmark (bench:outage --kind hang, trip-s) is where the figure is measured.
-  test("hang and slow trip within 3 s of the fault start (the issue's target), or within the stall rule's own bound when the server itself is slow", () => {
+  test("hang and slow trip within 3 s of the fault start (the target), or within the stall rule's own bound when the server itself is slow", () => {
     assert.equal(stallTrips.length, 6, 'the six hang and slow cases ran');
     const late = stallTrips.filter((x) => {
       const tripS = Number(x.split(' ')[1]);

@@ -19,7 +19,7 @@ import type { BriefTransition, CarriedState, EntityCounters } from '../../messag
 
 /** The carried payload's bound, in bytes of JSON (Temporal's JSON payloads are that, as UTF-8). */
 export const CARRY_BUDGET = 62_000;
-/** Transitions carried in all (issue 15's `--since 24h` reads open intervals from them) ... */
+/** Transitions carried in all (`breaker show --since 24h` reads open intervals from them) ... */
 export const LOG_CARRIED = 250;
 /** ... and never fewer, whatever else must be cut to fit. */
 export const LOG_MIN = 200;
