@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { DemoTileServer } from '../../src/demo/tile-server';
+import { tileBounds } from '../../src/geo/mercator';
 import type { ManifestTile, MosaicRequest, MosaicResult, StatusCounts } from '../../src/messages/mosaic-types';
 
 export interface Manifest {
@@ -42,6 +43,25 @@ export function demoRequest(s: DemoTileServer, dir: string, name: string, extra:
     output: path.join(dir, `${name}.tif`),
     batchSize: 16,
     parallelBatches: 2,
+    ...extra,
+  };
+}
+
+/**
+ * `cols` x `rows` tiles at zoom 12 from `x0`,`y0` (EPSG:3857 corners) from the demo tile server `s` at 2
+ * requests per worker, written to `<dir>/<name>/mosaic.tif`.
+ */
+export function tileBoxRequest(s: DemoTileServer, dir: string, name: string, box: { cols: number; rows: number; x0?: number; y0?: number }, extra: Partial<MosaicRequest> = {}): MosaicRequest {
+  const { cols, rows, x0 = 2100, y0 = 1400 } = box;
+  const nw = tileBounds(12, x0, y0);
+  const se = tileBounds(12, x0 + cols - 1, y0 + rows - 1);
+  return {
+    source: { type: 'xyz', url: s.template, concurrency: 2 },
+    sourceName: 'demo',
+    bbox: [nw.minX, se.minY, se.maxX, nw.maxY],
+    crs: 'EPSG:3857',
+    zoom: 12,
+    output: path.join(dir, name, 'mosaic.tif'),
     ...extra,
   };
 }

@@ -8,10 +8,9 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { servedFetchQueue } from '../../src/activities/mosaic/fetch-queue';
 import { startMosaic, startRedrive } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { tileBounds } from '../../src/geo/mercator';
 import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
-import { assertAccounted, readManifest } from '../helpers/mosaic';
+import { assertAccounted, readManifest, tileBoxRequest } from '../helpers/mosaic';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
@@ -41,18 +40,7 @@ function worker(taskQueue: string, fetchBatches: number): WorkerProcess {
 
 /** A `cols` x `rows` block of zoom-12 tiles (one per request) from the demo tile server `s`, from column `x0`. */
 function request(s: DemoTileServer, name: string, cols: number, rows: number, extra: Partial<MosaicRequest>, x0 = 2100): MosaicRequest {
-  const [z, y0] = [12, 1400];
-  const nw = tileBounds(z, x0, y0);
-  const se = tileBounds(z, x0 + cols - 1, y0 + rows - 1);
-  return {
-    source: { type: 'xyz', url: s.template, concurrency: 2 },
-    sourceName: 'demo',
-    bbox: [nw.minX, se.minY, se.maxX, nw.maxY],
-    crs: 'EPSG:3857',
-    zoom: z,
-    output: path.join(dir, name, 'mosaic.tif'),
-    ...extra,
-  };
+  return tileBoxRequest(s, dir, name, { cols, rows, x0 }, extra);
 }
 
 /** One activity attempt as the history has it: its type, the worker that ran it, when it started and ended. */

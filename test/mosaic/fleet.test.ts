@@ -7,10 +7,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { tileBounds } from '../../src/geo/mercator';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
-import { assertAccounted, readManifest } from '../helpers/mosaic';
+import { assertAccounted, readManifest, tileBoxRequest } from '../helpers/mosaic';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
@@ -37,18 +36,7 @@ function worker(taskQueue: string): WorkerProcess {
 
 /** A `cols` x `rows` block of zoom-12 tiles (one per request) from the demo tile server `s`. */
 function request(s: DemoTileServer, name: string, cols: number, rows: number, extra: Partial<MosaicRequest>): MosaicRequest {
-  const [z, x0, y0] = [12, 2100, 1400];
-  const nw = tileBounds(z, x0, y0);
-  const se = tileBounds(z, x0 + cols - 1, y0 + rows - 1);
-  return {
-    source: { type: 'xyz', url: s.template, concurrency: 2 },
-    sourceName: 'demo',
-    bbox: [nw.minX, se.minY, se.maxX, nw.maxY],
-    crs: 'EPSG:3857',
-    zoom: z,
-    output: path.join(dir, name, 'mosaic.tif'),
-    ...extra,
-  };
+  return tileBoxRequest(s, dir, name, { cols, rows }, extra);
 }
 
 /** Fetch batches per worker identity, read from the history (ACTIVITY_TASK_STARTED names the worker). */

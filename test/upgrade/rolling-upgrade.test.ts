@@ -18,10 +18,9 @@ import { localBinaries } from '../../src/client/local-server';
 import { startMosaic } from '../../src/client/mosaics';
 import { defaultBuildId, defaultDeploymentName } from '../../src/client/versioning';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { tileBounds } from '../../src/geo/mercator';
 import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
-import { assertAccounted, readManifest } from '../helpers/mosaic';
+import { assertAccounted, readManifest, tileBoxRequest } from '../helpers/mosaic';
 import { buildRelease, PREVIOUS_RELEASE, type ReleaseBuild } from '../helpers/previous-release';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
@@ -91,21 +90,7 @@ async function currentBuild(taskQueue: string): Promise<string | null> {
 
 /** 20 x 20 zoom-12 tiles, one request each at 100 ms, waiting out the breaker (everything ends ok). */
 function request(s: DemoTileServer, name: string): MosaicRequest {
-  const [z, x0, y0, n] = [12, 2100, 1400, 20];
-  const nw = tileBounds(z, x0, y0);
-  const se = tileBounds(z, x0 + n - 1, y0 + n - 1);
-  return {
-    source: { type: 'xyz', url: s.template, concurrency: 2 },
-    sourceName: 'demo',
-    bbox: [nw.minX, se.minY, se.maxX, nw.maxY],
-    crs: 'EPSG:3857',
-    zoom: z,
-    output: path.join(dir, name, 'mosaic.tif'),
-    batchSize: 16,
-    parallelBatches: 2,
-    fallback: 'wait',
-    deadline: '10m',
-  };
+  return tileBoxRequest(s, dir, name, { cols: 20, rows: 20 }, { batchSize: 16, parallelBatches: 2, fallback: 'wait', deadline: '10m' });
 }
 
 interface HistoryFacts {
