@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { copyFile, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
@@ -73,7 +74,15 @@ export const localStorage: Storage = {
   },
   async upload(file, loc) {
     await makeDirs(path.dirname(loc));
-    await atomicWrite(loc, await readFile(file));
+    // Copied, not read into memory (an output can be gigabytes), then renamed into place.
+    const tmp = `${loc}.${process.pid}.${randomUUID()}.tmp`;
+    try {
+      await copyFile(file, tmp);
+      await rename(tmp, loc);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
   },
 };
 
