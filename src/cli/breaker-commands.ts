@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { pausedForMs, type TransitionRecord } from '../breaker';
-import { durationMs } from '../messages/mosaic-request';
+import { durationMs } from '../messages/duration';
 import { openReport, type OpenReport } from '../client/open-intervals';
 import {
   adminBreaker,
