@@ -2,7 +2,7 @@
 // This module loads only what every command needs to be parsed (commander and a few constants): each command
 // imports what it runs with `await import()` when it runs, so an operator's `tilebreaker breaker open` in an
 // emergency does not first load the worker, the activities (sharp, undici, the S3 client) or the mosaic
-// request's validation. test/cli/lean-start.test.ts checks what `breaker` commands load.
+// request's validation (test/cli/breaker-commands.test.ts checks what breaker commands load).
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command } from 'commander';
