@@ -8,7 +8,7 @@ import { parseOrThrow } from '../breaker/config-error';
 import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
 import { CAPABILITIES } from './locations';
-import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_PLAN_TILES } from './plan-check';
+import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_EVENTS_PER_RUN, MAX_PLAN_TILES, MIN_EVENTS_PER_RUN } from './plan-check';
 
 export const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
@@ -56,6 +56,8 @@ const requestSchema = z
     directChunks: z.boolean().default(false),
     // A capability this release lacks (a later release's request) is refused here, before anything is written.
     requires: z.array(z.enum(CAPABILITIES)).max(16).optional(),
+    // Each run of a long wait continues as new past this many history events.
+    eventsPerRun: z.number().int().min(MIN_EVENTS_PER_RUN).max(MAX_EVENTS_PER_RUN).optional(),
   })
   .strict()
   .superRefine((r, ctx) => {
