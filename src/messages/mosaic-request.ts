@@ -24,6 +24,13 @@ export function durationMs(text: string): number | null {
 }
 
 const MAX_BLOCKS = 4_096;
+/**
+ * Tiles per fetch activity unless asked otherwise. Each batch costs six history events (scheduled, started,
+ * completed and the workflow task that follows), so 512 (was 256) halves what a healthy mosaic's batches add
+ * to its history; one batch still fills a worker's connections to the source, and its heartbeat stays well
+ * under Temporal's payload limit.
+ */
+export const DEFAULT_BATCH_SIZE = 512;
 /** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */
 export const MAX_DEADLINE_MS = 7 * UNIT_MS.d;
 
@@ -49,7 +56,7 @@ const requestSchema = z
     maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
     storeRoot: z.string().min(1).optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
-    batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(256),
+    batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(DEFAULT_BATCH_SIZE),
     blockTiles: z.number().int().min(1).default(16_384),
     parallelBatches: z.number().int().min(1).max(64).default(4),
     breaker: z.boolean().default(true),
