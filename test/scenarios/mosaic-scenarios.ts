@@ -151,7 +151,7 @@ const continueAsNew =
   (name: string, blocks: boolean): EntityScenario =>
   ({ client, taskQueue }: ScenarioContext) =>
     withServer({ latencyMs: 5, outageAfterRequests: 8, outageMs: 40_000 }, async (s, dir) => {
-      const extra: Partial<MosaicRequest> = { fallback: 'wait', deadline: '10m', eventsPerRun: 200, batchSize: 8, ...(blocks ? { blockTiles: 24 } : {}) };
+      const extra: Partial<MosaicRequest> = { fallback: 'wait', deadline: '10m', eventsPerRun: 200, batchSize: 8, ...(blocks ? { blockTiles: 24, maxTiles: 1_000 } : {}) };
       const h = await startMosaic(client, taskQueue, request(s, dir, extra), name);
       await h.result();
       return blocks ? client.workflow.getHandle(`${h.workflowId}/p0-block-0`) : h;

@@ -87,7 +87,7 @@ async function longWait(
   try {
     const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowsPath, activities: { ...runtime.activities, awaitBreaker: declines } });
     const days = durationMs(extra.deadline ?? '7d')! / DAY;
-    const request = tileBoxRequest(server, dir, name, box, { fallback: 'wait', deadline: '7d', batchSize: 2, parallelBatches: 2, blockTiles: 64, ...extra });
+    const request = tileBoxRequest(server, dir, name, box, { fallback: 'wait', deadline: '7d', batchSize: 2, parallelBatches: 2, blockTiles: 64, maxTiles: box.cols * box.rows, ...extra });
     const workflowId = `mosaic/${name}`;
     const wallStart = Date.now();
     const result = await worker.runUntil(async () => {
@@ -115,7 +115,7 @@ async function longWait(
       t.diagnostic(`${c.id}: ${c.runs.length} run(s), events per run ${c.runs.map((r) => r.events).join(', ')}; closed as ${c.runs.map((r) => r.closedAs).join(', ')}`);
     }
     t.diagnostic(
-      `${name}: most events in one run ${most} (continue-as-new after ${DEFAULT_EVENTS_PER_RUN}); ${all.length} runs in all; chain closed ${((lastClose - first.startedAt) / DAY).toFixed(2)} days after the first; wall time ${wallS.toFixed(0)} s`,
+      `${name}: most events in one run ${most} (continue-as-new after ${extra.eventsPerRun ?? DEFAULT_EVENTS_PER_RUN}); ${all.length} runs in all; chain closed ${((lastClose - first.startedAt) / DAY).toFixed(2)} days after the first; wall time ${wallS.toFixed(0)} s`,
     );
     assert.ok(most < 10_240 / 3, `a run had ${most} events`);
     const longest = chains.reduce((a, c) => (c.runs.length > a.runs.length ? c : a));
