@@ -2,13 +2,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { createActivityRuntime } from '../../src/activities';
-import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
+import { startDemoTileServer } from '../../src/demo/tile-server';
 import { durationMs } from '../../src/messages/mosaic-request';
 import type { MosaicResult } from '../../src/messages/mosaic-types';
 import { DEFAULT_EVENTS_PER_RUN } from '../../src/workflows/mosaic-continue';
@@ -21,27 +20,16 @@ import { TEST_ROOTS, timeSkippingEnv, uniqueTaskQueue, workflowsPath } from '../
  * before its history grows large; the chain ends at the deadline with a manifest that dead-letters every tile.
  *
  * The breaker cools down for a day, so each retry pass waits the longest a watched wait may (60 minutes of
- * workflow time), as a mosaic against a server that stays down does once its breaker's cooldown has grown. The `awaitBreaker` watch is an activity that
- * polls in real time for the whole wait (minutes), which the time-skipping server cannot skip: here it
- * declines at once, and the workflow takes its own fallback for a failed watch, a durable timer.
+ * workflow time), as a mosaic against a server that stays down does once its breaker's cooldown has grown.
+ * The `awaitBreaker` watch is an activity that polls in real time for the whole wait (minutes), which the
+ * time-skipping server cannot skip: here it declines at once, and the workflow takes its own fallback for a
+ * failed watch, a durable timer.
  */
 
 const DAY = 86_400_000;
 const BREAKER = { config: { minSamples: 2, fastMinSamples: 2, cooldownMs: 24 * 3_600_000, cooldownMaxFactor: 1 } };
-let env: TestWorkflowEnvironment;
-let server: DemoTileServer;
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-long-wait-'));
-
-before(async () => {
-  env = await timeSkippingEnv();
-  server = await startDemoTileServer({});
-  server.setDown(true);
-});
-after(async () => {
-  await server?.close();
-  await env?.teardown();
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => rmSync(dir, { recursive: true, force: true }));
 
 interface Run {
   runId: string;
@@ -81,6 +69,11 @@ async function longWait(
   extra: { blockTiles?: number; deadline?: string; eventsPerRun?: number },
   minRuns: number,
 ): Promise<void> {
+  // A server and a tile server of its own: the planner's clock is the real one, and after a skipped week of
+  // another test the workflow clock would be a week ahead of it (the deadline already past).
+  const env = await timeSkippingEnv();
+  const server = await startDemoTileServer({});
+  server.setDown(true);
   const taskQueue = uniqueTaskQueue(name);
   const runtime = createActivityRuntime({ client: env.client, taskQueue, roots: TEST_ROOTS, breaker: BREAKER });
   const declines = (): Promise<never> => Promise.reject(ApplicationFailure.nonRetryable('no breaker watch on the time-skipping server', 'NoWatch'));
@@ -131,6 +124,8 @@ async function longWait(
     assert.ok(lastClose - first.startedAt >= days * DAY - 60_000, `the chain's runs span ${(lastClose - first.startedAt) / DAY} days`);
   } finally {
     await runtime.close();
+    await server.close();
+    await env.teardown();
   }
 }
 
