@@ -30,6 +30,7 @@ import { tileBounds } from '../src/geo/mercator';
 import { startEmbeddedServer } from '../src/client/embedded-server';
 import { startMosaic } from '../src/client/mosaics';
 import { createWorker } from '../src/client/worker';
+import { DEFAULT_BATCH_SIZE } from '../src/messages/mosaic-request';
 import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
 import { fetchPhase } from './throughput/history';
 import { metricsLine, metricsTarget, runMetricsOverhead, type OverheadFigures } from './throughput/metrics-overhead';
@@ -52,7 +53,8 @@ interface Opts {
 type Flags = Partial<Opts> & { workers?: string; fetchBatches?: string; store?: string; rounds?: string };
 
 /** The defaults of each mode: the orchestration-cost run, and --workers (latency-bound, one worker not CPU-bound). */
-const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: '256', latency: '10', metricsRounds: '3' };
+// The batch size is the product's default: the history figure is what a mosaic started with defaults costs.
+const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: String(DEFAULT_BATCH_SIZE), latency: '10', metricsRounds: '3' };
 const SCALE_DEFAULTS: Omit<Opts, 'metricsRounds'> = { side: '32', concurrency: '2', batches: '6', batchSize: '32', latency: '50' };
 
 function count(flag: string, value: string, min: number): number {
@@ -104,8 +106,16 @@ async function inPool<T>(items: T[], n: number, fn: (t: T) => Promise<void>): Pr
   );
 }
 
-async function historyEvents(client: Client, workflowId: string): Promise<number> {
+/** Events of each type, summed over the histories read (where a mosaic's events go). */
+const byType = new Map<string, number>();
+
+async function historyEvents(client: Client, workflowId: string, tally = false): Promise<number> {
   const h = await client.workflow.getHandle(workflowId).fetchHistory();
+  for (const e of tally ? (h.events ?? []) : []) {
+    const kind = Object.keys(e).find((k) => k.endsWith('EventAttributes') && e[k as keyof typeof e]) ?? 'unknown';
+    const name = kind.replace(/EventAttributes$/, '');
+    byType.set(name, (byType.get(name) ?? 0) + 1);
+  }
   return h.events?.length ?? 0;
 }
 
@@ -178,10 +188,10 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   const [from, to] = fetchPhase((await client.workflow.getHandle(id).fetchHistory()).events ?? []);
   const orchFetchS = (to - from) / 1000;
   // Every workflow of the job: the mosaic and any block children.
-  let eventCount = await historyEvents(client, id);
+  let eventCount = await historyEvents(client, id, true);
   let workflows = 1;
   for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH "${id}/"` })) {
-    eventCount += await historyEvents(client, wf.workflowId);
+    eventCount += await historyEvents(client, wf.workflowId, true);
     workflows++;
   }
   const entityEvents = await historyEvents(client, breakerWorkflowId(breakerKey(server.url))).catch(() => 0);
@@ -190,6 +200,12 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   await temporal.stop();
   console.log(
     `  orchestrated      ${orchS.toFixed(1)} s: fetch ${orchFetchS.toFixed(1)} s; ok ${result.counts.ok}/${total}; ${workflows} workflow(s), ${eventCount} history events; breaker entity (shared, not counted) ${entityEvents} events`,
+  );
+  console.log(
+    `  history events by type: ${[...byType]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
   );
   const plainB = await plainRun('plain-2');
 
@@ -219,7 +235,7 @@ new Command('bench:throughput')
   .option('--side <n>', 'tiles per side of the square mosaic (default 64; with --workers 32)')
   .option('--concurrency <n>', 'the source concurrency: requests in flight per worker process (default 8; with --workers 2)')
   .option('--batches <n>', 'batches in flight (default 4; with --workers 6)')
-  .option('--batch-size <n>', 'tiles per batch (default 256; with --workers 32)')
+  .option('--batch-size <n>', `tiles per batch (default ${DEFAULT_BATCH_SIZE}, the product's; with --workers 32)`)
   .option('--latency <ms>', 'tile server latency per request (default 10; with --workers 50)')
   .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
   .option('--metrics-rounds <n>', 'rounds of the metrics comparison after it: worker processes with metrics off, then on (default 3; 0 skips it)')

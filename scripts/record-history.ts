@@ -32,11 +32,35 @@ type ScenarioName = keyof typeof scenarios;
 
 const historiesDir = path.join(packageRoot(), 'test', 'histories');
 
+/**
+ * Saves the run's history as `<name>.json`. A run that continued from others (continue-as-new) is saved with
+ * the first run of its chain: the first as `<name>.json` (it ends in the hand-over), the newest as
+ * `<name>-last.json` (it starts from what was carried).
+ */
 async function save(handle: WorkflowHandle, name: string): Promise<void> {
-  const history = await handle.fetchHistory();
-  const file = path.join(historiesDir, `${name}.json`);
-  saveHistory(history, file);
-  console.log(`recorded ${history.events?.length ?? 0} events of ${handle.workflowId} to ${path.relative(process.cwd(), file)}`);
+  const newest = await handle.fetchHistory();
+  let first = newest;
+  for (let previous = runBefore(newest); previous; previous = runBefore(first)) {
+    first = await handle.client.getHandle(handle.workflowId, previous).fetchHistory();
+  }
+  const runs: [History, string][] =
+    first === newest
+      ? [[newest, name]]
+      : [
+          [first, name],
+          [newest, `${name}-last`],
+        ];
+  for (const [history, file] of runs.map(([h, n]) => [h, path.join(historiesDir, `${n}.json`)] as const)) {
+    saveHistory(history, file);
+    console.log(`recorded ${history.events?.length ?? 0} events of ${handle.workflowId} to ${path.relative(process.cwd(), file)}`);
+  }
+}
+
+type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
+
+/** The run this one continued from, if it did. */
+function runBefore(history: History): string | undefined {
+  return history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId ?? undefined;
 }
 
 async function recordScenario(name: ScenarioName): Promise<void> {

@@ -9,6 +9,7 @@ import { parseDuration } from './breaker-commands';
 import { preflight } from './preflight';
 import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '../client/mosaic-names';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
+import { DEFAULT_BATCH_SIZE } from '../messages/mosaic-request';
 import { checkScheduleOverlap, SCHEDULE_OVERLAPS } from '../messages/scheduled-mosaic';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
@@ -244,7 +245,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
     .option('--max-tiles <n>', 'refuse plans larger than this (default 100000)')
     .option('--store <dir>', 'tile store folder (default <out>.tiles)')
-    .option('--batch-size <n>', 'tiles per fetch activity (default 256)')
+    .option('--batch-size <n>', `tiles per fetch activity (default ${DEFAULT_BATCH_SIZE})`)
     .option('--block-tiles <n>', 'tiles per child workflow of a large job (default 16384)')
     .option('--parallel-batches <n>', 'fetch activities in flight per block (default 4)')
     .option('--no-breaker', 'fetch without the fleet-wide breaker')

@@ -121,6 +121,8 @@ export async function listMosaics(client: Client, opts: { status?: string; name?
 async function collect(client: Client, query: string, limit: number): Promise<ListedMosaic[]> {
   const out: ListedMosaic[] = [];
   for await (const wf of client.workflow.list({ query })) {
+    // A long wait's earlier runs handed over to a newer one (continue-as-new): the newest run is the mosaic.
+    if (wf.status.name === 'CONTINUED_AS_NEW') continue;
     out.push(listed(wf));
     if (out.length >= limit) break;
   }

@@ -9,9 +9,16 @@ import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
 import { durationMs, UNIT_MS } from './duration';
 import { CAPABILITIES } from './locations';
-import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_PLAN_TILES } from './plan-check';
+import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_EVENTS_PER_RUN, MAX_PLAN_TILES, MIN_EVENTS_PER_RUN } from './plan-check';
 
 const MAX_BLOCKS = 4_096;
+/**
+ * Tiles per fetch activity unless asked otherwise. Each batch costs six history events (scheduled, started,
+ * completed and the workflow task that follows), so 512 (was 256) halves what a healthy mosaic's batches add
+ * to its history; one batch still fills a worker's connections to the source, and its heartbeat stays well
+ * under Temporal's payload limit.
+ */
+export const DEFAULT_BATCH_SIZE = 512;
 /** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */
 export const MAX_DEADLINE_MS = 7 * UNIT_MS.d;
 
@@ -37,13 +44,15 @@ const requestSchema = z
     maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
     storeRoot: z.string().min(1).optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
-    batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(256),
+    batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(DEFAULT_BATCH_SIZE),
     blockTiles: z.number().int().min(1).default(16_384),
     parallelBatches: z.number().int().min(1).max(64).default(4),
     breaker: z.boolean().default(true),
     directChunks: z.boolean().default(false),
     // A capability this release lacks (a later release's request) is refused here, before anything is written.
     requires: z.array(z.enum(CAPABILITIES)).max(16).optional(),
+    // Each run of a long wait continues as new past this many history events.
+    eventsPerRun: z.number().int().min(MIN_EVENTS_PER_RUN).max(MAX_EVENTS_PER_RUN).optional(),
   })
   .strict()
   .superRefine((r, ctx) => {

@@ -54,6 +54,8 @@ export interface MosaicRequest {
   directChunks?: boolean;
   /** What the worker must be able to do (set by the client for `s3://` locations; see capabilitiesFor). */
   requires?: Capability[];
+  /** A mosaic, block or re-drive run continues as new once its history holds this many events (200-8,000; default 2,000). */
+  eventsPerRun?: number;
 }
 
 /** How long a re-drive waits for its breaker to let the dead letters through, unless told otherwise. */
@@ -112,6 +114,8 @@ export interface MosaicPlan {
   fetchQueue?: FetchQueueChoice;
   /** What a worker must be able to do to act on this plan (`object-storage` for `s3://` locations). */
   requires?: Capability[];
+  /** A run continues as new once its history holds this many events (absent: the default, 2,000). */
+  eventsPerRun?: number;
 }
 
 /** Where a plan's fetch batches go, decided when it is made (see src/workflows/mosaic-block.ts). */

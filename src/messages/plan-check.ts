@@ -15,6 +15,10 @@ export const MAX_PLAN_TILES = 4_194_304;
 /** Limits the planner applies: batches are heartbeat payloads, blocks bound a child's history. */
 export const MAX_BATCH_SIZE = 1_024;
 export const MAX_BATCHES_PER_BLOCK = 2_048;
+/** Bounds of a run's history before it continues as new: below the lower one a run would hand over every few
+ * passes; above the upper one what follows the check (batches in flight, a wait) could reach 10,240. */
+export const MIN_EVENTS_PER_RUN = 200;
+export const MAX_EVENTS_PER_RUN = 8_000;
 
 const int = z.number().int();
 const fallback = z.enum(['fail-fast', 'stale', 'hole', 'wait']);
@@ -47,6 +51,7 @@ const planSchema = z
       .strict()
       .optional(),
     requires: z.array(z.enum(CAPABILITIES)).max(16).optional(),
+    eventsPerRun: int.min(MIN_EVENTS_PER_RUN).max(MAX_EVENTS_PER_RUN).optional(),
   })
   .strict()
   .superRefine((p, ctx) => {

@@ -2,6 +2,8 @@ import { ActivityCancellationType, ActivityFailure, isCancellation, log, patched
 import type { MosaicActivities } from '../messages/activities';
 import { metatileBatches, planMetatile } from '../messages/metatile-batches';
 import { breakerKey, type BreakerStateName } from '../breaker';
+import { runsSelection, toRuns } from '../messages/tile-runs';
+import { NO_BUDGET, type PassCarry, type ProgressCarry, type RunBudget } from './mosaic-continue';
 import {
   selectionIndices,
   selectionSize,
@@ -69,6 +71,12 @@ const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'def
 const DEFAULT_WAIT_MS = 5_000;
 const MIN_WAIT_MS = 1_000;
 const MAX_WAIT_MS = 10 * 60_000;
+/**
+ * A wait the breaker asked for (its retryAfter) that an activity watches may last this long: the watch ends
+ * it within a second of the breaker letting traffic through, so waiting out a long cooldown in one piece
+ * loses nothing, and a week against a server that stays down takes about 170 passes, not 1,000.
+ */
+const MAX_WATCHED_WAIT_MS = 60 * 60_000;
 
 /** The breaker a plan's fetches go through (one per source: its endpoint, and its partition if it has one). */
 /** Batches and blocks of whole metatiles (runs recorded before cut them in row order). */
@@ -109,6 +117,20 @@ export class ProgressTracker {
 
   constructor(total: number) {
     this.progress = { total, done: 0, counts: zeroStatusCounts(), phase: 'planning', etaSeconds: null, runningBlocks: [], breakerStates: [], breakerKeys: [], waitingUntil: null, waitingFor: null };
+  }
+
+  /** Where the run before this one left off (it continued as new). */
+  restore(c: ProgressCarry): void {
+    const p = this.progress;
+    p.counts = { ...c.counts };
+    p.done = Object.values(c.counts).reduce((a, b) => a + b, 0);
+    p.breakerStates = [...c.breakerStates];
+    this.fetchStartedAt = c.fetchStartedAt;
+    p.phase = 'fetching';
+  }
+
+  carry(): ProgressCarry {
+    return { counts: { ...this.progress.counts }, breakerStates: [...this.progress.breakerStates], fetchStartedAt: this.fetchStartedAt };
   }
 
   startFetching(): void {
@@ -165,13 +187,18 @@ async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Prom
 }
 
 const { awaitBreaker } = proxyActivities<MosaicActivities>({
-  // A wait lasts at most MAX_WAIT_MS; the activity returns by itself at the end of it.
-  startToCloseTimeout: '15m',
+  // A wait lasts at most MAX_WATCHED_WAIT_MS; the activity returns by itself at the end of it.
+  startToCloseTimeout: '70m',
   heartbeatTimeout: '30s',
   retry: { initialInterval: '1s', maximumAttempts: 2 },
 });
 /** Shorter waits are plain timers: watching would not wake them sooner in any way that matters. */
 const WATCH_FROM_MS = 5_000;
+
+/** Whether a wait of this length is watched (runs recorded before 'wake-on-close' only slept). */
+function watches(plan: MosaicPlan, state: BreakerStateName | null, waitMs: number): boolean {
+  return plan.breaker && state !== null && waitMs >= WATCH_FROM_MS && patched('wake-on-close');
+}
 
 /**
  * Waits out a refusing breaker: on a durable timer, or, for a longer wait, by an activity that watches the
@@ -180,7 +207,7 @@ const WATCH_FROM_MS = 5_000;
  * slept the whole wait.
  */
 async function waitForBreaker(plan: MosaicPlan, state: BreakerStateName | null, waitMs: number): Promise<void> {
-  if (!plan.breaker || state === null || waitMs < WATCH_FROM_MS || !patched('wake-on-close')) {
+  if (!watches(plan, state, waitMs)) {
     await sleep(waitMs);
     return;
   }
@@ -194,19 +221,49 @@ async function waitForBreaker(plan: MosaicPlan, state: BreakerStateName | null, 
   }
 }
 
+/** How a block's run goes on: the run's budget, and where the run before it left off. */
+export interface BlockRun {
+  budget: RunBudget;
+  resume?: PassCarry | undefined;
+}
+
+/** A block's result, or, when its run's history is full, what the next run carries to go on. */
+export type BlockOutcome = { result: BlockResult; carry?: undefined } | { result: BlockResult; carry: PassCarry };
+
 /**
  * Fetches one block of a mosaic's tiles in batches, then handles the breaker's refusals by the plan's
  * fallback policy. `fail-fast`, `stale` and `hole` are settled in the fetch itself (the batch activity
  * dead-letters, serves the stored copy, or leaves a hole). `wait` sleeps on a durable timer until the
  * breaker's retryAfter (bounded by the deadline) and fetches the refused tiles again; once the deadline has
- * passed, one last pass applies the after-deadline fallback.
+ * passed, one last pass applies the after-deadline fallback. When the run's budget says its history is full
+ * (checked after each wait, and before each batch starts), it stops there and returns what the next run
+ * needs: the pending tiles (as runs), the pass and the counts.
  */
-export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: string, basePass: number, tracker: ProgressTracker): Promise<BlockResult> {
-  const result: BlockResult = { counts: zeroStatusCounts(), requests: 0, breakerStates: [], lastPass: basePass };
+export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: string, basePass: number, tracker: ProgressTracker, cont: BlockRun = { budget: NO_BUDGET }): Promise<BlockOutcome> {
+  const r = cont.resume;
+  const result: BlockResult = r
+    ? { counts: { ...r.counts }, requests: r.requests, breakerStates: [...r.breakerStates], lastPass: r.pass, ...(r.configError !== undefined ? { configError: r.configError } : {}) }
+    : { counts: zeroStatusCounts(), requests: 0, breakerStates: [], lastPass: basePass };
   const deadlinePassed = () => plan.deadlineAt !== null && Date.now() >= plan.deadlineAt;
-  let pending: TileSelection | null = sel;
-  let pass = basePass;
-  let futile = 0;
+  const carry = (pending: number[], pass: number, futile: number, fullPass: boolean): BlockOutcome => ({
+    result,
+    carry: {
+      pending: toRuns(pending),
+      pass,
+      futile,
+      fullPass,
+      counts: { ...result.counts },
+      requests: result.requests,
+      breakerStates: [...result.breakerStates],
+      ...(result.configError !== undefined ? { configError: result.configError } : {}),
+    },
+  });
+  let pending: TileSelection | null = r ? runsSelection(r.pending) : sel;
+  let pass = r?.pass ?? basePass;
+  let futile = r?.futile ?? 0;
+  let fullPass = r?.fullPass ?? false;
+  // Batches started by this run: a run hands over only after doing some work, so a chain always moves on.
+  let started = 0;
   while (pending) {
     const final = plan.fallback !== 'wait' || deadlinePassed();
     const whenRefused: WhenRefusedMode = plan.fallback === 'wait' ? (final ? WHEN_REFUSED[plan.afterDeadline] : 'defer') : WHEN_REFUSED[plan.fallback];
@@ -214,13 +271,19 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     let retryAfterMs: number | null = null;
     // A configuration error: no further batch starts for the source (the rest is recorded failed with it).
     let stopped: string | null = null;
-    const stop = () => stopped !== null;
+    // A full history: no further batch starts in this run (the next run starts them).
+    let handOver = false;
+    const stop = () => {
+      if (stopped === null && !handOver && started > 0 && cont.budget.full()) handOver = true;
+      return stopped !== null || handOver;
+    };
     // The breaker's state as the pass's last refusals saw it: what the wait is waiting for. A batch whose probe
     // failed holds both half-open refusals and the open one that followed: the breaker is open now.
     let refusedBy: BreakerStateName | null = null;
     tracker.startFetching();
     const thisPass = pass;
     const run = async (tiles: TileSelection, k: number) => {
+      started++;
       const s: MosaicBatchSummary = await fetchMosaicBatch({ plan, tiles, pass: thisPass, batchId: `p${thisPass}-${tag}-${k}`, whenRefused, final });
       tracker.add(s.counts, s.breakerStates);
       for (const key of Object.keys(s.counts) as (keyof StatusCounts)[]) result.counts[key] += s.counts[key];
@@ -239,7 +302,7 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     // Batches of whole metatiles: one GetMap per metatile, never split between two batches (runs before: row order).
     const all = meta && patched(METATILE_BATCHES_PATCH) ? metatileBatches(plan.grid, pending, meta, plan.batchSize) : batches(pending, plan.batchSize);
     let notStarted: TileSelection[] = [];
-    if (thisPass === basePass || final) {
+    if (thisPass === basePass || final || fullPass) {
       notStarted = all.slice(await inPool(all, plan.parallelBatches, run, stop));
     } else {
       // A retry pass: one batch first. If the breaker refuses all of it again, the rest would be refused too:
@@ -257,6 +320,14 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       for (const key of Object.keys(counts) as (keyof StatusCounts)[]) result.counts[key] += counts[key];
       break;
     }
+    if (handOver && notStarted.length > 0)
+      return carry(
+        [...notStarted.flatMap(selectionIndices), ...deferred].sort((a, b) => a - b),
+        pass + 1,
+        futile,
+        true,
+      );
+    fullPass = false;
     if (deferred.length === 0) break;
     // Only a non-final `wait` pass leaves tiles deferred: wait for the breaker, bounded by the deadline, and
     // longer after each pass that got nothing through.
@@ -266,17 +337,22 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     // refusals (one batch first), and the grown backoff left a short cooldown's recovery unseen for seconds.
     // (Only the timer's duration changes, which replay does not match: no patch needed.)
     const told = retryAfterMs as number | null;
-    const wanted = Math.max(MIN_WAIT_MS, Math.min(MAX_WAIT_MS, told ?? (futile > 1 ? backoff : DEFAULT_WAIT_MS)));
+    const state = refusedBy as BreakerStateName | null;
+    // What the breaker asked for may be waited in one piece when the wait is watched (only the timer's
+    // duration changes: no patch needed).
+    const cap = told !== null && told > MAX_WAIT_MS && watches(plan, state, MAX_WAIT_MS) ? MAX_WATCHED_WAIT_MS : MAX_WAIT_MS;
+    const wanted = Math.max(MIN_WAIT_MS, Math.min(cap, told ?? (futile > 1 ? backoff : DEFAULT_WAIT_MS)));
     const waitMs = Math.max(0, Math.min(wanted, plan.deadlineAt! - Date.now()));
     tracker.progress.phase = 'waiting';
     tracker.progress.waitingUntil = Date.now() + waitMs;
-    const state = refusedBy as BreakerStateName | null;
     tracker.progress.waitingFor = plan.breaker && state !== null ? { key: planBreakerKey(plan), state, deadlineAt: plan.deadlineAt } : null;
     if (waitMs > 0) await waitForBreaker(plan, state, waitMs);
     tracker.progress.waitingUntil = null;
     tracker.progress.waitingFor = null;
-    pending = { indices: deferred.sort((a, b) => a - b) };
+    deferred.sort((a, b) => a - b);
+    if (cont.budget.full()) return carry(deferred, pass + 1, futile, false);
+    pending = { indices: deferred };
     pass++;
   }
-  return result;
+  return { result };
 }

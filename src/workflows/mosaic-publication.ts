@@ -9,8 +9,11 @@ export const MOSAIC_PUBLICATION_PATCH = 'mosaic-search-attributes';
 
 const { mosaicSearchAttributesRegistered } = proxyActivities<MosaicActivities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });
 
-/** Progress is published in steps of this many percent, so a run upserts a dozen times, not per batch. */
-const STEP_PERCENT = 10;
+/** Progress is published in steps of this many percent, so a run upserts a few times, not per batch. */
+const STEP_PERCENT = 25;
+/** Runs recorded before published every 10 % (each publication is two events: the memo and the attributes). */
+export const QUARTER_STEPS_PATCH = 'mosaic-progress-quarter-steps';
+const OLD_STEP_PERCENT = 10;
 
 export interface MosaicLabel {
   /** Where the name comes from when the start carried none in its memo. */
@@ -32,6 +35,7 @@ export class MosaicPublication {
     private readonly on: boolean,
     private readonly attributes: boolean,
     private label: Required<Pick<MosaicMemo, 'name'>> & MosaicMemo,
+    private readonly step = STEP_PERCENT,
   ) {}
 
   /**
@@ -58,7 +62,7 @@ export class MosaicPublication {
         log.warn('could not check the mosaic search attributes; keeping the memo only', { error: err instanceof Error ? err.message : String(err) });
       }
     }
-    return new MosaicPublication(true, attributes, full);
+    return new MosaicPublication(true, attributes, full, patched(QUARTER_STEPS_PATCH) ? STEP_PERCENT : OLD_STEP_PERCENT);
   }
 
   /** What became known later (a re-drive's source and zoom, from its plan). */
@@ -70,7 +74,7 @@ export class MosaicPublication {
   /** Publishes progress when it has crossed another step (and always the first time). */
   progress(p: Pick<MosaicProgress, 'done' | 'total'>): void {
     const percent = percentOf(p);
-    if (this.lastStatus === 'running' && Math.floor(percent / STEP_PERCENT) === Math.floor(this.lastPercent / STEP_PERCENT)) return;
+    if (this.lastStatus === 'running' && Math.floor(percent / this.step) === Math.floor(this.lastPercent / this.step)) return;
     this.publish('running', percent, p);
   }
 

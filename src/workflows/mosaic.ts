@@ -6,6 +6,8 @@ import { MosaicPublication } from './mosaic-publication';
 import { metatileBlocks, planMetatile } from '../messages/metatile-batches';
 import { checkPlan, checkSelection } from '../messages/plan-check';
 import { DEFAULT_REDRIVE_WAIT_MS, selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
+import { checkRuns, concatRuns, runsSelection, selectionRuns } from '../messages/tile-runs';
+import { continueRun, runBudget, type FetchCarry, type PassCarry, type ProgressCarry, type RunBudget } from './mosaic-continue';
 
 const { planMosaic } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '1m',
@@ -26,50 +28,67 @@ export interface MosaicBlockInput {
   tiles: TileSelection;
   tag: string;
   basePass: number;
+  /** Where the run before this one left off (it continued as new): the block goes on from there. */
+  resume?: { pass: PassCarry; progress: ProgressCarry };
 }
 
-/** One block of a large mosaic, as a child workflow: its history holds only this block's batches. */
+/**
+ * One block of a large mosaic, as a child workflow: its history holds only this block's batches. A long wait
+ * continues as new (the parent's result follows the chain to its last run).
+ */
 export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<BlockResult> {
   // Anyone who can start workflows can start a block with a plan of their own: checked before it is looped over.
   try {
     checkPlan(input.plan, 'mosaic block: plan');
     checkSelection(input.tiles, input.plan, input.plan.blockTiles, 'mosaic block: tiles');
+    if (input.resume) checkRuns(input.resume.pass.pending, input.plan.total, input.plan.blockTiles, 'mosaic block: resume.pass.pending');
   } catch (err) {
     throw ApplicationFailure.nonRetryable((err as Error).message, 'ConfigError');
   }
   const tracker = new ProgressTracker(selectionSize(input.tiles));
   setHandler(progressQuery, () => tracker.progress);
-  const result = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker);
+  if (input.resume) tracker.restore(input.resume.progress);
+  const budget = runBudget(input.plan);
+  const out = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker, { budget, resume: input.resume?.pass });
+  if (out.carry) return continueRun<typeof mosaicBlockWorkflow>({ ...input, resume: { pass: out.carry, progress: tracker.carry() } });
   tracker.progress.phase = 'done';
-  return result;
+  return out.result;
 }
 
 /**
  * Fetches a selection of the plan's tiles: inline when it fits one block (a small job's whole history is one
  * workflow), otherwise one child workflow per block, one block at a time, so every history stays bounded
- * and the job's concurrency is the same whatever its size.
+ * and the job's concurrency is the same whatever its size. Returns null when every tile is settled, or, when
+ * this run's history is full, where the next run goes on (`resume`, what a run before this one returned).
  */
-async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, tracker: ProgressTracker): Promise<void> {
-  const indices = 'indices' in sel ? sel.indices : null;
-  const count = selectionSize(sel);
-  if (count <= plan.blockTiles) {
-    await fetchBlock(plan, sel, 'b0', basePass, tracker);
-    return;
+async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, tracker: ProgressTracker, budget: RunBudget, resume?: FetchCarry): Promise<FetchCarry | null> {
+  if (resume ? 'inline' in resume : selectionSize(sel) <= plan.blockTiles) {
+    const inline = resume && 'inline' in resume ? resume.inline : undefined;
+    const out = await fetchBlock(plan, sel, 'b0', basePass, tracker, { budget, resume: inline });
+    return out.carry ? { inline: out.carry } : null;
   }
+  const carried = resume && 'blocks' in resume ? resume.blocks : undefined;
+  const rest = carried ? runsSelection(carried.remaining) : sel;
+  const indices = 'indices' in rest ? rest.indices : null;
+  const count = selectionSize(rest);
   const { workflowId } = workflowInfo();
   // After a block met a configuration error, later blocks are recorded failed with it, not requested.
-  let configError: string | null = null;
+  let configError: string | null = carried?.configError ?? null;
   const blocks: TileSelection[] = [];
   const meta = planMetatile(plan);
   // Blocks end on metatile row bands, so no GetMap is split between two blocks (runs before: row order).
-  if (meta && patched(METATILE_BATCHES_PATCH)) blocks.push(...metatileBlocks(plan.grid, sel, meta[1], plan.blockTiles));
+  if (meta && patched(METATILE_BATCHES_PATCH)) blocks.push(...metatileBlocks(plan.grid, rest, meta[1], plan.blockTiles));
   else {
     for (let k = 0; k < count; k += plan.blockTiles) {
       const n = Math.min(plan.blockTiles, count - k);
-      blocks.push(indices ? { indices: indices.slice(k, k + n) } : { start: (sel as { start: number }).start + k, count: n });
+      blocks.push(indices ? { indices: indices.slice(k, k + n) } : { start: (rest as { start: number }).start + k, count: n });
     }
   }
-  for (const [b, tiles] of blocks.entries()) {
+  const first = carried?.nextBlock ?? 0;
+  for (const [j, tiles] of blocks.entries()) {
+    const b = first + j;
+    // A full history hands the blocks not yet run to the next run (a block's own history is its child's).
+    if (j > 0 && budget.full()) return { blocks: { remaining: concatRuns(blocks.slice(j).map(selectionRuns)), nextBlock: b, configError } };
     if (configError !== null) {
       tracker.startFetching();
       await recordConfigError(plan, tiles, basePass, `p${basePass}-b${b}-config-error`, configError, tracker);
@@ -83,6 +102,26 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
     tracker.progress.runningBlocks = [];
     if (r.configError !== undefined && patched(CONFIG_ERROR_PATCH)) configError = r.configError;
   }
+  return null;
+}
+
+/** What a mosaic run hands to the next when its history is full: the plan (the journals are named in it, and
+ * planning again would clear them), where the fetching stands, and the progress figures. */
+export interface MosaicCarry {
+  plan: MosaicPlan;
+  next: FetchCarry;
+  progress: ProgressCarry;
+}
+
+/** A carried plan and position, checked as a block checks its input (anyone may start a run with one). */
+function checkCarry(plan: MosaicPlan, next: FetchCarry, subject: string): void {
+  try {
+    checkPlan(plan, `${subject}: plan`);
+    if ('inline' in next) checkRuns(next.inline.pending, plan.total, plan.blockTiles, `${subject}: next.inline.pending`);
+    else checkRuns(next.blocks.remaining, plan.total, plan.total, `${subject}: next.blocks.remaining`);
+  } catch (err) {
+    throw ApplicationFailure.nonRetryable((err as Error).message, 'ConfigError');
+  }
 }
 
 /**
@@ -90,30 +129,38 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
  * with the plan's fallback policy, then stitch, georeference, mask and manifest. Cancelled or failed after
  * planning, it still writes a partial manifest accounting for every tile before it ends.
  */
-export async function mosaicWorkflow(request: MosaicRequest): Promise<MosaicResult> {
+export async function mosaicWorkflow(request: MosaicRequest, carried?: MosaicCarry): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
+  if (carried) checkCarry(carried.plan, carried.next, 'mosaic carried');
   const pub = await MosaicPublication.open({ output: String(request.output), source: request.sourceName ?? 'inline', zoom: request.zoom });
   let plan: MosaicPlan;
-  try {
-    plan = await planMosaic(request, workflowInfo().runId);
-  } catch (err) {
-    pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
-    throw err;
+  if (carried) plan = carried.plan;
+  else {
+    try {
+      plan = await planMosaic(request, workflowInfo().runId);
+    } catch (err) {
+      pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
+      throw err;
+    }
   }
   tracker = new ProgressTracker(plan.total);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
+  if (carried) tracker.restore(carried.progress);
   tracker.onAdd = (p) => pub.progress(p);
   pub.progress(tracker.progress);
+  const budget = runBudget(plan);
+  let next: FetchCarry | null;
   try {
-    await fetchAll(plan, { start: 0, count: plan.total }, 0, tracker);
+    next = await fetchAll(plan, { start: 0, count: plan.total }, 0, tracker, budget, carried?.next);
     stopIfCancelled();
-    tracker.progress.phase = 'assembling';
+    if (!next) tracker.progress.phase = 'assembling';
   } catch (err) {
     await writePartial(plan, tracker, err);
     pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
     throw err;
   }
+  if (next) return continueRun<typeof mosaicWorkflow>(request, { plan, next, progress: tracker.carry() });
   // Every tile is fetched: a cancel now would only race a partial assembly against this one.
   const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId })).catch((err: unknown) => {
     pub.stopped('failed', tracker.progress);
@@ -171,29 +218,35 @@ export interface RedriveInput {
  * manifest. (Runs from before 'redrive-waits' slept until the dead letters' retryAfter and fetched them
  * fail-fast: started while the breaker was half-open, such a run got one tile through.)
  */
-export async function redriveMosaicWorkflow(input: RedriveInput): Promise<MosaicResult> {
+export async function redriveMosaicWorkflow(input: RedriveInput, carried?: RedriveCarry): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
+  if (carried) checkCarry(carried.plan, carried.next, 'redrive carried');
   const waits = patched('redrive-waits');
   const pub = await MosaicPublication.open({ output: String(input.manifest) });
   const waitForMs = input.waitForMs ?? DEFAULT_REDRIVE_WAIT_MS;
   if (waits && !(Number.isFinite(waitForMs) && waitForMs > 0)) {
     throw ApplicationFailure.nonRetryable(`redrive: waitForMs must be a positive number of ms (got ${JSON.stringify(input.waitForMs)})`, 'ConfigError');
   }
-  const deadlineAt = Date.now() + waitForMs;
+  const deadlineAt = carried?.deadlineAt ?? Date.now() + waitForMs;
   // The source as the plan froze it, or as the sources file says now (a fixed URL or credential).
   let letters: Awaited<ReturnType<typeof loadDeadLetters>>;
-  try {
-    letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
-  } catch (err) {
-    pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
-    throw err;
+  if (carried) letters = { plan: carried.plan, indices: [], notBefore: 0, nextPass: carried.basePass };
+  else {
+    try {
+      letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
+    } catch (err) {
+      pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
+      throw err;
+    }
   }
   // Waiting is the breaker's business now: the first pass finds it open (refused at once, no request) or
   // half-open, and the wait follows its retryAfter, not the old journals' notBefore.
   const plan: MosaicPlan = waits ? { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt } : { ...letters.plan, fallback: 'fail-fast' };
-  tracker = new ProgressTracker(letters.indices.length);
+  const total = carried?.total ?? letters.indices.length;
+  tracker = new ProgressTracker(total);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
+  if (carried) tracker.restore(carried.progress);
   tracker.onAdd = (p) => pub.progress(p);
   pub.relabel({ source: letters.plan.sourceName, zoom: letters.plan.grid.z });
   pub.progress(tracker.progress);
@@ -203,15 +256,18 @@ export async function redriveMosaicWorkflow(input: RedriveInput): Promise<Mosaic
     tracker.progress.waitingUntil = letters.notBefore;
     await sleep(waitMs);
   }
+  const budget = runBudget(letters.plan);
+  let next: FetchCarry | null = null;
   try {
-    if (letters.indices.length > 0) await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker);
+    if (carried || letters.indices.length > 0) next = await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker, budget, carried?.next);
     stopIfCancelled();
-    tracker.progress.phase = 'assembling';
+    if (!next) tracker.progress.phase = 'assembling';
   } catch (err) {
     await writePartial(letters.plan, tracker, err);
     pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
     throw err;
   }
+  if (next) return continueRun<typeof redriveMosaicWorkflow>(input, { plan: letters.plan, deadlineAt, basePass: letters.nextPass, total, next, progress: tracker.carry() });
   const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId })).catch((err: unknown) => {
     pub.stopped('failed', tracker.progress);
     throw err;
@@ -219,4 +275,15 @@ export async function redriveMosaicWorkflow(input: RedriveInput): Promise<Mosaic
   tracker.progress.phase = 'done';
   pub.finished(result);
   return result;
+}
+
+/** What a re-drive run hands to the next: the mosaic's plan, the wait's deadline, where the fetching stands. */
+export interface RedriveCarry {
+  plan: MosaicPlan;
+  deadlineAt: number;
+  basePass: number;
+  /** The dead letters the re-drive began with (the progress query's total). */
+  total: number;
+  next: FetchCarry;
+  progress: ProgressCarry;
 }

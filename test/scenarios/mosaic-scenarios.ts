@@ -141,6 +141,22 @@ const scheduledWaits: EntityScenario = ({ client, taskQueue }) =>
     return h;
   });
 
+/**
+ * A `wait` mosaic through a 40 s outage with a small history budget per run (eventsPerRun 200): its passes
+ * fill a run's history and it continues as new, carrying the plan, the pending tiles and its counts, until
+ * the renderer is back and the last run assembles. Inline (one block), or in block children of 24 tiles
+ * whose first block waits out the outage (then the block's chain is what is recorded).
+ */
+const continueAsNew =
+  (name: string, blocks: boolean): EntityScenario =>
+  ({ client, taskQueue }: ScenarioContext) =>
+    withServer({ latencyMs: 5, outageAfterRequests: 8, outageMs: 40_000 }, async (s, dir) => {
+      const extra: Partial<MosaicRequest> = { fallback: 'wait', deadline: '10m', eventsPerRun: 200, batchSize: 8, ...(blocks ? { blockTiles: 24, maxTiles: 1_000 } : {}) };
+      const h = await startMosaic(client, taskQueue, request(s, dir, extra), name);
+      await h.result();
+      return blocks ? client.workflow.getHandle(`${h.workflowId}/p0-block-0`) : h;
+    });
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
@@ -156,4 +172,7 @@ export const mosaicScenarios = {
   'mosaic-fetch-queue-fallback': fetchQueueFallback,
   // A schedule's run waits for a run by hand of its output to end, then runs the mosaic under the output's id.
   'mosaic-scheduled-waits': scheduledWaits,
+  // Runs continue as new (patch mosaic-continue-as-new): the first run of each chain and its last are recorded.
+  'mosaic-wait-continue-as-new': continueAsNew('mosaic-wait-continue-as-new', false),
+  'mosaic-block-continue-as-new': continueAsNew('mosaic-block-continue-as-new', true),
 } as const;

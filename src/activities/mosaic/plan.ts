@@ -181,6 +181,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     parallelBatches: r.parallelBatches,
     breaker: r.breaker,
     ...(r.directChunks ? { directChunks: true } : {}),
+    // Only when asked for: a plan without it is one every earlier worker's plan check accepts.
+    ...(r.eventsPerRun !== undefined ? { eventsPerRun: r.eventsPerRun } : {}),
     // So that a worker of the release before object storage refuses the plan instead of writing locally.
     ...(capabilitiesFor([output, storeRoot]).length ? { requires: capabilitiesFor([output, storeRoot]) } : {}),
   };
