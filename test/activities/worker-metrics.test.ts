@@ -47,7 +47,7 @@ test('the guard counts its fail-opens under the breaker key (refusals: test/cli/
   try {
     for (let i = 0; i < 3; i++) assert.equal((await guard.acquire(key)).kind, 'proceed');
     assert.equal(guard.stats.failOpen, 3);
-    assert.equal(meter.get('tilebreaker_guard_fail_open', { endpoint: key }), 3);
+    assert.equal(meter.get('tilebreaker_guard_fail_open', { endpoint: key, reason: 'unreachable' }), 3);
     assert.equal(meter.get('tilebreaker_breaker_state', { endpoint: key, state: 'closed' }), undefined, 'no view read: no state shown');
   } finally {
     await guard.close();
