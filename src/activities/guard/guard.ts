@@ -68,10 +68,7 @@ export class BreakerGuard {
       this.stats,
       this.o.cacheTtlMs,
       (key) => this.reports.alarm(key) !== null || this.calls.stalled(key),
-      (key, view, task) => {
-        this.stateGauge.shown(key, view);
-        this.wedges.observe(key, task, Date.now());
-      },
+      (key, view) => this.stateGauge.shown(key, view),
     );
     this.wedges = new WedgeWatch(this.o.wedgeGraceMs, {
       wedged: (key, evidence) => {
@@ -201,7 +198,7 @@ export class BreakerGuard {
    */
   private async readView(key: string): Promise<BreakerView | null | undefined> {
     const view = await this.views.get(key);
-    if (view && this.wedges.wedged(key, view, Date.now())) {
+    if (view !== undefined && this.wedges.wedged(key, view, this.views.task(key), Date.now())) {
       this.wedgedNow.add(key);
       return undefined;
     }

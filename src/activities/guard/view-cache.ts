@@ -15,6 +15,8 @@ export interface CachedView {
   unreachableUntil: number;
   /** The first run id of the run `view` was read from: a continue-as-new's next run shares it. */
   chain?: string | undefined;
+  /** The entity's workflow task waiting to be done at the last read (the wedge watch). */
+  task?: PendingTask | null;
 }
 
 /** What one read of the entity found, and the run chain it came from. */
@@ -36,8 +38,8 @@ export class ViewCache {
     private readonly stats: GuardStats,
     private readonly cacheTtlMs: number,
     private readonly fresher: (key: string) => boolean,
-    /** Each view read from the entity (the state gauge), with its pending workflow task (the wedge watch). */
-    private readonly onRead: (key: string, view: BreakerView | null, task: PendingTask | null) => void = () => {},
+    /** Each view read from the entity (the state gauge). */
+    private readonly onRead: (key: string, view: BreakerView | null) => void = () => {},
   ) {}
 
   /** The cached view; null when no entity exists; undefined when the entity cannot be reached. */
@@ -85,6 +87,7 @@ export class ViewCache {
           },
         )
         .then(({ view, chain, task }) => {
+          cv.task = task;
           if (view === 'starting') {
             cv.fetchedAt = 0;
             // A run this young that continues the one we read (same first run id: a continue-as-new from code
@@ -96,7 +99,7 @@ export class ViewCache {
           cv.view = view;
           cv.chain = chain;
           cv.fetchedAt = Date.now();
-          this.onRead(key, view, task);
+          this.onRead(key, view);
           return view;
         })
         .finally(() => {
@@ -109,6 +112,11 @@ export class ViewCache {
   /** The last view read, however old; null before any. */
   last(key: string): BreakerView | null {
     return this.keys.get(key)?.view ?? null;
+  }
+
+  /** The workflow task the entity had waiting at the last read of it; null if none. */
+  task(key: string): PendingTask | null {
+    return this.keys.get(key)?.task ?? null;
   }
 
   /** The state moved (or is about to): the next get() reads the entity again. */

@@ -47,16 +47,14 @@ export class WedgeWatch {
     if (!(Number.isFinite(graceMs) && graceMs >= 0)) throw new RangeError(`wedgeGraceMs must be a number of ms >= 0 (got ${graceMs})`);
   }
 
-  /** What a read of `key`'s entity found besides its view: its pending workflow task, if any. */
-  observe(key: string, task: PendingTask | null, now: number): void {
+  /**
+   * Whether `key`'s entity is wedged at `now`, by its latest view (null: none yet, as a run that has not done
+   * its first workflow task) and the workflow task its latest read showed waiting. Starts and ends episodes.
+   */
+  wedged(key: string, view: BreakerView | null, task: PendingTask | null, now: number): boolean {
     const w = this.entry(key);
     w.task = task;
     w.retriedSince = task && task.attempt > 1 ? (w.retriedSince ?? now) : null;
-  }
-
-  /** Whether `key`'s entity, whose latest view is `view`, is wedged at `now`: starts and ends episodes. */
-  wedged(key: string, view: BreakerView, now: number): boolean {
-    const w = this.entry(key);
     const evidence = this.evidence(w, view, now);
     if (evidence && w.wedgedSince === null) {
       w.wedgedSince = now;
@@ -68,11 +66,11 @@ export class WedgeWatch {
     return evidence !== null;
   }
 
-  private evidence(w: KeyWatch, view: BreakerView, now: number): WedgeEvidence | null {
+  private evidence(w: KeyWatch, view: BreakerView | null, now: number): WedgeEvidence | null {
     if (this.graceMs === 0) return null;
     // The entity wakes at these times and moves on (to half-open): a view still showing them is not moving.
-    const dueAt = view.state === 'open' ? view.cooldownUntil : view.state === 'forced-open' ? view.forcedUntil : null;
-    if (dueAt !== null && now - dueAt > this.graceMs) return { kind: 'timer-overdue', dueAt };
+    const dueAt = view?.state === 'open' ? view.cooldownUntil : view?.state === 'forced-open' ? view.forcedUntil : null;
+    if (dueAt !== null && dueAt !== undefined && now - dueAt > this.graceMs) return { kind: 'timer-overdue', dueAt };
     const t = w.task;
     if (t && now - t.scheduledAt > this.graceMs) return { kind: 'task-pending', since: t.scheduledAt, attempt: t.attempt };
     if (t && w.retriedSince !== null && now - w.retriedSince > this.graceMs) return { kind: 'task-pending', since: w.retriedSince, attempt: t.attempt };
