@@ -17,11 +17,13 @@ export class TcpProxy {
   ) {}
 
   static async start(upstream: string): Promise<TcpProxy> {
-    const [host, port] = [upstream.slice(0, upstream.lastIndexOf(':')), Number(upstream.slice(upstream.lastIndexOf(':') + 1))];
-    let proxy: TcpProxy | undefined;
-    const server = createServer((client) => proxy!.accept(client, host === 'localhost' ? '127.0.0.1' : host, port));
+    const at = upstream.lastIndexOf(':');
+    const host = upstream.slice(0, at) === 'localhost' ? '127.0.0.1' : upstream.slice(0, at);
+    const port = Number(upstream.slice(at + 1));
+    // Nobody knows the port before listen() returns, so no connection comes before `proxy` is set.
+    const server = createServer((client) => proxy.accept(client, host, port));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    proxy = new TcpProxy(server, `127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const proxy = new TcpProxy(server, `127.0.0.1:${(server.address() as AddressInfo).port}`);
     return proxy;
   }
 
