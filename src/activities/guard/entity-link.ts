@@ -43,7 +43,7 @@ export class EntityLink {
     return p;
   }
 
-  /** A signal whose failure is counted and logged, never thrown; `report`: a probe's result (a lost report). */
+  /** A signal whose failure is counted and logged, never thrown. */
   signal(key: string, send: (h: ReturnType<EntityLink['handle']>) => Promise<void>, report = false): Promise<void> {
     return this.rpc(() => send(this.handle(key))).then(
       () => {
@@ -55,6 +55,11 @@ export class EntityLink {
         this.noteUnreachable(key, err);
       },
     );
+  }
+
+  /** A report (a probe's result) sent as signal() does; one that fails is a dropped report (report-loss.ts). */
+  report(key: string, send: (h: ReturnType<EntityLink['handle']>) => Promise<void>): Promise<void> {
+    return this.signal(key, send, true);
   }
 
   /** A report to `key` failed after the client's retries: dropped, counted and logged. */

@@ -39,17 +39,14 @@ export class ProbeRequests {
   result(decision: ProbeGrant, outcome: CallOutcome): void {
     this.views.invalidate(decision.key);
     this.link.track(
-      this.link.signal(
-        decision.key,
-        (h) =>
-          h.signal(probeResultSignal, {
-            generation: decision.token.generation,
-            outcome: outcome.kind,
-            reporter: this.o.reporter,
-            ...(outcome.latencyMs !== undefined ? { latencyMs: outcome.latencyMs } : {}),
-            ...(outcome.retryAfterMs ? { retryAfterMs: outcome.retryAfterMs } : {}),
-          }),
-        true,
+      this.link.report(decision.key, (h) =>
+        h.signal(probeResultSignal, {
+          generation: decision.token.generation,
+          outcome: outcome.kind,
+          reporter: this.o.reporter,
+          ...(outcome.latencyMs !== undefined ? { latencyMs: outcome.latencyMs } : {}),
+          ...(outcome.retryAfterMs ? { retryAfterMs: outcome.retryAfterMs } : {}),
+        }),
       ),
     );
   }
