@@ -18,6 +18,8 @@ export const METRIC = {
   requestDuration: 'tilebreaker_request_duration_seconds',
   notPermitted: 'tilebreaker_not_permitted',
   guardFailOpen: 'tilebreaker_guard_fail_open',
+  guardReportsDropped: 'tilebreaker_guard_reports_dropped',
+  guardEntityWedged: 'tilebreaker_guard_entity_wedged',
   fallback: 'tilebreaker_fallback',
   mosaicTiles: 'tilebreaker_mosaic_tiles',
   mosaicsFinished: 'tilebreaker_mosaics_finished',
@@ -41,3 +43,7 @@ export type MosaicFinish = 'complete' | 'gaps' | 'deadline-missed' | 'failed';
 
 /** `tier` of tilebreaker_fallback_total. */
 export type FallbackTier = 'stale' | 'hole' | 'dead-letter';
+
+/** `reason` of tilebreaker_guard_fail_open_total: the entity could not be read, was wedged, or did not hear this worker's reports. */
+export const FAIL_OPEN_REASONS = ['unreachable', 'wedged', 'reports-dropped'] as const;
+export type FailOpenReason = (typeof FAIL_OPEN_REASONS)[number];

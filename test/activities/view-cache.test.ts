@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BreakerView } from '../../src/breaker';
 import type { EntityLink } from '../../src/activities/guard/entity-link';
+import { Reachability } from '../../src/activities/guard/reachability';
 import type { GuardStats } from '../../src/activities/guard/types';
 import { CLOSED_VIEW, ViewCache, type CachedView } from '../../src/activities/guard/view-cache';
 
@@ -18,6 +19,7 @@ function cacheOver(answers: Described[]) {
   const link = {
     rpc: <T>(fn: () => Promise<T>) => fn(),
     noteUnreachable: () => {},
+    reach: new Reachability(5_000),
     handle: () => ({
       describe: () => {
         const d = described.shift()!;

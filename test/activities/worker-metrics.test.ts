@@ -47,8 +47,12 @@ test('the guard counts its fail-opens under the breaker key (refusals: test/cli/
   try {
     for (let i = 0; i < 3; i++) assert.equal((await guard.acquire(key)).kind, 'proceed');
     assert.equal(guard.stats.failOpen, 3);
-    assert.equal(meter.get('tilebreaker_guard_fail_open', { endpoint: key }), 3);
+    assert.equal(meter.get('tilebreaker_guard_fail_open', { endpoint: key, reason: 'unreachable' }), 3);
     assert.equal(meter.get('tilebreaker_breaker_state', { endpoint: key, state: 'closed' }), undefined, 'no view read: no state shown');
+    // A report that cannot be delivered is dropped and counted under the key.
+    guard.release({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: true }, { kind: 'transient' });
+    await guard.flush();
+    assert.equal(meter.get('tilebreaker_guard_reports_dropped', { endpoint: key }), 1);
   } finally {
     await guard.close();
     await client.connection.close();

@@ -20,6 +20,8 @@ const METRICS = [
   'tilebreaker_request_duration_seconds',
   'tilebreaker_not_permitted_total',
   'tilebreaker_guard_fail_open_total',
+  'tilebreaker_guard_reports_dropped_total',
+  'tilebreaker_guard_entity_wedged_total',
   'tilebreaker_fallback_total',
   'tilebreaker_mosaic_tiles_total',
   'tilebreaker_mosaics_finished_total',

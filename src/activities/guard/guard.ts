@@ -11,6 +11,7 @@ import { ProbeSpread } from './probe-spread';
 import { ReportSender } from './report-sender';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
 import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
+import { WedgeWatch } from './wedge-watch';
 
 /**
  * The worker side of a fleet-wide breaker. Decides each call from a per-process view of the entity (read by
@@ -19,7 +20,21 @@ import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
  * be reached: the coordination store must never halt the pipeline.
  */
 export class BreakerGuard {
-  readonly stats: GuardStats = { failOpen: 0, refused: 0, probesGranted: 0, viewReads: 0, reportsSent: 0, reportErrors: 0, stalled: 0, shed: 0, paced: 0 };
+  readonly stats: GuardStats = {
+    failOpen: 0,
+    refused: 0,
+    probesGranted: 0,
+    viewReads: 0,
+    reportsSent: 0,
+    reportErrors: 0,
+    stalled: 0,
+    shed: 0,
+    paced: 0,
+    waitedUnreachable: 0,
+    wedgedFailOpen: 0,
+    blindFailOpen: 0,
+    wedged: 0,
+  };
   private readonly o: ResolvedGuardOptions;
   /** Each key's cached view, held for the view cache (test/entity/fail-open.test.ts resets one's fetchedAt). */
   private readonly keys = new Map<string, CachedView>();
@@ -34,6 +49,9 @@ export class BreakerGuard {
   private readonly shedding = new Set<string>();
   private readonly sweeper: NodeJS.Timeout | null;
   private readonly stateGauge: BreakerStateGauge;
+  private readonly wedges: WedgeWatch;
+  /** Keys whose last decision found the entity wedged: a fail-open for them says so. */
+  private readonly wedgedNow = new Set<string>();
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -52,6 +70,14 @@ export class BreakerGuard {
       (key) => this.reports.alarm(key) !== null || this.calls.stalled(key),
       (key, view) => this.stateGauge.shown(key, view),
     );
+    this.wedges = new WedgeWatch(this.o.wedgeGraceMs, {
+      wedged: (key, evidence) => {
+        this.stats.wedged++;
+        this.o.metrics.entityWedged(key);
+        this.o.logger.warn('breaker entity wedged (its workflow tasks are not done); failing open until it moves again', { key, ...evidence });
+      },
+      moving: (key, wedgedForMs) => this.o.logger.warn('breaker entity moving again; no longer failing open for it', { key, wedgedForMs }),
+    });
     this.calls = new InFlightCalls(this.o.stall || {});
     this.reports = new ReportSender(this.o, this.link, this.views, this.stats, (key) => this.calls.takePeak(key));
     // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
@@ -68,9 +94,9 @@ export class BreakerGuard {
    */
   async acquire(key: string): Promise<GuardDecision> {
     this.stateGauge.used(key);
-    const decision = await this.decide(key);
+    const decision = this.link.losses.mark(await this.decide(key));
     if (decision.kind === 'refused') this.o.metrics.notPermitted(key, decision.state);
-    else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key);
+    else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key, decision.failOpenReason);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
     return decision;
   }
@@ -85,13 +111,13 @@ export class BreakerGuard {
     // again, but never wait long on it (a busy server must not stall the pipeline).
     const alarm = this.reports.alarm(key);
     if (alarm) await Promise.race([alarm, new Promise((r) => setTimeout(r, 4 * this.o.failureFlushMs))]);
-    let view = await this.views.get(key);
+    let view = await this.readView(key);
     // A 429 asked to wait (this process's own, or the fleet's from the entity): a call that may go waits it out
     // first; the breaker stays closed. Failing open keeps the last pause known, as it keeps the pace.
     if (view === undefined || permitFor(view ?? CLOSED_VIEW, Date.now()).allow) {
       const pause = await this.waitOutPause(key, view);
       if (pause.refused) return pause.refused;
-      if (pause.waited) view = await this.views.get(key);
+      if (pause.waited) view = await this.readView(key);
     }
     if (view === undefined) return this.failOpen(key);
     // No entity yet (or it finished idle): closed until someone reports otherwise.
@@ -100,8 +126,8 @@ export class BreakerGuard {
     if (rate !== null) {
       await this.pacer.pace(key, rate);
       // The wait for a slot can be long: decide again on the state as it is now (the breaker may have opened).
-      view = await this.views.get(key);
-      if (view === undefined) return this.link.failOpen(key);
+      view = await this.readView(key);
+      if (view === undefined) return this.link.failOpen(key, this.failOpenReason(key));
       permit = permitFor(view ?? CLOSED_VIEW, Date.now());
     }
     if (permit.allow || !permit.probeRequired) this.spread.clear(key);
@@ -162,7 +188,26 @@ export class BreakerGuard {
   private async failOpen(key: string): Promise<GuardDecision> {
     const rate = this.pacer.failOpenRate(key, this.views.last(key));
     if (rate !== null) await this.pacer.pace(key, rate);
-    return this.link.failOpen(key);
+    return this.link.failOpen(key, this.failOpenReason(key));
+  }
+
+  /**
+   * The entity's view for deciding: undefined (fail open) when it cannot be read, and when it is wedged: a
+   * view whose timers are overdue or whose workflow tasks are not done (wedge-watch.ts) hears no report and
+   * moves no state, so deciding on it would refuse (or wait for a probe) with nothing to end it.
+   */
+  private async readView(key: string): Promise<BreakerView | null | undefined> {
+    const view = await this.views.get(key);
+    if (view !== undefined && this.wedges.wedged(key, view, this.views.task(key), Date.now())) {
+      this.wedgedNow.add(key);
+      return undefined;
+    }
+    this.wedgedNow.delete(key);
+    return view;
+  }
+
+  private failOpenReason(key: string): 'wedged' | 'unreachable' {
+    return this.wedgedNow.has(key) ? 'wedged' : 'unreachable';
   }
 
   /**
@@ -211,7 +256,7 @@ export class BreakerGuard {
     if (this.shedding.has(key)) return;
     this.shedding.add(key);
     try {
-      const view = await this.views.get(key);
+      const view = await this.readView(key);
       if (!view || this.closed) return;
       const p = permitFor(view, Date.now());
       if (!p.allow) this.stats.shed += this.calls.abortStalled(key, `breaker ${p.state}: the call stalled and was abandoned`);
@@ -227,7 +272,11 @@ export class BreakerGuard {
     await this.reports.flush();
   }
 
-  /** Flushes and stops the timers; waits for signals in flight. */
+  /**
+   * Flushes and stops the timers, then waits for every call to Temporal in flight (reads, reports, the client's
+   * retries of them) and refuses new ones: each ends within the RPC deadline plus one retry delay, and a report
+   * that cannot be delivered by then is dropped and counted. Close the client's connection only after this.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -237,6 +286,6 @@ export class BreakerGuard {
     this.stateGauge.stop();
     this.calls.forgetAll();
     await this.flush();
-    await this.link.settled();
+    await this.link.close();
   }
 }

@@ -39,7 +39,7 @@ export class ProbeRequests {
   result(decision: ProbeGrant, outcome: CallOutcome): void {
     this.views.invalidate(decision.key);
     this.link.track(
-      this.link.signal(decision.key, (h) =>
+      this.link.report(decision.key, (h) =>
         h.signal(probeResultSignal, {
           generation: decision.token.generation,
           outcome: outcome.kind,

@@ -145,6 +145,7 @@ export class ReportSender {
         if (sent) {
           this.stats.reportsSent++;
           kr.reportedAt = Date.now();
+          this.link.losses.delivered(key);
           return;
         }
         kr.started = false;
@@ -161,10 +162,11 @@ export class ReportSender {
       kr.started = true;
       kr.reportedAt = Date.now();
       this.stats.reportsSent++;
+      this.link.losses.delivered(key);
     } catch (err) {
-      // Dropped, not retried: a stale report is worth less than a pipeline that keeps moving.
-      this.stats.reportErrors++;
-      this.link.noteUnreachable(key, err);
+      // Dropped, not retried: a stale report is worth less than a pipeline that keeps moving. Counted (a
+      // metric, and past a few in a row the key's calls count as failing open: report-loss.ts).
+      this.link.reportDropped(key, err);
     }
   }
 }

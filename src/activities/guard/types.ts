@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { BreakerStateName, OutcomeKind, PolicyConfigInput, ProbeToken } from '../../breaker';
 import type { EntityOptions, ProbeSpec } from '../../messages/breaker';
 import type { StallOptions } from './in-flight';
+import type { FailOpenReason } from '../../messages/metrics';
 import { NO_METRICS, type WorkerMetrics } from '../metrics/worker-metrics';
 
 export interface GuardOptions {
@@ -51,6 +52,20 @@ export interface GuardOptions {
    * false: only finished calls count. Default: 4 x the p95 of recent successes, at least 1 s (5 s before 8 successes).
    */
   stall?: StallOptions | false;
+  /**
+   * An entity whose view shows a timer past due (an open breaker past its cooldown, a timed force-open past its
+   * end), or whose workflow task has waited or been retried, for longer than this is wedged (its workflow tasks
+   * fail, or nobody polls its task queue): the guard fails open for it until it moves again (wedge-watch.ts).
+   * Default 10 000 ms (longer than a worker restart's sticky-queue timeout, 5 s); 0: never.
+   */
+  wedgeGraceMs?: number;
+  /** After this many reports in a row to a key are dropped, calls let through to it count as failing open (report-loss.ts). Default 3. */
+  blindAfterDrops?: number;
+  /**
+   * Once a read finds Temporal unreachable, every call fails open at once and each key is read again in the
+   * background, at intervals doubling from 1 s up to this. Default 5 000 ms.
+   */
+  unreachableRecheckMs?: number;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
   /** Where refusals, fail-opens and the state gauge go (default: nowhere). */
   metrics?: WorkerMetrics;
@@ -64,6 +79,8 @@ export type GuardDecision =
       state: BreakerStateName;
       allowance: number;
       failOpen: boolean;
+      /** Why it fails open: the entity could not be read, is wedged, or does not hear this process's reports. */
+      failOpenReason?: FailOpenReason;
       /**
        * Aborted (with a BreakerOpenedError) when the breaker opens while this call is stalled: pass it to the
        * request, and treat the abort as a refusal (release nothing: call `abandon`).
@@ -74,6 +91,8 @@ export type GuardDecision =
   | { kind: 'probe'; key: string; token: ProbeToken }
   /** Do not call; come back after retryAfterMs (null: no known end) and apply the pipeline's fallback. */
   | { kind: 'refused'; key: string; state: BreakerStateName; retryAfterMs: number | null; reason: string };
+
+export type { FailOpenReason };
 
 export interface CallOutcome {
   kind: OutcomeKind;
@@ -89,11 +108,23 @@ export interface GuardStats {
   /** Reads of the entity's state (describe, or the view query for entities without the memo). */
   viewReads: number;
   reportsSent: number;
+  /** Reports (outcome batches, probe results) and probe cancels that failed and were dropped. */
   reportErrors: number;
   /** Transient failures counted for calls still in flight past the stall threshold. */
   stalled: number;
   /** Stalled calls aborted because the breaker opened while they waited. */
   shed: number;
+  /**
+   * Calls that waited for a read of the entity that then failed (Temporal unreachable). Only the calls that
+   * find the outage fail open after waiting: after them, calls fail open at once (reachability.ts).
+   */
+  waitedUnreachable: number;
+  /** Of failOpen: calls let through because the entity was wedged (wedge-watch.ts). */
+  wedgedFailOpen: number;
+  /** Of failOpen: calls let through while the entity did not hear this process's reports (report-loss.ts). */
+  blindFailOpen: number;
+  /** Times an entity was found wedged (each episode once). */
+  wedged: number;
   /** Calls that waited out a pause a 429 asked for (this process's own, or the fleet's from the entity). */
   paced: number;
 }
@@ -111,6 +142,9 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     probeSpreadMs: 1_000,
     probeJitter: Math.random(),
     maxPaceWaitMs: 30_000,
+    wedgeGraceMs: 10_000,
+    blindAfterDrops: 3,
+    unreachableRecheckMs: 5_000,
     metrics: NO_METRICS,
     logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
     ...options,

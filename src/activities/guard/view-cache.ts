@@ -2,6 +2,7 @@ import { breakerView, DEFAULT_POLICY_CONFIG, initialState, type BreakerView } fr
 import { viewQuery } from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
 import type { GuardStats } from './types';
+import { pendingTaskOf, type PendingTask } from './wedge-watch';
 
 /** What a breaker that does not exist yet is: a fresh one, closed. */
 export const CLOSED_VIEW: BreakerView = breakerView(initialState(DEFAULT_POLICY_CONFIG));
@@ -10,16 +11,20 @@ export interface CachedView {
   view: BreakerView | null;
   fetchedAt: number;
   inflight: Promise<BreakerView | null> | null;
-  /** After a failed read: fail open at once until then, instead of waiting out another timeout per call. */
+  /** After a failed read: fail open at once until then, instead of waiting out another timeout per call (back-off: reachability.ts). */
   unreachableUntil: number;
   /** The first run id of the run `view` was read from: a continue-as-new's next run shares it. */
   chain?: string | undefined;
+  /** The entity's workflow task waiting to be done at the last read (the wedge watch). */
+  task?: PendingTask | null;
 }
 
 /** What one read of the entity found, and the run chain it came from. */
 interface Read {
   view: BreakerView | null | 'starting';
   chain: string | undefined;
+  /** The entity's workflow task waiting to be done, for the wedge watch. */
+  task: PendingTask | null;
 }
 
 /**
@@ -46,20 +51,43 @@ export class ViewCache {
     // the trip its failures may have caused within moments, not at the next full refresh.
     const ttl = this.fresher(key) ? this.cacheTtlMs / 4 : this.cacheTtlMs;
     if (cv.fetchedAt && now - cv.fetchedAt < ttl) return cv.view;
+    // Temporal did not answer the last read (of any key): fail open now rather than wait out another timeout;
+    // the read goes on in the background, and the next call sees what it found.
+    if (this.link.reach.down) {
+      void this.read(key, cv).catch(() => undefined);
+      return undefined;
+    }
+    try {
+      return await this.read(key, cv);
+    } catch {
+      this.stats.waitedUnreachable++;
+      return undefined;
+    }
+  }
+
+  /** The read of `key` in flight, or a new one. */
+  private read(key: string, cv: CachedView): Promise<BreakerView | null> {
     if (!cv.inflight) {
       this.stats.viewReads++;
       cv.inflight = this.link
-        .rpc(() => this.read(key))
+        .rpc(() => this.describe(key))
         .then(
-          (read) => read,
+          (read) => {
+            this.link.reach.answered();
+            return read;
+          },
           (err: unknown): Read => {
-            if (isNotFound(err)) return { view: null, chain: undefined };
-            cv.unreachableUntil = Date.now() + this.cacheTtlMs;
+            if (isNotFound(err)) {
+              this.link.reach.answered();
+              return { view: null, chain: undefined, task: null };
+            }
+            cv.unreachableUntil = Date.now() + this.link.reach.failed(err);
             this.link.noteUnreachable(key, err);
             throw err;
           },
         )
-        .then(({ view, chain }) => {
+        .then(({ view, chain, task }) => {
+          cv.task = task;
           if (view === 'starting') {
             cv.fetchedAt = 0;
             // A run this young that continues the one we read (same first run id: a continue-as-new from code
@@ -78,16 +106,17 @@ export class ViewCache {
           cv.inflight = null;
         });
     }
-    try {
-      return await cv.inflight;
-    } catch {
-      return undefined;
-    }
+    return cv.inflight;
   }
 
   /** The last view read, however old; null before any. */
   last(key: string): BreakerView | null {
     return this.keys.get(key)?.view ?? null;
+  }
+
+  /** The workflow task the entity had waiting at the last read of it; null if none. */
+  task(key: string): PendingTask | null {
+    return this.keys.get(key)?.task ?? null;
   }
 
   /** The state moved (or is about to): the next get() reads the entity again. */
@@ -108,16 +137,17 @@ export class ViewCache {
    * The entity's view, from the memo it keeps (DescribeWorkflowExecution, answered by the server without the
    * worker), or by the `view` query from an entity that keeps none. A finished entity (idle) reads as none.
    */
-  private async read(key: string): Promise<Read> {
+  private async describe(key: string): Promise<Read> {
     const handle = this.link.handle(key);
     const d = await handle.describe();
     const chain = d.raw.workflowExecutionInfo?.firstRunId || undefined;
-    if (d.status.name !== 'RUNNING') return { view: null, chain };
+    if (d.status.name !== 'RUNNING') return { view: null, chain, task: null };
+    const task = pendingTaskOf(d.raw);
     const view = d.memo?.['view'] as BreakerView | undefined;
-    if (view) return { view, chain };
+    if (view) return { view, chain, task };
     // No memo yet: a run this young has not finished its first workflow task, so it is closed (but an admin
     // signal may be waiting in it, so the answer is not cached); an older one predates the memo: query it.
     const young = d.historyLength <= 10 || Date.now() - d.startTime.getTime() < 60_000;
-    return { view: young ? 'starting' : await handle.query(viewQuery), chain };
+    return { view: young ? 'starting' : await handle.query(viewQuery), chain, task };
   }
 }

@@ -1,6 +1,6 @@
 import { noopMetricMeter, type MetricCounter, type MetricGauge, type MetricHistogram, type MetricMeter } from '@temporalio/common';
 import type { BreakerStateName, OutcomeKind } from '../../breaker';
-import { METRIC, type FallbackTier, type MosaicFinish } from '../../messages/metrics';
+import { METRIC, type FailOpenReason, type FallbackTier, type MosaicFinish } from '../../messages/metrics';
 import type { StatusCounts } from '../../messages/mosaic-types';
 
 /** Every state a breaker can show: the state gauge has one series per state, 1 for the current one. */
@@ -13,6 +13,8 @@ interface Instruments {
   requestDuration: MetricHistogram;
   notPermitted: MetricCounter;
   guardFailOpen: MetricCounter;
+  guardReportsDropped: MetricCounter;
+  guardEntityWedged: MetricCounter;
   fallback: MetricCounter;
   mosaicTiles: MetricCounter;
   mosaicsFinished: MetricCounter;
@@ -41,9 +43,19 @@ export class WorkerMetrics {
     this.instruments().notPermitted.add(1, { endpoint, state });
   }
 
-  /** The guard let a call through because the entity could not be reached. */
-  failOpen(endpoint: string): void {
-    this.instruments().guardFailOpen.add(1, { endpoint });
+  /** The guard let a call through unprotected: the entity could not be reached, was wedged, or does not hear this worker. */
+  failOpen(endpoint: string, reason: FailOpenReason = 'unreachable'): void {
+    this.instruments().guardFailOpen.add(1, { endpoint, reason });
+  }
+
+  /** A report to the endpoint's entity failed after the client's retries and was dropped. */
+  reportDropped(endpoint: string): void {
+    this.instruments().guardReportsDropped.add(1, { endpoint });
+  }
+
+  /** The guard found the endpoint's entity wedged (once per episode) and fails open for it. */
+  entityWedged(endpoint: string): void {
+    this.instruments().guardEntityWedged.add(1, { endpoint });
   }
 
   /** This process's view of a breaker: 1 for `state`, 0 for the others; null: no view (all 0). */
@@ -78,7 +90,9 @@ export class WorkerMetrics {
       requests: meter.createCounter(METRIC.requests, undefined, 'HTTP requests to tile endpoints, by outcome classification'),
       requestDuration: meter.createHistogram(METRIC.requestDuration, 'float', undefined, 'HTTP request duration to tile endpoints, in seconds'),
       notPermitted: meter.createCounter(METRIC.notPermitted, undefined, 'calls the breaker guard refused'),
-      guardFailOpen: meter.createCounter(METRIC.guardFailOpen, undefined, 'calls let through because the breaker entity could not be reached'),
+      guardFailOpen: meter.createCounter(METRIC.guardFailOpen, undefined, 'calls let through unprotected: the breaker entity could not be reached, was wedged, or did not hear the reports'),
+      guardReportsDropped: meter.createCounter(METRIC.guardReportsDropped, undefined, 'reports to a breaker entity that failed after retries and were dropped'),
+      guardEntityWedged: meter.createCounter(METRIC.guardEntityWedged, undefined, 'times a breaker entity was found wedged (its timers overdue or a workflow task left undone)'),
       fallback: meter.createCounter(METRIC.fallback, undefined, 'tiles served by a fallback instead of a fetch'),
       mosaicTiles: meter.createCounter(METRIC.mosaicTiles, undefined, "tiles of finished mosaic runs, by the manifest's status"),
       mosaicsFinished: meter.createCounter(METRIC.mosaicsFinished, undefined, 'mosaic runs finished, by result'),
