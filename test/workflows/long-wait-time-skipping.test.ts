@@ -8,7 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import { createActivityRuntime } from '../../src/activities';
 import { startDemoTileServer } from '../../src/demo/tile-server';
-import { durationMs } from '../../src/messages/mosaic-request';
+import { durationMs } from '../../src/messages/duration';
 import type { MosaicResult } from '../../src/messages/mosaic-types';
 import { DEFAULT_EVENTS_PER_RUN } from '../../src/workflows/mosaic-continue';
 import { assertAccounted, readManifest, tileBoxRequest } from '../helpers/mosaic';
