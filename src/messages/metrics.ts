@@ -16,6 +16,8 @@ export const METRIC = {
   requestDuration: 'tilebreaker_request_duration_seconds',
   notPermitted: 'tilebreaker_not_permitted',
   guardFailOpen: 'tilebreaker_guard_fail_open',
+  guardQuarantined: 'tilebreaker_guard_quarantined',
+  guardQuarantines: 'tilebreaker_guard_quarantines',
   fallback: 'tilebreaker_fallback',
   mosaicTiles: 'tilebreaker_mosaic_tiles',
   mosaicsFinished: 'tilebreaker_mosaics_finished',

@@ -51,9 +51,25 @@ export interface GuardOptions {
    * false: only finished calls count. Default: 4 x the p95 of recent successes, at least 1 s (5 s before 8 successes).
    */
   stall?: StallOptions | false;
+  /** This process's own quarantine of an endpoint its calls fail far more than the fleet's (quarantine.ts). */
+  quarantine?: QuarantineOptions;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
   /** Where refusals, fail-opens and the state gauge go (default: nowhere). */
   metrics?: WorkerMetrics;
+}
+
+/** This process's own quarantine of an endpoint (quarantine.ts has the rule). */
+export interface QuarantineOptions {
+  /** Outcomes remembered per endpoint (the newest). Default 20. */
+  samples?: number;
+  /** No judgement on fewer outcomes than this. Default 8. */
+  minSamples?: number;
+  /** This worker's failure ratio (endpoint and local failures) that quarantines it. Default 0.8. */
+  ratio?: number;
+  /** The fleet's failure ratio must be at most this for endpoint failures to quarantine. Default 0.2. */
+  fleetRatioMax?: number;
+  /** One call goes through this often while quarantined. Default 2,000 ms. */
+  probeIntervalMs?: number;
 }
 
 export type GuardDecision =
@@ -99,7 +115,8 @@ export interface GuardStats {
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
-export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall'>> & Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall'>;
+export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine'>> &
+  Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine'>;
 
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {

@@ -13,6 +13,8 @@ interface Instruments {
   requestDuration: MetricHistogram;
   notPermitted: MetricCounter;
   guardFailOpen: MetricCounter;
+  guardQuarantined: MetricGauge;
+  guardQuarantines: MetricCounter;
   fallback: MetricCounter;
   mosaicTiles: MetricCounter;
   mosaicsFinished: MetricCounter;
@@ -44,6 +46,13 @@ export class WorkerMetrics {
   /** The guard let a call through because the entity could not be reached. */
   failOpen(endpoint: string): void {
     this.instruments().guardFailOpen.add(1, { endpoint });
+  }
+
+  /** This process quarantined itself from an endpoint (`on`), or lifted it. */
+  quarantine(endpoint: string, on: boolean): void {
+    const m = this.instruments();
+    m.guardQuarantined.set(on ? 1 : 0, { endpoint });
+    if (on) m.guardQuarantines.add(1, { endpoint });
   }
 
   /** This process's view of a breaker: 1 for `state`, 0 for the others; null: no view (all 0). */
@@ -79,6 +88,8 @@ export class WorkerMetrics {
       requestDuration: meter.createHistogram(METRIC.requestDuration, 'float', undefined, 'HTTP request duration to tile endpoints, in seconds'),
       notPermitted: meter.createCounter(METRIC.notPermitted, undefined, 'calls the breaker guard refused'),
       guardFailOpen: meter.createCounter(METRIC.guardFailOpen, undefined, 'calls let through because the breaker entity could not be reached'),
+      guardQuarantined: meter.createGauge(METRIC.guardQuarantined, 'int', undefined, "1 while this worker's own calls to the endpoint are quarantined (they fail far more than the fleet's)"),
+      guardQuarantines: meter.createCounter(METRIC.guardQuarantines, undefined, 'times this worker quarantined its own calls to the endpoint'),
       fallback: meter.createCounter(METRIC.fallback, undefined, 'tiles served by a fallback instead of a fetch'),
       mosaicTiles: meter.createCounter(METRIC.mosaicTiles, undefined, "tiles of finished mosaic runs, by the manifest's status"),
       mosaicsFinished: meter.createCounter(METRIC.mosaicsFinished, undefined, 'mosaic runs finished, by result'),

@@ -42,14 +42,16 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
     // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
     const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight) : undefined;
-    entity.apply({
+    const out = entity.apply({
       type: 'report',
+      reporter: r.reporter || 'anonymous',
       counts: r.counts ?? {},
       ...(r.latency ? { latency: r.latency } : {}),
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),
     });
+    if (out.declined) entity.declined(r.reporter || 'anonymous', out.declined);
   });
   onSignal(requestProbeSignal, (r) => {
     entity.counters.probeRequests++;
