@@ -42,8 +42,8 @@ export const policyConfigSchema = z
     smallFleetFloor: ms(1).nullable().default(null),
     /**
      * The failure-ratio rules (whole window and fast window) trip only when the failures come from at least this
-     * many distinct reporters, or from every active one when fewer have reported in the last 5 s; a reporter
-     * counts as failing when its own report's failure ratio reaches failureRatio. One worker whose own network
+     * many distinct reporters, or from every active one when fewer have reported outcomes in the last 5 s; a
+     * reporter counts as failing when its own report's failure ratio reaches half of failureRatio. One worker whose own network
      * fails cannot open the fleet's breaker. 1: off. (A new breaker entity sets 2 unless told otherwise.)
      */
     quorum: ms(1).max(16).default(1),

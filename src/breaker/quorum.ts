@@ -4,7 +4,7 @@
  * network fails cannot open the breaker for a fleet that is being served.
  *
  * Each window bucket keeps the reporters it heard from and those whose report was failing (its own failure
- * ratio at the policy's failureRatio or above), as 32-bit hashes of their ids, at most `quorum` of each: the
+ * ratio at half the policy's failureRatio or above), as 32-bit hashes of their ids, at most `quorum` of each: the
  * question is only ever "at least q?", and a bucket holding q answers it alone, while one holding fewer holds
  * them all, so the union of capped sets is exact up to q. The carried state stays bounded (window-pack.ts).
  */
@@ -64,10 +64,19 @@ export function unionCapped(a: readonly number[] | undefined, b: readonly number
   return out;
 }
 
-/** Records a report from `reporter` into `bucket` (mutated: record() hands it a fresh copy). */
-export function noteReporter(bucket: ReporterSets, reporter: string, failing: boolean, config: PolicyConfig): void {
+/**
+ * Records a report from `reporter` into `bucket` (mutated: record() hands it a fresh copy). Only a report with
+ * successes or failures makes its reporter active: one that saw nothing health-relevant vouches for nothing.
+ */
+export function noteReporter(bucket: ReporterSets, reporter: string, counts: ReportCounts, config: PolicyConfig): void {
   const q = quorumOf(config);
   if (q <= 1) return;
+  const failed = (counts.transient ?? 0) + (counts['service-exception'] ?? 0);
+  const n = failed + (counts.success ?? 0);
+  if (n === 0) return;
+  // Failing: its own failure ratio reaches half the policy's. A healthy worker's stray failure (1 in 10) does
+  // not make it a second witness for a sick one; a worker in an outage that still gets some answers does.
+  const failing = failed > 0 && failed / n >= config.failureRatio / 2;
   const h = reporterHash(reporter);
   bucket.seen = withReporter(bucket.seen, h, q);
   if (failing) bucket.failing = withReporter(bucket.failing, h, q);
@@ -94,9 +103,9 @@ export function quorumFigures(window: readonly ReporterSets[], now: number, conf
   return { required: Math.max(1, Math.min(q, a)), failing: failing?.length ?? 0, fastFailing: fast?.length ?? 0, active: a };
 }
 
-/** A report's reporter is failing when its own failure ratio reaches the policy's. */
-export function reportFailing(counts: { success?: number; transient?: number; 'service-exception'?: number }, config: PolicyConfig): boolean {
-  const failed = (counts.transient ?? 0) + (counts['service-exception'] ?? 0);
-  const n = failed + (counts.success ?? 0);
-  return failed > 0 && failed / n >= config.failureRatio;
+/** The counts of a report the quorum reads. */
+export interface ReportCounts {
+  success?: number;
+  transient?: number;
+  'service-exception'?: number;
 }

@@ -1,7 +1,7 @@
 import type { PolicyConfig } from './config';
 import { addInto, emptyHistogram, percentile, totalOf } from './latency';
 import { OUTCOME_KINDS, type OutcomeCounts, zeroCounts } from './outcome';
-import { noteReporter, reportFailing, type ReporterSets } from './quorum';
+import { noteReporter, type ReporterSets } from './quorum';
 
 /**
  * One bucket of the rolling window: outcomes whose report arrived in [start, start + bucketMs), and with a quorum
@@ -62,7 +62,7 @@ export function record(window: RollingWindow, now: number, counts: Partial<Outco
   for (const kind of OUTCOME_KINDS) bucket.counts[kind] += counts[kind] ?? 0;
   if (latency) addInto(bucket.latency, latency);
   // A report that names no reporter counts as one anonymous reporter (so a lone tester still trips).
-  noteReporter(bucket, reporter ?? '', reportFailing(counts, config), config);
+  noteReporter(bucket, reporter ?? '', counts, config);
   return pruned;
 }
 

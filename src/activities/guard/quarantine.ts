@@ -8,7 +8,8 @@ import type { GuardDecision, QuarantineOptions } from './types';
  * breaker the rest of the fleet relies on. The entity's quorum already keeps one worker's failures from opening
  * the fleet's breaker; the quarantine spares the endpoint and the worker's tiles the doomed calls.
  *
- * Quarantined when the newest `samples` outcomes (at least `minSamples`) fail at `ratio` or more and either
+ * Quarantined when its last `localRun` calls all failed locally (`local`: the endpoint was never reached), or
+ * when the newest `samples` outcomes (at least `minSamples`) fail at `ratio` or more and either
  * - the worker's own local-origin failures (`local`: the endpoint was never reached) alone reach `ratio`, or
  * - the entity's view says the fleet is being served: at least 2 reporters active and the fleet's failure
  *   ratio at most `fleetRatioMax` and a quarter of this worker's.
@@ -40,7 +41,7 @@ export class Quarantine {
     private readonly metrics: WorkerMetrics,
     private readonly logger: { warn(message: string, meta?: Record<string, unknown>): void },
   ) {
-    this.o = { samples: 20, minSamples: 8, ratio: 0.8, fleetRatioMax: 0.2, probeIntervalMs: 2_000, ...options };
+    this.o = { samples: 20, minSamples: 8, localRun: 5, ratio: 0.8, fleetRatioMax: 0.2, probeIntervalMs: 2_000, ...options };
   }
 
   /** Whether `key` is quarantined in this process now. */
@@ -99,6 +100,9 @@ export class Quarantine {
 
   private judge(marks: readonly Mark[], view: BreakerView | null | undefined): string | null {
     const n = marks.length;
+    // Local failures are the worker's own by definition: a short unbroken run of them is enough.
+    const run = marks.slice(-this.o.localRun);
+    if (run.length === this.o.localRun && run.every((m) => m === 'l')) return `this worker's last ${run.length} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint`;
     if (n < this.o.minSamples) return null;
     const local = marks.filter((m) => m === 'l').length;
     const failed = local + marks.filter((m) => m === 'f').length;

@@ -64,6 +64,8 @@ export interface QuarantineOptions {
   samples?: number;
   /** No judgement on fewer outcomes than this. Default 8. */
   minSamples?: number;
+  /** This many calls in a row failing locally quarantine at once. Default 5. */
+  localRun?: number;
   /** This worker's failure ratio (endpoint and local failures) that quarantines it. Default 0.8. */
   ratio?: number;
   /** The fleet's failure ratio must be at most this for endpoint failures to quarantine. Default 0.2. */

@@ -51,7 +51,9 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),
     });
-    if (out.declined) entity.declined(r.reporter || 'anonymous', out.declined);
+    // Named only on its own failing report: a healthy reporter's successes can arrive while the decline still holds.
+    const failed = (r.counts?.transient ?? 0) + (r.counts?.['service-exception'] ?? 0);
+    if (out.declined && failed > 0) entity.declined(r.reporter || 'anonymous', out.declined);
   });
   onSignal(requestProbeSignal, (r) => {
     entity.counters.probeRequests++;
