@@ -18,6 +18,7 @@ import { peakDump } from './outage/peak-dump';
 import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } from './outage/per-process';
 import { ModeRecorder } from './outage/recorder';
 import { DEFINITIONS, finalFigures, finalLine, modeTable, targetLines } from './outage/report';
+import { runPoisonedScenario } from './outage/poisoned';
 import { runRetryOnlyMode } from './outage/retry-only';
 import { OutageServerProcess } from './outage/server-client';
 import { runSharedMode, sharedPolicyConfig, type SharedModeExtras } from './outage/shared-mode';
@@ -66,6 +67,7 @@ interface CliOptions {
   json?: string;
   debug?: boolean;
   dumpRaw?: string;
+  scenario?: string;
 }
 
 const program = new Command('bench:outage')
@@ -89,11 +91,18 @@ const program = new Command('bench:outage')
   .option('--modes <list>', `modes to run, in order (${MODES.join(',')})`, modeList, [...MODES])
   .option('--json <file>', 'also write every figure as JSON to this file')
   .option('--debug', "shared: print the intervals overlapping at each half-open peak, with the entity's transitions around it")
-  .option('--dump-raw <file>', 'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file');
+  .option('--dump-raw <file>', 'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file')
+  .option('--scenario <name>', 'another scenario instead of the outage: poisoned (one worker failing every call locally, bench/outage/poisoned.ts)');
 
 async function main(): Promise<void> {
   program.parse();
   const o = program.opts<CliOptions>();
+  if (o.scenario === 'poisoned') {
+    Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
+    const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
+    return runPoisonedScenario({ workers: o.workers, durationMs: 20_000, tileLatencyMs: o.tileLatency, badWorker: Math.floor(o.workers / 3) }, log);
+  }
+  if (o.scenario !== undefined) throw new InvalidArgumentError(`unknown --scenario ${JSON.stringify(o.scenario)} (scenarios: poisoned)`);
   if (o.failureRatio >= 1) throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
   const scenario: Scenario = {
     workers: o.workers,

@@ -40,6 +40,13 @@ export const policyConfigSchema = z
      * (A new breaker entity sets 3 unless told otherwise.)
      */
     smallFleetFloor: ms(1).nullable().default(null),
+    /**
+     * The failure-ratio rules (whole window and fast window) trip only when the failures come from at least this
+     * many distinct reporters, or from every active one when fewer have reported outcomes in the last 5 s; a
+     * reporter counts as failing when its own report's failure ratio reaches half of failureRatio. One worker whose own network
+     * fails cannot open the fleet's breaker. 1: off. (A new breaker entity sets 2 unless told otherwise.)
+     */
+    quorum: ms(1).max(16).default(1),
     /** Trip when failures / (successes + failures) reaches this. */
     failureRatio: z.number().gt(0).max(1).default(0.5),
     /** The endpoint's p95 latency when healthy; the latency budget is this times latencyBudgetFactor. */

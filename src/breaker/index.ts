@@ -5,6 +5,7 @@ export * from './cooldown';
 export * from './latency';
 export * from './outcome';
 export * from './policy';
+export * from './quorum';
 export * from './rules';
 export * from './state';
 export * from './window';

@@ -7,7 +7,8 @@ import { ConfigError } from './config-error';
 import { latencyBudgetMs, parsePolicyConfig, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
 import { isFailure } from './outcome';
-import { floorsFor, shouldTrip } from './rules';
+import { quorumFigures } from './quorum';
+import { floorsFor, quorumShortfall, shouldTrip } from './rules';
 import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
 import { fastFigures, figures, prune, record, type WindowFigures } from './window';
 
@@ -210,7 +211,7 @@ export function advance(state: PolicyState, now: number): StepResult {
 function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, rand: number): void {
   const s = out.state;
   const now = out.now;
-  const window = record(s.window, now, event.counts, event.latency, s.config);
+  const window = record(s.window, now, event.counts, event.latency, s.config, event.reporter);
   const failed = (event.counts.transient ?? 0) + (event.counts['service-exception'] ?? 0);
   const hint = event.retryAfterMs && failed > 0 ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs) : s.retryAfterHintUntil;
   out.patch({ window, retryAfterHintUntil: hint });
@@ -220,10 +221,14 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
     const floors = floorsFor(s.config, event.concurrency);
     const f = figures(window, now, floors);
     const fast = fastFigures(window, now, floors);
-    const verdict = shouldTrip(f, floors, fast);
+    const quorum = quorumFigures(window, now, floors);
+    const verdict = shouldTrip(f, floors, fast, quorum);
     if (verdict) {
       const lowered = floors !== s.config ? ` (sample floors ${floors.minSamples}/${floors.fastMinSamples}: the fleet had ${event.concurrency} calls in flight)` : '';
       open(out, verdict.rule, verdict.detail + lowered, rand, verdict.figures);
+    } else {
+      const shortfall = quorumShortfall(f, floors, fast, quorum);
+      if (shortfall) out.decline(shortfall);
     }
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
     // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
@@ -368,6 +373,7 @@ function closedFields(now: number): Partial<PolicyState> {
 class Recorder {
   readonly transitions: TransitionRecord[] = [];
   private ignored: string | undefined;
+  private declined: string | undefined;
   constructor(
     private current: StepResult | PolicyState,
     readonly now: number,
@@ -403,7 +409,11 @@ class Recorder {
     this.ignored = why;
   }
 
+  decline(why: string): void {
+    this.declined = why;
+  }
+
   result(): StepResult {
-    return { state: this.state, transitions: this.transitions, ...(this.ignored ? { ignored: this.ignored } : {}) };
+    return { state: this.state, transitions: this.transitions, ...(this.ignored ? { ignored: this.ignored } : {}), ...(this.declined ? { declined: this.declined } : {}) };
   }
 }

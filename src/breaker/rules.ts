@@ -1,4 +1,5 @@
 import { latencyBudgetMs, type PolicyConfig } from './config';
+import type { QuorumFigures } from './quorum';
 import type { WindowFigures } from './window';
 
 /** Why a closed breaker trips. */
@@ -18,14 +19,15 @@ export interface TripVerdict {
  *   permanent faults >= permanentSurgeCount and >= permanentSurgeRatio of all samples,
  * and never while the window holds fewer than minSamples health-relevant samples. The failure-ratio rule
  * runs over the whole window and over the fast window (`fast`: the newest fastMinSamples samples, within
- * fastWindowMs; see window.ts).
+ * fastWindowMs; see window.ts). With a quorum (`quorum`: quorum.ts) each failure-ratio rule also needs that
+ * many failing reporters: within fastWindowMs for the fast window, within the window for the whole.
  */
-export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null): TripVerdict | null {
-  if (fast && ratioTrips(fast, config)) {
-    return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the newest ${fast.samples} samples`, figures: fast };
+export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null, quorum: QuorumFigures | null = null): TripVerdict | null {
+  if (fast && ratioTrips(fast, config) && (!quorum || quorum.fastFailing >= quorum.required)) {
+    return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the newest ${fast.samples} samples${quorumDetail(quorum, 'fast')}`, figures: fast };
   }
   if (f.samples < config.minSamples) return null;
-  if (ratioTrips(f, config)) return { rule: 'failure-ratio', detail: ratioDetail(f, config), figures: f };
+  if (ratioTrips(f, config) && (!quorum || quorum.failing >= quorum.required)) return { rule: 'failure-ratio', detail: ratioDetail(f, config) + quorumDetail(quorum, 'whole'), figures: f };
   const budget = latencyBudgetMs(config);
   if (budget !== null && f.p95Ms !== null && f.latencySamples >= config.latencyMinSamples && f.p95Ms > budget) {
     return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples`, figures: f };
@@ -38,6 +40,27 @@ export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowF
     };
   }
   return null;
+}
+
+/**
+ * Why a failure-ratio rule that holds did not trip: its failures came from fewer reporters than the quorum
+ * needs ("quorum not met: failures from 1 reporter ..."). Null when no ratio rule holds, or the quorum is met
+ * or off. Read only when shouldTrip said no.
+ */
+export function quorumShortfall(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null, quorum: QuorumFigures | null): string | null {
+  if (!quorum) return null;
+  const which = fast && ratioTrips(fast, config) ? { figures: fast, failing: quorum.fastFailing, where: `in the newest ${fast.samples} samples` } : null;
+  const whole = f.samples >= config.minSamples && ratioTrips(f, config) ? { figures: f, failing: quorum.failing, where: 'in the window' } : null;
+  const held = which ?? whole;
+  if (!held || held.failing >= quorum.required) return null;
+  const n = held.failing;
+  return `quorum not met: failures from ${n} reporter${n === 1 ? '' : 's'} (${quorum.required} needed); ${ratioDetail(held.figures, config)} ${held.where}`;
+}
+
+function quorumDetail(q: QuorumFigures | null, which: 'fast' | 'whole'): string {
+  if (!q) return '';
+  const n = which === 'fast' ? q.fastFailing : q.failing;
+  return `; failures from ${n} reporter${n === 1 ? '' : 's'} (quorum ${q.required})`;
 }
 
 /**

@@ -65,7 +65,9 @@ export type TransitionReason =
   | 'disabled'
   | 'enabled'
   | 'reset'
-  | 'configured';
+  | 'configured'
+  /** Not a change of state: the entity declined to trip because the failures came from too few reporters. */
+  | 'quorum-not-met';
 
 /** One recorded transition: when, from, to, why, and the figures that caused it. */
 export interface TransitionRecord {
@@ -118,6 +120,8 @@ export type PolicyEvent =
        * each reporter says). Lowers the sample floors to what that traffic can reach (rules.ts floorsFor).
        */
       concurrency?: number;
+      /** Who sent it (the guard's reporter id): with a quorum, the ratio rules count failing reporters. */
+      reporter?: string;
     }
   | { type: 'probe-request'; requestId: string; requester: string }
   | { type: 'probe-result'; generation: number; outcome: OutcomeKind; latencyMs?: number; retryAfterMs?: number }
@@ -146,6 +150,8 @@ export interface StepResult {
   decision?: ProbeDecision;
   /** Why an event changed nothing it asked for (a stale probe result, a rejected configuration). */
   ignored?: string;
+  /** A failure-ratio rule held but its failures came from too few reporters (quorum.ts): no trip, and why. */
+  declined?: string;
 }
 
 /**
@@ -170,6 +176,11 @@ export interface BreakerView {
   activeReporters?: number;
   /** Present after a 429 with Retry-After: no worker sends to the endpoint before this time (its own clock). */
   pacedUntil?: number;
+  /**
+   * The fleet's recent health, for a guard's quarantine (src/activities/guard/quarantine.ts): the window's
+   * failure ratio (to 0.05) and the reporters heard from lately. Absent from entities before it: no comparison.
+   */
+  fleet?: { failureRatio: number; reporters: number };
 }
 
 /** What a worker needs to decide a call: from `permit()` or `permitFor()`. */

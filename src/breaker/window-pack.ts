@@ -8,10 +8,14 @@
  * in groups, the fast window's buckets kept whole as long as that is enough. A merged bucket takes the start of
  * its newest member, so nothing leaves the window at the carry: the figures right after it are the figures
  * right before, and merged outcomes leave the window up to a group's width later than they would have.
+ *
+ * With a quorum, the buckets' reporter sets (quorum.ts: at most `quorum` hashes each) go in `who`, one entry per
+ * bucket that has any; merged buckets merge their sets (capped), so the carry stays within the same budget.
  */
 import type { PolicyConfig } from './config';
 import { addInto, emptyHistogram } from './latency';
 import { OUTCOME_KINDS, zeroCounts } from './outcome';
+import { unionCapped } from './quorum';
 import type { RollingWindow, WindowBucket } from './window';
 
 export interface PackedWindow {
@@ -19,10 +23,15 @@ export interface PackedWindow {
   base: number;
   bucketMs: number;
   rows: number[][];
+  /** With a quorum: [row index, seen hashes, failing hashes] for each bucket that has reporters. */
+  who?: [row: number, seen: number[], failing: number[]][];
 }
 
+type PackConfig = Pick<PolicyConfig, 'bucketMs' | 'fastWindowMs'> & { quorum?: number };
+
 /** Packs `window` (ascending starts, as the policy keeps it) into at most `budget` characters of JSON. */
-export function packWindow(window: RollingWindow, config: Pick<PolicyConfig, 'bucketMs' | 'fastWindowMs'>, now: number, budget: number): PackedWindow {
+export function packWindow(window: RollingWindow, config: PackConfig, now: number, budget: number): PackedWindow {
+  const cap = config.quorum ?? 1;
   let packed = pack(window, config.bucketMs);
   // Keep the fast window's buckets whole while merging the older ones in ever larger groups is enough; then
   // merge across the whole window.
@@ -30,22 +39,24 @@ export function packWindow(window: RollingWindow, config: Pick<PolicyConfig, 'bu
   const fastFrom = Number.isFinite(config.fastWindowMs) ? now - config.fastWindowMs : Number.POSITIVE_INFINITY;
   for (const keepFrom of [fastFrom, Number.POSITIVE_INFINITY]) {
     for (let group = 2; size(packed) > budget && group <= 2 * window.length; group *= 2) {
-      packed = pack(coarsen(window, config.bucketMs, group, keepFrom), config.bucketMs);
+      packed = pack(coarsen(window, config.bucketMs, group, keepFrom, cap), config.bucketMs);
     }
   }
-  if (size(packed) > budget) packed = pack(coarsen(window, config.bucketMs, Number.MAX_SAFE_INTEGER, Number.POSITIVE_INFINITY), config.bucketMs);
+  if (size(packed) > budget) packed = pack(coarsen(window, config.bucketMs, Number.MAX_SAFE_INTEGER, Number.POSITIVE_INFINITY, cap), config.bucketMs);
   return packed;
 }
 
 /** The window a packed one holds. */
 export function unpackWindow(p: PackedWindow): RollingWindow {
-  return p.rows.map((row) => {
+  const who = new Map((p.who ?? []).map(([row, seen, failing]) => [row, { seen, failing }]));
+  return p.rows.map((row, index) => {
     const counts = zeroCounts();
     OUTCOME_KINDS.forEach((kind, i) => (counts[kind] = row[1 + i] ?? 0));
     const latency = emptyHistogram();
     const first = row[7];
     if (first !== undefined) for (let i = 8; i < row.length && first + i - 8 < latency.length; i++) latency[first + i - 8] = row[i]!;
-    return { start: (p.base + row[0]!) * p.bucketMs, counts, latency };
+    const sets = who.get(index);
+    return { start: (p.base + row[0]!) * p.bucketMs, counts, latency, ...(sets?.seen.length ? { seen: sets.seen } : {}), ...(sets?.failing.length ? { failing: sets.failing } : {}) };
   });
 }
 
@@ -61,11 +72,12 @@ function pack(window: RollingWindow, bucketMs: number): PackedWindow {
     }
     return row;
   });
-  return { base, bucketMs, rows };
+  const who = window.flatMap((b, i): [number, number[], number[]][] => (b.seen?.length || b.failing?.length ? [[i, b.seen ?? [], b.failing ?? []]] : []));
+  return { base, bucketMs, rows, ...(who.length ? { who } : {}) };
 }
 
 /** Buckets older than `keepFrom` merged by groups of `group` slots, each into its newest member's start. */
-function coarsen(window: RollingWindow, bucketMs: number, group: number, keepFrom: number): RollingWindow {
+function coarsen(window: RollingWindow, bucketMs: number, group: number, keepFrom: number, cap: number): RollingWindow {
   const out: WindowBucket[] = [];
   let groupOf: number | null = null;
   for (const b of window) {
@@ -75,8 +87,18 @@ function coarsen(window: RollingWindow, bucketMs: number, group: number, keepFro
       for (const kind of OUTCOME_KINDS) last.counts[kind] += b.counts[kind];
       addInto(last.latency, b.latency);
       last.start = b.start;
+      const seen = unionCapped(last.seen, b.seen, cap);
+      const failing = unionCapped(last.failing, b.failing, cap);
+      if (seen) last.seen = seen;
+      if (failing) last.failing = failing;
     } else {
-      out.push({ start: b.start, counts: { ...b.counts }, latency: [...b.latency] });
+      out.push({
+        start: b.start,
+        counts: { ...b.counts },
+        latency: [...b.latency],
+        ...(b.seen ? { seen: [...b.seen] } : {}),
+        ...(b.failing ? { failing: [...b.failing] } : {}),
+      });
     }
     groupOf = g;
   }

@@ -1,10 +1,13 @@
 import type { PolicyConfig } from './config';
 import { addInto, emptyHistogram, percentile, totalOf } from './latency';
 import { OUTCOME_KINDS, type OutcomeCounts, zeroCounts } from './outcome';
+import { noteReporter, type ReporterSets } from './quorum';
 
-/** One bucket of the rolling window: outcomes whose report arrived in [start, start + bucketMs). */
-export interface WindowBucket {
-  start: number;
+/**
+ * One bucket of the rolling window: outcomes whose report arrived in [start, start + bucketMs), and with a quorum
+ * the reporters that sent them (quorum.ts).
+ */
+export interface WindowBucket extends ReporterSets {
   counts: OutcomeCounts;
   latency: number[];
 }
@@ -39,14 +42,17 @@ export function prune(window: RollingWindow, now: number, config: PolicyConfig):
   return window.filter((b) => b.start + config.bucketMs > oldestKept);
 }
 
-/** Adds counts and a latency histogram at `now` into the window. Returns a new window (input untouched). */
-export function record(window: RollingWindow, now: number, counts: Partial<OutcomeCounts>, latency: readonly number[] | undefined, config: PolicyConfig): RollingWindow {
+/**
+ * Adds counts and a latency histogram at `now` into the window, and with a quorum the reporter that sent them.
+ * Returns a new window (input untouched).
+ */
+export function record(window: RollingWindow, now: number, counts: Partial<OutcomeCounts>, latency: readonly number[] | undefined, config: PolicyConfig, reporter?: string): RollingWindow {
   const start = Math.floor(now / config.bucketMs) * config.bucketMs;
   const pruned = prune(window, now, config);
   const last = pruned[pruned.length - 1];
   let bucket: WindowBucket;
   if (last && last.start === start) {
-    bucket = { start, counts: { ...last.counts }, latency: [...last.latency] };
+    bucket = { ...last, counts: { ...last.counts }, latency: [...last.latency] };
     pruned[pruned.length - 1] = bucket;
   } else {
     bucket = { start, counts: zeroCounts(), latency: emptyHistogram() };
@@ -55,6 +61,8 @@ export function record(window: RollingWindow, now: number, counts: Partial<Outco
   }
   for (const kind of OUTCOME_KINDS) bucket.counts[kind] += counts[kind] ?? 0;
   if (latency) addInto(bucket.latency, latency);
+  // A report that names no reporter counts as one anonymous reporter (so a lone tester still trips).
+  noteReporter(bucket, reporter ?? '', counts, config);
   return pruned;
 }
 

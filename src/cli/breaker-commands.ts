@@ -341,6 +341,12 @@ export function formatShow(shown: ShownBreaker, now: number): string {
     `  counters     ${count(counters.reports, 'report')}${counters.lateReports ? ` (${counters.lateReports} late)` : ''}, ${count(counters.probeRequests, 'probe request')}, ` +
       `${count(counters.selfProbes, 'self-probe')}, ${count(counters.ignoredResults, 'ignored probe result')}, ${counters.continuedAsNew} continue-as-new`,
     `  last report  ${iso(s.lastReportAt)}`,
+    ...(s.loneFailers !== undefined
+      ? [
+          `  quorum       ${c.quorum ?? 1} failing reporters needed; ${count(counters.quorumDeclined ?? 0, 'trip')} declined (quorum not met); failing alone: ` +
+            (s.loneFailers.length ? s.loneFailers.map((l) => `${l.reporter} (${l.count}x, last ${iso(l.at)})`).join(', ') : 'none'),
+        ]
+      : []),
     `  search attrs ${s.searchAttributes === null ? 'not checked yet' : s.searchAttributes ? 'BreakerState / BreakerKey kept current' : 'not kept (not registered in this namespace)'}`,
     `  as of        ${iso(s.asOf)} (the entity's last activity; history ${s.historyLength} events)`,
     '',

@@ -106,6 +106,8 @@ export interface EntityCounters {
   lateReports?: number;
   /** Failures counted for calls still in flight past the stall threshold (a hanging or very slow endpoint). */
   stalled?: number;
+  /** Reports on which a failure-ratio rule held but its failures came from too few reporters (the quorum). */
+  quorumDeclined?: number;
   probeRequests: number;
   selfProbes: number;
   ignoredResults: number;
@@ -207,6 +209,11 @@ export interface BreakerStatus {
   historyLength: number;
   /** Whether this entity keeps BreakerState / BreakerKey current (null: not checked yet). */
   searchAttributes: boolean | null;
+  /**
+   * Reporters this run saw failing alone: a failure-ratio rule held on their failures but the quorum was not met
+   * (newest first, at most 16; not carried across continue-as-new). Absent from entities before the quorum.
+   */
+  loneFailers?: { reporter: string; at: number; count: number }[];
 }
 
 export const reportSignal = defineSignal<[OutcomeReport]>('report');

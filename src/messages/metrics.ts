@@ -20,6 +20,8 @@ export const METRIC = {
   guardFailOpen: 'tilebreaker_guard_fail_open',
   guardReportsDropped: 'tilebreaker_guard_reports_dropped',
   guardEntityWedged: 'tilebreaker_guard_entity_wedged',
+  guardQuarantined: 'tilebreaker_guard_quarantined',
+  guardQuarantines: 'tilebreaker_guard_quarantines',
   fallback: 'tilebreaker_fallback',
   mosaicTiles: 'tilebreaker_mosaic_tiles',
   mosaicsFinished: 'tilebreaker_mosaics_finished',

@@ -31,7 +31,10 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // (1,000 events, not 2,000): a workflow task stays cheap under a whole fleet's reports.
   const compactCarry = patched('compact-carry');
   const opts = compactCarry ? withHistoryDefault(opts0, input.options) : opts0;
-  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry);
+  // The ratio rules need failures from 2 reporters (quorum), and the view carries the fleet's health for the
+  // guards' quarantine: new entities only (a run recorded before them replays as it tripped and published).
+  const quorum = patched('quorum');
+  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.
   const pacing = patched('rate-limited-pacing');

@@ -208,7 +208,25 @@ export const entityRateLimitedPacing: EntityScenario = async ({ env, client, tas
   return h;
 };
 
+/**
+ * The quorum (a new entity's default, 2): one reporter's failures among another's successes are declined (the
+ * log says so), both failing trip it; an operator's reset, then the idle finish.
+ */
+export const entityQuorum: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-quorum', options: idle });
+  await h.signal(reportSignal, { reporter: 'good', counts: { success: 10 } });
+  await h.signal(reportSignal, { reporter: 'sick', counts: { transient: 40 } });
+  await h.signal(reportSignal, { reporter: 'sick', counts: { transient: 40 } });
+  await h.signal(reportSignal, { reporter: 'good', counts: { success: 2, transient: 30 } });
+  await waitForView(env, h, (v) => v.state === 'open');
+  await h.signal(adminSignal, { action: 'reset', reason: 'recorded scenario', actor: 'recorder' });
+  await waitForView(env, h, (v) => v.state === 'closed');
+  await h.result();
+  return h;
+};
+
 export const entityScenarios = {
+  'entity-quorum': entityQuorum,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,

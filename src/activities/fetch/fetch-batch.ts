@@ -24,10 +24,11 @@ import type { WorkerRoots } from '../confine/roots';
 import type { WorkerMetrics } from '../metrics/worker-metrics';
 
 /**
- * Failures a later attempt may cure: the server's, not the request's. A mosaic dead-letters such a tile for a
+ * Failures a later attempt may cure: the server's, not the request's (and the worker's own, `local`: a re-drive
+ * may run on a worker whose resolver works). A mosaic dead-letters such a tile for a
  * re-drive, and the stale fallback draws its stored copy.
  */
-export const CURABLE_KINDS: ReadonlySet<string> = new Set(['transient', 'service-exception', 'rate-limited']);
+export const CURABLE_KINDS: ReadonlySet<string> = new Set(['transient', 'service-exception', 'rate-limited', 'local']);
 
 /** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
 export type WhenRefused = 'defer' | 'stale' | 'hole';

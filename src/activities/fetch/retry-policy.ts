@@ -18,7 +18,9 @@ export interface RetryPolicy {
 export const DEFAULT_RETRY: RetryPolicy = { attempts: 3, baseMs: 200, capMs: 5_000, maxRetryAfterMs: 30_000 };
 
 export function retryable(kind: OutcomeKind): boolean {
-  return kind === 'transient' || kind === 'service-exception' || kind === 'rate-limited';
+  // A local failure (a resolver hiccup, descriptors exhausted) may pass; the guard's quarantine stops a worker
+  // whose every call fails so.
+  return kind === 'transient' || kind === 'service-exception' || kind === 'rate-limited' || kind === 'local';
 }
 
 /** Full jitter: uniform in [0, min(cap, base * 2^retry)), at least `retryAfterMs`. */

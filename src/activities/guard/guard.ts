@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pauses } from './pauses';
 import { ProbeRequests } from './probe-requests';
 import { ProbeSpread } from './probe-spread';
+import { Quarantine } from './quarantine';
 import { ReportSender } from './report-sender';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
 import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
@@ -52,6 +53,8 @@ export class BreakerGuard {
   private readonly wedges: WedgeWatch;
   /** Keys whose last decision found the entity wedged: a fail-open for them says so. */
   private readonly wedgedNow = new Set<string>();
+  /** This process's own quarantine per endpoint, when its calls fail far more than the fleet's (quarantine.ts). */
+  readonly quarantine: Quarantine;
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -86,6 +89,7 @@ export class BreakerGuard {
     this.probes = new ProbeRequests(this.o, this.link, this.views, this.stats);
     this.spread = new ProbeSpread(this.o.probeSpreadMs, this.o.probeJitter);
     this.pacer = new Pacer(this.o, this.link, this.views, this.reports);
+    this.quarantine = new Quarantine(this.o.quarantine, this.o.metrics, this.o.logger);
   }
 
   /**
@@ -94,7 +98,11 @@ export class BreakerGuard {
    */
   async acquire(key: string): Promise<GuardDecision> {
     this.stateGauge.used(key);
-    const decision = this.link.losses.mark(await this.decide(key));
+    const decided = await this.decide(key);
+    // What the breaker lets through, this process's own quarantine may still refuse.
+    const admitted = this.quarantine.admit(decided, Date.now());
+    if (admitted !== decided) this.stats.refused++;
+    const decision = this.link.losses.mark(admitted);
     if (decision.kind === 'refused') this.o.metrics.notPermitted(key, decision.state);
     else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key, decision.failOpenReason);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
@@ -216,6 +224,7 @@ export class BreakerGuard {
    * result (released, not counted); an ordinary call reports nothing.
    */
   abandon(decision: GuardDecision): void {
+    this.quarantine.abandoned(decision);
     if (decision.kind === 'probe') this.release(decision, { kind: 'neutral' });
     else if (decision.kind === 'proceed') this.calls.end(decision, null);
   }
@@ -223,6 +232,10 @@ export class BreakerGuard {
   /** Records the outcome of a call made under `decision`. */
   release(decision: GuardDecision, outcome: CallOutcome): void {
     if (decision.kind === 'refused') return;
+    this.quarantine.outcome(decision, outcome.kind, this.views.last(decision.key), Date.now());
+    // The worker's own failure (its resolver, sockets, proxy) says nothing of the endpoint: a probe token goes
+    // back as neutral (released, not counted), an ordinary call is not reported.
+    if (outcome.kind === 'local') outcome = { ...outcome, kind: 'neutral' };
     // This process stops at once; the report carries the wait to the entity, which pauses the fleet.
     if (outcome.kind === 'rate-limited' && outcome.retryAfterMs) this.pauses.rateLimited(decision.key, outcome.retryAfterMs, Date.now());
     if (decision.kind === 'probe') {

@@ -16,6 +16,8 @@ export class ReportBuffer {
   private rateLimitedUntil = 0;
 
   add(kind: OutcomeKind, latencyMs: number | undefined, retryAfterMs?: number, now = Date.now()): void {
+    // The worker's own failure never reached the endpoint: nothing to tell its breaker (the guard's quarantine counts it).
+    if (kind === 'local') return;
     this.counts[kind]++;
     this.size++;
     if (latencyMs !== undefined && kind !== 'neutral' && kind !== 'rate-limited') this.latency[bucketIndex(latencyMs)]!++;

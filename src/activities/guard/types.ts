@@ -66,9 +66,27 @@ export interface GuardOptions {
    * background, at intervals doubling from 1 s up to this. Default 5 000 ms.
    */
   unreachableRecheckMs?: number;
+  /** This process's own quarantine of an endpoint its calls fail far more than the fleet's (quarantine.ts). */
+  quarantine?: QuarantineOptions;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
   /** Where refusals, fail-opens and the state gauge go (default: nowhere). */
   metrics?: WorkerMetrics;
+}
+
+/** This process's own quarantine of an endpoint (quarantine.ts has the rule). */
+export interface QuarantineOptions {
+  /** Outcomes remembered per endpoint (the newest). Default 20. */
+  samples?: number;
+  /** No judgement on fewer outcomes than this. Default 8. */
+  minSamples?: number;
+  /** This many calls in a row failing locally quarantine at once. Default 5. */
+  localRun?: number;
+  /** This worker's failure ratio (endpoint and local failures) that quarantines it. Default 0.8. */
+  ratio?: number;
+  /** The fleet's failure ratio must be at most this for endpoint failures to quarantine. Default 0.2. */
+  fleetRatioMax?: number;
+  /** One call goes through this often while quarantined. Default 2,000 ms. */
+  probeIntervalMs?: number;
 }
 
 export type GuardDecision =
@@ -130,7 +148,8 @@ export interface GuardStats {
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
-export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall'>> & Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall'>;
+export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine'>> &
+  Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine'>;
 
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {

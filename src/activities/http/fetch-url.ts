@@ -76,15 +76,17 @@ export async function fetchUrl(url: string, opts: FetchOptions): Promise<HttpExc
       chain.push(current);
     }
   } catch (err) {
-    // undici errors carry a string code (ECONNREFUSED, UND_ERR_*); an abort is a DOMException with a numeric one.
-    const e = err as { code?: unknown; name?: string; message?: string };
+    // undici errors carry a string code (ECONNREFUSED, UND_ERR_*), or their cause does (fetch-style wrappers);
+    // an abort is a DOMException with a numeric one.
+    const e = err as { code?: unknown; name?: string; message?: string; cause?: { code?: unknown } };
+    const code = typeof e.code === 'string' ? e.code : typeof e.cause?.code === 'string' ? e.cause.code : (e.name ?? 'ERROR');
     return {
       url: current,
       status,
       headers,
       body: Buffer.alloc(0),
       latencyMs: performance.now() - started,
-      error: { code: typeof e.code === 'string' ? e.code : (e.name ?? 'ERROR'), message: e.message ?? String(err) },
+      error: { code, message: e.message ?? String(err) },
     };
   }
 }

@@ -15,6 +15,8 @@ interface Instruments {
   guardFailOpen: MetricCounter;
   guardReportsDropped: MetricCounter;
   guardEntityWedged: MetricCounter;
+  guardQuarantined: MetricGauge;
+  guardQuarantines: MetricCounter;
   fallback: MetricCounter;
   mosaicTiles: MetricCounter;
   mosaicsFinished: MetricCounter;
@@ -58,6 +60,13 @@ export class WorkerMetrics {
     this.instruments().guardEntityWedged.add(1, { endpoint });
   }
 
+  /** This process quarantined itself from an endpoint (`on`), or lifted it. */
+  quarantine(endpoint: string, on: boolean): void {
+    const m = this.instruments();
+    m.guardQuarantined.set(on ? 1 : 0, { endpoint });
+    if (on) m.guardQuarantines.add(1, { endpoint });
+  }
+
   /** This process's view of a breaker: 1 for `state`, 0 for the others; null: no view (all 0). */
   breakerState(endpoint: string, state: BreakerStateName | null): void {
     const g = this.instruments().breakerState;
@@ -93,6 +102,8 @@ export class WorkerMetrics {
       guardFailOpen: meter.createCounter(METRIC.guardFailOpen, undefined, 'calls let through unprotected: the breaker entity could not be reached, was wedged, or did not hear the reports'),
       guardReportsDropped: meter.createCounter(METRIC.guardReportsDropped, undefined, 'reports to a breaker entity that failed after retries and were dropped'),
       guardEntityWedged: meter.createCounter(METRIC.guardEntityWedged, undefined, 'times a breaker entity was found wedged (its timers overdue or a workflow task left undone)'),
+      guardQuarantined: meter.createGauge(METRIC.guardQuarantined, 'int', undefined, "1 while this worker's own calls to the endpoint are quarantined (they fail far more than the fleet's)"),
+      guardQuarantines: meter.createCounter(METRIC.guardQuarantines, undefined, 'times this worker quarantined its own calls to the endpoint'),
       fallback: meter.createCounter(METRIC.fallback, undefined, 'tiles served by a fallback instead of a fetch'),
       mosaicTiles: meter.createCounter(METRIC.mosaicTiles, undefined, "tiles of finished mosaic runs, by the manifest's status"),
       mosaicsFinished: meter.createCounter(METRIC.mosaicsFinished, undefined, 'mosaic runs finished, by result'),

@@ -1,6 +1,7 @@
 import { scrubSecrets } from '../../breaker/redact';
 import type { OutcomeKind } from '../../breaker';
 import type { HttpExchange } from '../http/fetch-url';
+import { localCause } from '../http/local-errors';
 import { REDIRECT_REFUSED } from '../http/redirects';
 import { retryAfterMs } from '../http/retry-after';
 import { checkImage, type DecodedPixels } from './image-check';
@@ -43,13 +44,15 @@ const OVERSIZE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
 /**
  * Every response or error maps to one outcome:
  *   success            a decoded image of the expected size (and not blank where blank is a failure)
- *   transient          refused, reset, timeouts, DNS, 5xx, 408, a body cut off mid-way
+ *   transient          refused, reset, timeouts, 5xx, 408, a body cut off mid-way
  *   service-exception  a 2xx that is not a good tile: ServiceException XML, HTML error page, undecodable,
  *                      truncated, wrong size, or blank where blank is not expected; an oversize body
  *   permanent          400 and other 4xx, and ServiceExceptions whose code blames the request (LayerNotDefined...)
  *   neutral            404 / 204 (no tile there), 401 / 403 and refused or looping redirects (reported as
  *                      configuration errors)
  *   rate-limited       429 (with its Retry-After)
+ *   local              the worker's own failure, the endpoint never reached: DNS (ENOTFOUND, EAI_AGAIN), no local
+ *                      address or descriptors (EADDRNOTAVAIL, EMFILE, ENFILE, ENOBUFS), the egress proxy refusing
  */
 export async function classify(x: HttpExchange, expected: Expectation): Promise<Verdict> {
   // Masked before any cut or escaping, so no part of a secret survives either.
@@ -66,6 +69,9 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
     // The reason already names the hop and the rule, with credentials masked.
     if (x.error.code === REDIRECT_REFUSED) return { ...base, kind: 'neutral', configError: true, reason: x.error.message };
     if (x.error.code === OVERSIZE) return { ...base, kind: 'service-exception', reason: `body larger than the source's maxBytes (${x.error.message})` };
+    // The worker's own failure (its resolver, sockets, proxy): the endpoint was never reached.
+    const local = x.status === null ? localCause(x.error.code, x.error.message) : null;
+    if (local) return { ...base, kind: 'local', reason: `local: ${local}: ${x.error.code}: ${quote(x.error.message, 300)}` };
     const where = x.status === null ? 'no response' : `HTTP ${x.status}, body cut off`;
     return { ...base, kind: 'transient', reason: `${where}: ${x.error.code}: ${x.error.message}`, ...withRetryAfter };
   }

@@ -42,14 +42,18 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
     // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
     const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight) : undefined;
-    entity.apply({
+    const out = entity.apply({
       type: 'report',
+      reporter: r.reporter || 'anonymous',
       counts: r.counts ?? {},
       ...(r.latency ? { latency: r.latency } : {}),
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),
     });
+    // Named only on its own failing report: a healthy reporter's successes can arrive while the decline still holds.
+    const failed = (r.counts?.transient ?? 0) + (r.counts?.['service-exception'] ?? 0);
+    if (out.declined && failed > 0) entity.declined(r.reporter || 'anonymous', out.declined);
   });
   onSignal(requestProbeSignal, (r) => {
     entity.counters.probeRequests++;

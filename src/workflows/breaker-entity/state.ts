@@ -25,6 +25,10 @@ import { Roster } from './roster';
 const DECISIONS_KEPT = 256;
 /** A worker that has not reported for this long no longer shares the endpoint's rate (guards report every second). */
 const REPORTER_TTL_MS = 5_000;
+/** A declined trip (quorum not met) goes into the transition log at most this often, so one sick worker cannot flood it. */
+const QUORUM_NOTE_MS = 60_000;
+/** Reporters seen failing alone, kept for `breaker show`. */
+const LONE_FAILERS_KEPT = 16;
 
 /**
  * An operator's action, recorded on the transitions it made (not on time-driven ones, such as a timed
@@ -70,6 +74,10 @@ export class EntityState {
   private readonly reporters: Roster;
   /** What each reporter said it had in flight, and when: their sum is the fleet's concurrency. Carried too. */
   private readonly inFlight: Map<string, { at: number; n: number }>;
+  /** Reporters whose failures alone held a ratio rule that the quorum then declined (newest last; this run only). */
+  private readonly loneFailers = new Map<string, { at: number; count: number }>();
+  /** When a declined trip was last written to the transition log. */
+  private quorumNotedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     input: EntityInput,
@@ -82,12 +90,14 @@ export class EntityState {
     smallFleet = false,
     /** Continue-as-new carries the bounded form (the 'compact-carry' patch); runs recorded before carry all. */
     private readonly compactCarry = false,
+    /** The quorum and the fleet's health in the view (the 'quorum' patch). */
+    private readonly quorum = false,
   ) {
     const { key } = input;
     // Either form: a run from before the bound carried everything (restore reads it as it is).
     const carried = input.carried ? restore(input.carried) : undefined;
     this.key = key;
-    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet);
+    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum);
     this.probeSpec = input.probe ?? null;
     this.history = carried ? [...carried.log] : [];
     this.decisions = new Map(carried?.decisions ?? []);
@@ -149,8 +159,31 @@ export class EntityState {
     return sum;
   }
 
+  /**
+   * A report held a failure-ratio rule the quorum declined: counted, its reporter remembered for `breaker show`,
+   * and written to the transition log at most once per QUORUM_NOTE_MS.
+   */
+  declined(reporter: string, detail: string): void {
+    const now = Date.now();
+    this.counters.quorumDeclined = (this.counters.quorumDeclined ?? 0) + 1;
+    const seen = this.loneFailers.get(reporter);
+    this.loneFailers.delete(reporter);
+    this.loneFailers.set(reporter, { at: now, count: (seen?.count ?? 0) + 1 });
+    while (this.loneFailers.size > LONE_FAILERS_KEPT) this.loneFailers.delete(this.loneFailers.keys().next().value!);
+    if (now - this.quorumNotedAt < QUORUM_NOTE_MS) return;
+    this.quorumNotedAt = now;
+    const state = stateName(this.policy);
+    this.history.unshift({ at: now, from: state, to: state, reason: 'quorum-not-met', detail: `${detail}; reporter ${reporter}` });
+    this.history.length = Math.min(this.history.length, this.opts.logSize);
+    log.info('breaker trip declined', { key: this.key, reporter, detail });
+  }
+
   view(): BreakerView {
-    return breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
+    const v = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
+    if (!this.quorum) return v;
+    // Coarse (to 0.05), so the memo changes with the fleet's health, not with every report.
+    const ratio = Math.round(windowFigures(this.policy, Date.now()).failureRatio * 20) / 20;
+    return { ...v, fleet: { failureRatio: ratio, reporters: this.activeReporters() } };
   }
 
   publishView(): void {
@@ -186,6 +219,7 @@ export class EntityState {
       counters: { ...this.counters },
       historyLength: workflowInfo().historyLength,
       searchAttributes: this.searchAttributesOn,
+      ...(this.quorum ? { loneFailers: [...this.loneFailers].reverse().map(([reporter, r]) => ({ reporter, ...r })) } : {}),
     };
   }
 
