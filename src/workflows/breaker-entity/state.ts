@@ -60,6 +60,10 @@ export class EntityState {
    * lose it (the next report starts a run with the worker's configuration), so the entity stays.
    */
   operatorSet: boolean;
+  /** The self-probe spec is an operator's (set-probe, even to none): a report's spec never replaces it. */
+  probeByOperator: boolean;
+  /** Continue-as-new carries every grant still held (the 'carry-held-grants' patch), not only the newest decisions. */
+  heldGrants = false;
   private readonly publication: Publication;
   /** The fleet-wide counters (transitions, opens, open time, probes): see metrics.ts. */
   private readonly metrics: EntityMetrics;
@@ -97,6 +101,7 @@ export class EntityState {
     this.searchAttributesOn = input.carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
     this.lastProbeActivityAt = Date.now();
     this.operatorSet = carried?.operatorSet ?? false;
+    this.probeByOperator = carried?.probeByOperator ?? false;
     this.publication = new Publication(key);
     this.reporters = new Roster(carried?.reporters, REPORTER_TTL_MS);
     this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
@@ -128,6 +133,16 @@ export class EntityState {
     if (out.transitions.length || nextDeadline(this.policy, Date.now()) !== before) this.wake = true;
     this.publishView();
     return out;
+  }
+
+  /**
+   * A signal refused whole: counted, and logged with the problem cut short (a payload may be huge). `logged`:
+   * false when the caller already logged why.
+   */
+  refused(signal: string, problem: string, logged = true): void {
+    this.counters.refusedSignals = (this.counters.refusedSignals ?? 0) + 1;
+    this.metrics.refused(signal);
+    if (logged) log.warn('breaker signal refused', { key: this.key, signal, problem: problem.length > 500 ? `${problem.slice(0, 499)}…` : problem });
   }
 
   /** A worker reported: it shares the endpoint's rate for a while. */
@@ -203,13 +218,17 @@ export class EntityState {
       counters: this.counters,
       searchAttributesOn: this.searchAttributesOn ?? false,
     };
-    if (this.compactCarry) return carry({ ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet }, Date.now());
+    if (this.compactCarry) {
+      const parts = { ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet, probeByOperator: this.probeByOperator };
+      return carry(parts, Date.now(), this.heldGrants);
+    }
     // Runs from before the bound carry it whole, with the optional parts only when they hold something.
     return {
       ...whole,
       ...(this.reporters.size ? { reporters: this.reporters.entries() } : {}),
       ...(inFlight.length ? { inFlight } : {}),
       ...(this.operatorSet ? { operatorSet: true } : {}),
+      ...(this.probeByOperator ? { probeByOperator: true } : {}),
     };
   }
 
