@@ -170,3 +170,23 @@ test('a bad time stored before the checks prints as such instead of failing the 
   assert.match(text, /http:\/\/a\.example\.test:80 +forced open until \(invalid time: 1e\+308\)/);
   assert.match(text, /http:\/\/b\.example\.test:80/);
 });
+
+test("a report's self-probe is adopted by an entity with none, never over an operator's choice", async () => {
+  const k = `http://adopt-${tag}.example.test:80`;
+  const e = await startEntity(env.client, taskQueue, { key: k }, { reporter: 'w1', counts: { success: 1 } });
+  assert.equal((await e.query(statusQuery)).probe, null);
+  await e.signal(reportSignal, { reporter: 'w1', counts: { success: 1 }, probe: { url: `${k}/1/2/3.png` } });
+  assert.equal((await e.query(statusQuery)).probe?.url, `${k}/1/2/3.png`);
+  await e.signal(reportSignal, { reporter: 'w2', counts: { success: 1 }, probe: { url: `${k}/4/5/6.png` } });
+  assert.equal((await e.query(statusQuery)).probe?.url, `${k}/1/2/3.png`, 'the first one stays');
+  // An operator clears it: a worker's report does not bring one back.
+  await e.signal(adminSignal, { action: 'set-probe', probe: null });
+  await e.signal(reportSignal, { reporter: 'w3', counts: { success: 1 }, probe: { url: `${k}/7/8/9.png` } });
+  const s = await e.query(statusQuery);
+  assert.equal(s.probe, null);
+  // A report whose probe is a file:// URL is refused whole, its counts with it.
+  await e.signal(reportSignal, { reporter: 'w4', counts: { success: 7 }, probe: { url: 'file:///etc/passwd' } });
+  const after = await e.query(statusQuery);
+  assert.equal(after.counters.refusedSignals, 1);
+  assert.equal(after.figures.successes, s.figures.successes);
+});
