@@ -39,8 +39,6 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // Every signal's payload is checked and a bad one refused whole (counted, logged, never applied), and a report
   // may carry a worker's self-probe spec: a run recorded before the checks applied what it was sent.
   const checked = patched('signal-validation');
-  // Continue-as-new carries every probe grant still held, not only the newest 16 decisions.
-  entity.heldGrants = patched('carry-held-grants');
   if (checked && entity.probeSpec) {
     // The start input is anyone's too (signal-with-start): a probe it cannot run safely is dropped.
     const c = checkSignal('admin', { action: 'set-probe', probe: entity.probeSpec });

@@ -7,9 +7,8 @@
  *   (when, from, to, why, the cooldown) of the older ones up to LOG_CARRIED in all: enough for "each open
  *   interval and its reason" over a day of flapping, without every trip's figures;
  * - the policy state, its window packed (window-pack.ts: sparse latency, older buckets merged if need be);
- * - the newest DECISIONS_CARRIED probe decisions (a requester reads its own within seconds), and with
- *   `heldGrants` every grant whose token is still out, however many decisions came after it (at most the
- *   policy's maxConcurrentProbes, 100);
+ * - the newest DECISIONS_CARRIED probe decisions (a requester reads its own within seconds; a grant whose token
+ *   is still out is answered from the policy's tokens, which are carried whole, however old it is);
  * - the reporters heard from lately and what they had in flight, the newest FLEET_CARRIED of each;
  * - the counters and the rest, as they are.
  *
@@ -53,16 +52,13 @@ export interface CarryParts {
   probeByOperator?: boolean;
 }
 
-/**
- * The carried state for `parts` at workflow time `now`, at most CARRY_BUDGET bytes of JSON. `heldGrants`: the
- * 'carry-held-grants' patch (runs recorded before it carried the newest DECISIONS_CARRIED decisions only).
- */
-export function carry(parts: CarryParts, now: number, heldGrants = false): CarriedState {
-  // Each pass halves what may be cut (not the LOG_MIN transitions, nor grants still held): the first fits all
-  // but the largest states (a hundred probe tokens out, with long ids, and a window of 600 wide buckets).
+/** The carried state for `parts` at workflow time `now`, at most CARRY_BUDGET bytes of JSON. */
+export function carry(parts: CarryParts, now: number): CarriedState {
+  // Each pass halves what may be cut (not the LOG_MIN transitions): the first fits all but the largest states
+  // (a hundred probe tokens out, with long ids, and a window of 600 wide buckets).
   let scale = 1;
-  let out = build(parts, now, scale, heldGrants);
-  while (bytes(out) > CARRY_BUDGET && scale > 1 / 64) out = build(parts, now, (scale /= 2), heldGrants);
+  let out = build(parts, now, scale);
+  while (bytes(out) > CARRY_BUDGET && scale > 1 / 64) out = build(parts, now, (scale /= 2));
   return out;
 }
 
@@ -89,22 +85,7 @@ export function restore(c: CarriedState): CarryParts {
   };
 }
 
-/**
- * The decisions to carry, oldest first: the newest `newest`, and with `heldGrants` every grant whose token the
- * policy still counts as out (its requester may not have read it yet: dropping it leaves the token held until
- * its lease ends and the requester waiting for nothing).
- */
-export function carriedDecisions(p: Pick<CarryParts, 'decisions' | 'policy'>, newest: number, heldGrants: boolean): [string, ProbeDecision][] {
-  const fits = p.decisions.filter((d) => JSON.stringify(d).length <= ENTRY_MAX);
-  const kept = new Set(fits.slice(-newest));
-  if (heldGrants) {
-    const out = new Set(p.policy.probes.map((t) => t.requestId));
-    for (const d of fits) if (d[1].kind === 'granted' && out.has(d[0])) kept.add(d);
-  }
-  return fits.filter((d) => kept.has(d));
-}
-
-function build(p: CarryParts, now: number, scale: number, heldGrants: boolean): CarriedState {
+function build(p: CarryParts, now: number, scale: number): CarriedState {
   const n = (x: number) => Math.max(1, Math.floor(x * scale));
   const full = p.log.slice(0, n(LOG_FULL)).map(trimmed);
   const brief = p.log.slice(full.length, Math.max(LOG_MIN, n(LOG_CARRIED))).map((t, i, rows) => briefOf(t, i === 0 ? null : rows[i - 1]!.at));
@@ -113,7 +94,7 @@ function build(p: CarryParts, now: number, scale: number, heldGrants: boolean): 
       .filter((r) => JSON.stringify(r).length <= ENTRY_MAX)
       .sort((a, b) => at(b) - at(a))
       .slice(0, n(FLEET_CARRIED));
-  const decisions = carriedDecisions(p, n(DECISIONS_CARRIED), heldGrants);
+  const decisions = p.decisions.filter((d) => JSON.stringify(d).length <= ENTRY_MAX).slice(-n(DECISIONS_CARRIED));
   const reporters = newest(p.reporters, (r) => r[1]);
   const inFlight = newest(p.inFlight, (r) => r[1]);
   return {

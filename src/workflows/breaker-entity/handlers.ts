@@ -107,6 +107,6 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
   setHandler(viewQuery, () => entity.view());
   // A limit that is not a whole number of at least 0 reads the whole log.
   setHandler(transitionsQuery, (limit?: number) => entity.history.slice(0, Number.isSafeInteger(limit) && limit! >= 0 ? limit : entity.history.length));
-  setHandler(probeDecisionQuery, (requestId: string) => entity.decisions.get(requestId) ?? null);
+  setHandler(probeDecisionQuery, (requestId: string) => entity.decision(requestId));
   setHandler(statusQuery, () => entity.status());
 }

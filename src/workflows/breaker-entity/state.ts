@@ -62,8 +62,6 @@ export class EntityState {
   operatorSet: boolean;
   /** The self-probe spec is an operator's (set-probe, even to none): a report's spec never replaces it. */
   probeByOperator: boolean;
-  /** Continue-as-new carries every grant still held (the 'carry-held-grants' patch), not only the newest decisions. */
-  heldGrants = false;
   private readonly publication: Publication;
   /** The fleet-wide counters (transitions, opens, open time, probes): see metrics.ts. */
   private readonly metrics: EntityMetrics;
@@ -183,6 +181,18 @@ export class EntityState {
     while (this.decisions.size > DECISIONS_KEPT) this.decisions.delete(this.decisions.keys().next().value!);
   }
 
+  /**
+   * The decision for a probe request, as the `probeDecision` query answers it: a recent one as given, and a grant
+   * whose token is still out from the token itself, however many decisions came after it and across
+   * continue-as-new (which carries the tokens whole but only the newest decisions). A query reads state and adds
+   * no command, so histories replay as they ran.
+   */
+  decision(requestId: string): ProbeDecision | null {
+    const held = this.policy.probes.find((t) => t.requestId === requestId);
+    if (held) return { kind: 'granted', token: held };
+    return this.decisions.get(requestId) ?? null;
+  }
+
   status(): BreakerStatus {
     const { policy } = this;
     return {
@@ -220,7 +230,7 @@ export class EntityState {
     };
     if (this.compactCarry) {
       const parts = { ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet, probeByOperator: this.probeByOperator };
-      return carry(parts, Date.now(), this.heldGrants);
+      return carry(parts, Date.now());
     }
     // Runs from before the bound carry it whole, with the optional parts only when they hold something.
     return {
