@@ -10,7 +10,7 @@ import { adminBreaker, type ListResult } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { formatList, parseForceOpenFor } from '../../src/cli/breaker-commands';
 import { adminSignal, cancelProbeSignal, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, type BreakerStatus } from '../../src/messages/breaker';
-import { checkAdminAction, checkSignal } from '../../src/messages/breaker-validation';
+import { checkAdminAction, checkSignal, MAX_COUNT, reportSchema } from '../../src/messages/breaker-validation';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startEntity, type EntityHandle } from '../helpers/entity';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
@@ -189,4 +189,37 @@ test("a report's self-probe is adopted by an entity with none, never over an ope
   const after = await e.query(statusQuery);
   assert.equal(after.counters.refusedSignals, 1);
   assert.equal(after.figures.successes, s.figures.successes);
+});
+
+test("the reports' fast check accepts exactly what the schema accepts", () => {
+  const lat = (n: number, v = 1) => new Array<number>(n).fill(v);
+  const reports: unknown[] = [
+    { reporter: 'w', counts: {} },
+    { reporter: 'w', counts: { success: 3, transient: 1, 'rate-limited': 2 }, latency: lat(52), generation: 4, inFlight: 8, stalled: 1, retryAfterMs: 0, rateLimitedForMs: 2_000 },
+    { reporter: 'w', counts: { success: MAX_COUNT } },
+    { reporter: 'w', counts: { success: MAX_COUNT + 1 } },
+    { reporter: 'w', counts: { success: -1 } },
+    { reporter: 'w', counts: { success: 1.5 } },
+    { reporter: 'w', counts: { success: '1' } },
+    { reporter: 'w', counts: { nonsense: 1 } },
+    { reporter: 'w', counts: [] },
+    { reporter: 'w', counts: { success: 1 }, latency: lat(53) },
+    { reporter: 'w', counts: { success: 1 }, latency: [0, -1] },
+    { reporter: 'w', counts: { success: 1 }, latency: 'x' },
+    { reporter: 'w', counts: { success: 1 }, generation: -1 },
+    { reporter: 'w', counts: { success: 1 }, generation: 1.5 },
+    { reporter: 'w', counts: { success: 1 }, inFlight: 100_001 },
+    { reporter: 'w', counts: { success: 1 }, retryAfterMs: 31 * 86_400_000 },
+    { reporter: 'w', counts: { success: 1 }, rateLimitedForMs: -1 },
+    { reporter: 'w', counts: { success: 1 }, probe: { url: 'https://t.example.test/1/2/3.png' } },
+    { reporter: 'w', counts: { success: 1 }, probe: { url: 'file:///etc/passwd' } },
+    { reporter: 'w', counts: { success: 1 }, newerField: 1 },
+    { reporter: 'x'.repeat(257), counts: {} },
+    { reporter: 3, counts: {} },
+    { counts: {} },
+    null,
+    [],
+    'report',
+  ];
+  for (const r of reports) assert.equal(checkSignal('report', r).ok, reportSchema.safeParse(r).success, JSON.stringify(r));
 });
