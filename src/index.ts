@@ -54,6 +54,7 @@ export { SCHEDULE_OVERLAPS, type ScheduledMosaicResult, type ScheduleOverlap } f
 // Breakers: reading and administering them
 export {
   adminBreaker,
+  AdminNotConfirmedError,
   adminSender,
   BREAKER_STATES,
   BREAKER_WORKFLOW_TYPE,
@@ -62,6 +63,7 @@ export {
   BreakerNotFoundError,
   BreakerNotRunningError,
   configureBreaker,
+  DEFAULT_CONFIRM_TIMEOUT_MS,
   defaultActor,
   listBreakers,
   resolveBreakerKey,

@@ -2,12 +2,14 @@ import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { pausedForMs, type TransitionRecord } from '../breaker';
 import { MAX_FORCE_OPEN_MS } from '../messages/breaker-validation';
-import { durationMs } from '../messages/mosaic-request';
+import { durationMs } from '../messages/duration';
 import { openReport, type OpenReport } from '../client/open-intervals';
 import {
   adminBreaker,
+  AdminNotConfirmedError,
   BREAKER_STATES,
   configureBreaker,
+  DEFAULT_CONFIRM_TIMEOUT_MS,
   listBreakers,
   resolveBreakerKey,
   showBreaker,
@@ -22,9 +24,15 @@ import {
 type WithClient = (fn: (client: Client, taskQueue: string) => Promise<void>) => Promise<void>;
 
 /**
- * `tilebreaker breaker list | show | open | close | reset`: the operator's view of the fleet's breakers and
- * the admin actions, against TEMPORAL_ADDRESS (`withClient` connects). Errors throw (the CLI exits 2);
- * an admin action whose effect could not be read back sets exit code 1.
+ * The exit code of an admin action (open, close, reset, configure) that was sent, and accepted by the server,
+ * but not yet confirmed by the entity: distinct from 2 (could not run: nothing was sent). docs/cli.md.
+ */
+export const EXIT_SENT_NOT_CONFIRMED = 5;
+
+/**
+ * `tilebreaker breaker list | show | open | close | reset | configure`: the operator's view of the fleet's
+ * breakers and the admin actions, against TEMPORAL_ADDRESS (`withClient` connects). Errors throw (the CLI
+ * exits 2); an admin action sent but not yet confirmed exits EXIT_SENT_NOT_CONFIRMED.
  */
 export function registerBreakerCommands(program: Command, withClient: WithClient): Command {
   const breaker = program
@@ -47,6 +55,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     });
 
   const keyHelp = 'breaker key as "breaker list" prints it (e.g. https://tiles.example.com:443), or an endpoint URL';
+  const confirmHelp = `how long to wait, after the signal, for the breaker to show the change (default ${DEFAULT_CONFIRM_TIMEOUT_MS / 1000}s); past it the command exits ${EXIT_SENT_NOT_CONFIRMED}: sent, not yet confirmed`;
   const partitionHelp = 'with an endpoint URL: the partition (WMS layer or path prefix) of its key';
 
   breaker
@@ -85,20 +94,27 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     if (action === 'force-open') {
       cmd.option('--for <duration>', 'open for this long, at most 30d, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)', parseForceOpenFor);
     }
-    cmd.action(async (key: string, opts: { partition?: string; reason?: string; actor?: string; json?: boolean; for?: number }) => {
+    cmd.option('--confirm-timeout <duration>', confirmHelp, parseDuration);
+    cmd.action(async (key: string, opts: { partition?: string; reason?: string; actor?: string; json?: boolean; for?: number; confirmTimeout?: number }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
       await withClient(async (client, taskQueue) => {
-        // A key with no running entity gets one: a breaker can be opened before a maintenance window.
-        const result = await adminBreaker(client, resolved, action, {
-          taskQueue,
-          ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
-          ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
-          ...(opts.for !== undefined ? { durationMs: opts.for } : {}),
-        });
+        // The signal goes first; a key with no running entity gets one (a breaker can be opened before a
+        // maintenance window). The read-back follows.
+        const result = await notConfirmed(
+          adminBreaker(client, resolved, action, {
+            taskQueue,
+            ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
+            ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
+            ...(opts.for !== undefined ? { durationMs: opts.for } : {}),
+            ...(opts.confirmTimeout !== undefined ? { confirmTimeoutMs: opts.confirmTimeout } : {}),
+          }),
+          resolved.key,
+          !!opts.json,
+        );
+        if (!result) return;
         console.log(opts.json ? JSON.stringify(result, null, 2) : formatAdmin(result, Date.now()));
         if (!result.confirmed) {
-          console.error(`tilebreaker: the ${action} signal was delivered to ${result.workflowId}, but its status still reads ${result.status.view.state} (expected ${result.expected})`);
-          process.exitCode = 1;
+          sentNotConfirmed(action, result.key, result.sentAt, `its status still reads ${result.status.view.state} (expected ${result.expected})`);
         }
       });
     });
@@ -115,27 +131,65 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     .option('--partition <name>', partitionHelp)
     .option('--actor <who>', 'who, for the transition log (recorded as claimed beside the sender)')
     .option('--json', 'print JSON')
-    .action(async (key: string, pairs: string[], opts: { partition?: string; actor?: string; json?: boolean }) => {
+    .option('--confirm-timeout <duration>', confirmHelp, parseDuration)
+    .action(async (key: string, pairs: string[], opts: { partition?: string; actor?: string; json?: boolean; confirmTimeout?: number }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
       const config = parseAssignments(pairs);
       await withClient(async (client, taskQueue) => {
-        const result = await configureBreaker(client, resolved, config, { taskQueue, ...(opts.actor !== undefined ? { actor: opts.actor } : {}) });
+        const result = await notConfirmed(
+          configureBreaker(client, resolved, config, {
+            taskQueue,
+            ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
+            ...(opts.confirmTimeout !== undefined ? { confirmTimeoutMs: opts.confirmTimeout } : {}),
+          }),
+          resolved.key,
+          !!opts.json,
+        );
+        if (!result) return;
         if (opts.json) console.log(JSON.stringify(result, null, 2));
         else {
           const changed = Object.keys(config)
             .map((k) => `${k}=${JSON.stringify((result.status.config as Record<string, unknown>)[k])}`)
             .join(' ');
-          console.log(`breaker ${result.key}: configure ${result.confirmed ? 'done' : 'NOT CONFIRMED'}; now ${changed}`);
+          console.log(`breaker ${result.key}: configure ${result.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; now ${changed}`);
           if (result.transition) console.log(formatTransitionLog([result.transition]).join('\n'));
         }
-        if (!result.confirmed) {
-          console.error(`tilebreaker: the configure signal was delivered to ${result.workflowId}, but the change does not show in its status yet`);
-          process.exitCode = 1;
-        }
+        if (!result.confirmed) sentNotConfirmed('configure', result.key, result.sentAt, 'the change does not show in its status yet');
       });
     });
 
   return breaker;
+}
+
+/**
+ * An admin action's result, or undefined when it was sent but the entity answered no status query in time:
+ * then it says so (as JSON with --json) and sets the exit code. Any other error (nothing was sent) throws.
+ */
+async function notConfirmed<R>(action: Promise<R>, key: string, json: boolean): Promise<R | undefined> {
+  try {
+    return await action;
+  } catch (err) {
+    if (!(err instanceof AdminNotConfirmedError)) throw err;
+    if (json) {
+      const { action: name, workflowId, sentAt, why } = err;
+      console.log(JSON.stringify({ key, workflowId, action: name, sent: true, sentAt, confirmed: false, why }, null, 2));
+    }
+    sentNotConfirmed(err.action, key, err.sentAt, err.why);
+    return undefined;
+  }
+}
+
+/**
+ * Says that an admin signal went out and the server accepted it, but its effect is not confirmed yet, and what
+ * to do; exits EXIT_SENT_NOT_CONFIRMED. The signal is in the entity's history: it applies it at its next
+ * workflow task without being sent again.
+ */
+function sentNotConfirmed(action: string, key: string, sentAt: number, why: string): void {
+  console.error(
+    `tilebreaker: ${action} of breaker ${key} SENT, NOT YET CONFIRMED: the server accepted the signal at ${iso(sentAt)}, but ${why}. ` +
+      `The breaker applies it at its next workflow task, without it being sent again; \`tilebreaker breaker show ${key}\` shows when it has. Sending it again does no harm.`,
+  );
+  process.exitCode = EXIT_SENT_NOT_CONFIRMED;
 }
 
 /** `field=value` pairs: numbers, true / false and null as JSON, anything else as a string (the policy checks it). */
@@ -331,7 +385,7 @@ export function formatAdmin(r: AdminResult, now: number): string {
   const v = r.status.view;
   let state: string = v.state;
   if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
-  const lines = [`breaker ${r.key}: ${r.action} ${r.confirmed ? 'done' : 'NOT CONFIRMED'}; state now ${state}`];
+  const lines = [`breaker ${r.key}: ${r.action} ${r.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; state now ${state}`];
   if (r.transition) lines.push(...formatTransitionLog([r.transition]));
   else if (r.confirmed) lines.push(`  (it was already ${v.state}: no transition recorded)`);
   return lines.join('\n');

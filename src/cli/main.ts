@@ -1,27 +1,21 @@
 #!/usr/bin/env node
-import { Runtime } from '@temporalio/worker';
+// This module loads only what every command needs to be parsed (commander and a few constants): each command
+// imports what it runs with `await import()` when it runs, so an operator's `tilebreaker breaker open` in an
+// emergency does not first load the worker, the activities (sharp, undici, the S3 client) or the mosaic
+// request's validation (test/cli/breaker-commands.test.ts checks what breaker commands load).
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
-import { parsePolicyConfig, type PolicyConfigInput } from '../breaker';
-import { connectionConfigFromEnv } from '../client/connection-config';
-import { demoDrill } from '../client/demo-drill';
-import { startEmbeddedServer, type EmbeddedServer } from '../client/embedded-server';
-import { connectClient } from '../client/temporal';
+import type { Client } from '@temporalio/client';
+import { OUTPUT_BUCKETS_ENV, OUTPUT_DIR_ENV, SOURCES_DIR_ENV } from '../activities/confine/roots';
+import { DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV } from '../client/fetch-batches';
 import { packageRoot } from '../client/local-server';
-import { connectWorker, createWorker, DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV, parseFetchBatches } from '../client/worker';
-import { fetchTaskQueue } from '../messages/activities';
-import { BUILD_ID_ENV, DEPLOYMENT_NAME_ENV, PROMOTE_ENV, VERSIONING_ENV, versioningFrom } from '../client/versioning';
-import { untilServerReady } from '../client/server-wait';
 import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
-import { OUTPUT_BUCKETS_ENV, OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, withRoots } from '../activities/confine/roots';
-import { registerBreakerCommands } from './breaker-commands';
+import { BUILD_ID_ENV, DEPLOYMENT_NAME_ENV, PROMOTE_ENV, VERSIONING_ENV } from '../client/versioning';
+import type { CreateWorkerOptions } from '../client/worker';
 import { LineLogger, logSettings } from './logging';
-import { demoMosaic, DEMO_BREAKER } from './demo-mosaic';
-import { registerMosaicCommands } from './mosaic-commands';
-import { printDrill, readDrillFile, runDrill } from './run-drill';
-import { tileCommand, type TileCommandOptions } from './tile-command';
+import type { TileCommandOptions } from './tile-command';
+import type { WorkerCommandOptions } from './worker-command';
 
 // One JSON line per entry, through the runtime: breaker transitions and fail-opens (INFO and WARN) show at a
 // worker's default level; the SDK's own INFO chatter (worker state changes, bundling) does not.
@@ -33,9 +27,6 @@ try {
   process.exit(2);
 }
 
-/** The Prometheus endpoint this process serves, once the runtime is installed (worker and demo only). */
-let metricsAt: string | null = null;
-
 const program = new Command('tilebreaker')
   .description('Nightly map mosaics from WMS / WMTS / XYZ tile services behind fleet-wide circuit breakers, on Temporal')
   .version(packageVersion(), '--version', 'print the version')
@@ -44,22 +35,26 @@ const program = new Command('tilebreaker')
   // answer is no" in this CLI); help exits 0. Subcommands inherit this.
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
-// The SDK's runtime, once per process, before any connection: with a Prometheus endpoint when the command
-// serves metrics (`--metrics-addr`, else TILEBREAKER_METRICS_ADDR; off unless set).
-program.hook('preAction', (_program, command) => {
-  const flag = command.opts<{ metricsAddr?: string }>().metricsAddr;
-  const env = command.name() === 'worker' || command.name() === 'demo' ? process.env[METRICS_ADDR_ENV] || undefined : undefined;
-  const what = flag !== undefined ? '--metrics-addr' : METRICS_ADDR_ENV;
-  const value = flag ?? env;
+/**
+ * Installs the SDK's runtime (once per process: each command calls this at most once), before the first worker connection: with a Prometheus endpoint when
+ * the command serves metrics (`--metrics-addr`, else TILEBREAKER_METRICS_ADDR; off unless set). Only commands
+ * that run a worker install it (worker, demo, drill, a local `mosaic start --wait`): a client needs none, so
+ * the others never load @temporalio/worker. Returns the metrics URL, or null.
+ */
+async function installRuntime(metrics: { flag: string | undefined; fromEnv: boolean }): Promise<string | null> {
+  const env = metrics.fromEnv ? process.env[METRICS_ADDR_ENV] || undefined : undefined;
+  const what = metrics.flag !== undefined ? '--metrics-addr' : METRICS_ADDR_ENV;
+  const value = metrics.flag ?? env;
   const addr = value !== undefined ? parseMetricsAddr(value, what) : null;
+  const { Runtime } = await import('@temporalio/worker');
   try {
     Runtime.install({ logger, ...(addr ? { telemetryOptions: prometheusTelemetry(addr.bindAddress) } : {}) });
   } catch (err) {
     // The one failure here in practice: the port is taken ("Address already in use").
     throw new Error(`${what} ${value ?? ''}: ${(err as Error).message}`, { cause: err });
   }
-  metricsAt = addr ? metricsUrl(addr.bindAddress) : null;
-});
+  return addr ? metricsUrl(addr.bindAddress) : null;
+}
 
 program
   .command('worker')
@@ -75,108 +70,11 @@ program
   .option('--build-id <id>', `this build's id in the deployment (default ${BUILD_ID_ENV}, else <package version>+<hash of the compiled code>)`)
   .option('--promote <auto|never>', `auto: once polling, make this build current if it never was and the current one is older (default ${PROMOTE_ENV}, else auto)`)
   .option('--versioning <on|off>', `off: an unversioned worker, as releases before Worker Deployments ran (default ${VERSIONING_ENV}, else on)`)
-  .action(
-    async (o: {
-      breakerConfig?: string;
-      sourcesDir?: string[];
-      outputDir?: string[];
-      outputBucket?: string[];
-      fetchBatches?: string;
-      json?: boolean;
-      deploymentName?: string;
-      buildId?: string;
-      promote?: string;
-      versioning?: string;
-    }) => {
-      // A long-running worker logs its breakers' transitions by default.
-      logger.settings = logSettings(process.env, 'INFO');
-      const envBatches = process.env[FETCH_BATCHES_ENV];
-      const fetchBatches =
-        o.fetchBatches !== undefined
-          ? parseFetchBatches(o.fetchBatches, 'worker: --fetch-batches')
-          : envBatches !== undefined && envBatches !== ''
-            ? parseFetchBatches(envBatches, `worker: ${FETCH_BATCHES_ENV}`)
-            : DEFAULT_FETCH_BATCHES;
-      const breaker = o.breakerConfig ? { config: readPolicyFile(o.breakerConfig) } : undefined;
-      const roots = withRoots(rootsFromEnv(), {
-        ...(o.sourcesDir ? { sources: o.sourcesDir } : {}),
-        ...(o.outputDir ? { outputs: o.outputDir } : {}),
-        ...(o.outputBucket ? { buckets: o.outputBucket } : {}),
-      });
-      const config = connectionConfigFromEnv();
-      const versioning = versioningFrom(o, config.taskQueue);
-      if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
-      const address = config.address;
-      // A server that is down or still starting is waited for; SIGINT / SIGTERM stop the wait.
-      const stop = new AbortController();
-      const onSignal = () => stop.abort();
-      process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
-      const { worker, connection, clientConnection } = await untilServerReady(
-        async () => {
-          const connection = await connectWorker({ ...config, address });
-          try {
-            const { client, connection: clientConnection } = await connectClient({ ...config, address });
-            try {
-              // The namespace first, from the client: a worker created before it exists logs a warning per try.
-              await client.connection.workflowService.describeNamespace({ namespace: config.namespace });
-              const worker = await createWorker({
-                connection,
-                client,
-                namespace: config.namespace,
-                taskQueue: config.taskQueue,
-                roots,
-                fetchBatches,
-                ...(breaker ? { breaker } : {}),
-                ...(versioning ? { versioning } : {}),
-              });
-              return { worker, connection, clientConnection };
-            } catch (err) {
-              await clientConnection.close();
-              throw err;
-            }
-          } catch (err) {
-            await connection.close();
-            throw err;
-          }
-        },
-        {
-          say: (line) => console.error(o.json ? JSON.stringify({ time: new Date().toISOString(), event: 'waiting for server', msg: line }) : line),
-          what: `the Temporal server at ${address} (namespace ${config.namespace})`,
-          signal: stop.signal,
-        },
-      );
-      process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
-      if (o.json) {
-        // One line a supervisor or a log pipeline can read: where this worker runs and under which identity.
-        const banner = {
-          event: 'worker started',
-          address,
-          namespace: config.namespace,
-          taskQueue: config.taskQueue,
-          identity: worker.options.identity,
-          roots: { sources: roots.sources, outputs: roots.outputs, buckets: roots.buckets ?? [] },
-          metrics: metricsAt,
-          fetchBatches,
-          deployment: versioning ? { deploymentName: versioning.deploymentName, buildId: versioning.buildId, promote: versioning.promote } : null,
-        };
-        console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
-      } else {
-        console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
-        console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${[...roots.outputs, ...(roots.buckets ?? [])].join(', ')}`);
-        console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
-        console.error(`  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`);
-        console.error(
-          versioning
-            ? `  build ${versioning.buildId} of deployment ${versioning.deploymentName} (promote: ${versioning.promote})`
-            : '  unversioned (--versioning on makes it a build of a Worker Deployment)',
-        );
-      }
-      // Worker.run resolves after SIGINT/SIGTERM once in-flight tasks drain.
-      await worker.run();
-      await connection.close();
-      await clientConnection.close();
-    },
-  );
+  .action(async (o: WorkerCommandOptions & { metricsAddr?: string }) => {
+    const metricsAt = await installRuntime({ flag: o.metricsAddr, fromEnv: true });
+    const { runWorker } = await import('./worker-command.js');
+    await runWorker(o, { logger, metricsAt });
+  });
 
 program
   .command('drill')
@@ -184,7 +82,8 @@ program
   .argument('[file]', 'JSON drill input ({ config, steps: [{ atMs, event }], settleMs }); default: the built-in demo outage')
   .option('--json', 'print the result as JSON')
   .action(async (file: string | undefined, opts: { json?: boolean }) => {
-    const input = file ? readDrillFile(file) : demoDrill();
+    const { printDrill, readDrillFile, runDrill } = await import('./run-drill.js');
+    const input = file ? readDrillFile(file) : (await import('../client/demo-drill.js')).demoDrill();
     await withTemporal(async ({ client, taskQueue }) => printDrill(await runDrill(client, taskQueue, input), !!opts.json));
   });
 
@@ -203,6 +102,7 @@ program
     // One spelling for every command: --sources FILE (as mosaic start and redrive take it).
     const file = opts.sources ?? opts.source;
     if (file === undefined) throw new Error('tile: give the sources file with --sources FILE');
+    const { tileCommand } = await import('./tile-command.js');
     process.exitCode = await tileCommand(zxy, { ...opts, source: file });
   });
 
@@ -212,27 +112,35 @@ program
   .option('--out <dir>', 'where the mosaic, manifest and mask go', 'out/demo')
   .option('--json', 'print one JSON object at the end (result, breaker transitions, what the tile server saw); progress goes to stderr')
   .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics while the demo runs (default ${METRICS_ADDR_ENV}; npm start: 127.0.0.1:9464)`)
-  .action(async (o: { out: string; json?: boolean }) => {
+  .action(async (o: { out: string; json?: boolean; metricsAddr?: string }) => {
+    const { demoMosaic, DEMO_BREAKER } = await import('./demo-mosaic.js');
     await withTemporal(
-      async ({ client, taskQueue, address }) => {
+      async ({ client, taskQueue, address, metricsAt }) => {
         if (!o.json) console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);
         if (metricsAt) console.error(`tilebreaker demo: metrics at ${metricsAt}`);
         process.exitCode = await demoMosaic(client, taskQueue, o.out, { json: !!o.json });
       },
-      { breaker: DEMO_BREAKER },
+      { breaker: DEMO_BREAKER, metrics: { flag: o.metricsAddr, fromEnv: true } },
     );
   });
 
 /**
  * Runs `fn` with a client and a worker polling the task queue: against TEMPORAL_ADDRESS when set,
- * otherwise against an embedded dev server that is stopped afterwards.
+ * otherwise against an embedded dev server that is stopped afterwards. `metrics`: the demo's endpoint.
  */
 async function withTemporal(
-  fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string; address: string }) => Promise<void>,
-  opts: { breaker?: Parameters<typeof createWorker>[0]['breaker'] } = {},
+  fn: (ctx: { client: Client; taskQueue: string; address: string; metricsAt: string | null }) => Promise<void>,
+  opts: { breaker?: CreateWorkerOptions['breaker']; metrics?: { flag: string | undefined; fromEnv: boolean } } = {},
 ): Promise<void> {
+  const metricsAt = await installRuntime(opts.metrics ?? { flag: undefined, fromEnv: false });
+  const [{ connectionConfigFromEnv }, { startEmbeddedServer }, { connectClient }, { connectWorker, createWorker }] = await Promise.all([
+    import('../client/connection-config.js'),
+    import('../client/embedded-server.js'),
+    import('../client/temporal.js'),
+    import('../client/worker.js'),
+  ]);
   const config = connectionConfigFromEnv();
-  let server: EmbeddedServer | undefined;
+  let server: Awaited<ReturnType<typeof startEmbeddedServer>> | undefined;
   if (!config.address) {
     console.error('tilebreaker: TEMPORAL_ADDRESS is unset; starting a local Temporal dev server (state in .temporal/dev-server.sqlite)');
     server = await startEmbeddedServer();
@@ -244,7 +152,7 @@ async function withTemporal(
     const workerConnection = await connectWorker({ ...config, address, namespace });
     const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue: config.taskQueue, ...(opts.breaker ? { breaker: opts.breaker } : {}) });
     try {
-      await worker.runUntil(fn({ client, taskQueue: config.taskQueue, address }));
+      await worker.runUntil(fn({ client, taskQueue: config.taskQueue, address, metricsAt }));
     } finally {
       await connection.close();
       await workerConnection.close();
@@ -255,7 +163,8 @@ async function withTemporal(
 }
 
 /** A client for TEMPORAL_ADDRESS: these commands act on the fleet's server, never on an embedded one. */
-async function withClient(fn: (ctx: { client: import('@temporalio/client').Client; taskQueue: string }) => Promise<void>, what = 'this command needs'): Promise<void> {
+async function withClient(fn: (ctx: { client: Client; taskQueue: string }) => Promise<void>, what = 'this command needs'): Promise<void> {
+  const [{ connectionConfigFromEnv }, { connectClient }] = await Promise.all([import('../client/connection-config.js'), import('../client/temporal.js')]);
   const config = connectionConfigFromEnv();
   if (!config.address) {
     throw new Error(`${what} TEMPORAL_ADDRESS: name the Temporal frontend the fleet uses, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233`);
@@ -269,27 +178,45 @@ async function withClient(fn: (ctx: { client: import('@temporalio/client').Clien
   }
 }
 
-registerBreakerCommands(program, (fn) => withClient(({ client, taskQueue }) => fn(client, taskQueue), 'breaker commands need'));
-registerMosaicCommands(program, {
-  withClient: (fn) => withClient(fn),
-  // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.
-  withLocal: (fn) => (connectionConfigFromEnv().address ? withClient(fn) : withTemporal(fn)),
-});
+/**
+ * The command groups, registered from their modules only when needed: a line that names a group loads that
+ * group alone; `--help`, a bare `tilebreaker` or an unknown command loads them all (help lists every command).
+ * Registered in this order either way, so help reads the same.
+ */
+const GROUPS: Record<string, () => Promise<void>> = {
+  breaker: async () => {
+    const { registerBreakerCommands } = await import('./breaker-commands.js');
+    registerBreakerCommands(program, (fn) => withClient(({ client, taskQueue }) => fn(client, taskQueue), 'breaker commands need'));
+  },
+  mosaic: async () => {
+    const [{ registerMosaicCommands }, { connectionConfigFromEnv }] = await Promise.all([import('./mosaic-commands.js'), import('../client/connection-config.js')]);
+    registerMosaicCommands(program, {
+      withClient: (fn) => withClient(fn),
+      // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.
+      withLocal: (fn) => (connectionConfigFromEnv().address ? withClient(fn) : withTemporal(fn)),
+    });
+  },
+};
+/** `schedule` is registered with `mosaic`, by the same module. */
+const GROUP_OF: Record<string, keyof typeof GROUPS> = { breaker: 'breaker', mosaic: 'mosaic', schedule: 'mosaic' };
 
-/** A breaker policy file, validated now: a typo fails the worker's start, not every entity it creates. */
-function readPolicyFile(file: string): PolicyConfigInput {
-  let data: unknown;
-  try {
-    const text = readFileSync(file, 'utf8');
-    data = /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
-  } catch (err) {
-    throw new Error(`--breaker-config ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  parsePolicyConfig(data);
-  return data as PolicyConfigInput;
+/** The command a command line names: its first operand (the top level takes no option with a value), or after `help`, the next. */
+function commandNamed(args: readonly string[]): string | undefined {
+  const operands = args.filter((a) => !a.startsWith('-'));
+  return operands[0] === 'help' ? operands[1] : operands[0];
 }
 
-program.parseAsync().catch((err: unknown) => {
+async function main(): Promise<void> {
+  const named = commandNamed(process.argv.slice(2));
+  const group = named !== undefined ? GROUP_OF[named] : undefined;
+  const known = named !== undefined && program.commands.some((c) => c.name() === named);
+  for (const name of Object.keys(GROUPS)) {
+    if (group === name || (group === undefined && !known)) await GROUPS[name]!();
+  }
+  await program.parseAsync();
+}
+
+main().catch((err: unknown) => {
   console.error(`tilebreaker: ${err instanceof Error ? err.message : String(err)}`);
   // 2: the command could not run (bad input, unreachable server); 1 is kept for "ran, and the answer is no".
   process.exit(2);

@@ -271,12 +271,39 @@ export interface AdminResult {
   sender: AdminSender;
   /** The state the action leads to: forced-open, forced-closed, or closed after a reset. */
   expected: BreakerStateName;
+  /** When the signal was sent (this machine's clock, ms since the epoch); the server had accepted it when this returned. */
+  sentAt: number;
   /** The entity's status read back after the signal. */
   status: BreakerStatus;
   /** The transition the action recorded (none when the breaker was already in that mode, e.g. a second force-open). */
   transition: TransitionRecord | null;
-  /** The status shows the action took effect. */
+  /** The status shows the action took effect (false: sent, and not yet confirmed by the time the read-back gave up). */
   confirmed: boolean;
+}
+
+/** How long an admin action waits, after its signal, for the entity to show its effect (adminBreaker's `confirmTimeoutMs`). */
+export const DEFAULT_CONFIRM_TIMEOUT_MS = 10_000;
+
+/**
+ * An admin signal the server accepted, whose effect could not be read back before `confirmTimeoutMs`: the
+ * entity answered no status query in time (under load its workflow tasks wait their turn). The signal is in the
+ * entity's history: it takes effect when the entity's next workflow task runs, without being sent again.
+ * (When the status was read but does not show the action yet, adminBreaker returns `confirmed: false` instead.)
+ */
+export class AdminNotConfirmedError extends Error {
+  constructor(
+    readonly key: string,
+    readonly workflowId: string,
+    /** force-open, force-close, reset or configure. */
+    readonly action: string,
+    /** When the signal was sent (this machine's clock). */
+    readonly sentAt: number,
+    /** Why it is not confirmed: the read-back's last failure. */
+    readonly why: string,
+  ) {
+    super(`the ${action} signal was sent to breaker ${key} (workflow "${workflowId}") and accepted by the server, but is not yet confirmed: ${why}`);
+    this.name = 'AdminNotConfirmedError';
+  }
 }
 
 /** The OS user this process runs as. */
@@ -305,7 +332,9 @@ export function adminSender(client: Client): AdminSender {
 
 /**
  * Sends an admin signal (`force-open`, optionally for `durationMs`; `force-close`; `reset`) to a running
- * entity, then reads its status back until the action shows (up to `confirmTimeoutMs`, default 5 s).
+ * entity (with `taskQueue`: to the key's entity, started by the signal where none runs), then reads its status
+ * back until the action shows (up to `confirmTimeoutMs`, default 10 s, from the signal). Throws
+ * AdminNotConfirmedError when the signal was accepted but the entity answered no status query in time.
  * The entity records `reason (by "actor", claimed; sent by <identity> as <user>@<host>)` as the transition's
  * detail, and the actor and sender as fields of the transition.
  */
@@ -331,13 +360,13 @@ export async function adminBreaker(
   const expected: BreakerStateName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
   const reasonName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-close' : 'reset';
   const start = opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue, input: { key: resolved.key } } : undefined;
-  const { status, transition, confirmed } = await sendAdmin(client, resolved, signal, opts.confirmTimeoutMs, start, (status, ours) => {
+  const { sentAt, status, transition, confirmed } = await sendAdmin(client, resolved, signal, opts.confirmTimeoutMs, start, (status, ours) => {
     const transition = ours.find((t) => t.reason === reasonName) ?? null;
     // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
     const confirmed = action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
     return { transition, confirmed };
   });
-  return { key: resolved.key, workflowId: resolved.workflowId, action, actor, sender, expected, status, transition, confirmed };
+  return { key: resolved.key, workflowId: resolved.workflowId, action, actor, sender, expected, sentAt, status, transition, confirmed };
 }
 
 export interface ConfigureResult {
@@ -349,6 +378,8 @@ export interface ConfigureResult {
   actor: string;
   /** The sending process, as recorded beside the actor. */
   sender: AdminSender;
+  /** When the signal was sent (this machine's clock, ms since the epoch). */
+  sentAt: number;
   /** The entity's status read back after the signal: `status.config` is the configuration now in force. */
   status: BreakerStatus;
   /** The `configured` transition the change recorded. */
@@ -379,22 +410,25 @@ export async function configureBreaker(
   const actor = opts.actor ?? defaultActor();
   const sender = adminSender(client);
   const start = opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue, input: { key: resolved.key } } : undefined;
-  const { status, transition, confirmed } = await sendAdmin(client, resolved, { action: 'configure', config, actor, sender }, opts.confirmTimeoutMs, start, (_, ours) => {
+  const { sentAt, status, transition, confirmed } = await sendAdmin(client, resolved, { action: 'configure', config, actor, sender }, opts.confirmTimeoutMs, start, (_, ours) => {
     const transition = ours.find((t) => t.reason === 'configured') ?? null;
     return { transition, confirmed: transition !== null };
   });
-  return { key: resolved.key, workflowId: resolved.workflowId, config, actor, sender, status, transition, confirmed };
+  return { key: resolved.key, workflowId: resolved.workflowId, config, actor, sender, sentAt, status, transition, confirmed };
 }
 
 /** How far the server's clock may lag this process's when telling this action's transitions from older ones. */
 const CLOCK_SKEW_MS = 30_000;
+/** The least time a read-back query is given, even when the confirmation's deadline is closer. */
+const MIN_QUERY_MS = 500;
 
 /**
- * Sends an admin signal to a running entity, then reads its status and newest transitions back until `check`
- * says the action shows or `confirmTimeoutMs` (default 5 s) has passed. The signal goes first, with nothing
- * read before it: an emergency force-open must not wait on queries of an entity busy under load (queries
- * need a workflow task; a signal only needs the server). `check` sees the transitions this signal's actor and
- * sender recorded since it was sent, most recent first.
+ * Sends an admin signal, then reads the entity's status and newest transitions back until `check` says the
+ * action shows or `confirmTimeoutMs` (default 10 s) has passed since the signal. The signal is the first call to
+ * the server, with nothing read before it: an emergency force-open must not wait on anything but the server
+ * (queries need the entity's workflow task, which waits its turn on a loaded worker; a signal only needs the
+ * server). With `start`, it goes by signal-with-start, which also starts an entity for a key that has none.
+ * `check` sees the transitions this signal's actor and sender recorded since it was sent, most recent first.
  */
 async function sendAdmin(
   client: Client,
@@ -403,51 +437,49 @@ async function sendAdmin(
   confirmTimeoutMs: number | undefined,
   start: { taskQueue: string; input: EntityInput } | undefined,
   check: (status: BreakerStatus, ours: TransitionRecord[]) => { transition: TransitionRecord | null; confirmed: boolean },
-): Promise<{ status: BreakerStatus; transition: TransitionRecord | null; confirmed: boolean }> {
+): Promise<{ sentAt: number; status: BreakerStatus; transition: TransitionRecord | null; confirmed: boolean }> {
   const { action, actor, sender } = signal;
   // Checked as the entity checks it (it would refuse the signal whole): the error names the field and value.
   checkAdminAction(signal);
-  let d = await describeEntity(client, resolved).catch((err: unknown) => {
-    if (start && err instanceof BreakerNotFoundError) return null;
-    throw err;
-  });
-  if (d?.status.name !== 'RUNNING' && !start) throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d?.status.name ?? 'not running', d?.closeTime);
   const handle = client.workflow.getHandle(resolved.workflowId);
   const sentAt = Date.now();
-  // With a task queue, a key with no running entity gets one, started by this very signal (signal-with-start
-  // also covers an entity that ends between the describe and the signal): a breaker can be opened ahead of a
-  // maintenance window, before any worker has reported on it.
-  const signalWithStart = () =>
-    client.workflow.signalWithStart(BREAKER_WORKFLOW_TYPE, { workflowId: resolved.workflowId, taskQueue: start!.taskQueue, args: [start!.input], signal: adminSignal, signalArgs: [signal] });
   try {
-    if (d?.status.name === 'RUNNING') await handle.signal(adminSignal, signal);
-    else await signalWithStart();
-  } catch (err) {
-    // It finished (idle) between the describe and the signal.
-    if (!(err instanceof WorkflowNotFoundError)) throw err;
-    if (!start) throw new BreakerNotRunningError(resolved.key, resolved.workflowId, 'not running', undefined);
-    await signalWithStart();
-  }
-  if (d?.status.name !== 'RUNNING') d = await describeEntity(client, resolved);
-
-  const deadline = Date.now() + (confirmTimeoutMs ?? 5_000);
-  for (;;) {
-    let status: BreakerStatus;
-    let recent: TransitionRecord[];
-    try {
-      [status, recent] = await queryEntity(client, resolved, d, async () => [await handle.query(statusQuery), await handle.query(transitionsQuery, 20)] as const);
-    } catch (err) {
-      throw new Error(`${err instanceof Error ? err.message : String(err)} The ${action} signal was sent and accepted by the server; it takes effect when a worker runs the entity (not confirmed).`, {
-        cause: err,
-      });
+    if (start) {
+      // A breaker can be opened ahead of a maintenance window, before any worker has reported on it; an entity
+      // that finished idle starts again.
+      await client.workflow.signalWithStart(BREAKER_WORKFLOW_TYPE, { workflowId: resolved.workflowId, taskQueue: start.taskQueue, args: [start.input], signal: adminSignal, signalArgs: [signal] });
+    } else {
+      await handle.signal(adminSignal, signal);
     }
-    // This action's transitions: by its actor and sender, recorded since it was sent (a worker from before
-    // senders were recorded: by the actor in the detail).
-    const ours = recent.filter(
-      (t) => t.at >= sentAt - CLOCK_SKEW_MS && (t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor)),
-    );
-    const { transition, confirmed } = check(status, ours);
-    if (confirmed || Date.now() >= deadline) return { status, transition, confirmed };
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    // Nothing running to signal: say whether there is no entity at all or one that ended, and how.
+    const d = await describeEntity(client, resolved);
+    throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
+  }
+
+  // The signal is in: from here on nothing throws but "not yet confirmed".
+  const deadline = sentAt + (confirmTimeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
+  for (;;) {
+    try {
+      const [status, recent] = await client.withDeadline(
+        Math.max(deadline, Date.now() + MIN_QUERY_MS),
+        async () => [await handle.query(statusQuery), await handle.query(transitionsQuery, 20)] as const,
+      );
+      // This action's transitions: by its actor and sender, recorded since it was sent (a worker from before
+      // senders were recorded: by the actor in the detail).
+      const ours = recent.filter(
+        (t) => t.at >= sentAt - CLOCK_SKEW_MS && (t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor)),
+      );
+      const { transition, confirmed } = check(status, ours);
+      if (confirmed || Date.now() >= deadline) return { sentAt, status, transition, confirmed };
+    } catch (err) {
+      if (Date.now() >= deadline) {
+        const why = err instanceof Error ? err.message : String(err);
+        const waited = ((Date.now() - sentAt) / 1000).toFixed(1);
+        throw new AdminNotConfirmedError(resolved.key, resolved.workflowId, action, sentAt, `the entity answered no status query within ${waited} s of the signal (${why})`);
+      }
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -4,8 +4,11 @@ import { createActivityRuntime, type ActivityDeps, type Activities } from '../ac
 import { processIdentity } from '../activities/guard';
 import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';
+import { DEFAULT_FETCH_BATCHES } from './fetch-batches';
 import { unreachableServerError } from './temporal';
 import { deploymentOptions, promoteWhenPolling, type WorkerVersioning } from './versioning';
+
+export { DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV, parseFetchBatches } from './fetch-batches';
 
 /** A worker connection (to pass to createWorker); the error names the address tried, as connectClient's does. */
 export async function connectWorker(config: ConnectionConfig & { address: string }): Promise<NativeConnection> {
@@ -46,24 +49,8 @@ export interface CreateWorkerOptions {
   versioning?: WorkerVersioning;
 }
 
-/**
- * Fetch batches a worker runs at once by default. Batches on one worker share its per-process `concurrency`,
- * so a second batch mostly keeps the connections busy while the first starts or finishes; a third only waits,
- * holding work an idle worker of the fleet could run (docs/benchmarks.md, bench:throughput --workers).
- */
-export const DEFAULT_FETCH_BATCHES = 2;
 /** How often a worker sends an activity's heartbeats at most (fetch batches time out after 6 s without one). */
 const HEARTBEAT_THROTTLE = '1.5s';
-
-/** The environment variable behind `tilebreaker worker --fetch-batches`. */
-export const FETCH_BATCHES_ENV = 'TILEBREAKER_FETCH_BATCHES';
-
-/** A fetch-batch cap as given (flag or environment), checked: a whole number from 1 to 1000. */
-export function parseFetchBatches(raw: string, name: string): number {
-  const n = /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isSafeInteger(n) || n < 1 || n > 1000) throw new Error(`${name} must be a whole number from 1 to 1000 (got ${JSON.stringify(raw)})`);
-  return n;
-}
 
 /** A library caller's fetch-batch cap (default DEFAULT_FETCH_BATCHES), checked before anything is opened. */
 function checkedFetchBatches(n: number | undefined): number {

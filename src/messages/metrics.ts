@@ -7,6 +7,8 @@
 export const METRIC = {
   // From the breaker entity workflow (its metric meter: once per transition fleet-wide, skipped on replay).
   circuitOpen: 'tilebreaker_circuit_open',
+  circuitTrips: 'tilebreaker_circuit_trips',
+  circuitCloses: 'tilebreaker_circuit_closes',
   transitions: 'tilebreaker_breaker_transitions',
   openSeconds: 'tilebreaker_breaker_open_seconds',
   probes: 'tilebreaker_probes',
@@ -25,6 +27,15 @@ export const METRIC = {
 
 /** `reason` of tilebreaker_circuit_open_total: the policy's reasons for an open, with `forced-open` as `forced`. */
 export const OPEN_REASONS = ['failure-ratio', 'latency', 'permanent-surge', 'probe-failed', 'forced'] as const;
+
+/** `reason` of tilebreaker_circuit_trips_total: the rules that open a closed breaker. */
+export const TRIP_REASONS = ['failure-ratio', 'latency', 'permanent-surge'] as const;
+
+/**
+ * `reason` of tilebreaker_circuit_closes_total: how a breaker that refused traffic (open, half-open, forced
+ * open) came to let it through again: its probes, or an operator's force-close, reset or disable.
+ */
+export const CLOSE_REASONS = ['probes-succeeded', 'forced-close', 'reset', 'disabled'] as const;
 
 /** `result` of tilebreaker_mosaics_finished_total. */
 export type MosaicFinish = 'complete' | 'gaps' | 'deadline-missed' | 'failed';

@@ -7,21 +7,9 @@ import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
+import { durationMs, UNIT_MS } from './duration';
 import { CAPABILITIES } from './locations';
 import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_PLAN_TILES } from './plan-check';
-
-export const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-
-/**
- * A duration as the CLI and requests write it, one or more numbers with units: `90m`, `2h`, `1h30m`, `45s`,
- * `1.5d`, `500ms`. Its length in ms, or null when `text` is not one.
- */
-export function durationMs(text: string): number | null {
-  const t = text.trim().toLowerCase();
-  const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
-  if (!parts.length || parts.map((p) => p[0]).join('') !== t) return null;
-  return Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MS[p[2] as keyof typeof UNIT_MS], 0));
-}
 
 const MAX_BLOCKS = 4_096;
 /** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */

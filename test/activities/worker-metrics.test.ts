@@ -94,13 +94,13 @@ test('requests: one count with the outcome and one duration in seconds per reque
   const m = new WorkerMetrics(() => meter);
   m.request('osm', 'https://tiles.example.test:443', 'service-exception', 0.25);
   m.request('osm', 'https://tiles.example.test:443', 'service-exception', 0.5);
-  m.fallback('osm', 'stale', 0);
+  m.fallback('osm', 'https://tiles.example.test:443', 'stale', 0);
   assert.equal(meter.get('tilebreaker_requests', { source: 'osm', endpoint: 'https://tiles.example.test:443', outcome: 'service-exception' }), 2);
   assert.deepEqual(
     meter.recorded.map((r) => r.value),
     [0.25, 0.5],
   );
-  assert.equal(meter.get('tilebreaker_fallback', { source: 'osm', tier: 'stale' }), undefined, 'nothing added for no tiles');
+  assert.equal(meter.get('tilebreaker_fallback', { source: 'osm', endpoint: 'https://tiles.example.test:443', tier: 'stale' }), undefined, 'nothing added for no tiles');
 });
 
 /** Waits for `pred` (timers may run late on a loaded machine: patience, not a target). */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { hostname, userInfo } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { hostname, tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -10,6 +11,7 @@ import type { Worker } from '@temporalio/worker';
 import type { TransitionRecord } from '../../src/breaker';
 import {
   adminBreaker,
+  AdminNotConfirmedError,
   BreakerNotFoundError,
   BreakerNotRunningError,
   breakerStatus,
@@ -21,7 +23,7 @@ import {
   type ListedBreaker,
 } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
-import { parseDuration } from '../../src/cli/breaker-commands';
+import { EXIT_SENT_NOT_CONFIRMED, parseDuration } from '../../src/cli/breaker-commands';
 import { adminSignal, viewQuery, type BreakerStatus } from '../../src/messages/breaker';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startEntity } from '../helpers/entity';
@@ -69,14 +71,14 @@ async function listUntil(state: string | undefined, pred: (bs: ListedBreaker[]) 
   return breakers;
 }
 
-async function cliRun(args: string[], envVars: Record<string, string | undefined>): Promise<{ code: number; out: string; err: string }> {
+async function cliRun(args: string[], envVars: Record<string, string | undefined>, nodeArgs: string[] = []): Promise<{ code: number; out: string; err: string }> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const [k, v] of Object.entries(envVars)) {
     if (v === undefined) delete childEnv[k];
     else childEnv[k] = v;
   }
   try {
-    const { stdout, stderr } = await run(process.execPath, [cli, ...args], { env: childEnv, timeout: 60_000 });
+    const { stdout, stderr } = await run(process.execPath, [...nodeArgs, cli, ...args], { env: childEnv, timeout: 60_000 });
     return { code: 0, out: stdout, err: stderr };
   } catch (e) {
     const x = e as { code: number; stdout: string; stderr: string };
@@ -324,9 +326,13 @@ test('an emergency force-open is signalled before anything is read: an entity th
   const queue = uniqueTaskQueue('breaker-cli-unpolled');
   const key = `http://unpolled-${tag}.example.test:80`;
   await startEntity(env.client, queue, { key });
+  const before = Date.now();
   await assert.rejects(adminBreaker(env.client, key, 'force-open', { reason: 'renderer on fire', actor: 'test:ops', confirmTimeoutMs: 1_000 }), (err: unknown) => {
-    assert.match((err as Error).message, /did not answer a query within 10 s/);
-    assert.match((err as Error).message, /The force-open signal was sent and accepted by the server/);
+    assert.ok(err instanceof AdminNotConfirmedError, String(err));
+    assert.equal(err.action, 'force-open');
+    assert.equal(err.workflowId, `breaker/${key}`);
+    assert.ok(err.sentAt >= before && err.sentAt <= Date.now());
+    assert.match(err.message, /the force-open signal was sent to breaker .* and accepted by the server, but is not yet confirmed: the entity answered no status query within/);
     return true;
   });
   // A worker comes: the signal was delivered, so the breaker opens without anyone sending it again.
@@ -336,6 +342,47 @@ test('an emergency force-open is signalled before anything is read: an entity th
     assert.ok(shown.running);
     assert.equal(shown.status.view.state, 'forced-open');
     assert.match(shown.transitions[0]?.detail ?? '', /^renderer on fire \(by "test:ops", claimed/);
+  });
+});
+
+test(`the CLI: breaker open that the server accepted but the entity has not confirmed exits ${EXIT_SENT_NOT_CONFIRMED}, "sent, not yet confirmed"; once applied, open exits 0`, async () => {
+  // A key whose entity the signal starts on a queue nobody polls: the signal is accepted, never applied (yet).
+  const queue = uniqueTaskQueue('breaker-cli-unconfirmed');
+  const key = `http://unconfirmed-${tag}.example.test:80`;
+  const cliEnv = { ...serverEnv(), TILEBREAKER_TASK_QUEUE: queue };
+  const sent = await cliRun(['breaker', 'open', key, '--for', '10m', '--reason', 'renderer on fire', '--confirm-timeout', '2s'], cliEnv);
+  assert.equal(sent.code, EXIT_SENT_NOT_CONFIRMED, sent.err);
+  assert.match(sent.err, new RegExp(`force-open of breaker ${key.replace(/[.]/g, '\\.')} SENT, NOT YET CONFIRMED: the server accepted the signal at \\d{4}-`));
+  assert.match(sent.err, /the entity answered no status query within \d+\.\d s of the signal/);
+  assert.match(sent.err, /applies it at its next workflow task, without it being sent again/);
+  // It is not a failure to run, and nothing is blamed on the workers.
+  assert.doesNotMatch(sent.err, /poll/i);
+
+  const json = await cliRun(['breaker', 'reset', key, '--json', '--confirm-timeout', '1s'], cliEnv);
+  assert.equal(json.code, EXIT_SENT_NOT_CONFIRMED, json.err);
+  const r = JSON.parse(json.out) as { key: string; workflowId: string; action: string; sent: boolean; sentAt: number; confirmed: boolean; why: string };
+  assert.equal(r.key, key);
+  assert.equal(r.workflowId, `breaker/${key}`);
+  assert.equal(r.action, 'reset');
+  assert.equal(r.sent, true);
+  assert.equal(r.confirmed, false);
+  assert.match(r.why, /answered no status query/);
+
+  // A worker comes for that queue: both signals apply in order (open, then reset), with no one sending them
+  // again; an open now is confirmed and exits 0.
+  const late = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue: queue });
+  await late.runUntil(async () => {
+    const log = await showBreaker(env.client, key, { limit: 5 });
+    assert.deepEqual(
+      log.transitions.map((t) => t.reason),
+      ['reset', 'forced-open'],
+    );
+    const open = await cliRun(['breaker', 'open', key, '--for', '10m', '--json'], cliEnv);
+    assert.equal(open.code, 0, open.err);
+    const result = JSON.parse(open.out) as AdminResult;
+    assert.equal(result.confirmed, true);
+    assert.equal(result.status.view.state, 'forced-open');
+    assert.equal(result.transition?.reason, 'forced-open');
   });
 });
 
@@ -376,4 +423,47 @@ test("an operator's configure lasts: an entity with a configuration change does 
   const d = await h.describe();
   assert.equal(d.status.name, 'RUNNING', 'a configured entity stays past its idle time');
   assert.equal((await breakerStatus(env.client, configured)).config.maxRequestsPerSecond, 7);
+});
+
+test('the CLI starts lean for breaker commands: open, show and list load neither the worker, the activities, sharp, undici, the S3 client nor the mosaic schemas', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-lean-'));
+  const recorder = path.join(__dirname, '..', 'helpers', 'loaded-modules.js');
+  const key = `http://lean-${tag}.example.test:80`;
+  // What no breaker command needs: the SDK's worker and its native bridge, workflow bundling, the fetch path's
+  // HTTP and image libraries, the S3 client, the other commands and the mosaic request's validation.
+  const heavy = [
+    /\/node_modules\/@temporalio\/(worker|core-bridge|testing)\//,
+    /\/node_modules\/(sharp|@img|undici|webpack|@aws-sdk|@smithy|yaml|cli-progress|fast-xml-parser)\//,
+    /\/src\/(workflows|demo)\//,
+    // Only the two small modules that name the roots' environment variables (the worker's option help).
+    /\/src\/activities\/(?!confine\/roots\.js$|storage\/location\.js$)/,
+    /\/src\/cli\/(mosaic-commands|worker-command|tile-command|run-drill|demo-mosaic|preflight)\.js$/,
+    /\/src\/client\/(worker|mosaics|schedules|embedded-server)\.js$/,
+    /\/src\/messages\/mosaic-request\.js$/,
+  ];
+  try {
+    for (const args of [
+      ['breaker', 'open', key, '--for', '1m', '--reason', 'lean start'],
+      ['breaker', 'show', key],
+      ['breaker', 'list'],
+    ]) {
+      const out = path.join(dir, `${args[1]}.json`);
+      const r = await cliRun(args, { ...serverEnv(), TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_TEST_MODULES_OUT: out }, ['--require', recorder]);
+      assert.equal(r.code, 0, r.err);
+      const loaded = JSON.parse(readFileSync(out, 'utf8')) as string[];
+      // The recorder sees what the command ran with.
+      assert.ok(
+        loaded.some((f) => f.endsWith(path.join('src', 'cli', 'breaker-commands.js'))),
+        `breaker ${args[1]}: ${loaded.length} files`,
+      );
+      assert.ok(loaded.some((f) => /\/node_modules\/@temporalio\/client\//.test(f)));
+      assert.deepEqual(
+        loaded.filter((f) => heavy.some((re) => re.test(f.split(path.sep).join('/')))),
+        [],
+        `breaker ${args[1]} loaded these`,
+      );
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

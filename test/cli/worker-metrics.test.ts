@@ -16,7 +16,7 @@ import { untilServerReady } from '../../src/client/server-wait';
 import { parseMetricsAddr, REQUEST_DURATION_BUCKETS } from '../../src/client/telemetry';
 import { fallbackTier, mosaicFinish } from '../../src/activities/metrics/mosaic-metrics';
 import { NO_METRICS, WorkerMetrics } from '../../src/activities/metrics/worker-metrics';
-import { EntityMetrics, isOpenState, type EntityMetricSink } from '../../src/workflows/breaker-entity/metrics';
+import { EntityMetrics, isClose, isOpenState, isTrip, type EntityMetricSink } from '../../src/workflows/breaker-entity/metrics';
 import { startDemoTileServer } from '../../src/demo/tile-server';
 import type { MosaicResult } from '../../src/messages/mosaic-types';
 import { freePort } from '../helpers/mapserver';
@@ -109,6 +109,66 @@ test('entity counters: each open once with its reason, every transition, probes,
   assert.equal(sink.get('tilebreaker_breaker_open_seconds', { endpoint: key }), 4);
   assert.equal(sink.get('tilebreaker_probes', { endpoint: key, outcome: 'success' }), 2);
   assert.equal(sink.get('tilebreaker_probes', { endpoint: key, outcome: 'failure' }), 1);
+  // Trips: only the rules opening a closed breaker (not the failed probe, not the operator's force-open, not
+  // the shadow). Closes: refusing -> letting through, by the probes and by the operator's force-close.
+  const trips = (reason: string) => sink.get('tilebreaker_circuit_trips', { endpoint: key, reason });
+  const closes = (reason: string) => sink.get('tilebreaker_circuit_closes', { endpoint: key, reason });
+  assert.deepEqual(['failure-ratio', 'latency', 'permanent-surge'].map(trips), [1, 0, 0]);
+  assert.deepEqual(['probes-succeeded', 'forced-close', 'reset', 'disabled'].map(closes), [1, 1, 0, 0]);
+});
+
+test('one long outage trips once and closes once, however many probes fail; a flapping endpoint trips and closes each cycle', () => {
+  const key = 'http://tiles.example.test:80';
+  const outage = recordingSink();
+  const m = new EntityMetrics(key, 'closed', [], null, T0, outage);
+  m.zero();
+  for (const [name, reason] of [
+    ['tilebreaker_circuit_trips', 'failure-ratio'],
+    ['tilebreaker_circuit_closes', 'probes-succeeded'],
+  ] as const) {
+    assert.ok(
+      outage.totals.has(
+        `${name}${JSON.stringify([
+          ['endpoint', key],
+          ['reason', reason],
+        ])}`,
+      ),
+      `${name} exists at 0 before the first count`,
+    );
+  }
+  const at = (t: TransitionRecord) => m.applied({ type: 'tick' }, { state: undefined as never, transitions: [t] });
+  // 30 minutes down: a trip, a 30 s cooldown, then a failed probe every 5 s (360 of them), then 3 probes close it.
+  let now = T0;
+  at(tr(now, 'closed', 'open', 'failure-ratio'));
+  now += 30_000;
+  for (let i = 0; i < 360; i++) {
+    at(tr(now, 'open', 'half-open', 'cooldown-elapsed'));
+    m.applied({ type: 'probe-result', generation: i + 1, outcome: 'transient' }, { state: undefined as never, transitions: [tr(now + 100, 'half-open', 'open', 'probe-failed')] });
+    now += 5_000;
+  }
+  at(tr(now, 'open', 'half-open', 'cooldown-elapsed'));
+  at(tr(now + 300, 'half-open', 'closed', 'probes-succeeded'));
+  assert.equal(outage.get('tilebreaker_circuit_open', { endpoint: key, reason: 'probe-failed' }), 360, 'every failed probe is an open');
+  assert.equal(outage.get('tilebreaker_probes', { endpoint: key, outcome: 'failure' }), 360);
+  assert.deepEqual(
+    [outage.get('tilebreaker_circuit_trips', { endpoint: key, reason: 'failure-ratio' }), outage.get('tilebreaker_circuit_closes', { endpoint: key, reason: 'probes-succeeded' })],
+    [1, 1],
+    'but one trip and one close',
+  );
+
+  const flapping = recordingSink();
+  const f = new EntityMetrics(key, 'closed', [], null, T0, flapping);
+  now = T0;
+  for (let i = 0; i < 4; i++) {
+    for (const t of [tr(now, 'closed', 'open', 'failure-ratio'), tr(now + 30_000, 'open', 'half-open', 'cooldown-elapsed'), tr(now + 31_000, 'half-open', 'closed', 'probes-succeeded')]) {
+      f.applied({ type: 'tick' }, { state: undefined as never, transitions: [t] });
+    }
+    now += 120_000;
+  }
+  assert.deepEqual(
+    [flapping.get('tilebreaker_circuit_trips', { endpoint: key, reason: 'failure-ratio' }), flapping.get('tilebreaker_circuit_closes', { endpoint: key, reason: 'probes-succeeded' })],
+    [4, 4],
+  );
 });
 
 test('a new run (continue-as-new) that starts open takes the open stretch from the carried log', () => {
@@ -161,7 +221,7 @@ test('with no telemetry installed the meters are no-ops: every call returns and 
     m.failOpen('http://a:80');
     m.breakerState('http://a:80', 'half-open');
     m.breakerState('http://a:80', null);
-    m.fallback('demo', 'stale', 3);
+    m.fallback('demo', 'http://a:80', 'stale', 3);
     m.mosaicFinished('/tmp/a.tif', 'gaps', { ok: 1, stale: 0, hole: 0, 'dead-lettered': 2, failed: 0 });
     m.deadLettersPending('/tmp/a.tif', 2);
   };
@@ -245,7 +305,8 @@ test('a worker with --metrics-addr serves the SDK metrics and tilebreaker_* on o
     // The first run: fail-fast, so refused and failed tiles are dead letters, each counted once, as the manifest says.
     const first = samples(await (await fetch(url)).text());
     assert.ok(result.counts['dead-lettered'] > 0, JSON.stringify(result.counts));
-    assert.equal(sum(first, 'tilebreaker_fallback_total', { source: 'demo', tier: 'dead-letter' }), result.counts['dead-lettered']);
+    // Under the source's breaker key too: an endpoint's alerts join its own fallbacks.
+    assert.equal(sum(first, 'tilebreaker_fallback_total', { source: 'demo', endpoint: key, tier: 'dead-letter' }), result.counts['dead-lettered']);
     for (const [status, n] of Object.entries(result.counts)) assert.equal(sum(first, 'tilebreaker_mosaic_tiles_total', { mosaic: output, status }), n, status);
     assert.equal(sum(first, 'tilebreaker_mosaics_finished_total', { result: 'gaps' }), 1);
     assert.equal(sum(first, 'tilebreaker_dead_letters_pending', { mosaic: output }), result.counts['dead-lettered']);
@@ -291,6 +352,10 @@ test('a worker with --metrics-addr serves the SDK metrics and tilebreaker_* on o
       );
     }
     assert.equal(sum(s, 'tilebreaker_breaker_transitions_total', { endpoint: key }), log.filter((x) => !x.shadow).length, excerpt);
+    // Trips and closes as the log has them: the outage tripped it (failed probes are opens, not trips), the probes closed it.
+    assert.ok(log.some(isTrip) && log.some(isClose), JSON.stringify(log));
+    assert.equal(sum(s, 'tilebreaker_circuit_trips_total', { endpoint: key }), log.filter(isTrip).length, excerpt);
+    assert.equal(sum(s, 'tilebreaker_circuit_closes_total', { endpoint: key }), log.filter(isClose).length, excerpt);
     assert.equal(sum(s, 'tilebreaker_breaker_open_seconds_total', { endpoint: key }), openSecondsIn(log), excerpt);
     assert.ok(
       log.some((x) => x.reason === 'probes-succeeded'),

@@ -10,6 +10,8 @@ const deploy = path.join(__dirname, '..', '..', '..', 'deploy', 'prometheus');
 /** The metrics the workers export (README, "Metrics"), as Prometheus names them. */
 const METRICS = [
   'tilebreaker_circuit_open_total',
+  'tilebreaker_circuit_trips_total',
+  'tilebreaker_circuit_closes_total',
   'tilebreaker_breaker_transitions_total',
   'tilebreaker_breaker_open_seconds_total',
   'tilebreaker_probes_total',
@@ -55,6 +57,42 @@ test('every alert has a severity, a summary, a runbook entry in the README and a
       `${a.alert} has a test case that fires`,
     );
   }
+});
+
+test('one page per incident: in the 30-minute outage case, every critical alert is asserted, and only StuckOpen fires, once', { skip }, () => {
+  const rules = parse(readFileSync(path.join(deploy, 'alerts.yml'), 'utf8')) as { groups: { rules: { alert?: string; labels?: { severity?: string } }[] }[] };
+  const critical = rules.groups
+    .flatMap((g) => g.rules)
+    .filter((r) => r.alert && r.labels?.severity === 'critical')
+    .map((r) => r.alert!);
+  assert.ok(critical.includes('TilebreakerStuckOpen'), critical.join(', '));
+  const file = parse(readFileSync(path.join(deploy, 'alerts.test.yml'), 'utf8')) as {
+    tests: { input_series: { series: string }[]; alert_rule_test?: { eval_time: string; alertname: string; exp_alerts: { exp_labels: Record<string, string> }[] }[] }[];
+  };
+  const outage = file.tests.find((g) => g.input_series.some((x) => x.series.includes('endpoint="http://outage-30m:80"')));
+  assert.ok(outage?.alert_rule_test, 'alerts.test.yml has the 30-minute outage case (endpoint http://outage-30m:80)');
+  const cases = outage.alert_rule_test;
+  // The moments the page is expected: StuckOpen firing for that endpoint, and for nothing else.
+  const paged = cases.filter((c) => c.alertname === 'TilebreakerStuckOpen' && c.exp_alerts.length > 0);
+  assert.ok(paged.length >= 2, 'StuckOpen fires at two moments or more of the outage');
+  for (const p of paged) {
+    assert.deepEqual(
+      p.exp_alerts.map((a) => a.exp_labels['endpoint']),
+      ['http://outage-30m:80'],
+      `at ${p.eval_time}`,
+    );
+    for (const alert of critical.filter((a) => a !== 'TilebreakerStuckOpen')) {
+      const c = cases.find((x) => x.alertname === alert && x.eval_time === p.eval_time);
+      assert.ok(c, `the 30-minute outage case asserts ${alert} at ${p.eval_time} (a critical alert: it must not page a second time for one outage)`);
+      assert.deepEqual(c.exp_alerts, [], `${alert} fires at ${p.eval_time} in the 30-minute outage: a second page`);
+    }
+  }
+  // No flapping at any of those moments.
+  for (const p of paged)
+    assert.ok(
+      cases.some((x) => x.alertname === 'TilebreakerBreakerFlapping' && x.eval_time === p.eval_time && x.exp_alerts.length === 0),
+      `Flapping asserted silent at ${p.eval_time}`,
+    );
 });
 
 test("docker-compose's Prometheus scrapes every worker with the alert rules loaded (promtool check config)", { skip }, () => {

@@ -13,7 +13,7 @@ import { localBinaries } from '../../src/client/local-server';
 import { startMosaic } from '../../src/client/mosaics';
 import { untilServerReady } from '../../src/client/server-wait';
 import { startDemoTileServer } from '../../src/demo/tile-server';
-import { isOpenState } from '../../src/workflows/breaker-entity/metrics';
+import { isClose, isOpenState, isTrip } from '../../src/workflows/breaker-entity/metrics';
 import { freePort } from '../helpers/mapserver';
 import { demoRequest } from '../helpers/mosaic';
 import { prometheusAvailable, startPrometheus, type Prometheus } from '../helpers/prometheus';
@@ -111,6 +111,18 @@ test('a real Prometheus scraping a worker: the opens and the open time the entit
     const entityOpenS = openMsIn(entityLog) / 1000;
     t.diagnostic(`open seconds: Prometheus ${openS}, entity log ${entityOpenS.toFixed(3)}`);
     assert.ok(openS <= entityOpenS + 0.001 && openS >= entityOpenS - opensIn(entityLog) - 1, `${openS} s against the entity's ${entityOpenS} s`);
+    // Trips and closes, the open/closed cycles the flapping alert counts: as the entity's log has them (its failed
+    // probes, if any, are opens, not trips). Read again with the log, which a late cooldown may still move.
+    await until(
+      async () => {
+        entityLog = await breakerTransitions(client, key);
+        const [trips, closes] = await Promise.all(['trips', 'closes'].map((c) => p.query(`sum(tilebreaker_circuit_${c}_total{endpoint="${key}"})`)));
+        return [trips![0]?.value, closes![0]?.value, entityLog.filter(isTrip).length, entityLog.filter(isClose).length];
+      },
+      ([trips, closes, logTrips, logCloses]) => trips === logTrips && closes === logCloses && logTrips! >= 1,
+      30_000,
+      "Prometheus' trips and closes against the entity's",
+    );
 
     // Temporal goes away while a mosaic fetches: the batches already running go on (nothing new is dispatched
     // without the server), their guard fails open, and the alert goes pending. The batches are large, so some

@@ -108,6 +108,11 @@ export interface BatchResume {
   onFinished?: (indices: readonly number[], results: readonly (TileResult | null)[]) => void;
 }
 
+/** The breaker key a source's requests go through: the `endpoint` label of its request and fallback metrics. */
+export function sourceBreakerKey(source: Pick<SourceConfig, 'url' | 'breakerPartition'>): string {
+  return breakerKey(source.url, source.breakerPartition ? { partition: source.breakerPartition } : {});
+}
+
 /**
  * Fetches a batch of tiles with the source's concurrency (scaled by the breaker's ramp allowance), validates
  * and stores them, and returns one result per tile, in input order. Heartbeats the results so far; a retried
@@ -130,7 +135,7 @@ export function makeFetchBatch(deps: FetchDeps) {
     const results: (TileResult | null)[] = input.tiles.map((t, i) => fromStore(checkpoint[i], t) ?? fromStore(heartbeat[i], t));
     if (deps.roots) await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
     const store = openTileStore(storeRoot);
-    const key = breakerKey(input.source.url, input.source.breakerPartition ? { partition: input.source.breakerPartition } : {});
+    const key = sourceBreakerKey(input.source);
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
     let next = 0;
     let lastBeat = 0;

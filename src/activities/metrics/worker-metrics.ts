@@ -52,9 +52,9 @@ export class WorkerMetrics {
     for (const s of BREAKER_STATES) g.set(s === state ? 1 : 0, { endpoint, state: s });
   }
 
-  /** Tiles a fallback served instead of a fetched tile. */
-  fallback(source: string, tier: FallbackTier, tiles: number): void {
-    if (tiles > 0) this.instruments().fallback.add(tiles, { source, tier });
+  /** Tiles a fallback served instead of a fetched tile; `endpoint`: the source's breaker key. */
+  fallback(source: string, endpoint: string, tier: FallbackTier, tiles: number): void {
+    if (tiles > 0) this.instruments().fallback.add(tiles, { source, endpoint, tier });
   }
 
   /** A mosaic run ended (assembled, or its partial manifest written): its counts and its result. */

@@ -1,7 +1,7 @@
 import { CancelledFailure } from '@temporalio/common';
 import type { BreakerStateName } from '../../breaker';
 import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../messages/mosaic-types';
-import { CURABLE_KINDS, makeFetchBatch, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
+import { CURABLE_KINDS, makeFetchBatch, sourceBreakerKey, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
 import { openCheckpoint as openBatchCheckpoint, type Checkpoint } from './batch-checkpoint';
 import { isObjectUrl } from '../storage/location';
@@ -119,7 +119,8 @@ export function makeMosaicBatch(deps: FetchDeps) {
     // The checkpoint stays until the assembly: if this completion never reaches Temporal, the retry rewrites
     // this journal from it without a request.
     await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
-    for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, tier, n);
+    // Under the source's breaker key, as its requests are: an alert on an endpoint joins its own fallbacks.
+    for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, sourceBreakerKey(plan.source), tier, n);
     // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
     // a cancellation, not a finished batch it would go on from.
     if (ctx?.cancellationDetails?.cancelRequested) throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');

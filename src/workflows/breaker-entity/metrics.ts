@@ -1,6 +1,6 @@
 import { metricMeter } from '@temporalio/workflow';
 import type { BreakerStateName, PolicyEvent, StepResult, TransitionReason, TransitionRecord } from '../../breaker';
-import { METRIC, OPEN_REASONS } from '../../messages/metrics';
+import { CLOSE_REASONS, METRIC, OPEN_REASONS, TRIP_REASONS } from '../../messages/metrics';
 
 /**
  * What the entity counts, fleet-wide: the workflow's metric meter goes through a sink the SDK skips on
@@ -23,13 +23,31 @@ export function isOpenState(s: BreakerStateName): boolean {
   return s === 'open' || s === 'forced-open';
 }
 
+/** Open, half-open or forced open: the guard refuses ordinary traffic. */
+export function isRefusingState(s: BreakerStateName): boolean {
+  return s === 'half-open' || isOpenState(s);
+}
+
+/**
+ * A trip: the rules opened a closed breaker. A failed probe (half-open -> open) is no trip, so one long outage
+ * trips once however many probes fail, and trips over a window count open/closed cycles.
+ */
+export function isTrip(t: Pick<TransitionRecord, 'from' | 'to' | 'shadow'>): boolean {
+  return !t.shadow && t.from === 'closed' && t.to === 'open';
+}
+
+/** A close: a breaker that refused traffic lets it through again (probes succeeded, or an operator's action). */
+export function isClose(t: Pick<TransitionRecord, 'from' | 'to' | 'shadow'>): boolean {
+  return !t.shadow && isRefusingState(t.from) && !isRefusingState(t.to);
+}
+
 /** The `reason` label of an open: the policy's reason, `forced-open` shortened to `forced` (others as named). */
 export function openReasonLabel(reason: TransitionReason): string {
   return reason === 'forced-open' ? 'forced' : reason;
 }
 
 /**
- * Transitions, opens (with their reason), whole seconds spent open or forced open, and probe outcomes of one
+ * Transitions, opens (with their reason), trips and closes (open/closed cycles: flapping), whole seconds spent open or forced open, and probe outcomes of one
  * entity. Shadow transitions (metrics-only mode: nothing was blocked) are not counted. The open time is added
  * when the breaker leaves open; the sub-second remainder is kept in this run's memory (replay rebuilds it), so
  * a continue-as-new loses less than a second, and carries nothing new.
@@ -58,6 +76,8 @@ export class EntityMetrics {
   zero(): void {
     const endpoint = this.key;
     for (const reason of OPEN_REASONS) this.sink.count(METRIC.circuitOpen, 0, { endpoint, reason });
+    for (const reason of TRIP_REASONS) this.sink.count(METRIC.circuitTrips, 0, { endpoint, reason });
+    for (const reason of CLOSE_REASONS) this.sink.count(METRIC.circuitCloses, 0, { endpoint, reason });
     this.sink.count(METRIC.openSeconds, 0, { endpoint });
     for (const outcome of ['success', 'failure']) this.sink.count(METRIC.probes, 0, { endpoint, outcome });
   }
@@ -82,6 +102,8 @@ export class EntityMetrics {
     if (t.shadow) return;
     const endpoint = this.key;
     this.sink.count(METRIC.transitions, 1, { endpoint, from: t.from, to: t.to });
+    if (isTrip(t)) this.sink.count(METRIC.circuitTrips, 1, { endpoint, reason: t.reason });
+    if (isClose(t)) this.sink.count(METRIC.circuitCloses, 1, { endpoint, reason: t.reason });
     const was = isOpenState(t.from);
     const is = isOpenState(t.to);
     if (!was && is) {
