@@ -1,5 +1,6 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { ProbeOutcome, ProbeSpec } from '../messages/breaker';
+import { probeUrlProblem } from '../messages/breaker-validation';
 import { fetchUrl } from './http/fetch-url';
 import { DEFAULT_REDIRECT_POLICY } from './http/redirects';
 import { classify } from './validate/classify';
@@ -17,6 +18,9 @@ const probeDispatcher = () => (dispatcher ??= new Agent({ maxResponseSize: MAX_P
  * can name the statuses that count as healthy. Never throws for the endpoint's faults (those are the answer).
  */
 export async function probeEndpoint(spec: ProbeSpec): Promise<ProbeOutcome> {
+  // The entity refuses such specs; a spec stored before it did is still not fetched (no file://, no user:password@).
+  const problem = typeof spec?.url === 'string' ? probeUrlProblem(spec.url) : 'must be a string';
+  if (problem !== null) return { outcome: 'permanent', latencyMs: 0, httpStatus: null, reason: `probe not sent: its url ${problem}` };
   const x = await fetchUrl(spec.url, {
     dispatcher: probeDispatcher(),
     headers: { 'user-agent': 'tilebreaker-probe', ...spec.headers },

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { pausedForMs, type TransitionRecord } from '../breaker';
+import { MAX_FORCE_OPEN_MS } from '../messages/breaker-validation';
 import { durationMs } from '../messages/duration';
 import { openReport, type OpenReport } from '../client/open-intervals';
 import {
@@ -91,7 +92,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
       )
       .option('--json', 'print JSON');
     if (action === 'force-open') {
-      cmd.option('--for <duration>', 'open for this long, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)', parseDuration);
+      cmd.option('--for <duration>', 'open for this long, at most 30d, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)', parseForceOpenFor);
     }
     cmd.option('--confirm-timeout <duration>', confirmHelp, parseDuration);
     cmd.action(async (key: string, opts: { partition?: string; reason?: string; actor?: string; json?: boolean; for?: number; confirmTimeout?: number }) => {
@@ -222,10 +223,23 @@ export function parseDuration(value: string): number {
   return ms;
 }
 
+/** `breaker open --for`: a duration of whole milliseconds, at most MAX_FORCE_OPEN_MS (the entity refuses more). */
+export function parseForceOpenFor(value: string): number {
+  const ms = parseDuration(value);
+  if (!Number.isSafeInteger(ms)) throw new InvalidArgumentError(`--for must be a whole number of milliseconds (got ${JSON.stringify(value)}, ${ms} ms).`);
+  if (ms > MAX_FORCE_OPEN_MS) throw new InvalidArgumentError(`--for must be at most 30d (got ${JSON.stringify(value)}); to open until closed or reset, leave --for out.`);
+  return ms;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Human-readable output
 
-const iso = (t: number | Date | null | undefined): string => (t === null || t === undefined ? '-' : new Date(t).toISOString());
+/** A time as ISO 8601; a stored value that is no valid time prints as such rather than failing the whole listing. */
+const iso = (t: number | Date | null | undefined): string => {
+  if (t === null || t === undefined) return '-';
+  const d = new Date(t);
+  return Number.isNaN(d.getTime()) ? `(invalid time: ${String(t).slice(0, 40)})` : d.toISOString();
+};
 
 /** 65_000 -> "1m 05s"; 1_500 -> "1.5s"; 250 -> "250ms". */
 export function formatDuration(ms: number): string {
@@ -339,7 +353,8 @@ export function formatShow(shown: ShownBreaker, now: number): string {
     `  config       window ${formatDuration(c.windowMs)}, min ${c.minSamples} samples, trip at ${pct(c.failureRatio)} failing, cooldown ${formatDuration(c.cooldownMs)} ` +
       `(x${c.cooldownMultiplier} per consecutive open, cap x${c.cooldownMaxFactor}), ${c.probesToClose} probes to close, ramp ${formatDuration(c.rampMs)}`,
     `  counters     ${count(counters.reports, 'report')}${counters.lateReports ? ` (${counters.lateReports} late)` : ''}, ${count(counters.probeRequests, 'probe request')}, ` +
-      `${count(counters.selfProbes, 'self-probe')}, ${count(counters.ignoredResults, 'ignored probe result')}, ${counters.continuedAsNew} continue-as-new`,
+      `${count(counters.selfProbes, 'self-probe')}, ${count(counters.ignoredResults, 'ignored probe result')}, ${count(counters.refusedSignals ?? 0, 'refused signal')}, ` +
+      `${counters.continuedAsNew} continue-as-new`,
     `  last report  ${iso(s.lastReportAt)}`,
     ...(s.loneFailers !== undefined
       ? [

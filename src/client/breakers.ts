@@ -14,6 +14,7 @@ import {
   type TransitionRecord,
 } from '../breaker';
 import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus, type EntityExit, type EntityInput } from '../messages/breaker';
+import { checkAdminAction, MAX_FORCE_OPEN_MS } from '../messages/breaker-validation';
 import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
 /**
@@ -345,7 +346,9 @@ export async function adminBreaker(
 ): Promise<AdminResult> {
   if (opts.durationMs !== undefined) {
     if (action !== 'force-open') throw new Error(`a duration goes with force-open only (got ${action} with durationMs ${opts.durationMs})`);
-    if (!Number.isFinite(opts.durationMs) || opts.durationMs <= 0) throw new Error(`durationMs must be a positive number of ms (got ${opts.durationMs})`);
+    if (!Number.isSafeInteger(opts.durationMs) || opts.durationMs <= 0 || opts.durationMs > MAX_FORCE_OPEN_MS) {
+      throw new Error(`durationMs must be a whole number of ms from 1 to ${MAX_FORCE_OPEN_MS} (30 days) (got ${opts.durationMs})`);
+    }
   }
   const resolved = toResolved(keyOrUrl);
   const actor = opts.actor ?? defaultActor();
@@ -436,6 +439,8 @@ async function sendAdmin(
   check: (status: BreakerStatus, ours: TransitionRecord[]) => { transition: TransitionRecord | null; confirmed: boolean },
 ): Promise<{ sentAt: number; status: BreakerStatus; transition: TransitionRecord | null; confirmed: boolean }> {
   const { action, actor, sender } = signal;
+  // Checked as the entity checks it (it would refuse the signal whole): the error names the field and value.
+  checkAdminAction(signal);
   const handle = client.workflow.getHandle(resolved.workflowId);
   const sentAt = Date.now();
   try {

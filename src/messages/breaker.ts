@@ -92,6 +92,8 @@ export interface CarriedState {
   inFlight?: [string, number, number][];
   /** An operator changed the configuration or the self-probe: the entity does not end when idle. */
   operatorSet?: boolean;
+  /** The self-probe spec was set by an operator (set-probe): a report's spec does not replace it, nor its absence. */
+  probeByOperator?: boolean;
 }
 
 /**
@@ -112,6 +114,8 @@ export interface EntityCounters {
   selfProbes: number;
   ignoredResults: number;
   continuedAsNew: number;
+  /** Signals refused whole: their payload failed the checks of src/messages/breaker-validation.ts. */
+  refusedSignals?: number;
 }
 
 export interface EntityInput {
@@ -153,6 +157,11 @@ export interface OutcomeReport {
   inFlight?: number;
   /** Of the counted transient failures: calls still in flight past the stall threshold (counted while they wait). */
   stalled?: number;
+  /**
+   * A self-probe the reporter's worker would fetch anyway (a tile URL it fetched with success, no credentials),
+   * sent once per worker process and key: an entity with no probe spec adopts it (docs/policy.md).
+   */
+  probe?: ProbeSpec;
 }
 
 export interface ProbeRequest {

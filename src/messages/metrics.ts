@@ -12,6 +12,7 @@ export const METRIC = {
   transitions: 'tilebreaker_breaker_transitions',
   openSeconds: 'tilebreaker_breaker_open_seconds',
   probes: 'tilebreaker_probes',
+  signalsRefused: 'tilebreaker_breaker_signals_refused',
   // From each worker process (its guard and activities).
   breakerState: 'tilebreaker_breaker_state',
   requests: 'tilebreaker_requests',

@@ -1,5 +1,6 @@
 import { allHandlersFinished, condition, continueAsNew, makeContinueAsNewFunc, patched } from '@temporalio/workflow';
 import type { EntityExit, EntityInput } from '../messages/breaker';
+import { checkSignal } from '../messages/breaker-validation';
 import { entityOptions, withHistoryDefault } from './breaker-entity/config';
 import { registerHandlers } from './breaker-entity/handlers';
 import { searchAttributesRegistered } from './breaker-entity/publication';
@@ -38,8 +39,19 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.
   const pacing = patched('rate-limited-pacing');
+  // Every signal's payload is checked and a bad one refused whole (counted, logged, never applied), and a report
+  // may carry a worker's self-probe spec: a run recorded before the checks applied what it was sent.
+  const checked = patched('signal-validation');
+  if (checked && entity.probeSpec) {
+    // The start input is anyone's too (signal-with-start): a probe it cannot run safely is dropped.
+    const c = checkSignal('admin', { action: 'set-probe', probe: entity.probeSpec });
+    if (!c.ok) {
+      entity.probeSpec = null;
+      entity.refused('start', c.problem);
+    }
+  }
   const selfProbe = new SelfProbe(entity, opts);
-  registerHandlers(entity, rateLimits, pacing);
+  registerHandlers(entity, rateLimits, pacing, checked);
 
   entity.publishView();
   if (entity.searchAttributesOn === null) entity.searchAttributesOn = await searchAttributesRegistered(entity.key);

@@ -225,7 +225,37 @@ export const entityQuorum: EntityScenario = async ({ env, client, taskQueue }) =
   return h;
 };
 
+/**
+ * Signal checks: bad payloads refused (a force-open for 1e308 ms, negative and string counts, a file:// probe),
+ * a report's self-probe adopted, an outage, recovery by that probe with no traffic, idle finish.
+ */
+export const entitySignalValidation: EntityScenario = async ({ env, client, taskQueue }) => {
+  const endpoint = await startTestEndpoint(200);
+  try {
+    const h = await startEntity(client, taskQueue, {
+      key: 'http://127.0.0.1:1/recorded-signal-validation',
+      config: { cooldownMs: 60_000, probesToClose: 2 },
+      options: { ...idle, selfProbeDelayMs: 2_000 },
+    });
+    await h.signal(adminSignal, { action: 'force-open', durationMs: 1e308, actor: 'x' });
+    await h.signal(reportSignal, { reporter: 'evil', counts: { transient: -5 } });
+    await h.signal(reportSignal, { reporter: 'evil', counts: { transient: '9' as never } });
+    await h.signal(adminSignal, { action: 'set-probe', probe: { url: 'file:///etc/passwd' } });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, probe: { url: `${endpoint.url}/0/0/0.png`, contentTypePrefix: 'image/' } });
+    await h.signal(reportSignal, { reporter: 'w2', counts: { transient: 25 } });
+    // Two reporters failing: the quorum (a new entity's 2) is met.
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
+    await waitForView(env, h, (v) => v.state === 'open');
+    await waitForView(env, h, (v) => v.state === 'closed', { stepMs: 30_000, maxSteps: 30 });
+    await h.result();
+    return h;
+  } finally {
+    await endpoint.close();
+  }
+};
+
 export const entityScenarios = {
+  'entity-signal-validation': entitySignalValidation,
   'entity-quorum': entityQuorum,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,

@@ -78,7 +78,7 @@ export interface TileResult extends TileAddress {
 export interface FetchDeps {
   pools: EndpointPools;
   /** The process's guard (only what a batch uses of it, so tests can watch the outcomes); absent: no breaker. */
-  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'>;
+  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe'>>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
   /** When each request shape last succeeded (default: the process's); tests give their own, and a clock. */
@@ -365,6 +365,9 @@ async function requestUnit(
       verdict = { ...verdict, reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}` };
     }
     if (verdict.kind === 'success') shapes.succeeded(shape, now());
+    // A good tile's URL is the entity's self-probe (a URL this worker fetches anyway), from a source that sends
+    // no credentials and no extra headers: the probe sends neither, and its spec is stored in the entity's history.
+    if (verdict.kind === 'success' && decision && !source.auth && !Object.keys(source.headers).length) deps.guard!.learnProbe?.(key, unit.url, source.userAgent);
     // A configuration error says nothing about the endpoint's health: never counted toward the host's breaker.
     const counted = judged.configError ? 'neutral' : verdict.kind;
     if (decision) deps.guard!.release(decision, { kind: counted, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });

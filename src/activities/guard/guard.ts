@@ -3,6 +3,9 @@ import { isFailure } from '../../breaker';
 import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
+import { LearnedProbes } from './learned-probes';
+import type { ProbeSpec } from '../../messages/breaker';
+import { probeSpecSchema } from '../../messages/breaker-validation';
 import { Pacer } from './pacer';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pauses } from './pauses';
@@ -48,6 +51,8 @@ export class BreakerGuard {
   private readonly pauses: Pauses;
   private readonly calls: InFlightCalls;
   private readonly shedding = new Set<string>();
+  private readonly learned = new LearnedProbes();
+  private readonly badProbes = new Set<string>();
   private readonly sweeper: NodeJS.Timeout | null;
   private readonly stateGauge: BreakerStateGauge;
   private readonly wedges: WedgeWatch;
@@ -82,7 +87,14 @@ export class BreakerGuard {
       moving: (key, wedgedForMs) => this.o.logger.warn('breaker entity moving again; no longer failing open for it', { key, wedgedForMs }),
     });
     this.calls = new InFlightCalls(this.o.stall || {});
-    this.reports = new ReportSender(this.o, this.link, this.views, this.stats, (key) => this.calls.takePeak(key));
+    this.reports = new ReportSender(
+      this.o,
+      this.link,
+      this.views,
+      this.stats,
+      (key) => this.calls.takePeak(key),
+      (key) => this.probeFor(key),
+    );
     // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
     this.sweeper = this.o.stall === false ? null : setInterval(() => this.sweepStalls(), 250);
     this.sweeper?.unref();
@@ -107,6 +119,30 @@ export class BreakerGuard {
     else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key, decision.failOpenReason);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
     return decision;
+  }
+
+  /**
+   * A URL this process fetched from `key`'s endpoint with success, from a source with no credentials or extra
+   * headers: the entity's self-probe, unless the options name one (learned-probes.ts says what is kept).
+   */
+  learnProbe(key: string, url: string, userAgent?: string): void {
+    if (this.o.probe === undefined && this.o.learnProbes !== false) this.learned.learn(key, url, userAgent);
+  }
+
+  /**
+   * The self-probe spec this process gives `key`'s entity: the options', else one learned from its fetches. One
+   * the entity would refuse (a report carrying it would be refused whole) is left out, and said once.
+   */
+  private probeFor(key: string): ProbeSpec | undefined {
+    const probe = (typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe) ?? this.learned.spec(key);
+    if (!probe) return undefined;
+    const checked = probeSpecSchema.safeParse(probe);
+    if (checked.success) return probe;
+    if (!this.badProbes.has(key)) {
+      this.badProbes.add(key);
+      this.o.logger.warn('self-probe spec left out: the entity would refuse it', { key, issues: checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+    }
+    return undefined;
   }
 
   /** The breaker's view as this process sees it (cached): null when no entity exists, undefined when unreachable. */

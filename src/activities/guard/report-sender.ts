@@ -1,5 +1,5 @@
 import { breakerWorkflowId, isFailure } from '../../breaker';
-import { BREAKER_ENTITY_WORKFLOW, reportSignal, type BreakerEntityWorkflow, type OutcomeReport } from '../../messages/breaker';
+import { BREAKER_ENTITY_WORKFLOW, reportSignal, type BreakerEntityWorkflow, type OutcomeReport, type ProbeSpec } from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
 import { ReportBuffer } from './report-buffer';
 import type { CallOutcome, GuardStats, ResolvedGuardOptions } from './types';
@@ -16,6 +16,8 @@ interface KeyReports {
   reportedAt: number;
   /** A 429's wait on its way to the entity (sent after the short gathering delay, not at the interval). */
   pacing: boolean;
+  /** The self-probe URL a report has carried to the entity (each spec goes once, not with every report). */
+  probeSent: string | null;
 }
 
 /**
@@ -36,6 +38,8 @@ export class ReportSender {
     private readonly stats: GuardStats,
     /** The most calls this process had in flight to a key since its last report. */
     private readonly inFlight: (key: string) => number,
+    /** The self-probe this process gives a key's entity, if any. */
+    private readonly probeFor: (key: string) => ProbeSpec | undefined = () => undefined,
   ) {
     this.interval = setInterval(() => void this.flush(), this.o.reportIntervalMs);
     this.interval.unref();
@@ -114,7 +118,7 @@ export class ReportSender {
   private entry(key: string): KeyReports {
     let kr = this.keys.get(key);
     if (!kr) {
-      kr = { buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false };
+      kr = { buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false, probeSent: null };
       this.keys.set(key, kr);
     }
     return kr;
@@ -129,7 +133,10 @@ export class ReportSender {
     const view = this.views.last(key);
     if (view) report.generation = view.generation;
     report.inFlight = this.inFlight(key);
-    const probe = typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe;
+    const probe = this.probeFor(key);
+    // Once per spec: an entity already running without a self-probe (started before this process knew one)
+    // adopts it; the entity ignores it when it has one.
+    if (probe && kr.probeSent !== probe.url) report.probe = probe;
     try {
       // A plain signal while the entity is known to run (cheaper for the server); signal-with-start otherwise.
       if (kr.started) {
@@ -143,6 +150,7 @@ export class ReportSender {
             },
           );
         if (sent) {
+          if (report.probe) kr.probeSent = report.probe.url;
           this.stats.reportsSent++;
           kr.reportedAt = Date.now();
           this.link.losses.delivered(key);
@@ -160,6 +168,7 @@ export class ReportSender {
         }),
       );
       kr.started = true;
+      if (report.probe) kr.probeSent = report.probe.url;
       kr.reportedAt = Date.now();
       this.stats.reportsSent++;
       this.link.losses.delivered(key);

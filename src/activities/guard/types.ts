@@ -13,8 +13,15 @@ export interface GuardOptions {
   reporter: string;
   /** Policy configuration for entities this guard creates (an existing entity keeps its own). */
   config?: PolicyConfigInput;
-  /** The entity's self-probe for a key, used when this guard creates it. */
+  /**
+   * The entity's self-probe for a key: given to an entity this guard creates, and sent once per key with a
+   * report, which an entity with no self-probe (and none set by an operator) adopts. Default: the first tile URL
+   * this process fetched from the endpoint with success, for sources without credentials or extra headers
+   * (learned-probes.ts; `learnProbes: false` turns that off).
+   */
   probe?: ProbeSpec | ((key: string) => ProbeSpec | undefined);
+  /** Learn each key's self-probe from this process's own successful fetches when `probe` names none (default true). */
+  learnProbes?: boolean;
   entityOptions?: EntityOptions;
   /** Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. */
   reportIntervalMs?: number;
@@ -148,8 +155,8 @@ export interface GuardStats {
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
-export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine'>> &
-  Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine'>;
+export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes'>> &
+  Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes'>;
 
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {

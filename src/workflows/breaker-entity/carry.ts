@@ -7,7 +7,8 @@
  *   (when, from, to, why, the cooldown) of the older ones up to LOG_CARRIED in all: enough for "each open
  *   interval and its reason" over a day of flapping, without every trip's figures;
  * - the policy state, its window packed (window-pack.ts: sparse latency, older buckets merged if need be);
- * - the newest DECISIONS_CARRIED probe decisions (a requester reads its own within seconds);
+ * - the newest DECISIONS_CARRIED probe decisions (a requester reads its own within seconds; a grant whose token
+ *   is still out is answered from the policy's tokens, which are carried whole, however old it is);
  * - the reporters heard from lately and what they had in flight, the newest FLEET_CARRIED of each;
  * - the counters and the rest, as they are.
  *
@@ -48,6 +49,7 @@ export interface CarryParts {
   reporters: readonly [string, number][];
   inFlight: readonly [string, number, number][];
   operatorSet: boolean;
+  probeByOperator?: boolean;
 }
 
 /** The carried state for `parts` at workflow time `now`, at most CARRY_BUDGET bytes of JSON. */
@@ -79,6 +81,7 @@ export function restore(c: CarriedState): CarryParts {
     reporters: c.reporters ?? [],
     inFlight: c.inFlight ?? [],
     operatorSet: c.operatorSet ?? false,
+    probeByOperator: c.probeByOperator ?? false,
   };
 }
 
@@ -107,6 +110,7 @@ function build(p: CarryParts, now: number, scale: number): CarriedState {
     ...(reporters.length ? { reporters } : {}),
     ...(inFlight.length ? { inFlight } : {}),
     ...(p.operatorSet ? { operatorSet: true } : {}),
+    ...(p.probeByOperator ? { probeByOperator: true } : {}),
   };
 }
 

@@ -12,20 +12,28 @@ import {
   viewQuery,
   type AdminAction,
 } from '../../messages/breaker';
+import { checkSignal, type CheckedSignal } from '../../messages/breaker-validation';
 import { adminCommand } from './admin';
 import type { EntityState } from './state';
 
 /**
  * The entity's signal and query handlers: signals carry facts into the state, queries read it. `rateLimits`:
- * see the 'rate-limit' patch; `pacing`: the 'rate-limited-pacing' patch (a 429's Retry-After pauses the fleet).
+ * see the 'rate-limit' patch; `pacing`: the 'rate-limited-pacing' patch (a 429's Retry-After pauses the fleet);
+ * `checked`: the 'signal-validation' patch (every payload is checked first, and a bad one refused whole and
+ * counted; a report may carry a self-probe spec).
  */
-export function registerHandlers(entity: EntityState, rateLimits: boolean, pacing = false): void {
+export function registerHandlers(entity: EntityState, rateLimits: boolean, pacing = false, checked = false): void {
   const { key } = entity;
   // A handler must never throw: a failed workflow task would stall the breaker for the whole fleet. The handler's
   // arguments are typed by the signal's definition (setHandler alone would infer any[]).
   const onSignal = <A extends unknown[]>(def: SignalDefinition<A>, fn: (...args: A) => void) =>
     setHandler(def, (...args: A) => {
       try {
+        if (checked) {
+          const c = checkSignal(def.name as CheckedSignal, args[0]);
+          if (!c.ok) return entity.refused(def.name, c.problem);
+          args[0] = c.value;
+        }
         fn(...args);
       } catch (err) {
         log.error('breaker signal rejected', { key, signal: def.name, error: err instanceof Error ? err.message : String(err) });
@@ -39,6 +47,12 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     }
     entity.lastReportAt = Date.now();
     if (r.reporter) entity.heardFrom(r.reporter);
+    // A worker's own tile URL, for an entity that has no self-probe and none an operator chose (or cleared).
+    if (checked && r.probe && entity.probeSpec === null && !entity.probeByOperator) {
+      entity.probeSpec = r.probe;
+      entity.wake = true;
+      log.info('self-probe taken from a report', { key, url: r.probe.url, reporter: r.reporter });
+    }
     if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
     // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
     const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight) : undefined;
@@ -83,16 +97,20 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     if (a.action === 'set-probe') {
       entity.probeSpec = a.probe;
       entity.operatorSet = true;
+      if (checked) entity.probeByOperator = true;
       entity.wake = true;
       return;
     }
     const { event, origin } = adminCommand(a, rateLimits);
     const out = entity.apply(event, origin);
     if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
+    // A configuration the policy cannot run is refused as a whole, as a payload that fails the checks is.
+    if (out.ignored && checked && a.action === 'configure') entity.refused('admin', out.ignored, false);
     else if (a.action === 'configure') entity.operatorSet = true;
   });
   setHandler(viewQuery, () => entity.view());
-  setHandler(transitionsQuery, (limit?: number) => entity.history.slice(0, limit ?? entity.history.length));
-  setHandler(probeDecisionQuery, (requestId: string) => entity.decisions.get(requestId) ?? null);
+  // A limit that is not a whole number of at least 0 reads the whole log.
+  setHandler(transitionsQuery, (limit?: number) => entity.history.slice(0, Number.isSafeInteger(limit) && limit! >= 0 ? limit : entity.history.length));
+  setHandler(probeDecisionQuery, (requestId: string) => entity.decision(requestId));
   setHandler(statusQuery, () => entity.status());
 }

@@ -93,6 +93,11 @@ export class EntityMetrics {
     }
   }
 
+  /** A signal the entity refused (its payload failed the checks in src/messages/breaker-validation.ts). */
+  refused(signal: string): void {
+    this.sink.count(METRIC.signalsRefused, 1, { endpoint: this.key, signal });
+  }
+
   private transition(t: TransitionRecord): void {
     if (t.shadow) return;
     const endpoint = this.key;

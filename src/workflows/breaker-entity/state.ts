@@ -64,6 +64,8 @@ export class EntityState {
    * lose it (the next report starts a run with the worker's configuration), so the entity stays.
    */
   operatorSet: boolean;
+  /** The self-probe spec is an operator's (set-probe, even to none): a report's spec never replaces it. */
+  probeByOperator: boolean;
   private readonly publication: Publication;
   /** The fleet-wide counters (transitions, opens, open time, probes): see metrics.ts. */
   private readonly metrics: EntityMetrics;
@@ -107,6 +109,7 @@ export class EntityState {
     this.searchAttributesOn = input.carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
     this.lastProbeActivityAt = Date.now();
     this.operatorSet = carried?.operatorSet ?? false;
+    this.probeByOperator = carried?.probeByOperator ?? false;
     this.publication = new Publication(key);
     this.reporters = new Roster(carried?.reporters, REPORTER_TTL_MS);
     this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
@@ -138,6 +141,16 @@ export class EntityState {
     if (out.transitions.length || nextDeadline(this.policy, Date.now()) !== before) this.wake = true;
     this.publishView();
     return out;
+  }
+
+  /**
+   * A signal refused whole: counted, and logged with the problem cut short (a payload may be huge). `logged`:
+   * false when the caller already logged why.
+   */
+  refused(signal: string, problem: string, logged = true): void {
+    this.counters.refusedSignals = (this.counters.refusedSignals ?? 0) + 1;
+    this.metrics.refused(signal);
+    if (logged) log.warn('breaker signal refused', { key: this.key, signal, problem: problem.length > 500 ? `${problem.slice(0, 499)}…` : problem });
   }
 
   /** A worker reported: it shares the endpoint's rate for a while. */
@@ -201,6 +214,18 @@ export class EntityState {
     while (this.decisions.size > DECISIONS_KEPT) this.decisions.delete(this.decisions.keys().next().value!);
   }
 
+  /**
+   * The decision for a probe request, as the `probeDecision` query answers it: a recent one as given, and a grant
+   * whose token is still out from the token itself, however many decisions came after it and across
+   * continue-as-new (which carries the tokens whole but only the newest decisions). A query reads state and adds
+   * no command, so histories replay as they ran.
+   */
+  decision(requestId: string): ProbeDecision | null {
+    const held = this.policy.probes.find((t) => t.requestId === requestId);
+    if (held) return { kind: 'granted', token: held };
+    return this.decisions.get(requestId) ?? null;
+  }
+
   status(): BreakerStatus {
     const { policy } = this;
     return {
@@ -237,13 +262,17 @@ export class EntityState {
       counters: this.counters,
       searchAttributesOn: this.searchAttributesOn ?? false,
     };
-    if (this.compactCarry) return carry({ ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet }, Date.now());
+    if (this.compactCarry) {
+      const parts = { ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet, probeByOperator: this.probeByOperator };
+      return carry(parts, Date.now());
+    }
     // Runs from before the bound carry it whole, with the optional parts only when they hold something.
     return {
       ...whole,
       ...(this.reporters.size ? { reporters: this.reporters.entries() } : {}),
       ...(inFlight.length ? { inFlight } : {}),
       ...(this.operatorSet ? { operatorSet: true } : {}),
+      ...(this.probeByOperator ? { probeByOperator: true } : {}),
     };
   }
 
