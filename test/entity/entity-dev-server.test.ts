@@ -61,13 +61,15 @@ test('in a namespace without them, the entity notices, skips them, and still wor
   const key = `http://bare-${process.pid}.example.test:80`;
   const h = await startEntity(client, taskQueue, { key }, { reporter: 'w1', counts: { success: 5 } });
   await h.signal(reportSignal, { reporter: 'w2', counts: { transient: 25 } });
+  // Two reporters failing: a new entity's quorum (2) is met.
+  await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
   let status = await h.query(statusQuery);
   for (let i = 0; i < 50 && (status.view.state !== 'open' || status.searchAttributes === null); i++) {
     await delay(100);
     status = await h.query(statusQuery);
   }
   assert.equal(status.view.state, 'open');
-  assert.equal(status.counters.reports, 2);
+  assert.equal(status.counters.reports, 3);
   assert.equal(status.searchAttributes, false, 'the check found them missing');
   const desc = await h.describe();
   assert.equal(desc.status.name, 'RUNNING', 'no workflow task failed on an unregistered attribute');
