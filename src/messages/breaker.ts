@@ -15,6 +15,7 @@ import type {
   PolicyConfigInput,
   PolicyState,
   ProbeDecision,
+  SpanCounts,
   TransitionReason,
   TransitionRecord,
   WindowFigures,
@@ -151,6 +152,13 @@ export interface OutcomeReport {
   inFlight?: number;
   /** Of the counted transient failures: calls still in flight past the stall threshold (counted while they wait). */
   stalled?: number;
+  /**
+   * The part of `counts` (and `latency`) that happened earlier, between fromAgoMs and toAgoMs before the report
+   * was sent: the entity spreads it over that span. An entity from before it records all of `counts` at arrival.
+   */
+  earlier?: SpanCounts;
+  /** How often this reporter sends its reports now (ms): the entity counts it as active for two of those. */
+  everyMs?: number;
 }
 
 export interface ProbeRequest {

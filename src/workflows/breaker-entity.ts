@@ -35,6 +35,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.
   const pacing = patched('rate-limited-pacing');
+  // Guards space their reports by the fleet's size: the view counts the reporters, each counted for as long as
+  // it says it reports, and a report's older outcomes are spread over their span (runs before it replay without).
+  entity.spacing = patched('report-spacing');
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits, pacing);
 

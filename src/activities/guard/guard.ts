@@ -8,7 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pauses } from './pauses';
 import { ProbeRequests } from './probe-requests';
 import { ProbeSpread } from './probe-spread';
+import { ReadBudget } from './read-budget';
 import { ReportSender } from './report-sender';
+import { FleetSizes, ReportSchedule } from './report-spacing';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
 import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
 
@@ -34,6 +36,8 @@ export class BreakerGuard {
   private readonly shedding = new Set<string>();
   private readonly sweeper: NodeJS.Timeout | null;
   private readonly stateGauge: BreakerStateGauge;
+  /** Each key's fleet as its entity publishes it: how far apart this process's reports go. */
+  private readonly fleet = new FleetSizes();
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -50,10 +54,14 @@ export class BreakerGuard {
       this.stats,
       this.o.cacheTtlMs,
       (key) => this.reports.alarm(key) !== null || this.calls.stalled(key),
-      (key, view) => this.stateGauge.shown(key, view),
+      (key, view) => {
+        this.fleet.saw(key, view, Date.now());
+        this.stateGauge.shown(key, view);
+      },
+      new ReadBudget(this.o.maxReadsPerSecond),
     );
     this.calls = new InFlightCalls(this.o.stall || {});
-    this.reports = new ReportSender(this.o, this.link, this.views, this.stats, (key) => this.calls.takePeak(key));
+    this.reports = new ReportSender(this.o, this.link, this.views, this.stats, (key) => this.calls.takePeak(key), new ReportSchedule(this.o, this.fleet));
     // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
     this.sweeper = this.o.stall === false ? null : setInterval(() => this.sweepStalls(), 250);
     this.sweeper?.unref();

@@ -15,8 +15,25 @@ export interface GuardOptions {
   /** The entity's self-probe for a key, used when this guard creates it. */
   probe?: ProbeSpec | ((key: string) => ProbeSpec | undefined);
   entityOptions?: EntityOptions;
-  /** Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. */
+  /**
+   * Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. In a large fleet each
+   * worker reports less often, so the fleet sends a key's entity about targetSignalsPerSecond reports a second.
+   */
   reportIntervalMs?: number;
+  /**
+   * The reports a second one key's entity should get from the whole fleet: each worker reports every
+   * max(reportIntervalMs, reporters / this) (report-spacing.ts; reporters as the entity publishes them, rounded
+   * up to a power of two). Default 8; 0: every worker reports every reportIntervalMs.
+   */
+  targetSignalsPerSecond?: number;
+  /** The longest a worker's reports are spaced, whatever the fleet's size. Default 60,000 ms. */
+  maxReportIntervalMs?: number;
+  /**
+   * This process's reads of entity views (DescribeWorkflowExecution) a second, across all its keys: a key's
+   * view is kept max(cacheTtlMs, keys in use / this) (read-budget.ts). Reads after this process's own failures
+   * are not held back. Default 1; 0: each key is read every cacheTtlMs.
+   */
+  maxReadsPerSecond?: number;
   /**
    * A cached view is used for this long. Default 500 ms: an operator's force-open reaches every process's
    * decisions within about that (bench:force-open), at two describe calls a second per process and key.
@@ -104,6 +121,9 @@ export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {
     reportIntervalMs: 1_000,
+    targetSignalsPerSecond: 8,
+    maxReportIntervalMs: 60_000,
+    maxReadsPerSecond: 1,
     cacheTtlMs: 500,
     failureFlushMs: 50,
     rpcTimeoutMs: 2_000,

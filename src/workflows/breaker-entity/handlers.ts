@@ -13,6 +13,7 @@ import {
   type AdminAction,
 } from '../../messages/breaker';
 import { adminCommand } from './admin';
+import { splitReport } from './report-span';
 import type { EntityState } from './state';
 
 /**
@@ -20,6 +21,9 @@ import type { EntityState } from './state';
  * see the 'rate-limit' patch; `pacing`: the 'rate-limited-pacing' patch (a 429's Retry-After pauses the fleet).
  */
 export function registerHandlers(entity: EntityState, rateLimits: boolean, pacing = false): void {
+  // The 'report-spacing' patch (entity.spacing): a report's older outcomes spread over their span, and each
+  // reporter counted for as long as it says it reports.
+  const spacing = entity.spacing;
   const { key } = entity;
   // A handler must never throw: a failed workflow task would stall the breaker for the whole fleet. The handler's
   // arguments are typed by the signal's definition (setHandler alone would infer any[]).
@@ -38,14 +42,15 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
       entity.counters.lateReports = (entity.counters.lateReports ?? 0) + 1;
     }
     entity.lastReportAt = Date.now();
-    if (r.reporter) entity.heardFrom(r.reporter);
+    const everyMs = spacing ? r.everyMs : undefined;
+    if (r.reporter) entity.heardFrom(r.reporter, everyMs);
     if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
     // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
-    const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight) : undefined;
+    const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight, everyMs) : undefined;
+    const parts = spacing ? splitReport(r) : { counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}) };
     entity.apply({
       type: 'report',
-      counts: r.counts ?? {},
-      ...(r.latency ? { latency: r.latency } : {}),
+      ...parts,
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),

@@ -14,10 +14,14 @@ export class Roster {
     this.seen = new Map(carried ?? []);
   }
 
-  /** A report from `id` at `now` (an event: forgets the stale ids too). */
-  heard(id: string, now: number): void {
+  /**
+   * A report from `id` at `now` (an event: forgets the stale ids too). `lingerMs`: a reporter that reports
+   * rarely stays counted that much longer than the TTL, kept as a later time heard (so the carried form, pairs
+   * of id and time, holds it with no new field).
+   */
+  heard(id: string, now: number, lingerMs = 0): void {
     this.prune(now);
-    this.seen.set(id, now);
+    this.seen.set(id, now + lingerMs);
   }
 
   /** Workers heard from within the TTL; changes nothing. */

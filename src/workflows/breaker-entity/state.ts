@@ -25,6 +25,16 @@ import { Roster } from './roster';
 const DECISIONS_KEPT = 256;
 /** A worker that has not reported for this long no longer shares the endpoint's rate (guards report every second). */
 const REPORTER_TTL_MS = 5_000;
+/** The longest a rarely reporting worker stays counted past REPORTER_TTL_MS (guards report at least every minute). */
+const MAX_LINGER_MS = 125_000;
+
+/** `n` rounded up to a power of two (0 stays 0): a count that moves only when the fleet doubles or halves. */
+export function coarseCount(n: number): number {
+  if (n <= 0) return 0;
+  let c = 1;
+  while (c < n) c *= 2;
+  return c;
+}
 
 /**
  * An operator's action, recorded on the transitions it made (not on time-driven ones, such as a timed
@@ -53,6 +63,11 @@ export class EntityState {
   searchAttributesOn: boolean | null;
   /** The latest moment anything happened around probes: the self-probe waits selfProbeDelayMs past it. */
   lastProbeActivityAt: number;
+  /**
+   * Guards space their reports by the fleet's size (the 'report-spacing' patch): the view publishes the count,
+   * reporters stay counted for their own interval, and a report's older outcomes are spread over their span.
+   */
+  spacing = false;
   /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
   wake = false;
   /**
@@ -130,17 +145,17 @@ export class EntityState {
     return out;
   }
 
-  /** A worker reported: it shares the endpoint's rate for a while. */
-  heardFrom(reporter: string): void {
-    this.reporters.heard(reporter, Date.now());
+  /** A worker reported: it shares the endpoint's rate for a while (longer if it says it reports rarely). */
+  heardFrom(reporter: string, everyMs?: number): void {
+    this.reporters.heard(reporter, Date.now(), this.lingerMs(everyMs));
   }
 
   /**
    * A reporter said how many calls it had in flight: the fleet's concurrency now, the sum over the reporters
-   * heard from within REPORTER_TTL_MS.
+   * heard from within REPORTER_TTL_MS (and their linger).
    */
-  concurrency(reporter: string, inFlight: number): number {
-    this.inFlight.set(reporter, { at: Date.now(), n: Math.max(0, inFlight) });
+  concurrency(reporter: string, inFlight: number, everyMs?: number): number {
+    this.inFlight.set(reporter, { at: Date.now() + this.lingerMs(everyMs), n: Math.max(0, inFlight) });
     let sum = 0;
     for (const [id, r] of this.inFlight) {
       if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
@@ -150,7 +165,18 @@ export class EntityState {
   }
 
   view(): BreakerView {
-    return breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
+    const view = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
+    return this.spacing ? { ...view, reporters: coarseCount(this.activeReporters()) } : view;
+  }
+
+  /**
+   * How much longer than REPORTER_TTL_MS a reporter that sends a report every `everyMs` stays counted: two of
+   * its intervals and a second (its jitter and a slow signal), at most MAX_LINGER_MS. None before the
+   * 'report-spacing' patch, or when the report does not say.
+   */
+  private lingerMs(everyMs: number | undefined): number {
+    if (!this.spacing || typeof everyMs !== 'number' || !Number.isFinite(everyMs) || everyMs <= 0) return 0;
+    return Math.min(MAX_LINGER_MS, Math.max(0, 2 * everyMs + 1_000 - REPORTER_TTL_MS));
   }
 
   publishView(): void {
