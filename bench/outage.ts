@@ -13,6 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { now } from './outage/clock';
 import { makeModeContext, type ModeContext } from './outage/fleet';
 import { entityTaskLine } from './outage/entity-tasks';
+import { loadLine, runLoadScenario } from './outage/load';
 import { computeFigures, type ModeFigures } from './outage/metrics';
 import { peakDump } from './outage/peak-dump';
 import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } from './outage/per-process';
@@ -46,6 +47,7 @@ function modeList(value: string): ModeName[] {
 }
 
 interface CliOptions {
+  scenario: 'outage' | 'load';
   workers: number;
   healthy: number;
   outage: number;
@@ -70,6 +72,7 @@ interface CliOptions {
 
 const program = new Command('bench:outage')
   .description('outage benchmark: shared (tilebreaker) vs per-process (cockatiel) vs retry-only breakers, one local tile server')
+  .addOption(new Option('--scenario <name>', 'outage: the three modes through one outage; load: what the breaker costs Temporal (bench/outage/load.ts)').choices(['outage', 'load']).default('outage'))
   .option('--workers <n>', 'simulated workers per mode', num(1, true), 60)
   .option('--healthy <s>', 'healthy warm-up before the outage, seconds', num(0.5), 5)
   .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
@@ -112,6 +115,14 @@ async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
 
   const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
+  if (o.scenario === 'load') {
+    // 60 s healthy, then 20 s of 503s, unless the flags say otherwise.
+    const given = (name: string) => program.getOptionValueSource(name) !== 'default';
+    const healthyMs = given('healthy') ? scenario.healthyMs : 60_000;
+    const outageMs = given('outage') ? scenario.outageMs : 20_000;
+    for (const f of await runLoadScenario({ workers: o.workers, healthyMs, outageMs, tileLatencyMs: scenario.tileLatencyMs, base: scenario, log })) console.log(loadLine(f));
+    return;
+  }
   log(
     `scenario: ${scenario.workers} workers, ${scenario.healthyMs / 1000} s healthy, ${scenario.outageKind} outage ${scenario.outageMs / 1000} s, ` +
       `${scenario.recoveryMs / 1000} s recovered, cooldown ${scenario.breaker.cooldownMs} ms, tile ${scenario.tileLatencyMs} ms; modes ${o.modes.join(', ')}`,

@@ -44,3 +44,11 @@ export class Roster {
     return [...this.seen];
   }
 }
+
+/** `n` rounded up to a power of two (0 stays 0): a count that moves only when the fleet doubles or halves. */
+export function coarseCount(n: number): number {
+  if (n <= 0) return 0;
+  let c = 1;
+  while (c < n) c *= 2;
+  return c;
+}

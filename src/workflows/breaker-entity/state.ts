@@ -19,7 +19,7 @@ import { carry, restore } from './carry';
 import { initialPolicy } from './config';
 import { EntityMetrics } from './metrics';
 import { Publication } from './publication';
-import { Roster } from './roster';
+import { coarseCount, Roster } from './roster';
 
 /** Probe decisions kept for requesters that have not read theirs yet. */
 const DECISIONS_KEPT = 256;
@@ -27,14 +27,6 @@ const DECISIONS_KEPT = 256;
 const REPORTER_TTL_MS = 5_000;
 /** The longest a rarely reporting worker stays counted past REPORTER_TTL_MS (guards report at least every minute). */
 const MAX_LINGER_MS = 125_000;
-
-/** `n` rounded up to a power of two (0 stays 0): a count that moves only when the fleet doubles or halves. */
-export function coarseCount(n: number): number {
-  if (n <= 0) return 0;
-  let c = 1;
-  while (c < n) c *= 2;
-  return c;
-}
 
 /**
  * An operator's action, recorded on the transitions it made (not on time-driven ones, such as a timed
