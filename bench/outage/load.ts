@@ -21,12 +21,13 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
-import { transitionsQuery } from '../../src/messages/breaker';
+import { transitionsQuery, type OutcomeReport } from '../../src/messages/breaker';
 import { connectionConfigFromEnv } from '../../src/client/connection-config';
 import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
 import { connectClient } from '../../src/client/temporal';
 import { connectWorker, createWorker } from '../../src/client/worker';
 import { now, sleep } from './clock';
+import { entityTaskFigures, entityTaskLine } from './entity-tasks';
 import { makeModeContext, refusalWaitMs, tileUrl } from './fleet';
 import { ModeRecorder } from './recorder';
 import { withRetry } from './retry';
@@ -70,16 +71,25 @@ export function loadLine(f: LoadFigures): string {
 /** Every guard call to Temporal, by kind, with the time it was made. */
 class CallCounter {
   readonly signals: number[] = [];
+  /** Report signals carrying failures (or stalled calls), which go at once, not at the spacing. */
+  readonly failureSignals: number[] = [];
   readonly describes: number[] = [];
   readonly queries: number[] = [];
 
   interceptor(): WorkflowClientInterceptor {
     return {
-      signal: (input, next) => (this.signals.push(now()), next(input)),
-      signalWithStart: (input, next) => (this.signals.push(now()), next(input)),
+      signal: (input, next) => (this.signal(input.args[0]), next(input)),
+      signalWithStart: (input, next) => (this.signal(input.signalArgs[0]), next(input)),
       describe: (input, next) => (this.describes.push(now()), next(input)),
       query: (input, next) => (this.queries.push(now()), next(input)),
     };
+  }
+
+  private signal(arg: unknown): void {
+    const at = now();
+    this.signals.push(at);
+    const r = arg as Partial<OutcomeReport> | undefined;
+    if ((r?.counts?.transient ?? 0) + (r?.counts?.['service-exception'] ?? 0) > 0 || r?.stalled) this.failureSignals.push(at);
   }
 }
 
@@ -106,7 +116,7 @@ export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
     for (const workers of o.workers > 60 ? [60, o.workers] : [o.workers]) {
       const counter = new CallCounter();
       const client = new Client({ connection, namespace, interceptors: { workflow: [counter.interceptor()] } });
-      results.push(await runOnce({ ...o, workers }, client, taskQueue, counter));
+      results.push(await runOnce({ ...o, workers }, client, plain, taskQueue, counter));
     }
   } finally {
     worker.shutdown();
@@ -119,11 +129,12 @@ export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
   return results;
 }
 
-async function runOnce(o: LoadOptions, client: Client, taskQueue: string, counter: CallCounter): Promise<LoadFigures> {
+/** `client` counts the guards' calls; `plain` reads the entity's record afterwards, uncounted. */
+async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue: string, counter: CallCounter): Promise<LoadFigures> {
   const scenario: Scenario = { ...o.base, workers: o.workers, healthyMs: o.healthyMs, outageMs: o.outageMs, recoveryMs: 1_000, outageKind: '503', retryAfterSec: null };
   const server = await OutageServerProcess.spawn(o.tileLatencyMs);
   const recorder = new ModeRecorder('shared');
-  const ctx = makeModeContext('shared', scenario, server, recorder, o.log);
+  const ctx = makeModeContext('shared', scenario, server, recorder, (m) => o.log(m));
   const key = breakerKey(ctx.baseUrl);
   const config = sharedPolicyConfig(scenario);
   o.log(`load: ${o.workers} workers on ${key}, ${o.healthyMs / 1000} s healthy then ${o.outageMs / 1000} s of 503s`);
@@ -169,12 +180,15 @@ async function runOnce(o: LoadOptions, client: Client, taskQueue: string, counte
     // Where the time to detect went: the entity's trip, then each worker's first refusal after it.
     let openedAfterMs = Number.NaN;
     try {
-      const transitions = await client.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery);
+      const transitions = await plain.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery);
       const opened = transitions.filter((t) => t.to === 'open' && t.at >= outageAt).sort((a, b) => a.at - b.at)[0];
       if (opened) openedAfterMs = opened.at - outageAt;
     } catch (err) {
       recorder.error(`transitions query: ${err instanceof Error ? err.message : String(err)}`);
     }
+    // A starved machine shows first in the entity's workflow tasks (the figures are meaningless when they are slow).
+    const tasks = await entityTaskFigures(plain, breakerWorkflowId(key)).catch(() => null);
+    o.log(`load: ${o.workers} workers: ${tasks ? entityTaskLine(tasks).trim() : 'entity workflow tasks: n/a'}`);
     const refusedAfter = [...firstRefusal.values()].map((t) => t - outageAt).sort((a, b) => a - b);
     const pct = (q: number) => (refusedAfter.length ? refusedAfter[Math.min(refusedAfter.length - 1, Math.floor(q * refusedAfter.length))]!.toFixed(0) : 'n/a');
     const f: LoadFigures = {
@@ -194,7 +208,7 @@ async function runOnce(o: LoadOptions, client: Client, taskQueue: string, counte
     };
     o.log(
       `load: ${o.workers} workers: ${requests} requests, ${signals} signals, ${describes} describes, ${queries} queries; ` +
-        `signals/s in the second half of the healthy phase ${f.steadySignalsPerS.toFixed(2)}; describes/worker/s while healthy ${f.healthyDescribesPerWorkerS.toFixed(3)}; ` +
+        `signals/s in the second half of the healthy phase ${f.steadySignalsPerS.toFixed(2)} (of which carrying failures or stalls ${(between(counter.failureSignals, steadyFrom, outageAt) / ((outageAt - steadyFrom) / 1000)).toFixed(2)}); describes/worker/s while healthy ${f.healthyDescribesPerWorkerS.toFixed(3)}; ` +
         `entity opened ${openedAfterMs.toFixed(0)} ms into the outage, workers first refused at p50 ${pct(0.5)} / p90 ${pct(0.9)} / max ${pct(1)} ms; ` +
         `${neverRefused} workers never refused; ${recorder.errors} errors${recorder.notes.length ? ` (first: ${recorder.notes[0]})` : ''}; load average ${f.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
     );

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { BreakerView } from '../../src/breaker';
 import type { EntityLink } from '../../src/activities/guard/entity-link';
 import type { GuardStats } from '../../src/activities/guard/types';
 import { ACTIVE_FOR_MS, ReadBudget } from '../../src/activities/guard/read-budget';
@@ -32,7 +31,7 @@ function cacheWith(budget: ReadBudget) {
         describes++;
         return Promise.resolve({
           status: { name: 'RUNNING' },
-          memo: { view: CLOSED_VIEW as BreakerView },
+          memo: { view: CLOSED_VIEW },
           historyLength: 50,
           startTime: new Date(),
           raw: { workflowExecutionInfo: { firstRunId: 'r' } },

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ReportBuffer } from '../../src/activities/guard/report-buffer';
 import { fastFigures, figures, parsePolicyConfig, record, recordSpread, step, initialState, stateName, type RollingWindow } from '../../src/breaker';
 
 // A worker of a large fleet reports its successes every 30 s or so: the report's older part is spread over the
@@ -49,4 +50,39 @@ test("a report's earlier part goes through the policy: a spread summary with fre
   assert.equal(stateName(spread.state), 'open');
   const piled = step(s0, { type: 'report', counts: { transient: 30, success: 2_410 } }, T2001, 0.5);
   assert.equal(stateName(piled.state), 'closed');
+});
+
+test('a fleet whose workers report successes every 8 s still trips within moments of an outage (simulated clock)', () => {
+  // 60 workers, 2 calls a second each, reporting every 8 s (jittered) while healthy; at the outage every call
+  // fails and a worker whose recent outcomes turn bad reports 50 ms later, as report-sender.ts does.
+  const cfg = parsePolicyConfig({ windowMs: 30_000, minSamples: 20, failureRatio: 0.5 });
+  let state = initialState(cfg);
+  let seed = 7;
+  const rand = () => (seed = (seed * 16_807) % 2_147_483_647) / 2_147_483_647;
+  const workers = Array.from({ length: 60 }, (_, i) => ({ buffer: new ReportBuffer(1_000), dueAt: T2001 + rand() * 8_000, alarmAt: 0, next: T2001 + i * 17 }));
+  const outageAt = T2001 + 60_000;
+  let openedAt: number | null = null;
+  for (let t = T2001; t < outageAt + 10_000 && openedAt === null; t += 10) {
+    for (const w of workers) {
+      if (t >= w.next) {
+        const failing = t >= outageAt;
+        w.buffer.add(failing ? 'service-exception' : 'success', failing ? 5 : 150, undefined, t);
+        w.next = t + 500;
+        if (failing && !w.alarmAt && w.buffer.recentlyFailing(t)) w.alarmAt = t + 50;
+      }
+      const due = (w.alarmAt && t >= w.alarmAt) || t >= w.dueAt;
+      if (due && !w.buffer.empty) {
+        const r = w.buffer.take('w', t);
+        const { earlier } = r;
+        const recent = Object.fromEntries(Object.entries(r.counts).map(([k, n]) => [k, n - ((earlier?.counts as Record<string, number> | undefined)?.[k] ?? 0)]));
+        state = step(state, { type: 'report', counts: recent, ...(earlier ? { earlier } : {}) }, t, 0.5).state;
+        if (stateName(state) === 'open' && openedAt === null) openedAt = t;
+        if (!w.alarmAt) w.dueAt = t + 8_000 * (0.8 + 0.4 * rand());
+        w.alarmAt = 0;
+      }
+    }
+  }
+  assert.notEqual(openedAt, null, 'never opened');
+  assert.ok(openedAt! >= outageAt, 'opened while healthy');
+  assert.ok(openedAt! - outageAt <= 2_000, `opened ${openedAt! - outageAt} ms into the outage`);
 });

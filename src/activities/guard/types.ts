@@ -35,8 +35,9 @@ export interface GuardOptions {
    */
   maxReadsPerSecond?: number;
   /**
-   * A cached view is used for this long. Default 500 ms: an operator's force-open reaches every process's
-   * decisions within about that (bench:force-open), at two describe calls a second per process and key.
+   * A cached view is used for at least this long (longer when maxReadsPerSecond is shared among several keys).
+   * Default 500 ms; with the default read budget a process using one key reads it once a second, so an
+   * operator's force-open reaches every process's decisions within about a second (bench:force-open).
    */
   cacheTtlMs?: number;
   /**
