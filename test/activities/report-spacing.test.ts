@@ -45,8 +45,13 @@ test('a key is due when never reported, then again one jittered interval after i
   assert.equal(s.isDue('k', T2001), true);
   assert.equal(s.everyMs('k'), 8_000);
   s.reported('k', T2001);
-  assert.equal(s.isDue('k', T2001 + 7_999), false);
-  assert.equal(s.isDue('k', T2001 + 8_000), true);
+  // Asked once a second: due within half a second of its time.
+  assert.equal(s.isDue('k', T2001 + 7_499), false);
+  assert.equal(s.isDue('k', T2001 + 7_500), true);
+  // At the plain interval every tick sends, however late in its tick the last report went.
+  const plain = new ReportSchedule(o, new FleetSizes(), () => 0.999);
+  plain.reported('k', T2001 + 30);
+  assert.equal(plain.isDue('k', T2001 + 1_000), true);
 });
 
 test('a fleet that shrank is not waited out: the next report goes by the new, shorter interval', () => {
@@ -61,8 +66,8 @@ test('a fleet that shrank is not waited out: the next report goes by the new, sh
   const t = new ReportSchedule(o, g, () => 0.5);
   t.reported('k', T2001);
   g.saw('k', { ...CLOSED_VIEW, reporters: 16 }, T2001 + FLEET_MEMORY_MS + 1); // 2 s now
-  assert.equal(t.isDue('k', T2001 + 2 * (1 + JITTER) * 1_000 - 1), false);
-  assert.equal(t.isDue('k', T2001 + 2 * (1 + JITTER) * 1_000), true);
+  assert.equal(t.isDue('k', T2001 + 2 * (1 + JITTER) * 1_000 - 501), false);
+  assert.equal(t.isDue('k', T2001 + 2 * (1 + JITTER) * 1_000 - 500), true);
 });
 
 test('a process stays counted by the entity for two of its intervals, with a margin before that', () => {

@@ -87,7 +87,9 @@ export class ReportBuffer {
     const report: OutcomeReport = { reporter, counts };
     if (this.latency.some((n) => n > 0)) report.latency = this.latency;
     this.sealIfOld(now);
-    if (this.sealed) {
+    // Only a buffer held for two recent spans or more has an earlier part worth spreading: a worker reporting at
+    // the plain interval sends everything as recent, as before spacing.
+    if (this.sealed && now - this.sealed.from >= 2 * this.recentMs) {
       const { counts: c, latency, from, to } = this.sealed;
       const earlier = Object.fromEntries(Object.entries(c).filter(([, n]) => n > 0)) as Partial<OutcomeCounts>;
       report.earlier = { counts: earlier, fromAgoMs: Math.max(0, now - from), toAgoMs: Math.max(0, now - to) };

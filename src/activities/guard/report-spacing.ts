@@ -85,16 +85,20 @@ export class ReportSchedule {
     return reportEveryMs(this.fleet.count(key), this.o);
   }
 
-  /** Whether `key`'s report is due at `now` (a key never reported is due). */
+  /**
+   * Whether `key`'s report is due at `now` (a key never reported is due). The sender asks once a
+   * reportIntervalMs, so a report due within half of that is due now: at the plain interval every tick sends.
+   */
   isDue(key: string, now: number): boolean {
     const d = this.due.get(key);
     if (!d) return true;
     // The fleet may have shrunk since: never wait longer than the longest jittered interval it has now.
-    return now >= Math.min(d.at, d.sentAt + jittered(this.everyMs(key), 1));
+    return now + this.o.reportIntervalMs / 2 >= Math.min(d.at, d.sentAt + jittered(this.everyMs(key), 1));
   }
 
-  /** `key` reported at `now`: schedules the next one. */
+  /** `key` reported at `now`: schedules the next one (jittered only when spaced past the plain interval). */
   reported(key: string, now: number): void {
-    this.due.set(key, { at: now + jittered(this.everyMs(key), this.rand()), sentAt: now });
+    const every = this.everyMs(key);
+    this.due.set(key, { at: now + (every > this.o.reportIntervalMs ? jittered(every, this.rand()) : every), sentAt: now });
   }
 }

@@ -31,7 +31,8 @@ export interface GuardOptions {
   /**
    * This process's reads of entity views (DescribeWorkflowExecution) a second, across all its keys: a key's
    * view is kept max(cacheTtlMs, keys in use / this) (read-budget.ts). Reads after this process's own failures
-   * are not held back. Default 1; 0: each key is read every cacheTtlMs.
+   * are not held back. Default 1, or 1,000 / cacheTtlMs when cacheTtlMs is given (a process with one key then
+   * reads it every cacheTtlMs, as asked); 0: each key is read every cacheTtlMs.
    */
   maxReadsPerSecond?: number;
   /**
@@ -124,7 +125,7 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     reportIntervalMs: 1_000,
     targetSignalsPerSecond: 8,
     maxReportIntervalMs: 60_000,
-    maxReadsPerSecond: 1,
+    maxReadsPerSecond: options.cacheTtlMs !== undefined && options.cacheTtlMs > 0 ? 1_000 / options.cacheTtlMs : 1,
     cacheTtlMs: 500,
     failureFlushMs: 50,
     rpcTimeoutMs: 2_000,

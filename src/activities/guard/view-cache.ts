@@ -48,7 +48,9 @@ export class ViewCache {
     if (now < cv.unreachableUntil) return undefined;
     // While this process reports failures, its view is kept fresher (a quarter of the TTL), so it learns of
     // the trip its failures may have caused within moments, not at the next full refresh.
-    const kept = this.budget ? this.budget.ttlMs(key, now, this.cacheTtlMs) : this.cacheTtlMs;
+    // A rate-limited key is read every cacheTtlMs whatever the budget: its rate's share follows the sharers'
+    // count in the view, and a stale count lets the fleet exceed the limit while workers join.
+    const kept = this.budget && cv.view?.rateLimit === undefined ? this.budget.ttlMs(key, now, this.cacheTtlMs) : this.cacheTtlMs;
     const ttl = this.fresher(key) ? kept / 4 : kept;
     if (cv.fetchedAt && now - cv.fetchedAt < ttl) return cv.view;
     if (!cv.inflight) {
