@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     const given = (name: string) => program.getOptionValueSource(name) !== 'default';
     const healthyMs = given('healthy') ? scenario.healthyMs : 60_000;
     const outageMs = given('outage') ? scenario.outageMs : 20_000;
-    for (const f of await runLoadScenario({ workers: o.workers, healthyMs, outageMs, tileLatencyMs: scenario.tileLatencyMs, base: scenario, log })) console.log(loadLine(f));
+    await runLoadScenario({ workers: o.workers, healthyMs, outageMs, tileLatencyMs: scenario.tileLatencyMs, base: scenario, log, onResult: (f) => console.log(loadLine(f)) });
     return;
   }
   log(

@@ -43,6 +43,8 @@ export interface LoadOptions {
   /** The scenario's breaker and retry settings (the bench's flags). */
   base: Scenario;
   log(message: string): void;
+  /** Each run's figures as soon as it ends. */
+  onResult?(f: LoadFigures): void;
 }
 
 export interface LoadFigures {
@@ -116,7 +118,10 @@ export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
     for (const workers of o.workers > 60 ? [60, o.workers] : [o.workers]) {
       const counter = new CallCounter();
       const client = new Client({ connection, namespace, interceptors: { workflow: [counter.interceptor()] } });
-      results.push(await runOnce({ ...o, workers }, client, plain, taskQueue, counter));
+      const f = await runOnce({ ...o, workers }, client, plain, taskQueue, counter);
+      results.push(f);
+      // At once: a crash in the larger run must not lose the smaller one's line.
+      o.onResult?.(f);
     }
   } finally {
     worker.shutdown();
