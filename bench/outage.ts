@@ -13,6 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { now } from './outage/clock';
 import { makeModeContext, type ModeContext } from './outage/fleet';
 import { entityTaskLine } from './outage/entity-tasks';
+import { loadLine, runLoadScenario } from './outage/load';
 import { computeFigures, type ModeFigures } from './outage/metrics';
 import { peakDump } from './outage/peak-dump';
 import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } from './outage/per-process';
@@ -47,6 +48,7 @@ function modeList(value: string): ModeName[] {
 }
 
 interface CliOptions {
+  scenario: 'outage' | 'load' | 'poisoned';
   workers: number;
   healthy: number;
   outage: number;
@@ -67,11 +69,18 @@ interface CliOptions {
   json?: string;
   debug?: boolean;
   dumpRaw?: string;
-  scenario?: string;
 }
 
 const program = new Command('bench:outage')
   .description('outage benchmark: shared (tilebreaker) vs per-process (cockatiel) vs retry-only breakers, one local tile server')
+  .addOption(
+    new Option(
+      '--scenario <name>',
+      'outage: the three modes through one outage; load: what the breaker costs Temporal (bench/outage/load.ts); poisoned: one worker failing every call locally (bench/outage/poisoned.ts)',
+    )
+      .choices(['outage', 'load', 'poisoned'])
+      .default('outage'),
+  )
   .option('--workers <n>', 'simulated workers per mode', num(1, true), 60)
   .option('--healthy <s>', 'healthy warm-up before the outage, seconds', num(0.5), 5)
   .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
@@ -91,8 +100,7 @@ const program = new Command('bench:outage')
   .option('--modes <list>', `modes to run, in order (${MODES.join(',')})`, modeList, [...MODES])
   .option('--json <file>', 'also write every figure as JSON to this file')
   .option('--debug', "shared: print the intervals overlapping at each half-open peak, with the entity's transitions around it")
-  .option('--dump-raw <file>', 'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file')
-  .option('--scenario <name>', 'another scenario instead of the outage: poisoned (one worker failing every call locally, bench/outage/poisoned.ts)');
+  .option('--dump-raw <file>', 'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file');
 
 async function main(): Promise<void> {
   program.parse();
@@ -102,7 +110,6 @@ async function main(): Promise<void> {
     const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
     return runPoisonedScenario({ workers: o.workers, durationMs: 20_000, tileLatencyMs: o.tileLatency, badWorker: Math.floor(o.workers / 3) }, log);
   }
-  if (o.scenario !== undefined) throw new InvalidArgumentError(`unknown --scenario ${JSON.stringify(o.scenario)} (scenarios: poisoned)`);
   if (o.failureRatio >= 1) throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
   const scenario: Scenario = {
     workers: o.workers,
@@ -121,6 +128,14 @@ async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
 
   const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
+  if (o.scenario === 'load') {
+    // 60 s healthy, then 20 s of 503s, unless the flags say otherwise.
+    const given = (name: string) => program.getOptionValueSource(name) !== 'default';
+    const healthyMs = given('healthy') ? scenario.healthyMs : 60_000;
+    const outageMs = given('outage') ? scenario.outageMs : 20_000;
+    await runLoadScenario({ workers: o.workers, healthyMs, outageMs, tileLatencyMs: scenario.tileLatencyMs, base: scenario, log, onResult: (f) => console.log(loadLine(f)) });
+    return;
+  }
   log(
     `scenario: ${scenario.workers} workers, ${scenario.healthyMs / 1000} s healthy, ${scenario.outageKind} outage ${scenario.outageMs / 1000} s, ` +
       `${scenario.recoveryMs / 1000} s recovered, cooldown ${scenario.breaker.cooldownMs} ms, tile ${scenario.tileLatencyMs} ms; modes ${o.modes.join(', ')}`,

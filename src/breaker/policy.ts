@@ -6,11 +6,11 @@
 import { ConfigError } from './config-error';
 import { latencyBudgetMs, parsePolicyConfig, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
-import { isFailure } from './outcome';
+import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
 import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
-import { fastFigures, figures, prune, record, type WindowFigures } from './window';
+import { fastFigures, figures, prune, record, recordSpread, type WindowFigures } from './window';
 
 export function initialState(config: PolicyConfig): PolicyState {
   return {
@@ -211,8 +211,11 @@ export function advance(state: PolicyState, now: number): StepResult {
 function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, rand: number): void {
   const s = out.state;
   const now = out.now;
-  const window = record(s.window, now, event.counts, event.latency, s.config, event.reporter);
-  const failed = (event.counts.transient ?? 0) + (event.counts['service-exception'] ?? 0);
+  const { earlier } = event;
+  let window = record(s.window, now, event.counts, event.latency, s.config, event.reporter);
+  if (earlier) window = recordSpread(window, now, earlier.counts, earlier.latency, earlier.fromAgoMs, earlier.toAgoMs, s.config);
+  const failedOf = (c: Partial<OutcomeCounts>) => (c.transient ?? 0) + (c['service-exception'] ?? 0);
+  const failed = failedOf(event.counts) + (earlier ? failedOf(earlier.counts) : 0);
   const hint = event.retryAfterMs && failed > 0 ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs) : s.retryAfterHintUntil;
   out.patch({ window, retryAfterHintUntil: hint });
   pace(out, event);
@@ -233,7 +236,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
     // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
     if (failed > 0) open(out, 'probe-failed', `shadow probe: ${failed} failures reported`, rand);
-    else if ((event.counts.success ?? 0) > 0) probeSucceeded(out, 'shadow probe: report with successes only');
+    else if ((event.counts.success ?? 0) + (earlier?.counts.success ?? 0) > 0) probeSucceeded(out, 'shadow probe: report with successes only');
   }
 }
 

@@ -122,6 +122,12 @@ export type PolicyEvent =
       concurrency?: number;
       /** Who sent it (the guard's reporter id): with a quorum, the ratio rules count failing reporters. */
       reporter?: string;
+      /**
+       * Outcomes of the same report that happened earlier, over [now - fromAgoMs, now - toAgoMs] (a worker that
+       * reports rarely sends its older successes in one summary): spread over the buckets of that span
+       * (window.ts recordSpread) instead of landing in the current one. Not part of `counts`.
+       */
+      earlier?: SpanCounts;
     }
   | { type: 'probe-request'; requestId: string; requester: string }
   | { type: 'probe-result'; generation: number; outcome: OutcomeKind; latencyMs?: number; retryAfterMs?: number }
@@ -135,6 +141,14 @@ export type PolicyEvent =
   | { type: 'enable'; reason?: string }
   /** Changes fields of the configuration; unnamed fields keep their values. */
   | { type: 'configure'; config: PolicyConfigInput };
+
+/** Outcomes over a past span of time, in ms before the event: see the report event's `earlier`. */
+export interface SpanCounts {
+  counts: Partial<OutcomeCounts>;
+  latency?: number[];
+  fromAgoMs: number;
+  toAgoMs: number;
+}
 
 /** The answer to a probe request. */
 export type ProbeDecision =
@@ -174,6 +188,11 @@ export interface BreakerView {
   /** Present with maxRequestsPerSecond: the fleet-wide rate, and the workers sharing it now. */
   rateLimit?: number;
   activeReporters?: number;
+  /**
+   * The workers reporting lately, coarse (1, 2, 4, 8 ... rounded up: it changes, and the memo with it, only when
+   * the fleet doubles or halves). Guards space their success reports by it. Absent from entities before it.
+   */
+  reporters?: number;
   /** Present after a 429 with Retry-After: no worker sends to the endpoint before this time (its own clock). */
   pacedUntil?: number;
   /**

@@ -66,6 +66,55 @@ export function record(window: RollingWindow, now: number, counts: Partial<Outco
   return pruned;
 }
 
+/**
+ * Adds outcomes that happened over the span [now - fromAgoMs, now - toAgoMs], spread evenly over the buckets
+ * of that span. A worker that reports every 30 s sends 30 s of successes at once: recorded at arrival they
+ * would pile into the current bucket (the fast window would read 30 s of traffic as its last second, and a
+ * failure ratio there would be diluted by it) and outlive the window by the span. The part of the span older
+ * than the window is dropped in proportion (it would have slid out by now). Counts stay integers: each slot
+ * gets its floor share, the remainder goes to the newest slots. Returns a new window (input untouched).
+ */
+export function recordSpread(
+  window: RollingWindow,
+  now: number,
+  counts: Partial<OutcomeCounts>,
+  latency: readonly number[] | undefined,
+  fromAgoMs: number,
+  toAgoMs: number,
+  config: PolicyConfig,
+): RollingWindow {
+  const to = Math.min(Math.max(0, toAgoMs), config.windowMs);
+  const from = Math.max(fromAgoMs, to);
+  const kept = Math.min(from, config.windowMs);
+  const share = from > to ? (kept - to) / (from - to) : 1;
+  const first = Math.floor((now - kept) / config.bucketMs) * config.bucketMs;
+  const last = Math.floor((now - to) / config.bucketMs) * config.bucketMs;
+  const slots = (last - first) / config.bucketMs + 1;
+  const byStart = new Map(prune(window, now, config).map((b) => [b.start, { ...b, counts: { ...b.counts }, latency: [...b.latency] }]));
+  const bucketAt = (start: number): WindowBucket => {
+    let b = byStart.get(start);
+    if (!b) byStart.set(start, (b = { start, counts: zeroCounts(), latency: emptyHistogram() }));
+    return b;
+  };
+  // Slot i of `slots` gets floor(c / slots), and one more when it is among the newest (c mod slots).
+  const spread = (c: number, add: (b: WindowBucket, n: number) => void) => {
+    const total = Math.round(c * share);
+    const each = Math.floor(total / slots);
+    const rest = total - each * slots;
+    for (let i = 0; i < slots; i++) {
+      const n = each + (i >= slots - rest ? 1 : 0);
+      if (n > 0) add(bucketAt(first + i * config.bucketMs), n);
+    }
+  };
+  for (const kind of OUTCOME_KINDS) spread(counts[kind] ?? 0, (b, n) => (b.counts[kind] += n));
+  latency?.forEach((c, j) => spread(c, (b, n) => (b.latency[j] = (b.latency[j] ?? 0) + n)));
+  return prune(
+    [...byStart.values()].sort((a, b) => a.start - b.start),
+    now,
+    config,
+  );
+}
+
 export function figures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures {
   return sum(prune(window, now, config));
 }

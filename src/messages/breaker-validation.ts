@@ -21,6 +21,10 @@ export const MAX_IN_FLIGHT = 100_000;
 export const MAX_LATENCY_MS = 3_600_000;
 /** A self-probe URL's length (a WMS GetMap URL is a few hundred characters). */
 export const MAX_PROBE_URL = 2_048;
+/** How far back a report's earlier outcomes may reach (guards report at least every minute). */
+export const MAX_SPAN_MS = 3_600_000;
+/** How seldom a reporter may say it reports (guards cap it at a minute). */
+export const MAX_REPORT_EVERY_MS = 600_000;
 /** Ids, reporter and requester names, a claimed actor. */
 const NAME_MAX = 256;
 /** An operator's reason. */
@@ -67,11 +71,16 @@ export const probeSpecSchema = z.object({
   contentTypePrefix: z.string().max(100).optional(),
 });
 
+const countsSchema = z.object(Object.fromEntries(OUTCOME_KINDS.map((k) => [k, count.optional()])) as Record<(typeof OUTCOME_KINDS)[number], z.ZodOptional<typeof count>>);
+const spanMs = z.number().min(0).max(MAX_SPAN_MS);
+
 export const reportSchema = z.object({
   reporter: name,
   generation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-  counts: z.object(Object.fromEntries(OUTCOME_KINDS.map((k) => [k, count.optional()])) as Record<(typeof OUTCOME_KINDS)[number], z.ZodOptional<typeof count>>),
+  counts: countsSchema,
   latency: z.array(count).max(LATENCY_BUCKETS).optional(),
+  earlier: z.object({ counts: countsSchema, latency: z.array(count).max(LATENCY_BUCKETS).optional(), fromAgoMs: spanMs, toAgoMs: spanMs }).optional(),
+  everyMs: z.number().int().min(0).max(MAX_REPORT_EVERY_MS).optional(),
   retryAfterMs: waitMs.optional(),
   rateLimitedForMs: waitMs.optional(),
   inFlight: z.number().int().min(0).max(MAX_IN_FLIGHT).optional(),
@@ -176,11 +185,15 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 function isPlainReport(r: unknown): boolean {
   if (!isObject(r) || typeof r['reporter'] !== 'string' || r['reporter'].length > NAME_MAX) return false;
   for (const k in r) if (!PLAIN_REPORT_FIELDS.has(k)) return false;
-  const counts = r['counts'];
-  if (!isObject(counts)) return false;
-  for (const k in counts) if (!OUTCOME_SET.has(k) || !(counts[k] === undefined || isCount(counts[k]))) return false;
-  const latency = r['latency'];
-  if (latency !== undefined && !(Array.isArray(latency) && latency.length <= LATENCY_BUCKETS && latency.every(isCount))) return false;
+  if (!isCounts(r['counts']) || !isLatency(r['latency'])) return false;
+  const earlier = r['earlier'];
+  if (earlier !== undefined) {
+    if (!isObject(earlier) || !isCounts(earlier['counts']) || !isLatency(earlier['latency'])) return false;
+    for (const k in earlier) if (!SPAN_FIELDS.has(k)) return false;
+    if (!isSpan(earlier['fromAgoMs']) || !isSpan(earlier['toAgoMs'])) return false;
+  }
+  const everyMs = r['everyMs'];
+  if (everyMs !== undefined && !(typeof everyMs === 'number' && Number.isInteger(everyMs) && everyMs >= 0 && everyMs <= MAX_REPORT_EVERY_MS)) return false;
   const generation = r['generation'];
   if (generation !== undefined && !(typeof generation === 'number' && Number.isSafeInteger(generation) && generation >= 0)) return false;
   const inFlight = r['inFlight'];
@@ -189,5 +202,14 @@ function isPlainReport(r: unknown): boolean {
   return isWait(r['retryAfterMs']) && isWait(r['rateLimitedForMs']);
 }
 
-const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled']);
+const isCounts = (counts: unknown): boolean => {
+  if (!isObject(counts)) return false;
+  for (const k in counts) if (!OUTCOME_SET.has(k) || !(counts[k] === undefined || isCount(counts[k]))) return false;
+  return true;
+};
+const isLatency = (latency: unknown): boolean => latency === undefined || (Array.isArray(latency) && latency.length <= LATENCY_BUCKETS && latency.every(isCount));
+const isSpan = (v: unknown): boolean => typeof v === 'number' && v >= 0 && v <= MAX_SPAN_MS;
+
+const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'earlier', 'everyMs', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled']);
+const SPAN_FIELDS = new Set(['counts', 'latency', 'fromAgoMs', 'toAgoMs']);
 const OUTCOME_SET = new Set<string>(OUTCOME_KINDS);

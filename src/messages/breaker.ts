@@ -15,6 +15,7 @@ import type {
   PolicyConfigInput,
   PolicyState,
   ProbeDecision,
+  SpanCounts,
   TransitionReason,
   TransitionRecord,
   WindowFigures,
@@ -162,6 +163,13 @@ export interface OutcomeReport {
    * sent once per worker process and key: an entity with no probe spec adopts it (docs/policy.md).
    */
   probe?: ProbeSpec;
+  /**
+   * The part of `counts` (and `latency`) that happened earlier, between fromAgoMs and toAgoMs before the report
+   * was sent: the entity spreads it over that span. An entity from before it records all of `counts` at arrival.
+   */
+  earlier?: SpanCounts;
+  /** How often this reporter sends its reports now (ms): the entity counts it as active for two of those. */
+  everyMs?: number;
 }
 
 export interface ProbeRequest {

@@ -50,6 +50,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       entity.refused('start', c.problem);
     }
   }
+  // Guards space their reports by the fleet's size: the view counts the reporters, each counted for as long as
+  // it says it reports, and a report's older outcomes are spread over their span (runs before it replay without).
+  entity.spacing = patched('report-spacing');
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits, pacing, checked);
 

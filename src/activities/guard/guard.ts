@@ -12,7 +12,9 @@ import { Pauses } from './pauses';
 import { ProbeRequests } from './probe-requests';
 import { ProbeSpread } from './probe-spread';
 import { Quarantine } from './quarantine';
+import { ReadBudget } from './read-budget';
 import { ReportSender } from './report-sender';
+import { FleetSizes, ReportSchedule } from './report-spacing';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
 import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
 import { WedgeWatch } from './wedge-watch';
@@ -60,6 +62,8 @@ export class BreakerGuard {
   private readonly wedgedNow = new Set<string>();
   /** This process's own quarantine per endpoint, when its calls fail far more than the fleet's (quarantine.ts). */
   readonly quarantine: Quarantine;
+  /** Each key's fleet as its entity publishes it: how far apart this process's reports go. */
+  private readonly fleet = new FleetSizes();
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -76,7 +80,11 @@ export class BreakerGuard {
       this.stats,
       this.o.cacheTtlMs,
       (key) => this.reports.alarm(key) !== null || this.calls.stalled(key),
-      (key, view) => this.stateGauge.shown(key, view),
+      (key, view) => {
+        this.fleet.saw(key, view, Date.now());
+        this.stateGauge.shown(key, view);
+      },
+      new ReadBudget(this.o.maxReadsPerSecond),
     );
     this.wedges = new WedgeWatch(this.o.wedgeGraceMs, {
       wedged: (key, evidence) => {
@@ -94,6 +102,7 @@ export class BreakerGuard {
       this.stats,
       (key) => this.calls.takePeak(key),
       (key) => this.probeFor(key),
+      new ReportSchedule(this.o, this.fleet),
     );
     // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
     this.sweeper = this.o.stall === false ? null : setInterval(() => this.sweepStalls(), 250);

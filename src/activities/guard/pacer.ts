@@ -23,9 +23,6 @@ const JOIN_SETTLE_MS = 300;
 const JOIN_READS = 8;
 const JOIN_READ_EVERY_MS = 100;
 
-/** Less than the entity's reporter TTL (5 s): past this, assume the entity no longer counts this process. */
-const REPORTED_RECENTLY_MS = 3_000;
-
 /**
  * Calls to a rate-limited endpoint: this process's share of the fleet-wide rate (the entity counts the
  * workers that report), its calls spaced at that share, and its place among the sharers kept while it uses
@@ -60,14 +57,14 @@ export class Pacer {
     kp.lastRateUseAt = Date.now();
     this.keepCounted(key, kp);
     if (kp.joining) await kp.joining;
-    if (Date.now() - this.reports.reportedAt(key) >= REPORTED_RECENTLY_MS) {
+    if (Date.now() - this.reports.reportedAt(key) >= this.reports.countedForMs(key)) {
       // Not among the rate's sharers yet: tell the entity, and read the count that includes this process,
       // so that workers starting together do not each take the whole rate.
       kp.joining ??= this.join(key, rateView.activeReporters ?? 0).finally(() => (kp.joining = null));
       await kp.joining;
       rateView = this.views.last(key) ?? rateView;
     }
-    const counted = Date.now() - this.reports.reportedAt(key) < REPORTED_RECENTLY_MS;
+    const counted = Date.now() - this.reports.reportedAt(key) < this.reports.countedForMs(key);
     kp.share = rateShare(rateView, 1, counted);
     return rateShare(rateView, allowance, counted);
   }
@@ -132,7 +129,8 @@ export class Pacer {
         kp.keepalive = null;
         return;
       }
-      if (Date.now() - this.reports.reportedAt(key) >= KEEPALIVE_EVERY_MS && this.reports.empty(key)) this.link.track(this.reports.sendEmpty(key));
+      // (A process that reports less often in a large fleet is counted for longer: report-spacing.ts.)
+      if (Date.now() - this.reports.reportedAt(key) >= Math.max(KEEPALIVE_EVERY_MS, this.reports.everyMs(key)) && this.reports.empty(key)) this.link.track(this.reports.sendEmpty(key));
     }, KEEPALIVE_EVERY_MS);
     kp.keepalive.unref();
   }

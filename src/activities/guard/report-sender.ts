@@ -2,6 +2,7 @@ import { breakerWorkflowId, isFailure } from '../../breaker';
 import { BREAKER_ENTITY_WORKFLOW, reportSignal, type BreakerEntityWorkflow, type OutcomeReport, type ProbeSpec } from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
 import { ReportBuffer } from './report-buffer';
+import { countedForMs, FleetSizes, ReportSchedule } from './report-spacing';
 import type { CallOutcome, GuardStats, ResolvedGuardOptions } from './types';
 import type { ViewCache } from './view-cache';
 
@@ -21,8 +22,9 @@ interface KeyReports {
 }
 
 /**
- * Outcomes reported to each key's entity: batched and sent once per report interval, except that failures
- * go after a short gathering delay when this process's recent outcomes turn bad. Sent by signal-with-start
+ * Outcomes reported to each key's entity: batched and sent once per report interval (longer in a large fleet:
+ * report-spacing.ts), except that failures go after a short gathering delay when this process's recent
+ * outcomes turn bad. Sent by signal-with-start
  * (the first report creates the entity), then by plain signal while the entity is known to run.
  */
 export class ReportSender {
@@ -40,8 +42,11 @@ export class ReportSender {
     private readonly inFlight: (key: string) => number,
     /** The self-probe this process gives a key's entity, if any. */
     private readonly probeFor: (key: string) => ProbeSpec | undefined = () => undefined,
+    /** When each key's report is due: every reportIntervalMs, or less often in a large fleet (report-spacing.ts). */
+    private readonly schedule: ReportSchedule = new ReportSchedule(o, new FleetSizes()),
   ) {
-    this.interval = setInterval(() => void this.flush(), this.o.reportIntervalMs);
+    // The timer ticks at the shortest interval; each key goes when its own spacing says it is due.
+    this.interval = setInterval(() => void this.flushDue(), this.o.reportIntervalMs);
     this.interval.unref();
   }
 
@@ -63,7 +68,7 @@ export class ReportSender {
     const failed = 'stalls' in outcome || isFailure(outcome.kind);
     // Detection must not wait for the batch interval. But a trickle of failures among successes (a partial
     // degradation below any threshold) stays batched, so it cannot become a signal per failure.
-    if (failed && !kr.alarm && !this.closed && kr.buffer.failures * 4 >= kr.buffer.outcomes) {
+    if (failed && !kr.alarm && !this.closed && kr.buffer.recentlyFailing()) {
       // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
       const gatherMs = Date.now() - kr.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
       kr.alarm = new Promise<void>((resolve) => {
@@ -106,6 +111,22 @@ export class ReportSender {
     await Promise.all([...this.keys].map(([key, kr]) => this.flushKey(key, kr)));
   }
 
+  /** Sends the buffered reports whose key is due (report-spacing.ts). */
+  async flushDue(): Promise<void> {
+    const now = Date.now();
+    await Promise.all([...this.keys].filter(([key]) => this.schedule.isDue(key, now)).map(([key, kr]) => this.flushKey(key, kr)));
+  }
+
+  /** How often this process reports `key` now (ms): the entity counts it among the key's reporters for two of those. */
+  everyMs(key: string): number {
+    return this.schedule.everyMs(key);
+  }
+
+  /** How long after a report this process can take it that the entity still counts it (ms). */
+  countedForMs(key: string): number {
+    return countedForMs(this.schedule.everyMs(key));
+  }
+
   /** Stops the interval and the gathering timers; pending alarms are dropped (the caller flushes). */
   stop(): void {
     this.closed = true;
@@ -118,7 +139,7 @@ export class ReportSender {
   private entry(key: string): KeyReports {
     let kr = this.keys.get(key);
     if (!kr) {
-      kr = { buffer: new ReportBuffer(), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false, probeSent: null };
+      kr = { buffer: new ReportBuffer(this.o.reportIntervalMs), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false, probeSent: null };
       this.keys.set(key, kr);
     }
     return kr;
@@ -133,6 +154,9 @@ export class ReportSender {
     const view = this.views.last(key);
     if (view) report.generation = view.generation;
     report.inFlight = this.inFlight(key);
+    report.everyMs = this.schedule.everyMs(key);
+    // Due again one (jittered) interval from now, whether this one lands or is dropped.
+    this.schedule.reported(key, Date.now());
     const probe = this.probeFor(key);
     // Once per spec: an entity already running without a self-probe (started before this process knew one)
     // adopts it; the entity ignores it when it has one.

@@ -23,11 +23,30 @@ export interface GuardOptions {
   /** Learn each key's self-probe from this process's own successful fetches when `probe` names none (default true). */
   learnProbes?: boolean;
   entityOptions?: EntityOptions;
-  /** Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. */
+  /**
+   * Outcomes are reported once per interval per key (failures at once). Default 1 000 ms. In a large fleet each
+   * worker reports less often, so the fleet sends a key's entity about targetSignalsPerSecond reports a second.
+   */
   reportIntervalMs?: number;
   /**
-   * A cached view is used for this long. Default 500 ms: an operator's force-open reaches every process's
-   * decisions within about that (bench:force-open), at two describe calls a second per process and key.
+   * The reports a second one key's entity should get from the whole fleet: each worker reports every
+   * max(reportIntervalMs, reporters / this) (report-spacing.ts; reporters as the entity publishes them, rounded
+   * up to a power of two). Default 8; 0: every worker reports every reportIntervalMs.
+   */
+  targetSignalsPerSecond?: number;
+  /** The longest a worker's reports are spaced, whatever the fleet's size. Default 60,000 ms. */
+  maxReportIntervalMs?: number;
+  /**
+   * This process's reads of entity views (DescribeWorkflowExecution) a second, across all its keys: a key's
+   * view is kept max(cacheTtlMs, keys in use / this) (read-budget.ts). Reads after this process's own failures
+   * are not held back. Default 1, or 1,000 / cacheTtlMs when cacheTtlMs is given (a process with one key then
+   * reads it every cacheTtlMs, as asked); 0: each key is read every cacheTtlMs.
+   */
+  maxReadsPerSecond?: number;
+  /**
+   * A cached view is used for at least this long (longer when maxReadsPerSecond is shared among several keys).
+   * Default 500 ms; with the default read budget a process using one key reads it once a second, so an
+   * operator's force-open reaches every process's decisions within about a second (bench:force-open).
    */
   cacheTtlMs?: number;
   /**
@@ -161,6 +180,9 @@ export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {
     reportIntervalMs: 1_000,
+    targetSignalsPerSecond: 8,
+    maxReportIntervalMs: 60_000,
+    maxReadsPerSecond: options.cacheTtlMs !== undefined && options.cacheTtlMs > 0 ? 1_000 / options.cacheTtlMs : 1,
     cacheTtlMs: 500,
     failureFlushMs: 50,
     rpcTimeoutMs: 2_000,

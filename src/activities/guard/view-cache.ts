@@ -1,6 +1,7 @@
 import { breakerView, DEFAULT_POLICY_CONFIG, initialState, type BreakerView } from '../../breaker';
 import { viewQuery } from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
+import type { ReadBudget } from './read-budget';
 import type { GuardStats } from './types';
 import { pendingTaskOf, type PendingTask } from './wedge-watch';
 
@@ -28,8 +29,9 @@ interface Read {
 }
 
 /**
- * This process's view of each key's entity: at most `cacheTtlMs` old (a quarter of that while `fresher(key)`
- * says this process is reporting failures), one read in flight per key.
+ * This process's view of each key's entity: at most `cacheTtlMs` old, or longer when the read budget shares
+ * this process's reads among many keys (a quarter of that while `fresher(key)` says this process is reporting
+ * failures), one read in flight per key.
  */
 export class ViewCache {
   constructor(
@@ -40,6 +42,8 @@ export class ViewCache {
     private readonly fresher: (key: string) => boolean,
     /** Each view read from the entity (the state gauge). */
     private readonly onRead: (key: string, view: BreakerView | null) => void = () => {},
+    /** Bounds this process's reads across its keys (read-budget.ts); none: every key is read every cacheTtlMs. */
+    private readonly budget?: ReadBudget,
   ) {}
 
   /** The cached view; null when no entity exists; undefined when the entity cannot be reached. */
@@ -49,7 +53,10 @@ export class ViewCache {
     if (now < cv.unreachableUntil) return undefined;
     // While this process reports failures, its view is kept fresher (a quarter of the TTL), so it learns of
     // the trip its failures may have caused within moments, not at the next full refresh.
-    const ttl = this.fresher(key) ? this.cacheTtlMs / 4 : this.cacheTtlMs;
+    // A rate-limited key is read every cacheTtlMs whatever the budget: its rate's share follows the sharers'
+    // count in the view, and a stale count lets the fleet exceed the limit while workers join.
+    const kept = this.budget && cv.view?.rateLimit === undefined ? this.budget.ttlMs(key, now, this.cacheTtlMs) : this.cacheTtlMs;
+    const ttl = this.fresher(key) ? kept / 4 : kept;
     if (cv.fetchedAt && now - cv.fetchedAt < ttl) return cv.view;
     // Temporal did not answer the last read (of any key): fail open now rather than wait out another timeout;
     // the read goes on in the background, and the next call sees what it found.

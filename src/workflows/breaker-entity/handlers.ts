@@ -14,6 +14,7 @@ import {
 } from '../../messages/breaker';
 import { checkSignal, type CheckedSignal } from '../../messages/breaker-validation';
 import { adminCommand } from './admin';
+import { splitReport } from './report-span';
 import type { EntityState } from './state';
 
 /**
@@ -23,6 +24,9 @@ import type { EntityState } from './state';
  * counted; a report may carry a self-probe spec).
  */
 export function registerHandlers(entity: EntityState, rateLimits: boolean, pacing = false, checked = false): void {
+  // The 'report-spacing' patch (entity.spacing): a report's older outcomes spread over their span, and each
+  // reporter counted for as long as it says it reports.
+  const spacing = entity.spacing;
   const { key } = entity;
   // A handler must never throw: a failed workflow task would stall the breaker for the whole fleet. The handler's
   // arguments are typed by the signal's definition (setHandler alone would infer any[]).
@@ -46,7 +50,8 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
       entity.counters.lateReports = (entity.counters.lateReports ?? 0) + 1;
     }
     entity.lastReportAt = Date.now();
-    if (r.reporter) entity.heardFrom(r.reporter);
+    const everyMs = spacing ? r.everyMs : undefined;
+    if (r.reporter) entity.heardFrom(r.reporter, everyMs);
     // A worker's own tile URL, for an entity that has no self-probe and none an operator chose (or cleared).
     if (checked && r.probe && entity.probeSpec === null && !entity.probeByOperator) {
       entity.probeSpec = r.probe;
@@ -55,12 +60,12 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     }
     if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
     // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
-    const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight) : undefined;
+    const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight, everyMs) : undefined;
+    const parts = spacing ? splitReport(r) : { counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}) };
     const out = entity.apply({
       type: 'report',
       reporter: r.reporter || 'anonymous',
-      counts: r.counts ?? {},
-      ...(r.latency ? { latency: r.latency } : {}),
+      ...parts,
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),

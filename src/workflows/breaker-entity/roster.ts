@@ -14,10 +14,14 @@ export class Roster {
     this.seen = new Map(carried ?? []);
   }
 
-  /** A report from `id` at `now` (an event: forgets the stale ids too). */
-  heard(id: string, now: number): void {
+  /**
+   * A report from `id` at `now` (an event: forgets the stale ids too). `lingerMs`: a reporter that reports
+   * rarely stays counted that much longer than the TTL, kept as a later time heard (so the carried form, pairs
+   * of id and time, holds it with no new field).
+   */
+  heard(id: string, now: number, lingerMs = 0): void {
     this.prune(now);
-    this.seen.set(id, now);
+    this.seen.set(id, now + lingerMs);
   }
 
   /** Workers heard from within the TTL; changes nothing. */
@@ -39,4 +43,12 @@ export class Roster {
   entries(): [string, number][] {
     return [...this.seen];
   }
+}
+
+/** `n` rounded up to a power of two (0 stays 0): a count that moves only when the fleet doubles or halves. */
+export function coarseCount(n: number): number {
+  if (n <= 0) return 0;
+  let c = 1;
+  while (c < n) c *= 2;
+  return c;
 }

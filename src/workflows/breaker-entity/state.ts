@@ -19,7 +19,7 @@ import { carry, restore } from './carry';
 import { initialPolicy } from './config';
 import { EntityMetrics } from './metrics';
 import { Publication } from './publication';
-import { Roster } from './roster';
+import { coarseCount, Roster } from './roster';
 
 /** Probe decisions kept for requesters that have not read theirs yet. */
 const DECISIONS_KEPT = 256;
@@ -29,6 +29,8 @@ const REPORTER_TTL_MS = 5_000;
 const QUORUM_NOTE_MS = 60_000;
 /** Reporters seen failing alone, kept for `breaker show`. */
 const LONE_FAILERS_KEPT = 16;
+/** The longest a rarely reporting worker stays counted past REPORTER_TTL_MS (guards report at least every minute). */
+const MAX_LINGER_MS = 125_000;
 
 /**
  * An operator's action, recorded on the transitions it made (not on time-driven ones, such as a timed
@@ -57,6 +59,11 @@ export class EntityState {
   searchAttributesOn: boolean | null;
   /** The latest moment anything happened around probes: the self-probe waits selfProbeDelayMs past it. */
   lastProbeActivityAt: number;
+  /**
+   * Guards space their reports by the fleet's size (the 'report-spacing' patch): the view publishes the count,
+   * reporters stay counted for their own interval, and a report's older outcomes are spread over their span.
+   */
+  spacing = false;
   /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
   wake = false;
   /**
@@ -153,17 +160,17 @@ export class EntityState {
     if (logged) log.warn('breaker signal refused', { key: this.key, signal, problem: problem.length > 500 ? `${problem.slice(0, 499)}…` : problem });
   }
 
-  /** A worker reported: it shares the endpoint's rate for a while. */
-  heardFrom(reporter: string): void {
-    this.reporters.heard(reporter, Date.now());
+  /** A worker reported: it shares the endpoint's rate for a while (longer if it says it reports rarely). */
+  heardFrom(reporter: string, everyMs?: number): void {
+    this.reporters.heard(reporter, Date.now(), this.lingerMs(everyMs));
   }
 
   /**
    * A reporter said how many calls it had in flight: the fleet's concurrency now, the sum over the reporters
-   * heard from within REPORTER_TTL_MS.
+   * heard from within REPORTER_TTL_MS (and their linger).
    */
-  concurrency(reporter: string, inFlight: number): number {
-    this.inFlight.set(reporter, { at: Date.now(), n: Math.max(0, inFlight) });
+  concurrency(reporter: string, inFlight: number, everyMs?: number): number {
+    this.inFlight.set(reporter, { at: Date.now() + this.lingerMs(everyMs), n: Math.max(0, inFlight) });
     let sum = 0;
     for (const [id, r] of this.inFlight) {
       if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
@@ -193,10 +200,21 @@ export class EntityState {
 
   view(): BreakerView {
     const v = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
-    if (!this.quorum) return v;
+    const view = this.spacing ? { ...v, reporters: coarseCount(this.activeReporters()) } : v;
+    if (!this.quorum) return view;
     // Coarse (to 0.05), so the memo changes with the fleet's health, not with every report.
     const ratio = Math.round(windowFigures(this.policy, Date.now()).failureRatio * 20) / 20;
-    return { ...v, fleet: { failureRatio: ratio, reporters: this.activeReporters() } };
+    return { ...view, fleet: { failureRatio: ratio, reporters: this.activeReporters() } };
+  }
+
+  /**
+   * How much longer than REPORTER_TTL_MS a reporter that sends a report every `everyMs` stays counted: two of
+   * its intervals and a second (its jitter and a slow signal), at most MAX_LINGER_MS. None before the
+   * 'report-spacing' patch, or when the report does not say.
+   */
+  private lingerMs(everyMs: number | undefined): number {
+    if (!this.spacing || typeof everyMs !== 'number' || !Number.isFinite(everyMs) || everyMs <= 0) return 0;
+    return Math.min(MAX_LINGER_MS, Math.max(0, 2 * everyMs + 1_000 - REPORTER_TTL_MS));
   }
 
   publishView(): void {
