@@ -4,6 +4,7 @@ import type { EntityLink } from '../../src/activities/guard/entity-link';
 import type { GuardStats } from '../../src/activities/guard/types';
 import { ACTIVE_FOR_MS, ReadBudget } from '../../src/activities/guard/read-budget';
 import { CLOSED_VIEW, ViewCache, type CachedView } from '../../src/activities/guard/view-cache';
+import { Reachability } from '../../src/activities/guard/reachability';
 
 /** An arbitrary instant far from today. */
 const T2001 = Date.UTC(2001, 5, 7);
@@ -26,6 +27,7 @@ function cacheWith(budget: ReadBudget) {
   const link = {
     rpc: <T>(fn: () => Promise<T>) => fn(),
     noteUnreachable: () => {},
+    reach: new Reachability(5_000),
     handle: () => ({
       describe: () => {
         describes++;
