@@ -16,6 +16,7 @@ import { probeEndpoint } from './probe';
 import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
 import type { BreakerActivities, MosaicActivities, ScheduledMosaicActivities } from '../messages/activities';
+import type { ProbeSpec } from '../messages/breaker';
 import type { RedriveSources } from '../messages/mosaic-types';
 import { WorkerMetrics } from './metrics/worker-metrics';
 import { DeadLetterWatch } from './metrics/dead-letter-watch';
@@ -77,7 +78,7 @@ export function createActivityRuntime(deps: ActivityDeps) {
   const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, metrics, ...deps.breaker });
   return {
     activities: {
-      probeEndpoint,
+      probeEndpoint: (spec: ProbeSpec) => probeEndpoint(spec, metrics),
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),

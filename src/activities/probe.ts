@@ -1,8 +1,10 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { ProbeOutcome, ProbeSpec } from '../messages/breaker';
 import { probeUrlProblem } from '../messages/breaker-validation';
+import { breakerKey } from '../breaker/key';
 import { fetchUrl } from './http/fetch-url';
 import { DEFAULT_REDIRECT_POLICY } from './http/redirects';
+import type { WorkerMetrics } from './metrics/worker-metrics';
 import { classify } from './validate/classify';
 
 const MAX_PROBE_MS = 60_000;
@@ -17,10 +19,17 @@ const probeDispatcher = () => (dispatcher ??= new Agent({ maxResponseSize: MAX_P
  * GetCapabilities, with `contentTypePrefix: 'text/xml'`) succeeds on a 2xx of that type, and `okStatuses`
  * can name the statuses that count as healthy. Never throws for the endpoint's faults (those are the answer).
  */
-export async function probeEndpoint(spec: ProbeSpec): Promise<ProbeOutcome> {
+export async function probeEndpoint(spec: ProbeSpec, metrics?: WorkerMetrics): Promise<ProbeOutcome> {
   // The entity refuses such specs; a spec stored before it did is still not fetched (no file://, no user:password@).
   const problem = typeof spec?.url === 'string' ? probeUrlProblem(spec.url) : 'must be a string';
   if (problem !== null) return { outcome: 'permanent', latencyMs: 0, httpStatus: null, reason: `probe not sent: its url ${problem}` };
+  const result = await sendProbe(spec);
+  // Every request an endpoint receives is counted somewhere: the pipeline's in tilebreaker_requests, these here.
+  metrics?.selfProbe(breakerKey(spec.url), result.outcome);
+  return result;
+}
+
+async function sendProbe(spec: ProbeSpec): Promise<ProbeOutcome> {
   const x = await fetchUrl(spec.url, {
     dispatcher: probeDispatcher(),
     headers: { 'user-agent': 'tilebreaker-probe', ...spec.headers },

@@ -17,6 +17,7 @@ export const METRIC = {
   breakerState: 'tilebreaker_breaker_state',
   requests: 'tilebreaker_requests',
   requestDuration: 'tilebreaker_request_duration_seconds',
+  selfProbes: 'tilebreaker_self_probes',
   notPermitted: 'tilebreaker_not_permitted',
   guardFailOpen: 'tilebreaker_guard_fail_open',
   guardReportsDropped: 'tilebreaker_guard_reports_dropped',

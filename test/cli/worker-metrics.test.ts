@@ -362,15 +362,21 @@ test('a worker with --metrics-addr serves the SDK metrics and tilebreaker_* on o
       JSON.stringify(log),
     );
     assert.ok(sum(s, 'tilebreaker_probes_total', { endpoint: key, outcome: 'success' }) >= 1, excerpt);
-    // Every request the worker made is counted once with its classification: the tile server saw them all.
-    assert.equal(sum(s, 'tilebreaker_requests_total', { source: 'demo', endpoint: key }), tiles.stats.requests, excerpt);
+    // Every request the worker made is counted once with its classification: the tile server saw them all, the
+    // pipeline's as requests and the entity's own half-open probes (sent through this worker) as self-probes.
+    const selfProbes = sum(s, 'tilebreaker_self_probes_total', { endpoint: key });
+    assert.equal(sum(s, 'tilebreaker_requests_total', { source: 'demo', endpoint: key }) + selfProbes, tiles.stats.requests, excerpt);
     // Each answer counted under its classification: the 200s as successes, the outage's 503s as transient (how
     // many 503s the outage drew depends on timing, so the server's own count is the measure, not a constant).
     assert.ok(sum(s, 'tilebreaker_requests_total', { endpoint: key, outcome: 'success' }) >= again.counts.ok, excerpt);
-    assert.equal(sum(s, 'tilebreaker_requests_total', { endpoint: key, outcome: 'success' }), tiles.stats.ok, excerpt);
+    assert.equal(sum(s, 'tilebreaker_requests_total', { endpoint: key, outcome: 'success' }) + sum(s, 'tilebreaker_self_probes_total', { endpoint: key, outcome: 'success' }), tiles.stats.ok, excerpt);
     assert.ok(tiles.stats.whileDown >= 1, 'the outage answered some requests with 503');
-    assert.equal(sum(s, 'tilebreaker_requests_total', { endpoint: key, outcome: 'transient' }), tiles.stats.whileDown, excerpt);
-    assert.equal(sum(s, 'tilebreaker_request_duration_seconds_count', { endpoint: key }), tiles.stats.requests, excerpt);
+    assert.equal(
+      sum(s, 'tilebreaker_requests_total', { endpoint: key, outcome: 'transient' }) + sum(s, 'tilebreaker_self_probes_total', { endpoint: key, outcome: 'transient' }),
+      tiles.stats.whileDown,
+      excerpt,
+    );
+    assert.equal(sum(s, 'tilebreaker_request_duration_seconds_count', { endpoint: key }) + selfProbes, tiles.stats.requests, excerpt);
     assert.ok(sum(s, 'tilebreaker_request_duration_seconds_sum', { endpoint: key }) >= 0.02 * tiles.stats.requests, 'durations in seconds');
     const buckets = s.filter((x) => x.name === 'tilebreaker_request_duration_seconds_bucket' && x.labels['endpoint'] === key).map((x) => x.labels['le']);
     assert.deepEqual(buckets, [...REQUEST_DURATION_BUCKETS.map(String), '+Inf'], 'our buckets, not the SDK default ones');

@@ -11,6 +11,7 @@ interface Instruments {
   breakerState: MetricGauge;
   requests: MetricCounter;
   requestDuration: MetricHistogram;
+  selfProbes: MetricCounter;
   notPermitted: MetricCounter;
   guardFailOpen: MetricCounter;
   guardReportsDropped: MetricCounter;
@@ -38,6 +39,11 @@ export class WorkerMetrics {
     const m = this.instruments();
     m.requests.add(1, { source, endpoint, outcome });
     m.requestDuration.record(Math.max(0, seconds), { source, endpoint });
+  }
+
+  /** One request an entity's self-probe sent through this worker (its probe activity), classified as the probe judged it. */
+  selfProbe(endpoint: string, outcome: OutcomeKind): void {
+    this.instruments().selfProbes.add(1, { endpoint, outcome });
   }
 
   /** The guard refused a call (the breaker's state said no). */
@@ -98,6 +104,7 @@ export class WorkerMetrics {
       breakerState: meter.createGauge(METRIC.breakerState, 'int', undefined, "1 for the breaker state this worker's cached view shows, 0 for the others"),
       requests: meter.createCounter(METRIC.requests, undefined, 'HTTP requests to tile endpoints, by outcome classification'),
       requestDuration: meter.createHistogram(METRIC.requestDuration, 'float', undefined, 'HTTP request duration to tile endpoints, in seconds'),
+      selfProbes: meter.createCounter(METRIC.selfProbes, undefined, "requests the breaker entities' self-probes sent through this worker, by the probe's classification"),
       notPermitted: meter.createCounter(METRIC.notPermitted, undefined, 'calls the breaker guard refused'),
       guardFailOpen: meter.createCounter(METRIC.guardFailOpen, undefined, 'calls let through unprotected: the breaker entity could not be reached, was wedged, or did not hear the reports'),
       guardReportsDropped: meter.createCounter(METRIC.guardReportsDropped, undefined, 'reports to a breaker entity that failed after retries and were dropped'),
