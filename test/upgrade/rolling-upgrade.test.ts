@@ -139,7 +139,12 @@ async function handOver(label: string, from: Build, switchTo: (taskQueue: string
   const okAtSwitch = server.stats.ok;
   const second = await switchTo(taskQueue);
   await stop(first);
-  const result = await within('the mosaic finishes after the switch', 240_000, handle.result());
+  const result = await within('the mosaic finishes after the switch', 240_000, handle.result()).catch(async (err: unknown) => {
+    // Say why: a workflow task failing on the build switched to (nondeterminism, an unknown type) is the usual cause.
+    const facts = await Promise.all([historyFacts(handle.workflowId), historyFacts(`breaker/${key}`)]).catch(() => null);
+    const failures = facts ? [...new Set([...facts[0].workflowTaskFailures, ...facts[1].workflowTaskFailures].map((f) => f.slice(0, 300)))] : ['(histories unreadable)'];
+    throw new Error(`${err instanceof Error ? err.message : String(err)}; workflow task failures (mosaic, entity): ${JSON.stringify(failures)}`);
+  });
 
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null, 'every planned tile is in the manifest once');
