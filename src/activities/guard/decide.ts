@@ -161,10 +161,11 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
   // The whole fleet sees the half-open at the same instant: wait this process's share of the spread, then
   // decide afresh on the state as it is by then (another process's token may be out).
   const spread = probeSpread(view, own.spreadSince, o, now);
-  if (spread.waitMs > 0) return { step: { kind: 'wait', untilMs: now + spread.waitMs, why: 'probe-spread', then: 'restart' }, spreadSince: spread.remember };
+  const remember = spread.remember === undefined ? {} : { spreadSince: spread.remember };
+  if (spread.waitMs > 0) return { step: { kind: 'wait', untilMs: now + spread.waitMs, why: 'probe-spread', then: 'restart' }, ...remember };
   // Half-open: one request for a token per process at a time; the others wait for its answer.
-  if (own.asking) return { step: refuse('half-open', o.cacheTtlMs, 'half-open: this process is already asking for the probe token'), spreadSince: spread.remember };
-  return { step: { kind: 'request-probe' }, spreadSince: spread.remember };
+  if (own.asking) return { step: refuse('half-open', o.cacheTtlMs, 'half-open: this process is already asking for the probe token'), ...remember };
+  return { step: { kind: 'request-probe' }, ...remember };
 }
 
 /** How long calls must still wait at `now` (0: not paused): this process's own pause, or the fleet's in `view`. */
@@ -197,7 +198,8 @@ export function probeSpread(view: BreakerView | null, firstSeen: number | undefi
   let since: number;
   let remember: number | undefined;
   if (ended !== null && ended !== undefined && ended <= now) since = ended;
-  else if (firstSeen !== undefined) since = Math.min(firstSeen, now);
+  // (A first sight later than now is the clock stepping back: seen now, so the wait stays within one spread.)
+  else if (firstSeen !== undefined && firstSeen <= now) since = firstSeen;
   else since = remember = now;
   const waitMs = Math.max(0, since + o.probeJitter * o.probeSpreadMs - now) || 0;
   return remember === undefined ? { waitMs } : { waitMs, remember };

@@ -21,8 +21,9 @@ import { ViewCache, type CachedView } from './view-cache';
 import { WedgeWatch } from './wedge-watch';
 
 /**
- * The worker side of a fleet-wide breaker. Decides each call from a per-process view of the entity (read by
- * query, at most `cacheTtlMs` old, one query in flight per key), reports outcomes in batches by
+ * The worker side of a fleet-wide breaker. Decides each call (decide.ts, a pure function; the loop in `decide`
+ * performs its steps) from a per-process view of the entity (read by query, at most `cacheTtlMs` old, one
+ * query in flight per key), reports outcomes in batches by
  * signal-with-start (failures at once), takes half-open probe tokens, and fails open when Temporal cannot
  * be reached: the coordination store must never halt the pipeline.
  */
