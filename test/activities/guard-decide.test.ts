@@ -429,5 +429,13 @@ describe('the guard decision: examples', () => {
       allowance: 1,
       quarantineProbe: false,
     });
+    // Both: the quarantine's probe call goes through failing open, still marked as the quarantine's probe.
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, blind: true, quarantine: q }, o, T0 + 1_500, { ...read, share: null }).step, {
+      kind: 'fail-open',
+      reason: 'reports-dropped',
+      state: 'closed',
+      allowance: 1,
+      quarantineProbe: true,
+    });
   });
 });
