@@ -1,4 +1,5 @@
 import { maxCooldownMs, parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
+import { nextStep, START, type DecideOptions, type FinalStep, type OwnState, type Progress } from './decide';
 import { isFailure } from '../../breaker';
 import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
@@ -16,12 +17,13 @@ import { ReadBudget } from './read-budget';
 import { ReportSender } from './report-sender';
 import { FleetSizes, ReportSchedule } from './report-spacing';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
-import { CLOSED_VIEW, ViewCache, type CachedView } from './view-cache';
+import { ViewCache, type CachedView } from './view-cache';
 import { WedgeWatch } from './wedge-watch';
 
 /**
- * The worker side of a fleet-wide breaker. Decides each call from a per-process view of the entity (read by
- * query, at most `cacheTtlMs` old, one query in flight per key), reports outcomes in batches by
+ * The worker side of a fleet-wide breaker. Decides each call (decide.ts, a pure function; the loop in `decide`
+ * performs its steps) from a per-process view of the entity (read by query, at most `cacheTtlMs` old, one
+ * query in flight per key), reports outcomes in batches by
  * signal-with-start (failures at once), takes half-open probe tokens, and fails open when Temporal cannot
  * be reached: the coordination store must never halt the pipeline.
  */
@@ -42,6 +44,7 @@ export class BreakerGuard {
     wedged: 0,
   };
   private readonly o: ResolvedGuardOptions;
+  private readonly decideOptions: DecideOptions;
   /** Each key's cached view, held for the view cache (test/entity/fail-open.test.ts resets one's fetchedAt). */
   private readonly keys = new Map<string, CachedView>();
   private readonly link: EntityLink;
@@ -70,6 +73,8 @@ export class BreakerGuard {
     // A bad configuration is the caller's error, now: not a failed entity run per report later.
     const config = parsePolicyConfig(options.config ?? {});
     this.o = resolveGuardOptions(options);
+    const { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter } = this.o;
+    this.decideOptions = { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, ...(this.o.config ? { config: this.o.config } : {}) };
     // This process's own pause after a 429 is capped as the entity caps the fleet's (by this guard's policy).
     this.pauses = new Pauses(maxCooldownMs(config));
     this.link = new EntityLink(this.o, this.stats);
@@ -119,11 +124,7 @@ export class BreakerGuard {
    */
   async acquire(key: string): Promise<GuardDecision> {
     this.stateGauge.used(key);
-    const decided = await this.decide(key);
-    // What the breaker lets through, this process's own quarantine may still refuse.
-    const admitted = this.quarantine.admit(decided, Date.now());
-    if (admitted !== decided) this.stats.refused++;
-    const decision = this.link.losses.mark(admitted);
+    const decision = await this.decide(key);
     if (decision.kind === 'refused') this.o.metrics.notPermitted(key, decision.state);
     else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key, decision.failOpenReason);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
@@ -159,89 +160,98 @@ export class BreakerGuard {
     return this.views.get(key);
   }
 
+  /**
+   * The decision for one call: decide.ts's `nextStep` says what to do next from the view as last read, this
+   * process's own state for the key and the clock; this loop performs the step (the I/O, the waits), notes it
+   * and asks again, until the step is a decision.
+   */
   private async decide(key: string): Promise<GuardDecision> {
-    // This process has just seen failures: let the entity hear of them and read its verdict before calling
-    // again, but never wait long on it (a busy server must not stall the pipeline).
-    const alarm = this.reports.alarm(key);
-    if (alarm) await Promise.race([alarm, new Promise((r) => setTimeout(r, 4 * this.o.failureFlushMs))]);
-    let view = await this.readView(key);
-    // A 429 asked to wait (this process's own, or the fleet's from the entity): a call that may go waits it out
-    // first; the breaker stays closed. Failing open keeps the last pause known, as it keeps the pace.
-    if (view === undefined || permitFor(view ?? CLOSED_VIEW, Date.now()).allow) {
-      const pause = await this.waitOutPause(key, view);
-      if (pause.refused) return pause.refused;
-      if (pause.waited) view = await this.readView(key);
-    }
-    if (view === undefined) return this.failOpen(key);
-    // No entity yet (or it finished idle): closed until someone reports otherwise.
-    let permit = permitFor(view ?? CLOSED_VIEW, Date.now());
-    const rate = permit.allow ? await this.pacer.rateFor(key, view, permit.allowance) : null;
-    if (rate !== null) {
-      await this.pacer.pace(key, rate);
-      // The wait for a slot can be long: decide again on the state as it is now (the breaker may have opened).
-      view = await this.readView(key);
-      if (view === undefined) return this.link.failOpen(key, this.failOpenReason(key));
-      permit = permitFor(view ?? CLOSED_VIEW, Date.now());
-    }
-    if (permit.allow || !permit.probeRequired) this.spread.clear(key);
-    if (permit.allow) return { kind: 'proceed', key, state: permit.state, allowance: permit.allowance, failOpen: false };
-    if (!permit.probeRequired) {
-      this.stats.refused++;
-      return { kind: 'refused', key, state: permit.state, retryAfterMs: permit.retryAfterMs, reason: `breaker ${permit.state}` };
-    }
-    // Half-open with every token out: refuse here, without a signal (a fleet asking every second would load
-    // the entity for nothing). The holder's result or the lease's end frees the slot; the next view shows it.
-    if (view && view.probesOutstanding >= view.maxConcurrentProbes && view.state === 'half-open') {
-      this.spread.clear(key);
-      this.stats.refused++;
-      return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: another worker holds the probe token' };
-    }
-    // The whole fleet sees the half-open at the same instant: wait this process's share of the spread, then
-    // decide on the state as it is by then (another process's token may be out).
-    const wait = this.spread.waitMs(key, view, Date.now());
-    if (wait > 0) {
-      await sleep(wait);
-      this.views.invalidate(key);
-      return this.decide(key);
-    }
-    // Half-open: one request for a token per process at a time; the others wait for its answer.
-    if (this.probes.asking(key)) {
-      this.stats.refused++;
-      return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: this process is already asking for the probe token' };
-    }
-    return this.probes.request(key).finally(() => this.spread.clear(key));
-  }
-
-  /**
-   * Waits while a 429's pause holds for `key`, re-reading the entity's view after each wait (another 429 may
-   * have extended it). A pause with more than maxPaceWaitMs left is refused instead, with its end.
-   */
-  private async waitOutPause(key: string, view: BreakerView | null | undefined): Promise<{ waited: boolean; refused?: GuardDecision }> {
-    let waited = false;
+    let progress: Progress = { ...START };
+    let view: BreakerView | null | undefined;
     for (;;) {
-      const seen = view === undefined ? this.views.last(key) : view;
-      const left = this.pauses.leftMs(key, seen, Date.now());
-      if (left <= 0) return { waited };
-      if (left > this.o.maxPaceWaitMs) {
-        this.stats.refused++;
-        const until = new Date(Date.now() + left).toISOString();
-        return { waited, refused: { kind: 'refused', key, state: seen?.state ?? 'closed', retryAfterMs: left, reason: `paced: the endpoint answered 429 and asked to wait until ${until}` } };
+      // Gathered, decided and begun in one turn: no other call's step comes between.
+      const now = Date.now();
+      const { step, spreadSince } = nextStep(view, this.own(key, now), this.decideOptions, now, progress);
+      if (spreadSince === null) this.spread.clear(key);
+      else if (spreadSince !== undefined) this.spread.saw(key, spreadSince);
+      switch (step.kind) {
+        case 'await-alarm': {
+          const alarm = this.reports.alarm(key);
+          if (alarm) await Promise.race([alarm, new Promise((r) => setTimeout(r, step.maxMs))]);
+          progress = { ...progress, alarmAwaited: true };
+          break;
+        }
+        case 'read':
+          view = await this.readView(key);
+          progress = { ...progress, read: true };
+          break;
+        case 'wait':
+          if (step.why === 'paused' && !progress.pauseWaited) this.stats.paced++;
+          await sleep(Math.max(0, step.untilMs - Date.now()));
+          if (step.then === 'restart') {
+            this.views.invalidate(key);
+            progress = { ...START };
+            view = undefined;
+          } else progress = { ...progress, pauseWaited: step.why === 'paused' || progress.pauseWaited, read: false };
+          break;
+        case 'share':
+          progress = { ...progress, share: await this.pacer.rateFor(key, view ?? null, step.allowance) };
+          break;
+        case 'pace':
+          await this.pacer.pace(key, step.rate);
+          progress = { ...progress, paced: true, read: step.then !== 'reread' };
+          break;
+        case 'request-probe':
+          try {
+            progress = { ...progress, answer: await this.probes.request(key) };
+          } catch (err) {
+            this.spread.clear(key);
+            throw err;
+          }
+          break;
+        default:
+          return this.decided(key, step, now);
       }
-      if (!waited) this.stats.paced++;
-      waited = true;
-      await sleep(left);
-      view = await this.views.get(key);
     }
   }
 
-  /**
-   * The entity cannot be reached: proceed, but at the pace last known for this process (the rate's share), so
-   * an outage of Temporal does not lift an endpoint's rate limit.
-   */
-  private async failOpen(key: string): Promise<GuardDecision> {
-    const rate = this.pacer.failOpenRate(key, this.views.last(key));
-    if (rate !== null) await this.pacer.pace(key, rate);
-    return this.link.failOpen(key, this.failOpenReason(key));
+  /** This process's own state for `key`, as the decision reads it (decide.ts). */
+  private own(key: string, now: number): OwnState {
+    return {
+      alarm: this.reports.alarm(key) !== null,
+      pausedUntil: this.pauses.until(key, now),
+      lastView: this.views.last(key),
+      share: this.pacer.knownShare(key),
+      spreadSince: this.spread.since(key),
+      asking: this.probes.asking(key),
+      wedged: this.wedgedNow.has(key),
+      blind: this.link.losses.blind(key),
+      quarantine: this.quarantine.state(key),
+    };
+  }
+
+  /** The decision as the guard hands it out, counted. */
+  private decided(key: string, step: FinalStep, now: number): GuardDecision {
+    let decision: GuardDecision;
+    switch (step.kind) {
+      case 'refuse':
+        this.stats.refused++;
+        return { kind: 'refused', key, state: step.state, retryAfterMs: step.retryAfterMs, reason: step.reason };
+      case 'probe':
+        return { kind: 'probe', key, token: step.token };
+      case 'proceed':
+        decision = { kind: 'proceed', key, state: step.state, allowance: step.allowance, failOpen: false };
+        break;
+      case 'fail-open':
+        if (step.reason === 'reports-dropped') {
+          this.stats.failOpen++;
+          this.stats.blindFailOpen++;
+          decision = { kind: 'proceed', key, state: step.state, allowance: step.allowance, failOpen: true, failOpenReason: step.reason };
+        } else decision = this.link.failOpen(key, step.reason);
+        break;
+    }
+    if (step.quarantineProbe) this.quarantine.probing(decision, now);
+    return decision;
   }
 
   /**
@@ -257,10 +267,6 @@ export class BreakerGuard {
     }
     this.wedgedNow.delete(key);
     return view;
-  }
-
-  private failOpenReason(key: string): 'wedged' | 'unreachable' {
-    return this.wedgedNow.has(key) ? 'wedged' : 'unreachable';
   }
 
   /**

@@ -69,18 +69,9 @@ export class Pacer {
     return rateShare(rateView, allowance, counted);
   }
 
-  /**
-   * The rate to keep while the entity cannot be reached (failing open), or null for none: the share it last
-   * published for this process (the full share: a ramp's progress is unknown); with no share known yet, the
-   * last view's rate split among its last count of sharers and this one; with no view either, this guard's
-   * own maxRequestsPerSecond, whole (the fleet's size is unknown, and one process must stay under the
-   * endpoint's limit at least). No rate ever configured or seen: no pacing, as before.
-   */
-  failOpenRate(key: string, last: BreakerView | null): number | null {
-    const share = this.keys.get(key)?.share ?? null;
-    if (share !== null) return share;
-    if (last?.rateLimit !== undefined) return rateShare(last, 1, false);
-    return this.o.config?.maxRequestsPerSecond ?? null;
+  /** This process's share (requests/s) as the entity last published it, kept for failing open (decide.ts); null: none. */
+  knownShare(key: string): number | null {
+    return this.keys.get(key)?.share ?? null;
   }
 
   /**

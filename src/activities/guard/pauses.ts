@@ -1,5 +1,3 @@
-import { pausedForMs, type BreakerView } from '../../breaker';
-
 /**
  * The waits 429s asked for, per key: this process's own, known the moment the answer arrives, and the fleet's,
  * published by the entity in its view (`pacedUntil`) once a report carried one. The later of the two holds.
@@ -17,10 +15,10 @@ export class Pauses {
     if (until > (this.own.get(key) ?? 0)) this.own.set(key, until);
   }
 
-  /** How long calls to `key` must still wait at `now` (0: not paused), by this process's pause and `view`'s. */
-  leftMs(key: string, view: BreakerView | null, now: number): number {
+  /** The end of this process's own pause for `key` (0: none left at `now`); the view's is decide.ts's to weigh. */
+  until(key: string, now: number): number {
     const own = this.own.get(key) ?? 0;
     if (own && own <= now) this.own.delete(key);
-    return Math.max(own - now, view ? pausedForMs(view, now) : 0, 0);
+    return own > now ? own : 0;
   }
 }

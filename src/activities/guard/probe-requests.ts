@@ -8,7 +8,8 @@ type ProbeGrant = Extract<GuardDecision, { kind: 'probe' }>;
 
 /**
  * The half-open probe token: asked for by signal, one request per process and key at a time, its decision
- * read back by query; the probe's outcome handed back at once, since the fleet waits on it.
+ * read back by query; the probe's outcome handed back at once, since the fleet waits on it. Its answer goes
+ * back through the decision (decide.ts), and the guard counts a refusal once, there.
  */
 export class ProbeRequests {
   private readonly pending = new Map<string, Promise<GuardDecision>>();
@@ -61,7 +62,6 @@ export class ProbeRequests {
       // briefly unavailable server, not a lost coordination store: refuse and ask again shortly. If Temporal is
       // really gone, the next read fails and the guard fails open then.
       this.link.noteUnreachable(key, err);
-      this.stats.refused++;
       return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: the probe request did not reach the entity' };
     }
     // The decision is usually there on the first read; back off (5, 10, 20 ... 100 ms) while it is not.
@@ -78,7 +78,6 @@ export class ProbeRequests {
     // The entity is too slow to answer. Give the token back if it was granted (so it does not sit out its
     // lease), and do not call: half-open means the endpoint is not known to be healthy.
     this.link.track(this.link.signal(key, (h) => h.signal(cancelProbeSignal, { requestId })));
-    this.stats.refused++;
     return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: `half-open: no probe decision within ${this.o.rpcTimeoutMs} ms` };
   }
 
@@ -90,7 +89,6 @@ export class ProbeRequests {
       case 'not-needed':
         return { kind: 'proceed', key, state: d.state, allowance: 1, failOpen: false };
       case 'denied':
-        this.stats.refused++;
         return {
           kind: 'refused',
           key,

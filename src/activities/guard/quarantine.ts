@@ -1,5 +1,6 @@
 import type { BreakerView, OutcomeKind } from '../../breaker';
 import type { WorkerMetrics } from '../metrics/worker-metrics';
+import { quarantineVerdict, type QuarantineState } from './decide';
 import type { GuardDecision, QuarantineOptions } from './types';
 
 /**
@@ -54,21 +55,30 @@ export class Quarantine {
     return [...this.keys].flatMap(([key, k]) => (k.since === null ? [] : [{ key, since: k.since, reason: k.reason }]));
   }
 
+  /** `key`'s quarantine as the decision reads it (decide.ts), or null when not quarantined. */
+  state(key: string): QuarantineState | null {
+    const k = this.keys.get(key);
+    return !k || k.since === null ? null : { reason: k.reason, nextProbeAt: k.nextProbeAt, probing: k.probe !== null };
+  }
+
   /**
-   * A decision the breaker let through: refused while quarantined, except one probe call per probeIntervalMs.
-   * Decisions that are not `proceed` (the fleet's probe, a refusal) pass untouched.
+   * A decision the breaker let through: refused while quarantined, except one probe call per probeIntervalMs
+   * (decide.ts's rule). Decisions that are not `proceed` (the fleet's probe, a refusal) pass untouched.
    */
   admit(decision: GuardDecision, now: number): GuardDecision {
     if (decision.kind !== 'proceed') return decision;
+    const verdict = quarantineVerdict(this.state(decision.key), now);
+    if (verdict.kind === 'probe') this.probing(decision, now);
+    if (verdict.kind !== 'refuse') return decision;
+    return { kind: 'refused', key: decision.key, state: decision.state, retryAfterMs: verdict.retryAfterMs, reason: verdict.reason };
+  }
+
+  /** `decision` goes through as the quarantine's probe call: the next one goes after the interval. */
+  probing(decision: GuardDecision, now: number): void {
     const k = this.keys.get(decision.key);
-    if (!k || k.since === null) return decision;
-    if (k.probe === null && now >= k.nextProbeAt) {
-      k.probe = decision;
-      k.nextProbeAt = now + this.o.probeIntervalMs;
-      return decision;
-    }
-    const retryAfterMs = Math.max(0, k.nextProbeAt - now);
-    return { kind: 'refused', key: decision.key, state: decision.state, retryAfterMs, reason: `quarantined: ${k.reason}` };
+    if (!k || k.since === null) return;
+    k.probe = decision;
+    k.nextProbeAt = now + this.o.probeIntervalMs;
   }
 
   /**

@@ -43,7 +43,10 @@ export class ReportLoss {
     return (this.streaks.get(key) ?? 0) >= this.blindAfter;
   }
 
-  /** `decision`, marked as failing open when it lets a call through to an entity that cannot hear of it. */
+  /**
+   * `decision`, marked as failing open when it lets a call through to an entity that cannot hear of it. (The
+   * guard's own decision applies this rule in decide.ts, from `blind`.)
+   */
   mark(decision: GuardDecision): GuardDecision {
     if (decision.kind !== 'proceed' || decision.failOpen || !this.blind(decision.key)) return decision;
     this.stats.failOpen++;

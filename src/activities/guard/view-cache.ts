@@ -1,12 +1,11 @@
-import { breakerView, DEFAULT_POLICY_CONFIG, initialState, type BreakerView } from '../../breaker';
+import type { BreakerView } from '../../breaker';
 import { viewQuery } from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
 import type { ReadBudget } from './read-budget';
 import type { GuardStats } from './types';
 import { pendingTaskOf, type PendingTask } from './wedge-watch';
 
-/** What a breaker that does not exist yet is: a fresh one, closed. */
-export const CLOSED_VIEW: BreakerView = breakerView(initialState(DEFAULT_POLICY_CONFIG));
+export { CLOSED_VIEW } from './decide';
 
 export interface CachedView {
   view: BreakerView | null;
