@@ -98,17 +98,22 @@ interface HistoryFacts {
   workflowTasks: Map<string, number>;
   batches: Map<string, number>;
   workflowTaskFailures: string[];
+  /** The identity of the worker each failed workflow task was on, in the same order. */
+  workflowTaskFailedOn: string[];
   scheduleToStartTimeouts: number;
 }
 
 async function historyFacts(workflowId: string): Promise<HistoryFacts> {
   const events = (await env.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const facts: HistoryFacts = { workflowTasks: new Map(), batches: new Map(), workflowTaskFailures: [], scheduleToStartTimeouts: 0 };
+  const facts: HistoryFacts = { workflowTasks: new Map(), batches: new Map(), workflowTaskFailures: [], workflowTaskFailedOn: [], scheduleToStartTimeouts: 0 };
   const types = new Map<string, string>();
   const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
   for (const e of events) {
     if (e.workflowTaskStartedEventAttributes) bump(facts.workflowTasks, e.workflowTaskStartedEventAttributes.identity ?? '?');
-    if (e.workflowTaskFailedEventAttributes) facts.workflowTaskFailures.push(`${String(e.workflowTaskFailedEventAttributes.cause)}: ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`);
+    if (e.workflowTaskFailedEventAttributes) {
+      facts.workflowTaskFailures.push(`${String(e.workflowTaskFailedEventAttributes.cause)}: ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`);
+      facts.workflowTaskFailedOn.push(e.workflowTaskFailedEventAttributes.identity ?? '?');
+    }
     if (e.activityTaskScheduledEventAttributes) types.set(String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name ?? '');
     const st = e.activityTaskStartedEventAttributes;
     if (st && types.get(String(st.scheduledEventId)) === 'fetchMosaicBatch') bump(facts.batches, st.identity ?? '?');
@@ -119,13 +124,24 @@ async function historyFacts(workflowId: string): Promise<HistoryFacts> {
 
 const by = (m: Map<string, number>, w: WorkerProcess) => [...m.entries()].filter(([who]) => who.startsWith(w.identityPrefix)).reduce((a, [, k]) => a + k, 0);
 
+/** Nondeterminism, as the server records a workflow task failed by replay (the cause's enum name or number). */
+const NONDETERMINISM = /^(24|NonDeterministic|WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR)/;
+
 /**
  * A mosaic with an outage in it, started on `from`'s worker; once its breaker is open (the entity in flight)
  * and `from` has fetched a part of it, `switchTo` starts a worker of the other build and moves the
- * deployment's routing to it, and `from`'s worker is stopped. The mosaic must finish on the other worker with
- * every tile ok, and neither the mosaic nor the entity may have failed a workflow task.
+ * deployment's routing to it, and `from`'s worker is stopped. Without `rollForward`, the mosaic must finish on
+ * the other worker with every tile ok, and neither the mosaic nor the entity may have failed a workflow task.
+ * With it, the workflows must park on the other build (their histories carry workflow code it lacks: every
+ * task failure is nondeterminism, on that build), until `rollForward` moves the routing back to a worker that
+ * finishes the mosaic with every tile ok.
  */
-async function handOver(label: string, from: Build, switchTo: (taskQueue: string) => Promise<WorkerProcess>): Promise<{ taskQueue: string; result: MosaicResult }> {
+async function handOver(
+  label: string,
+  from: Build,
+  switchTo: (taskQueue: string) => Promise<WorkerProcess>,
+  rollForward?: (taskQueue: string) => Promise<WorkerProcess>,
+): Promise<{ taskQueue: string; result: MosaicResult }> {
   const server = await startDemoTileServer({ latencyMs: 100, outageAfterRequests: 80, outageMs: 10_000 });
   cleanups.push(() => server.close());
   const taskQueue = uniqueTaskQueue(label);
@@ -137,8 +153,18 @@ async function handOver(label: string, from: Build, switchTo: (taskQueue: string
   // In flight: tiles fetched by the first worker, the outage on, the entity running with its breaker open.
   await waitFor('the outage opens the breaker', 90_000, async () => server.stats.outages.length > 0 && (await breakerStatus(env.client, key)).view.state !== 'closed');
   const okAtSwitch = server.stats.ok;
-  const second = await switchTo(taskQueue);
+  const switched = await switchTo(taskQueue);
   await stop(first);
+  let second = switched;
+  if (rollForward) {
+    // Parked: the mosaic's and the entity's next workflow tasks fail on the build switched to, and are retried.
+    await waitFor('the mosaic and the entity park on the build switched to', 120_000, async () => {
+      const [m, e] = await Promise.all([historyFacts(handle.workflowId), historyFacts(`breaker/${key}`)]);
+      return m.workflowTaskFailures.length > 0 && e.workflowTaskFailures.length > 0;
+    });
+    second = await rollForward(taskQueue);
+    await stop(switched);
+  }
   const result = await within('the mosaic finishes after the switch', 240_000, handle.result()).catch(async (err: unknown) => {
     // Say why: a workflow task failing on the build switched to (nondeterminism, an unknown type) is the usual cause.
     const facts = await Promise.all([historyFacts(handle.workflowId), historyFacts(`breaker/${key}`)]).catch(() => null);
@@ -161,7 +187,15 @@ async function handOver(label: string, from: Build, switchTo: (taskQueue: string
   assert.ok(by(mosaic.batches, second) > 0, 'the second worker ran fetch batches');
   assert.ok(by(mosaic.workflowTasks, second) > 0, "the mosaic's workflow moved to the second worker");
   assert.ok(by(entity.workflowTasks, first) > 0 && by(entity.workflowTasks, second) > 0, 'the breaker entity ran on both workers');
-  assert.deepEqual([...mosaic.workflowTaskFailures, ...entity.workflowTaskFailures], [], 'no workflow task failed (no nondeterminism, no unknown type)');
+  if (rollForward) {
+    const failed = [...mosaic.workflowTaskFailures, ...entity.workflowTaskFailures];
+    const on = [...mosaic.workflowTaskFailedOn, ...entity.workflowTaskFailedOn];
+    assert.ok(failed.length > 0 && failed.every((f) => NONDETERMINISM.test(f)), `parked by nondeterminism alone: ${JSON.stringify(failed.slice(0, 4))}`);
+    assert.ok(
+      on.every((who) => who.startsWith(switched.identityPrefix)),
+      `every failed task was on the build rolled back to: ${JSON.stringify(on)}`,
+    );
+  } else assert.deepEqual([...mosaic.workflowTaskFailures, ...entity.workflowTaskFailures], [], 'no workflow task failed (no nondeterminism, no unknown type)');
   assert.equal(mosaic.scheduleToStartTimeouts, 0, 'every batch on the fetch queue was taken by a worker of the routed build');
   const d = await env.client.workflow.getHandle(`breaker/${key}`).describe();
   assert.ok(d.status.name === 'RUNNING' || d.status.name === 'COMPLETED', `the entity is ${d.status.name}`);
@@ -179,30 +213,52 @@ test(`rolling upgrade: a worker of the previous release (${PREVIOUS_RELEASE}) re
   assert.equal(await currentBuild(taskQueue), defaultBuildId());
 });
 
-test('rollback: this build replaced by the previous release, the routing set back to unversioned workers as docs/upgrading.md says', { timeout: 420_000 }, async () => {
-  const { cli } = localBinaries();
-  assert.ok(cli, 'the Temporal CLI (scripts/setup-temporal.sh)');
-  const { taskQueue } = await handOver('rollback', 'this', async (tq) => {
-    const back = worker('previous', tq);
-    await within("the previous release's worker starts", 60_000, back.ready);
-    // The documented rollback: the deployment's routing back to unversioned workers.
-    execFileSync(
-      cli,
-      ['worker', 'deployment', 'set-current-version', '--deployment-name', defaultDeploymentName(tq), '--unversioned', '--yes', '--address', env.address, '--namespace', env.namespace ?? 'default'],
-      { stdio: 'pipe' },
+test(
+  'rollback: this build replaced by the previous release, the routing set back to unversioned workers as docs/upgrading.md says; workflows that ran this build park until the roll forward',
+  { timeout: 540_000 },
+  async () => {
+    const { cli } = localBinaries();
+    assert.ok(cli, 'the Temporal CLI (scripts/setup-temporal.sh)');
+    const setCurrent = (tq: string, to: string[]) =>
+      execFileSync(
+        cli,
+        ['worker', 'deployment', 'set-current-version', '--deployment-name', defaultDeploymentName(tq), ...to, '--yes', '--address', env.address, '--namespace', env.namespace ?? 'default'],
+        { stdio: 'pipe' },
+      );
+    let forward: WorkerProcess | undefined;
+    const { taskQueue } = await handOver(
+      'rollback',
+      'this',
+      async (tq) => {
+        const back = worker('previous', tq);
+        await within("the previous release's worker starts", 60_000, back.ready);
+        // The documented rollback: the deployment's routing back to unversioned workers.
+        setCurrent(tq, ['--unversioned']);
+        assert.equal(await currentBuild(tq), null);
+        return back;
+      },
+      // This build's workflow code (its patches) is more than the previous release can replay: the in-flight
+      // mosaic and entity wait, nothing lost, until the documented roll forward moves the routing back.
+      async (tq) => {
+        forward = worker('this', tq);
+        await within("this build's worker starts for the roll forward", 60_000, forward.ready);
+        setCurrent(tq, ['--build-id', defaultBuildId()]);
+        assert.equal(await currentBuild(tq), defaultBuildId());
+        return forward;
+      },
     );
-    assert.equal(await currentBuild(tq), null);
-    return back;
-  });
-  // A worker of the build rolled back from that starts again (a crash loop, a stale replica) takes nothing back:
-  // its build was current before, so it does not promote itself.
-  const again = worker('this', taskQueue);
-  await within("this build's worker starts again", 60_000, again.ready);
-  await waitFor("this build's worker polls again", 60_000, async () => {
-    const q = await env.client.workflowService.describeTaskQueue({ namespace: env.namespace ?? 'default', taskQueue: { name: `${taskQueue}-fetch`, kind: 1 }, taskQueueType: 2 });
-    return (q.pollers ?? []).some((p) => p.identity?.startsWith(again.identityPrefix));
-  });
-  await delay(3_000);
-  assert.equal(await currentBuild(taskQueue), null, 'the rollback stands');
-  await stop(again);
-});
+    // Rolled back again: a worker of the build rolled back from that starts again (a crash loop, a stale
+    // replica) takes nothing back: its build was current before, so it does not promote itself.
+    setCurrent(taskQueue, ['--unversioned']);
+    if (forward) await stop(forward);
+    const again = worker('this', taskQueue);
+    await within("this build's worker starts again", 60_000, again.ready);
+    await waitFor("this build's worker polls again", 60_000, async () => {
+      const q = await env.client.workflowService.describeTaskQueue({ namespace: env.namespace ?? 'default', taskQueue: { name: `${taskQueue}-fetch`, kind: 1 }, taskQueueType: 2 });
+      return (q.pollers ?? []).some((p) => p.identity?.startsWith(again.identityPrefix));
+    });
+    await delay(3_000);
+    assert.equal(await currentBuild(taskQueue), null, 'the rollback stands');
+    await stop(again);
+  },
+);
