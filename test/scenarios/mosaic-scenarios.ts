@@ -157,6 +157,20 @@ const continueAsNew =
       return blocks ? client.workflow.getHandle(`${h.workflowId}/p0-block-0`) : h;
     });
 
+/**
+ * A re-drive that waits out a 40 s outage with a small history budget per run (eventsPerRun 200, carried from
+ * the first run's plan): its passes fill a run's history and it continues as new, carrying the plan, the
+ * pending tiles, its deadline and counts, until the renderer is back and the last run recovers every tile.
+ */
+const redriveContinueAsNew: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 5, outageAfterRequests: 8, outageMs: 40_000 }, async (s, dir) => {
+    const h = await startMosaic(client, taskQueue, request(s, dir, { fallback: 'fail-fast', eventsPerRun: 200, batchSize: 8 }), 'redrive-continue-source');
+    const result = await h.result();
+    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive-continue-as-new', args: [{ manifest: result.manifest, waitForMs: 10 * 60_000 }] });
+    await r.result();
+    return r;
+  });
+
 export const mosaicScenarios = {
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
@@ -175,4 +189,5 @@ export const mosaicScenarios = {
   // Runs continue as new (patch mosaic-continue-as-new): the first run of each chain and its last are recorded.
   'mosaic-wait-continue-as-new': continueAsNew('mosaic-wait-continue-as-new', false),
   'mosaic-block-continue-as-new': continueAsNew('mosaic-block-continue-as-new', true),
+  'mosaic-redrive-continue-as-new': redriveContinueAsNew,
 } as const;
