@@ -63,9 +63,30 @@ describe('quarantine: the rule (injected clock)', () => {
       [fleetView(0, 10), true],
     ] as const) {
       const q = new Quarantine({}, NO_METRICS, quiet);
-      for (let i = 0; i < 10; i++) q.outcome(proceed(k), 'transient', view, i);
+      // Twenty failures over 9 s: judged from the eighth on, past confirmMs (3 s).
+      for (let i = 0; i < 20; i++) q.outcome(proceed(k), 'transient', view, i * 450);
       assert.equal(q.quarantined(k), expected, JSON.stringify(view?.fleet));
     }
+  });
+
+  test("an outage's onset does not quarantine: the fleet's figures must hold for confirmMs, the breaker closed", () => {
+    const k = 'http://tiles.example.test:80';
+    // Fast failures while the fleet's window still shows it served: not yet, however many.
+    const q = new Quarantine({}, NO_METRICS, quiet);
+    let t = 10_000;
+    for (let i = 0; i < 20; i++) q.outcome(proceed(k), 'transient', fleetView(0, 10), (t += 100));
+    assert.equal(q.quarantined(k), false, 'within confirmMs of the first judgement');
+    // The breaker opened meanwhile (the fleet saw it too): no quarantine, and the count starts over.
+    q.outcome(proceed(k), 'transient', { ...fleetView(0.05, 10), state: 'open' }, (t += 100));
+    q.outcome(proceed(k), 'transient', fleetView(0, 10), (t += 2_000));
+    assert.equal(q.quarantined(k), false, 'an open breaker broke the run');
+    // A long gap (the breaker open, no calls) starts it over too.
+    q.outcome(proceed(k), 'transient', fleetView(0, 10), (t += 10_000));
+    assert.equal(q.quarantined(k), false, 'a gap longer than confirmMs starts over');
+    // Held for confirmMs, judged on the way: quarantined.
+    for (let i = 0; i < 8; i++) q.outcome(proceed(k), 'transient', fleetView(0, 10), (t += 450));
+    assert.equal(q.quarantined(k), true);
+    assert.match(q.list()[0]?.reason ?? '', /reporters see 0% failing/);
   });
 
   test('a worker that fails some calls, not most, stays in service', () => {

@@ -12,8 +12,9 @@ import type { GuardDecision, QuarantineOptions } from './types';
  * Quarantined when its last `localRun` calls all failed locally (`local`: the endpoint was never reached), or
  * when the newest `samples` outcomes (at least `minSamples`) fail at `ratio` or more and either
  * - the worker's own local-origin failures (`local`: the endpoint was never reached) alone reach `ratio`, or
- * - the entity's view says the fleet is being served: at least 2 reporters active and the fleet's failure
- *   ratio at most `fleetRatioMax` and a quarter of this worker's.
+ * - the entity's view says the fleet is being served: at least 2 reporters active, the breaker closed, and the
+ *   fleet's failure ratio at most `fleetRatioMax` and a quarter of this worker's, on every judgement for
+ *   `confirmMs` (an outage's onset reaches this worker before the fleet's window: the breaker opens meanwhile).
  * A view without the fleet's figures (an entity from before them) allows only the first.
  *
  * While quarantined the worker's calls are refused (the fallback applies, as for an open breaker) except one
@@ -28,6 +29,8 @@ interface KeyQuarantine {
   /** Set while quarantined. */
   since: number | null;
   reason: string;
+  /** Since when, and when last, endpoint failures against a served fleet were judged (null: not now). */
+  suspect: { since: number; last: number } | null;
   nextProbeAt: number;
   /** The call let through as the quarantine's probe, while it is in flight. */
   probe: GuardDecision | null;
@@ -42,7 +45,7 @@ export class Quarantine {
     private readonly metrics: WorkerMetrics,
     private readonly logger: { warn(message: string, meta?: Record<string, unknown>): void },
   ) {
-    this.o = { samples: 20, minSamples: 8, localRun: 5, ratio: 0.8, fleetRatioMax: 0.2, probeIntervalMs: 2_000, ...options };
+    this.o = { samples: 20, minSamples: 8, localRun: 5, ratio: 0.8, fleetRatioMax: 0.2, probeIntervalMs: 2_000, confirmMs: 3_000, ...options };
   }
 
   /** Whether `key` is quarantined in this process now. */
@@ -97,8 +100,15 @@ export class Quarantine {
     if (mark === null || k.since !== null) return;
     k.marks.push(mark);
     if (k.marks.length > this.o.samples) k.marks.shift();
-    const reason = this.judge(k.marks, view);
-    if (reason) this.enter(decision.key, k, reason, now);
+    const verdict = this.judge(k.marks, view);
+    if (verdict && !verdict.local) {
+      // Against the fleet's figures: only once they have held, judged again and again, for confirmMs (a gap as
+      // long, the breaker open and no calls, starts it over).
+      if (k.suspect === null || now - k.suspect.last > this.o.confirmMs) k.suspect = { since: now, last: now };
+      k.suspect.last = now;
+      if (now - k.suspect.since < this.o.confirmMs) return;
+    } else k.suspect = null;
+    if (verdict) this.enter(decision.key, k, verdict.reason, now);
   }
 
   /** An abandoned probe call frees the slot (the next one goes after the interval). */
@@ -108,20 +118,22 @@ export class Quarantine {
     if (k?.probe === decision) k.probe = null;
   }
 
-  private judge(marks: readonly Mark[], view: BreakerView | null | undefined): string | null {
+  /** Why `marks` quarantine this worker: its own local failures, or endpoint failures against a served fleet. */
+  private judge(marks: readonly Mark[], view: BreakerView | null | undefined): { reason: string; local: boolean } | null {
     const n = marks.length;
     // Local failures are the worker's own by definition: a short unbroken run of them is enough.
     const run = marks.slice(-this.o.localRun);
-    if (run.length === this.o.localRun && run.every((m) => m === 'l')) return `this worker's last ${run.length} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint`;
+    if (run.length === this.o.localRun && run.every((m) => m === 'l'))
+      return { local: true, reason: `this worker's last ${run.length} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint` };
     if (n < this.o.minSamples) return null;
     const local = marks.filter((m) => m === 'l').length;
     const failed = local + marks.filter((m) => m === 'f').length;
     const own = failed / n;
     if (own < this.o.ratio) return null;
-    if (local / n >= this.o.ratio) return `${local} of this worker's last ${n} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint`;
+    if (local / n >= this.o.ratio) return { local: true, reason: `${local} of this worker's last ${n} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint` };
     const fleet = view?.fleet;
-    if (!fleet || fleet.reporters < 2 || fleet.failureRatio > Math.min(this.o.fleetRatioMax, own / 4)) return null;
-    return `${failed} of this worker's last ${n} calls failed while the fleet's ${fleet.reporters} reporters see ${Math.round(fleet.failureRatio * 100)}% failing`;
+    if (!fleet || view.state !== 'closed' || fleet.reporters < 2 || fleet.failureRatio > Math.min(this.o.fleetRatioMax, own / 4)) return null;
+    return { local: false, reason: `${failed} of this worker's last ${n} calls failed while the fleet's ${fleet.reporters} reporters see ${Math.round(fleet.failureRatio * 100)}% failing` };
   }
 
   private enter(key: string, k: KeyQuarantine, reason: string, now: number): void {
@@ -137,13 +149,14 @@ export class Quarantine {
     if (k.since === null) return;
     this.logger.warn('quarantine lifted: a probe call succeeded', { key, quarantinedMs: now - k.since });
     k.since = null;
+    k.suspect = null;
     k.marks = [];
     this.metrics.quarantine(key, false);
   }
 
   private entry(key: string): KeyQuarantine {
     let k = this.keys.get(key);
-    if (!k) this.keys.set(key, (k = { marks: [], since: null, reason: '', nextProbeAt: 0, probe: null }));
+    if (!k) this.keys.set(key, (k = { marks: [], since: null, reason: '', suspect: null, nextProbeAt: 0, probe: null }));
     return k;
   }
 }

@@ -113,6 +113,12 @@ export interface QuarantineOptions {
   fleetRatioMax?: number;
   /** One call goes through this often while quarantined. Default 2,000 ms. */
   probeIntervalMs?: number;
+  /**
+   * Endpoint failures (not local ones) quarantine only once the fleet's figures have said it is served, the
+   * breaker closed, for this long (ms): at an outage's onset the fleet's window lags this worker's own
+   * failures by a few seconds, and the breaker, not a quarantine, is the answer to that. Default 3,000.
+   */
+  confirmMs?: number;
 }
 
 export type GuardDecision =
