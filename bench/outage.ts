@@ -135,7 +135,16 @@ async function main(): Promise<void> {
     const given = (name: string) => program.getOptionValueSource(name) !== 'default';
     const healthyMs = given('healthy') ? scenario.healthyMs : 60_000;
     const outageMs = given('outage') ? scenario.outageMs : 20_000;
-    await runLoadScenario({ workers: o.workers, ...(o.only ? { only: true } : {}), healthyMs, outageMs, tileLatencyMs: scenario.tileLatencyMs, base: scenario, log, onResult: (f) => console.log(loadLine(f)) });
+    await runLoadScenario({
+      workers: o.workers,
+      ...(o.only ? { only: true } : {}),
+      healthyMs,
+      outageMs,
+      tileLatencyMs: scenario.tileLatencyMs,
+      base: scenario,
+      log,
+      onResult: (f) => console.log(loadLine(f)),
+    });
     return;
   }
   log(

@@ -190,7 +190,10 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
       const transitions = await plain.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery);
       const opened = transitions.filter((t) => t.to === 'open' && t.at >= outageAt).sort((a, b) => a.at - b.at)[0];
       if (opened) openedAfterMs = opened.at - outageAt;
-      else o.log(`load: ${o.workers} workers: no trip in the outage; last transitions: ${JSON.stringify(transitions.slice(0, 3).map((t) => ({ to: t.to, reason: t.reason, afterMs: Math.round(t.at - outageAt), detail: t.detail })))}`);
+      else
+        o.log(
+          `load: ${o.workers} workers: no trip in the outage; last transitions: ${JSON.stringify(transitions.slice(0, 3).map((t) => ({ to: t.to, reason: t.reason, afterMs: Math.round(t.at - outageAt), detail: t.detail })))}`,
+        );
     } catch (err) {
       recorder.error(`transitions query: ${err instanceof Error ? err.message : String(err)}`);
       o.log(`load: ${o.workers} workers: transitions query: ${err instanceof Error ? err.message : String(err)}`);
@@ -222,6 +225,9 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
         `in the outage's first 2 s ${between(counter.signals, outageAt, outageAt + 2_000)} signals (${between(counter.failureSignals, outageAt, outageAt + 2_000)} carrying failures or stalls); ` +
         `${neverRefused} workers never refused; ${recorder.errors} errors${recorder.notes.length ? ` (first: ${recorder.notes[0]})` : ''}; load average ${f.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
     );
+    const per5s: number[] = [];
+    for (let t = startAt; t < endAt; t += 5_000) per5s.push(between(counter.signals, t, Math.min(endAt, t + 5_000)));
+    o.log(`load: ${o.workers} workers: signals per 5 s from the start (the outage from ${Math.round((outageAt - startAt) / 1000)} s): ${per5s.join(' ')}`);
     return f;
   } finally {
     await server.close();

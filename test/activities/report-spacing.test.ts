@@ -2,7 +2,19 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CLOSED_VIEW } from '../../src/activities/guard/view-cache';
 import { ReportBuffer } from '../../src/activities/guard/report-buffer';
-import { countedForMs, FailureFlushes, FLEET_MEMORY_MS, FLUSH_DRAW_MS, FleetSizes, JITTER, jittered, ReportSchedule, reportEveryMs, seededDraw } from '../../src/activities/guard/report-spacing';
+import {
+  countedForMs,
+  FailureFlushes,
+  FLEET_MEMORY_MS,
+  FLUSH_DRAW_MS,
+  FleetSizes,
+  GUESS_SETTLE_MS,
+  JITTER,
+  jittered,
+  ReportSchedule,
+  reportEveryMs,
+  seededDraw,
+} from '../../src/activities/guard/report-spacing';
 
 const o = { reportIntervalMs: 1_000, targetSignalsPerSecond: 8, maxReportIntervalMs: 60_000 };
 /** An arbitrary instant far from today. */
@@ -115,8 +127,11 @@ test('a first report sent when no entity existed waits as long as the largest fl
   assert.equal(s.everyMs('k'), 60_000); // what the first report tells the entity: count me for that long
   s.reported('k', T2001);
   assert.equal(s.isDue('k', T2001 + 30_000), false);
-  // The first count read after the report: 256 reporters (32 s), with the report's own draw of jitter.
-  f.saw('k', { ...CLOSED_VIEW, reporters: 256 }, T2001 + 1_000);
+  // A count read soon after the report is not yet believed (the fleet's other first reports may not be in).
+  f.saw('k', { ...CLOSED_VIEW, reporters: 4 }, T2001 + GUESS_SETTLE_MS - 1);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS), false);
+  // The first count read once settled: 256 reporters (32 s), with the report's own draw of jitter.
+  f.saw('k', { ...CLOSED_VIEW, reporters: 256 }, T2001 + GUESS_SETTLE_MS);
   assert.equal(s.everyMs('k'), 32_000);
   assert.equal(s.isDue('k', T2001 + 31_499), false);
   assert.equal(s.isDue('k', T2001 + 31_500), true);
@@ -128,18 +143,21 @@ test('a worker that starts an entity alone reports at the plain interval once it
   const s = new ReportSchedule(o, f, () => 0.5);
   s.reported('k', T2001);
   assert.equal(s.isDue('k', T2001 + 1_000), false); // no count read yet
-  f.saw('k', { ...CLOSED_VIEW, reporters: 1 }, T2001 + 900);
-  assert.equal(s.isDue('k', T2001 + 900), true); // due again one plain interval after its report
-  s.reported('k', T2001 + 900);
+  f.saw('k', { ...CLOSED_VIEW, reporters: 1 }, T2001 + GUESS_SETTLE_MS);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS), true); // overdue: goes at once
+  s.reported('k', T2001 + GUESS_SETTLE_MS);
   assert.equal(s.everyMs('k'), 1_000);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS + 499), false);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS + 500), true);
 });
 
-test('a count read before the report it was published for does not replace the guess', () => {
+test('a count read before the first report, or just after it, does not replace the guess', () => {
   const f = new FleetSizes();
   f.saw('k', null, T2001);
   const s = new ReportSchedule(o, f, () => 0.5);
   s.reported('k', T2001 + 10);
   f.saw('k', { ...CLOSED_VIEW, reporters: 2 }, T2001 + 5); // read before the report went (a young entity's count)
+  f.saw('k', { ...CLOSED_VIEW, reporters: 2 }, T2001 + 1_000); // and just after
   assert.equal(s.isDue('k', T2001 + 2_000), false);
 });
 
@@ -191,7 +209,10 @@ test('with the seeded draw about failureFlushers workers of a fleet flush each s
       if (flushers.size < 2) thin++;
       // A fast window (1 s) overlaps two seconds' draws: the quorum's two witnesses are there.
       if (s > 0) assert.ok(new Set([...flushers, ...previous]).size >= 2, `fleet ${fleet}, seconds ${s - 1}-${s}: ${flushers.size + previous.size} flushers`);
-      assert.ok([...flushers].some((w) => !previous.has(w)), `fleet ${fleet}, second ${s}: the same flushers as the second before`);
+      assert.ok(
+        [...flushers].some((w) => !previous.has(w)),
+        `fleet ${fleet}, second ${s}: the same flushers as the second before`,
+      );
       previous = flushers;
       total += flushers.size;
     }

@@ -28,6 +28,11 @@ export const JITTER = 0.2;
  * spacing). Wrong guesses cost little: the first count read after the report replaces it.
  */
 export const GUESSED_REPORTERS = 1 << 20;
+/**
+ * A count read this soon after the first report does not replace the guess: a fleet starting together sends
+ * its first reports within a second or so, and the entity's count reads low until it has taken them all in.
+ */
+export const GUESS_SETTLE_MS = 2_000;
 
 /** The interval for a fleet of `reporters` (ms). */
 export function reportEveryMs(reporters: number, o: SpacingOptions): number {
@@ -99,7 +104,7 @@ export class FleetSizes {
  * When each key's next report is due: the spacing for its fleet, jittered afresh each time. A key reported
  * early (a failure flush) is next due one interval after that. A key's first report, sent when the last read
  * found no entity (a fleet starting together, or a worker starting the entity alone), is next due as for the
- * largest fleet, until a count read after it gives the spacing (with the same draw of jitter, so a fleet that
+ * largest fleet, until a count read GUESS_SETTLE_MS after it gives the spacing (with the same draw of jitter, so a fleet that
  * starts together stays spread); a count that grows after a report moves the next one out the same way. So a
  * fleet that starts at once sends one report each, then reports at its spacing, instead of every second until
  * each worker has read its size.
@@ -148,10 +153,10 @@ export class ReportSchedule {
     this.due.set(key, { at: now + this.spaced(every, draw), sentAt: now, every, draw, guessed });
   }
 
-  /** The first report's guess holds (or would, for a first report now): no count was read since it went. */
+  /** The first report's guess holds (or would, for a first report now): no count was read GUESS_SETTLE_MS or more after it went. */
   private guessing(key: string, d: { sentAt: number; guessed: boolean } | undefined): boolean {
     if (!d) return this.fleet.noEntity(key);
-    return d.guessed && this.fleet.readAt(key) < d.sentAt;
+    return d.guessed && this.fleet.readAt(key) < d.sentAt + GUESS_SETTLE_MS;
   }
 
   private spaced(every: number, draw: number): number {

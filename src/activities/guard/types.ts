@@ -193,7 +193,7 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     maxReadsPerSecond: options.cacheTtlMs !== undefined && options.cacheTtlMs > 0 ? 1_000 / options.cacheTtlMs : 1,
     cacheTtlMs: 500,
     failureFlushMs: 50,
-    failureFlushers: 8,
+    failureFlushers: 32,
     rpcTimeoutMs: 2_000,
     probePollMs: 5,
     probeSpreadMs: 1_000,
