@@ -50,6 +50,7 @@ function modeList(value: string): ModeName[] {
 interface CliOptions {
   scenario: 'outage' | 'load' | 'poisoned';
   workers: number;
+  only?: boolean;
   healthy: number;
   outage: number;
   recovery: number;
@@ -82,6 +83,7 @@ const program = new Command('bench:outage')
       .default('outage'),
   )
   .option('--workers <n>', 'simulated workers per mode', num(1, true), 60)
+  .option('--only', 'load: run only the --workers fleet (no 60-worker run first)')
   .option('--healthy <s>', 'healthy warm-up before the outage, seconds', num(0.5), 5)
   .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
   .option('--recovery <s>', 'recovered phase after the outage, seconds', num(0.5), 15)
@@ -133,7 +135,16 @@ async function main(): Promise<void> {
     const given = (name: string) => program.getOptionValueSource(name) !== 'default';
     const healthyMs = given('healthy') ? scenario.healthyMs : 60_000;
     const outageMs = given('outage') ? scenario.outageMs : 20_000;
-    await runLoadScenario({ workers: o.workers, healthyMs, outageMs, tileLatencyMs: scenario.tileLatencyMs, base: scenario, log, onResult: (f) => console.log(loadLine(f)) });
+    await runLoadScenario({
+      workers: o.workers,
+      ...(o.only ? { only: true } : {}),
+      healthyMs,
+      outageMs,
+      tileLatencyMs: scenario.tileLatencyMs,
+      base: scenario,
+      log,
+      onResult: (f) => console.log(loadLine(f)),
+    });
     return;
   }
   log(

@@ -12,8 +12,8 @@
  *                                      tile requests the workers made, whole run;
  *   detect-ms                          from the outage's start until every worker has been refused once.
  *
- * With `--workers` above 60 a 60-worker run goes first (its line printed before the larger one), both on one
- * dev server, each with its own tile server and so its own key and entity.
+ * With `--workers` above 60 a 60-worker run goes first (its line printed before the larger one; `--only`: not),
+ * both on one dev server, each with its own tile server and so its own key and entity.
  */
 import { Client, type WorkflowClientInterceptor } from '@temporalio/client';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -37,6 +37,8 @@ import type { Scenario } from './types';
 
 export interface LoadOptions {
   workers: number;
+  /** Only the `workers` fleet, without the 60-worker run first. */
+  only?: boolean;
   healthyMs: number;
   outageMs: number;
   tileLatencyMs: number;
@@ -115,7 +117,7 @@ export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
   const running = worker.run();
   const results: LoadFigures[] = [];
   try {
-    for (const workers of o.workers > 60 ? [60, o.workers] : [o.workers]) {
+    for (const workers of o.workers > 60 && !o.only ? [60, o.workers] : [o.workers]) {
       const counter = new CallCounter();
       const client = new Client({ connection, namespace, interceptors: { workflow: [counter.interceptor()] } });
       const f = await runOnce({ ...o, workers }, client, plain, taskQueue, counter);
@@ -188,8 +190,13 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
       const transitions = await plain.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery);
       const opened = transitions.filter((t) => t.to === 'open' && t.at >= outageAt).sort((a, b) => a.at - b.at)[0];
       if (opened) openedAfterMs = opened.at - outageAt;
+      else
+        o.log(
+          `load: ${o.workers} workers: no trip in the outage; last transitions: ${JSON.stringify(transitions.slice(0, 3).map((t) => ({ to: t.to, reason: t.reason, afterMs: Math.round(t.at - outageAt), detail: t.detail })))}`,
+        );
     } catch (err) {
       recorder.error(`transitions query: ${err instanceof Error ? err.message : String(err)}`);
+      o.log(`load: ${o.workers} workers: transitions query: ${err instanceof Error ? err.message : String(err)}`);
     }
     // A starved machine shows first in the entity's workflow tasks (the figures are meaningless when they are slow).
     const tasks = await entityTaskFigures(plain, breakerWorkflowId(key)).catch(() => null);
@@ -215,8 +222,12 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
       `load: ${o.workers} workers: ${requests} requests, ${signals} signals, ${describes} describes, ${queries} queries; ` +
         `signals/s in the second half of the healthy phase ${f.steadySignalsPerS.toFixed(2)} (of which carrying failures or stalls ${(between(counter.failureSignals, steadyFrom, outageAt) / ((outageAt - steadyFrom) / 1000)).toFixed(2)}); describes/worker/s while healthy ${f.healthyDescribesPerWorkerS.toFixed(3)}; ` +
         `entity opened ${openedAfterMs.toFixed(0)} ms into the outage, workers first refused at p50 ${pct(0.5)} / p90 ${pct(0.9)} / max ${pct(1)} ms; ` +
+        `in the outage's first 2 s ${between(counter.signals, outageAt, outageAt + 2_000)} signals (${between(counter.failureSignals, outageAt, outageAt + 2_000)} carrying failures or stalls); ` +
         `${neverRefused} workers never refused; ${recorder.errors} errors${recorder.notes.length ? ` (first: ${recorder.notes[0]})` : ''}; load average ${f.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
     );
+    const per5s: number[] = [];
+    for (let t = startAt; t < endAt; t += 5_000) per5s.push(between(counter.signals, t, Math.min(endAt, t + 5_000)));
+    o.log(`load: ${o.workers} workers: signals per 5 s from the start (the outage from ${Math.round((outageAt - startAt) / 1000)} s): ${per5s.join(' ')}`);
     return f;
   } finally {
     await server.close();

@@ -2,7 +2,19 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CLOSED_VIEW } from '../../src/activities/guard/view-cache';
 import { ReportBuffer } from '../../src/activities/guard/report-buffer';
-import { countedForMs, FLEET_MEMORY_MS, FleetSizes, JITTER, jittered, ReportSchedule, reportEveryMs } from '../../src/activities/guard/report-spacing';
+import {
+  countedForMs,
+  FailureFlushes,
+  FLEET_MEMORY_MS,
+  FLUSH_DRAW_MS,
+  FleetSizes,
+  GUESS_SETTLE_MS,
+  JITTER,
+  jittered,
+  ReportSchedule,
+  reportEveryMs,
+  seededDraw,
+} from '../../src/activities/guard/report-spacing';
 
 const o = { reportIntervalMs: 1_000, targetSignalsPerSecond: 8, maxReportIntervalMs: 60_000 };
 /** An arbitrary instant far from today. */
@@ -106,4 +118,116 @@ test('the failure share that calls for a report at once is read over the recent 
   for (let i = 0; i < 10; i++) c.add('success', 50, undefined, T2001 + i);
   c.add('transient', 5, undefined, T2001 + 20);
   assert.equal(c.recentlyFailing(T2001 + 21), false);
+});
+
+test('a first report sent when no entity existed waits as long as the largest fleet would, until a count is read', () => {
+  const f = new FleetSizes();
+  f.saw('k', null, T2001); // the fleet starts together: no entity yet
+  const s = new ReportSchedule(o, f, () => 0.5);
+  assert.equal(s.everyMs('k'), 60_000); // what the first report tells the entity: count me for that long
+  s.reported('k', T2001);
+  assert.equal(s.isDue('k', T2001 + 30_000), false);
+  // A count read soon after the report is not yet believed (the fleet's other first reports may not be in).
+  f.saw('k', { ...CLOSED_VIEW, reporters: 4 }, T2001 + GUESS_SETTLE_MS - 1);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS), false);
+  // The first count read once settled: 256 reporters (32 s), with the report's own draw of jitter.
+  f.saw('k', { ...CLOSED_VIEW, reporters: 256 }, T2001 + GUESS_SETTLE_MS);
+  assert.equal(s.everyMs('k'), 32_000);
+  assert.equal(s.isDue('k', T2001 + 31_499), false);
+  assert.equal(s.isDue('k', T2001 + 31_500), true);
+});
+
+test('a worker that starts an entity alone reports at the plain interval once it reads the count', () => {
+  const f = new FleetSizes();
+  f.saw('k', null, T2001);
+  const s = new ReportSchedule(o, f, () => 0.5);
+  s.reported('k', T2001);
+  assert.equal(s.isDue('k', T2001 + 1_000), false); // no count read yet
+  f.saw('k', { ...CLOSED_VIEW, reporters: 1 }, T2001 + GUESS_SETTLE_MS);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS), true); // overdue: goes at once
+  s.reported('k', T2001 + GUESS_SETTLE_MS);
+  assert.equal(s.everyMs('k'), 1_000);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS + 499), false);
+  assert.equal(s.isDue('k', T2001 + GUESS_SETTLE_MS + 500), true);
+});
+
+test('a count read before the first report, or just after it, does not replace the guess', () => {
+  const f = new FleetSizes();
+  f.saw('k', null, T2001);
+  const s = new ReportSchedule(o, f, () => 0.5);
+  s.reported('k', T2001 + 10);
+  f.saw('k', { ...CLOSED_VIEW, reporters: 2 }, T2001 + 5); // read before the report went (a young entity's count)
+  f.saw('k', { ...CLOSED_VIEW, reporters: 2 }, T2001 + 1_000); // and just after
+  assert.equal(s.isDue('k', T2001 + 2_000), false);
+});
+
+test('a fleet that grew after a report moves the next one out, with the same draw; a count known before the first report is used', () => {
+  const f = new FleetSizes();
+  f.saw('k', { ...CLOSED_VIEW, reporters: 64 }, T2001); // joining a running fleet: its count is believed
+  const s = new ReportSchedule(o, f, () => 0.5);
+  assert.equal(s.everyMs('k'), 8_000);
+  s.reported('k', T2001);
+  assert.equal(s.isDue('k', T2001 + 7_500), true);
+  f.saw('k', { ...CLOSED_VIEW, reporters: 256 }, T2001 + 2_000);
+  assert.equal(s.isDue('k', T2001 + 7_500), false);
+  assert.equal(s.isDue('k', T2001 + 31_500), true);
+});
+
+test('failures flush at once in a fleet of at most failureFlushers reporters, whatever the draw', () => {
+  const never = new FailureFlushes(8, () => 0.999_999);
+  for (const n of [1, 2, 8]) assert.equal(never.flushesNow('w', 'k', n, T2001), true);
+  assert.equal(never.flushesNow('w', 'k', 16, T2001), false);
+  assert.equal(new FailureFlushes(0, () => 0.999_999).flushesNow('w', 'k', 1_024, T2001), true); // 0: every worker
+});
+
+test('in a larger fleet a worker flushes with probability failureFlushers / reporters, drawn per worker, key and second', () => {
+  const seeds: string[] = [];
+  const f = new FailureFlushes(8, (seed) => (seeds.push(seed), 0.03));
+  assert.equal(f.flushesNow('w', 'k', 256, T2001), true); // 0.03 < 8 / 256
+  assert.equal(f.flushesNow('w', 'k', 512, T2001), false); // 0.03 >= 8 / 512
+  f.flushesNow('w', 'k', 256, T2001 + FLUSH_DRAW_MS - 1);
+  f.flushesNow('w', 'k', 256, T2001 + FLUSH_DRAW_MS);
+  f.flushesNow('v', 'k', 256, T2001);
+  f.flushesNow('w', 'j', 256, T2001);
+  // One draw per worker, key and second: the same within a second, a new one in the next, and per worker and key.
+  assert.equal(seeds[0], seeds[2]);
+  assert.notEqual(seeds[2], seeds[3]);
+  assert.equal(new Set([seeds[0], seeds[3], seeds[4], seeds[5]]).size, 4);
+});
+
+test('with the seeded draw about failureFlushers workers of a fleet flush each second, a different set each second, two or more in any two seconds', () => {
+  const f = new FailureFlushes(8);
+  for (const fleet of [16, 60, 240, 1_000]) {
+    const reporters = 2 ** Math.ceil(Math.log2(fleet)); // as the entity publishes it
+    let total = 0;
+    let thin = 0;
+    let previous = new Set<number>();
+    for (let s = 0; s < 120; s++) {
+      const now = T2001 + s * FLUSH_DRAW_MS + 17;
+      const flushers = new Set<number>();
+      for (let w = 0; w < fleet; w++) if (f.flushesNow(`load-${w}`, 'http://127.0.0.1:40117', reporters, now)) flushers.add(w);
+      if (flushers.size < 2) thin++;
+      // A fast window (1 s) overlaps two seconds' draws: the quorum's two witnesses are there.
+      if (s > 0) assert.ok(new Set([...flushers, ...previous]).size >= 2, `fleet ${fleet}, seconds ${s - 1}-${s}: ${flushers.size + previous.size} flushers`);
+      assert.ok(
+        [...flushers].some((w) => !previous.has(w)),
+        `fleet ${fleet}, second ${s}: the same flushers as the second before`,
+      );
+      previous = flushers;
+      total += flushers.size;
+    }
+    const mean = total / 120;
+    const expected = (8 * fleet) / reporters;
+    assert.ok(Math.abs(mean - expected) <= 0.25 * expected, `fleet ${fleet}: ${mean} flushers a second on average, ${expected} expected`);
+    assert.ok(thin <= 2, `fleet ${fleet}: ${thin} seconds of 120 with fewer than two flushers`);
+  }
+});
+
+test('the seeded draw is a number in [0, 1), the same for the same seed', () => {
+  for (const seed of ['', 'a', 'load-1\u0000k\u00001', 'load-2\u0000k\u00001']) {
+    const d = seededDraw(seed);
+    assert.ok(d >= 0 && d < 1);
+    assert.equal(seededDraw(seed), d);
+  }
+  assert.notEqual(seededDraw('load-1\u0000k\u00001'), seededDraw('load-2\u0000k\u00001'));
 });

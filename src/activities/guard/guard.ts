@@ -84,7 +84,7 @@ export class BreakerGuard {
       this.link,
       this.stats,
       this.o.cacheTtlMs,
-      (key) => this.reports.alarm(key) !== null || this.calls.stalled(key),
+      (key) => this.reports.alarm(key) !== null || this.reports.failing(key) || this.calls.stalled(key),
       (key, view) => {
         this.fleet.saw(key, view, Date.now());
         this.stateGauge.shown(key, view);

@@ -2,7 +2,7 @@ import { breakerWorkflowId, isFailure } from '../../breaker';
 import { BREAKER_ENTITY_WORKFLOW, reportSignal, type BreakerEntityWorkflow, type OutcomeReport, type ProbeSpec } from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
 import { ReportBuffer } from './report-buffer';
-import { countedForMs, FleetSizes, ReportSchedule } from './report-spacing';
+import { countedForMs, FailureFlushes, FleetSizes, ReportSchedule } from './report-spacing';
 import type { CallOutcome, GuardStats, ResolvedGuardOptions } from './types';
 import type { ViewCache } from './view-cache';
 
@@ -24,8 +24,9 @@ interface KeyReports {
 /**
  * Outcomes reported to each key's entity: batched and sent once per report interval (longer in a large fleet:
  * report-spacing.ts), except that failures go after a short gathering delay when this process's recent
- * outcomes turn bad. Sent by signal-with-start
- * (the first report creates the entity), then by plain signal while the entity is known to run.
+ * outcomes turn bad and it is among the fleet's flushers of the moment (all of a small fleet, about
+ * failureFlushers workers a second of a large one: report-spacing.ts's FailureFlushes). Sent by
+ * signal-with-start (the first report creates the entity), then by plain signal while the entity is known to run.
  */
 export class ReportSender {
   private readonly keys = new Map<string, KeyReports>();
@@ -44,6 +45,8 @@ export class ReportSender {
     private readonly probeFor: (key: string) => ProbeSpec | undefined = () => undefined,
     /** When each key's report is due: every reportIntervalMs, or less often in a large fleet (report-spacing.ts). */
     private readonly schedule: ReportSchedule = new ReportSchedule(o, new FleetSizes()),
+    /** Whether this process's failures go at once or wait for its next report (report-spacing.ts). */
+    private readonly flushes: FailureFlushes = new FailureFlushes(o.failureFlushers),
   ) {
     // The timer ticks at the shortest interval; each key goes when its own spacing says it is due.
     this.interval = setInterval(() => void this.flushDue(), this.o.reportIntervalMs);
@@ -67,8 +70,11 @@ export class ReportSender {
     }
     const failed = 'stalls' in outcome || isFailure(outcome.kind);
     // Detection must not wait for the batch interval. But a trickle of failures among successes (a partial
-    // degradation below any threshold) stays batched, so it cannot become a signal per failure.
-    if (failed && !kr.alarm && !this.closed && kr.buffer.recentlyFailing()) {
+    // degradation below any threshold) stays batched, so it cannot become a signal per failure. In a large
+    // fleet only the flushers of the moment send at once: the others' failures wait for their next report
+    // (or a later second they are drawn in), so an outage costs the entity about as many signals as one worker's.
+    const now = Date.now();
+    if (failed && !kr.alarm && !this.closed && kr.buffer.recentlyFailing(now) && this.flushes.flushesNow(this.o.reporter, key, this.schedule.reporters(key), now)) {
       // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
       const gatherMs = Date.now() - kr.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
       kr.alarm = new Promise<void>((resolve) => {
@@ -84,6 +90,14 @@ export class ReportSender {
         this.timers.add(timer);
       });
     }
+  }
+
+  /**
+   * A quarter or more of this process's recent outcomes for `key` (within a report interval) failed: its view
+   * is kept fresher, so it learns of a trip at once whether or not it is among the flushers.
+   */
+  failing(key: string): boolean {
+    return this.keys.get(key)?.buffer.recentlyFailing() ?? false;
   }
 
   /** The failure report on its way for `key`, if any. */

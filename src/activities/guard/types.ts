@@ -55,6 +55,14 @@ export interface GuardOptions {
    * and re-reads the state first. Default 50 ms.
    */
   failureFlushMs?: number;
+  /**
+   * In a fleet of more reporters than this (the count the entity publishes), a worker whose outcomes turn bad
+   * reports them after failureFlushMs only with probability failureFlushers / reporters, drawn afresh each
+   * second; the others keep them for their next report. About this many workers a second send failures at
+   * once however large the fleet, so an outage does not flood the entity (report-spacing.ts). Default 64; 0:
+   * every worker flushes.
+   */
+  failureFlushers?: number;
   /** A query or signal that takes longer counts as unreachable: fail open. Default 2 000 ms. */
   rpcTimeoutMs?: number;
   /**
@@ -191,6 +199,7 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     maxReadsPerSecond: options.cacheTtlMs !== undefined && options.cacheTtlMs > 0 ? 1_000 / options.cacheTtlMs : 1,
     cacheTtlMs: 500,
     failureFlushMs: 50,
+    failureFlushers: 64,
     rpcTimeoutMs: 2_000,
     probePollMs: 5,
     probeSpreadMs: 1_000,
