@@ -5,10 +5,12 @@
  * A dev server on a SQLite file (scripts/fleet/temporal-process.ts: stopped and started again on the same address
  * and history), one real tilebreaker worker process (bench/force-open/worker-child.ts) and a client that sends
  * --rate report signals a second from --reporters reporters to one entity, as the guards do (signal-with-start
- * first, then plain signals under a 2 s deadline each, dropped when they fail). After --warmup seconds the
- * server is killed (SIGKILL), left down --down seconds and started again; the reports go on throughout. As soon
- * as the server answers, a force-open is sent (retried until accepted), and the bench reads the entity's memo
- * until it shows it. Then, from the entity's histories (every run: a continue-as-new starts one):
+ * first, then plain signals under a 2 s deadline each, dropped when they fail). After --warmup seconds, once the
+ * entity's run has --kill-at-events events (near its limit of 1,000: the worst moment, its first task after the
+ * restart continues as new), the server is killed (SIGKILL), left down --down seconds and started again; the
+ * reports go on throughout. As soon as the server answers a force-open is sent (retried until accepted), and the
+ * bench reads the entity's memo until it shows it. Then, from the entity's histories (every run: a
+ * continue-as-new starts one):
  *   first-task-ms  from the server being ready to the entity's first completed workflow task after it;
  *   applied-ms     from the server being ready to the force-open in the memo (what a guard reads);
  *   task-timeouts  WorkflowTaskTimedOut and WorkflowTaskFailed events after the kill, plus the attempts the server
@@ -54,6 +56,7 @@ interface Opts {
   saveHistory?: string;
   workerNice: string;
   backlog: string;
+  killAtEvents: string;
 }
 
 interface Figures {
@@ -326,6 +329,17 @@ async function startWorker(address: string, work: string, nice: number): Promise
   return child;
 }
 
+/** Waits (at most 2 minutes) until the entity's current run has at least `events` events in its history. */
+async function untilHistory(client: Client, key: string, events: number): Promise<void> {
+  const handle = client.workflow.getHandle(breakerWorkflowId(key));
+  const end = Date.now() + 120_000;
+  while (Date.now() < end) {
+    const { historyLength } = await viewOf(handle).catch(() => ({ historyLength: 0 }));
+    if (historyLength >= events) return;
+    await sleep(50);
+  }
+}
+
 /** A fresh entity on `key`, started as a guard starts one (signal-with-start with its first report). */
 async function startEntity(client: Client, key: string, o: Opts): Promise<void> {
   const input: EntityInput = { key, ...(o.maxHistoryEvents ? { options: { maxHistoryEvents: Number(o.maxHistoryEvents) } } : {}) };
@@ -421,6 +435,8 @@ async function main(o: Opts): Promise<void> {
     try {
       for (let k = 1; k <= Number(o.restarts); k++) {
         await sleep(Number(k === 1 ? o.warmup : o.settle) * 1000);
+        // The worst moment: the run near its history limit (its first task after the restart continues as new).
+        await untilHistory(client, key, Number(o.killAtEvents));
         runs.push(await restartOnce(temporal, client, key, Number(o.down) * 1000, `restart ${k} under load`, worker, o.debug));
       }
     } finally {
@@ -457,13 +473,14 @@ const program = new Command('bench:entity-restart')
   .option('--reporters <n>', 'reporters the reports come from', '60')
   .option('--warmup <s>', 'seconds of reports before the first restart', '40')
   .option('--down <s>', 'seconds the server stays down', '5')
-  .option('--settle <s>', 'seconds of reports between restarts', '30')
-  .option('--restarts <n>', 'restarts under load', '2')
+  .option('--settle <s>', 'seconds of reports between restarts', '20')
+  .option('--restarts <n>', 'restarts under load', '3')
   .option('--no-idle-baseline', 'skip the restart of an idle entity first')
   .option('--max-history-events <n>', "the entity's maxHistoryEvents option (default: the entity's own)")
   .option('--save-history <file>', "write the entity's longest run's history there (JSON, as record-history does)")
   .option('--debug', "list the entity's workflow task events after each kill", false)
   .option('--worker-nice <n>', "the worker process's nice value (a busier machine, for the worker)", '0')
+  .option('--kill-at-events <n>', "kill the server once the entity's run has this many events (0: at once)", '950')
   .option('--backlog <n>', 'first, with the worker stopped, send n reports and time the task that applies them all', '0')
   .option('--cold-worker', 'kill the worker process with the server and start it again after (no workflow cache)', false)
   .action(async (o: Opts) => main(o));
