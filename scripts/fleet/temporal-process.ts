@@ -13,8 +13,8 @@ const CLI_TYPES: Record<string, string> = { KEYWORD: 'Keyword', INT: 'Int', TEXT
 export interface TemporalProcess {
   address: string;
   start(): Promise<void>;
-  /** SIGTERM, then SIGKILL after 10 s; the database stays. */
-  stop(): Promise<void>;
+  /** SIGTERM (or `signal`), then SIGKILL after 10 s; the database stays. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
 export async function temporalProcess(cli: string, dbFile: string): Promise<TemporalProcess> {
@@ -57,12 +57,12 @@ export async function temporalProcess(cli: string, dbFile: string): Promise<Temp
       }
     });
   };
-  const stop = async () => {
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
     const c = child;
     child = null;
     if (!c || c.exitCode !== null) return;
     const exited = new Promise((r) => c.once('exit', r));
-    c.kill('SIGTERM');
+    c.kill(signal);
     const timer = setTimeout(() => c.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);

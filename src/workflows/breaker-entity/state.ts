@@ -130,8 +130,10 @@ export class EntityState {
       const { latencyMs: _unseen, ...rest } = event;
       event = rest;
     }
-    const before = nextDeadline(this.policy, Date.now());
-    const out = step(this.policy, event, Date.now(), Math.random());
+    // The workflow clock stands still within an activation: read once (each read costs, on every report).
+    const now = Date.now();
+    const before = nextDeadline(this.policy, now);
+    const out = step(this.policy, event, now, Math.random());
     this.policy = out.state;
     this.metrics.applied(event, out);
     if (out.transitions.length) {
@@ -145,7 +147,7 @@ export class EntityState {
       this.history.length = Math.min(this.history.length, this.opts.logSize);
       this.publishState();
     }
-    if (out.transitions.length || nextDeadline(this.policy, Date.now()) !== before) this.wake = true;
+    if (out.transitions.length || nextDeadline(this.policy, now) !== before) this.wake = true;
     this.publishView();
     return out;
   }
@@ -170,10 +172,11 @@ export class EntityState {
    * heard from within REPORTER_TTL_MS (and their linger).
    */
   concurrency(reporter: string, inFlight: number, everyMs?: number): number {
-    this.inFlight.set(reporter, { at: Date.now() + this.lingerMs(everyMs), n: Math.max(0, inFlight) });
+    const now = Date.now();
+    this.inFlight.set(reporter, { at: now + this.lingerMs(everyMs), n: Math.max(0, inFlight) });
     let sum = 0;
     for (const [id, r] of this.inFlight) {
-      if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
+      if (now - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
       else sum += r.n;
     }
     return sum;
@@ -199,12 +202,15 @@ export class EntityState {
   }
 
   view(): BreakerView {
-    const v = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? this.activeReporters() : 0);
-    const view = this.spacing ? { ...v, reporters: coarseCount(this.activeReporters()) } : v;
+    // Counted once (pure: the `view` and `status` queries call it too): the view is built on every report.
+    const now = Date.now();
+    const active = this.policy.config.maxRequestsPerSecond || this.spacing || this.quorum ? this.reporters.active(now) : 0;
+    const v = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? active : 0);
+    const view = this.spacing ? { ...v, reporters: coarseCount(active) } : v;
     if (!this.quorum) return view;
     // Coarse (to 0.05), so the memo changes with the fleet's health, not with every report.
-    const ratio = Math.round(windowFigures(this.policy, Date.now()).failureRatio * 20) / 20;
-    return { ...view, fleet: { failureRatio: ratio, reporters: this.activeReporters() } };
+    const ratio = Math.round(windowFigures(this.policy, now).failureRatio * 20) / 20;
+    return { ...view, fleet: { failureRatio: ratio, reporters: active } };
   }
 
   /**
@@ -297,10 +303,5 @@ export class EntityState {
   /** What a run that finished idle returns. */
   exit(): EntityExit {
     return { key: this.key, reason: 'idle', counters: this.counters, transitions: this.history };
-  }
-
-  /** Pure: the `view` and `status` queries call it. */
-  private activeReporters(): number {
-    return this.reporters.active(Date.now());
   }
 }
