@@ -13,6 +13,7 @@ import { makeAwaitWorkflowClosed } from './mosaic/await-workflow';
 import { planMosaicRun } from './mosaic/plan';
 import { DEFAULT_FETCH_QUEUE_START_WITHIN_MS, withFetchQueue } from './mosaic/fetch-queue';
 import { probeEndpoint } from './probe';
+import { entityKeyOf } from '../breaker/key';
 import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
 import type { BreakerActivities, MosaicActivities, ScheduledMosaicActivities } from '../messages/activities';
@@ -78,7 +79,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
   const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, metrics, ...deps.breaker });
   return {
     activities: {
-      probeEndpoint: (spec: ProbeSpec) => probeEndpoint(spec, metrics),
+      // Labelled with the probing entity's key (its workflow id is breaker/<key>).
+      probeEndpoint: (spec: ProbeSpec) => probeEndpoint(spec, metrics, entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId)),
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),

@@ -19,14 +19,24 @@ const probeDispatcher = () => (dispatcher ??= new Agent({ maxResponseSize: MAX_P
  * GetCapabilities, with `contentTypePrefix: 'text/xml'`) succeeds on a 2xx of that type, and `okStatuses`
  * can name the statuses that count as healthy. Never throws for the endpoint's faults (those are the answer).
  */
-export async function probeEndpoint(spec: ProbeSpec, metrics?: WorkerMetrics): Promise<ProbeOutcome> {
+export async function probeEndpoint(spec: ProbeSpec, metrics?: WorkerMetrics, endpoint?: string): Promise<ProbeOutcome> {
   // The entity refuses such specs; a spec stored before it did is still not fetched (no file://, no user:password@).
   const problem = typeof spec?.url === 'string' ? probeUrlProblem(spec.url) : 'must be a string';
   if (problem !== null) return { outcome: 'permanent', latencyMs: 0, httpStatus: null, reason: `probe not sent: its url ${problem}` };
   const result = await sendProbe(spec);
-  // Every request an endpoint receives is counted somewhere: the pipeline's in tilebreaker_requests, these here.
-  metrics?.selfProbe(breakerKey(spec.url), result.outcome);
+  // Every request an endpoint receives is counted somewhere: the pipeline's in tilebreaker_requests, these here,
+  // under the entity's own key (a partition's, as the pipeline's requests are labelled), else the URL's origin.
+  const key = endpoint ?? originKey(spec.url);
+  if (metrics && key) metrics.selfProbe(key, result.outcome);
   return result;
+}
+
+function originKey(url: string): string | null {
+  try {
+    return breakerKey(url);
+  } catch {
+    return null; // a URL that fetch refused too (it was answered as a transient failure): nothing to label
+  }
 }
 
 async function sendProbe(spec: ProbeSpec): Promise<ProbeOutcome> {

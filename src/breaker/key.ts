@@ -35,6 +35,11 @@ export function breakerWorkflowId(key: string): string {
   return `breaker/${key}`;
 }
 
+/** The key of a breaker entity's workflow id (`breaker/<key>`); undefined for any other id. */
+export function entityKeyOf(workflowId: string | undefined): string | undefined {
+  return workflowId?.startsWith('breaker/') ? workflowId.slice('breaker/'.length) : undefined;
+}
+
 /** Is `key` already canonical? (Keys from configuration or the CLI are checked before use.) */
 export function isCanonicalKey(key: string): boolean {
   const m = /^(https?:\/\/[^/]+)(?:\/(.+))?$/.exec(key);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mock, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { EntityLink } from '../../src/activities/guard/entity-link';
-import { ReportSender } from '../../src/activities/guard/report-sender';
+import { MAX_FAILURE_HOLD_MS, ReportSender } from '../../src/activities/guard/report-sender';
 import { FailureFlushes, FleetSizes, ReportSchedule } from '../../src/activities/guard/report-spacing';
 import { resolveGuardOptions, type GuardStats } from '../../src/activities/guard/types';
 import { CLOSED_VIEW, type ViewCache } from '../../src/activities/guard/view-cache';
@@ -93,6 +93,35 @@ test('a worker of a fleet of failureFlushers or fewer sends its failures at once
     await alarm;
     assert.equal(sent.length, 1);
     assert.equal(sent[0]!.counts.transient, 2);
+  } finally {
+    mock.timers.reset();
+  }
+});
+
+test('a worker never drawn sends its failures once they have waited MAX_FAILURE_HOLD_MS (a few workers left of a fleet once large)', async () => {
+  mock.timers.enable({ apis: ['setTimeout', 'setInterval', 'Date'], now: T2001 });
+  try {
+    const { s, sent } = sender(1_024, { value: 0.999 }); // never a flusher
+    s.add('k', { kind: 'success', latencyMs: 20 });
+    await s.flushDue();
+    assert.equal(sent.length, 1);
+    // One failing call a second: held while under the cap, sent with the first failure past it.
+    let waited = 0;
+    for (; waited < MAX_FAILURE_HOLD_MS; waited += 1_000) {
+      s.add('k', { kind: 'transient', latencyMs: 5 });
+      assert.equal(s.alarm('k'), null, `held at ${waited} ms`);
+      mock.timers.tick(1_000);
+    }
+    s.add('k', { kind: 'transient', latencyMs: 5 });
+    const alarm = s.alarm('k');
+    assert.ok(alarm, `sent once held ${waited} ms`);
+    mock.timers.tick(50);
+    await alarm;
+    assert.equal(sent.length, 2);
+    assert.equal(sent[1]!.counts.transient, MAX_FAILURE_HOLD_MS / 1_000 + 1);
+    // The hold starts over with the next failure.
+    s.add('k', { kind: 'transient', latencyMs: 5 });
+    assert.equal(s.alarm('k'), null);
   } finally {
     mock.timers.reset();
   }

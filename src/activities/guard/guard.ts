@@ -178,7 +178,8 @@ export class BreakerGuard {
         case 'await-alarm': {
           const alarm = this.reports.alarm(key);
           if (alarm) await Promise.race([alarm, new Promise((r) => setTimeout(r, step.maxMs))]);
-          progress = { ...progress, alarmAwaited: true };
+          // The entity's verdict on what was just reported is what the decision wants: read it afresh.
+          progress = { ...progress, alarmAwaited: true, read: false };
           break;
         }
         case 'read':

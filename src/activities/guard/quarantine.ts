@@ -29,8 +29,8 @@ interface KeyQuarantine {
   /** Set while quarantined. */
   since: number | null;
   reason: string;
-  /** Since when, and when last, endpoint failures against a served fleet were judged (null: not now). */
-  suspect: { since: number; last: number } | null;
+  /** Since when endpoint failures against a served fleet have been judged, unbroken (null: not now). */
+  suspectSince: number | null;
   nextProbeAt: number;
   /** The call let through as the quarantine's probe, while it is in flight. */
   probe: GuardDecision | null;
@@ -102,12 +102,11 @@ export class Quarantine {
     if (k.marks.length > this.o.samples) k.marks.shift();
     const verdict = this.judge(k.marks, view);
     if (verdict && !verdict.local) {
-      // Against the fleet's figures: only once they have held, judged again and again, for confirmMs (a gap as
-      // long, the breaker open and no calls, starts it over).
-      if (k.suspect === null || now - k.suspect.last > this.o.confirmMs) k.suspect = { since: now, last: now };
-      k.suspect.last = now;
-      if (now - k.suspect.since < this.o.confirmMs) return;
-    } else k.suspect = null;
+      // Against the fleet's figures: only once they have held on every judgement for confirmMs (a judgement
+      // that finds the breaker not closed, or the fleet failing too, starts it over; slow calls do not).
+      k.suspectSince ??= now;
+      if (now - k.suspectSince < this.o.confirmMs) return;
+    } else k.suspectSince = null;
     if (verdict) this.enter(decision.key, k, verdict.reason, now);
   }
 
@@ -149,14 +148,14 @@ export class Quarantine {
     if (k.since === null) return;
     this.logger.warn('quarantine lifted: a probe call succeeded', { key, quarantinedMs: now - k.since });
     k.since = null;
-    k.suspect = null;
+    k.suspectSince = null;
     k.marks = [];
     this.metrics.quarantine(key, false);
   }
 
   private entry(key: string): KeyQuarantine {
     let k = this.keys.get(key);
-    if (!k) this.keys.set(key, (k = { marks: [], since: null, reason: '', suspect: null, nextProbeAt: 0, probe: null }));
+    if (!k) this.keys.set(key, (k = { marks: [], since: null, reason: '', suspectSince: null, nextProbeAt: 0, probe: null }));
     return k;
   }
 }

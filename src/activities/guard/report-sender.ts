@@ -19,7 +19,16 @@ interface KeyReports {
   pacing: boolean;
   /** The self-probe URL a report has carried to the entity (each spec goes once, not with every report). */
   probeSent: string | null;
+  /** When the oldest failure not yet sent was buffered (null: none waits). */
+  failuresHeldSince: number | null;
 }
+
+/**
+ * The longest a failure waits for this process's turn among the flushers (ms). The draw counts the largest
+ * fleet seen lately: a few workers left of a large fleet (a scale-down, a job's tail, an outage of a few)
+ * would otherwise wait tens of seconds to be drawn.
+ */
+export const MAX_FAILURE_HOLD_MS = 3_000;
 
 /**
  * Outcomes reported to each key's entity: batched and sent once per report interval (longer in a large fleet:
@@ -74,7 +83,9 @@ export class ReportSender {
     // fleet only the flushers of the moment send at once: the others' failures wait for their next report
     // (or a later second they are drawn in), so an outage costs the entity about as many signals as one worker's.
     const now = Date.now();
-    if (failed && !kr.alarm && !this.closed && kr.buffer.recentlyFailing(now) && this.flushes.flushesNow(this.o.reporter, key, this.schedule.reporters(key), now)) {
+    if (failed) kr.failuresHeldSince ??= now;
+    const heldTooLong = kr.failuresHeldSince !== null && now - kr.failuresHeldSince >= MAX_FAILURE_HOLD_MS;
+    if (failed && !kr.alarm && !this.closed && kr.buffer.recentlyFailing(now) && (heldTooLong || this.flushes.flushesNow(this.o.reporter, key, this.schedule.reporters(key), now))) {
       // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
       const gatherMs = Date.now() - kr.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
       kr.alarm = new Promise<void>((resolve) => {
@@ -153,7 +164,7 @@ export class ReportSender {
   private entry(key: string): KeyReports {
     let kr = this.keys.get(key);
     if (!kr) {
-      kr = { buffer: new ReportBuffer(this.o.reportIntervalMs), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false, probeSent: null };
+      kr = { buffer: new ReportBuffer(this.o.reportIntervalMs), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false, probeSent: null, failuresHeldSince: null };
       this.keys.set(key, kr);
     }
     return kr;
@@ -165,6 +176,7 @@ export class ReportSender {
   }
 
   private async send(key: string, kr: KeyReports, report: OutcomeReport): Promise<void> {
+    kr.failuresHeldSince = null;
     const view = this.views.last(key);
     if (view) report.generation = view.generation;
     report.inFlight = this.inFlight(key);
