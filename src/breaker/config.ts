@@ -77,12 +77,23 @@ export const policyConfigSchema = z
      * (A new breaker entity sets min(cooldownMs, 5 s) unless told otherwise.)
      */
     probeIntervalMs: ms(1).nullable().default(null),
+    /**
+     * Each failed trial in a row multiplies the wait before the next (probeIntervalMs) by this, up to
+     * probeIntervalMs x cooldownMaxFactor, so an endpoint that stays down is tried less and less often. 1: the
+     * wait stays probeIntervalMs. (A new breaker entity sets 2 unless told otherwise.)
+     */
+    probeBackoff: z.number().min(1).max(16).default(1),
     /** A probe token expires this long after it is granted. */
     probeLeaseMs: ms(1).default(30_000),
     /** Probe tokens outstanding at once, fleet-wide. */
     maxConcurrentProbes: ms(1).max(100).default(1),
-    /** Consecutive successful probes that close the breaker. */
+    /** Successful probes that close the breaker (in a row, or among probeTrials trials). */
     probesToClose: ms(1).max(1_000).default(3),
+    /**
+     * k-of-n trials: a half-open round closes after probesToClose successes among at most this many probes,
+     * and reopens only once that can no longer happen. null: every probe must succeed (probesToClose in a row).
+     */
+    probeTrials: ms(1).max(1_000).nullable().default(null),
     /** After closing, allowance grows linearly from rampFloor to 1 over this time (0: no ramp). */
     rampMs: ms(0).default(10_000),
     rampFloor: z.number().gt(0).max(1).default(0.1),
@@ -101,6 +112,9 @@ export const policyConfigSchema = z
   .superRefine((c, ctx) => {
     if (c.fastMinSamples < c.minSamples) {
       ctx.addIssue({ code: 'custom', path: ['fastMinSamples'], input: c.fastMinSamples, message: `must be >= minSamples (${c.minSamples})` });
+    }
+    if (c.probeTrials !== null && c.probeTrials < c.probesToClose) {
+      ctx.addIssue({ code: 'custom', path: ['probeTrials'], input: c.probeTrials, message: `must be >= probesToClose (${c.probesToClose}) or null` });
     }
     if (c.fastWindowMs > c.windowMs) {
       ctx.addIssue({ code: 'custom', path: ['fastWindowMs'], input: c.fastWindowMs, message: `must be <= windowMs (${c.windowMs})` });

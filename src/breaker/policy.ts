@@ -28,6 +28,8 @@ export function initialState(config: PolicyConfig): PolicyState {
     probes: [],
     lastGeneration: 0,
     probeSuccesses: 0,
+    probeFailures: 0,
+    failedTrials: 0,
     retryAfterHintUntil: null,
   };
 }
@@ -66,14 +68,14 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       }
       // closedAt: null, so time spent forced open does not count as calm time that forgives consecutive opens.
       out.move(
-        { mode: 'forced-open', forcedUntil: durationMs ? now + durationMs : null, probes: [], probeSuccesses: 0, closedAt: null, rampStartedAt: null },
+        { mode: 'forced-open', forcedUntil: durationMs ? now + durationMs : null, probes: [], probeSuccesses: 0, ...roundReset(out.state), closedAt: null, rampStartedAt: null },
         'forced-open',
         event.reason ?? (durationMs ? `forced open for ${durationMs} ms` : 'forced open'),
       );
       break;
     }
     case 'force-close':
-      out.move({ ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
+      out.move({ ...closedFields(now, out.state), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
       break;
     case 'reset':
       // Generations keep counting: a token granted before the reset must stay stale after it.
@@ -81,7 +83,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       out.move({ ...initialState(out.state.config), lastGeneration: out.state.lastGeneration, ...(out.state.pacedUntil != null ? { pacedUntil: null } : {}) }, 'reset', event.reason ?? 'reset', true);
       break;
     case 'disable':
-      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], probeSuccesses: 0 }, 'disabled', event.reason ?? 'metrics only: never blocks');
+      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], probeSuccesses: 0, ...roundReset(out.state) }, 'disabled', event.reason ?? 'metrics only: never blocks');
       break;
     case 'enable':
       onEnable(out, event.reason ?? 'automatic mode');
@@ -197,11 +199,11 @@ export function advance(state: PolicyState, now: number): StepResult {
   if (s.pacedUntil != null && s.pacedUntil <= now) out.patch({ pacedUntil: null });
   if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
     // Recorded at the moment it became due, not when the next event happened to arrive.
-    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery', false, {
+    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields(s) }, 'force-expired', 'forced open period ended; testing recovery', false, {
       at: s.forcedUntil,
     });
   } else if ((s.mode === 'auto' || s.mode === 'metrics-only') && s.phase === 'open' && s.cooldownUntil !== null && s.cooldownUntil <= now) {
-    out.move(halfOpenFields(), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`, false, {
+    out.move(halfOpenFields(s), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`, false, {
       at: s.cooldownUntil,
     });
   }
@@ -284,16 +286,38 @@ function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe
   // the rule again at once (flapping).
   const budget = latencyBudgetMs(s.config);
   if (event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget) {
-    open(out, 'probe-failed', `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the latency budget ${Math.round(budget)} ms`, rand);
+    trialFailed(out, `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the latency budget ${Math.round(budget)} ms`, rand);
     return;
   }
   if (isFailure(event.outcome)) {
     if (event.retryAfterMs) out.patch({ retryAfterHintUntil: Math.max(s.retryAfterHintUntil ?? 0, out.now + event.retryAfterMs) });
-    open(out, 'probe-failed', `probe ${event.generation} by ${token.holder} failed: ${event.outcome}`, rand);
+    trialFailed(out, `probe ${event.generation} by ${token.holder} failed: ${event.outcome}`, rand);
   } else if (event.outcome === 'success') {
+    out.trial('success');
     probeSucceeded(out, `probe ${event.generation} by ${token.holder} succeeded`);
   }
   // neutral, permanent and rate-limited probes say nothing about health: the token is released, no count.
+}
+
+/** The k-of-n round's size (probeTrials), or null for consecutive successes (and in configs carried from before it). */
+function probeTrials(config: PolicyConfig): number | null {
+  return (config as Partial<PolicyConfig>).probeTrials ?? null;
+}
+
+/**
+ * A failed trial reopens the breaker, unless a k-of-n round (probeTrials) can still reach probesToClose
+ * successes: then it is counted and the round goes on with the next probe.
+ */
+function trialFailed(out: Recorder, detail: string, rand: number): void {
+  out.trial('failure');
+  const s = out.state;
+  const trials = probeTrials(s.config);
+  const failures = (s.probeFailures ?? 0) + 1;
+  if (trials !== null && trials - failures >= s.config.probesToClose) {
+    out.patch({ probeFailures: failures });
+    return;
+  }
+  open(out, 'probe-failed', trials === null ? detail : `${detail}; ${failures} of ${trials} trials failed`, rand);
 }
 
 function probeSucceeded(out: Recorder, detail: string): void {
@@ -302,14 +326,16 @@ function probeSucceeded(out: Recorder, detail: string): void {
     out.patch({ probeSuccesses: successes });
     return;
   }
-  out.move({ ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null }, 'probes-succeeded', `${detail}; ${successes} consecutive successful probes`);
+  const failures = out.state.probeFailures ?? 0;
+  const how = failures > 0 ? `${successes} successful probes of ${successes + failures} trials` : `${successes} consecutive successful probes`;
+  out.move({ ...closedFields(out.now, out.state), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null }, 'probes-succeeded', `${detail}; ${how}`);
 }
 
 function onEnable(out: Recorder, reason: string): void {
   const s = out.state;
   if (s.mode === 'auto') return;
   // Out of a forced open, test recovery first; out of the other modes traffic was flowing anyway.
-  const fields = s.mode === 'forced-open' ? halfOpenFields() : { ...closedFields(out.now), rampStartedAt: null };
+  const fields = s.mode === 'forced-open' ? halfOpenFields(s) : { ...closedFields(out.now, s), rampStartedAt: null };
   out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
 }
 
@@ -329,9 +355,11 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
   const now = out.now;
   const opens = decayedOpens(s.config, s.consecutiveOpens, s.closedAt, now) + 1;
   let cooldownMs = cooldownDurationMs(s.config, opens, rand);
-  // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown.
+  const failedTrials = reason === 'probe-failed' ? (s.failedTrials ?? 0) + 1 : 0;
+  // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown; each
+  // failed trial in a row waits probeBackoff times longer, up to the cooldown's cap factor.
   const interval = (s.config as Partial<PolicyConfig>).probeIntervalMs;
-  if (reason === 'probe-failed' && interval) cooldownMs = Math.min(cooldownMs, Math.max(1, Math.round(interval * (1 + s.config.cooldownJitter * (2 * rand - 1)))));
+  if (reason === 'probe-failed' && interval) cooldownMs = Math.min(cooldownMs, trialWaitMs(s.config, interval, failedTrials, rand));
   if (s.retryAfterHintUntil !== null && s.retryAfterHintUntil > now) {
     cooldownMs = Math.max(cooldownMs, Math.min(s.retryAfterHintUntil - now, maxCooldownMs(s.config)));
   }
@@ -345,6 +373,8 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
       rampStartedAt: null,
       probes: [],
       probeSuccesses: 0,
+      ...roundReset(s),
+      ...(failedTrials > 0 || s.failedTrials ? { failedTrials } : {}),
       retryAfterHintUntil: null,
     },
     reason,
@@ -354,11 +384,31 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
   );
 }
 
-function halfOpenFields(): Partial<PolicyState> {
-  return { phase: 'half-open', cooldownUntil: null, probes: [], probeSuccesses: 0 };
+/**
+ * The wait after the `failedTrials`-th failed trial in a row (1 for the first): probeIntervalMs x
+ * probeBackoff^(n-1), at most probeIntervalMs x cooldownMaxFactor, +/- cooldownJitter; at least 1 ms.
+ */
+export function trialWaitMs(config: PolicyConfig, intervalMs: number, failedTrials: number, rand: number): number {
+  const backoff = (config as Partial<PolicyConfig>).probeBackoff ?? 1;
+  const grown = Math.min(intervalMs * backoff ** Math.max(0, failedTrials - 1), intervalMs * Math.max(1, config.cooldownMaxFactor));
+  return Math.max(1, Math.round(grown * (1 + config.cooldownJitter * (2 * rand - 1))));
 }
 
-function closedFields(now: number): Partial<PolicyState> {
+/** A new half-open round forgets the last one's failed trials (only states that counted any carry the field). */
+function roundReset(s: PolicyState): Partial<PolicyState> {
+  return s.probeFailures ? { probeFailures: 0 } : {};
+}
+
+/** Closed (or reset): the incident's failed trials are forgotten too. */
+function trialsReset(s: PolicyState): Partial<PolicyState> {
+  return { ...roundReset(s), ...(s.failedTrials ? { failedTrials: 0 } : {}) };
+}
+
+function halfOpenFields(s: PolicyState): Partial<PolicyState> {
+  return { phase: 'half-open', cooldownUntil: null, probes: [], probeSuccesses: 0, ...roundReset(s) };
+}
+
+function closedFields(now: number, s: PolicyState): Partial<PolicyState> {
   // A fresh window: the failures that tripped the breaker must not trip it again at once.
   return {
     phase: 'closed',
@@ -368,6 +418,7 @@ function closedFields(now: number): Partial<PolicyState> {
     closedAt: now,
     probes: [],
     probeSuccesses: 0,
+    ...trialsReset(s),
     retryAfterHintUntil: null,
   };
 }
@@ -377,6 +428,7 @@ class Recorder {
   readonly transitions: TransitionRecord[] = [];
   private ignored: string | undefined;
   private declined: string | undefined;
+  private trialOutcome: 'success' | 'failure' | undefined;
   constructor(
     private current: StepResult | PolicyState,
     readonly now: number,
@@ -412,11 +464,22 @@ class Recorder {
     this.ignored = why;
   }
 
+  /** A probe's result counted as a trial, success or failure (whether or not it moved the breaker). */
+  trial(outcome: 'success' | 'failure'): void {
+    this.trialOutcome = outcome;
+  }
+
   decline(why: string): void {
     this.declined = why;
   }
 
   result(): StepResult {
-    return { state: this.state, transitions: this.transitions, ...(this.ignored ? { ignored: this.ignored } : {}), ...(this.declined ? { declined: this.declined } : {}) };
+    return {
+      state: this.state,
+      transitions: this.transitions,
+      ...(this.ignored ? { ignored: this.ignored } : {}),
+      ...(this.declined ? { declined: this.declined } : {}),
+      ...(this.trialOutcome ? { trial: this.trialOutcome } : {}),
+    };
   }
 }

@@ -41,8 +41,15 @@ export interface PolicyState {
   rampStartedAt: number | null;
   probes: ProbeToken[];
   lastGeneration: number;
-  /** Consecutive successful probes in this half-open round. */
+  /** Successful probes in this half-open round. */
   probeSuccesses: number;
+  /** Failed probes in this half-open round that did not reopen it (probeTrials: k-of-n). Absent: 0. */
+  probeFailures?: number;
+  /**
+   * Failed trials in a row since the breaker last tripped (each reopened it): the wait before the next grows
+   * with them (probeBackoff). Absent: 0 (states carried from runs before it).
+   */
+  failedTrials?: number;
   /** An upstream Retry-After seen with failures: the next cooldown lasts at least until then. */
   retryAfterHintUntil: number | null;
   /**
@@ -166,6 +173,8 @@ export interface StepResult {
   ignored?: string;
   /** A failure-ratio rule held but its failures came from too few reporters (quorum.ts): no trip, and why. */
   declined?: string;
+  /** A probe result counted as a trial: success, or failure (a failed or too slow probe, reopening or not). */
+  trial?: 'success' | 'failure';
 }
 
 /**

@@ -346,12 +346,12 @@ export function formatShow(shown: ShownBreaker, now: number): string {
     `  permit       ${permit}`,
     `  window       n ${f.n}: ${f.successes} ok, ${f.failures} failed (${pct(f.failureRatio)}; ${f.transient} transient, ${f.serviceException} service-exception); ` +
       `${f.permanent} permanent, ${f.neutral} neutral, ${f.rateLimited} rate-limited; p95 ${f.p95Ms === null ? '-' : `${Math.round(f.p95Ms)} ms`} (${f.latencySamples} latency samples)`,
-    `  opened at    ${iso(s.openedAt)}, consecutive opens ${s.consecutiveOpens}`,
+    `  opened at    ${iso(s.openedAt)}, consecutive opens ${s.consecutiveOpens}${s.failedTrials ? `, failed trials in a row ${s.failedTrials}` : ''}`,
     `  probes       ${s.probes.length ? s.probes.map((t) => `generation ${t.generation} held by ${t.holder}, lease until ${iso(t.leaseUntil)}`).join('; ') : 'none out'}` +
-      `${s.probeSuccesses ? `; ${s.probeSuccesses} successful in a row` : ''}`,
+      `${s.probeSuccesses ? `; ${s.probeSuccesses} successful${c.probeTrials ? '' : ' in a row'}` : ''}${s.probeFailures ? `; ${s.probeFailures} failed this round` : ''}`,
     `  self-probe   ${s.probe ? s.probe.url : 'none configured'}`,
     `  config       window ${formatDuration(c.windowMs)}, min ${c.minSamples} samples, trip at ${pct(c.failureRatio)} failing, cooldown ${formatDuration(c.cooldownMs)} ` +
-      `(x${c.cooldownMultiplier} per consecutive open, cap x${c.cooldownMaxFactor}), ${c.probesToClose} probes to close, ramp ${formatDuration(c.rampMs)}`,
+      `(x${c.cooldownMultiplier} per consecutive open, cap x${c.cooldownMaxFactor}), ${c.probesToClose}${c.probeTrials ? ` of ${c.probeTrials}` : ''} probes to close${c.probeBackoff && c.probeBackoff > 1 && c.probeIntervalMs ? `, failed trials wait ${formatDuration(c.probeIntervalMs)} x${c.probeBackoff} each (cap x${c.cooldownMaxFactor})` : ''}, ramp ${formatDuration(c.rampMs)}`,
     `  counters     ${count(counters.reports, 'report')}${counters.lateReports ? ` (${counters.lateReports} late)` : ''}, ${count(counters.probeRequests, 'probe request')}, ` +
       `${count(counters.selfProbes, 'self-probe')}, ${count(counters.ignoredResults, 'ignored probe result')}, ${count(counters.refusedSignals ?? 0, 'refused signal')}, ` +
       `${counters.continuedAsNew} continue-as-new`,

@@ -218,6 +218,10 @@ export interface BreakerStatus {
   consecutiveOpens: number;
   probes: { generation: number; holder: string; grantedAt: number; leaseUntil: number }[];
   probeSuccesses: number;
+  /** Failed probes in this half-open round that did not reopen it (probeTrials); absent from entities before it. */
+  probeFailures?: number;
+  /** Failed trials in a row since the last trip (the wait after the next grows with them); absent before it. */
+  failedTrials?: number;
   figures: WindowFigures;
   config: PolicyConfig;
   probe: ProbeSpec | null;

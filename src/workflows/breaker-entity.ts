@@ -35,7 +35,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // The ratio rules need failures from 2 reporters (quorum), and the view carries the fleet's health for the
   // guards' quarantine: new entities only (a run recorded before them replays as it tripped and published).
   const quorum = patched('quorum');
-  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum);
+  // Each failed trial in a row waits longer before the next (probeBackoff): new entities only.
+  const trialBackoff = patched('probe-backoff');
+  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, trialBackoff);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.
   const pacing = patched('rate-limited-pacing');

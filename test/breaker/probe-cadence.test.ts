@@ -37,3 +37,123 @@ describe('the probe cadence after a failed probe', () => {
     assert.equal(first, 30_000);
   });
 });
+
+/** Trips, then fails `failures` trials in a row: the cooldown after each (the trip's first). */
+function cooldownsThroughFailedTrials(input: PolicyConfigInput, failures: number): { trip: number; afterTrials: number[]; state: PolicyState } {
+  let r = step(initialState(parsePolicyConfig({ cooldownJitter: 0, ...input })), { type: 'report', counts: { transient: 20 } }, T0, 0.5);
+  const trip = r.transitions.find((t) => t.to === 'open')!.cooldownMs!;
+  const afterTrials: number[] = [];
+  for (let i = 0; i < failures; i++) {
+    const at = r.state.cooldownUntil!;
+    r = step(r.state, { type: 'probe-request', requestId: `p${i}`, requester: 'w' }, at, 0.5);
+    const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+    r = step(r.state, { type: 'probe-result', generation, outcome: 'transient' }, at + 100, 0.5);
+    afterTrials.push(r.transitions.find((t) => t.reason === 'probe-failed')!.cooldownMs!);
+  }
+  return { trip, afterTrials, state: r.state };
+}
+
+describe('failed trials back off (probeBackoff)', () => {
+  test('each failed trial in a row doubles the wait, up to probeIntervalMs x cooldownMaxFactor', () => {
+    const { trip, afterTrials } = cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2 }, 6);
+    assert.equal(trip, 30_000);
+    assert.deepEqual(afterTrials, [5_000, 10_000, 20_000, 40_000, 40_000, 40_000]);
+  });
+
+  test('never longer than the grown cooldown itself', () => {
+    // cooldownMs 4 s: the grown cooldown (4, 8, 16, 32 s, cap 32 s) stays below the trials' 5, 10, 20, 40 s.
+    const { afterTrials } = cooldownsThroughFailedTrials({ cooldownMs: 4_000, probeIntervalMs: 5_000, probeBackoff: 2 }, 5);
+    assert.deepEqual(
+      afterTrials,
+      [5_000, 10_000, 20_000, 32_000, 32_000].map((ms, i) => Math.min(ms, 4_000 * 2 ** (i + 1), 32_000)),
+    );
+  });
+
+  test('probeBackoff 1 (the default for configurations that do not name it) keeps every wait at probeIntervalMs', () => {
+    assert.deepEqual(cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 4).afterTrials, [5_000, 5_000, 5_000, 5_000]);
+  });
+
+  test('a close forgets the failed trials: the next incident starts again from probeIntervalMs', () => {
+    const cfg = { cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2, probesToClose: 1, cooldownDecayMs: 1_000 };
+    const { state } = cooldownsThroughFailedTrials(cfg, 3);
+    assert.equal(state.failedTrials, 3);
+    let r = step(state, { type: 'probe-request', requestId: 'ok', requester: 'w' }, state.cooldownUntil!, 0.5);
+    const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+    r = step(r.state, { type: 'probe-result', generation, outcome: 'success' }, state.cooldownUntil! + 50, 0.5);
+    assert.equal(r.state.phase, 'closed');
+    assert.equal(r.state.failedTrials, 0);
+    // Trip again much later (the decay forgave the opens), fail one trial: 5 s again.
+    const later = state.cooldownUntil! + 3_600_000;
+    r = step(r.state, { type: 'report', counts: { transient: 20 } }, later, 0.5);
+    const at = r.state.cooldownUntil!;
+    r = step(r.state, { type: 'probe-request', requestId: 'again', requester: 'w' }, at, 0.5);
+    const g2 = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+    r = step(r.state, { type: 'probe-result', generation: g2, outcome: 'transient' }, at + 100, 0.5);
+    assert.equal(r.transitions.find((t) => t.reason === 'probe-failed')?.cooldownMs, 5_000);
+  });
+
+  test('a state carried from before the field (no failedTrials, no probeBackoff) backs off as before', () => {
+    const { state } = cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 1);
+    const { failedTrials: _f, probeFailures: _p, ...old } = state;
+    const { probeBackoff: _b, probeTrials: _t, ...oldConfig } = old.config;
+    const carried = JSON.parse(JSON.stringify({ ...old, config: oldConfig })) as PolicyState;
+    let r = step(carried, { type: 'probe-request', requestId: 'x', requester: 'w' }, carried.cooldownUntil!, 0.5);
+    const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+    r = step(r.state, { type: 'probe-result', generation, outcome: 'transient' }, carried.cooldownUntil! + 100, 0.5);
+    assert.equal(r.transitions.find((t) => t.reason === 'probe-failed')?.cooldownMs, 5_000);
+  });
+});
+
+/** Trips, waits out the cooldown, then answers probes with `outcomes` in order: where the round ended. */
+function round(input: PolicyConfigInput, outcomes: Array<'success' | 'transient'>): { ended: 'closed' | 'open' | 'half-open'; after: number; detail?: string; trials: string[] } {
+  let r = step(initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 1_000, ...input })), { type: 'report', counts: { transient: 20 } }, T0, 0.5);
+  let at = r.state.cooldownUntil!;
+  const trials: string[] = [];
+  for (const [i, outcome] of outcomes.entries()) {
+    r = step(r.state, { type: 'probe-request', requestId: `p${i}`, requester: 'w' }, (at += 10), 0.5);
+    const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+    r = step(r.state, { type: 'probe-result', generation, outcome }, (at += 10), 0.5);
+    trials.push(r.trial ?? 'none');
+    const moved = r.transitions.find((t) => t.from === 'half-open');
+    if (moved) return { ended: moved.to as 'closed' | 'open', after: i + 1, detail: moved.detail, trials };
+  }
+  return { ended: 'half-open', after: outcomes.length, trials };
+}
+
+describe('k-of-n half-open trials (probeTrials)', () => {
+  const S = 'success' as const;
+  const F = 'transient' as const;
+
+  test('2 of at most 3: one failed trial among three does not reopen', () => {
+    assert.deepEqual(round({ probesToClose: 2, probeTrials: 3 }, [S, F, S]).ended, 'closed');
+    assert.deepEqual(round({ probesToClose: 2, probeTrials: 3 }, [F, S, S]).ended, 'closed');
+    const r = round({ probesToClose: 2, probeTrials: 3 }, [S, F, S]);
+    assert.equal(r.after, 3);
+    assert.match(r.detail ?? '', /2 successful probes of 3 trials/);
+    assert.deepEqual(r.trials, ['success', 'failure', 'success']);
+  });
+
+  test('2 of at most 3: a second failed trial reopens, as soon as two successes cannot be reached', () => {
+    const r = round({ probesToClose: 2, probeTrials: 3 }, [F, F, S]);
+    assert.deepEqual([r.ended, r.after], ['open', 2]);
+    assert.match(r.detail ?? '', /2 of 3 trials failed/);
+    assert.deepEqual(round({ probesToClose: 2, probeTrials: 3 }, [S, F, F]).ended, 'open');
+  });
+
+  test('without probeTrials any failed probe reopens: probesToClose in a row', () => {
+    assert.deepEqual([round({ probesToClose: 2 }, [S, F]).ended, round({ probesToClose: 2 }, [S, F]).after], ['open', 2]);
+    assert.match(round({ probesToClose: 2 }, [S, S]).detail ?? '', /2 consecutive successful probes/);
+  });
+
+  test('a reopened round starts its count again', () => {
+    let r = step(initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 1_000, probesToClose: 2, probeTrials: 3 })), { type: 'report', counts: { transient: 20 } }, T0, 0.5);
+    let at = r.state.cooldownUntil!;
+    for (const [i, outcome] of (['transient', 'transient'] as const).entries()) {
+      r = step(r.state, { type: 'probe-request', requestId: `a${i}`, requester: 'w' }, (at += 10), 0.5);
+      const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+      r = step(r.state, { type: 'probe-result', generation, outcome }, (at += 10), 0.5);
+    }
+    assert.equal(r.state.phase, 'open');
+    assert.equal(r.state.probeFailures, 0);
+  });
+});

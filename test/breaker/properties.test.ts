@@ -5,6 +5,7 @@ import {
   OUTCOME_KINDS,
   advance,
   histogramOf,
+  isFailure,
   initialState,
   latencyBudgetMs,
   parsePolicyConfig,
@@ -44,10 +45,16 @@ const configArb: fc.Arbitrary<PolicyConfig> = fc
     probeLeaseMs: fc.integer({ min: 100, max: 5_000 }),
     maxConcurrentProbes: fc.integer({ min: 1, max: 3 }),
     probesToClose: fc.integer({ min: 1, max: 4 }),
+    // k-of-n rounds (raised to probesToClose when drawn below it), or consecutive successes.
+    probeTrials: fc.option(fc.integer({ min: 1, max: 6 }), { nil: null }),
+    probeIntervalMs: fc.option(fc.integer({ min: 50, max: 3_000 }), { nil: null }),
+    probeBackoff: fc.double({ min: 1, max: 3, noNaN: true }),
     rampMs: fc.integer({ min: 0, max: 5_000 }),
     rampFloor: fc.double({ min: 0.05, max: 1, noNaN: true }),
   })
-  .map(({ buckets, ...c }) => parsePolicyConfig({ ...c, bucketMs: Math.max(100, Math.floor(c.windowMs / buckets)) }));
+  .map(({ buckets, probeTrials, ...c }) =>
+    parsePolicyConfig({ ...c, probeTrials: probeTrials === null ? null : Math.max(probeTrials, c.probesToClose), bucketMs: Math.max(100, Math.floor(c.windowMs / buckets)) }),
+  );
 
 /**
  * A probe result names its generation when it meets the state: `live` picks the newest token the test's own
@@ -189,7 +196,10 @@ function concrete(ev: GenEvent, s: PolicyState, model: ProbeModel): PolicyEvent 
  */
 class ProbeModel {
   live = new Map<number, number>(); // generation -> leaseUntil
+  /** Fresh successful probes in this half-open round (in a row unless probeTrials: a failure reopens then). */
   streak = 0;
+  /** Fresh failed probes (or successes slower than the budget) in this half-open round. */
+  fails = 0;
 
   isFresh(ev: PolicyEvent, now: number): boolean {
     if (ev.type !== 'probe-result') return false;
@@ -204,11 +214,13 @@ class ProbeModel {
     if (ev.type === 'probe-result' && fresh) {
       this.live.delete(ev.generation);
       // With the latency rule on, a success slower than the budget is a failed probe.
-      if (ev.outcome === 'success' && !(budget !== null && ev.latencyMs !== undefined && ev.latencyMs > budget)) this.streak++;
+      const slow = ev.outcome === 'success' && budget !== null && ev.latencyMs !== undefined && ev.latencyMs > budget;
+      if (ev.outcome === 'success' && !slow) this.streak++;
+      else if (slow || isFailure(ev.outcome)) this.fails++;
     }
     for (const t of result.transitions) {
       if (t.reason !== 'configured') this.live.clear();
-      if (!t.shadow && t.to === 'half-open' && t.from !== 'half-open') this.streak = 0;
+      if (!t.shadow && t.to === 'half-open' && t.from !== 'half-open') this.streak = this.fails = 0;
     }
     if (result.decision?.kind === 'granted' && !this.live.has(result.decision.token.generation)) {
       this.live.set(result.decision.token.generation, result.decision.token.leaseUntil);
@@ -307,7 +319,7 @@ describe('properties over random event sequences', () => {
     );
   });
 
-  test('never closes from half-open without probesToClose consecutive fresh successful probes', () => {
+  test('never closes from half-open without probesToClose fresh successful probes, in a row or within probeTrials trials', () => {
     let closes = 0;
     fc.assert(
       fc.property(scenarioArb, (scenario) => {
@@ -318,6 +330,9 @@ describe('properties over random event sequences', () => {
             closes++;
             assert.ok(fresh && event.type === 'probe-result' && event.outcome === 'success', 'closed on a fresh successful probe');
             assert.ok(model.streak >= pre.config.probesToClose, `closed after ${model.streak} of ${pre.config.probesToClose} successes`);
+            const trials = pre.config.probeTrials;
+            if (trials === null) assert.equal(model.fails, 0, 'consecutive successes: no failed trial in the round');
+            else assert.ok(model.streak + model.fails <= trials, `closed after ${model.streak + model.fails} trials, more than ${trials}`);
           }
           // And the converse: the probesToClose-th fresh success does close it.
           if (fresh && event.type === 'probe-result' && event.outcome === 'success' && model.streak > streakBefore && model.streak >= pre.config.probesToClose) {
@@ -329,6 +344,30 @@ describe('properties over random event sequences', () => {
       { numRuns: NUM_RUNS },
     );
     assert.ok(closes > 20, `only ${closes} closes by probes were generated`);
+  });
+
+  test('a fresh failed trial reopens a half-open breaker exactly when probesToClose successes can no longer be reached', () => {
+    let kept = 0;
+    let reopened = 0;
+    fc.assert(
+      fc.property(scenarioArb, (scenario) => {
+        simulate(scenario, ({ pre, result, model, fresh, event }) => {
+          if (!fresh || event.type !== 'probe-result' || pre.mode !== 'auto' || pre.phase !== 'half-open') return;
+          const budget = latencyBudgetMs(pre.config);
+          const slow = event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget;
+          if (!slow && !isFailure(event.outcome)) return;
+          const trials = pre.config.probeTrials;
+          const reachable = trials !== null && trials - model.fails >= pre.config.probesToClose;
+          const reopens = result.transitions.some((t) => t.reason === 'probe-failed' && t.to === 'open');
+          assert.equal(reopens, !reachable, `trials ${trials}, ${model.fails} failed, ${pre.config.probesToClose} to close`);
+          assert.equal(result.trial, 'failure');
+          if (reopens) reopened++;
+          else kept++;
+        });
+      }),
+      { numRuns: NUM_RUNS },
+    );
+    assert.ok(kept > 10 && reopened > 10, `only ${kept} kept and ${reopened} reopened rounds were generated`);
   });
 
   test('never trips on a window holding fewer than minSamples samples', () => {
@@ -405,7 +444,9 @@ describe('properties over random event sequences', () => {
             opens++;
             const c = pre.config;
             assert.ok(typeof t.cooldownMs === 'number', 'every open records its cooldown');
-            const lo = c.cooldownMs * (1 - c.cooldownJitter);
+            // After a failed trial, at most probeIntervalMs x probeBackoff^(n-1) (capped), which may be shorter.
+            const interval = t.reason === 'probe-failed' ? c.probeIntervalMs : null;
+            const lo = Math.min(c.cooldownMs * (1 - c.cooldownJitter), interval ? Math.max(1, Math.floor(interval * (1 - c.cooldownJitter))) : Infinity);
             const hi = c.cooldownMs * c.cooldownMaxFactor * (1 + c.cooldownJitter);
             assert.ok(t.cooldownMs >= lo && t.cooldownMs <= hi, `cooldown ${t.cooldownMs} outside [${lo}, ${hi}]`);
             if (t.shadow || result.state.mode === 'auto') assert.equal(result.state.cooldownUntil, now + t.cooldownMs);

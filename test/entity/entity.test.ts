@@ -122,6 +122,40 @@ describe('cooldown and probes', () => {
     assert.deepEqual([status.config.probeIntervalMs, status.consecutiveOpens], [5_000, 2], 'the opens still count: the next trip from closed waits longer');
   });
 
+  test('a new entity backs off its failed trials (5, 10, 20 s, ... up to 8x) and a k-of-n round closes on 2 of 3', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 2, probeTrials: 3 }, options: noSA });
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+    let id = 0;
+    const probe = async (outcome: 'success' | 'transient') => {
+      await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
+      const requestId = `r${++id}`;
+      await h.signal(requestProbeSignal, { requestId, requester: 'w1' });
+      const d = await h.query(probeDecisionQuery, requestId);
+      if (d?.kind !== 'granted') return assert.fail(`expected a grant, got ${JSON.stringify(d)}`);
+      await h.signal(probeResultSignal, { generation: d.token.generation, outcome });
+    };
+    // Each round of 3 trials reopens at its second failure: 2 of 3 can no longer be reached.
+    for (let round = 0; round < 4; round++) {
+      await probe('transient');
+      await probe('transient');
+    }
+    const reopens = (await h.query(transitionsQuery, 20)).filter((t) => t.reason === 'probe-failed').reverse();
+    assert.deepEqual(
+      reopens.map((t) => t.cooldownMs),
+      [5_000, 10_000, 20_000, 40_000],
+    );
+    assert.match(reopens[0]!.detail, /2 of 3 trials failed/);
+    const status = await h.query(statusQuery);
+    assert.deepEqual([status.config.probeBackoff, status.config.probeTrials], [2, 3]);
+    // One failed trial among three does not reopen: success, failure, success closes.
+    await probe('success');
+    await probe('transient');
+    await probe('success');
+    const [closed] = await h.query(transitionsQuery, 1);
+    assert.deepEqual([closed!.to, closed!.reason], ['closed', 'probes-succeeded']);
+    assert.match(closed!.detail, /2 successful probes of 3 trials/);
+  });
+
   test('exactly one of 20 concurrent requesters gets the probe token', async () => {
     const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 1_000 }, options: noSA });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });

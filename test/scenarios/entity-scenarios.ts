@@ -66,6 +66,32 @@ export const entityProbeContention: EntityScenario = async ({ env, client, taskQ
   return h;
 };
 
+/**
+ * Failed trials back off (new entity defaults: 5 s, doubling) in k-of-n rounds (2 of at most 3): two rounds
+ * reopen at their second failure, then success, failure, success closes, and the entity finishes idle.
+ */
+export const entityFailedTrials: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-failed-trials',
+    config: { cooldownMs: 60_000, probesToClose: 2, probeTrials: 3 },
+    options: idle,
+  });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
+  let id = 0;
+  const probe = async (outcome: 'success' | 'transient') => {
+    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
+    const requestId = `t${++id}`;
+    await h.signal(requestProbeSignal, { requestId, requester: 'worker-1' });
+    const d = await h.query(probeDecisionQuery, requestId);
+    if (d?.kind !== 'granted') throw new Error(`no grant for ${requestId}: ${JSON.stringify(d)}`);
+    await h.signal(probeResultSignal, { generation: d.token.generation, outcome, latencyMs: 30 });
+  };
+  for (const outcome of ['transient', 'transient', 'transient', 'transient', 'success', 'transient', 'success'] as const) await probe(outcome);
+  if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
+  await h.result();
+  return h;
+};
+
 /** Operator actions, then a burst of reports that makes the entity continue as new: the first run's history. */
 export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, taskQueue }) => {
   const h = await startEntity(client, taskQueue, {
@@ -257,6 +283,7 @@ export const entitySignalValidation: EntityScenario = async ({ env, client, task
 export const entityScenarios = {
   'entity-signal-validation': entitySignalValidation,
   'entity-quorum': entityQuorum,
+  'entity-failed-trials': entityFailedTrials,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,

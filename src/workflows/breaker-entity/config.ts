@@ -38,7 +38,7 @@ export function withHistoryDefault(opts: Required<EntityOptions>, options: Entit
  * A new run's policy state, from the input's configuration. `rateLimits`: the run knows rate limits (see
  * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.
  */
-export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean, smallFleet = false, quorum = false): PolicyState {
+export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean, smallFleet = false, quorum = false, trialBackoff = false): PolicyState {
   const parsed = parseConfig(key, rateLimits ? config : withoutRate(config));
   // A run recorded before the probe cadence replays with a failed probe waiting the full grown cooldown.
   if (probeCadence && !(config && 'probeIntervalMs' in config)) parsed.probeIntervalMs = Math.min(parsed.cooldownMs, DEFAULT_PROBE_INTERVAL_MS);
@@ -46,6 +46,8 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   if (smallFleet && !(config && 'smallFleetFloor' in config)) parsed.smallFleetFloor = DEFAULT_SMALL_FLEET_FLOOR;
   // And one recorded before the quorum replays with a single reporter's failures able to trip it.
   if (quorum && !(config && 'quorum' in config)) parsed.quorum = DEFAULT_QUORUM;
+  // And one recorded before failed trials backed off replays with every failed probe waiting probeIntervalMs.
+  if (trialBackoff && !(config && 'probeBackoff' in config)) parsed.probeBackoff = DEFAULT_PROBE_BACKOFF;
   return initialState(parsed);
 }
 
@@ -55,6 +57,9 @@ const DEFAULT_SMALL_FLEET_FLOOR = 3;
 
 /** A new entity's quorum: the failure-ratio rules need failures from this many reporters (or every active one). */
 const DEFAULT_QUORUM = 2;
+
+/** A new entity's growth of the wait after each failed trial in a row (to probeIntervalMs x cooldownMaxFactor). */
+const DEFAULT_PROBE_BACKOFF = 2;
 
 /** A new entity's probe cadence after a failed probe, unless its configuration names one. */
 const DEFAULT_PROBE_INTERVAL_MS = 5_000;

@@ -86,8 +86,8 @@ export class EntityMetrics {
   applied(event: PolicyEvent, out: StepResult): void {
     for (const t of out.transitions) this.transition(t);
     if (event.type === 'probe-result' && out.ignored === undefined) {
-      // A slow success that reopens is a failed probe; neutral answers release the token and say nothing.
-      const failed = out.transitions.some((t) => t.reason === 'probe-failed');
+      // A slow success is a failed probe (k-of-n: even when the round goes on); neutral answers say nothing.
+      const failed = out.trial === 'failure' || out.transitions.some((t) => t.reason === 'probe-failed');
       const outcome = failed ? 'failure' : event.outcome === 'success' ? 'success' : null;
       if (outcome) this.sink.count(METRIC.probes, 1, { endpoint: this.key, outcome });
     }

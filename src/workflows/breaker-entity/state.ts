@@ -101,12 +101,14 @@ export class EntityState {
     private readonly compactCarry = false,
     /** The quorum and the fleet's health in the view (the 'quorum' patch). */
     private readonly quorum = false,
+    /** A new breaker's failed trials back off (the 'probe-backoff' patch). */
+    trialBackoff = false,
   ) {
     const { key } = input;
     // Either form: a run from before the bound carried everything (restore reads it as it is).
     const carried = input.carried ? restore(input.carried) : undefined;
     this.key = key;
-    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum);
+    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum, trialBackoff);
     this.probeSpec = input.probe ?? null;
     this.history = carried ? [...carried.log] : [];
     this.decisions = new Map(carried?.decisions ?? []);
@@ -261,6 +263,8 @@ export class EntityState {
       consecutiveOpens: policy.consecutiveOpens,
       probes: policy.probes.map(({ generation, holder, grantedAt, leaseUntil }) => ({ generation, holder, grantedAt, leaseUntil })),
       probeSuccesses: policy.probeSuccesses,
+      ...(policy.probeFailures !== undefined ? { probeFailures: policy.probeFailures } : {}),
+      ...(policy.failedTrials !== undefined ? { failedTrials: policy.failedTrials } : {}),
       figures: windowFigures(policy, Date.now()),
       config: policy.config,
       probe: this.probeSpec,
