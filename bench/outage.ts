@@ -13,6 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { now } from './outage/clock';
 import { makeModeContext, type ModeContext } from './outage/fleet';
 import { entityTaskLine } from './outage/entity-tasks';
+import { FLAKY_RECOVERY_DEFAULTS, flakyRecoveryLine, runFlakyRecoveryScenario } from './outage/flaky-recovery';
 import { loadLine, runLoadScenario } from './outage/load';
 import { computeFigures, type ModeFigures } from './outage/metrics';
 import { peakDump } from './outage/peak-dump';
@@ -48,7 +49,8 @@ function modeList(value: string): ModeName[] {
 }
 
 interface CliOptions {
-  scenario: 'outage' | 'load' | 'poisoned';
+  scenario: 'outage' | 'load' | 'poisoned' | 'flaky-recovery';
+  trials: number;
   workers: number;
   only?: boolean;
   healthy: number;
@@ -77,13 +79,14 @@ const program = new Command('bench:outage')
   .addOption(
     new Option(
       '--scenario <name>',
-      'outage: the three modes through one outage; load: what the breaker costs Temporal (bench/outage/load.ts); poisoned: one worker failing every call locally (bench/outage/poisoned.ts)',
+      'outage: the three modes through one outage; load: what the breaker costs Temporal (bench/outage/load.ts); poisoned: one worker failing every call locally (bench/outage/poisoned.ts); flaky-recovery: a server back with 2 answers in 3, consecutive against k-of-n probes (bench/outage/flaky-recovery.ts)',
     )
-      .choices(['outage', 'load', 'poisoned'])
+      .choices(['outage', 'load', 'poisoned', 'flaky-recovery'])
       .default('outage'),
   )
   .option('--workers <n>', 'simulated workers per mode', num(1, true), 60)
   .option('--only', 'load: run only the --workers fleet (no 60-worker run first)')
+  .option('--trials <n>', 'flaky-recovery: outages per mode', num(1, true), FLAKY_RECOVERY_DEFAULTS.trials)
   .option('--healthy <s>', 'healthy warm-up before the outage, seconds', num(0.5), 5)
   .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
   .option('--recovery <s>', 'recovered phase after the outage, seconds', num(0.5), 15)
@@ -111,6 +114,17 @@ async function main(): Promise<void> {
     Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
     const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
     return runPoisonedScenario({ workers: o.workers, durationMs: 20_000, tileLatencyMs: o.tileLatency, badWorker: Math.floor(o.workers / 3) }, log);
+  }
+  if (o.scenario === 'flaky-recovery') {
+    Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
+    const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
+    const given = (name: string) => program.getOptionValueSource(name) !== 'default';
+    const f = await runFlakyRecoveryScenario({ ...FLAKY_RECOVERY_DEFAULTS, trials: o.trials, ...(given('workers') ? { workers: o.workers } : {}), log });
+    log(
+      `flaky-recovery: seconds per trial: consecutive ${f.seconds.consecutive.map((s) => s.toFixed(1)).join(' ')}; k-of-n ${f.seconds['k-of-n'].map((s) => s.toFixed(1)).join(' ')}; cut off: ${f.cutOff.consecutive} / ${f.cutOff['k-of-n']}`,
+    );
+    console.log(flakyRecoveryLine(f));
+    return;
   }
   if (o.failureRatio >= 1) throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
   const scenario: Scenario = {

@@ -44,6 +44,8 @@ export function sharedPolicyConfig(scenario: Scenario): PolicyConfigInput {
     cooldownMs: scenario.breaker.cooldownMs,
     cooldownJitter: 0,
     cooldownMultiplier: 1,
+    // Nor after a failed probe: every probe 1 s after the last, as cockatiel's halfOpenAfter does.
+    probeBackoff: 1,
     probesToClose: 1,
     maxConcurrentProbes: 1,
     ...(scenario.rampMs !== null ? { rampMs: scenario.rampMs } : {}),

@@ -54,6 +54,13 @@ export const policyConfigSchema = z
     latencyBudgetFactor: z.number().min(1).default(1.5),
     /** An explicit latency budget; overrides healthyP95Ms * latencyBudgetFactor. Null with no healthyP95Ms: no latency rule. */
     latencyBudgetMs: z.number().positive().nullable().default(null),
+    /**
+     * Slow-call rate: a completed call slower than this counts as slow, and the breaker trips when slow calls are
+     * slowCallRatio or more of the window's latency samples (at least latencyMinSamples of them). A probe slower
+     * than this fails. null: off (a new breaker entity sets 10 s unless told otherwise).
+     */
+    slowCallMs: z.number().positive().nullable().default(null),
+    slowCallRatio: z.number().gt(0).max(1).default(0.5),
     /** The latency rule needs this many latency samples in the window (besides minSamples). */
     latencyMinSamples: ms(1).default(20),
     /** Trip when permanent (request's-fault) outcomes reach this count ... */
@@ -141,6 +148,20 @@ export function parsePolicyConfig(input: unknown = {}): PolicyConfig {
 }
 
 export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
+
+/** The slow-call threshold in ms, or null when off (and in configurations carried from before it). */
+export function slowCallMs(config: PolicyConfig): number | null {
+  return (config as Partial<PolicyConfig>).slowCallMs ?? null;
+}
+
+/**
+ * The slowest a successful probe may be and still count as one (null: any): the latency budget or the
+ * slow-call threshold, whichever is lower. Closing on a slower probe would trip the rule again at once.
+ */
+export function probeLatencyLimitMs(config: PolicyConfig): number | null {
+  const limits = [latencyBudgetMs(config), slowCallMs(config)].filter((x): x is number => x !== null);
+  return limits.length ? Math.min(...limits) : null;
+}
 
 /** The latency budget in ms, or null when no latency rule applies. */
 export function latencyBudgetMs(config: PolicyConfig): number | null {

@@ -47,6 +47,23 @@ export function totalOf(histogram: readonly number[]): number {
 }
 
 /**
+ * How many samples took longer than `thresholdMs`, interpolated linearly inside the bucket the threshold falls
+ * in (as percentile does); the overflow bucket counts whole above the last bound.
+ */
+export function countAbove(histogram: readonly number[], thresholdMs: number): number {
+  let above = 0;
+  for (let i = 0; i < histogram.length; i++) {
+    const count = histogram[i]!;
+    if (count === 0) continue;
+    const lower = i === 0 ? 0 : LATENCY_BOUNDS_MS[i - 1]!;
+    const upper = i < LATENCY_BOUNDS_MS.length ? LATENCY_BOUNDS_MS[i]! : Number.POSITIVE_INFINITY;
+    if (lower >= thresholdMs) above += count;
+    else if (upper > thresholdMs) above += upper === Number.POSITIVE_INFINITY ? count : (count * (upper - thresholdMs)) / (upper - lower);
+  }
+  return above;
+}
+
+/**
  * The q-quantile (0 < q <= 1) in ms, interpolated linearly inside the bucket that holds it;
  * `null` for an empty histogram. The overflow bucket reports the last bound.
  */

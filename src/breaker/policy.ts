@@ -4,7 +4,7 @@
  * same inputs always give the same result, so the entity replays. Inputs are never mutated.
  */
 import { ConfigError } from './config-error';
-import { latencyBudgetMs, parsePolicyConfig, type PolicyConfig } from './config';
+import { parsePolicyConfig, probeLatencyLimitMs, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
 import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
@@ -284,9 +284,9 @@ function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe
   out.patch({ probes: s.probes.filter((p) => p !== token) });
   // With the latency rule on, a probe slower than the budget is no sign of recovery: closing on it would trip
   // the rule again at once (flapping).
-  const budget = latencyBudgetMs(s.config);
-  if (event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget) {
-    trialFailed(out, `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the latency budget ${Math.round(budget)} ms`, rand);
+  const limit = probeLatencyLimitMs(s.config);
+  if (event.outcome === 'success' && limit !== null && event.latencyMs !== undefined && event.latencyMs > limit) {
+    trialFailed(out, `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the ${slowerThan(s.config, limit)}`, rand);
     return;
   }
   if (isFailure(event.outcome)) {
@@ -297,6 +297,11 @@ function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe
     probeSucceeded(out, `probe ${event.generation} by ${token.holder} succeeded`);
   }
   // neutral, permanent and rate-limited probes say nothing about health: the token is released, no count.
+}
+
+/** Which limit a slow probe broke, for the transition's detail. */
+function slowerThan(config: PolicyConfig, limitMs: number): string {
+  return limitMs === config.slowCallMs ? `slow-call threshold ${Math.round(limitMs)} ms` : `latency budget ${Math.round(limitMs)} ms`;
 }
 
 /** The k-of-n round's size (probeTrials), or null for consecutive successes (and in configs carried from before it). */

@@ -8,7 +8,8 @@
  * question is only ever "at least q?", and a bucket holding q answers it alone, while one holding fewer holds
  * them all, so the union of capped sets is exact up to q. The carried state stays bounded (window-pack.ts).
  */
-import type { PolicyConfig } from './config';
+import { slowCallMs, type PolicyConfig } from './config';
+import { countAbove, totalOf } from './latency';
 
 /** What a window bucket keeps of its reporters (window.ts's WindowBucket has these fields). */
 export interface ReporterSets {
@@ -17,6 +18,8 @@ export interface ReporterSets {
   seen?: number[];
   /** Hashes of the reporters whose report here was failing, at most `quorum`. */
   failing?: number[];
+  /** Hashes of the reporters whose report here was slow (the slow-call rule's witnesses), at most `quorum`. */
+  slow?: number[];
 }
 
 /** Reporters heard from within this long (or the window, if shorter) are the active ones. Guards report every second. */
@@ -32,6 +35,8 @@ export interface QuorumFigures {
   fastFailing: number;
   /** Distinct reporters heard from within QUORUM_ACTIVE_MS (capped at quorum). */
   active: number;
+  /** Distinct reporters that sent a slow report within the window (capped at quorum; 0 with no slow-call rule). */
+  slow: number;
 }
 
 /** The quorum in force: 1 (off) for a state carried from a version without the field. */
@@ -68,7 +73,7 @@ export function unionCapped(a: readonly number[] | undefined, b: readonly number
  * Records a report from `reporter` into `bucket` (mutated: record() hands it a fresh copy). Only a report with
  * successes or failures makes its reporter active: one that saw nothing health-relevant vouches for nothing.
  */
-export function noteReporter(bucket: ReporterSets, reporter: string, counts: ReportCounts, config: PolicyConfig): void {
+export function noteReporter(bucket: ReporterSets, reporter: string, counts: ReportCounts, config: PolicyConfig, latency?: readonly number[]): void {
   const q = quorumOf(config);
   if (q <= 1) return;
   const failed = (counts.transient ?? 0) + (counts['service-exception'] ?? 0);
@@ -80,6 +85,10 @@ export function noteReporter(bucket: ReporterSets, reporter: string, counts: Rep
   const h = reporterHash(reporter);
   bucket.seen = withReporter(bucket.seen, h, q);
   if (failing) bucket.failing = withReporter(bucket.failing, h, q);
+  // Slow: its own share of calls slower than slowCallMs reaches half the policy's slowCallRatio.
+  const slowMs = slowCallMs(config);
+  const timed = latency ? totalOf(latency) : 0;
+  if (slowMs !== null && latency && timed > 0 && countAbove(latency, slowMs) / timed >= config.slowCallRatio / 2) bucket.slow = withReporter(bucket.slow, h, q);
 }
 
 /** The quorum's figures at `now`, or null when the quorum is off (1). */
@@ -92,15 +101,17 @@ export function quorumFigures(window: readonly ReporterSets[], now: number, conf
   let failing: number[] | undefined;
   let fast: number[] | undefined;
   let active: number[] | undefined;
+  let slow: number[] | undefined;
   for (const b of window) {
     const end = b.start + config.bucketMs;
     if (end <= windowFrom) continue;
     failing = unionCapped(failing, b.failing, q);
+    slow = unionCapped(slow, b.slow, q);
     if (end > fastFrom) fast = unionCapped(fast, b.failing, q);
     if (end > activeFrom) active = unionCapped(active, b.seen, q);
   }
   const a = active?.length ?? 0;
-  return { required: Math.max(1, Math.min(q, a)), failing: failing?.length ?? 0, fastFailing: fast?.length ?? 0, active: a };
+  return { required: Math.max(1, Math.min(q, a)), failing: failing?.length ?? 0, fastFailing: fast?.length ?? 0, active: a, slow: slow?.length ?? 0 };
 }
 
 /** The counts of a report the quorum reads. */

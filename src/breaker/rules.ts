@@ -1,9 +1,9 @@
-import { latencyBudgetMs, type PolicyConfig } from './config';
+import { latencyBudgetMs, slowCallMs, type PolicyConfig } from './config';
 import type { QuorumFigures } from './quorum';
 import type { WindowFigures } from './window';
 
 /** Why a closed breaker trips. */
-export type TripRule = 'failure-ratio' | 'latency' | 'permanent-surge';
+export type TripRule = 'failure-ratio' | 'latency' | 'slow-calls' | 'permanent-surge';
 
 export interface TripVerdict {
   rule: TripRule;
@@ -16,11 +16,13 @@ export interface TripVerdict {
  * The tripping rule, all of it: a closed breaker opens when
  *   failures / n >= failureRatio with n >= minSamples, or
  *   p95 latency > budget with >= latencyMinSamples latency samples, or
+ *   calls slower than slowCallMs >= slowCallRatio of >= latencyMinSamples latency samples, or
  *   permanent faults >= permanentSurgeCount and >= permanentSurgeRatio of all samples,
  * and never while the window holds fewer than minSamples health-relevant samples. The failure-ratio rule
  * runs over the whole window and over the fast window (`fast`: the newest fastMinSamples samples, within
  * fastWindowMs; see window.ts). With a quorum (`quorum`: quorum.ts) each failure-ratio rule also needs that
- * many failing reporters: within fastWindowMs for the fast window, within the window for the whole.
+ * many failing reporters: within fastWindowMs for the fast window, within the window for the whole; and the
+ * slow-call rule that many reporters whose own calls were slow.
  */
 export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null, quorum: QuorumFigures | null = null): TripVerdict | null {
   if (fast && ratioTrips(fast, config) && (!quorum || quorum.fastFailing >= quorum.required)) {
@@ -31,6 +33,11 @@ export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowF
   const budget = latencyBudgetMs(config);
   if (budget !== null && f.p95Ms !== null && f.latencySamples >= config.latencyMinSamples && f.p95Ms > budget) {
     return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples`, figures: f };
+  }
+  if (slowHolds(f, config) && (!quorum || quorum.slow >= quorum.required)) {
+    const n = quorum?.slow ?? 0;
+    const witnesses = quorum ? `; slow for ${n} reporter${n === 1 ? '' : 's'} (quorum ${quorum.required})` : '';
+    return { rule: 'slow-calls', detail: slowDetail(f, config) + witnesses, figures: f };
   }
   if (f.permanent >= config.permanentSurgeCount && f.permanent / f.samples >= config.permanentSurgeRatio) {
     return {
@@ -52,7 +59,13 @@ export function quorumShortfall(f: WindowFigures, config: PolicyConfig, fast: Wi
   const which = fast && ratioTrips(fast, config) ? { figures: fast, failing: quorum.fastFailing, where: `in the newest ${fast.samples} samples` } : null;
   const whole = f.samples >= config.minSamples && ratioTrips(f, config) ? { figures: f, failing: quorum.failing, where: 'in the window' } : null;
   const held = which ?? whole;
-  if (!held || held.failing >= quorum.required) return null;
+  if (!held) {
+    // The slow-call rule has the same quorum: one worker on a congested link must not open the fleet's breaker.
+    if (f.samples < config.minSamples || !slowHolds(f, config) || quorum.slow >= quorum.required) return null;
+    const n = quorum.slow;
+    return `quorum not met: slow calls from ${n} reporter${n === 1 ? '' : 's'} (${quorum.required} needed); ${slowDetail(f, config)} in the window`;
+  }
+  if (held.failing >= quorum.required) return null;
   const n = held.failing;
   return `quorum not met: failures from ${n} reporter${n === 1 ? '' : 's'} (${quorum.required} needed); ${ratioDetail(held.figures, config)} ${held.where}`;
 }
@@ -81,6 +94,16 @@ export function floorsFor(config: PolicyConfig, concurrency: number | undefined)
   if (cap >= config.fastMinSamples) return config;
   const minSamples = Math.min(config.minSamples, cap);
   return { ...config, minSamples, fastMinSamples: Math.max(minSamples, cap) };
+}
+
+/** The slow-call rule holds on `f` (before any quorum). */
+function slowHolds(f: WindowFigures, config: PolicyConfig): boolean {
+  return slowCallMs(config) !== null && f.slowCalls !== undefined && f.latencySamples >= config.latencyMinSamples && f.slowCalls / f.latencySamples >= config.slowCallRatio;
+}
+
+function slowDetail(f: WindowFigures, config: PolicyConfig): string {
+  const slow = f.slowCalls ?? 0;
+  return `${Math.round(slow)}/${f.latencySamples} calls slower than ${Math.round(slowCallMs(config) ?? 0)} ms (${pct(slow / f.latencySamples)} >= ${pct(config.slowCallRatio)})`;
 }
 
 function ratioTrips(f: WindowFigures, config: PolicyConfig): boolean {

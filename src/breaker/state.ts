@@ -63,6 +63,7 @@ export type TransitionReason =
   | 'failure-ratio'
   | 'latency'
   | 'permanent-surge'
+  | 'slow-calls'
   | 'cooldown-elapsed'
   | 'probe-failed'
   | 'probes-succeeded'

@@ -23,8 +23,8 @@ export interface PackedWindow {
   base: number;
   bucketMs: number;
   rows: number[][];
-  /** With a quorum: [row index, seen hashes, failing hashes] for each bucket that has reporters. */
-  who?: [row: number, seen: number[], failing: number[]][];
+  /** With a quorum: [row index, seen hashes, failing hashes, slow hashes] for each bucket that has reporters (no slow: none). */
+  who?: [row: number, seen: number[], failing: number[], slow?: number[]][];
 }
 
 type PackConfig = Pick<PolicyConfig, 'bucketMs' | 'fastWindowMs'> & { quorum?: number };
@@ -48,7 +48,7 @@ export function packWindow(window: RollingWindow, config: PackConfig, now: numbe
 
 /** The window a packed one holds. */
 export function unpackWindow(p: PackedWindow): RollingWindow {
-  const who = new Map((p.who ?? []).map(([row, seen, failing]) => [row, { seen, failing }]));
+  const who = new Map((p.who ?? []).map(([row, seen, failing, slow]) => [row, { seen, failing, slow }]));
   return p.rows.map((row, index) => {
     const counts = zeroCounts();
     OUTCOME_KINDS.forEach((kind, i) => (counts[kind] = row[1 + i] ?? 0));
@@ -56,7 +56,14 @@ export function unpackWindow(p: PackedWindow): RollingWindow {
     const first = row[7];
     if (first !== undefined) for (let i = 8; i < row.length && first + i - 8 < latency.length; i++) latency[first + i - 8] = row[i]!;
     const sets = who.get(index);
-    return { start: (p.base + row[0]!) * p.bucketMs, counts, latency, ...(sets?.seen.length ? { seen: sets.seen } : {}), ...(sets?.failing.length ? { failing: sets.failing } : {}) };
+    return {
+      start: (p.base + row[0]!) * p.bucketMs,
+      counts,
+      latency,
+      ...(sets?.seen.length ? { seen: sets.seen } : {}),
+      ...(sets?.failing.length ? { failing: sets.failing } : {}),
+      ...(sets?.slow?.length ? { slow: sets.slow } : {}),
+    };
   });
 }
 
@@ -72,7 +79,9 @@ function pack(window: RollingWindow, bucketMs: number): PackedWindow {
     }
     return row;
   });
-  const who = window.flatMap((b, i): [number, number[], number[]][] => (b.seen?.length || b.failing?.length ? [[i, b.seen ?? [], b.failing ?? []]] : []));
+  const who = window.flatMap((b, i): [number, number[], number[], number[]?][] =>
+    b.seen?.length || b.failing?.length || b.slow?.length ? [b.slow?.length ? [i, b.seen ?? [], b.failing ?? [], b.slow] : [i, b.seen ?? [], b.failing ?? []]] : [],
+  );
   return { base, bucketMs, rows, ...(who.length ? { who } : {}) };
 }
 
@@ -91,6 +100,8 @@ function coarsen(window: RollingWindow, bucketMs: number, group: number, keepFro
       const failing = unionCapped(last.failing, b.failing, cap);
       if (seen) last.seen = seen;
       if (failing) last.failing = failing;
+      const slow = unionCapped(last.slow, b.slow, cap);
+      if (slow) last.slow = slow;
     } else {
       out.push({
         start: b.start,
@@ -98,6 +109,7 @@ function coarsen(window: RollingWindow, bucketMs: number, group: number, keepFro
         latency: [...b.latency],
         ...(b.seen ? { seen: [...b.seen] } : {}),
         ...(b.failing ? { failing: [...b.failing] } : {}),
+        ...(b.slow ? { slow: [...b.slow] } : {}),
       });
     }
     groupOf = g;

@@ -1,5 +1,5 @@
-import type { PolicyConfig } from './config';
-import { addInto, emptyHistogram, percentile, totalOf } from './latency';
+import { slowCallMs, type PolicyConfig } from './config';
+import { addInto, countAbove, emptyHistogram, percentile, totalOf } from './latency';
 import { OUTCOME_KINDS, type OutcomeCounts, zeroCounts } from './outcome';
 import { noteReporter, type ReporterSets } from './quorum';
 
@@ -34,6 +34,8 @@ export interface WindowFigures {
   latencySamples: number;
   /** p95 latency in ms, or null without latency samples. */
   p95Ms: number | null;
+  /** Latency samples slower than slowCallMs (interpolated in its histogram bucket); absent when the rule is off. */
+  slowCalls?: number;
 }
 
 /** Drops buckets that have slid out of the window ending at `now`. Returns a new array. */
@@ -62,7 +64,7 @@ export function record(window: RollingWindow, now: number, counts: Partial<Outco
   for (const kind of OUTCOME_KINDS) bucket.counts[kind] += counts[kind] ?? 0;
   if (latency) addInto(bucket.latency, latency);
   // A report that names no reporter counts as one anonymous reporter (so a lone tester still trips).
-  noteReporter(bucket, reporter ?? '', counts, config);
+  noteReporter(bucket, reporter ?? '', counts, config, latency);
   return pruned;
 }
 
@@ -116,7 +118,7 @@ export function recordSpread(
 }
 
 export function figures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures {
-  return sum(prune(window, now, config));
+  return sum(prune(window, now, config), slowCallMs(config));
 }
 
 /**
@@ -134,12 +136,12 @@ export function fastFigures(window: RollingWindow, now: number, config: PolicyCo
     if (b.start + config.bucketMs <= oldestKept) break;
     const c = b.counts;
     samples += c.success + c.transient + c['service-exception'] + c.permanent;
-    if (samples >= config.fastMinSamples) return sum(window.slice(i));
+    if (samples >= config.fastMinSamples) return sum(window.slice(i), slowCallMs(config));
   }
   return null;
 }
 
-function sum(buckets: readonly WindowBucket[]): WindowFigures {
+function sum(buckets: readonly WindowBucket[], slowMs: number | null): WindowFigures {
   const totals = zeroCounts();
   const latency = emptyHistogram();
   for (const bucket of buckets) {
@@ -161,5 +163,6 @@ function sum(buckets: readonly WindowBucket[]): WindowFigures {
     failureRatio: n === 0 ? 0 : failures / n,
     latencySamples: totalOf(latency),
     p95Ms: percentile(latency, 0.95),
+    ...(slowMs !== null ? { slowCalls: Math.round(countAbove(latency, slowMs) * 100) / 100 } : {}),
   };
 }

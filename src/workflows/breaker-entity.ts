@@ -35,9 +35,10 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // The ratio rules need failures from 2 reporters (quorum), and the view carries the fleet's health for the
   // guards' quarantine: new entities only (a run recorded before them replays as it tripped and published).
   const quorum = patched('quorum');
-  // Each failed trial in a row waits longer before the next (probeBackoff): new entities only.
-  const trialBackoff = patched('probe-backoff');
-  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, trialBackoff);
+  // Each failed trial in a row waits longer before the next (probeBackoff), and completed calls slower than
+  // slowCallMs count toward a slow-call rate: new entities only.
+  const later = { trialBackoff: patched('probe-backoff'), slowCalls: patched('slow-calls') };
+  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.
   const pacing = patched('rate-limited-pacing');

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { LATENCY_BOUNDS_MS, LATENCY_BUCKETS, addInto, bucketIndex, emptyHistogram, histogramOf, percentile, totalOf } from '../../src/breaker';
+import { LATENCY_BOUNDS_MS, LATENCY_BUCKETS, addInto, bucketIndex, countAbove, emptyHistogram, histogramOf, percentile, totalOf } from '../../src/breaker';
 import { prng } from '../helpers/prng';
 
 /** Nearest-rank p-quantile of raw samples: the true value the histogram estimates. */
@@ -52,6 +52,19 @@ describe('bucketIndex', () => {
   test('samples above 100 s go to the overflow bucket', () => {
     assert.equal(bucketIndex(100_000.5), 51);
     assert.equal(bucketIndex(3_600_000), 51);
+  });
+});
+
+describe('countAbove', () => {
+  test('counts whole buckets above the threshold and interpolates the one it falls in', () => {
+    const h = histogramOf([5, 50, 500, 5_000, 200_000]);
+    assert.equal(countAbove(h, 1_000), 2, 'the 5 s sample and the overflow bucket');
+    assert.equal(countAbove(h, 0), 5);
+    assert.equal(countAbove(emptyHistogram(), 10), 0);
+    // 500 ms lies in (400, 500]: a threshold of 450 counts half of that bucket, plus the two above it.
+    assert.equal(countAbove(histogramOf([500]), 450), 0.5);
+    assert.equal(countAbove(h, 450), 2.5);
+    assert.equal(countAbove(h, 500), 2, 'a threshold on a bound counts nothing of that bucket');
   });
 });
 

@@ -7,7 +7,7 @@ import {
   histogramOf,
   isFailure,
   initialState,
-  latencyBudgetMs,
+  probeLatencyLimitMs,
   parsePolicyConfig,
   permit,
   step,
@@ -49,6 +49,8 @@ const configArb: fc.Arbitrary<PolicyConfig> = fc
     probeTrials: fc.option(fc.integer({ min: 1, max: 6 }), { nil: null }),
     probeIntervalMs: fc.option(fc.integer({ min: 50, max: 3_000 }), { nil: null }),
     probeBackoff: fc.double({ min: 1, max: 3, noNaN: true }),
+    slowCallMs: fc.option(fc.integer({ min: 5, max: 500 }), { nil: null }),
+    slowCallRatio: fc.double({ min: 0.1, max: 1, noNaN: true }),
     rampMs: fc.integer({ min: 0, max: 5_000 }),
     rampFloor: fc.double({ min: 0.05, max: 1, noNaN: true }),
   })
@@ -258,7 +260,7 @@ function simulate(
     const streakBefore = model.streak;
     states.push(state);
     const result = step(state, event, now, g.rand);
-    const { fresh } = model.update(event, now, result, latencyBudgetMs(state.config));
+    const { fresh } = model.update(event, now, result, probeLatencyLimitMs(state.config));
     check({ index, pre: state, event, now, rand: g.rand, result, model, fresh, streakBefore });
     events.push({ event, now, rand: g.rand });
     results.push(result);
@@ -275,7 +277,7 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-const TRIP_REASONS = new Set(['failure-ratio', 'latency', 'permanent-surge']);
+const TRIP_REASONS = new Set(['failure-ratio', 'latency', 'slow-calls', 'permanent-surge']);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Properties
@@ -353,7 +355,7 @@ describe('properties over random event sequences', () => {
       fc.property(scenarioArb, (scenario) => {
         simulate(scenario, ({ pre, result, model, fresh, event }) => {
           if (!fresh || event.type !== 'probe-result' || pre.mode !== 'auto' || pre.phase !== 'half-open') return;
-          const budget = latencyBudgetMs(pre.config);
+          const budget = probeLatencyLimitMs(pre.config);
           const slow = event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget;
           if (!slow && !isFailure(event.outcome)) return;
           const trials = pre.config.probeTrials;
@@ -370,8 +372,9 @@ describe('properties over random event sequences', () => {
     assert.ok(kept > 10 && reopened > 10, `only ${kept} kept and ${reopened} reopened rounds were generated`);
   });
 
-  test('never trips on a window holding fewer than minSamples samples', () => {
+  test('never trips on a window holding fewer than minSamples samples (and slow calls only past their ratio)', () => {
     let trips = 0;
+    let slowTrips = 0;
     fc.assert(
       fc.property(scenarioArb, (scenario) => {
         simulate(scenario, ({ pre, result }) => {
@@ -385,12 +388,18 @@ describe('properties over random event sequences', () => {
             if (t.reason === 'failure-ratio') {
               assert.ok(f.n >= pre.config.minSamples && f.failureRatio >= pre.config.failureRatio);
             }
+            if (t.reason === 'slow-calls') {
+              slowTrips++;
+              assert.ok(pre.config.slowCallMs !== null && f.slowCalls !== undefined, 'a slow-call trip needs the rule on and its count');
+              assert.ok(f.latencySamples >= pre.config.latencyMinSamples && f.slowCalls / f.latencySamples >= pre.config.slowCallRatio);
+            }
           }
         });
       }),
       { numRuns: NUM_RUNS },
     );
     assert.ok(trips > 200, `only ${trips} trips were generated`);
+    assert.ok(slowTrips > 5, `only ${slowTrips} slow-call trips were generated`);
   });
 
   test('a stale or expired probe result gives exactly what a tick at the same time gives', () => {
@@ -477,7 +486,7 @@ describe('properties over random event sequences', () => {
           assert.deepEqual(step(state, event, now, g.rand), r, 'deterministic');
           assert.deepEqual(advance(state, now).state, advance(stateCopy, now).state);
           permit(state, now);
-          model.update(event, now, r, latencyBudgetMs(state.config));
+          model.update(event, now, r, probeLatencyLimitMs(state.config));
           state = r.state;
         }
       }),

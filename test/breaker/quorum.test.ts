@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
+  histogramOf,
   initialState,
   packWindow,
   parsePolicyConfig,
@@ -9,15 +10,17 @@ import {
   reporterHash,
   step,
   unpackWindow,
+  windowFigures,
   type OutcomeCounts,
   type PolicyConfig,
   type PolicyConfigInput,
   type PolicyState,
   type StepResult,
+  type TransitionRecord,
 } from '../../src/breaker';
 
 /** What a new breaker entity runs on (breaker-entity/config.ts sets these for new entities). */
-const ENTITY_DEFAULTS: PolicyConfigInput = { quorum: 2, smallFleetFloor: 3, probeIntervalMs: 5_000 };
+const ENTITY_DEFAULTS: PolicyConfigInput = { quorum: 2, smallFleetFloor: 3, probeIntervalMs: 5_000, probeBackoff: 2, slowCallMs: 10_000 };
 const T0 = 1_700_000_000_000;
 
 /** A seeded PRNG (mulberry32): the trials are the same on every run. */
@@ -152,6 +155,41 @@ describe('quorum: failures from one reporter do not open the fleet breaker', () 
   });
 });
 
+describe('quorum: the slow-call rule', () => {
+  const slowConfig = () => parsePolicyConfig({ ...ENTITY_DEFAULTS, slowCallMs: 10_000 });
+  const slowly = (n: number) => histogramOf(new Array<number>(n).fill(12_000));
+  const quickly = (n: number) => histogramOf(new Array<number>(n).fill(200));
+
+  test('one worker whose calls all take 12 s among healthy ones does not open the breaker; it is noted as declined', () => {
+    let s = initialState(slowConfig());
+    let declined = '';
+    for (let i = 0; i < 10; i++) {
+      const at = T0 + i * 1_000;
+      s = step(s, { type: 'report', reporter: 'good', counts: { success: 2 }, latency: quickly(2) }, at, 0.5).state;
+      const out = step(s, { type: 'report', reporter: 'congested', counts: { success: 10 }, latency: slowly(10) }, at + 10, 0.5);
+      assert.deepEqual(out.transitions, [], `report ${i}`);
+      declined = out.declined ?? declined;
+      s = out.state;
+    }
+    assert.equal(windowFigures(s, T0 + 9_010).slowCalls, 100);
+    assert.match(declined, /^quorum not met: slow calls from 1 reporter \(2 needed\); 100\/120 calls slower than 10000 ms/);
+  });
+
+  test('two slow workers open it', () => {
+    let s = initialState(slowConfig());
+    let trip: TransitionRecord | undefined;
+    for (let i = 0; i < 5 && !trip; i++) {
+      for (const w of ['w1', 'w2']) {
+        const out = step(s, { type: 'report', reporter: w, counts: { success: 6 }, latency: slowly(6) }, T0 + i * 1_000, 0.5);
+        s = out.state;
+        trip ??= out.transitions.find((t) => t.to === 'open');
+      }
+    }
+    assert.equal(trip?.reason, 'slow-calls');
+    assert.match(trip?.detail ?? '', /slow for 2 reporters \(quorum 2\)$/);
+  });
+});
+
 describe('quorum: a real outage trips as fast as before', () => {
   test('50 reporters all failing: the quorum trips on the same report as no quorum, or at most one report later', () => {
     for (let seed = 1; seed <= 20; seed++) {
@@ -191,16 +229,16 @@ describe('quorum: a real outage trips as fast as before', () => {
 });
 
 describe('quorum: the carried window keeps the reporters', () => {
-  test('pack and unpack keep the quorum figures', () => {
-    const config = parsePolicyConfig({ ...ENTITY_DEFAULTS, quorum: 3 });
+  test('pack and unpack keep the quorum figures, slow reporters too', () => {
+    const config = parsePolicyConfig({ ...ENTITY_DEFAULTS, quorum: 3, slowCallMs: 1_000 });
     let s = initialState(config);
     const now = T0 + 2_000;
-    s = step(s, { type: 'report', reporter: 'a', counts: { success: 5 } }, T0, 0.5).state;
+    s = step(s, { type: 'report', reporter: 'a', counts: { success: 5 }, latency: histogramOf([3_000, 3_000, 50, 50, 50]) }, T0, 0.5).state;
     s = step(s, { type: 'report', reporter: 'b', counts: { transient: 5 } }, T0 + 1_000, 0.5).state;
     s = step(s, { type: 'report', reporter: 'c', counts: { transient: 1, success: 9 } }, now, 0.5).state;
     const packed = packWindow(s.window, config, now, 14_000);
     assert.deepEqual(quorumFigures(unpackWindow(JSON.parse(JSON.stringify(packed)) as typeof packed), now, config), quorumFigures(s.window, now, config));
-    assert.deepEqual(quorumFigures(s.window, now, config), { required: 3, failing: 1, fastFailing: 1, active: 3 });
+    assert.deepEqual(quorumFigures(s.window, now, config), { required: 3, failing: 1, fastFailing: 1, active: 3, slow: 1 });
   });
 
   test('600 busy buckets with a quorum of 16 pack within the budget and keep at least the quorum figures', () => {

@@ -168,6 +168,35 @@ describe('closed -> open', () => {
     assert.equal(only(report(fresh({ latencyBudgetMs: 300 }), T0, { success: 20 }, { latency: slow }).transitions).reason, 'latency');
   });
 
+  test('slow-call rate: half or more of the completed calls slower than slowCallMs open the breaker', () => {
+    // 10 of 20 calls took 12 s (all successes: nothing failed), the rest 300 ms.
+    const latency = histogramOf([...new Array<number>(10).fill(12_000), ...new Array<number>(10).fill(300)]);
+    const r = report(fresh({ slowCallMs: 10_000 }), T0, { success: 20 }, { latency });
+    const t = only(r.transitions);
+    assert.deepEqual([t.reason, t.to, t.figures?.slowCalls, t.figures?.latencySamples], ['slow-calls', 'open', 10, 20]);
+    assert.match(t.detail, /^10\/20 calls slower than 10000 ms \(50% >= 50%\)$/);
+  });
+
+  test('slow-call rate: below slowCallRatio, below latencyMinSamples, or off (slowCallMs null) it stays closed', () => {
+    const slow = (n: number, fast: number) => histogramOf([...new Array<number>(n).fill(12_000), ...new Array<number>(fast).fill(300)]);
+    assert.deepEqual(report(fresh({ slowCallMs: 10_000 }), T0, { success: 20 }, { latency: slow(9, 11) }).transitions, []);
+    assert.deepEqual(report(fresh({ slowCallMs: 10_000, minSamples: 5, latencyMinSamples: 20 }), T0, { success: 19 }, { latency: slow(19, 0) }).transitions, []);
+    assert.deepEqual(report(fresh({ slowCallMs: 10_000, slowCallRatio: 0.9 }), T0, { success: 20 }, { latency: slow(17, 3) }).transitions, []);
+    assert.equal(only(report(fresh({ slowCallMs: 10_000, slowCallRatio: 0.8 }), T0, { success: 20 }, { latency: slow(17, 3) }).transitions).reason, 'slow-calls');
+    const off = report(fresh(), T0, { success: 20 }, { latency: slow(20, 0) });
+    assert.deepEqual(off.transitions, []);
+    assert.equal(windowFigures(off.state, T0).slowCalls, undefined, 'no slow count while the rule is off');
+  });
+
+  test('a probe slower than slowCallMs fails: a slow-call trip does not close on slow answers', () => {
+    const { state, now } = halfOpen({ slowCallMs: 2_000, probesToClose: 1 });
+    const slow = probe(state, now, 'success', { latencyMs: 2_500 });
+    assert.equal(slow.state.phase, 'open');
+    assert.match(only(slow.transitions).detail, /succeeded in 2500 ms, slower than the slow-call threshold 2000 ms$/);
+    const { state: s2, now: n2 } = halfOpen({ slowCallMs: 2_000, probesToClose: 1 });
+    assert.equal(probe(s2, n2, 'success', { latencyMs: 1_500 }).state.phase, 'closed');
+  });
+
   test('without healthyP95Ms or latencyBudgetMs no latency trips the breaker', () => {
     const r = report(fresh(), T0, { success: 100 }, { latency: histogramOf(new Array<number>(100).fill(90_000)) });
     assert.deepEqual(r.transitions, []);

@@ -113,7 +113,7 @@ test('entity counters: each open once with its reason, every transition, probes,
   // the shadow). Closes: refusing -> letting through, by the probes and by the operator's force-close.
   const trips = (reason: string) => sink.get('tilebreaker_circuit_trips', { endpoint: key, reason });
   const closes = (reason: string) => sink.get('tilebreaker_circuit_closes', { endpoint: key, reason });
-  assert.deepEqual(['failure-ratio', 'latency', 'permanent-surge'].map(trips), [1, 0, 0]);
+  assert.deepEqual(['failure-ratio', 'latency', 'slow-calls', 'permanent-surge'].map(trips), [1, 0, 0, 0]);
   assert.deepEqual(['probes-succeeded', 'forced-close', 'reset', 'disabled'].map(closes), [1, 1, 0, 0]);
 });
 

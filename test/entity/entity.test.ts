@@ -146,7 +146,7 @@ describe('cooldown and probes', () => {
     );
     assert.match(reopens[0]!.detail, /2 of 3 trials failed/);
     const status = await h.query(statusQuery);
-    assert.deepEqual([status.config.probeBackoff, status.config.probeTrials], [2, 3]);
+    assert.deepEqual([status.config.probeBackoff, status.config.probeTrials, status.config.slowCallMs], [2, 3, 10_000], "a new entity's defaults");
     // One failed trial among three does not reopen: success, failure, success closes.
     await probe('success');
     await probe('transient');
@@ -154,6 +154,24 @@ describe('cooldown and probes', () => {
     const [closed] = await h.query(transitionsQuery, 1);
     assert.deepEqual([closed!.to, closed!.reason], ['closed', 'probes-succeeded']);
     assert.match(closed!.detail, /2 successful probes of 3 trials/);
+  });
+
+  test('a new entity trips on the slow-call rate (calls completing in over 10 s) and a probe that slow fails', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 1 }, options: noSA });
+    const latency = histogramOf([...new Array<number>(12).fill(12_000), ...new Array<number>(12).fill(800)]);
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, latency });
+    await h.signal(reportSignal, { reporter: 'w2', counts: { success: 12 }, latency });
+    const [trip] = await h.query(transitionsQuery, 1);
+    assert.deepEqual([trip!.to, trip!.reason], ['open', 'slow-calls']);
+    assert.match(trip!.detail, /24\/48 calls slower than 10000 ms/);
+    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
+    await h.signal(requestProbeSignal, { requestId: 'slow', requester: 'w1' });
+    const d = await h.query(probeDecisionQuery, 'slow');
+    if (d?.kind !== 'granted') return assert.fail(`expected a grant, got ${JSON.stringify(d)}`);
+    await h.signal(probeResultSignal, { generation: d.token.generation, outcome: 'success', latencyMs: 11_000 });
+    const [reopen] = await h.query(transitionsQuery, 1);
+    assert.deepEqual([reopen!.reason, reopen!.to], ['probe-failed', 'open']);
+    assert.match(reopen!.detail, /slower than the slow-call threshold 10000 ms/);
   });
 
   test('exactly one of 20 concurrent requesters gets the probe token', async () => {

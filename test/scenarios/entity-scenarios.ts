@@ -1,5 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { histogramOf } from '../../src/breaker';
 import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery } from '../../src/messages/breaker';
 import { startEntity, waitForView } from '../helpers/entity';
 import { startTestEndpoint } from '../helpers/tile-server';
@@ -87,6 +88,31 @@ export const entityFailedTrials: EntityScenario = async ({ env, client, taskQueu
     await h.signal(probeResultSignal, { generation: d.token.generation, outcome, latencyMs: 30 });
   };
   for (const outcome of ['transient', 'transient', 'transient', 'transient', 'success', 'transient', 'success'] as const) await probe(outcome);
+  if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
+  await h.result();
+  return h;
+};
+
+/**
+ * The slow-call rate (a new entity's default threshold, 10 s): reports of slow successes trip it, a probe
+ * slower than the threshold fails, two fast ones close it, and the entity finishes idle.
+ */
+export const entitySlowCalls: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-slow-calls', config: { cooldownMs: 60_000, probesToClose: 2 }, options: idle });
+  const latency = histogramOf([...new Array<number>(14).fill(12_000), ...new Array<number>(10).fill(800)]);
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, latency });
+  await h.signal(reportSignal, { reporter: 'w2', counts: { success: 12 }, latency });
+  await waitForView(env, h, (v) => v.state === 'open');
+  let id = 0;
+  const probe = async (latencyMs: number) => {
+    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
+    const requestId = `s${++id}`;
+    await h.signal(requestProbeSignal, { requestId, requester: 'worker-1' });
+    const d = await h.query(probeDecisionQuery, requestId);
+    if (d?.kind !== 'granted') throw new Error(`no grant for ${requestId}: ${JSON.stringify(d)}`);
+    await h.signal(probeResultSignal, { generation: d.token.generation, outcome: 'success', latencyMs });
+  };
+  for (const ms of [11_000, 900, 700]) await probe(ms);
   if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
   await h.result();
   return h;
@@ -284,6 +310,7 @@ export const entityScenarios = {
   'entity-signal-validation': entitySignalValidation,
   'entity-quorum': entityQuorum,
   'entity-failed-trials': entityFailedTrials,
+  'entity-slow-calls': entitySlowCalls,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,

@@ -34,11 +34,19 @@ export function withHistoryDefault(opts: Required<EntityOptions>, options: Entit
   return options?.maxHistoryEvents === undefined ? { ...opts, maxHistoryEvents: COMPACT_MAX_HISTORY_EVENTS } : opts;
 }
 
+/** New entities' defaults added after the positional ones, each behind its own patch (breaker-entity.ts). */
+export interface LaterDefaults {
+  /** probeBackoff 2 (the 'probe-backoff' patch). */
+  trialBackoff?: boolean;
+  /** slowCallMs 10 s (the 'slow-calls' patch). */
+  slowCalls?: boolean;
+}
+
 /**
  * A new run's policy state, from the input's configuration. `rateLimits`: the run knows rate limits (see
  * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.
  */
-export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean, smallFleet = false, quorum = false, trialBackoff = false): PolicyState {
+export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean, smallFleet = false, quorum = false, later: LaterDefaults = {}): PolicyState {
   const parsed = parseConfig(key, rateLimits ? config : withoutRate(config));
   // A run recorded before the probe cadence replays with a failed probe waiting the full grown cooldown.
   if (probeCadence && !(config && 'probeIntervalMs' in config)) parsed.probeIntervalMs = Math.min(parsed.cooldownMs, DEFAULT_PROBE_INTERVAL_MS);
@@ -47,7 +55,9 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   // And one recorded before the quorum replays with a single reporter's failures able to trip it.
   if (quorum && !(config && 'quorum' in config)) parsed.quorum = DEFAULT_QUORUM;
   // And one recorded before failed trials backed off replays with every failed probe waiting probeIntervalMs.
-  if (trialBackoff && !(config && 'probeBackoff' in config)) parsed.probeBackoff = DEFAULT_PROBE_BACKOFF;
+  if (later.trialBackoff && !(config && 'probeBackoff' in config)) parsed.probeBackoff = DEFAULT_PROBE_BACKOFF;
+  // And one recorded before the slow-call rate replays with completed slow calls never counted.
+  if (later.slowCalls && !(config && 'slowCallMs' in config)) parsed.slowCallMs = DEFAULT_SLOW_CALL_MS;
   return initialState(parsed);
 }
 
@@ -57,6 +67,13 @@ const DEFAULT_SMALL_FLEET_FLOOR = 3;
 
 /** A new entity's quorum: the failure-ratio rules need failures from this many reporters (or every active one). */
 const DEFAULT_QUORUM = 2;
+
+/**
+ * A new entity's slow-call threshold: half of the completed calls slower than this trips. Tile renders take
+ * milliseconds to a few seconds (a metatile); a renderer answering in 10 s or more is drowning, and the
+ * header timeout (15 s by default) turns slower calls into failures anyway.
+ */
+const DEFAULT_SLOW_CALL_MS = 10_000;
 
 /** A new entity's growth of the wait after each failed trial in a row (to probeIntervalMs x cooldownMaxFactor). */
 const DEFAULT_PROBE_BACKOFF = 2;

@@ -16,7 +16,7 @@ import {
 } from '../../breaker';
 import type { BreakerStatus, CarriedState, EntityCounters, EntityExit, EntityInput, EntityOptions, ProbeSpec } from '../../messages/breaker';
 import { carry, restore } from './carry';
-import { initialPolicy } from './config';
+import { initialPolicy, type LaterDefaults } from './config';
 import { EntityMetrics } from './metrics';
 import { Publication } from './publication';
 import { coarseCount, Roster } from './roster';
@@ -101,14 +101,14 @@ export class EntityState {
     private readonly compactCarry = false,
     /** The quorum and the fleet's health in the view (the 'quorum' patch). */
     private readonly quorum = false,
-    /** A new breaker's failed trials back off (the 'probe-backoff' patch). */
-    trialBackoff = false,
+    /** New breakers' later defaults (failed trials back off, the slow-call rate), each behind its patch. */
+    later: LaterDefaults = {},
   ) {
     const { key } = input;
     // Either form: a run from before the bound carried everything (restore reads it as it is).
     const carried = input.carried ? restore(input.carried) : undefined;
     this.key = key;
-    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum, trialBackoff);
+    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum, later);
     this.probeSpec = input.probe ?? null;
     this.history = carried ? [...carried.log] : [];
     this.decisions = new Map(carried?.decisions ?? []);
