@@ -172,11 +172,19 @@ export interface ManifestTile {
   x: number;
   y: number;
   status: ManifestStatus;
+  /**
+   * The outcome kind of the tile's last request, from whichever pass made it; absent when no request was ever
+   * made. Present beside `breakerState` when the breaker refused a retry or a later pass, or abandoned the call.
+   */
   kind?: OutcomeKind;
   reason: string;
   attempts: number;
+  /** The last request's HTTP status (null: no response), from whichever pass made it. */
   httpStatus?: number | null;
+  /** The breaker state that refused the tile's request (or abandoned its call in flight). */
   breakerState?: BreakerStateName;
+  /** The last request was in flight this long (ms) when the breaker opened and abandoned it. */
+  abandonedAfterMs?: number;
   retryAfterMs?: number;
   /** The pass that decided it (0: first fetch; more for waits and re-drives). */
   pass: number;

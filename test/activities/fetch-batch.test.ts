@@ -11,7 +11,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { makeFetchBatch, probeBoundMs, type FetchBatchInput, type TileResult } from '../../src/activities/fetch/fetch-batch';
-import { BreakerGuard } from '../../src/activities/guard';
+import { BreakerGuard, BreakerOpenedError } from '../../src/activities/guard';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { TileStore } from '../../src/activities/store/tile-store';
 import type { GuardDecision } from '../../src/activities/guard';
@@ -221,6 +221,29 @@ describe('with the fleet-wide breaker', () => {
     assert.equal(server.requests, before, 'no request reached the server');
     await guard.close();
   });
+
+  test('a hang: the stalled calls the opening breaker abandons are recorded as abandoned after their time in flight, with their kind, not as plain refusals', async () => {
+    const srv = await stallingServer();
+    const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: 'fetch-hang', entityOptions: { searchAttributes: false }, stall: { floorMs: 500, initialMs: 500 } });
+    const guarded = makeFetchBatch({ pools, guard, shapes: new ShapeMemory() });
+    const source = parseSource({ type: 'xyz', url: `${srv.url}/{z}/{x}/{y}.png`, concurrency: 8, timeouts: { connectMs: 1_000, headersMs: 60_000, bodyMs: 60_000, totalMs: 60_000 } });
+    const batch = (n: number) => guarded({ sourceName: 'hang', source, tiles: tiles(n), storeRoot: root, retry: { attempts: 3, baseMs: 1, capMs: 5 }, whenRefused: 'defer' });
+    try {
+      // Healthy first: the entity has successes in its window.
+      assert.ok((await batch(40)).every((r) => r.status === 'ok'));
+      await guard.flush();
+      srv.state.mode = 'hang';
+      const hung = await batch(8);
+      for (const r of hung) {
+        assert.deepEqual([r.status, r.attempts, r.kind, r.httpStatus, r.breakerState], ['deferred', 1, 'transient', null, 'open'], JSON.stringify(r));
+        assert.equal(typeof r.abandonedAfterMs, 'number', JSON.stringify(r));
+        assert.match(r.reason, /abandoned after /);
+      }
+    } finally {
+      await guard.close();
+      await srv.close();
+    }
+  });
 });
 
 describe('a call waiting for a connection', () => {
@@ -420,6 +443,131 @@ describe('concurrency is per worker process and source', () => {
     } finally {
       await pools.close();
       counting.close();
+    }
+  });
+});
+
+/** A tile server on 127.0.0.1 that hangs (holds every request unanswered) or answers 503, as `mode` says. */
+async function stallingServer() {
+  const png = await gradientImage(256, 256);
+  const held = new Set<import('node:http').ServerResponse>();
+  const state = { mode: 'ok' as 'ok' | 'hang' | '503', received: 0 };
+  const srv = createServer((_req, res) => {
+    state.received++;
+    if (state.mode === 'hang') {
+      held.add(res);
+      res.on('close', () => held.delete(res));
+    } else if (state.mode === '503') res.writeHead(503, { 'content-type': 'text/plain' }).end('down');
+    else res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    state,
+    url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
+    async close() {
+      for (const res of held) res.destroy();
+      srv.closeAllConnections();
+      await new Promise<void>((r) => srv.close(() => r()));
+    },
+  };
+}
+
+describe("a tile's record says what happened to it when the breaker stops it", () => {
+  test('timed out (or 503), then refused by the breaker that opened meanwhile: the record keeps the last attempt (kind, attempts, HTTP status) and the refusal', async () => {
+    const srv = await stallingServer();
+    const own = new EndpointPools();
+    // The breaker lets the first attempt through and refuses the retry: it opened while the attempt failed.
+    let decided = 0;
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> =>
+        Promise.resolve(
+          decided++ === 0
+            ? { kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false }
+            : { kind: 'refused', key, state: 'open', retryAfterMs: 30_000, reason: 'breaker open (failure-ratio)' },
+        ),
+      release: () => undefined,
+      abandon: () => undefined,
+    };
+    // A 4 x 4-metatiled WMS, as the report's MapServer: one GetMap for the 4 tiles.
+    const wms = parseSource({
+      type: 'wms',
+      url: `${srv.url}/mapserv`,
+      layers: ['roads'],
+      metatile: { size: [4, 4] },
+      concurrency: 1,
+      timeouts: { connectMs: 1_000, headersMs: 10_000, bodyMs: 10_000, totalMs: 300 },
+    });
+    const fetch = makeFetchBatch({ pools: own, guard, shapes: new ShapeMemory() });
+    const run = () => fetch({ sourceName: 'stalling', source: wms, tiles: tiles(2).concat(tiles(34).slice(32)), storeRoot: root, retry: { attempts: 3, baseMs: 1, capMs: 5 }, whenRefused: 'defer' });
+    try {
+      srv.state.mode = 'hang';
+      const timedOut = await run();
+      assert.equal(srv.state.received, 1, 'one GetMap for the metatile; the retry was refused');
+      for (const r of timedOut) {
+        assert.equal(r.status, 'deferred');
+        assert.equal(r.kind, 'transient', `a timeout is the last attempt's outcome: ${JSON.stringify(r)}`);
+        assert.equal(r.attempts, 1);
+        assert.equal(r.httpStatus, null, 'no response: no HTTP status');
+        assert.equal(r.breakerState, 'open', 'and then the breaker refused it');
+        assert.equal(r.retryAfterMs, 30_000);
+        assert.equal(r.abandonedAfterMs, undefined, 'refused before the next request, not abandoned in flight');
+        assert.match(r.reason, /breaker open \(failure-ratio\)/);
+        assert.match(r.reason, /no response: /);
+      }
+      decided = 0;
+      srv.state.mode = '503';
+      const down = await run();
+      for (const r of down) {
+        assert.deepEqual([r.status, r.kind, r.attempts, r.httpStatus, r.breakerState], ['deferred', 'transient', 1, 503, 'open'], JSON.stringify(r));
+        assert.match(r.reason, /HTTP 503/);
+      }
+      // Never attempted: refused at the first decision, as before (no kind, no status, no attempts).
+      decided = 1;
+      const refused = await run();
+      for (const r of refused) {
+        assert.deepEqual([r.status, r.kind, r.attempts, r.httpStatus, r.breakerState], ['deferred', undefined, 0, undefined, 'open'], JSON.stringify(r));
+        assert.equal(r.reason, 'breaker open (failure-ratio)');
+      }
+    } finally {
+      await own.close();
+      await srv.close();
+    }
+  });
+
+  test('a call in flight that the breaker abandoned when it opened says so: in flight N ms, abandoned, not a plain refusal', async () => {
+    const srv = await stallingServer();
+    const own = new EndpointPools();
+    const trip = new AbortController();
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> => Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false, signal: trip.signal }),
+      release: () => undefined,
+      abandon: () => undefined,
+    };
+    const fetch = makeFetchBatch({ pools: own, guard, shapes: new ShapeMemory() });
+    try {
+      srv.state.mode = 'hang';
+      const batch = fetch({
+        sourceName: 'abandoned',
+        source: parseSource({ type: 'xyz', url: `${srv.url}/{z}/{x}/{y}.png`, concurrency: 1 }),
+        tiles: tiles(1),
+        storeRoot: root,
+        retry: { attempts: 3, baseMs: 1, capMs: 5 },
+        whenRefused: 'hole',
+      });
+      for (let i = 0; i < 500 && srv.state.received === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      // The guard's stall rule saw the breaker open: it aborts the stalled call.
+      trip.abort(new BreakerOpenedError('breaker open: the call stalled and was abandoned'));
+      const [r] = await batch;
+      assert.equal(r!.status, 'hole');
+      assert.equal(r!.attempts, 1);
+      assert.equal(r!.breakerState, 'open');
+      assert.equal(r!.kind, 'transient', 'counted by the breaker as a stalled call');
+      assert.equal(r!.httpStatus, null);
+      assert.equal(typeof r!.abandonedAfterMs, 'number', `how long it was in flight: ${JSON.stringify(r)}`);
+      assert.match(r!.reason, /abandoned after /);
+    } finally {
+      await own.close();
+      await srv.close();
     }
   });
 });

@@ -212,6 +212,10 @@ function expectCase(mode: FaultMode, fallback: FallbackPolicy, r: CaseResult): v
   // Every other tile says why: the breaker refused it, or the server failed it with this fault's kind.
   for (const tile of r.manifest.tiles.filter((x) => x.status !== 'ok')) {
     assert.ok(tile.breakerState !== undefined || tile.kind === KIND[mode], `tile ${tile.i}: ${tile.status} ${tile.kind} ${tile.reason}`);
+    // A tile requested before the breaker refused (or abandoned) it says what its last request got: only a
+    // tile never requested is a bare refusal.
+    if (tile.attempts > 0) assert.equal(tile.kind, KIND[mode], `tile ${tile.i}: ${JSON.stringify(tile)}`);
+    else assert.ok(tile.breakerState !== undefined && tile.kind === undefined, `tile ${tile.i}: ${JSON.stringify(tile)}`);
     if (tile.status === 'stale') assert.match(tile.reason, /; served the copy fetched /);
   }
   if (fallback === 'fail-fast') {

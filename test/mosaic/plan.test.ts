@@ -86,6 +86,41 @@ test("journals: a later pass's record of a tile replaces an earlier one; unrecor
   assert.equal(latest[2], null);
 });
 
+test("journals: a later pass the breaker refused (no request) keeps what the tile's last request got: kind, HTTP status, abandonment", () => {
+  const base = { z: 1, y: 0, pass: 0 };
+  const journals: Journal[] = [
+    {
+      batchId: 'p0-a',
+      pass: 0,
+      writtenAt: 1,
+      tiles: [
+        { ...base, i: 0, x: 0, status: 'dead-lettered', kind: 'transient', httpStatus: null, reason: 'attempt 1: no response: timeout', attempts: 1 },
+        { ...base, i: 1, x: 1, status: 'dead-lettered', kind: 'transient', httpStatus: 503, reason: 'HTTP 503', attempts: 3 },
+        { ...base, i: 2, x: 2, status: 'dead-lettered', kind: 'transient', httpStatus: null, abandonedAfterMs: 812, breakerState: 'open', reason: 'abandoned', attempts: 1 },
+        { ...base, i: 3, x: 3, status: 'dead-lettered', breakerState: 'open', reason: 'breaker open', attempts: 0 },
+      ],
+    },
+    {
+      batchId: 'p1-a',
+      pass: 1,
+      writtenAt: 2,
+      tiles: [0, 1, 2, 3].map((i) => ({ ...base, i, x: i, pass: 1, status: 'dead-lettered' as const, breakerState: 'open' as const, reason: 'breaker open (failure-ratio)', attempts: 0 })),
+    },
+  ];
+  const [timedOut, down, abandoned, never] = latestRecords(journals, 4);
+  assert.deepEqual([timedOut!.kind, timedOut!.httpStatus, timedOut!.attempts, timedOut!.breakerState, timedOut!.pass], ['transient', null, 1, 'open', 1]);
+  assert.equal(timedOut!.reason, 'breaker open (failure-ratio)', "the deciding pass's reason");
+  assert.deepEqual([down!.kind, down!.httpStatus, down!.attempts], ['transient', 503, 3]);
+  assert.deepEqual([abandoned!.kind, abandoned!.abandonedAfterMs], ['transient', 812]);
+  assert.deepEqual([never!.kind, never!.httpStatus, never!.attempts, never!.breakerState], [undefined, undefined, 0, 'open'], 'never requested: breaker open, as before');
+  // A later request replaces the earlier one's outcome.
+  const redone = latestRecords(
+    [journals[0]!, { batchId: 'p1-a', pass: 1, writtenAt: 2, tiles: [{ ...base, i: 1, x: 1, pass: 1, status: 'ok', kind: 'success', httpStatus: 200, reason: 'ok', attempts: 1 }] }],
+    4,
+  );
+  assert.deepEqual([redone[1]!.kind, redone[1]!.httpStatus, redone[1]!.attempts], ['success', 200, 4]);
+});
+
 test("each run journals in its own folder; planning a new run on the same output clears the earlier runs' journals", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-plan-'));
   try {

@@ -59,7 +59,11 @@ export type TileStatus = 'ok' | 'stale' | 'hole' | 'deferred' | 'failed';
 /** The account of one tile: every tile of a batch gets exactly one. */
 export interface TileResult extends TileAddress {
   status: TileStatus;
-  /** The outcome kind of the last attempt (absent when no request was made). */
+  /**
+   * The outcome kind of the last request made (absent when none was): also when the breaker then refused the
+   * next attempt or abandoned this one (`breakerState` set). An abandoned call is `transient`, the stall the
+   * breaker counted it as.
+   */
   kind?: OutcomeKind;
   reason: string;
   attempts: number;
@@ -70,8 +74,10 @@ export interface TileResult extends TileAddress {
   retryAfterMs?: number;
   /** With keepChunks: where the tile lies in the chunk image at `path`. */
   region?: { left: number; top: number };
-  /** The breaker state that decided the tile when it was refused. */
+  /** The breaker state that decided the tile when it refused a request (or abandoned one in flight). */
   breakerState?: BreakerStateName;
+  /** The last request was in flight this long (ms) when the breaker opened and abandoned it. */
+  abandonedAfterMs?: number;
   configError?: boolean;
 }
 
@@ -299,8 +305,11 @@ async function requestUnit(
         slot.release();
         // The last good copies are read only when they are needed: for a refusal under the stale fallback.
         const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
-        const d = decision;
-        return each((t, k) => refused(input, t, d, stored[k] ?? null, attempt - 1));
+        // A retry the breaker refused: the record keeps what the last request got, then the refusal.
+        const last = verdict;
+        const d = last ? { ...decision, reason: `${lastReason(last, attempt - 1, url, source, secrets)}; attempt ${attempt} not sent: ${decision.reason}` } : decision;
+        const made = last ? { kind: last.kind, httpStatus: last.httpStatus, latencyMs: last.latencyMs } : {};
+        return each((t, k) => refused(input, t, d, stored[k] ?? null, attempt - 1, made));
       }
       tried.made = attempt;
       deadline = AbortSignal.timeout(source.timeouts.totalMs);
@@ -329,8 +338,10 @@ async function requestUnit(
       deps.guard!.abandon(decision);
       const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
       const why = shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
-      const opened = { kind: 'refused' as const, key, state: 'open' as const, retryAfterMs: null, reason: `${why} after ${Math.round(x.latencyMs / 100) / 10} s` };
-      return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt));
+      const opened = { kind: 'refused' as const, key, state: 'open' as const, retryAfterMs: null, reason: `${why} after ${Math.round(x.latencyMs / 100) / 10} s (${redactUrl(url, source.auth)})` };
+      // Made, not refused: the breaker counted it as a stall (transient) and abandoned it when it opened.
+      const made = { kind: 'transient' as const, httpStatus: x.status, latencyMs: x.latencyMs, abandonedAfterMs: Math.round(x.latencyMs) };
+      return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt, made));
     }
     if (x.status === 304 && conditional) {
       deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
@@ -450,8 +461,24 @@ export function probeBoundMs(token: { grantedAt: number; leaseUntil: number }, g
   return Math.max(250, token.leaseUntil - token.grantedAt - Math.max(0, grantTookMs) - PROBE_LEASE_MARGIN_MS);
 }
 
-function refused(input: FetchBatchInput, tile: TileAddress, d: Extract<GuardDecision, { kind: 'refused' }>, stored: Awaited<ReturnType<Tiles['get']>>, attempts: number): TileResult {
-  const base = { ...tile, attempts, breakerState: d.state, ...(d.retryAfterMs !== null ? { retryAfterMs: d.retryAfterMs } : {}) };
+/** What the last failed request got, and where it went (credentials masked), for a record that goes on past it. */
+function lastReason(v: Verdict, attempt: number, url: string, source: SourceConfig, secrets: readonly string[]): string {
+  return scrubSecrets(`attempt ${attempt}: ${v.reason} (${redactUrl(url, source.auth)})`, secrets);
+}
+
+/**
+ * A tile the breaker stopped: refused before a request (`made` empty), refused before a retry, or abandoned in
+ * flight (`made`: what the last request made got). The pipeline's fallback applies either way.
+ */
+function refused(
+  input: FetchBatchInput,
+  tile: TileAddress,
+  d: Extract<GuardDecision, { kind: 'refused' }>,
+  stored: Awaited<ReturnType<Tiles['get']>>,
+  attempts: number,
+  made: Pick<TileResult, 'kind' | 'httpStatus' | 'latencyMs' | 'abandonedAfterMs'> = {},
+): TileResult {
+  const base = { ...tile, attempts, ...made, breakerState: d.state, ...(d.retryAfterMs !== null ? { retryAfterMs: d.retryAfterMs } : {}) };
   if (input.whenRefused === 'stale' && stored) {
     return { ...base, status: 'stale', reason: `${d.reason}; served the copy fetched ${new Date(stored.meta.fetchedAt).toISOString()}`, path: stored.path, bytes: stored.meta.bytes };
   }

@@ -109,6 +109,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
         attempts: r.attempts,
         ...(r.httpStatus !== undefined ? { httpStatus: r.httpStatus } : {}),
         ...(r.breakerState !== undefined ? { breakerState: r.breakerState } : {}),
+        ...(r.abandonedAfterMs !== undefined ? { abandonedAfterMs: r.abandonedAfterMs } : {}),
         ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
         pass: input.pass,
         ...(r.configError && r.status === 'failed' ? { configError: true as const } : {}),

@@ -49,7 +49,9 @@ export async function readJournals(dir: string): Promise<Journal[]> {
 
 /**
  * The latest record of every tile 0..total-1 (null where no batch has recorded it yet), with `attempts`
- * counting the requests of every pass (and re-drive) that recorded it, not only the last one's.
+ * counting the requests of every pass (and re-drive) that recorded it, not only the last one's. A pass that
+ * made no request for the tile (the breaker refused it) keeps what the last request of an earlier pass got:
+ * its kind, HTTP status and abandonment.
  */
 export function latestRecords(journals: Journal[], total: number): (ManifestTile | null)[] {
   const out: (ManifestTile | null)[] = new Array<ManifestTile | null>(total).fill(null);
@@ -57,8 +59,17 @@ export function latestRecords(journals: Journal[], total: number): (ManifestTile
     for (const t of j.tiles) {
       if (!(t.i >= 0 && t.i < total)) continue;
       const before = out[t.i];
-      out[t.i] = before ? { ...t, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) } : t;
+      out[t.i] = before ? { ...(t.kind === undefined ? lastRequest(before) : {}), ...t, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) } : t;
     }
   }
   return out;
+}
+
+/** What a record says of its tile's last request. */
+function lastRequest(t: ManifestTile): Pick<ManifestTile, 'kind' | 'httpStatus' | 'abandonedAfterMs'> {
+  return {
+    ...(t.kind !== undefined ? { kind: t.kind } : {}),
+    ...(t.kind !== undefined && t.httpStatus !== undefined ? { httpStatus: t.httpStatus } : {}),
+    ...(t.kind !== undefined && t.abandonedAfterMs !== undefined ? { abandonedAfterMs: t.abandonedAfterMs } : {}),
+  };
 }
