@@ -60,6 +60,8 @@ interface CliOptions {
   kind: OutageKind;
   retryAfter?: number;
   tileLatency: number;
+  latencyMs?: number;
+  hangS?: number;
   attempts: number;
   backoffBase: number;
   backoffCap: number;
@@ -94,6 +96,8 @@ const program = new Command('bench:outage')
   .addOption(new Option('--kind <kind>', 'outage kind: 503 answers, refused connections, or a hang (accepted, never answered)').choices(OUTAGE_KINDS).default('503'))
   .option('--retry-after <s>', 'Retry-After (seconds) on the 503 answers (default: none)', num(0, true))
   .option('--tile-latency <ms>', 'mean render time of a healthy tile, ms (each takes 0.5x..1.5x)', num(0), 150)
+  .option('--latency-ms <ms>', 'the same as --tile-latency (a server that renders in about this long)', num(0))
+  .option('--hang-s <s>', 'with --kind hang: how long the hang lasts, seconds (the same as --outage)', num(0.5))
   .option('--attempts <n>', 'retry policy: attempts per tile', num(1, true), 3)
   .option('--backoff-base <ms>', 'retry policy: full-jitter backoff base, ms', num(0), 100)
   .option('--backoff-cap <ms>', 'retry policy: backoff cap, ms', num(0), 2000)
@@ -120,11 +124,17 @@ async function main(): Promise<void> {
     const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
     const given = (name: string) => program.getOptionValueSource(name) !== 'default';
     const f = await runFlakyRecoveryScenario({ ...FLAKY_RECOVERY_DEFAULTS, trials: o.trials, ...(given('workers') ? { workers: o.workers } : {}), log });
-    log(
-      `flaky-recovery: seconds per trial: consecutive ${f.seconds.consecutive.map((s) => s.toFixed(1)).join(' ')}; k-of-n ${f.seconds['k-of-n'].map((s) => s.toFixed(1)).join(' ')}; cut off: ${f.cutOff.consecutive} / ${f.cutOff['k-of-n']}`,
-    );
+    for (const [mode, seconds] of Object.entries(f.seconds)) {
+      const mean = seconds.reduce((a, b) => a + b, 0) / Math.max(1, seconds.length);
+      log(`flaky-recovery: ${mode}: mean ${mean.toFixed(2)} s; per trial ${seconds.map((s) => s.toFixed(1)).join(' ')}; cut off ${f.cutOff[mode as keyof typeof f.cutOff]}`);
+    }
     console.log(flakyRecoveryLine(f));
     return;
+  }
+  if (o.latencyMs !== undefined) o.tileLatency = o.latencyMs;
+  if (o.hangS !== undefined) {
+    if (o.kind !== 'hang') program.error(`error: --hang-s needs --kind hang (got --kind ${o.kind})`);
+    o.outage = o.hangS;
   }
   if (o.failureRatio >= 1) throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
   const scenario: Scenario = {

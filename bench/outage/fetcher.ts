@@ -54,7 +54,7 @@ export class WorkerFetcher {
     const end = this.recorder.attemptFinished();
     const record: AttemptRecord = { worker: this.worker, start, end, status, error, outcome, probe, ...(decision ? { decision } : {}) };
     this.recorder.attempts.push(record);
-    return { kind: outcome, latencyMs: end - start, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    return { kind: outcome, latencyMs: end - start, error, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   }
 
   async close(): Promise<void> {

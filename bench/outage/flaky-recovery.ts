@@ -7,7 +7,9 @@
  *
  *   consecutive   the project's default half-open rule: probesToClose (3) successful probes in a row, any
  *                 failed probe reopens;
- *   k-of-n        probesToClose 2 with probeTrials 3: 2 successes among at most 3 probes.
+ *   k-of-n        probesToClose 2 with probeTrials 3: 2 successes among at most 3 probes;
+ *   consecutive-2 probesToClose 2 in a row (logged, not in the last line): k-of-n's k without its n, so the
+ *                 log tells what the smaller k does from what the trials do.
  *
  * Both run the project's defaults otherwise (a new entity's probe cadence and back-off), with a 1 s cooldown.
  * Trial i of each mode meets the same sequence of answers (the server's draws come from a generator seeded
@@ -51,6 +53,7 @@ export const FLAKY_RECOVERY_DEFAULTS: Omit<FlakyRecoveryOptions, 'log'> = { tria
 const MODES = {
   consecutive: {},
   'k-of-n': { probesToClose: 2, probeTrials: 3 },
+  'consecutive-2': { probesToClose: 2 },
 } satisfies Record<string, PolicyConfigInput>;
 type FlakyMode = keyof typeof MODES;
 
@@ -131,7 +134,7 @@ export async function runFlakyRecoveryScenario(o: FlakyRecoveryOptions): Promise
   const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue });
   const running = worker.run();
   const tile = await makeTilePng();
-  const figures: FlakyRecoveryFigures = { seconds: { consecutive: [], 'k-of-n': [] }, cutOff: { consecutive: 0, 'k-of-n': 0 } };
+  const figures: FlakyRecoveryFigures = { seconds: { consecutive: [], 'k-of-n': [], 'consecutive-2': [] }, cutOff: { consecutive: 0, 'k-of-n': 0, 'consecutive-2': 0 } };
   try {
     for (let trial = 0; trial < o.trials; trial++) {
       for (const mode of Object.keys(MODES) as FlakyMode[]) {
@@ -204,7 +207,7 @@ async function runTrial(
     }
     const log = await handle.query(transitionsQuery);
     const failedProbes = log.filter((t) => t.reason === 'probe-failed' && t.at >= recoverAt).length;
-    detail += `${failedProbes} reopenings after the recovery; the server answered ${server.answers.ok} ok and ${server.answers.failed} 503 since`;
+    detail += `${failedProbes} reopenings after the recovery; by the time the close was seen the server had answered ${server.answers.ok} ok and ${server.answers.failed} 503 since`;
   } finally {
     stop = true;
     await Promise.all(loops);

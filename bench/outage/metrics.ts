@@ -52,6 +52,13 @@ export interface ModeFigures {
    */
   ordinaryInEntityHalfOpen: { started: number; decidedAfterTrip: number; failOpenAfterTrip: number } | null;
   peakInFlightOutage: number;
+  /**
+   * The least any breaker could cost the outage: the attempts already in flight when it began (they fail
+   * whatever anyone knows) plus one probe per cooldown (the outage's length over the cooldown, whole ones).
+   */
+  floor: number;
+  /** Shared: the entity's opens within AFTER_RECOVERY_MS of the server's recovery, while it answers again. */
+  afterRecoveryOpens: number | null;
   healthyRatePerS: number;
   recoveryMs: number | null;
   failedAttempts: number;
@@ -61,6 +68,9 @@ export interface ModeFigures {
   /** guard.acquire latency (shared): mean, p99, max in ms; null when not measured. */
   decision: { count: number; meanMs: number; p99Ms: number; maxMs: number } | null;
 }
+
+/** How long after the server's recovery an open counts as one the recovery caused (ms). */
+export const AFTER_RECOVERY_MS = 5_000;
 
 export function computeFigures(args: { mode: ModeName; scenario: Scenario; recorder: ModeRecorder; server: ServerStats; wallMs: number; entityTransitions?: TransitionRecord[] }): ModeFigures {
   const { mode, scenario, recorder, server } = args;
@@ -126,6 +136,8 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
   const warmFrom = schedule.startAt + 1_000;
   const healthyRatePerS = (successEnds.filter((t) => t >= warmFrom && t < O).length / Math.max(1, O - warmFrom)) * 1000;
   const recoveryMs = timeToRate(successEnds, E, schedule.endAt, (FULL_TRAFFIC_SHARE * healthyRatePerS * RATE_WINDOW_MS) / 1000);
+  const floor = attempts.filter((a) => a.start < O && a.end > O).length + Math.floor(cooldownsInOutage);
+  const afterRecoveryOpens = args.entityTransitions ? args.entityTransitions.filter((t) => t.to === 'open' && t.from !== 'open' && t.at >= E && t.at < E + AFTER_RECOVERY_MS).length : null;
 
   return {
     mode,
@@ -153,6 +165,8 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
     entityHalfOpenIntervals: entityHalfOpen.length,
     ordinaryInEntityHalfOpen,
     peakInFlightOutage: peakConcurrent(clientIntervals, [[O, E]]),
+    floor,
+    afterRecoveryOpens,
     healthyRatePerS,
     recoveryMs,
     failedAttempts: attempts.filter((a) => a.outcome !== 'success').length,

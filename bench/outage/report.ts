@@ -71,6 +71,8 @@ export const DEFINITIONS = [
   '  requests = HTTP attempts counted client-side (each try of the retry policy; a refused connection counts), the same way in every mode;',
   "    in the shared mode the entity's own probes are added as the server counts them (invisible in a refused outage). Times are the attempt's start.",
   '  outage window = [the moment the server switched to failing, the moment it recovered), as the server recorded them.',
+  "  floor = attempts in flight at the outage's start (they fail whatever anyone knows) + one probe per whole cooldown in the outage;",
+  "    after-recovery-opens = the entity's transitions into open in the 5 s after the server recovered (it answers again).",
   '  a worker knows of the trip at its first breaker view during the outage that is not "closed": per-process, its cockatiel breaker\'s',
   '    onBreak (or a refusal / half-open); shared, its first guard decision other than proceed (refused or probe).',
   '  fleet-wide trip = the moment the LAST worker knew; detection cost = requests in [outage start, fleet-wide trip).',
@@ -94,6 +96,10 @@ export interface FinalFigures {
   recoveryS: number | null;
   /** Seconds from the outage's start to the entity opening (shared mode). */
   tripS: number | null;
+  /** Shared mode's floor: attempts in flight at the outage's start plus one probe per cooldown. */
+  floor: number | null;
+  /** Shared: the entity's opens in the 5 s after the server recovered. */
+  afterRecoveryOpens: number | null;
 }
 
 /** The last line, exactly: missing figures are -1. */
@@ -103,7 +109,7 @@ export function finalLine(f: FinalFigures): string {
   return (
     `outage: shared=${int(f.outage.shared)} per-process=${int(f.outage['per-process'])} retry-only=${int(f.outage['retry-only'])}` +
     ` max-probes=${int(f.maxProbes)} probes-per-cooldown=${flt(f.probesPerCooldown)} detect-shared=${int(f.detectShared)}` +
-    ` detect-per-process=${int(f.detectPerProcess)} recovery-s=${flt(f.recoveryS)} trip-s=${flt(f.tripS)}`
+    ` detect-per-process=${int(f.detectPerProcess)} recovery-s=${flt(f.recoveryS)} trip-s=${flt(f.tripS)} floor=${int(f.floor)} after-recovery-opens=${int(f.afterRecoveryOpens)}`
   );
 }
 
@@ -122,6 +128,8 @@ export function finalFigures(figs: Partial<Record<ModeName, ModeFigures>>): Fina
     detectPerProcess: figs['per-process']?.detectionCost ?? null,
     recoveryS: shared?.recoveryMs != null ? shared.recoveryMs / 1000 : null,
     tripS: shared?.entityOpenAt != null ? (shared.entityOpenAt - shared.schedule.outageAt) / 1000 : null,
+    floor: shared?.floor ?? null,
+    afterRecoveryOpens: shared?.afterRecoveryOpens ?? null,
   };
 }
 
@@ -141,5 +149,7 @@ export function targetLines(figs: Partial<Record<ModeName, ModeFigures>>, f: Fin
   const lag = shared && shared.fleetTripAt !== null && shared.entityOpenAt !== null ? shared.fleetTripAt - shared.entityOpenAt : null;
   out.push(`  ${mark(lag !== null ? lag <= 2000 : null)} every worker sees the trip within 2 s of the entity opening (${lag !== null ? s(lag) : 'n/a'})`);
   out.push(`  ${mark(f.tripS !== null ? f.tripS <= 3 : null)} the entity opens within 3 s of the outage's start (trip-s ${f.tripS?.toFixed(2) ?? 'n/a'})`);
+  out.push(`  ${mark(sh !== null && f.floor !== null ? sh <= 2 * f.floor : null)} outage requests at most 2x the floor (${sh ?? 'n/a'} vs floor ${f.floor ?? 'n/a'})`);
+  out.push(`  ${mark(f.afterRecoveryOpens !== null ? f.afterRecoveryOpens === 0 : null)} no open in the 5 s after the recovery (${f.afterRecoveryOpens ?? 'n/a'})`);
   return out;
 }

@@ -1,6 +1,6 @@
 import { isFailure, type OutcomeKind } from '../../src/breaker/outcome';
 import { now, sleep } from './clock';
-import type { RetryOptions } from './types';
+import type { AttemptError, RetryOptions } from './types';
 
 /** The result of one attempt, as the retry policy needs it. */
 export interface AttemptOutcome {
@@ -8,6 +8,8 @@ export interface AttemptOutcome {
   latencyMs: number;
   /** An upstream Retry-After, in ms, when the answer carried one. */
   retryAfterMs?: number;
+  /** How the transport failed, when it did. */
+  error?: AttemptError | null;
 }
 
 /**

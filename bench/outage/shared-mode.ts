@@ -140,7 +140,10 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
           const attempts = probe ? scenario.probeAttempts : scenario.retry.attempts;
           const signal = decision.kind === 'proceed' ? decision.signal : undefined;
           const meta = { at: decidedAt, state: decision.kind === 'probe' ? 'half-open' : decision.state, failOpen: decision.kind === 'proceed' && decision.failOpen };
-          const { last } = await withRetry(() => fetcher.attempt(url, probe, signal, meta), scenario.retry, attempts, deadline);
+          let { last } = await withRetry(() => fetcher.attempt(url, probe, signal, meta), scenario.retry, attempts, deadline);
+          // As the pipeline does (src/activities/fetch/dropped-probe.ts): a probe the server dropped unanswered
+          // may have been overtaken by its recovery, so it goes once more at once.
+          if (probe && last.error === 'reset') last = await fetcher.attempt(url, probe, signal, meta);
           if (signal?.aborted) {
             // The guard abandoned the stalled call: the breaker opened while it hung. A refusal, as the pipeline treats it.
             guard.abandon(decision);

@@ -59,7 +59,8 @@ export const policyConfigSchema = z
      * slowCallRatio or more of the window's latency samples (at least latencyMinSamples of them). A probe slower
      * than this fails. null: off (a new breaker entity sets 10 s unless told otherwise).
      */
-    slowCallMs: z.number().positive().nullable().default(null),
+    // At most 100 s: the latency histogram's last bound (slower calls share one bucket).
+    slowCallMs: z.number().positive().max(100_000).nullable().default(null),
     slowCallRatio: z.number().gt(0).max(1).default(0.5),
     /** The latency rule needs this many latency samples in the window (besides minSamples). */
     latencyMinSamples: ms(1).default(20),

@@ -237,7 +237,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
     }
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
     // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
-    if (failed > 0) open(out, 'probe-failed', `shadow probe: ${failed} failures reported`, rand);
+    if (failed > 0) trialFailed(out, `shadow probe: ${failed} failures reported`, rand);
     else if ((event.counts.success ?? 0) + (earlier?.counts.success ?? 0) > 0) probeSucceeded(out, 'shadow probe: report with successes only');
   }
 }
@@ -326,6 +326,8 @@ function trialFailed(out: Recorder, detail: string, rand: number): void {
 }
 
 function probeSucceeded(out: Recorder, detail: string): void {
+  // A trial that succeeds ends the run of failed ones: the next failure waits probeIntervalMs again.
+  if (out.state.failedTrials) out.patch({ failedTrials: 0 });
   const successes = out.state.probeSuccesses + 1;
   if (successes < out.state.config.probesToClose) {
     out.patch({ probeSuccesses: successes });

@@ -46,8 +46,8 @@ export interface PolicyState {
   /** Failed probes in this half-open round that did not reopen it (probeTrials: k-of-n). Absent: 0. */
   probeFailures?: number;
   /**
-   * Failed trials in a row since the breaker last tripped (each reopened it): the wait before the next grows
-   * with them (probeBackoff). Absent: 0 (states carried from runs before it).
+   * Failed trials in a row (each reopened the breaker; a successful probe, a close or a reset ends the run): the
+   * wait before the next grows with them (probeBackoff). Absent: 0 (states carried from runs before it).
    */
   failedTrials?: number;
   /** An upstream Retry-After seen with failures: the next cooldown lasts at least until then. */

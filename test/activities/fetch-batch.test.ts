@@ -394,6 +394,45 @@ describe('the probe and its lease', () => {
     assert.ok(r!.latencyMs! < 1_500, `the probe ran ${r!.latencyMs} ms, past its 1.5 s lease`);
   });
 
+  test('a probe the server dropped unanswered goes once more at once: a server back from a hang answers it, the probe succeeds', async () => {
+    const png = await gradientImage(256, 256);
+    // Each request's fate, in order: held 1.2 s then dropped (the hang ending), answered, or dropped at once.
+    const script: Array<'hold-drop' | 'ok' | 'drop'> = [];
+    let received = 0;
+    const srv = createServer((_req, res) => {
+      const what = script[received++] ?? 'ok';
+      if (what === 'ok') res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+      else if (what === 'drop') res.socket?.destroy();
+      else setTimeout(() => res.socket?.destroy(), 1_200);
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+    const run = async (fates: typeof script) => {
+      script.splice(0, script.length, ...fates);
+      received = 0;
+      const released: string[] = [];
+      const t0 = Date.now();
+      const probe: GuardDecision = { kind: 'probe', key: 'k', token: { generation: 3, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 30_000 } };
+      const guard = {
+        acquire: (key: string): Promise<GuardDecision> => Promise.resolve(released.length ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' } : probe),
+        release: (_d: GuardDecision, o: { kind: string }) => void released.push(o.kind),
+        abandon: () => undefined,
+      };
+      const src = parseSource({ type: 'xyz', url: `${url}/{z}/{x}/{y}.png`, concurrency: 1, timeouts: { connectMs: 1_000, headersMs: 5_000, bodyMs: 5_000, totalMs: 10_000 } });
+      const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('dropped-probe', 1), sourceName: `dropped-${script.join('-')}`, source: src, retry: { attempts: 1 } });
+      return { released, status: r!.status, requests: received };
+    };
+    try {
+      assert.deepEqual(await run(['hold-drop', 'ok']), { released: ['success'], status: 'ok', requests: 2 }, 'overtaken by recovery: confirmed');
+      assert.deepEqual(await run(['hold-drop', 'hold-drop']), { released: ['transient'], status: 'failed', requests: 2 }, 'still hanging: one confirmation only');
+      assert.deepEqual(await run(['drop', 'ok']), { released: ['success'], status: 'ok', requests: 2 }, 'dropped at once (the newest held connection): confirmed too');
+      assert.deepEqual(await run(['drop', 'drop', 'ok']), { released: ['transient'], status: 'failed', requests: 2 }, 'dropped again: the failed probe, no third request');
+    } finally {
+      srv.closeAllConnections();
+      await new Promise<void>((r) => srv.close(() => r()));
+    }
+  });
+
   test('the bound: the lease, less the time the grant took to arrive and a margin', () => {
     assert.equal(probeBoundMs({ grantedAt: 0, leaseUntil: 30_000 }, 200), 28_800);
     assert.equal(probeBoundMs({ grantedAt: 0, leaseUntil: 1_000 }, 50), 250);

@@ -61,7 +61,8 @@ describe('failed trials back off (probeBackoff)', () => {
   });
 
   test('never longer than the grown cooldown itself', () => {
-    // cooldownMs 4 s: the grown cooldown (4, 8, 16, 32 s, cap 32 s) stays below the trials' 5, 10, 20, 40 s.
+    // cooldownMs 4 s: the grown cooldown (8, 16, 32, 32 s after the trip's 4 s) caps the trials' 5, 10, 20, 40 s
+    // from the fourth on.
     const { afterTrials } = cooldownsThroughFailedTrials({ cooldownMs: 4_000, probeIntervalMs: 5_000, probeBackoff: 2 }, 5);
     assert.deepEqual(
       afterTrials,
@@ -92,15 +93,44 @@ describe('failed trials back off (probeBackoff)', () => {
     assert.equal(r.transitions.find((t) => t.reason === 'probe-failed')?.cooldownMs, 5_000);
   });
 
-  test('a state carried from before the field (no failedTrials, no probeBackoff) backs off as before', () => {
+  test('a state carried from before the fields (no failedTrials, no probeBackoff) keeps every wait at probeIntervalMs', () => {
     const { state } = cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 1);
     const { failedTrials: _f, probeFailures: _p, ...old } = state;
-    const { probeBackoff: _b, probeTrials: _t, ...oldConfig } = old.config;
-    const carried = JSON.parse(JSON.stringify({ ...old, config: oldConfig })) as PolicyState;
-    let r = step(carried, { type: 'probe-request', requestId: 'x', requester: 'w' }, carried.cooldownUntil!, 0.5);
-    const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
-    r = step(r.state, { type: 'probe-result', generation, outcome: 'transient' }, carried.cooldownUntil! + 100, 0.5);
-    assert.equal(r.transitions.find((t) => t.reason === 'probe-failed')?.cooldownMs, 5_000);
+    const { probeBackoff: _b, probeTrials: _t, slowCallMs: _s, slowCallRatio: _r, ...oldConfig } = old.config;
+    let r: { state: PolicyState } = { state: JSON.parse(JSON.stringify({ ...old, config: oldConfig })) as PolicyState };
+    const waits: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const at = r.state.cooldownUntil!;
+      const granted = step(r.state, { type: 'probe-request', requestId: `x${i}`, requester: 'w' }, at, 0.5);
+      const generation = granted.decision?.kind === 'granted' ? granted.decision.token.generation : -1;
+      const failed = step(granted.state, { type: 'probe-result', generation, outcome: 'transient' }, at + 100, 0.5);
+      waits.push(failed.transitions.find((t) => t.reason === 'probe-failed')!.cooldownMs!);
+      assert.ok(Number.isFinite(failed.state.cooldownUntil), `cooldownUntil ${failed.state.cooldownUntil}`);
+      r = failed;
+    }
+    assert.deepEqual(waits, [5_000, 5_000, 5_000]);
+  });
+
+  test('a successful probe ends the run of failed trials: a server answering 2 probes in 3 is not backed off to the cap', () => {
+    let r = step(
+      initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2, probesToClose: 3 })),
+      { type: 'report', counts: { transient: 20 } },
+      T0,
+      0.5,
+    );
+    const waits: number[] = [];
+    let id = 0;
+    for (let round = 0; round < 4; round++) {
+      for (const outcome of ['success', 'success', 'transient'] as const) {
+        const at = r.state.phase === 'open' ? r.state.cooldownUntil! : (r.state.cooldownUntil ?? T0);
+        const g = step(r.state, { type: 'probe-request', requestId: `q${++id}`, requester: 'w' }, Math.max(at, T0 + id), 0.5);
+        const generation = g.decision?.kind === 'granted' ? g.decision.token.generation : -1;
+        r = step(g.state, { type: 'probe-result', generation, outcome }, Math.max(at, T0 + id) + 10, 0.5);
+        const reopened = r.transitions.find((t) => t.reason === 'probe-failed');
+        if (reopened) waits.push(reopened.cooldownMs!);
+      }
+    }
+    assert.deepEqual(waits, [5_000, 5_000, 5_000, 5_000]);
   });
 });
 

@@ -1,5 +1,6 @@
 import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import type { TileAddress } from '../../sources/request-url';
+import { droppedWithoutAnswer } from './dropped-probe';
 import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
 import type { SourceConfig } from '../../sources/schema';
 import type { BreakerGuard, GuardDecision } from '../guard';
@@ -318,13 +319,19 @@ async function requestUnit(
       lease = decision?.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : null;
       // The guard aborts a stalled call when the breaker opens while it waits (a hanging server).
       shed = decision?.kind === 'proceed' ? decision.signal : undefined;
-      x = await fetchUrl(url, {
+      const options = {
         dispatcher: deps.pools.for(source),
         headers,
         signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : []), ...(lease ? [lease] : [])]),
         redirects: redirectPolicy(source),
         ...(source.auth ? { auth: source.auth } : {}),
-      });
+      };
+      x = await fetchUrl(url, options);
+      // A probe the server dropped unanswered may have been overtaken by its recovery: ask once more now.
+      if (decision?.kind === 'probe' && droppedWithoutAnswer(x) && !options.signal.aborted) {
+        deps.metrics?.request(input.sourceName, key, 'transient', x.latencyMs / 1000);
+        x = await fetchUrl(url, options);
+      }
     } finally {
       slot.release();
     }
@@ -338,7 +345,13 @@ async function requestUnit(
       deps.guard!.abandon(decision);
       const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
       const why = shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
-      const opened = { kind: 'refused' as const, key, state: 'open' as const, retryAfterMs: null, reason: `${why} after ${Math.round(x.latencyMs / 100) / 10} s (${redactUrl(url, source.auth)})` };
+      const opened = {
+        kind: 'refused' as const,
+        key,
+        state: 'open' as const,
+        retryAfterMs: null,
+        reason: scrubSecrets(`${why} after ${Math.round(x.latencyMs / 100) / 10} s (${redactUrl(url, source.auth)})`, secrets),
+      };
       // Made, not refused: the breaker counted it as a stall (transient) and abandoned it when it opened.
       const made = { kind: 'transient' as const, httpStatus: x.status, latencyMs: x.latencyMs, abandonedAfterMs: Math.round(x.latencyMs) };
       return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt, made));
