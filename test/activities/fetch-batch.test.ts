@@ -15,7 +15,7 @@ import { BreakerGuard, BreakerOpenedError } from '../../src/activities/guard';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { TileStore } from '../../src/activities/store/tile-store';
 import type { GuardDecision } from '../../src/activities/guard';
-import { requestShape, ShapeMemory } from '../../src/activities/validate/shape-memory';
+import { requestShape, shapeKey, ShapeMemory } from '../../src/activities/validate/shape-memory';
 import { breakerKey } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { parseSource } from '../../src/sources/schema';
@@ -372,6 +372,54 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
     // Eleven minutes after the last success it is the configuration's again.
     const late = await makeFetchBatch({ pools, guard, shapes, now: () => t + 540_001 })(input('se-130-layer', 1));
     assert.equal(late[0]!.configError, true);
+  });
+
+  test('a fresh process (a restarted worker, the next night): systemic when the tile store records the shape served yesterday; configuration with no record', async () => {
+    const t = Date.UTC(2001, 1, 3, 12);
+    const route = 'se-130-layer';
+    const shape = requestShape(source(route), '');
+    const stores = mkdtempSync(path.join(tmpdir(), 'tilebreaker-served-'));
+    try {
+      // Recorded by another worker yesterday, in this store; a second store records nothing.
+      const served = path.join(stores, 'served');
+      await new TileStore(served).markServed(route, shapeKey(shape), t - 24 * 3_600_000);
+      const { guard, counted } = recording();
+      const results = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t })(input(route, 4, { storeRoot: served }));
+      assert.deepEqual(
+        results.map((r) => [r.status, r.kind, r.attempts, r.configError]),
+        Array(4).fill(['failed', 'service-exception', 2, undefined]),
+      );
+      assert.match(results[0]!.reason, /^systemic: LayerNotDefined for a request last served 24 h ago \(recorded in the tile store\)/);
+      assert.deepEqual(counted, Array(8).fill('service-exception'), 'counted for the breaker');
+      // Curable: the stale fallback draws a stored copy of a systemic failure.
+      await new TileStore(served).put(route, { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), { fetchedAt: t - 24 * 3_600_000, contentType: 'image/png' });
+      const [stale] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t })(input(route, 1, { storeRoot: served, whenRefused: 'stale' }));
+      assert.equal(stale!.status, 'stale');
+
+      const none = recording();
+      const before = server.requests;
+      const unknown = await makeFetchBatch({ pools, guard: none.guard, shapes: new ShapeMemory(), now: () => t })(input(route, 8, { storeRoot: path.join(stores, 'empty') }));
+      assert.ok(unknown.every((r) => r.status === 'failed' && r.configError === true && r.kind === 'permanent'));
+      assert.match(unknown[0]!.reason, /^configuration error: LayerNotDefined for source "se-130-layer" \(its request has not succeeded in this worker; the tile store has no record of it served\)/);
+      assert.ok(server.requests - before <= 3, 'a few requests, one at a time');
+      assert.ok(none.counted.every((k) => k === 'neutral'));
+    } finally {
+      rmSync(stores, { recursive: true, force: true });
+    }
+  });
+
+  test('a success records the shape served in the tile store: one record per shape, named by its hash, at the batch clock', async () => {
+    const t = Date.UTC(2001, 1, 3, 12);
+    const stores = mkdtempSync(path.join(tmpdir(), 'tilebreaker-served-'));
+    try {
+      const results = await makeFetchBatch({ pools, shapes: new ShapeMemory(), now: () => t })(input('ok', 12, { storeRoot: stores }));
+      assert.ok(results.every((r) => r.status === 'ok'));
+      const records = readdirSync(path.join(stores, 'ok', '.served'));
+      assert.deepEqual(records, [shapeKey(requestShape(source('ok'), ''))]);
+      assert.equal(await new TileStore(stores).servedAt('ok', records[0]!), t);
+    } finally {
+      rmSync(stores, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Verdict } from '../../src/activities/validate/classify';
-import { judgeRequestFault, requestShape, ShapeMemory, SYSTEMIC_WITHIN_MS } from '../../src/activities/validate/shape-memory';
+import { judgeRequestFault, MARK_EVERY_MS, requestShape, SERVED_RECORD_WITHIN_MS, shapeKey, ShapeMemory, SYSTEMIC_WITHIN_MS, wantsRecord } from '../../src/activities/validate/shape-memory';
 import { getMapUrl } from '../../src/sources/request-url';
 import { parseSource, type SourceConfig } from '../../src/sources/schema';
 
@@ -76,5 +76,40 @@ describe('request shapes and the systemic / configuration judgement', () => {
     assert.equal(m.served('s0'), false);
     assert.equal(m.served('s1'), true);
     assert.equal(m.served('s4096'), true);
+  });
+
+  test('a shape the tile store records served within 8 days is systemic too, the reason says so; past that, or with no record, configuration', () => {
+    const fresh = new ShapeMemory();
+    assert.equal(SERVED_RECORD_WITHIN_MS, 8 * 24 * 3_600_000);
+    const night = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', T0 - 9 * 3_600_000);
+    assert.deepEqual([night.systemic, night.configError, night.verdict.kind], [true, false, 'service-exception']);
+    assert.match(night.verdict.reason, /^systemic: LayerNotDefined for a request last served 9 h ago \(recorded in the tile store\)/);
+    assert.equal(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', T0 - SERVED_RECORD_WITHIN_MS).systemic, true);
+    const old = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', T0 - SERVED_RECORD_WITHIN_MS - 1);
+    assert.deepEqual([old.systemic, old.configError], [false, true]);
+    assert.match(old.verdict.reason, /the tile store last recorded it served 8 d ago/);
+    assert.match(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads').verdict.reason, /has not succeeded in this worker; the tile store has no record of it served/);
+    // The store is wanted only for a request fault this process's memory cannot judge.
+    assert.equal(wantsRecord(layerNotDefined, 'shape', fresh, T0), true);
+    const m = new ShapeMemory();
+    m.succeeded('shape', T0);
+    assert.equal(wantsRecord(layerNotDefined, 'shape', m, T0 + 1_000), false);
+    assert.equal(wantsRecord({ ...layerNotDefined, kind: 'transient' }, 'shape', fresh, T0), false);
+  });
+
+  test('a store record is marked on the first success, then at most every 10 min; a failed write is tried again; a found record is believed for a minute', () => {
+    const m = new ShapeMemory();
+    assert.equal(m.claimMark('w', T0), true);
+    assert.equal(m.claimMark('w', T0 + 1_000), false);
+    assert.equal(m.claimMark('w', T0 + MARK_EVERY_MS), true);
+    m.releaseMark('w');
+    assert.equal(m.claimMark('w', T0 + MARK_EVERY_MS + 1), true, 'released: due again');
+    assert.equal(m.recorded('w', T0), null);
+    m.noteRecord('w', T0 - 3_600_000, T0);
+    assert.equal(m.recorded('w', T0 + 60_000), T0 - 3_600_000);
+    assert.equal(m.recorded('w', T0 + 60_001), null, 'read again after a minute');
+    m.noteRecord('old', T0 - SERVED_RECORD_WITHIN_MS - 1, T0);
+    assert.equal(m.recorded('old', T0), null, 'a record too old to count is not remembered');
+    assert.match(shapeKey('xyz https://t.example/{z}/{x}/{y}.png?key=K'), /^[0-9a-f]{64}$/);
   });
 });

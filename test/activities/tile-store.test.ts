@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { StoreEscapeError } from '../../src/activities/store/store-bounds';
 import { atomicWrite, TileStore } from '../../src/activities/store/tile-store';
+import { shapeKey } from '../../src/activities/validate/shape-memory';
 import { gradientImage } from '../helpers/images';
 
 const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-tile-store-'));
@@ -123,5 +125,42 @@ describe('the tile store', () => {
     const got = await store.get('raced', t);
     assert.equal(got?.meta.etag, undefined, 'no ETag of another copy');
     assert.equal(got?.meta.sha256, sha(b));
+  });
+
+  test('a served shape is one small file per shape under the source, named by its hash: never the shape itself', async () => {
+    const store = new TileStore(root);
+    const shape = 'xyz https://tiles.example/{z}/{x}/{y}.png?key=SECRET123';
+    const key = shapeKey(shape);
+    const T = 1_800_000_000_000;
+    assert.equal(await store.servedAt('marks', key), null, 'nothing recorded yet (no folder either)');
+    await store.markServed('marks', key, T);
+    assert.equal(await store.servedAt('marks', key), T);
+    await store.markServed('marks', key, T + 3_600_000);
+    assert.equal(await store.servedAt('marks', key), T + 3_600_000, 'a later mark replaces the earlier one');
+    const dir = path.join(root, 'marks', '.served');
+    assert.deepEqual(readdirSync(dir), [key], 'one file, no temporary left behind');
+    assert.doesNotMatch(readFileSync(path.join(dir, key), 'utf8'), /SECRET123|tiles\.example/);
+    assert.equal(await store.servedAt('marks', shapeKey('another shape')), null);
+    assert.equal(await store.servedAt('other-source', key), null, 'per source');
+    // A record torn by hand says nothing.
+    writeFileSync(path.join(dir, key), '{"servedAt":');
+    assert.equal(await store.servedAt('marks', key), null);
+  });
+
+  test('served records: a key that is not a sha256 hex, or a source name that is a path, is refused; a symlinked records folder is not followed', async () => {
+    const store = new TileStore(root);
+    await assert.rejects(store.markServed('marks', '../../etc/passwd', 1), /shapeKey must be a sha256 hex digest/);
+    await assert.rejects(store.servedAt('marks', 'A'.repeat(64)), /shapeKey must be a sha256 hex digest/);
+    await assert.rejects(store.markServed('..', shapeKey('s'), 1), /tile store: source name/);
+    const outside = mkdtempSync(path.join(tmpdir(), 'tilebreaker-outside-'));
+    try {
+      mkdirSync(path.join(root, 'linked'));
+      symlinkSync(outside, path.join(root, 'linked', '.served'));
+      await assert.rejects(store.markServed('linked', shapeKey('s'), 1), StoreEscapeError);
+      await assert.rejects(store.servedAt('linked', shapeKey('s')), StoreEscapeError);
+      assert.deepEqual(readdirSync(outside), []);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
   });
 });

@@ -13,7 +13,7 @@ import { openTileStore } from '../store/open-store';
 import { StoreEscapeError } from '../store/store-bounds';
 import type { Tiles } from '../store/tiles';
 import { classify, type Verdict } from '../validate/classify';
-import { judgeRequestFault, processShapes, requestShape, type ShapeMemory } from '../validate/shape-memory';
+import { judgeRequestFault, processShapes, requestShape, shapeKey, wantsRecord, type ShapeMemory } from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -88,7 +88,10 @@ export interface FetchDeps {
   guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe'>>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
-  /** When each request shape last succeeded (default: the process's); tests give their own, and a clock. */
+  /**
+   * When each request shape last succeeded, and what this process marked and read of the tile store's served
+   * records (default: the process's); tests give their own, and a clock.
+   */
   shapes?: ShapeMemory;
   now?: () => number;
   /** Each request's outcome and duration (default: nowhere). */
@@ -168,8 +171,12 @@ export function makeFetchBatch(deps: FetchDeps) {
       pending.map((i) => input.tiles[i]!),
     ).map((u) => ({ ...u, members: u.members.map((k) => pending[k]!) }));
     // A shape never served in this process is requested one unit at a time (a wrong layer costs a few requests,
-    // not `concurrency` of them), and no more after CONFIG_ERRORS_TO_STOP configuration errors.
+    // not `concurrency` of them), and no more after CONFIG_ERRORS_TO_STOP configuration errors. The store is not
+    // read for that: once a fault has it read and it records the shape served, the fault is systemic and the
+    // rest go at full concurrency, as many as the breaker lets through.
     const shapes = deps.shapes ?? processShapes;
+    const now = deps.now ?? Date.now;
+    const known = (shape: string) => shapes.served(shape) || shapes.recorded(recordOf(store, input.sourceName, shape), now()) !== null;
     const probing = new Set<string>();
     const configErrors = new Map<string, number>();
     const stopped = new Map<string, string>();
@@ -181,14 +188,14 @@ export function makeFetchBatch(deps: FetchDeps) {
         if (unit.members.every((i) => results[i])) continue;
         if (ctx?.cancellationSignal.aborted) return;
         const shape = requestShape(input.source, unit.url);
-        while (!shapes.served(shape) && probing.has(shape) && !stopped.has(shape) && !ctx?.cancellationSignal.aborted) await sleep(50);
+        while (!known(shape) && probing.has(shape) && !stopped.has(shape) && !ctx?.cancellationSignal.aborted) await sleep(50);
         if (ctx?.cancellationSignal.aborted) return;
         const stop = stopped.get(shape);
         if (stop !== undefined) {
           for (const i of unit.members) results[i] ??= { ...input.tiles[i]!, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: stop };
           continue;
         }
-        const solo = !shapes.served(shape);
+        const solo = !known(shape);
         if (solo) probing.add(shape);
         // Woken as soon as a request answers; the timer also notices the ramp's allowance growing.
         while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 50)));
@@ -235,6 +242,34 @@ export function makeFetchBatch(deps: FetchDeps) {
     // Cancelled: unfinished tiles are accounted for too.
     return results.map((r, i) => r ?? { ...input.tiles[i]!, status: 'deferred', reason: 'activity cancelled before this tile', attempts: 0 });
   };
+}
+
+/** A shape's served record in a tile store, as this process's memory names it. */
+const recordOf = (store: Tiles, sourceName: string, shape: string) => `${store.root}\n${sourceName}\n${shape}`;
+
+/**
+ * Records in the store that the shape was served: on its first success in this process, then at most every
+ * MARK_EVERY_MS, so it costs nothing per tile. A write that fails costs only the record (the next success tries
+ * again): the tiles were stored, or not, on their own.
+ */
+async function markServed(shapes: ShapeMemory, store: Tiles, sourceName: string, shape: string, now: number): Promise<void> {
+  const where = recordOf(store, sourceName, shape);
+  if (!shapes.claimMark(where, now)) return;
+  try {
+    await store.markServed(sourceName, shapeKey(shape), now);
+  } catch {
+    shapes.releaseMark(where);
+  }
+}
+
+/** When the store records the shape served (a read of the last minute that found it is not repeated), or null. */
+async function recordedServed(shapes: ShapeMemory, store: Tiles, sourceName: string, shape: string, now: number): Promise<number | null> {
+  const where = recordOf(store, sourceName, shape);
+  const known = shapes.recorded(where, now);
+  if (known !== null) return known;
+  const at = await store.servedAt(sourceName, shapeKey(shape));
+  if (at !== null) shapes.noteRecord(where, at, now);
+  return at;
 }
 
 /**
@@ -360,6 +395,8 @@ async function requestUnit(
       deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
       shapes.succeeded(shape, now());
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
+      answered();
+      await markServed(shapes, store, input.sourceName, shape, now());
       return each((t) => ({
         ...t,
         status: 'ok',
@@ -381,8 +418,12 @@ async function requestUnit(
       keepPixels: unit.meta !== null && !chunk,
       secrets,
     });
-    // A request-blaming fault: systemic if this request shape succeeded lately, otherwise the configuration's.
-    const judged = judgeRequestFault(classified, shape, shapes, now(), input.sourceName);
+    // A request-blaming fault: systemic if this request shape succeeded lately (in this process, or as the tile
+    // store records it for the fleet and earlier runs), otherwise the configuration's. The store is read only
+    // for such a fault that this process's memory cannot judge: rare.
+    const judgedAt = now();
+    const recordedAt = wantsRecord(classified, shape, shapes, judgedAt) ? await recordedServed(shapes, store, input.sourceName, shape, judgedAt) : null;
+    const judged = judgeRequestFault(classified, shape, shapes, judgedAt, input.sourceName, recordedAt);
     verdict = judged.verdict;
     deps.metrics?.request(input.sourceName, key, verdict.kind, x.latencyMs / 1000);
     if (lease?.aborted && !deadline.aborted && verdict.kind === 'transient') {
@@ -399,6 +440,7 @@ async function requestUnit(
       const v = verdict;
       answered();
       const file = await store.putChunk(input.sourceName, tiles[0]!.z, unit, x.body, source.format);
+      await markServed(shapes, store, input.sourceName, shape, now());
       const m = unit.meta!;
       return each((t, k) => ({
         ...t,
@@ -426,6 +468,7 @@ async function requestUnit(
         height: source.tileSize,
       };
       const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
+      await markServed(shapes, store, input.sourceName, shape, now());
       const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
       return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: attempt, httpStatus: v.httpStatus, bytes: saved[k]!.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
     }

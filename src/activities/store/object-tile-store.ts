@@ -5,7 +5,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { joinLocation, objectUrl, parseObjectUrl } from '../storage/location';
 import { storageError } from '../storage/storage';
-import { chunkName, contentTypeOf, extensionOf, type StoredTile, type TileMeta, type Tiles } from './tiles';
+import { checkShapeKey, chunkName, contentTypeOf, extensionOf, parseServedRecord, SERVED_DIR, servedRecord, type StoredTile, type TileMeta, type Tiles } from './tiles';
 
 /** User metadata names (S3 lowercases them): what a tile file on disk tells by itself, an object carries here. */
 const META = { fetchedAt: 'fetched-at', sha256: 'sha256', etag: 'origin-etag', lastModified: 'origin-last-modified', width: 'width', height: 'height' } as const;
@@ -106,6 +106,23 @@ export class ObjectTileStore implements Tiles {
       return { path: objectUrl({ bucket: this.bucket, key }), meta };
     }
     return null;
+  }
+
+  /** `<prefix>/<source>/.served/<shapeKey>`: one small object, rewritten whole by each mark. */
+  async markServed(source: string, shapeKey: string, at: number): Promise<void> {
+    const key = this.key(this.sourcePart(source), SERVED_DIR, checkShapeKey(shapeKey));
+    await this.guard('write', key, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: servedRecord(at), ContentType: 'application/json' })));
+  }
+
+  async servedAt(source: string, shapeKey: string): Promise<number | null> {
+    const key = this.key(this.sourcePart(source), SERVED_DIR, checkShapeKey(shapeKey));
+    try {
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+      return parseServedRecord(Buffer.from((await out.Body?.transformToByteArray()) ?? new Uint8Array()));
+    } catch (err) {
+      if ((err as { name?: string }).name === 'NoSuchKey') return null;
+      throw storageError('read', objectUrl({ bucket: this.bucket, key }), err);
+    }
   }
 
   /** Runs an S3 call; its error names the object, not the request. */

@@ -7,7 +7,7 @@ import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from './atomic-write';
 import { StoreBounds } from './store-bounds';
-import { chunkName, extensionOf, TYPES, type StoredTile, type TileMeta, type Tiles } from './tiles';
+import { checkShapeKey, chunkName, extensionOf, parseServedRecord, SERVED_DIR, servedRecord, TYPES, type StoredTile, type TileMeta, type Tiles } from './tiles';
 
 export type { StoredTile, TileMeta } from './tiles';
 
@@ -112,6 +112,25 @@ export class TileStore implements Tiles {
     const file = path.join(dir, chunkName(unit, contentType));
     await atomicWrite(file, body);
     return file;
+  }
+
+  /** `<root>/<source>/.served/<shapeKey>`, written atomically: a reader sees the old time or the new one. */
+  async markServed(source: string, shapeKey: string, at: number): Promise<void> {
+    const dir = path.join(this.sourceDir(source), SERVED_DIR);
+    await this.ensureDir(dir);
+    await atomicWrite(path.join(dir, checkShapeKey(shapeKey)), servedRecord(at));
+  }
+
+  async servedAt(source: string, shapeKey: string): Promise<number | null> {
+    const dir = path.join(this.sourceDir(source), SERVED_DIR);
+    const file = path.join(dir, checkShapeKey(shapeKey));
+    await this.bounds.checkDir(dir);
+    try {
+      return parseServedRecord(await this.bounds.readFile(file));
+    } catch (err) {
+      if (absent(err)) return null;
+      throw err;
+    }
   }
 
   /**

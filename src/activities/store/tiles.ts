@@ -28,6 +28,35 @@ export interface Tiles {
   putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string>;
   /** The last good copy of a tile, or null. */
   get(source: string, t: TileAddress): Promise<StoredTile | null>;
+  /**
+   * Records that a request shape of the source was served at `at` (ms): one small file or object per shape,
+   * `<source>/.served/<shapeKey>`, so every worker and every later run knows it. `shapeKey` is a sha256 hex.
+   */
+  markServed(source: string, shapeKey: string, at: number): Promise<void>;
+  /** When the shape was last recorded served, or null. */
+  servedAt(source: string, shapeKey: string): Promise<number | null>;
+}
+
+/** The folder (or key part) of a source's served-shape records: not a zoom level, not `chunks`. */
+export const SERVED_DIR = '.served';
+
+/** A served-shape record's name: a sha256 hex and nothing else, so it stays one name inside the source's folder. */
+export function checkShapeKey(shapeKey: string): string {
+  if (!/^[0-9a-f]{64}$/.test(shapeKey)) throw new Error(`tile store: shapeKey must be a sha256 hex digest (got ${shapeKey.length} characters)`);
+  return shapeKey;
+}
+
+/** The record's body: the time it was served. */
+export const servedRecord = (at: number) => Buffer.from(JSON.stringify({ servedAt: Math.round(at) }));
+
+/** The time in a record, or null for one that is not a record (torn by hand, not JSON). */
+export function parseServedRecord(body: Buffer): number | null {
+  try {
+    const at = (JSON.parse(body.toString('utf8')) as { servedAt?: unknown }).servedAt;
+    return typeof at === 'number' && Number.isFinite(at) ? at : null;
+  } catch {
+    return null;
+  }
 }
 
 export const EXTENSIONS: Record<string, string> = {
