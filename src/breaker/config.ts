@@ -6,7 +6,7 @@ const fraction = z.number().min(0).max(1);
 
 /**
  * Breaker policy configuration. Every duration is in milliseconds. Defaults are the field's usual
- * starting point (a 30 s window, 20 samples, half failing, 30 s cooldown) and are listed in README.md.
+ * starting point (a 30 s window, 20 samples, half failing, 30 s cooldown) and are listed in docs/policy.md.
  */
 export const policyConfigSchema = z
   .object({

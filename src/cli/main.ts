@@ -59,7 +59,7 @@ async function installRuntime(metrics: { flag: string | undefined; fromEnv: bool
 program
   .command('worker')
   .description('run a tilebreaker worker against TEMPORAL_ADDRESS (task queue TILEBREAKER_TASK_QUEUE, default "tilebreaker")')
-  .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see README) for the entities this worker creates; existing ones keep theirs')
+  .option('--breaker-config <file>', 'breaker policy (YAML or JSON, see docs/policy.md) for the entities this worker creates; existing ones keep theirs')
   .option('--sources-dir <dir...>', `folders requesters' sources files may be read from (default ${SOURCES_DIR_ENV}, else the working directory)`)
   .option('--output-dir <dir...>', `folders outputs, tile stores and work folders may be written under (default ${OUTPUT_DIR_ENV}, else the working directory)`)
   .option('--output-bucket <s3url...>', `bucket prefixes (s3://bucket/prefix) outputs, tile stores and work folders may be written under (default ${OUTPUT_BUCKETS_ENV}, else none)`)

@@ -1,7 +1,7 @@
 /**
  * tilebreaker's Prometheus metrics: their names as the SDK's meter takes them. With the worker's
  * `countersTotalSuffix` the exporter adds `_total` to counters, so each counter's exported name is its name
- * here plus `_total` (README, "Metrics"). The alert rules and dashboards use the exported names: change
+ * here plus `_total` (docs/metrics.md). The alert rules and dashboards use the exported names: change
  * none of these without them.
  */
 export const METRIC = {

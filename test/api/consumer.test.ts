@@ -1,7 +1,7 @@
 /**
  * tilebreaker as a package, used the way another project uses it: a consumer folder with
  * node_modules/tilebreaker (a symlink to this package), @temporalio and @types as an install would have
- * them, the examples of README.md's "Use it from your own code" written out as files, type-checked with TypeScript's node16
+ * them, the examples of docs/library.md ("Use it from your own code") written out as files, type-checked with TypeScript's node16
  * resolution (through the exports map and its `types` conditions) and run with node against a dev server.
  * The doc's worker example is the worker here, so the mosaic example runs on a worker built with
  * `workflowsPath` resolved from 'tilebreaker/workflows'. The rest of the API this test calls itself is
@@ -20,7 +20,7 @@ import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-se
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const root = path.join(__dirname, '..', '..', '..');
-const doc = path.join(root, 'README.md');
+const doc = path.join(root, 'docs', 'library.md');
 const EXAMPLES = ['start-mosaic.mts', 'breaker-state.mts', 'replay.test.mts', 'my-worker.mts'];
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-consumer-'));

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { parse, stringify } from 'yaml';
 
 const deploy = path.join(__dirname, '..', '..', '..', 'deploy', 'prometheus');
-/** The metrics the workers export (README, "Metrics"), as Prometheus names them. */
+/** The metrics the workers export (docs/metrics.md), as Prometheus names them. */
 const METRICS = [
   'tilebreaker_circuit_open_total',
   'tilebreaker_circuit_trips_total',
@@ -39,19 +39,19 @@ test('the alert rules are valid and their unit tests pass (promtool test rules)'
   assert.match(run.stdout, /SUCCESS/);
 });
 
-test('every alert has a severity, a summary, a runbook entry in the README and a test that fires it', { skip }, () => {
+test('every alert has a severity, a summary, a runbook entry in docs/alerts.md and a test that fires it', { skip }, () => {
   const rules = parse(readFileSync(path.join(deploy, 'alerts.yml'), 'utf8')) as {
     groups: { rules: { alert: string; labels: { severity: string }; annotations: { summary: string; runbook: string } }[] }[];
   };
   const alerts = rules.groups.flatMap((g) => g.rules);
   assert.ok(alerts.length >= 8, `${alerts.length} alerts`);
-  const readme = readFileSync(path.join(deploy, '..', '..', 'README.md'), 'utf8');
+  const runbook = readFileSync(path.join(deploy, '..', '..', 'docs', 'alerts.md'), 'utf8');
   const tests = readFileSync(path.join(deploy, 'alerts.test.yml'), 'utf8');
   for (const a of alerts) {
     assert.match(a.labels.severity, /^(warning|critical)$/, a.alert);
     assert.ok(a.annotations.summary.length > 10, a.alert);
-    assert.equal(a.annotations.runbook, `README.md#alerts: ${a.alert}`);
-    assert.ok(readme.includes(`**${a.alert}**`), `README's Alerts section describes ${a.alert}`);
+    assert.equal(a.annotations.runbook, `docs/alerts.md: ${a.alert}`);
+    assert.ok(runbook.includes(`**${a.alert}**`), `docs/alerts.md describes ${a.alert}`);
     // A case that fires (exp_alerts listing it) and one that must not (exp_alerts: [] or a series beside it).
     const cases = tests.split(/\n\s+- eval_time:/).filter((c) => c.includes(`alertname: ${a.alert}\n`));
     assert.ok(

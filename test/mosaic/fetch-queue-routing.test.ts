@@ -19,7 +19,7 @@ import { devServerEnv, TEST_ROOTS, uniqueTaskQueue, workflowsPath } from '../hel
 
 // Where a mosaic's fetch batches go: `<queue>-fetch` only while a worker polls it (the planning activity asks
 // the server), else the mosaic's own queue, which a worker of your own (createActivityRuntime + the workflows,
-// no fetch worker) serves. In-process workers built as the README's "Use it from your own code" builds them.
+// no fetch worker) serves. In-process workers built as docs/library.md builds them.
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-fetch-routing-'));
 let env: TestWorkflowEnvironment;

@@ -25,7 +25,7 @@ interface Instruments {
 }
 
 /**
- * One worker process's metrics (README, "Metrics"): one call per event, so the fetch, the guard and the
+ * One worker process's metrics (docs/metrics.md): one call per event, so the fetch, the guard and the
  * assembly say what happened and nothing about Prometheus. The meter is asked for on each event (it is the
  * runtime's, which a shut-down runtime swaps for a no-op); with no telemetry installed it is a no-op.
  */
