@@ -21,17 +21,12 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { BreakerGuard } from '../../src/activities/guard';
 import type { PolicyConfigInput } from '../../src/breaker';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
-import { connectionConfigFromEnv } from '../../src/client/connection-config';
-import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
-import { connectClient } from '../../src/client/temporal';
-import { connectWorker, createWorker } from '../../src/client/worker';
 import { transitionsQuery } from '../../src/messages/breaker';
+import { prng } from '../../test/helpers/prng';
+import { startBenchTemporal, type BenchTemporal } from './bench-temporal';
 import { now, sleep } from './clock';
 import { refusalWaitMs } from './fleet';
 import { makeTilePng } from './tile';
@@ -69,18 +64,6 @@ export function flakyRecoveryLine(f: FlakyRecoveryFigures): string {
   return `recovery: consecutive-s=${mean(f.seconds.consecutive).toFixed(2)} k-of-n-s=${mean(f.seconds['k-of-n']).toFixed(2)}`;
 }
 
-/** mulberry32: a small seeded generator, so a trial's answers are the same in both modes. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 /** A tile server: healthy, then every request a 503, then each request a 503 with probability failShare. */
 class FlakyServer {
   phase: 'healthy' | 'down' | 'flaky' = 'healthy';
@@ -93,7 +76,7 @@ class FlakyServer {
     private readonly failShare: number,
     seed: number,
   ) {
-    this.draw = seeded(seed);
+    this.draw = prng(seed);
     this.server = http.createServer((req, res) => {
       req.resume();
       const fail = this.phase === 'down' || (this.phase === 'flaky' && this.draw() < this.failShare);
@@ -119,20 +102,8 @@ class FlakyServer {
 }
 
 export async function runFlakyRecoveryScenario(o: FlakyRecoveryOptions): Promise<FlakyRecoveryFigures> {
-  const conn = connectionConfigFromEnv();
-  let embedded: EmbeddedServer | undefined;
-  const dbDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-flaky-'));
-  if (!conn.address) {
-    o.log('flaky-recovery: starting an embedded Temporal dev server');
-    embedded = await startEmbeddedServer({ dbFile: path.join(dbDir, 'temporal.sqlite') });
-  }
-  const address = conn.address ?? embedded!.address;
-  const namespace = conn.address ? conn.namespace : embedded!.namespace;
-  const { client, connection } = await connectClient({ ...conn, address, namespace });
-  const workerConnection = await connectWorker({ ...conn, address, namespace });
-  const taskQueue = `tilebreaker-bench-flaky-${process.pid}-${Date.now()}`;
-  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue });
-  const running = worker.run();
+  const temporal = await startBenchTemporal('flaky-recovery', (m) => o.log(m));
+  const { client, taskQueue } = temporal;
   const tile = await makeTilePng();
   const figures: FlakyRecoveryFigures = { seconds: { consecutive: [], 'k-of-n': [], 'consecutive-2': [] }, cutOff: { consecutive: 0, 'k-of-n': 0, 'consecutive-2': 0 } };
   try {
@@ -145,12 +116,7 @@ export async function runFlakyRecoveryScenario(o: FlakyRecoveryOptions): Promise
       }
     }
   } finally {
-    worker.shutdown();
-    await running.catch((err: unknown) => o.log(`flaky-recovery: worker: ${err instanceof Error ? err.message : String(err)}`));
-    await connection.close();
-    await workerConnection.close();
-    await embedded?.stop();
-    rmSync(dbDir, { recursive: true, force: true });
+    await temporal.close((m) => o.log(`flaky-recovery: worker: ${m}`));
   }
   return figures;
 }
@@ -160,7 +126,7 @@ async function runTrial(
   mode: FlakyMode,
   trial: number,
   tile: Buffer,
-  client: Awaited<ReturnType<typeof connectClient>>['client'],
+  client: BenchTemporal['client'],
   taskQueue: string,
 ): Promise<{ seconds: number; cutOff: boolean; detail: string }> {
   const server = new FlakyServer(tile, o.failShare, 1_000 + trial);

@@ -16,16 +16,11 @@
  * both on one dev server, each with its own tile server and so its own key and entity.
  */
 import { Client, type WorkflowClientInterceptor } from '@temporalio/client';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import path from 'node:path';
+import { loadavg } from 'node:os';
 import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
 import { transitionsQuery, type OutcomeReport } from '../../src/messages/breaker';
-import { connectionConfigFromEnv } from '../../src/client/connection-config';
-import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
-import { connectClient } from '../../src/client/temporal';
-import { connectWorker, createWorker } from '../../src/client/worker';
+import { startBenchTemporal } from './bench-temporal';
 import { now, sleep } from './clock';
 import { entityTaskFigures, entityTaskLine } from './entity-tasks';
 import { makeModeContext, refusalWaitMs, tileUrl } from './fleet';
@@ -101,20 +96,8 @@ const between = (times: readonly number[], from: number, to: number) => times.fi
 
 /** Runs the load scenario at 60 workers (when more are asked for) and at `workers`; returns each run's figures. */
 export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
-  const conn = connectionConfigFromEnv();
-  let embedded: EmbeddedServer | undefined;
-  const dbDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-load-'));
-  if (!conn.address) {
-    o.log('load: starting an embedded Temporal dev server');
-    embedded = await startEmbeddedServer({ dbFile: path.join(dbDir, 'temporal.sqlite') });
-  }
-  const address = conn.address ?? embedded!.address;
-  const namespace = conn.address ? conn.namespace : embedded!.namespace;
-  const { client: plain, connection } = await connectClient({ ...conn, address, namespace });
-  const workerConnection = await connectWorker({ ...conn, address, namespace });
-  const taskQueue = `tilebreaker-bench-load-${process.pid}-${Date.now()}`;
-  const worker = await createWorker({ connection: workerConnection, client: plain, namespace, taskQueue });
-  const running = worker.run();
+  const temporal = await startBenchTemporal('load', (m) => o.log(m));
+  const { client: plain, connection, namespace, taskQueue } = temporal;
   const results: LoadFigures[] = [];
   try {
     for (const workers of o.workers > 60 && !o.only ? [60, o.workers] : [o.workers]) {
@@ -126,12 +109,7 @@ export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
       o.onResult?.(f);
     }
   } finally {
-    worker.shutdown();
-    await running.catch((err: unknown) => o.log(`load: worker: ${err instanceof Error ? err.message : String(err)}`));
-    await connection.close();
-    await workerConnection.close();
-    await embedded?.stop();
-    rmSync(dbDir, { recursive: true, force: true });
+    await temporal.close((m) => o.log(`load: worker: ${m}`));
   }
   return results;
 }

@@ -14,20 +14,14 @@
  * bad worker's first failure until its guard refuses its calls; per-process: until its own breaker does).
  */
 import { BrokenCircuitError, SamplingBreaker, circuitBreaker, handleAll } from 'cockatiel';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Agent } from 'undici';
 import { BreakerGuard } from '../../src/activities/guard';
 import { fetchUrl } from '../../src/activities/http/fetch-url';
 import { classify } from '../../src/activities/validate/classify';
 import { isFailure, type OutcomeKind, type TransitionRecord } from '../../src/breaker';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
-import { connectionConfigFromEnv } from '../../src/client/connection-config';
-import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
-import { connectClient } from '../../src/client/temporal';
-import { connectWorker, createWorker } from '../../src/client/worker';
 import { statusQuery, transitionsQuery } from '../../src/messages/breaker';
+import { startBenchTemporal } from './bench-temporal';
 import { now, sleep } from './clock';
 import { makeModeContext, refusalWaitMs, tileUrl } from './fleet';
 import { cockatielBreakerOptions } from './per-process';
@@ -138,17 +132,8 @@ async function runShared(
   fig: PoisonedFigures,
   log: (m: string) => void,
 ): Promise<void> {
-  const conn = connectionConfigFromEnv();
-  const dbDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-poisoned-'));
-  let embedded: EmbeddedServer | undefined;
-  if (!conn.address) embedded = await startEmbeddedServer({ dbFile: path.join(dbDir, 'temporal.sqlite') });
-  const address = conn.address ?? embedded!.address;
-  const namespace = conn.address ? conn.namespace : embedded!.namespace;
-  const { client, connection } = await connectClient({ ...conn, address, namespace });
-  const workerConnection = await connectWorker({ ...conn, address, namespace });
-  const taskQueue = `tilebreaker-bench-poisoned-${process.pid}-${Date.now()}`;
-  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue });
-  const running = worker.run();
+  const temporal = await startBenchTemporal('poisoned', log);
+  const { client, address, taskQueue } = temporal;
   log(`shared: Temporal at ${address}`);
   const key = breakerKey(ctx.baseUrl);
   // The benchmark's usual policy; the quorum is the new entity's default (2), as for any entity started now.
@@ -189,12 +174,7 @@ async function runShared(
     log(`shared: FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     throw err;
   } finally {
-    worker.shutdown();
-    await running.catch(() => undefined);
-    await connection.close();
-    await workerConnection.close();
-    await embedded?.stop();
-    rmSync(dbDir, { recursive: true, force: true });
+    await temporal.close();
   }
 }
 

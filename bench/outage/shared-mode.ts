@@ -9,17 +9,11 @@
  * policy (a probe gets scenario.probeAttempts attempts, 1 by default: one request tests recovery) and
  * release with the last attempt's outcome.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
 import type { PolicyConfigInput, TransitionRecord } from '../../src/breaker';
-import { connectionConfigFromEnv } from '../../src/client/connection-config';
-import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
-import { connectClient } from '../../src/client/temporal';
-import { connectWorker, createWorker } from '../../src/client/worker';
 import { transitionsQuery } from '../../src/messages/breaker';
+import { startBenchTemporal } from './bench-temporal';
 import { now, sleep } from './clock';
 import { entityRunTimes, entityTaskFigures, type EntityRunTimes, type EntityTaskFigures } from './entity-tasks';
 import { refusalWaitMs, tileUrl, type ModeContext } from './fleet';
@@ -70,20 +64,8 @@ export interface SharedModeExtras {
 
 export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras> {
   const { scenario, recorder } = ctx;
-  const conn = connectionConfigFromEnv();
-  let embedded: EmbeddedServer | undefined;
-  const dbDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-outage-'));
-  if (!conn.address) {
-    ctx.log('shared: starting an embedded Temporal dev server');
-    embedded = await startEmbeddedServer({ dbFile: path.join(dbDir, 'temporal.sqlite') });
-  }
-  const address = conn.address ?? embedded!.address;
-  const namespace = conn.address ? conn.namespace : embedded!.namespace;
-  const { client, connection } = await connectClient({ ...conn, address, namespace });
-  const workerConnection = await connectWorker({ ...conn, address, namespace });
-  const taskQueue = `tilebreaker-bench-outage-${process.pid}-${Date.now()}`;
-  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue });
-  const running = worker.run();
+  const temporal = await startBenchTemporal('outage', (m) => ctx.log(m));
+  const { client, address, taskQueue } = temporal;
   ctx.log(`shared: Temporal at ${address}, worker on task queue ${taskQueue}`);
 
   const key = breakerKey(ctx.baseUrl);
@@ -175,12 +157,7 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
       recorder.error(`entity histories: ${err instanceof Error ? err.message : String(err)}`);
     }
   } finally {
-    worker.shutdown();
-    await running.catch((err: unknown) => recorder.error(`worker: ${err instanceof Error ? err.message : String(err)}`));
-    await connection.close();
-    await workerConnection.close();
-    await embedded?.stop();
-    rmSync(dbDir, { recursive: true, force: true });
+    await temporal.close((m) => recorder.error(`worker: ${m}`));
   }
   return extras;
 }
