@@ -6,7 +6,7 @@ import { histogramOf } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, transitionsQuery, viewQuery } from '../../src/messages/breaker';
 import { worstCarried } from '../helpers/carried-worst-case';
-import { startEntity, waitForView } from '../helpers/entity';
+import { probeOnce, startEntity, waitForView } from '../helpers/entity';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 import { startTestEndpoint, type TestEndpoint } from '../helpers/tile-server';
 
@@ -126,14 +126,7 @@ describe('cooldown and probes', () => {
     const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 2, probeTrials: 3 }, options: noSA });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     let id = 0;
-    const probe = async (outcome: 'success' | 'transient') => {
-      await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
-      const requestId = `r${++id}`;
-      await h.signal(requestProbeSignal, { requestId, requester: 'w1' });
-      const d = await h.query(probeDecisionQuery, requestId);
-      if (d?.kind !== 'granted') return assert.fail(`expected a grant, got ${JSON.stringify(d)}`);
-      await h.signal(probeResultSignal, { generation: d.token.generation, outcome });
-    };
+    const probe = (outcome: 'success' | 'transient') => probeOnce(env, h, `r${++id}`, outcome);
     // Each round of 3 trials reopens at its second failure: 2 of 3 can no longer be reached.
     for (let round = 0; round < 4; round++) {
       await probe('transient');

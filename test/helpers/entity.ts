@@ -3,7 +3,8 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { setTimeout as delay } from 'node:timers/promises';
 import { breakerWorkflowId, type BreakerView } from '../../src/breaker';
 import { breakerEntityWorkflow } from '../../src/workflows/breaker-entity';
-import { reportSignal, viewQuery, type EntityInput, type OutcomeReport } from '../../src/messages/breaker';
+import { probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery, type EntityInput, type OutcomeReport } from '../../src/messages/breaker';
+import type { OutcomeKind } from '../../src/breaker';
 
 export type EntityHandle = WorkflowHandle<typeof breakerEntityWorkflow>;
 
@@ -36,4 +37,16 @@ export async function waitForView(
   }
   if (!pred(view)) throw new Error(`entity view never matched; last: ${JSON.stringify(view)}`);
   return view;
+}
+
+/**
+ * One half-open trial as a worker runs it: waits (skipping time) until the entity is half-open, asks for the
+ * probe token as `requestId`, and answers with `outcome` in `latencyMs`. Throws when no token is granted.
+ */
+export async function probeOnce(env: TestWorkflowEnvironment, handle: EntityHandle, requestId: string, outcome: OutcomeKind, latencyMs = 30): Promise<void> {
+  await waitForView(env, handle, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
+  await handle.signal(requestProbeSignal, { requestId, requester: 'worker-1' });
+  const d = await handle.query(probeDecisionQuery, requestId);
+  if (d?.kind !== 'granted') throw new Error(`no grant for ${requestId}: ${JSON.stringify(d)}`);
+  await handle.signal(probeResultSignal, { generation: d.token.generation, outcome, latencyMs });
 }

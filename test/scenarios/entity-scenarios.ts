@@ -2,7 +2,7 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { histogramOf } from '../../src/breaker';
 import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery } from '../../src/messages/breaker';
-import { startEntity, waitForView } from '../helpers/entity';
+import { probeOnce, startEntity, waitForView } from '../helpers/entity';
 import { startTestEndpoint } from '../helpers/tile-server';
 
 /** What a recorded scenario gets: a time-skipping environment with a tilebreaker worker on `taskQueue`. */
@@ -78,16 +78,8 @@ export const entityFailedTrials: EntityScenario = async ({ env, client, taskQueu
     options: idle,
   });
   await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
-  let id = 0;
-  const probe = async (outcome: 'success' | 'transient') => {
-    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
-    const requestId = `t${++id}`;
-    await h.signal(requestProbeSignal, { requestId, requester: 'worker-1' });
-    const d = await h.query(probeDecisionQuery, requestId);
-    if (d?.kind !== 'granted') throw new Error(`no grant for ${requestId}: ${JSON.stringify(d)}`);
-    await h.signal(probeResultSignal, { generation: d.token.generation, outcome, latencyMs: 30 });
-  };
-  for (const outcome of ['transient', 'transient', 'transient', 'transient', 'success', 'transient', 'success'] as const) await probe(outcome);
+  const outcomes = ['transient', 'transient', 'transient', 'transient', 'success', 'transient', 'success'] as const;
+  for (const [i, outcome] of outcomes.entries()) await probeOnce(env, h, `t${i + 1}`, outcome);
   if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
   await h.result();
   return h;
@@ -103,16 +95,7 @@ export const entitySlowCalls: EntityScenario = async ({ env, client, taskQueue }
   await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, latency });
   await h.signal(reportSignal, { reporter: 'w2', counts: { success: 12 }, latency });
   await waitForView(env, h, (v) => v.state === 'open');
-  let id = 0;
-  const probe = async (latencyMs: number) => {
-    await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
-    const requestId = `s${++id}`;
-    await h.signal(requestProbeSignal, { requestId, requester: 'worker-1' });
-    const d = await h.query(probeDecisionQuery, requestId);
-    if (d?.kind !== 'granted') throw new Error(`no grant for ${requestId}: ${JSON.stringify(d)}`);
-    await h.signal(probeResultSignal, { generation: d.token.generation, outcome: 'success', latencyMs });
-  };
-  for (const ms of [11_000, 900, 700]) await probe(ms);
+  for (const [i, ms] of [11_000, 900, 700].entries()) await probeOnce(env, h, `s${i + 1}`, 'success', ms);
   if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
   await h.result();
   return h;
