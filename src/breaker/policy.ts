@@ -68,14 +68,14 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       }
       // closedAt: null, so time spent forced open does not count as calm time that forgives consecutive opens.
       out.move(
-        { mode: 'forced-open', forcedUntil: durationMs ? now + durationMs : null, probes: [], probeSuccesses: 0, ...roundReset(out.state), closedAt: null, rampStartedAt: null },
+        { mode: 'forced-open', forcedUntil: durationMs ? now + durationMs : null, probes: [], ...ROUND_RESET, closedAt: null, rampStartedAt: null },
         'forced-open',
         event.reason ?? (durationMs ? `forced open for ${durationMs} ms` : 'forced open'),
       );
       break;
     }
     case 'force-close':
-      out.move({ ...closedFields(now, out.state), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
+      out.move({ ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
       break;
     case 'reset':
       // Generations keep counting: a token granted before the reset must stay stale after it.
@@ -83,7 +83,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       out.move({ ...initialState(out.state.config), lastGeneration: out.state.lastGeneration, ...(out.state.pacedUntil != null ? { pacedUntil: null } : {}) }, 'reset', event.reason ?? 'reset', true);
       break;
     case 'disable':
-      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], probeSuccesses: 0, ...roundReset(out.state) }, 'disabled', event.reason ?? 'metrics only: never blocks');
+      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], ...ROUND_RESET }, 'disabled', event.reason ?? 'metrics only: never blocks');
       break;
     case 'enable':
       onEnable(out, event.reason ?? 'automatic mode');
@@ -199,11 +199,11 @@ export function advance(state: PolicyState, now: number): StepResult {
   if (s.pacedUntil != null && s.pacedUntil <= now) out.patch({ pacedUntil: null });
   if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
     // Recorded at the moment it became due, not when the next event happened to arrive.
-    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields(s) }, 'force-expired', 'forced open period ended; testing recovery', false, {
+    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery', false, {
       at: s.forcedUntil,
     });
   } else if ((s.mode === 'auto' || s.mode === 'metrics-only') && s.phase === 'open' && s.cooldownUntil !== null && s.cooldownUntil <= now) {
-    out.move(halfOpenFields(s), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`, false, {
+    out.move(halfOpenFields(), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`, false, {
       at: s.cooldownUntil,
     });
   }
@@ -335,14 +335,14 @@ function probeSucceeded(out: Recorder, detail: string): void {
   }
   const failures = out.state.probeFailures ?? 0;
   const how = failures > 0 ? `${successes} successful probes of ${successes + failures} trials` : `${successes} consecutive successful probes`;
-  out.move({ ...closedFields(out.now, out.state), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null }, 'probes-succeeded', `${detail}; ${how}`);
+  out.move({ ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null }, 'probes-succeeded', `${detail}; ${how}`);
 }
 
 function onEnable(out: Recorder, reason: string): void {
   const s = out.state;
   if (s.mode === 'auto') return;
   // Out of a forced open, test recovery first; out of the other modes traffic was flowing anyway.
-  const fields = s.mode === 'forced-open' ? halfOpenFields(s) : { ...closedFields(out.now, s), rampStartedAt: null };
+  const fields = s.mode === 'forced-open' ? halfOpenFields() : { ...closedFields(out.now), rampStartedAt: null };
   out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
 }
 
@@ -379,9 +379,8 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
       closedAt: null,
       rampStartedAt: null,
       probes: [],
-      probeSuccesses: 0,
-      ...roundReset(s),
-      ...(failedTrials > 0 || s.failedTrials ? { failedTrials } : {}),
+      ...ROUND_RESET,
+      failedTrials,
       retryAfterHintUntil: null,
     },
     reason,
@@ -401,21 +400,14 @@ export function trialWaitMs(config: PolicyConfig, intervalMs: number, failedTria
   return Math.max(1, Math.round(grown * (1 + config.cooldownJitter * (2 * rand - 1))));
 }
 
-/** A new half-open round forgets the last one's failed trials (only states that counted any carry the field). */
-function roundReset(s: PolicyState): Partial<PolicyState> {
-  return s.probeFailures ? { probeFailures: 0 } : {};
+/** A new half-open round forgets the last one's failed trials. */
+const ROUND_RESET: Partial<PolicyState> = { probeSuccesses: 0, probeFailures: 0 };
+
+function halfOpenFields(): Partial<PolicyState> {
+  return { phase: 'half-open', cooldownUntil: null, probes: [], ...ROUND_RESET };
 }
 
-/** Closed (or reset): the incident's failed trials are forgotten too. */
-function trialsReset(s: PolicyState): Partial<PolicyState> {
-  return { ...roundReset(s), ...(s.failedTrials ? { failedTrials: 0 } : {}) };
-}
-
-function halfOpenFields(s: PolicyState): Partial<PolicyState> {
-  return { phase: 'half-open', cooldownUntil: null, probes: [], probeSuccesses: 0, ...roundReset(s) };
-}
-
-function closedFields(now: number, s: PolicyState): Partial<PolicyState> {
+function closedFields(now: number): Partial<PolicyState> {
   // A fresh window: the failures that tripped the breaker must not trip it again at once.
   return {
     phase: 'closed',
@@ -424,8 +416,9 @@ function closedFields(now: number, s: PolicyState): Partial<PolicyState> {
     cooldownUntil: null,
     closedAt: now,
     probes: [],
-    probeSuccesses: 0,
-    ...trialsReset(s),
+    ...ROUND_RESET,
+    // Closed: the incident's failed trials are forgotten too.
+    failedTrials: 0,
     retryAfterHintUntil: null,
   };
 }
