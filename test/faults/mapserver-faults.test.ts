@@ -167,9 +167,12 @@ const faultMs = (mode: FaultMode) => (mode === 'hang' || mode === 'slow' ? 5_000
 
 /**
  * Hangs and slow answers must trip from their stalls, before timeouts and retries would (about 6.7 s here
- * before stall detection). The target, 3 s, is checked apart below.
+ * without stall detection, so the bound stays below that). The stall rule's own bound: a guard that has not
+ * yet seen 8 successes (a fault early in a metatiled run: 16 tiles were 1-4 requests) counts a call as stalled
+ * after 5 s (`stall.initialMs`), plus 1 s of slack. The target, 3 s, is the benchmark's
+ * (`npm run bench:outage -- --kind hang`), not a pass or fail here.
  */
-const STALL_TRIP_MAX_S = 5;
+const STALL_TRIP_MAX_S = 6;
 /** trip-s of the hang and slow cases, for the 3 s target. */
 const stallTrips: string[] = [];
 
@@ -273,14 +276,18 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
   // MapServer itself (p95 over 500 ms), the same rule trips later, by design. The 3 s target is the
   // benchmark's (`npm run bench:outage -- --kind hang`, trip-s, measured beside per-process breakers): on this
   // shared machine the six cases trip at 1.1-3.1 s, and two clean-clone CI runs in a row each had one case a
-  // little over 3 s (3.10, 4.40). Here each case must trip within the stall rule's own bound plus 2 s of slack
-  // for a loaded machine: a figure near the target belongs to the benchmark, not to a pass or fail here.
+  // little over 3 s (3.10, 4.40), and a later one hang/wait at 5.08 s (server p95 321 ms: the guard had not
+  // learned the latency yet, so its threshold was the initial 5 s). Here each case must trip within the stall
+  // rule's own bound, learned or initial, plus some slack for a loaded machine: a figure near the target
+  // belongs to the benchmark, not to a pass or fail here.
   test("hang and slow trip by the stall rule: within 3 s of the fault start on a quick server (the benchmark's target), the stall rule's own bound when the server itself is slow, with 2 s of slack for a loaded machine", () => {
     assert.equal(stallTrips.length, 6, 'the six hang and slow cases ran');
     const late = stallTrips.filter((x) => {
       const tripS = Number(x.split(' ')[1]);
       const p95Ms = Number(/p95 (\d+) ms/.exec(x)![1]);
-      return tripS > Math.max(3, (4 * p95Ms) / 1000 + 1) + 2;
+      // The threshold is 4 x the p95 once learned (then 2 s of slack), 5 s before (stall.initialMs; then 1 s,
+      // to stay below the 6.7 s a trip by timeouts alone takes).
+      return tripS > Math.max(6, (4 * p95Ms) / 1000 + 3);
     });
     assert.deepEqual(late, [], stallTrips.join('; '));
   });
