@@ -24,6 +24,13 @@ export const policyConfigSchema = z
      * outweigh 30 s of earlier successes; a quiet endpoint never fills it and is judged on the whole window.
      */
     fastWindowMs: ms(0).default(1_000),
+    /**
+     * The fast window spans at least the endpoint's p95 latency (the window's, once it holds latencyMinSamples
+     * of them; at most windowMs). Calls that hang on a renderer taking seconds started over a render time, so
+     * their stalls arrive over one too: a one-second fast window never holds enough of them at once. false:
+     * fastWindowMs whatever the latency. (A new breaker entity sets true unless told otherwise.)
+     */
+    fastWindowFollowsLatency: z.boolean().default(false),
     /** Samples the fast window needs (counted like minSamples; at least minSamples). Default: 2 x minSamples. */
     fastMinSamples: ms(1).optional(),
     /** No rule trips on fewer health-relevant samples than this in the window. */
@@ -149,6 +156,16 @@ export function parsePolicyConfig(input: unknown = {}): PolicyConfig {
 }
 
 export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
+
+/**
+ * How far back the fast window may reach when the window's p95 latency is `p95Ms` (null: unknown): fastWindowMs,
+ * or that p95 when fastWindowFollowsLatency and it is longer, at most windowMs. Off (0) stays off.
+ */
+export function fastWindowSpanMs(config: PolicyConfig, p95Ms: number | null, latencySamples: number): number {
+  const follows = (config as Partial<PolicyConfig>).fastWindowFollowsLatency ?? false;
+  if (config.fastWindowMs === 0 || !follows || p95Ms === null || latencySamples < config.latencyMinSamples) return config.fastWindowMs;
+  return Math.min(config.windowMs, Math.max(config.fastWindowMs, Math.ceil(p95Ms)));
+}
 
 /** The slow-call threshold in ms, or null when off (and in configurations carried from before it). */
 export function slowCallMs(config: PolicyConfig): number | null {

@@ -85,3 +85,37 @@ export function percentile(histogram: readonly number[], q: number): number | nu
   }
   return LATENCY_BOUNDS_MS[LATENCY_BOUNDS_MS.length - 1]!;
 }
+
+/** Mean absolute deviations of healthy latency a call may wait beyond the p95 before it counts as stalled. */
+export const STALL_DEVIATIONS = 4;
+
+/**
+ * How long a call may stay in flight before it counts as stalled, given an endpoint's healthy latency: its
+ * p95 plus a margin of `deviations` mean absolute deviations, and at least half the p95. The margin follows
+ * how much the latency varies, not how long it is: a renderer that takes 1-3 s is judged after about 5 s
+ * (4 x p95 would wait 12 s). The half-p95 least keeps a steady endpoint's threshold clear of a pause that
+ * delays every call in flight at once (a garbage collection, a failover) by a fraction of a render.
+ */
+export function stallAfterMs(p95Ms: number, meanDeviationMs: number, deviations = STALL_DEVIATIONS): number {
+  return p95Ms + Math.max(deviations * meanDeviationMs, p95Ms / 2);
+}
+
+/**
+ * stallAfterMs of the samples in a histogram (each taken at its bucket's middle), or null with fewer than
+ * `minSamples`: what the fleet's window says when a worker has not yet seen enough calls of its own.
+ */
+export function stallAfterOfHistogram(histogram: readonly number[], minSamples: number, deviations = STALL_DEVIATIONS): number | null {
+  const total = totalOf(histogram);
+  const p95 = percentile(histogram, 0.95);
+  if (total < Math.max(1, minSamples) || p95 === null) return null;
+  const mid = (i: number) => {
+    const lower = i === 0 ? 0 : LATENCY_BOUNDS_MS[i - 1]!;
+    return i < LATENCY_BOUNDS_MS.length ? (lower + LATENCY_BOUNDS_MS[i]!) / 2 : lower;
+  };
+  let sum = 0;
+  histogram.forEach((c, i) => (sum += c * mid(i)));
+  const mean = sum / total;
+  let dev = 0;
+  histogram.forEach((c, i) => (dev += c * Math.abs(mid(i) - mean)));
+  return stallAfterMs(p95, dev / total, deviations);
+}

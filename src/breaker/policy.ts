@@ -4,13 +4,14 @@
  * same inputs always give the same result, so the entity replays. Inputs are never mutated.
  */
 import { ConfigError } from './config-error';
-import { parsePolicyConfig, probeLatencyLimitMs, type PolicyConfig } from './config';
+import { fastWindowSpanMs, parsePolicyConfig, probeLatencyLimitMs, type PolicyConfig } from './config';
 import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
 import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
 import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
-import { fastFigures, figures, prune, record, recordSpread, type WindowFigures } from './window';
+import { stallAfterOfHistogram } from './latency';
+import { fastFigures, figures, prune, record, recordSpread, windowLatency, type WindowFigures } from './window';
 
 export function initialState(config: PolicyConfig): PolicyState {
   return {
@@ -188,6 +189,14 @@ export function windowFigures(s: PolicyState, now: number): WindowFigures {
   return figures(s.window, now, s.config);
 }
 
+/**
+ * The stall threshold the fleet's calls give (latency.ts's stallAfterOfHistogram over the window, once it holds
+ * latencyMinSamples of them), for a guard that has not yet seen enough calls of its own; null before then.
+ */
+export function windowStallMs(s: PolicyState, now: number): number | null {
+  return stallAfterOfHistogram(windowLatency(s.window, now, s.config), s.config.latencyMinSamples);
+}
+
 /** The time-driven part of every step: slide the window, expire leases, end cooldowns and timed force-opens. */
 export function advance(state: PolicyState, now: number): StepResult {
   const out = new Recorder(state, now);
@@ -225,8 +234,9 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   if (s.phase === 'closed') {
     const floors = floorsFor(s.config, event.concurrency);
     const f = figures(window, now, floors);
-    const fast = fastFigures(window, now, floors);
-    const quorum = quorumFigures(window, now, floors);
+    const span = fastWindowSpanMs(floors, f.p95Ms, f.latencySamples);
+    const fast = fastFigures(window, now, floors, span);
+    const quorum = quorumFigures(window, now, floors, span);
     const verdict = shouldTrip(f, floors, fast, quorum);
     if (verdict) {
       const lowered = floors !== s.config ? ` (sample floors ${floors.minSamples}/${floors.fastMinSamples}: the fleet had ${event.concurrency} calls in flight)` : '';

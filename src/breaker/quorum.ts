@@ -92,11 +92,12 @@ export function noteReporter(bucket: ReporterSets, reporter: string, counts: Rep
 }
 
 /** The quorum's figures at `now`, or null when the quorum is off (1). */
-export function quorumFigures(window: readonly ReporterSets[], now: number, config: PolicyConfig): QuorumFigures | null {
+export function quorumFigures(window: readonly ReporterSets[], now: number, config: PolicyConfig, fastSpanMs = config.fastWindowMs): QuorumFigures | null {
   const q = quorumOf(config);
   if (q <= 1) return null;
   const activeFrom = now - Math.min(config.windowMs, QUORUM_ACTIVE_MS);
-  const fastFrom = now - config.fastWindowMs;
+  // The fast window's reporters over the fast window's own reach (fastWindowSpanMs).
+  const fastFrom = now - fastSpanMs;
   const windowFrom = now - config.windowMs;
   let failing: number[] | undefined;
   let fast: number[] | undefined;

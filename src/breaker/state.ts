@@ -209,7 +209,17 @@ export interface BreakerView {
    * The fleet's recent health, for a guard's quarantine (src/activities/guard/quarantine.ts): the window's
    * failure ratio (to 0.05) and the reporters heard from lately. Absent from entities before it: no comparison.
    */
-  fleet?: { failureRatio: number; reporters: number };
+  fleet?: {
+    failureRatio: number;
+    reporters: number;
+    /**
+     * How long the fleet's recent calls say a call may stay in flight before it counts as stalled (the window's
+     * p95 plus four mean deviations, policy.ts's windowStallMs), for a guard that has not seen enough calls
+     * of its own. Coarse (it moves when it changes by a quarter). Absent before the window holds enough
+     * latency samples, and from entities before it.
+     */
+    stallMs?: number;
+  };
 }
 
 /** What a worker needs to decide a call: from `permit()` or `permitFor()`. */

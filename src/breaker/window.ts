@@ -1,5 +1,5 @@
 import { slowCallMs, type PolicyConfig } from './config';
-import { addInto, countAbove, emptyHistogram, percentile, totalOf } from './latency';
+import { addInto, countAbove, emptyHistogram, percentile, totalOf, type LatencyHistogram } from './latency';
 import { OUTCOME_KINDS, type OutcomeCounts, zeroCounts } from './outcome';
 import { noteReporter, type ReporterSets } from './quorum';
 
@@ -117,19 +117,27 @@ export function recordSpread(
   );
 }
 
+/** The latency histogram of the window's calls at `now`. */
+export function windowLatency(window: RollingWindow, now: number, config: PolicyConfig): LatencyHistogram {
+  const latency = emptyHistogram();
+  for (const bucket of prune(window, now, config)) addInto(latency, bucket.latency);
+  return latency;
+}
+
 export function figures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures {
   return sum(prune(window, now, config), slowCallMs(config));
 }
 
 /**
- * The fast window: the newest buckets, added newest first while they lie within fastWindowMs, up to the
- * first point where they hold fastMinSamples health-relevant samples. Null when they never do (or it is off).
+ * The fast window: the newest buckets, added newest first while they lie within `spanMs` (fastWindowMs unless
+ * the caller widens it: fastWindowSpanMs), up to the first point where they hold fastMinSamples
+ * health-relevant samples. Null when they never do (or it is off).
  */
-export function fastFigures(window: RollingWindow, now: number, config: PolicyConfig): WindowFigures | null {
+export function fastFigures(window: RollingWindow, now: number, config: PolicyConfig, spanMs = config.fastWindowMs): WindowFigures | null {
   if (config.fastWindowMs === 0) return null;
   // Newest first, counting samples as it goes: one pass, so a 600-bucket fast window costs 600 additions per
   // report, not the 180,000 bucket sums of re-adding every suffix.
-  const oldestKept = now - config.fastWindowMs;
+  const oldestKept = now - spanMs;
   let samples = 0;
   for (let i = window.length - 1; i >= 0; i--) {
     const b = window[i]!;

@@ -36,8 +36,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // guards' quarantine: new entities only (a run recorded before them replays as it tripped and published).
   const quorum = patched('quorum');
   // Each failed trial in a row waits longer before the next (probeBackoff), and completed calls slower than
-  // slowCallMs count toward a slow-call rate: new entities only.
-  const later = { trialBackoff: patched('probe-backoff'), slowCalls: patched('slow-calls') };
+  // slowCallMs count toward a slow-call rate: new entities only. Then stalls judged by render time: the fast
+  // window reaches back a p95 latency, and the view gives the fleet's stall threshold (runs before replay without).
+  const later = { trialBackoff: patched('probe-backoff'), slowCalls: patched('slow-calls'), renderTimeStalls: patched('render-time-stalls') };
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { LATENCY_BOUNDS_MS, LATENCY_BUCKETS, addInto, bucketIndex, countAbove, emptyHistogram, histogramOf, percentile, totalOf } from '../../src/breaker';
+import { LATENCY_BOUNDS_MS, LATENCY_BUCKETS, addInto, bucketIndex, countAbove, emptyHistogram, histogramOf, percentile, stallAfterMs, stallAfterOfHistogram, totalOf } from '../../src/breaker';
 import { prng } from '../helpers/prng';
 
 /** Nearest-rank p-quantile of raw samples: the true value the histogram estimates. */
@@ -219,5 +219,23 @@ describe('percentile', () => {
       const estimate = percentile(histogramOf(samples), 0.95)!;
       assert.ok(Math.abs(estimate - ms) / ms < 0.3, `estimate ${estimate} for ${ms}`);
     }
+  });
+});
+
+describe('stallAfterMs', () => {
+  test('is the p95 plus four mean deviations, and at least 1.5 x the p95', () => {
+    assert.equal(stallAfterMs(2_900, 500), 4_900);
+    assert.equal(stallAfterMs(2_900, 500, 2), 4_350, 'two deviations: the half-p95 least holds');
+    assert.equal(stallAfterMs(2_000, 0), 3_000, 'a steady endpoint: a pause of a fraction of a render is no stall');
+  });
+
+  test('from a histogram: near the exact figure for a renderer taking 1-3 s, null with too few samples', () => {
+    const samples = Array.from({ length: 200 }, (_, i) => 1_000 + i * 10);
+    const exactMean = samples.reduce((a, b) => a + b, 0) / samples.length;
+    const exact = stallAfterMs(2_890, samples.reduce((a, b) => a + Math.abs(b - exactMean), 0) / samples.length);
+    const got = stallAfterOfHistogram(histogramOf(samples), 20)!;
+    assert.ok(Math.abs(got - exact) / exact < 0.15, `${got} within 15 % of ${exact}`);
+    assert.equal(stallAfterOfHistogram(histogramOf(samples.slice(0, 19)), 20), null);
+    assert.equal(stallAfterOfHistogram(histogramOf([]), 0), null);
   });
 });

@@ -263,6 +263,50 @@ describe('the fast window', () => {
   });
 });
 
+describe('the fast window on a renderer that takes seconds', () => {
+  // A fleet rendering in 1-3 s: 40 successes a second for 20 s, then a hang. The hung calls started over one
+  // render time, so their stalls reach the entity over about 3 s, 15 a second: never 40 within one second.
+  function slowFleet(input: PolicyConfigInput): { state: PolicyState; now: number } {
+    let s = fresh(input);
+    for (let i = 0; i < 20; i++) s = report(s, T0 + i * 1_000, { success: 40 }, { latency: histogramOf(Array.from({ length: 40 }, (_, j) => 1_000 + 50 * j)) }).state;
+    return { state: s, now: T0 + 20_000 };
+  }
+  const stalls = (state: PolicyState, from: number): StepResult[] => {
+    const out: StepResult[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r = report(i ? out[i - 1]!.state : state, from + i * 250, { transient: 4 });
+      out.push(r);
+      if (r.transitions.length) break;
+    }
+    return out;
+  };
+
+  test('with fastWindowFollowsLatency it reaches back a p95 latency, so stalls spread over a render time trip it', () => {
+    const { state, now } = slowFleet({ fastWindowFollowsLatency: true });
+    const steps = stalls(state, now + 4_000);
+    const t = only(steps[steps.length - 1]!.transitions);
+    assert.equal(t.reason, 'failure-ratio');
+    assert.equal(t.figures!.n, 40, 'the fast window: the 40 stalls alone, no success of the healthy stretch');
+    assert.equal(steps.length, 10, 'tripped on the tenth report of four, 2.25 s after the first');
+  });
+
+  test('without it (entities before it) the same stalls never fill a one-second fast window', () => {
+    const { state, now } = slowFleet({});
+    const steps = stalls(state, now + 4_000);
+    assert.ok(steps.every((r) => r.transitions.length === 0));
+  });
+
+  test('a fast endpoint keeps its one-second fast window', () => {
+    let s = fresh({ fastWindowFollowsLatency: true });
+    for (let i = 0; i < 20; i++) s = report(s, T0 + i * 1_000, { success: 40 }, { latency: histogramOf(Array.from({ length: 40 }, () => 30)) }).state;
+    const steps = stalls(s, T0 + 24_000);
+    assert.ok(
+      steps.every((r) => r.transitions.length === 0),
+      'stalls at 16 a second never hold 40 within 1 s',
+    );
+  });
+});
+
 describe('probe cancel', () => {
   test('a requester that gives up releases its token without counting anything', () => {
     const { state, now } = halfOpen();

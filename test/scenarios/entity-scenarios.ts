@@ -101,6 +101,30 @@ export const entitySlowCalls: EntityScenario = async ({ env, client, taskQueue }
   return h;
 };
 
+/**
+ * A renderer taking 1-3 s hangs: the view gives the fleet's stall threshold, and the stalls, which arrive over
+ * a render time, trip the breaker in a fast window that reaches back the p95 latency; then two probes close it.
+ */
+export const entityRenderTimeStalls: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-render-time-stalls', config: { cooldownMs: 60_000, probesToClose: 2 }, options: idle });
+  const latency = histogramOf(Array.from({ length: 20 }, (_, i) => 1_000 + i * 100));
+  for (let i = 0; i < 6; i++) {
+    await h.signal(reportSignal, { reporter: `w${i % 2}`, counts: { success: 20 }, latency });
+    await env.sleep(1_000);
+  }
+  if ((await h.query(viewQuery)).fleet?.stallMs === undefined) throw new Error('the view gave no fleet stall threshold');
+  await env.sleep(4_000);
+  for (let i = 0; i < 12 && (await h.query(viewQuery)).state === 'closed'; i++) {
+    await h.signal(reportSignal, { reporter: `w${i % 2}`, counts: { transient: 4 }, stalled: 4 });
+    await env.sleep(250);
+  }
+  await waitForView(env, h, (v) => v.state === 'open');
+  for (const [i, ms] of [2_000, 1_500].entries()) await probeOnce(env, h, `s${i + 1}`, 'success', ms);
+  if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
+  await h.result();
+  return h;
+};
+
 /** Operator actions, then a burst of reports that makes the entity continue as new: the first run's history. */
 export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, taskQueue }) => {
   const h = await startEntity(client, taskQueue, {
@@ -294,6 +318,7 @@ export const entityScenarios = {
   'entity-quorum': entityQuorum,
   'entity-failed-trials': entityFailedTrials,
   'entity-slow-calls': entitySlowCalls,
+  'entity-render-time-stalls': entityRenderTimeStalls,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,

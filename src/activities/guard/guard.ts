@@ -303,12 +303,17 @@ export class BreakerGuard {
 
   /** Calls to `key` in flight longer than this count as failures while they wait. */
   stallThresholdMs(key: string): number {
-    return this.calls.thresholdMs(key);
+    return this.calls.thresholdMs(key, this.fleetStallMs(key));
+  }
+
+  /** The fleet's stall threshold for `key` in the last view read, if it gave one. */
+  private fleetStallMs(key: string): number | undefined {
+    return this.views.last(key)?.fleet?.stallMs;
   }
 
   private sweepStalls(): void {
     if (this.closed) return;
-    for (const [key, stalls] of this.calls.sweep(Date.now())) {
+    for (const [key, stalls] of this.calls.sweep(Date.now(), (key) => this.fleetStallMs(key))) {
       this.stats.stalled += stalls;
       this.reports.add(key, { stalls });
     }

@@ -1,10 +1,18 @@
+import { STALL_DEVIATIONS, stallAfterMs } from '../../breaker';
+
 /** How a guard tells a stalled call from a slow one (see InFlightCalls). */
 export interface StallOptions {
-  /** A call counts as stalled after this many times the p95 latency of this process's recent successes to the key. Default 4. */
-  factor?: number;
+  /**
+   * A call counts as stalled once in flight longer than the p95 latency of this process's recent successes to
+   * the key plus this many mean absolute deviations of them. Default 4.
+   */
+  deviations?: number;
   /** ... but never sooner than this. Default 1 000 ms. */
   floorMs?: number;
-  /** The threshold before this process has seen MIN_LEARNED successes of the key. Default 5 000 ms. */
+  /**
+   * The threshold before this process has seen MIN_LEARNED successes of the key, when the fleet's view gives
+   * none (its own threshold from every worker's recent successes). Default 5 000 ms.
+   */
   initialMs?: number;
 }
 
@@ -42,8 +50,9 @@ interface KeyCalls {
  * Calls in flight per key, so a hanging or very slow endpoint is evidence while the calls still wait: a call
  * older than the stall threshold counts one transient failure, and one more for every further threshold it
  * waits. A timeout of 15 s cannot then hide a hang for 15 s, and a fleet that has few calls in flight still
- * produces samples. The threshold follows the endpoint's own healthy latency (factor x the p95 of this
- * process's recent successes, floorMs at least). A call already counted as stalled that then fails (it timed
+ * produces samples. The threshold follows the endpoint's own healthy latency (the p95 of this process's recent
+ * successes plus `deviations` mean deviations, floorMs at least; the fleet's figure, then initialMs, until
+ * this process has seen MIN_LEARNED). A call already counted as stalled that then fails (it timed
  * out, or its connection was dropped as the server came back) is not counted again: the burst of failures a
  * long stall ends with says nothing new, and must not trip a breaker on a server that answers again. When
  * the breaker opens, stalled calls are aborted (abortStalled).
@@ -51,12 +60,12 @@ interface KeyCalls {
 export class InFlightCalls {
   private readonly calls = new Map<object, Call>();
   private readonly keys = new Map<string, KeyCalls>();
-  private readonly factor: number;
+  private readonly deviations: number;
   private readonly floorMs: number;
   private readonly initialMs: number;
 
   constructor(options: StallOptions = {}) {
-    this.factor = options.factor ?? 4;
+    this.deviations = options.deviations ?? STALL_DEVIATIONS;
     this.floorMs = options.floorMs ?? 1_000;
     this.initialMs = options.initialMs ?? 5_000;
   }
@@ -85,17 +94,22 @@ export class InFlightCalls {
     return call.stalls;
   }
 
-  /** The age at which a call to `key` counts as stalled. */
-  thresholdMs(key: string): number {
+  /**
+   * The age at which a call to `key` counts as stalled. `fleetMs`: the fleet's own threshold (the entity's
+   * view), used until this process has learned the key's latency.
+   */
+  thresholdMs(key: string, fleetMs?: number): number {
     const lat = this.keys.get(key)?.latencies ?? [];
-    if (lat.length < MIN_LEARNED) return Math.max(this.floorMs, this.initialMs);
+    if (lat.length < MIN_LEARNED) return Math.max(this.floorMs, fleetMs ?? this.initialMs);
     const sorted = [...lat].sort((a, b) => a - b);
     const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)]!;
-    return Math.max(this.floorMs, this.factor * p95);
+    const mean = lat.reduce((a, b) => a + b, 0) / lat.length;
+    const deviation = lat.reduce((a, b) => a + Math.abs(b - mean), 0) / lat.length;
+    return Math.max(this.floorMs, stallAfterMs(p95, deviation, this.deviations));
   }
 
-  /** New stall periods reached by `now`, per key: each is one transient failure to report. */
-  sweep(now: number): Map<string, number> {
+  /** New stall periods reached by `now`, per key: each is one transient failure to report. `fleetMs` as thresholdMs's. */
+  sweep(now: number, fleetMs: (key: string) => number | undefined = () => undefined): Map<string, number> {
     const out = new Map<string, number>();
     const thresholds = new Map<string, number>();
     for (const [decision, call] of this.calls) {
@@ -105,7 +119,7 @@ export class InFlightCalls {
         continue;
       }
       let t = thresholds.get(call.key);
-      if (t === undefined) thresholds.set(call.key, (t = this.thresholdMs(call.key)));
+      if (t === undefined) thresholds.set(call.key, (t = this.thresholdMs(call.key, fleetMs(call.key))));
       const due = Math.floor(age / t);
       if (due > call.stalls) {
         out.set(call.key, (out.get(call.key) ?? 0) + due - call.stalls);

@@ -40,6 +40,8 @@ export interface LaterDefaults {
   trialBackoff?: boolean;
   /** slowCallMs 10 s (the 'slow-calls' patch). */
   slowCalls?: boolean;
+  /** fastWindowFollowsLatency, and the fleet's stall threshold in the view (the 'render-time-stalls' patch). */
+  renderTimeStalls?: boolean;
 }
 
 /**
@@ -58,6 +60,8 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   if (later.trialBackoff && !(config && 'probeBackoff' in config)) parsed.probeBackoff = DEFAULT_PROBE_BACKOFF;
   // And one recorded before the slow-call rate replays with completed slow calls never counted.
   if (later.slowCalls && !(config && 'slowCallMs' in config)) parsed.slowCallMs = DEFAULT_SLOW_CALL_MS;
+  // And one recorded before the fast window followed the latency replays with a one-second fast window.
+  if (later.renderTimeStalls && !(config && 'fastWindowFollowsLatency' in config)) parsed.fastWindowFollowsLatency = true;
   return initialState(parsed);
 }
 

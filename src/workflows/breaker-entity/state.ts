@@ -6,6 +6,7 @@ import {
   stateName,
   step,
   windowFigures,
+  windowStallMs,
   type BreakerView,
   type PolicyEvent,
   type PolicyState,
@@ -87,6 +88,10 @@ export class EntityState {
   private readonly loneFailers = new Map<string, { at: number; count: number }>();
   /** When a declined trip was last written to the transition log. */
   private quorumNotedAt = Number.NEGATIVE_INFINITY;
+  /** The view gives the fleet's stall threshold (the 'render-time-stalls' patch). */
+  private readonly stallView: boolean;
+  /** The fleet's stall threshold as the view last gave it (null: none yet): moved only by a quarter or more. */
+  private stallMs: number | null = null;
 
   constructor(
     input: EntityInput,
@@ -104,6 +109,7 @@ export class EntityState {
     /** New breakers' later defaults (failed trials back off, the slow-call rate), each behind its patch. */
     later: LaterDefaults = {},
   ) {
+    this.stallView = later.renderTimeStalls ?? false;
     const { key } = input;
     // Either form: a run from before the bound carried everything (restore reads it as it is).
     const carried = input.carried ? restore(input.carried) : undefined;
@@ -150,6 +156,7 @@ export class EntityState {
       this.publishState();
     }
     if (out.transitions.length || nextDeadline(this.policy, now) !== before) this.wake = true;
+    if (this.stallView && event.type === 'report') this.noteStallMs(now);
     this.publishView();
     return out;
   }
@@ -203,6 +210,16 @@ export class EntityState {
     log.info('breaker trip declined', { key: this.key, reporter, detail });
   }
 
+  /**
+   * Follows the fleet's stall threshold, coarsely: the view is in the memo, and a memo upsert per report (a
+   * threshold that wavers by a few percent) would grow the history for nothing a guard needs.
+   */
+  private noteStallMs(now: number): void {
+    const ms = windowStallMs(this.policy, now);
+    if (ms === null) return;
+    if (this.stallMs === null || Math.abs(ms - this.stallMs) > this.stallMs / 4) this.stallMs = Math.round(ms);
+  }
+
   view(): BreakerView {
     // Counted once (pure: the `view` and `status` queries call it too): the view is built on every report.
     const now = Date.now();
@@ -212,7 +229,7 @@ export class EntityState {
     if (!this.quorum) return view;
     // Coarse (to 0.05), so the memo changes with the fleet's health, not with every report.
     const ratio = Math.round(windowFigures(this.policy, now).failureRatio * 20) / 20;
-    return { ...view, fleet: { failureRatio: ratio, reporters: active } };
+    return { ...view, fleet: { failureRatio: ratio, reporters: active, ...(this.stallMs !== null ? { stallMs: this.stallMs } : {}) } };
   }
 
   /**
