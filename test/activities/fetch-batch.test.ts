@@ -442,7 +442,7 @@ describe('the probe and its lease', () => {
     assert.ok(r!.latencyMs! < 1_500, `the probe ran ${r!.latencyMs} ms, past its 1.5 s lease`);
   });
 
-  test('a probe the server dropped unanswered goes once more at once: a server back from a hang answers it, the probe succeeds', async () => {
+  test('a probe the server dropped unanswered, or a call dropped after a wait, goes once more at once: a server back from a hang answers it', async () => {
     const png = await gradientImage(256, 256);
     // Each request's fate, in order: held 1.2 s then dropped (the hang ending), answered, or dropped at once.
     const script: Array<'hold-drop' | 'ok' | 'drop'> = [];
@@ -455,14 +455,17 @@ describe('the probe and its lease', () => {
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
-    const run = async (fates: typeof script) => {
+    const run = async (fates: typeof script, as: 'probe' | 'proceed' = 'probe') => {
       script.splice(0, script.length, ...fates);
       received = 0;
       const released: string[] = [];
       const t0 = Date.now();
-      const probe: GuardDecision = { kind: 'probe', key: 'k', token: { generation: 3, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 30_000 } };
+      const first: GuardDecision =
+        as === 'probe'
+          ? { kind: 'probe', key: 'k', token: { generation: 3, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 30_000 } }
+          : { kind: 'proceed', key: 'k', state: 'closed', allowance: 1, failOpen: false };
       const guard = {
-        acquire: (key: string): Promise<GuardDecision> => Promise.resolve(released.length ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' } : probe),
+        acquire: (key: string): Promise<GuardDecision> => Promise.resolve(released.length ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' } : first),
         release: (_d: GuardDecision, o: { kind: string }) => void released.push(o.kind),
         abandon: () => undefined,
       };
@@ -475,6 +478,12 @@ describe('the probe and its lease', () => {
       assert.deepEqual(await run(['hold-drop', 'hold-drop']), { released: ['transient'], status: 'failed', requests: 2 }, 'still hanging: one confirmation only');
       assert.deepEqual(await run(['drop', 'ok']), { released: ['success'], status: 'ok', requests: 2 }, 'dropped at once (the newest held connection): confirmed too');
       assert.deepEqual(await run(['drop', 'drop', 'ok']), { released: ['transient'], status: 'failed', requests: 2 }, 'dropped again: the failed probe, no third request');
+      // An ordinary call dropped after a wait (the hang's held connections let go) goes once more too, so a
+      // short hang does not end in a burst of failures against a server that answers again.
+      assert.deepEqual(await run(['hold-drop', 'ok'], 'proceed'), { released: ['success'], status: 'ok', requests: 2 }, 'a held call overtaken by recovery');
+      assert.deepEqual(await run(['hold-drop', 'hold-drop'], 'proceed'), { released: ['transient'], status: 'failed', requests: 2 }, 'still hanging: one resend');
+      // One reset at once is a failing server (a crashed backend behind a proxy), not a recovery: no request more.
+      assert.deepEqual(await run(['drop', 'ok'], 'proceed'), { released: ['transient'], status: 'failed', requests: 1 }, 'reset at once: counted, not resent');
     } finally {
       srv.closeAllConnections();
       await new Promise<void>((r) => srv.close(() => r()));

@@ -272,7 +272,8 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
 
   // Was 1.6-3.7 s when the latency the stall threshold follows included the wait for a pool connection and a
   // single worker's 4 calls in flight could not reach the volume floor of 5.
-  // A stall counts once a call has waited 4 x the p95 of recent successes: when a loaded machine slows
+  // A stall counts once a call has waited the p95 of recent successes plus four mean deviations (once 4 x
+  // the p95): when a loaded machine slows
   // MapServer itself (p95 over 500 ms), the same rule trips later, by design. The 3 s target is the
   // benchmark's (`npm run bench:outage -- --kind hang`, trip-s, measured beside per-process breakers): on this
   // shared machine the six cases trip at 1.1-3.1 s, and two clean-clone CI runs in a row each had one case a
@@ -285,31 +286,24 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     const late = stallTrips.filter((x) => {
       const tripS = Number(x.split(' ')[1]);
       const p95Ms = Number(/p95 (\d+) ms/.exec(x)![1]);
-      // The threshold is 4 x the p95 once learned (then 2 s of slack), 5 s before (stall.initialMs; then 1 s,
-      // to stay below the 6.7 s a trip by timeouts alone takes).
+      // The threshold is the p95 plus four mean deviations once learned, below 4 x the p95 for any latency
+      // MapServer shows here (then 2 s of slack); 5 s before (stall.initialMs; then 1 s, to stay below the
+      // 6.7 s a trip by timeouts alone takes).
       return tripS > Math.max(6, (4 * p95Ms) / 1000 + 3);
     });
     assert.deepEqual(late, [], stallTrips.join('; '));
   });
 
-  test(
-    'the recovery burst: a hang ends by dropping the held connections; the breaker does not open on a server that answers again',
-    {
-      todo:
-        'the breaker opens 0.06 s after a 2 s hang from a fresh start ends: the 8 calls dropped at once (concurrency 8; not stalls yet, since a ' +
-        'guard that has not learned the latency waits 5 s before counting one) are 8 fresh failures, enough for the floor of 8; a fresh success ' +
-        'after the drop, or a self-probe before opening on the burst, would have to win over them (not built yet)',
-    },
-    async (t) => {
-      // The long hang under wait above ends with a drop too, after its calls counted as stalls. Here 8 calls
-      // (concurrency 8) hang from the start and are dropped after 2 s, before any timeout (2.5 s) or stall
-      // threshold (5 s until the guard has learned the endpoint's latency): a burst of 8 fresh failures, then
-      // every retry succeeds.
-      // Two tiles first: a request shape never served is fetched one request at a time (configuration errors).
-      const r = await runCase(t, 'hang', 'fail-fast', { forMs: 2_000, afterRequests: 2, concurrency: 8, label: 'hang 2s burst' });
-      assert.ok(r.dropped >= 5, `${r.dropped} connections dropped at the recovery: enough to reach the volume floor`);
-      assert.equal(r.trip, null, `tripped ${r.tripS} s after the hang started: ${r.trip?.detail}`);
-      assert.deepEqual([r.manifest.counts.ok, r.exit], [TILES, 0]);
-    },
-  );
+  test('the recovery burst: a hang ends by dropping the held connections; the breaker does not open on a server that answers again', async (t) => {
+    // The long hang under wait above ends with a drop too, after its calls counted as stalls. Here 8 calls
+    // (concurrency 8) hang from the start and are dropped after 2 s, before any timeout (2.5 s) or stall
+    // threshold (5 s until the guard, or the fleet, has learned the endpoint's latency). Each had waited over
+    // a second, so each goes once more at once (src/activities/fetch/dropped-call.ts) and is answered: no
+    // burst of 8 fresh failures.
+    // Two tiles first: a request shape never served is fetched one request at a time (configuration errors).
+    const r = await runCase(t, 'hang', 'fail-fast', { forMs: 2_000, afterRequests: 2, concurrency: 8, label: 'hang 2s burst' });
+    assert.ok(r.dropped >= 5, `${r.dropped} connections dropped at the recovery: enough to reach the volume floor`);
+    assert.equal(r.trip, null, `tripped ${r.tripS} s after the hang started: ${r.trip?.detail}`);
+    assert.deepEqual([r.manifest.counts.ok, r.exit], [TILES, 0]);
+  });
 });

@@ -1,6 +1,6 @@
 import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import type { TileAddress } from '../../sources/request-url';
-import { droppedWithoutAnswer } from './dropped-probe';
+import { resendDropped } from './dropped-call';
 import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
 import type { SourceConfig } from '../../sources/schema';
 import type { BreakerGuard, GuardDecision } from '../guard';
@@ -362,8 +362,8 @@ async function requestUnit(
         ...(source.auth ? { auth: source.auth } : {}),
       };
       x = await fetchUrl(url, options);
-      // A probe the server dropped unanswered may have been overtaken by its recovery: ask once more now.
-      if (decision?.kind === 'probe' && droppedWithoutAnswer(x) && !options.signal.aborted) {
+      // A call the server dropped unanswered may have been overtaken by its recovery: ask once more now.
+      if (decision && resendDropped(decision.kind, x) && !options.signal.aborted) {
         deps.metrics?.request(input.sourceName, key, 'transient', x.latencyMs / 1000);
         x = await fetchUrl(url, options);
       }
