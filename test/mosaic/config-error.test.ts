@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,7 @@ import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes'
 import { startWms, wmsAvailable, type Wms } from '../helpers/mapserver';
 import { assertAccounted, readManifest } from '../helpers/mosaic';
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
+import { startWorkerProcess, type WorkerProcess } from '../helpers/worker-process';
 
 // A real WMS needs Debian's cgi-mapserver, lighttpd and gdal-bin (.ci/run installs them).
 const skip = wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is not installed';
@@ -201,5 +202,65 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     const counted = /; (\d+) transient, (\d+) service-exception\)/.exec(open.detail);
     assert.ok(counted && Number(counted[2]) >= 1, `trip detail: ${open.detail}`);
     assert.equal(exitCodeFor(result), 3);
+  });
+  test('a mapfile redeployed before a run, on a worker restarted since the last good run, is systemic, not a configuration error: under wait the mosaic waits it out and completes (metatiles)', async () => {
+    const { wms, proxy } = await server();
+    // Each run on a worker process of its own: the second knows nothing of the first but the tile store.
+    const policy = path.join(dir, 'redeploy-policy.json');
+    writeFileSync(policy, JSON.stringify({ cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 }));
+    const queue = uniqueTaskQueue('redeploy');
+    const storeRoot = path.join(dir, 'redeploy-store');
+    const metatiled = (name: string, fallback: 'fail-fast' | 'wait'): MosaicRequest => {
+      const req = request(proxy, 'redeployed', ['quadrants'], { storeRoot, fallback, output: path.join(dir, `${name}.tif`), ...(fallback === 'wait' ? { deadline: '3m' } : {}) });
+      return { ...req, source: { type: 'wms', url: proxy.url, layers: ['quadrants'], transparent: false, concurrency: 4, metatile: { size: [4, 4] } } };
+    };
+    // `stop`: ends what ran beside the mosaic while its worker is still up to answer queries.
+    const onWorker = async (name: string, req: MosaicRequest, stop: () => Promise<void> = () => Promise.resolve()): Promise<MosaicResult> => {
+      const w: WorkerProcess = startWorkerProcess(env.address, 'default', queue, {}, { args: ['--breaker-config', policy] });
+      try {
+        await w.ready;
+        return await (await startMosaic(env.client, queue, req, `${name}-${process.pid}`)).result();
+      } finally {
+        await stop();
+        w.child.kill('SIGTERM');
+        await w.exited;
+      }
+    };
+
+    const good = await onWorker('redeploy-last-night', metatiled('redeploy-last-night', 'fail-fast'));
+    assert.equal(readManifest(good).counts.ok, good.total, 'the good run fetched every tile');
+
+    // The layer is renamed before the next run starts; put back once the breaker has opened on it.
+    wms.renameLayer('quadrants', 'quadrants-redeploying');
+    const since = Date.now();
+    let restoredAt = 0;
+    // Read while the worker that runs the entity is up (a query waits for a worker to answer it).
+    let open: TransitionRecord | undefined;
+    let reading: Promise<void> = Promise.resolve();
+    const watch = setInterval(() => {
+      reading = transitions(proxy).then((ts) => {
+        const o = ts.find((t) => t.to === 'open' && t.at >= since);
+        if (!restoredAt && o) {
+          wms.renameLayer('quadrants-redeploying', 'quadrants');
+          restoredAt = Date.now();
+          open = o;
+        }
+      });
+    }, 200);
+    const result = await onWorker('redeploy-tonight', metatiled('redeploy-tonight', 'wait'), async () => {
+      clearInterval(watch);
+      await reading;
+    });
+    const opened = open;
+    console.log(
+      `redeploy before a run: opened (${opened?.reason}: ${opened?.detail}); ${proxy.count('quadrants', since, restoredAt || Infinity)} requests to the missing layer; exit ${exitCodeFor(result)}`,
+    );
+    assert.ok(restoredAt > 0 && opened, 'the breaker opened on the missing layer');
+    assert.equal(opened.reason, 'failure-ratio', opened.detail);
+    assert.match(opened.detail, /[1-9]\d* service-exception\)/, 'counted as systemic (service exceptions), not as permanent faults');
+    assert.equal(result.configError, undefined, 'not a configuration error');
+    const m = readManifest(result);
+    assert.equal(assertAccounted(m), null);
+    assert.deepEqual([m.counts.ok, exitCodeFor(result)], [result.total, 0], JSON.stringify(m.counts));
   });
 });
