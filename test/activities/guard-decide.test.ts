@@ -68,6 +68,7 @@ const ownArb = (now: number): fc.Arbitrary<OwnState> =>
         { nil: undefined },
       ),
       asking: fc.boolean(),
+      nextProbe: fc.boolean(),
       wedged: fc.boolean(),
       blind: fc.boolean(),
       quarantine: fc.option(fc.record({ reason: fc.constantFrom('local failures', 'fleet served'), nextProbeAt: timeArb(now, false).map((t) => t ?? now), probing: fc.boolean() }), {
@@ -285,10 +286,10 @@ describe('the guard decision: properties', () => {
     );
   });
 
-  test('half-open with every token out never asks for a probe', () => {
+  test("half-open with every token out never asks for a probe, unless the token out was this process's and just succeeded", () => {
     fc.assert(
       fc.property(runArb, (c) => {
-        fc.pre(!!c.view);
+        fc.pre(!!c.view && !c.own.nextProbe);
         const view = { ...c.view, state: 'half-open' as const, phase: 'half-open' as const, mode: 'auto' as const, probesOutstanding: c.view.maxConcurrentProbes };
         const { decision, steps } = play({ ...c, view });
         assert.ok(!steps.some((s) => s.kind === 'request-probe'));
@@ -387,6 +388,14 @@ describe('the guard decision: examples', () => {
       step: { kind: 'refuse', state: 'half-open', retryAfterMs: 500, reason: 'half-open: another worker holds the probe token' },
       spreadSince: null,
     });
+  });
+
+  test("a process whose probe just succeeded asks for the round's next token at once, with no spread, even while the view shows its token out", () => {
+    const held: BreakerView = { ...CLOSED_VIEW, state: 'half-open', phase: 'half-open', probesOutstanding: 1, maxConcurrentProbes: 1 };
+    assert.deepEqual(nextStep(held, own, o, T0, read).step.kind, 'refuse', 'another process: refused until a view shows the token free');
+    assert.deepEqual(nextStep(held, { ...own, nextProbe: true }, o, T0, read), { step: { kind: 'request-probe' }, spreadSince: null });
+    assert.equal(nextStep(held, { ...own, nextProbe: true, asking: true }, o, T0, read).step.kind, 'refuse', 'one request at a time still');
+    assert.equal(nextStep(CLOSED_VIEW, { ...own, nextProbe: true }, o, T0, { ...read, share: null }).step.kind, 'proceed', 'closed by that probe: no token needed');
   });
 
   test("a 429's pause is waited out (then the view read again), or refused when longer than maxPaceWaitMs", () => {

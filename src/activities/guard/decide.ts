@@ -41,6 +41,8 @@ export interface OwnState {
   spreadSince: number | undefined;
   /** This process is already asking for the key's probe token (probe-requests.ts). */
   asking: boolean;
+  /** This process's probe of the key succeeded moments ago: it asks for the round's next token at once. */
+  nextProbe?: boolean;
   /** The last read found the entity wedged (wedge-watch.ts): the view is undefined for that reason. */
   wedged: boolean;
   /** The entity has not heard this process's last reports (report-loss.ts). */
@@ -155,6 +157,9 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
   if (!permit.probeRequired) return { step: refuse(permit.state, permit.retryAfterMs, `breaker ${permit.state}`), spreadSince: null };
   // Half-open with every token out: refuse here, without a signal (a fleet asking every second would load
   // the entity for nothing). The holder's result or the lease's end frees the slot; the next view shows it.
+  // Unless the token out is this process's own, just returned with a success: the round's next probe is
+  // asked for at once, behind that result (probe-requests.ts), with no spread (nobody else saw it free).
+  if (own.nextProbe && !own.asking) return { step: { kind: 'request-probe' }, spreadSince: null };
   if (view && view.state === 'half-open' && view.probesOutstanding >= view.maxConcurrentProbes) {
     return { step: refuse('half-open', o.cacheTtlMs, 'half-open: another worker holds the probe token'), spreadSince: null };
   }

@@ -225,6 +225,7 @@ export class BreakerGuard {
       share: this.pacer.knownShare(key),
       spreadSince: this.spread.since(key),
       asking: this.probes.asking(key),
+      nextProbe: this.probes.nextProbe(key, now),
       wedged: this.wedgedNow.has(key),
       blind: this.link.losses.blind(key),
       quarantine: this.quarantine.state(key),

@@ -6,6 +6,9 @@ import type { ViewCache } from './view-cache';
 
 type ProbeGrant = Extract<GuardDecision, { kind: 'probe' }>;
 
+/** A process whose probe of a key succeeded this recently asks for the round's next token at once. */
+export const NEXT_PROBE_WITHIN_MS = 2_000;
+
 /**
  * The half-open probe token: asked for by signal, one request per process and key at a time, its decision
  * read back by query; the probe's outcome handed back at once, since the fleet waits on it. Its answer goes
@@ -13,6 +16,8 @@ type ProbeGrant = Extract<GuardDecision, { kind: 'probe' }>;
  */
 export class ProbeRequests {
   private readonly pending = new Map<string, Promise<GuardDecision>>();
+  /** Per key, this process's last successful probe: when, and its result's signal on its way. */
+  private readonly succeeded = new Map<string, { at: number; sent: Promise<unknown> }>();
   private seq = 0;
 
   constructor(
@@ -27,9 +32,23 @@ export class ProbeRequests {
     return this.pending.has(key);
   }
 
+  /**
+   * This process's probe of `key` succeeded moments ago: the round may need another, and this process asks for
+   * it at once, behind its own result, instead of waiting for a view that shows the token free (a second or
+   * more per probe, while the endpoint may be back).
+   */
+  nextProbe(key: string, now: number): boolean {
+    const s = this.succeeded.get(key);
+    return s !== undefined && now - s.at < NEXT_PROBE_WITHIN_MS;
+  }
+
   /** Asks for `key`'s token; the decision the entity gave, or a refusal if it could not give one in time. */
   request(key: string): Promise<GuardDecision> {
-    const decision = this.ask(key).finally(() => {
+    // The next probe of a round asks behind the last one's result (signals reach the entity in order), so
+    // the entity has freed the token when it decides.
+    const behind = this.succeeded.get(key);
+    this.succeeded.delete(key);
+    const decision = (behind ? behind.sent.then(() => this.ask(key)) : this.ask(key)).finally(() => {
       this.pending.delete(key);
     });
     this.pending.set(key, decision);
@@ -39,17 +58,18 @@ export class ProbeRequests {
   /** Sends the probe's outcome; the state is re-read after it. */
   result(decision: ProbeGrant, outcome: CallOutcome): void {
     this.views.invalidate(decision.key);
-    this.link.track(
-      this.link.report(decision.key, (h) =>
-        h.signal(probeResultSignal, {
-          generation: decision.token.generation,
-          outcome: outcome.kind,
-          reporter: this.o.reporter,
-          ...(outcome.latencyMs !== undefined ? { latencyMs: outcome.latencyMs } : {}),
-          ...(outcome.retryAfterMs ? { retryAfterMs: outcome.retryAfterMs } : {}),
-        }),
-      ),
+    const sent = this.link.report(decision.key, (h) =>
+      h.signal(probeResultSignal, {
+        generation: decision.token.generation,
+        outcome: outcome.kind,
+        reporter: this.o.reporter,
+        ...(outcome.latencyMs !== undefined ? { latencyMs: outcome.latencyMs } : {}),
+        ...(outcome.retryAfterMs ? { retryAfterMs: outcome.retryAfterMs } : {}),
+      }),
     );
+    this.link.track(sent);
+    if (outcome.kind === 'success') this.succeeded.set(decision.key, { at: Date.now(), sent: sent.catch(() => undefined) });
+    else this.succeeded.delete(decision.key);
   }
 
   private async ask(key: string): Promise<GuardDecision> {
