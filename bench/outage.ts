@@ -253,7 +253,7 @@ async function main(): Promise<void> {
   }
   const final = finalFigures(figures);
   console.log('');
-  for (const line of targetLines(figures, final)) console.log(line);
+  for (const line of targetLines(figures, final, scenario.tileLatencyMs)) console.log(line);
   if (o.json) writeFileSync(o.json, JSON.stringify({ scenario, figures, final, shared: sharedExtras ? { ...sharedExtras } : null }, null, 2));
   console.log(finalLine(final));
 }

@@ -48,7 +48,8 @@ export const PER_PROCESS_DIFFERENCES: readonly string[] = [
 
 /**
  * `per-process`: one cockatiel circuit breaker per simulated worker around the same retry policy. The breaker
- * wraps the whole retried tile fetch (one breaker outcome per tile, as the guard does in the shared mode).
+ * wraps the whole retried tile fetch: one breaker outcome per tile (the shared mode asks the guard per attempt,
+ * as the pipeline does).
  * While open, a worker waits out the rest of its own cooldown (at most 1 s) instead of spinning on
  * BrokenCircuitError, the same waiting rule the shared mode applies to a refusal.
  */

@@ -5,10 +5,11 @@
  *
  * Each simulated worker has its own BreakerGuard (own view cache, own report buffer, reporter `sim-<i>`);
  * the guards share one Temporal client connection (as they share the process), never breaker state. Per
- * tile: acquire; when refused, wait refusalWaitMs(retryAfterMs) and move on; otherwise fetch under the retry
- * policy (a probe gets scenario.probeAttempts attempts, 1 by default: one request tests recovery) and
- * release with the last attempt's outcome.
+ * tile, as the pipeline fetches one: each attempt under the retry policy acquires a decision and releases it
+ * with its own outcome (a probe gets scenario.probeAttempts attempts, 1 by default: one request tests
+ * recovery); when refused, wait refusalWaitMs(retryAfterMs) and move on.
  */
+import { RESEND_AFTER_MS } from '../../src/activities/fetch/dropped-call';
 import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker/key';
 import type { PolicyConfigInput, TransitionRecord } from '../../src/breaker';
@@ -17,7 +18,8 @@ import { startBenchTemporal } from './bench-temporal';
 import { now, sleep } from './clock';
 import { entityRunTimes, entityTaskFigures, type EntityRunTimes, type EntityTaskFigures } from './entity-tasks';
 import { refusalWaitMs, tileUrl, type ModeContext } from './fleet';
-import { withRetry } from './retry';
+import { backoffMs } from './retry';
+import { isFailure } from '../../src/breaker/outcome';
 import type { Scenario } from './types';
 
 /** The x-sim-mode label on the entity's own probes, so the server counts them (503 outages only). */
@@ -95,49 +97,59 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
       let tileMs = scenario.tileLatencyMs;
       return {
         async step(seq, deadline) {
-          const asked = now();
-          const decision: GuardDecision = await guard.acquire(key);
-          const decidedAt = now();
-          recorder.decisionMs.push(decidedAt - asked);
-          if (decision.kind === 'refused') {
-            recorder.view(w, 'refused');
-            await sleep(refusalWaitMs(decision.retryAfterMs));
-            return;
-          }
-          recorder.view(w, decision.kind);
-          if (decision.kind === 'proceed') {
-            if (decision.failOpen) extras.failOpen++;
-            // The ramp after a recovery allows a share of normal concurrency. A worker with one call at a
-            // time honours it by taking each tile with that probability and otherwise waiting about one tile
-            // time, so the fleet's concurrency tracks allowance x normal.
-            if (decision.allowance < 1 && Math.random() >= decision.allowance) {
-              guard.abandon(decision); // no call made: it must not count as one in flight
-              extras.deferred++;
-              await sleep(tileMs);
+          const url = tileUrl(ctx.baseUrl, w, seq);
+          // As the pipeline does (src/activities/fetch/fetch-batch.ts): every attempt, a retry too, is a decision
+          // of its own, released with its own outcome; so a retry after a failure waits for that failure's report
+          // to land and reads the verdict first, and a retry the breaker refuses is not sent.
+          for (let i = 0; ; i++) {
+            const asked = now();
+            const decision: GuardDecision = await guard.acquire(key);
+            const decidedAt = now();
+            recorder.decisionMs.push(decidedAt - asked);
+            if (decision.kind === 'refused') {
+              recorder.view(w, 'refused');
+              await sleep(refusalWaitMs(decision.retryAfterMs));
               return;
             }
+            recorder.view(w, decision.kind);
+            if (decision.kind === 'proceed') {
+              if (decision.failOpen) extras.failOpen++;
+              // The ramp after a recovery allows a share of normal concurrency. A worker with one call at a
+              // time honours it by taking each tile with that probability and otherwise waiting about one tile
+              // time, so the fleet's concurrency tracks allowance x normal.
+              if (decision.allowance < 1 && Math.random() >= decision.allowance) {
+                guard.abandon(decision); // no call made: it must not count as one in flight
+                extras.deferred++;
+                await sleep(tileMs);
+                return;
+              }
+            }
+            const probe = decision.kind === 'probe';
+            const signal = decision.kind === 'proceed' ? decision.signal : undefined;
+            const meta = { at: decidedAt, state: decision.kind === 'probe' ? 'half-open' : decision.state, failOpen: decision.kind === 'proceed' && decision.failOpen };
+            let last = await fetcher.attempt(url, probe, signal, meta);
+            // As the pipeline does (src/activities/fetch/dropped-call.ts): a probe the server dropped unanswered, or
+            // a call it dropped after a wait, may have been overtaken by its recovery, so it goes once more at once.
+            if (last.error === 'reset' && (probe || last.latencyMs >= RESEND_AFTER_MS) && !signal?.aborted) last = await fetcher.attempt(url, probe, signal, meta);
+            if (signal?.aborted) {
+              // The guard abandoned the stalled call: the breaker opened while it hung. A refusal, as the pipeline treats it.
+              guard.abandon(decision);
+              recorder.view(w, 'refused');
+              return;
+            }
+            if (last.kind === 'success') tileMs = 0.8 * tileMs + 0.2 * last.latencyMs;
+            guard.release(decision, {
+              kind: last.kind,
+              latencyMs: last.latencyMs,
+              ...(last.retryAfterMs !== undefined ? { retryAfterMs: last.retryAfterMs } : {}),
+            });
+            // The retry policy's bound: attempts per tile (a probe's own), the backoff, the deadline.
+            if (!isFailure(last.kind) || i + 1 >= (probe ? scenario.probeAttempts : scenario.retry.attempts)) return;
+            let wait = backoffMs(i, scenario.retry);
+            if (last.retryAfterMs !== undefined) wait = Math.min(scenario.retry.capMs, Math.max(wait, last.retryAfterMs));
+            if (now() + wait >= deadline) return;
+            await sleep(wait);
           }
-          const probe = decision.kind === 'probe';
-          const url = tileUrl(ctx.baseUrl, w, seq);
-          const attempts = probe ? scenario.probeAttempts : scenario.retry.attempts;
-          const signal = decision.kind === 'proceed' ? decision.signal : undefined;
-          const meta = { at: decidedAt, state: decision.kind === 'probe' ? 'half-open' : decision.state, failOpen: decision.kind === 'proceed' && decision.failOpen };
-          let { last } = await withRetry(() => fetcher.attempt(url, probe, signal, meta), scenario.retry, attempts, deadline);
-          // As the pipeline does (src/activities/fetch/dropped-probe.ts): a probe the server dropped unanswered
-          // may have been overtaken by its recovery, so it goes once more at once.
-          if (probe && last.error === 'reset') last = await fetcher.attempt(url, probe, signal, meta);
-          if (signal?.aborted) {
-            // The guard abandoned the stalled call: the breaker opened while it hung. A refusal, as the pipeline treats it.
-            guard.abandon(decision);
-            recorder.view(w, 'refused');
-            return;
-          }
-          if (last.kind === 'success') tileMs = 0.8 * tileMs + 0.2 * last.latencyMs;
-          guard.release(decision, {
-            kind: last.kind,
-            latencyMs: last.latencyMs,
-            ...(last.retryAfterMs !== undefined ? { retryAfterMs: last.retryAfterMs } : {}),
-          });
         },
         async close() {
           await guard.close();
