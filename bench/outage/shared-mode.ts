@@ -130,7 +130,10 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
             let last = await fetcher.attempt(url, probe, signal, meta);
             // As the pipeline does (src/activities/fetch/dropped-call.ts): a probe the server dropped unanswered, or
             // a call it dropped after a wait, may have been overtaken by its recovery, so it goes once more at once.
-            if (last.error === 'reset' && (probe || last.latencyMs >= RESEND_AFTER_MS) && !signal?.aborted) last = await fetcher.attempt(url, probe, signal, meta);
+            if (last.error === 'reset' && (probe || last.latencyMs >= RESEND_AFTER_MS) && !signal?.aborted) {
+              guard.restarted(decision);
+              last = await fetcher.attempt(url, probe, signal, meta);
+            }
             if (signal?.aborted) {
               // The guard abandoned the stalled call: the breaker opened while it hung. A refusal, as the pipeline treats it.
               guard.abandon(decision);

@@ -26,7 +26,7 @@ export const policyConfigSchema = z
     fastWindowMs: ms(0).default(1_000),
     /**
      * The fast window spans at least the endpoint's p95 latency (the window's, once it holds latencyMinSamples
-     * of them; at most windowMs). Calls that hang on a renderer taking seconds started over a render time, so
+     * of them; at most windowMs / 4). Calls that hang on a renderer taking seconds started over a render time, so
      * their stalls arrive over one too: a one-second fast window never holds enough of them at once. false:
      * fastWindowMs whatever the latency. (A new breaker entity sets true unless told otherwise.)
      */
@@ -159,12 +159,13 @@ export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
 
 /**
  * How far back the fast window may reach when the window's p95 latency is `p95Ms` (null: unknown): fastWindowMs,
- * or that p95 when fastWindowFollowsLatency and it is longer, at most windowMs. Off (0) stays off.
+ * or that p95 when fastWindowFollowsLatency and it is longer, at most a quarter of windowMs. Off (0) stays off.
  */
 export function fastWindowSpanMs(config: PolicyConfig, p95Ms: number | null, latencySamples: number): number {
   const follows = (config as Partial<PolicyConfig>).fastWindowFollowsLatency ?? false;
   if (config.fastWindowMs === 0 || !follows || p95Ms === null || latencySamples < config.latencyMinSamples) return config.fastWindowMs;
-  return Math.min(config.windowMs, Math.max(config.fastWindowMs, Math.ceil(p95Ms)));
+  // At most a quarter of the window: the fast window judges the newest samples, not a slow endpoint's whole window.
+  return Math.max(config.fastWindowMs, Math.min(Math.floor(config.windowMs / 4), Math.ceil(p95Ms)));
 }
 
 /** The slow-call threshold in ms, or null when off (and in configurations carried from before it). */

@@ -197,6 +197,11 @@ export function windowStallMs(s: PolicyState, now: number): number | null {
   return stallAfterOfHistogram(windowLatency(s.window, now, s.config), s.config.latencyMinSamples);
 }
 
+/** The window holds at least one latency sample at `now`. */
+export function windowHasLatency(s: PolicyState, now: number): boolean {
+  return windowLatency(s.window, now, s.config).some((n) => n > 0);
+}
+
 /** The time-driven part of every step: slide the window, expire leases, end cooldowns and timed force-opens. */
 export function advance(state: PolicyState, now: number): StepResult {
   const out = new Recorder(state, now);

@@ -31,7 +31,7 @@ export interface QuorumFigures {
   required: number;
   /** Distinct reporters that sent a failing report within the window (capped at quorum). */
   failing: number;
-  /** Distinct reporters that sent a failing report within fastWindowMs (capped at quorum). */
+  /** Distinct reporters that sent a failing report within the fast window's span (capped at quorum). */
   fastFailing: number;
   /** Distinct reporters heard from within QUORUM_ACTIVE_MS (capped at quorum). */
   active: number;

@@ -20,8 +20,9 @@ export interface TripVerdict {
  *   permanent faults >= permanentSurgeCount and >= permanentSurgeRatio of all samples,
  * and never while the window holds fewer than minSamples health-relevant samples. The failure-ratio rule
  * runs over the whole window and over the fast window (`fast`: the newest fastMinSamples samples, within
- * fastWindowMs; see window.ts). With a quorum (`quorum`: quorum.ts) each failure-ratio rule also needs that
- * many failing reporters: within fastWindowMs for the fast window, within the window for the whole; and the
+ * fastWindowMs, or the span fastWindowSpanMs gives; see window.ts). With a quorum (`quorum`: quorum.ts) each
+ * failure-ratio rule also needs that many failing reporters: within the fast window's span for the fast
+ * window, within the window for the whole; and the
  * slow-call rule that many reporters whose own calls were slow.
  */
 export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null, quorum: QuorumFigures | null = null): TripVerdict | null {

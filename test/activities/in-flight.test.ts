@@ -35,11 +35,11 @@ describe('the stall threshold', () => {
     );
   });
 
-  test("before MIN_LEARNED successes: the fleet's threshold from the view when given, else initialMs", () => {
+  test("before MIN_LEARNED successes: initialMs, or the fleet's threshold from the view when that is longer", () => {
     const calls = learned([300, 400, 500]);
     assert.equal(calls.thresholdMs(KEY), 5_000);
-    assert.equal(calls.thresholdMs(KEY, 2_400), 2_400);
-    assert.equal(calls.thresholdMs(KEY, 300), 1_000, 'floorMs still holds');
+    assert.equal(calls.thresholdMs(KEY, 8_400), 8_400, 'a fleet rendering in seconds: its calls are not judged sooner');
+    assert.equal(calls.thresholdMs(KEY, 300), 5_000, 'a fleet of fast calls on the same host does not shorten the wait of a process that has not learned its own');
     assert.equal(new InFlightCalls({ initialMs: 3_000 }).thresholdMs(KEY), 3_000);
   });
 
@@ -47,10 +47,26 @@ describe('the stall threshold', () => {
     const calls = new InFlightCalls();
     const d = {};
     calls.start(d, KEY, 0);
-    assert.equal(calls.sweep(1_900, () => 2_000).get(KEY), undefined);
-    assert.equal(calls.sweep(2_100, () => 2_000).get(KEY), 1);
-    assert.equal(calls.sweep(4_100, () => 2_000).get(KEY), 1);
-    assert.equal(calls.sweep(4_200, () => 2_000).get(KEY), undefined);
+    assert.equal(calls.sweep(7_900, () => 8_000).get(KEY), undefined);
+    assert.equal(calls.sweep(8_100, () => 8_000).get(KEY), 1);
+    assert.equal(calls.sweep(16_100, () => 8_000).get(KEY), 1);
+    assert.equal(calls.sweep(16_200, () => 8_000).get(KEY), undefined);
     assert.equal(calls.end(d, null), 2);
+  });
+
+  test('a call sent again (dropped as a hang ended) starts its time in flight over, keeping what was counted', () => {
+    const calls = new InFlightCalls();
+    const fresh = {};
+    calls.start(fresh, KEY, 0);
+    calls.restart(fresh, 4_000);
+    assert.equal(calls.sweep(8_500).get(KEY), undefined, 'the first attempt waited 4 s: not a stall of the second');
+    assert.equal(calls.end(fresh, { latencyMs: 4_500 }), 0);
+    const stalled = {};
+    calls.start(stalled, KEY, 0);
+    assert.equal(calls.sweep(5_100).get(KEY), 1);
+    calls.restart(stalled, 6_000);
+    assert.equal(calls.sweep(10_900).get(KEY), undefined);
+    assert.equal(calls.sweep(11_100).get(KEY), 1, 'a second stall, counted from the restart');
+    assert.equal(calls.end(stalled, null), 2);
   });
 });

@@ -236,20 +236,21 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     let restoredAt = 0;
     // Read while the worker that runs the entity is up (a query waits for a worker to answer it).
     let open: TransitionRecord | undefined;
-    let reading: Promise<void> = Promise.resolve();
-    const watch = setInterval(() => {
-      reading = transitions(proxy).then((ts) => {
-        const o = ts.find((t) => t.to === 'open' && t.at >= since);
-        if (!restoredAt && o) {
+    let watching = true;
+    // One query at a time, every 200 ms, until the open is seen or the run ends.
+    const watch = (async () => {
+      while (watching && !restoredAt) {
+        const o = (await transitions(proxy)).find((t) => t.to === 'open' && t.at >= since);
+        if (o) {
           wms.renameLayer('quadrants-redeploying', 'quadrants');
           restoredAt = Date.now();
           open = o;
-        }
-      });
-    }, 200);
+        } else await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
     const result = await onWorker('redeploy-tonight', metatiled('redeploy-tonight', 'wait'), async () => {
-      clearInterval(watch);
-      await reading;
+      watching = false;
+      await watch;
     });
     const opened = open;
     console.log(

@@ -85,7 +85,7 @@ export interface TileResult extends TileAddress {
 export interface FetchDeps {
   pools: EndpointPools;
   /** The process's guard (only what a batch uses of it, so tests can watch the outcomes); absent: no breaker. */
-  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe'>>;
+  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe' | 'restarted'>>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
   /**
@@ -365,6 +365,7 @@ async function requestUnit(
       // A call the server dropped unanswered may have been overtaken by its recovery: ask once more now.
       if (decision && resendDropped(decision.kind, x) && !options.signal.aborted) {
         deps.metrics?.request(input.sourceName, key, 'transient', x.latencyMs / 1000);
+        deps.guard!.restarted?.(decision);
         x = await fetchUrl(url, options);
       }
     } finally {

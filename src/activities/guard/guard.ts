@@ -186,7 +186,7 @@ export class BreakerGuard {
           view = await this.readView(key);
           progress = { ...progress, read: true };
           break;
-        case 'wait':
+        case 'wait': {
           if (step.why === 'paused' && !progress.pauseWaited) this.stats.paced++;
           await sleep(Math.max(0, step.untilMs - Date.now()));
           if (step.then === 'restart') {
@@ -195,6 +195,7 @@ export class BreakerGuard {
             view = undefined;
           } else progress = { ...progress, pauseWaited: step.why === 'paused' || progress.pauseWaited, read: false };
           break;
+        }
         case 'share':
           progress = { ...progress, share: await this.pacer.rateFor(key, view ?? null, step.allowance) };
           break;
@@ -202,14 +203,24 @@ export class BreakerGuard {
           await this.pacer.pace(key, step.rate);
           progress = { ...progress, paced: true, read: step.then !== 'reread' };
           break;
-        case 'request-probe':
+        case 'request-probe': {
+          // A request chained behind this process's own successful probe (probe-requests.ts's nextProbe)
+          // may find the round closed by it: decide again on a fresh view, which carries the ramp.
+          const chained = this.probes.nextProbe(key, now);
+          let answer: GuardDecision;
           try {
-            progress = { ...progress, answer: await this.probes.request(key) };
+            answer = await this.probes.request(key);
           } catch (err) {
             this.spread.clear(key);
             throw err;
           }
+          if (chained && answer.kind === 'proceed') {
+            this.views.invalidate(key);
+            progress = { ...START };
+            view = undefined;
+          } else progress = { ...progress, answer };
           break;
+        }
         default:
           return this.decided(key, step, now);
       }
@@ -280,6 +291,14 @@ export class BreakerGuard {
     this.quarantine.abandoned(decision);
     if (decision.kind === 'probe') this.release(decision, { kind: 'neutral' });
     else if (decision.kind === 'proceed') this.calls.end(decision, null);
+  }
+
+  /**
+   * The call under `decision` is sent again at once (a connection dropped as a hang ended: dropped-call.ts):
+   * its time in flight starts over, so the first attempt's wait is not counted as a stall of the second.
+   */
+  restarted(decision: GuardDecision): void {
+    if (decision.kind === 'proceed') this.calls.restart(decision, Date.now());
   }
 
   /** Records the outcome of a call made under `decision`. */

@@ -10,8 +10,8 @@ export interface StallOptions {
   /** ... but never sooner than this. Default 1 000 ms. */
   floorMs?: number;
   /**
-   * The threshold before this process has seen MIN_LEARNED successes of the key, when the fleet's view gives
-   * none (its own threshold from every worker's recent successes). Default 5 000 ms.
+   * The threshold before this process has seen MIN_LEARNED successes of the key, or the fleet's threshold from
+   * the view (from every worker's recent calls) when that is longer. Default 5 000 ms.
    */
   initialMs?: number;
 }
@@ -28,6 +28,8 @@ interface Call {
   startedAt: number;
   /** Stall periods already counted as failures. */
   stalls: number;
+  /** Of those, the ones counted before the call was sent again (restart): periods now run from startedAt. */
+  before: number;
   /** Aborts the call when the breaker opens while it is stalled. */
   controller: AbortController;
 }
@@ -51,8 +53,8 @@ interface KeyCalls {
  * older than the stall threshold counts one transient failure, and one more for every further threshold it
  * waits. A timeout of 15 s cannot then hide a hang for 15 s, and a fleet that has few calls in flight still
  * produces samples. The threshold follows the endpoint's own healthy latency (the p95 of this process's recent
- * successes plus `deviations` mean deviations, floorMs at least; the fleet's figure, then initialMs, until
- * this process has seen MIN_LEARNED). A call already counted as stalled that then fails (it timed
+ * successes plus `deviations` mean deviations, floorMs at least; until this process has seen MIN_LEARNED,
+ * initialMs or the fleet's figure, whichever is longer). A call already counted as stalled that then fails (it timed
  * out, or its connection was dropped as the server came back) is not counted again: the burst of failures a
  * long stall ends with says nothing new, and must not trip a breaker on a server that answers again. When
  * the breaker opens, stalled calls are aborted (abortStalled).
@@ -73,11 +75,19 @@ export class InFlightCalls {
   /** A call under `decision` starts now; its signal aborts if the breaker opens while it is stalled. */
   start(decision: object, key: string, now: number): AbortSignal {
     const controller = new AbortController();
-    this.calls.set(decision, { key, startedAt: now, stalls: 0, controller });
+    this.calls.set(decision, { key, startedAt: now, stalls: 0, before: 0, controller });
     const k = this.entry(key);
     k.active++;
     k.peak = Math.max(k.peak, k.active);
     return controller.signal;
+  }
+
+  /** The call under `decision` is sent again now: its stall periods run from now, on top of those counted. */
+  restart(decision: object, now: number): void {
+    const call = this.calls.get(decision);
+    if (!call) return;
+    call.startedAt = now;
+    call.before = call.stalls;
   }
 
   /** The call under `decision` ended (or was abandoned): how many stall failures it was counted for; null if unknown. */
@@ -96,11 +106,13 @@ export class InFlightCalls {
 
   /**
    * The age at which a call to `key` counts as stalled. `fleetMs`: the fleet's own threshold (the entity's
-   * view), used until this process has learned the key's latency.
+   * view): until this process has learned the key's latency, the threshold is at least that.
    */
   thresholdMs(key: string, fleetMs?: number): number {
     const lat = this.keys.get(key)?.latencies ?? [];
-    if (lat.length < MIN_LEARNED) return Math.max(this.floorMs, fleetMs ?? this.initialMs);
+    // The fleet's figure may only lengthen the wait: one host's fleet may fetch 50 ms cached tiles while this
+    // process asks for 3 s metatiles, and its calls must not count as stalls before it has learned them.
+    if (lat.length < MIN_LEARNED) return Math.max(this.floorMs, this.initialMs, fleetMs ?? 0);
     const sorted = [...lat].sort((a, b) => a - b);
     const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)]!;
     const mean = lat.reduce((a, b) => a + b, 0) / lat.length;
@@ -120,7 +132,7 @@ export class InFlightCalls {
       }
       let t = thresholds.get(call.key);
       if (t === undefined) thresholds.set(call.key, (t = this.thresholdMs(call.key, fleetMs(call.key))));
-      const due = Math.floor(age / t);
+      const due = call.before + Math.floor(age / t);
       if (due > call.stalls) {
         out.set(call.key, (out.get(call.key) ?? 0) + due - call.stalls);
         call.stalls = due;

@@ -83,7 +83,8 @@ export interface GuardOptions {
   probeJitter?: number;
   /**
    * Calls still in flight past a stall threshold count as transient failures while they wait (in-flight.ts);
-   * false: only finished calls count. Default: 4 x the p95 of recent successes, at least 1 s (5 s before 8 successes).
+   * false: only finished calls count. Default: the p95 of recent successes plus four mean deviations of them
+   * (at least 1.5 x that p95 and 1 s; before 8 successes, the fleet's threshold from the view, else 5 s).
    */
   stall?: StallOptions | false;
   /**

@@ -6,6 +6,7 @@ import {
   stateName,
   step,
   windowFigures,
+  windowHasLatency,
   windowStallMs,
   type BreakerView,
   type PolicyEvent,
@@ -130,6 +131,8 @@ export class EntityState {
     this.inFlight = new Map((carried?.inFlight ?? []).map(([id, at, n]) => [id, { at, n }]));
     this.metrics = new EntityMetrics(key, stateName(this.policy), this.history, this.policy.openedAt, Date.now());
     this.metrics.zero();
+    // A continued run starts with the threshold its carried window gives, not without one until a report.
+    if (this.stallView && carried) this.noteStallMs(Date.now());
   }
 
   /** Applies one policy event; `origin`: the operator's action that sent it. */
@@ -212,11 +215,16 @@ export class EntityState {
 
   /**
    * Follows the fleet's stall threshold, coarsely: the view is in the memo, and a memo upsert per report (a
-   * threshold that wavers by a few percent) would grow the history for nothing a guard needs.
+   * threshold that wavers by a few percent) would grow the history for nothing a guard needs. It moves when it
+   * changes by more than a quarter, and is dropped once the window holds no latency at all (a figure from
+   * another time must not outlive it).
    */
-  private noteStallMs(now: number): void {
+  noteStallMs(now: number): void {
     const ms = windowStallMs(this.policy, now);
-    if (ms === null) return;
+    if (ms === null) {
+      if (this.stallMs !== null && !windowHasLatency(this.policy, now)) this.stallMs = null;
+      return;
+    }
     if (this.stallMs === null || Math.abs(ms - this.stallMs) > this.stallMs / 4) this.stallMs = Math.round(ms);
   }
 
