@@ -69,6 +69,7 @@ const ownArb = (now: number): fc.Arbitrary<OwnState> =>
       ),
       asking: fc.boolean(),
       nextProbe: fc.boolean(),
+      failStreak: fc.nat(4),
       wedged: fc.boolean(),
       blind: fc.boolean(),
       quarantine: fc.option(fc.record({ reason: fc.constantFrom('local failures', 'fleet served'), nextProbeAt: timeArb(now, false).map((t) => t ?? now), probing: fc.boolean() }), {
@@ -85,6 +86,8 @@ const optionsArb: fc.Arbitrary<DecideOptions> = fc.record(
     cacheTtlMs: fc.integer({ min: 1, max: 5_000 }),
     probeSpreadMs: fc.integer({ min: 0, max: 5_000 }),
     probeJitter: fc.double({ min: 0, max: 0.999, noNaN: true }),
+    holdAfterFailures: fc.nat(3),
+    holdMs: fc.nat(2_000),
     config: fc.option(fc.record({ maxRequestsPerSecond: fc.option(fc.double({ min: 0.01, max: 100, noNaN: true }), { nil: undefined }) }), { nil: undefined }),
   },
   { requiredKeys: ['failureFlushMs', 'maxPaceWaitMs', 'cacheTtlMs', 'probeSpreadMs', 'probeJitter'], noNullPrototype: true },
@@ -157,8 +160,8 @@ function run(view: BreakerView | null | undefined, own0: OwnState, o: DecideOpti
         p = { ...p, read: true };
         break;
       case 'wait':
+        p = step.then === 'restart' ? { ...START } : { ...p, pauseWaited: step.why === 'paused' || p.pauseWaited, read: false, heldSince: step.why === 'hold' ? (p.heldSince ?? now) : p.heldSince };
         now = step.untilMs;
-        p = step.then === 'restart' ? { ...START } : { ...p, pauseWaited: step.why === 'paused' || p.pauseWaited, read: false };
         break;
       case 'share':
         p = { ...p, share };
@@ -227,14 +230,14 @@ describe('the guard decision: properties', () => {
     );
   });
 
-  test('waits are in the future and bounded: a pause by maxPaceWaitMs, a probe spread share by probeSpreadMs, a failure report by 4 x failureFlushMs', () => {
+  test('waits are in the future and bounded: a pause by maxPaceWaitMs, a probe spread share by probeSpreadMs, a hold by holdMs, a failure report by 4 x failureFlushMs', () => {
     fc.assert(
       fc.property(caseArb, (c) => {
         const { step } = ask(c);
         if (step.kind === 'await-alarm') assert.equal(step.maxMs, 4 * c.o.failureFlushMs);
         if (step.kind !== 'wait') return;
         assert.ok(step.untilMs > c.now, `wait until ${step.untilMs}, now ${c.now}`);
-        const bound = step.why === 'paused' ? c.o.maxPaceWaitMs : c.o.probeSpreadMs;
+        const bound = step.why === 'paused' ? c.o.maxPaceWaitMs : step.why === 'hold' ? c.o.holdMs! : c.o.probeSpreadMs;
         assert.ok(step.untilMs - c.now <= bound, `${step.why}: ${step.untilMs - c.now} ms > ${bound}`);
       }),
       { numRuns: NUM_RUNS * 2 },
@@ -396,6 +399,21 @@ describe('the guard decision: examples', () => {
     assert.deepEqual(nextStep(held, { ...own, nextProbe: true }, o, T0, read), { step: { kind: 'request-probe' }, spreadSince: null });
     assert.equal(nextStep(held, { ...own, nextProbe: true, asking: true }, o, T0, read).step.kind, 'refuse', 'one request at a time still');
     assert.equal(nextStep(CLOSED_VIEW, { ...own, nextProbe: true }, o, T0, { ...read, share: null }).step.kind, 'proceed', 'closed by that probe: no token needed');
+  });
+
+  test('after failures in a row, a call the closed breaker lets through is held, reading the verdict again each quarter of holdMs, at most holdMs', () => {
+    const ho: DecideOptions = { ...o, holdAfterFailures: 2, holdMs: 1_000 };
+    const read0 = { ...read, share: null };
+    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 1 }, ho, T0, read0).step.kind, 'proceed', 'one failure: no hold');
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, failStreak: 2 }, ho, T0, read0).step, { kind: 'wait', untilMs: T0 + 250, why: 'hold', then: 'reread' });
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, ho, T0 + 900, { ...read0, heldSince: T0 }).step, { kind: 'wait', untilMs: T0 + 1_000, why: 'hold', then: 'reread' });
+    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, ho, T0 + 1_000, { ...read0, heldSince: T0 }).step.kind, 'proceed', 'the hold has ended');
+    // The verdict came: an open breaker refuses at once; no hold without an entity, with the option off, or after a success.
+    const open: BreakerView = { ...CLOSED_VIEW, state: 'open', phase: 'open', cooldownUntil: T0 + 4_000 };
+    assert.equal(nextStep(open, { ...own, failStreak: 5 }, ho, T0 + 300, { ...read0, heldSince: T0 }).step.kind, 'refuse');
+    assert.equal(nextStep(null, { ...own, failStreak: 5 }, ho, T0, read0).step.kind, 'proceed');
+    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, { ...ho, holdAfterFailures: 0 }, T0, read0).step.kind, 'proceed');
+    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 0 }, ho, T0, read0).step.kind, 'proceed');
   });
 
   test("a 429's pause is waited out (then the view read again), or refused when longer than maxPaceWaitMs", () => {

@@ -16,7 +16,8 @@ import type { ResolvedGuardOptions } from './types';
 export const CLOSED_VIEW: BreakerView = breakerView(initialState(DEFAULT_POLICY_CONFIG));
 
 /** The options the decision reads. */
-export type DecideOptions = Pick<ResolvedGuardOptions, 'failureFlushMs' | 'maxPaceWaitMs' | 'cacheTtlMs' | 'probeSpreadMs' | 'probeJitter' | 'config'>;
+export type DecideOptions = Pick<ResolvedGuardOptions, 'failureFlushMs' | 'maxPaceWaitMs' | 'cacheTtlMs' | 'probeSpreadMs' | 'probeJitter' | 'config'> &
+  Partial<Pick<ResolvedGuardOptions, 'holdAfterFailures' | 'holdMs'>>;
 
 /** This process's own quarantine of the key, while it holds (quarantine.ts keeps it). */
 export interface QuarantineState {
@@ -43,6 +44,8 @@ export interface OwnState {
   asking: boolean;
   /** This process's probe of the key succeeded moments ago: it asks for the round's next token at once. */
   nextProbe?: boolean;
+  /** This process's calls to the key that failed in a row, none succeeding since (guard.ts). */
+  failStreak?: number;
   /** The last read found the entity wedged (wedge-watch.ts): the view is undefined for that reason. */
   wedged: boolean;
   /** The entity has not heard this process's last reports (report-loss.ts). */
@@ -69,6 +72,8 @@ export interface Progress {
   paced: boolean;
   /** The entity's answer to this decision's request for the probe token. */
   answer?: ProbeAnswer | undefined;
+  /** When this decision began holding after failures in a row (holdAfterFailures). */
+  heldSince?: number | undefined;
 }
 
 /** A decision's first step: nothing done yet (and again after a probe spread's wait). */
@@ -92,7 +97,7 @@ export type IoStep =
   /** Read the entity's view (view-cache.ts, then the wedge watch). */
   | { kind: 'read' }
   /** Wait until untilMs: a 429's pause (then read again) or this process's share of the probe spread (then start over). */
-  | { kind: 'wait'; untilMs: number; why: 'paused' | 'probe-spread'; then: 'reread' | 'restart' }
+  | { kind: 'wait'; untilMs: number; why: 'paused' | 'probe-spread' | 'hold'; then: 'reread' | 'restart' }
   /** Ask the pacer for this process's share of the rate (joining the entity's count of sharers if needed). */
   | { kind: 'share'; allowance: number }
   /** Take the next slot at `rate` requests/s and wait for it; then read again, or decide on what is known. */
@@ -147,6 +152,11 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
 
   // No entity yet (or it finished idle): closed until someone reports otherwise.
   const permit = permitFor(view ?? CLOSED_VIEW, now);
+  // This process's last calls all failed and the breaker has not said so yet: hold this one a moment, reading
+  // the verdict again, instead of sending more into what is likely an outage's onset. A success of any of its
+  // calls (the streak ends), the breaker's verdict, or the hold's end lets it go on.
+  const hold = holdLeftMs(view, permit.allow, own, o, p, now);
+  if (hold > 0) return { step: { kind: 'wait', untilMs: now + hold, why: 'hold', then: 'reread' } };
   // A rate-limited endpoint: this process's share, then a slot at that pace. The wait for a slot can be long:
   // decide again on the state as it is by then (the breaker may have opened), without pacing twice.
   if (permit.allow && !p.paced) {
@@ -171,6 +181,15 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
   // Half-open: one request for a token per process at a time; the others wait for its answer.
   if (own.asking) return { step: refuse('half-open', o.cacheTtlMs, 'half-open: this process is already asking for the probe token'), ...remember };
   return { step: { kind: 'request-probe' }, ...remember };
+}
+
+/** How long this decision holds now after failures in a row (0: not at all): a quarter of holdMs at a time. */
+export function holdLeftMs(view: BreakerView | null, allow: boolean, own: Pick<OwnState, 'failStreak'>, o: DecideOptions, p: Pick<Progress, 'heldSince'>, now: number): number {
+  const after = o.holdAfterFailures ?? 0;
+  const holdMs = o.holdMs ?? 0;
+  if (!view || !allow || view.state !== 'closed' || after <= 0 || holdMs <= 0 || (own.failStreak ?? 0) < after) return 0;
+  const left = (p.heldSince ?? now) + holdMs - now;
+  return left > 0 ? Math.min(left, holdMs / 4) : 0;
 }
 
 /** How long calls must still wait at `now` (0: not paused): this process's own pause, or the fleet's in `view`. */

@@ -45,6 +45,8 @@ export class BreakerGuard {
   };
   private readonly o: ResolvedGuardOptions;
   private readonly decideOptions: DecideOptions;
+  /** Per key, this process's calls that failed in a row, none succeeding since (the hold after failures). */
+  private readonly failStreaks = new Map<string, number>();
   /** Each key's cached view, held for the view cache (test/entity/fail-open.test.ts resets one's fetchedAt). */
   private readonly keys = new Map<string, CachedView>();
   private readonly link: EntityLink;
@@ -73,8 +75,8 @@ export class BreakerGuard {
     // A bad configuration is the caller's error, now: not a failed entity run per report later.
     const config = parsePolicyConfig(options.config ?? {});
     this.o = resolveGuardOptions(options);
-    const { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter } = this.o;
-    this.decideOptions = { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, ...(this.o.config ? { config: this.o.config } : {}) };
+    const { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, holdAfterFailures, holdMs } = this.o;
+    this.decideOptions = { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, holdAfterFailures, holdMs, ...(this.o.config ? { config: this.o.config } : {}) };
     // This process's own pause after a 429 is capped as the entity caps the fleet's (by this guard's policy).
     this.pauses = new Pauses(maxCooldownMs(config));
     this.link = new EntityLink(this.o, this.stats);
@@ -188,12 +190,14 @@ export class BreakerGuard {
           break;
         case 'wait': {
           if (step.why === 'paused' && !progress.pauseWaited) this.stats.paced++;
+          const heldSince = step.why === 'hold' ? (progress.heldSince ?? now) : progress.heldSince;
+          if (step.why === 'hold' && progress.heldSince === undefined) this.stats.held = (this.stats.held ?? 0) + 1;
           await sleep(Math.max(0, step.untilMs - Date.now()));
           if (step.then === 'restart') {
             this.views.invalidate(key);
             progress = { ...START };
             view = undefined;
-          } else progress = { ...progress, pauseWaited: step.why === 'paused' || progress.pauseWaited, read: false };
+          } else progress = { ...progress, pauseWaited: step.why === 'paused' || progress.pauseWaited, read: false, heldSince };
           break;
         }
         case 'share':
@@ -237,6 +241,7 @@ export class BreakerGuard {
       spreadSince: this.spread.since(key),
       asking: this.probes.asking(key),
       nextProbe: this.probes.nextProbe(key, now),
+      failStreak: this.failStreaks.get(key) ?? 0,
       wedged: this.wedgedNow.has(key),
       blind: this.link.losses.blind(key),
       quarantine: this.quarantine.state(key),
@@ -315,6 +320,8 @@ export class BreakerGuard {
       return;
     }
     const success = outcome.kind === 'success' ? { latencyMs: outcome.latencyMs ?? 0 } : null;
+    if (success) this.failStreaks.delete(decision.key);
+    else if (isFailure(outcome.kind)) this.failStreaks.set(decision.key, (this.failStreaks.get(decision.key) ?? 0) + 1);
     const stalls = this.calls.end(decision, success);
     // Counted while it stalled: its end as a failure (a timeout, a dropped connection) says nothing new.
     if (stalls && isFailure(outcome.kind)) return;

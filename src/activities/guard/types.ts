@@ -101,6 +101,17 @@ export interface GuardOptions {
    * background, at intervals doubling from 1 s up to this. Default 5 000 ms.
    */
   unreachableRecheckMs?: number;
+  /**
+   * After this many calls in a row to a key failed (none succeeding between), this process holds its next calls
+   * to it while the breaker still says closed, reading the state again every quarter of holdMs, for at most
+   * holdMs: at an outage's onset the breaker opens within a second or so, and a worker that has just failed
+   * twice learns of it before it sends more. A success of any of its calls to the key ends the hold. It costs a
+   * worker whose calls fail twice in a row against an endpoint that stays closed (failing less than the trip
+   * ratio, or failing for this worker alone) up to holdMs per call until one succeeds. Default 2; 0: never.
+   */
+  holdAfterFailures?: number;
+  /** The longest a call is held after failures in a row. Default 1,000 ms. */
+  holdMs?: number;
   /** This process's own quarantine of an endpoint its calls fail far more than the fleet's (quarantine.ts). */
   quarantine?: QuarantineOptions;
   logger?: { warn(message: string, meta?: Record<string, unknown>): void };
@@ -186,6 +197,8 @@ export interface GuardStats {
   wedged: number;
   /** Calls that waited out a pause a 429 asked for (this process's own, or the fleet's from the entity). */
   paced: number;
+  /** Calls held after this process's calls to the key failed in a row (holdAfterFailures). */
+  held?: number;
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
@@ -208,6 +221,8 @@ export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions
     maxPaceWaitMs: 30_000,
     wedgeGraceMs: 10_000,
     blindAfterDrops: 3,
+    holdAfterFailures: 2,
+    holdMs: 1_000,
     unreachableRecheckMs: 5_000,
     metrics: NO_METRICS,
     logger: { warn: (message, meta) => console.warn(`tilebreaker guard: ${message}`, meta ?? '') },
