@@ -76,7 +76,7 @@ export {
   type ResolvedKey,
   type ShownBreaker,
 } from './client/breakers';
-export { breakerKey, breakerWorkflowId, isCanonicalKey } from './breaker/key';
+export { breakerKey, breakerWorkflowId, isCanonicalKey, isNamedKey, namedBreakerKey } from './breaker/key';
 /** The pure breaker policy: its state machine (`step`), configuration, rules and types. */
 export * as breaker from './breaker';
 export type { BreakerStateName, BreakerView, PolicyConfig, PolicyConfigInput, Permit, TransitionRecord } from './breaker';

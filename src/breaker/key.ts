@@ -30,6 +30,28 @@ export function breakerKey(url: string, opts: { partition?: string } = {}): stri
   return partition ? `${origin}/${partition}` : origin;
 }
 
+/**
+ * A named key: two to eight parts of lower-case letters, digits, '.', '_' or '-' joined by ':', the first
+ * starting with a letter and the last not all digits (so a host:port is never taken for one), e.g.
+ * `geocoder:primary`. For calls that have no URL of their own to key on (a geocoder, a feature service behind
+ * a client library): the same entity, metrics, CLI and alerts as a URL's key.
+ */
+const NAMED_KEY = /^[a-z][a-z0-9._-]{0,62}(?::[a-z0-9._-]{1,63}){1,7}$/;
+
+/** `name` as a named breaker key; throws naming the value when it is not one (see NAMED_KEY). */
+export function namedBreakerKey(name: string): string {
+  if (isNamedKey(name)) return name;
+  throw new Error(
+    `breaker key: a name is 2 to 8 parts of lower-case letters, digits, '.', '_' or '-' joined by ':', the first starting with a letter and the last not all digits, such as geocoder:primary (got ${JSON.stringify(name)})`,
+  );
+}
+
+/** Is `key` a named key (not a URL's)? */
+export function isNamedKey(key: string): boolean {
+  const parts = key.split(':');
+  return NAMED_KEY.test(key) && parts[0] !== 'http' && parts[0] !== 'https' && !/^\d+$/.test(parts[parts.length - 1]!);
+}
+
 /** The entity workflow's id for a key. */
 export function breakerWorkflowId(key: string): string {
   return `breaker/${key}`;
@@ -40,8 +62,9 @@ export function entityKeyOf(workflowId: string | undefined): string | undefined 
   return workflowId?.startsWith('breaker/') ? workflowId.slice('breaker/'.length) : undefined;
 }
 
-/** Is `key` already canonical? (Keys from configuration or the CLI are checked before use.) */
+/** Is `key` already canonical, a URL's key or a named one? (Keys from configuration or the CLI are checked before use.) */
 export function isCanonicalKey(key: string): boolean {
+  if (isNamedKey(key)) return true;
   const m = /^(https?:\/\/[^/]+)(?:\/(.+))?$/.exec(key);
   if (!m) return false;
   try {

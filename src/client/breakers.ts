@@ -43,7 +43,8 @@ export interface ResolvedKey {
 
 /**
  * A breaker key from what a user typed: a canonical key as `breaker list` prints it
- * (`https://tiles.example.com:443`, optionally `/<partition>`), the entity's workflow id (`breaker/<key>`), or
+ * (`https://tiles.example.com:443`, optionally `/<partition>`, or a named key such as `geocoder:primary`), the
+ * entity's workflow id (`breaker/<key>`), or
  * an endpoint URL (`https://Tiles.Example.com/osm/{z}/{x}/{y}.png`), whose key is derived with breakerKey.
  * With `partition`, the input is an endpoint URL (or key) and the partition is added.
  */
@@ -61,7 +62,7 @@ export function resolveBreakerKey(input: string, opts: { partition?: string } = 
     const why = err instanceof Error ? err.message : String(err);
     throw new Error(
       `not a breaker key or an endpoint URL: ${JSON.stringify(input)} (${why}). ` +
-        'A key looks like https://tiles.example.com:443 or http://wms.example.com:8080/roads, as "tilebreaker breaker list" prints it.',
+        'A key looks like https://tiles.example.com:443, http://wms.example.com:8080/roads or geocoder:primary, as "tilebreaker breaker list" prints it.',
       { cause: err },
     );
   }

@@ -8,7 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import type { TransitionRecord } from '../../src/breaker';
+import { isCanonicalKey, namedBreakerKey, type TransitionRecord } from '../../src/breaker';
 import {
   adminBreaker,
   AdminNotConfirmedError,
@@ -102,6 +102,23 @@ test('keys: a key as listed, a workflow id, or an endpoint URL', () => {
   assert.equal(fromUrl.from, 'url');
   assert.equal(resolveBreakerKey('http://wms.example.com:8080/mapserv?map=a', { partition: 'roads' }).key, 'http://wms.example.com:8080/roads');
   assert.throws(() => resolveBreakerKey('tiles.example.com'), /not a breaker key or an endpoint URL: "tiles.example.com"/);
+  // A named key, for a call with no URL of its own to key on.
+  assert.deepEqual(resolveBreakerKey('breaker/geocoder:primary'), { key: 'geocoder:primary', workflowId: 'breaker/geocoder:primary', input: 'breaker/geocoder:primary', from: 'key' });
+  // A host and port is never a name.
+  assert.throws(() => resolveBreakerKey('localhost:8080'), /not a breaker key or an endpoint URL: "localhost:8080"/);
+});
+
+test('named keys: lower-case parts joined by a colon; anything else is refused naming the value', () => {
+  assert.equal(namedBreakerKey('geocoder:primary'), 'geocoder:primary');
+  assert.equal(namedBreakerKey('wfs:parcels:v2'), 'wfs:parcels:v2');
+  assert.ok(isCanonicalKey('elevation:eu-west_1'));
+  for (const bad of ['geocoder', 'Geocoder:primary', 'geo coder:a', 'tiles:8080', 'http:foo', '1geo:a', 'geo:', 'a:b/c']) {
+    assert.throws(
+      () => namedBreakerKey(bad),
+      (err: unknown) => err instanceof Error && err.message.startsWith('breaker key: a name is ') && err.message.endsWith(`(got ${JSON.stringify(bad)})`),
+    );
+    assert.equal(isCanonicalKey(bad), false, bad);
+  }
 });
 
 test('durations for --for', () => {

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { BreakerGuard, type GuardDecision } from '../../src/activities/guard';
-import { breakerKey, breakerWorkflowId } from '../../src/breaker';
+import { breakerKey, breakerWorkflowId, namedBreakerKey } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { statusQuery } from '../../src/messages/breaker';
 import { breakerEntityWorkflow } from '../../src/workflows/breaker-entity';
@@ -189,6 +189,28 @@ describe('the guard', () => {
     );
     assert.equal(refused.kind, 'refused');
     assert.ok(refused.kind === 'refused' && refused.retryAfterMs! > 0);
+  });
+
+  test('a named key (a call with no URL to key on) is a breaker like any other: failures open it for every guard', async () => {
+    const key = namedBreakerKey(`geocoder:primary-${process.pid}-${++n}`);
+    const a = guard('geo-a');
+    const b = guard('geo-b');
+    for (let i = 0; i < 20; i++) a.release(await a.acquire(key), { kind: 'transient', latencyMs: 5 });
+    const status = await until(
+      () => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery),
+      (s) => s.view.state === 'open',
+    );
+    assert.equal(status.key, key);
+    assert.equal(
+      (
+        await until(
+          () => b.acquire(key),
+          (d) => d.kind === 'refused',
+          2_000,
+        )
+      ).kind,
+      'refused',
+    );
   });
 
   test('two pipelines whose URLs differ only in path share one breaker', async () => {
