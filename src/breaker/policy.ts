@@ -10,7 +10,7 @@ import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
 import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
-import { stallAfterOfHistogram } from './latency';
+import { stallAfterOfHistogram, totalOf } from './latency';
 import { fastFigures, figures, prune, record, recordSpread, windowLatency, type WindowFigures } from './window';
 
 export function initialState(config: PolicyConfig): PolicyState {
@@ -191,15 +191,12 @@ export function windowFigures(s: PolicyState, now: number): WindowFigures {
 
 /**
  * The stall threshold the fleet's calls give (latency.ts's stallAfterOfHistogram over the window, once it holds
- * latencyMinSamples of them), for a guard that has not yet seen enough calls of its own; null before then.
+ * latencyMinSamples of them; null before then), for a guard that has not yet seen enough calls of its own, and
+ * how many latency samples the window holds. One pass over the window: the entity asks on every report.
  */
-export function windowStallMs(s: PolicyState, now: number): number | null {
-  return stallAfterOfHistogram(windowLatency(s.window, now, s.config), s.config.latencyMinSamples);
-}
-
-/** The window holds at least one latency sample at `now`. */
-export function windowHasLatency(s: PolicyState, now: number): boolean {
-  return windowLatency(s.window, now, s.config).some((n) => n > 0);
+export function windowStall(s: PolicyState, now: number): { stallMs: number | null; samples: number } {
+  const latency = windowLatency(s.window, now, s.config);
+  return { stallMs: stallAfterOfHistogram(latency, s.config.latencyMinSamples), samples: totalOf(latency) };
 }
 
 /** The time-driven part of every step: slide the window, expire leases, end cooldowns and timed force-opens. */

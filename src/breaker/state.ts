@@ -214,7 +214,7 @@ export interface BreakerView {
     reporters: number;
     /**
      * How long the fleet's recent calls say a call may stay in flight before it counts as stalled (the window's
-     * p95 plus four mean deviations, policy.ts's windowStallMs), for a guard that has not seen enough calls
+     * p95 plus four mean deviations, policy.ts's windowStall), for a guard that has not seen enough calls
      * of its own. Coarse (it moves when it changes by a quarter). Absent before the window holds enough
      * latency samples, and from entities before it.
      */

@@ -6,8 +6,7 @@ import {
   stateName,
   step,
   windowFigures,
-  windowHasLatency,
-  windowStallMs,
+  windowStall,
   type BreakerView,
   type PolicyEvent,
   type PolicyState,
@@ -220,9 +219,9 @@ export class EntityState {
    * another time must not outlive it).
    */
   noteStallMs(now: number): void {
-    const ms = windowStallMs(this.policy, now);
+    const { stallMs: ms, samples } = windowStall(this.policy, now);
     if (ms === null) {
-      if (this.stallMs !== null && !windowHasLatency(this.policy, now)) this.stallMs = null;
+      if (samples === 0) this.stallMs = null;
       return;
     }
     if (this.stallMs === null || Math.abs(ms - this.stallMs) > this.stallMs / 4) this.stallMs = Math.round(ms);
