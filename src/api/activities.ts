@@ -4,7 +4,28 @@
  * your own around a protected call; and tilebreaker's own worker, every workflow and activity on one task queue.
  */
 export { createActivities, createActivityRuntime, type Activities, type ActivityDeps } from '../activities';
-export { BreakerGuard, BreakerOpenedError, processIdentity, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type StallOptions } from '../activities/guard';
+export {
+  BreakerGuard,
+  BreakerOpenedError,
+  BreakerRefusedError,
+  ChainExhaustedError,
+  classifyCall,
+  ContractBreachError,
+  processIdentity,
+  type CallOutcome,
+  type CallVerdict,
+  type ChainOptions,
+  type ChainResult,
+  type GuardDecision,
+  type GuardOptions,
+  type GuardStats,
+  type PassedOver,
+  type Provider,
+  type RunCall,
+  type RunOptions,
+  type Settled,
+  type StallOptions,
+} from '../activities/guard';
 export { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, type WorkerRoots } from '../activities/confine/roots';
 export { loadSource, type SourceReadOptions } from '../activities/sources-file';
 export { connectWorker, createFetchWorker, createWorker, DEFAULT_FETCH_BATCHES, workflowsPath, type CreateFetchWorkerOptions, type CreateWorkerOptions } from '../client/worker';

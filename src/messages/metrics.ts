@@ -25,6 +25,7 @@ export const METRIC = {
   guardQuarantined: 'tilebreaker_guard_quarantined',
   guardQuarantines: 'tilebreaker_guard_quarantines',
   fallback: 'tilebreaker_fallback',
+  contractBreaches: 'tilebreaker_contract_breaches',
   mosaicTiles: 'tilebreaker_mosaic_tiles',
   mosaicsFinished: 'tilebreaker_mosaics_finished',
   deadLettersPending: 'tilebreaker_dead_letters_pending',
@@ -46,7 +47,7 @@ export const CLOSE_REASONS = ['probes-succeeded', 'forced-close', 'reset', 'disa
 export type MosaicFinish = 'complete' | 'gaps' | 'deadline-missed' | 'failed';
 
 /** `tier` of tilebreaker_fallback_total. */
-export type FallbackTier = 'stale' | 'hole' | 'dead-letter';
+export type FallbackTier = 'stale' | 'hole' | 'dead-letter' | 'mirror';
 
 /** `reason` of tilebreaker_guard_fail_open_total: the entity could not be read, was wedged, or did not hear this worker's reports. */
 export const FAIL_OPEN_REASONS = ['unreachable', 'wedged', 'reports-dropped'] as const;

@@ -10,18 +10,20 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { adminBreaker, breakerKey, BREAKER_SEARCH_ATTRIBUTES, cancelMosaic, configureBreaker, listBreakers, mosaicStatus, startMosaic, watchMosaic } from 'tilebreaker';
+import { adminBreaker, breakerKey, breakerStatus, BREAKER_SEARCH_ATTRIBUTES, cancelMosaic, configureBreaker, listBreakers, mosaicStatus, startMosaic, watchMosaic } from 'tilebreaker';
 import { recordHistory, replayHistoryFile } from 'tilebreaker/testing';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const root = path.join(__dirname, '..', '..', '..');
-const doc = path.join(root, 'docs', 'library.md');
-const EXAMPLES = ['start-mosaic.mts', 'breaker-state.mts', 'replay.test.mts', 'my-worker.mts'];
+const docs = [path.join(root, 'docs', 'library.md'), path.join(root, 'README.md')];
+const EXAMPLES = ['start-mosaic.mts', 'breaker-state.mts', 'replay.test.mts', 'my-worker.mts', 'geocoder-worker.mts', 'geocode-workflows.ts'];
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-consumer-'));
 const taskQueue = uniqueTaskQueue('consumer');
@@ -32,10 +34,10 @@ let worker: ChildProcess | undefined;
 let workerLog = '';
 let mosaicId = '';
 
-/** The doc's ```ts blocks whose first line names a file (`// start-mosaic.mts`), by that name. */
+/** The docs' ```ts blocks whose first line names a file (`// start-mosaic.mts`), by that name. */
 function docExamples(): Map<string, string> {
   const blocks = new Map<string, string>();
-  for (const m of readFileSync(doc, 'utf8').matchAll(/```ts\n(\/\/ ([\w.-]+)\n[\s\S]*?)```/g)) blocks.set(m[2]!, m[1]!);
+  for (const doc of docs) for (const m of readFileSync(doc, 'utf8').matchAll(/```ts\n(\/\/ ([\w.-]+)\n[\s\S]*?)```/g)) blocks.set(m[2]!, m[1]!);
   return blocks;
 }
 
@@ -155,7 +157,8 @@ test('the doc has the examples, each a ```ts block named by its first line', () 
 test("the examples type-check as a consumer's code: TypeScript node16 resolution through the exports map and its types", async () => {
   const r = await run([path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { timeoutMs: 180_000 });
   assert.equal(r.code, 0, `${r.out}\n${r.err}`);
-  for (const f of ['start-mosaic.mjs', 'breaker-state.mjs', 'replay.test.mjs', 'my-worker.mjs', 'client-only.js', 'bundle.js']) assert.ok(existsSync(path.join(dir, 'build', f)), f);
+  for (const f of ['start-mosaic.mjs', 'breaker-state.mjs', 'replay.test.mjs', 'my-worker.mjs', 'geocoder-worker.mjs', 'geocode-workflows.js', 'client-only.js', 'bundle.js'])
+    assert.ok(existsSync(path.join(dir, 'build', f)), f);
 });
 
 test('CommonJS: every entry point resolves, and tilebreaker loads no worker, activity or workflow code', async () => {
@@ -264,6 +267,73 @@ test("the doc's replay test passes on histories recorded with recordHistory, and
   writeFileSync(changed, JSON.stringify(json));
   await assert.rejects(replayHistoryFile(changed), (err: Error) => err.name === 'DeterminismViolationError');
   await replayHistoryFile(rec.file);
+});
+
+test("the README's geocoding worker: a primary and a fallback geocoder, each behind its breaker, through an outage of the primary", async (t) => {
+  assert.ok(worker && worker.exitCode === null, "the doc's worker runs the breaker entities");
+  const bern = { lon: 7.4474, lat: 46.948, crs: 'EPSG:4326' };
+  const geocoders = await Promise.all(
+    [0, 1].map(async () => {
+      const g = { mode: 'ok' as 'ok' | 'down' | 'web-mercator', requests: 0, url: '', server: createServer() };
+      g.server.on('request', (_req, res) => {
+        g.requests++;
+        if (g.mode === 'down') return void res.writeHead(503).end();
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(g.mode === 'ok' ? bern : { lon: 829_040, lat: 5_933_537, crs: 'EPSG:3857' }));
+      });
+      await new Promise<void>((r) => g.server.listen(0, '127.0.0.1', r));
+      g.url = `http://127.0.0.1:${(g.server.address() as AddressInfo).port}/`;
+      return g;
+    }),
+  );
+  const [primary, fallback] = geocoders as [(typeof geocoders)[0], (typeof geocoders)[0]];
+  let log = '';
+  const geo = spawn(process.execPath, ['build/geocoder-worker.mjs'], {
+    cwd: dir,
+    env: { ...exampleEnv(), GEOCODER_PRIMARY: primary.url, GEOCODER_FALLBACK: fallback.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  geo.stdout.on('data', (d: Buffer) => (log += d.toString()));
+  geo.stderr.on('data', (d: Buffer) => (log += d.toString()));
+  const places = (n: number) => Array.from({ length: n }, (_, i) => `place ${i}`);
+  const geocode = (id: string, n: number) =>
+    env.client.workflow.execute('geocodePlaces', { taskQueue: 'geocoding', workflowId: `geocode-${id}-${Date.now()}`, args: [places(n)], workflowExecutionTimeout: '2 min' }) as Promise<
+      { lon: number; lat: number; provider: string }[]
+    >;
+  try {
+    const healthy = await geocode('healthy', 3);
+    assert.deepEqual(
+      healthy.map((p) => p.provider),
+      ['geocoder:primary', 'geocoder:primary', 'geocoder:primary'],
+      log,
+    );
+    assert.equal(fallback.requests, 0);
+
+    primary.mode = 'down';
+    const before = primary.requests;
+    const during = await geocode('outage', 40);
+    assert.equal(during.length, 40, 'every place was geocoded');
+    assert.ok(
+      during.every((p) => p.provider === 'geocoder:fallback' && p.lon === bern.lon),
+      JSON.stringify(during.map((p) => p.provider)),
+    );
+    const sent = primary.requests - before;
+    t.diagnostic(`outage of the primary: ${sent} requests to it for 40 places, all 40 answered by the fallback`);
+    assert.ok(sent < 40, `the primary's breaker opened and spared it: ${sent} requests for 40 places`);
+    const status = await breakerStatus(env.client, 'geocoder:primary');
+    assert.equal(status.view.state, 'open');
+
+    // A fallback that answers in the wrong CRS is never returned: with the primary open too, the activity fails.
+    fallback.mode = 'web-mercator';
+    await assert.rejects(env.client.workflow.execute('geocodePlaces', { taskQueue: 'geocoding', workflowId: `geocode-wrong-${Date.now()}`, args: [['Bern']], workflowExecutionTimeout: '5 s' }));
+  } finally {
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((r) => geo.once('exit', (code, signal) => r([code, signal])));
+    geo.kill('SIGINT');
+    const timer = setTimeout(() => geo.kill('SIGKILL'), 30_000);
+    const [code] = await exited;
+    clearTimeout(timer);
+    await Promise.all(geocoders.map((g) => new Promise((r) => g.server.close(r))));
+    assert.equal(code, 0, log);
+  }
 });
 
 test("the doc's worker stops on SIGINT: it drains, closes the activity runtime and its connections, and exits 0", async () => {

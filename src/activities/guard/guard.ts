@@ -18,6 +18,9 @@ import { ReportSender } from './report-sender';
 import { FleetSizes, ReportSchedule } from './report-spacing';
 import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
 import { ViewCache, type CachedView } from './view-cache';
+import { runChain, type ChainOptions, type ChainResult, type Provider } from './chain';
+import { runOnce, type RunCall, type RunHost, type RunOptions } from './run';
+import { RunSlots } from './run-slots';
 import { WedgeWatch } from './wedge-watch';
 
 /**
@@ -69,6 +72,8 @@ export class BreakerGuard {
   readonly quarantine: Quarantine;
   /** Each key's fleet as its entity publishes it: how far apart this process's reports go. */
   private readonly fleet = new FleetSizes();
+  /** `run`'s calls in flight per key, held to the ramp. */
+  private readonly runHost: RunHost & { fallback(name: string, key: string): void };
   private closed = false;
 
   constructor(options: GuardOptions) {
@@ -118,6 +123,36 @@ export class BreakerGuard {
     this.spread = new ProbeSpread(this.o.probeSpreadMs, this.o.probeJitter);
     this.pacer = new Pacer(this.o, this.link, this.views, this.reports);
     this.quarantine = new Quarantine(this.o.quarantine, this.o.metrics, this.o.logger);
+    this.runHost = {
+      acquire: (key) => this.acquire(key),
+      release: (decision, outcome) => this.release(decision, outcome),
+      abandon: (decision) => this.abandon(decision),
+      slots: new RunSlots(),
+      request: (name, key, kind, seconds) => this.o.metrics.request(name, key, kind, seconds),
+      breach: (key, why) => {
+        this.stats.contractBreaches = (this.stats.contractBreaches ?? 0) + 1;
+        this.o.metrics.contractBreach(key);
+        this.o.logger.warn('an answer broke its contract and was refused', { key, why });
+      },
+      fallback: (name, key) => this.o.metrics.fallback(name, key, 'mirror', 1),
+    };
+  }
+
+  /**
+   * Runs `fn` as one call to `key`'s endpoint under the fleet's breaker (run.ts): decided, reported and released
+   * whatever `fn` does. Returns `fn`'s result; throws BreakerRefusedError when the breaker refuses,
+   * ContractBreachError when the result breaks `options.contract`, and `fn`'s own error when it throws.
+   */
+  async run<T>(key: string, fn: (call: RunCall) => Promise<T>, options: RunOptions<T> = {}): Promise<T> {
+    return (await runOnce(this.runHost, key, fn, options)).value;
+  }
+
+  /**
+   * The first provider, each behind its own breaker, whose call goes through and whose answer holds (chain.ts);
+   * throws ChainExhaustedError, naming each provider's reason, when none does.
+   */
+  runChain<T>(providers: readonly Provider<T>[], options: ChainOptions<T> = {}): Promise<ChainResult<T>> {
+    return runChain(this.runHost, providers, options);
   }
 
   /**

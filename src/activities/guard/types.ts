@@ -199,6 +199,8 @@ export interface GuardStats {
   paced: number;
   /** Calls held after this process's calls to the key failed in a row (holdAfterFailures). */
   held?: number;
+  /** Answers of `run` and `runChain` calls refused because they broke the caller's contract. */
+  contractBreaches?: number;
 }
 
 /** The options with every default filled in, as the guard's parts read them. */

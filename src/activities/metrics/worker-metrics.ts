@@ -19,6 +19,7 @@ interface Instruments {
   guardQuarantined: MetricGauge;
   guardQuarantines: MetricCounter;
   fallback: MetricCounter;
+  contractBreaches: MetricCounter;
   mosaicTiles: MetricCounter;
   mosaicsFinished: MetricCounter;
   deadLettersPending: MetricGauge;
@@ -84,6 +85,11 @@ export class WorkerMetrics {
     if (tiles > 0) this.instruments().fallback.add(tiles, { source, endpoint, tier });
   }
 
+  /** An answer refused because it broke the caller's contract (`run`, `runChain`); `endpoint`: its breaker key. */
+  contractBreach(endpoint: string): void {
+    this.instruments().contractBreaches.add(1, { endpoint });
+  }
+
   /** A mosaic run ended (assembled, or its partial manifest written): its counts and its result. */
   mosaicFinished(mosaic: string, result: MosaicFinish, counts: StatusCounts): void {
     const m = this.instruments();
@@ -111,7 +117,8 @@ export class WorkerMetrics {
       guardEntityWedged: meter.createCounter(METRIC.guardEntityWedged, undefined, 'times a breaker entity was found wedged (its timers overdue or a workflow task left undone)'),
       guardQuarantined: meter.createGauge(METRIC.guardQuarantined, 'int', undefined, "1 while this worker's own calls to the endpoint are quarantined (they fail far more than the fleet's)"),
       guardQuarantines: meter.createCounter(METRIC.guardQuarantines, undefined, 'times this worker quarantined its own calls to the endpoint'),
-      fallback: meter.createCounter(METRIC.fallback, undefined, 'tiles served by a fallback instead of a fetch'),
+      fallback: meter.createCounter(METRIC.fallback, undefined, 'tiles (or guarded calls) served by a fallback instead of a fetch from the primary'),
+      contractBreaches: meter.createCounter(METRIC.contractBreaches, undefined, "answers refused because they broke the caller's contract"),
       mosaicTiles: meter.createCounter(METRIC.mosaicTiles, undefined, "tiles of finished mosaic runs, by the manifest's status"),
       mosaicsFinished: meter.createCounter(METRIC.mosaicsFinished, undefined, 'mosaic runs finished, by result'),
       deadLettersPending: meter.createGauge(METRIC.deadLettersPending, 'int', undefined, 'dead letters left when the mosaic last finished (0 after a re-drive clears them)'),
