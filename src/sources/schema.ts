@@ -30,8 +30,28 @@ const headers = z
 
 const zoom = z.number().int().min(0).max(MAX_ZOOM);
 
+/** The raster formats the pipeline decodes and re-encodes (sharp), and tile viewers read: PNG, JPEG, WebP. */
+export const DECODED_FORMAT = /^image\/(png|jpeg|webp)\b/i;
+
 /** A redirects.allowHosts entry: a hostname, or host:port; IPv6 in brackets. */
 export const ALLOW_HOST = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::(\d{1,5}))?$/i;
+
+/** A source's name is a folder of the tile store: never `.`, `..`, a path or a hidden name. */
+export const SOURCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const SOURCE_NAME_RULE = 'must be a source name: a letter or digit, then letters, digits, ".", "_" or "-", at most 64 characters';
+export const sourceNameSchema = z.string().regex(SOURCE_NAME, SOURCE_NAME_RULE);
+
+/** At most this many mirrors per source: a refused tile may try each in turn, each a breaker read. */
+export const MAX_MIRRORS = 4;
+
+const mirrors = z
+  .array(sourceNameSchema)
+  .max(MAX_MIRRORS, `must list at most ${MAX_MIRRORS} mirrors`)
+  .superRefine((names, ctx) => {
+    names.forEach((n, i) => {
+      if (names.indexOf(n) < i) ctx.addIssue({ code: 'custom', path: [i], input: n, message: `repeats mirrors.${names.indexOf(n)}` });
+    });
+  });
 
 const common = {
   /** Breaker partition: a layer or path prefix when one host fronts independent backends. */
@@ -49,6 +69,11 @@ const common = {
   auth: authSchema.optional(),
   /** A uniform tile: `allow` it (open sea is blank), or count it as a service failure (EXCEPTIONS=BLANK). */
   blankTiles: z.enum(['allow', 'fail']).default('allow'),
+  /**
+   * Other sources of the same file that serve the same tiles, tried in order when this source's breaker
+   * refuses a tile; each must keep the mirror contract (src/activities/mirror/contract.ts, docs/sources.md).
+   */
+  mirrors: mirrors.optional(),
   /** Requests in flight to this source per worker. */
   concurrency: z.number().int().min(1).max(256).default(8),
   timeouts: z
@@ -160,7 +185,7 @@ const wms = z
         ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.metatile, message: `makes ${w}x${h} px GetMaps, larger than maxRequestSize ${s.maxRequestSize}` });
       }
       // Cut tiles are re-encoded: only in formats sharp writes and tile viewers read.
-      if (!/^image\/(png|jpeg|webp)\b/i.test(s.format)) {
+      if (!DECODED_FORMAT.test(s.format)) {
         ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.format, message: `needs format image/png, image/jpeg or image/webp (got ${JSON.stringify(s.format)})` });
       }
     }
@@ -193,13 +218,23 @@ export const sourceSchema = z.discriminatedUnion('type', [xyz, tms, wmtsRest, wm
 export type SourceConfig = z.output<typeof sourceSchema>;
 export type SourceInput = z.input<typeof sourceSchema>;
 
-/** A source's name is a folder of the tile store: never `.`, `..`, a path or a hidden name. */
-export const SOURCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-export const SOURCE_NAME_RULE = 'must be a source name: a letter or digit, then letters, digits, ".", "_" or "-", at most 64 characters';
-export const sourceNameSchema = z.string().regex(SOURCE_NAME, SOURCE_NAME_RULE);
-
-/** A configuration file: named sources. */
-export const sourcesFileSchema = z.object({ sources: z.record(sourceNameSchema, sourceSchema) }).strict();
+/** A configuration file: named sources. Mirrors name other sources of the file, one level deep. */
+export const sourcesFileSchema = z
+  .object({ sources: z.record(sourceNameSchema, sourceSchema) })
+  .strict()
+  .superRefine((f, ctx) => {
+    for (const [name, source] of Object.entries(f.sources)) {
+      source.mirrors?.forEach((m, i) => {
+        const path = ['sources', name, 'mirrors', i];
+        // Own names only: "constructor" is a valid source name, and every object inherits one.
+        const target = Object.hasOwn(f.sources, m) ? f.sources[m] : undefined;
+        if (m === name) ctx.addIssue({ code: 'custom', path, input: m, message: 'is this source itself' });
+        else if (!target) ctx.addIssue({ code: 'custom', path, input: m, message: 'is not a source of this file' });
+        // A mirror of a mirror would make a refusal walk a graph (and maybe a loop): chains are one level deep.
+        else if (target.mirrors?.length) ctx.addIssue({ code: 'custom', path, input: m, message: 'has mirrors of its own: mirror chains are one level deep' });
+      });
+    }
+  });
 export type SourcesFile = z.output<typeof sourcesFileSchema>;
 
 export function parseSource(input: unknown, subject = 'source'): SourceConfig {

@@ -22,6 +22,8 @@ export interface Wms {
    * request, so from the next request on the old name is LayerNotDefined. Written whole, then renamed in place.
    */
   renameLayer(from: string, to: string): void;
+  /** A second lighttpd and MapServer on another port serving the same mapfile (an identical mirror). */
+  startTwin(): Promise<{ url: string; stop(): Promise<void> }>;
   stop(): Promise<void>;
 }
 
@@ -134,12 +136,32 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     METADATA "wms_title" "roads" END
     CLASS STYLE COLOR 0 0 0 WIDTH 3 END END
   END
+  # The roads again with two WMS styles (STYLES selects the class group): "black" as above, and "red".
+  LAYER
+    NAME "roads-styled"
+    TYPE LINE
+    STATUS ON
+    CONNECTIONTYPE OGR
+    CONNECTION "roads.gpkg"
+    DATA "roads"
+    PROJECTION "init=epsg:3857" END
+    METADATA "wms_title" "roads-styled" END
+    CLASSGROUP "black"
+    CLASS GROUP "black" STYLE COLOR 0 0 0 WIDTH 3 END END
+    CLASS GROUP "red" STYLE COLOR 255 0 0 WIDTH 3 END END
+  END
 END
 `,
   );
   const config = path.join(dir, 'mapserver.conf');
   writeFileSync(config, `CONFIG\n  ENV\n    MS_MAP_PATTERN "^${dir}"\n    MS_MAPFILE "${mapfile}"\n  END\nEND\n`);
   const { url, child } = await startMapservCgi(dir, config);
+  const twins: ChildProcess[] = [];
+  const stopChild = async (c: ChildProcess) => {
+    if (c.exitCode !== null || c.signalCode !== null) return;
+    c.kill('SIGTERM');
+    await new Promise((r) => c.once('exit', r));
+  };
   return {
     url,
     extent: EXTENT,
@@ -150,9 +172,14 @@ END
       writeFileSync(`${mapfile}.tmp`, renamed);
       renameSync(`${mapfile}.tmp`, mapfile);
     },
+    startTwin: async () => {
+      const twinDir = mkdtempSync(path.join(dir, 'twin-'));
+      const twin = await startMapservCgi(twinDir, config);
+      twins.push(twin.child);
+      return { url: twin.url, stop: () => stopChild(twin.child) };
+    },
     stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      for (const c of [...twins, child]) await stopChild(c);
       rmSync(dir, { recursive: true, force: true });
     },
   };

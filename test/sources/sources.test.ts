@@ -50,6 +50,50 @@ describe('source configuration', () => {
   });
 });
 
+describe('mirrors', () => {
+  const tile = (host: string, more: object = {}) => ({ type: 'xyz', url: `https://${host}/{z}/{x}/{y}.png`, ...more });
+  const fileRejects = (sources: Record<string, unknown>, issue: string) =>
+    assert.throws(
+      () => parseSourcesFile({ sources }),
+      (e: unknown) => e instanceof ConfigError && e.issues.includes(issue),
+    );
+
+  test('a source lists other sources of its file as mirrors, in order', () => {
+    const f = parseSourcesFile({
+      sources: { osm: tile('a.example', { mirrors: ['osm-b', 'osm-c'] }), 'osm-b': tile('b.example'), 'osm-c': { type: 'wms', url: 'http://c.example/wms', layers: ['osm'] } },
+    });
+    assert.deepEqual(f.sources.osm?.mirrors, ['osm-b', 'osm-c']);
+    assert.equal(f.sources['osm-b']?.mirrors, undefined);
+  });
+
+  test('each mirror is a source name, listed once, at most 4', () => {
+    rejects(tile('a.example', { mirrors: ['../b'] }), 'mirrors.0', '(got "../b")');
+    rejects(tile('a.example', { mirrors: ['b', 'c', 'b'] }), 'mirrors.2', 'repeats mirrors.0 (got "b")');
+    rejects(tile('a.example', { mirrors: ['b', 'c', 'd', 'e', 'f'] }), 'mirrors', 'at most 4');
+    rejects(tile('a.example', { mirrors: 'b' }), 'mirrors', '(got "b")');
+  });
+
+  test('a mirror names another source of the same file, itself without mirrors', () => {
+    fileRejects({ osm: tile('a.example', { mirrors: ['osm2'] }) }, 'sources.osm.mirrors.0: is not a source of this file (got "osm2")');
+    // An inherited property is no source.
+    fileRejects({ osm: tile('a.example', { mirrors: ['constructor'] }) }, 'sources.osm.mirrors.0: is not a source of this file (got "constructor")');
+    fileRejects({ osm: tile('a.example', { mirrors: ['osm'] }) }, 'sources.osm.mirrors.0: is this source itself (got "osm")');
+    fileRejects(
+      { osm: tile('a.example', { mirrors: ['b'] }), b: tile('b.example', { mirrors: ['c'] }), c: tile('c.example') },
+      'sources.osm.mirrors.0: has mirrors of its own: mirror chains are one level deep (got "b")',
+    );
+    // Two sources mirroring each other is a chain too, reported on both.
+    assert.throws(
+      () => parseSourcesFile({ sources: { a: tile('a.example', { mirrors: ['b'] }), b: tile('b.example', { mirrors: ['a'] }) } }, 'sources file s.yaml', true),
+      (e: unknown) => e instanceof ConfigError && e.issues.length === 2 && /^sources file s\.yaml: sources\.a\.mirrors\.0: has mirrors of its own/.test(e.message),
+    );
+  });
+
+  test('a WMS mirror in another CRS is refused by the schema already: sources are Web Mercator', () => {
+    rejects({ type: 'wms', url: 'http://w.example/wms', layers: ['a'], crs: 'EPSG:4326' }, 'crs', '(got "EPSG:4326")');
+  });
+});
+
 describe('request URLs', () => {
   test('xyz and tms differ in row order; subdomains rotate', () => {
     const xyz = parseSource({ type: 'xyz', url: 'https://{s}.t.example/{z}/{x}/{y}.png', subdomains: ['a', 'b', 'c'] });
