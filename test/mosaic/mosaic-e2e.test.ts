@@ -59,7 +59,9 @@ async function run(req: MosaicRequest, id: string): Promise<MosaicResult> {
 const resetBreaker = (s: DemoTileServer) => env.client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'test' });
 
 test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is in the manifest, GDAL reads EPSG:3857 and the plan's geotransform; a re-drive fetches only the dead letters", async () => {
-  const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 2_500 });
+  // 4 s: on a loaded machine the breaker opened too late in a 2.5 s outage for any tile to be refused (each
+  // worker holds its calls after two failures while the breaker trips, and the retries outlasted the outage).
+  const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 4_000 });
   const req = request(s, 'fail-fast', { fallback: 'fail-fast' });
   const result = await run(req, `mosaic-ff-${process.pid}`);
   const m = readManifest(result);
@@ -182,7 +184,7 @@ test('stale: with the renderer down from the start, refused tiles are served fro
 });
 
 test('wait: refused tiles wait on a durable timer for the breaker and are fetched after the outage; nothing is lost', async () => {
-  const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 });
+  const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 3_000 });
   const result = await run(request(s, 'wait', { fallback: 'wait', deadline: '2m' }), `mosaic-wait-${process.pid}`);
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
