@@ -89,8 +89,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
       fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
       assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, onMosaicEnd),
       // A re-drive's batches go where the fleet serves now, not where the first run's did.
-      loadDeadLetters: async (manifestOrOutput: string, sources?: RedriveSources) => {
-        const letters = await loadDeadLetters(manifestOrOutput, sources, roots);
+      loadDeadLetters: async (manifestOrOutput: string, sources?: RedriveSources | null, opts?: { replaceMirrors?: boolean }) => {
+        const letters = await loadDeadLetters(manifestOrOutput, sources ?? undefined, roots, opts?.replaceMirrors === true);
         return { ...letters, plan: await routed(letters.plan) };
       },
       awaitBreaker: makeAwaitBreaker({ guard }),

@@ -33,7 +33,11 @@ export interface SourceReadOptions {
  * Reads a sources file (YAML or JSON, `{ sources: { name: {...} } }`) and picks one source: the one named,
  * or the only one. Errors name the file, the field and the value.
  */
-export async function loadSource(file: string, name?: string, opts: SourceReadOptions = {}): Promise<{ name: string; source: SourceConfig; file: string }> {
+export async function loadSource(
+  file: string,
+  name?: string,
+  opts: SourceReadOptions = {},
+): Promise<{ name: string; source: SourceConfig; file: string; mirrors: { name: string; source: SourceConfig }[] }> {
   const worker = opts.roots !== undefined;
   const subject = opts.subject ?? 'sources file';
   const { text, real } = worker ? await readConfined(file, opts.roots!, subject, opts.field ?? 'sourcesFile') : { text: await readLocal(file), real: path.resolve(file) };
@@ -45,10 +49,15 @@ export async function loadSource(file: string, name?: string, opts: SourceReadOp
     // Own names only: `constructor` or `toString` must not pick something off Object.prototype.
     const source = Object.hasOwn(sources, name) ? sources[name] : undefined;
     if (!source) throw new ConfigError(`sources file ${file}`, [`no source named ${JSON.stringify(name)} (it has ${names.map((n) => JSON.stringify(n)).join(', ') || 'none'})`]);
-    return { name, source, file: real };
+    return { name, source, file: real, mirrors: mirrorsOf(source, sources) };
   }
   if (names.length !== 1) throw new ConfigError(`sources file ${file}`, [`it has ${names.length} sources (${names.join(', ')}); name one with --name (sourceName in a request)`]);
-  return { name: names[0]!, source: sources[names[0]!]!, file: real };
+  return { name: names[0]!, source: sources[names[0]!]!, file: real, mirrors: mirrorsOf(sources[names[0]!]!, sources) };
+}
+
+/** The sources a source names as its mirrors, in its order (the file's check made sure each exists). */
+function mirrorsOf(source: SourceConfig, sources: Record<string, SourceConfig>): { name: string; source: SourceConfig }[] {
+  return (source.mirrors ?? []).filter((m) => Object.hasOwn(sources, m)).map((m) => ({ name: m, source: sources[m]! }));
 }
 
 async function readLocal(file: string): Promise<string> {

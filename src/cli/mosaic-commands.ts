@@ -355,16 +355,20 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--name <source>', 'the source in --sources (when it has more than one)')
     .option('--source <name>', 'the same as --name (as mosaic start spells it)')
     .option('--wait-for <duration>', 'wait this long for the breaker to let the tiles through (e.g. 90s, 10m, 1h; default 30m); tiles still refused then stay dead-lettered', parseDuration)
+    .option('--replace-mirrors', "also fetch the tiles its source's mirrors served from the source again (a tile the source still refuses keeps the mirror's)")
     .option('--wait', 'wait for the result and exit with its code (the default)')
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
-    .action(async (manifest: string, opts: { id?: string; sources?: string; name?: string; source?: string; waitFor?: number; wait?: boolean; json?: boolean }) => {
+    .action(async (manifest: string, opts: { id?: string; sources?: string; name?: string; source?: string; waitFor?: number; replaceMirrors?: boolean; wait?: boolean; json?: boolean }) => {
       const o = { ...opts, name: opts.name ?? opts.source };
       if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
       await withClient(async ({ client, taskQueue }) => {
         const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;
         const target = await redriveTarget(client, manifest);
-        const id = await startRedrive(client, taskQueue, target, o.id, sources, o.waitFor !== undefined ? { waitForMs: o.waitFor } : {});
+        const id = await startRedrive(client, taskQueue, target, o.id, sources, {
+          ...(o.waitFor !== undefined ? { waitForMs: o.waitFor } : {}),
+          ...(o.replaceMirrors ? { replaceMirrors: true } : {}),
+        });
         if (o.wait === false) {
           console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
           return;

@@ -237,7 +237,14 @@ function redriveRefusal(id: string, desc: WorkflowExecutionDescription | null, o
  * Temporal, and checked first for the ids earlier versions used. It waits up to `waitForMs` (default
  * DEFAULT_REDRIVE_WAIT_MS) for the breaker to let the tiles through.
  */
-export async function startRedrive(client: Client, taskQueue: string, manifestOrOutput: string, workflowId?: string, sources?: RedriveSources, opts: { waitForMs?: number } = {}): Promise<string> {
+export async function startRedrive(
+  client: Client,
+  taskQueue: string,
+  manifestOrOutput: string,
+  workflowId?: string,
+  sources?: RedriveSources,
+  opts: { waitForMs?: number; replaceMirrors?: boolean } = {},
+): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
   const abs = isObjectUrl(manifestOrOutput) ? manifestOrOutput : path.resolve(manifestOrOutput);
   const id = workflowId ?? mosaicWorkflowId(abs);
@@ -265,7 +272,12 @@ export async function startRedrive(client: Client, taskQueue: string, manifestOr
       taskQueue,
       workflowId: id,
       args: [
-        { manifest: abs, ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}), ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}) },
+        {
+          manifest: abs,
+          ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}),
+          ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}),
+          ...(opts.replaceMirrors ? { replaceMirrors: true } : {}),
+        },
       ],
       // A run that took the id since the check above (a schedule's, one by hand) goes on; this start is refused.
       workflowIdConflictPolicy: 'FAIL',

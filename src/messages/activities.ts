@@ -19,7 +19,7 @@ export interface MosaicActivities {
   planMosaic(request: MosaicRequest, runTag?: string): Promise<MosaicPlan>;
   fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary>;
   assembleMosaic(input: AssembleInput): Promise<MosaicResult>;
-  loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources): Promise<DeadLetters>;
+  loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources | null, opts?: { replaceMirrors?: boolean }): Promise<DeadLetters>;
   /** Watches a refusing breaker for up to `forMs`; returns as soon as it lets traffic through again. */
   awaitBreaker(input: AwaitBreakerInput): Promise<AwaitBreakerResult>;
   /** Whether the namespace has the mosaic search attributes (MosaicName, ...) registered. */

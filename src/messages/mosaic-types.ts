@@ -116,6 +116,35 @@ export interface MosaicPlan {
   requires?: Capability[];
   /** A run continues as new once its history holds this many events (absent: the default, 2,000). */
   eventsPerRun?: number;
+  /**
+   * The source's mirrors, in its order, each with its contract as judged at planning: a tile the primary's
+   * breaker refuses is served by the first usable one whose own breaker lets it through (docs/sources.md).
+   */
+  mirrors?: MirrorPlan[];
+}
+
+/** A mirror of the plan's source and whether its contract holds (src/activities/mirror/). */
+export interface MirrorPlan {
+  name: string;
+  source: SourceConfig;
+  /** It may serve tiles: the same grid, a decoded format, and tiles measured to agree with the primary's. */
+  usable: boolean;
+  /** Why it is not used, or what its agreement rests on. */
+  reason: string;
+  /** The measured agreement with the primary on sample tiles (absent when the grid or format already refused it). */
+  agreement?: MirrorAgreement;
+}
+
+export interface MirrorAgreement {
+  tiles: number;
+  /** Mean absolute difference per channel (0-255) over the sample tiles, and the worst tile's. */
+  meanAbsDiff: number;
+  maxMeanAbsDiff: number;
+  /** Share of 4 x 4 blocks whose means differ by more than the tolerance's threshold, mean and worst tile. */
+  differingShare: number;
+  maxDifferingShare: number;
+  /** When it was measured (ISO 8601): at this planning, or recorded in the tile store by an earlier one. */
+  measuredAt: string;
 }
 
 /** Where a plan's fetch batches go, decided when it is made (see src/workflows/mosaic-block.ts). */
@@ -193,6 +222,8 @@ export interface ManifestTile {
   /** The stored tile drawn into the mosaic (ok and stale tiles), or the chunk holding it at `region`. */
   path?: string;
   region?: { left: number; top: number };
+  /** Who served it: the source (`primary`), one of its mirrors, a stale copy or a hole; absent for a tile not served. */
+  tier?: 'primary' | `mirror:${string}` | 'stale' | 'hole';
 }
 
 /** What the assembly activity is asked for. */

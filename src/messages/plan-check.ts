@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_ZOOM } from '../geo/mercator';
-import { sourceNameSchema, sourceSchema } from '../sources/schema';
+import { MAX_MIRRORS, sourceNameSchema, sourceSchema } from '../sources/schema';
 import { CAPABILITIES } from './locations';
 import type { MosaicPlan, TileSelection } from './mosaic-types';
 
@@ -52,6 +52,23 @@ const planSchema = z
       .optional(),
     requires: z.array(z.enum(CAPABILITIES)).max(16).optional(),
     eventsPerRun: int.min(MIN_EVENTS_PER_RUN).max(MAX_EVENTS_PER_RUN).optional(),
+    mirrors: z
+      .array(
+        z
+          .object({
+            name: sourceNameSchema,
+            source: z.unknown(),
+            usable: z.boolean(),
+            reason: z.string().max(2_000),
+            agreement: z
+              .object({ tiles: int.min(0).max(64), meanAbsDiff: z.number(), maxMeanAbsDiff: z.number(), differingShare: z.number(), maxDifferingShare: z.number(), measuredAt: z.string().max(64) })
+              .strict()
+              .optional(),
+          })
+          .strict(),
+      )
+      .max(MAX_MIRRORS)
+      .optional(),
   })
   .strict()
   .superRefine((p, ctx) => {
@@ -71,6 +88,12 @@ const planSchema = z
     } else if (parsed.data.tileSize !== g.tileSize) {
       ctx.addIssue({ code: 'custom', path: ['grid', 'tileSize'], message: "must be the source's tileSize" });
     }
+    p.mirrors?.forEach((m, i) => {
+      const mirror = sourceSchema.safeParse(p.directChunks && m.source !== null && typeof m.source === 'object' ? { ...(m.source as Record<string, unknown>), metatile: undefined } : m.source);
+      if (!mirror.success)
+        ctx.addIssue({ code: 'custom', path: ['mirrors', i, 'source'], message: `is not a valid source (${mirror.error.issues.map((x) => x.path.join('.') || '(root)').join(', ')})` });
+      else if (mirror.data.tileSize !== g.tileSize) ctx.addIssue({ code: 'custom', path: ['mirrors', i, 'source', 'tileSize'], message: "must be the source's tileSize" });
+    });
   });
 
 /** `plan` as a planner makes it, or a ConfigError naming what is not. */

@@ -209,6 +209,8 @@ export interface RedriveInput {
    * DEFAULT_REDRIVE_WAIT_MS); after it, tiles still refused are dead-lettered again.
    */
   waitForMs?: number;
+  /** Fetch the tiles a mirror served from the source again as well (a tile the source still refuses keeps its mirror's copy). */
+  replaceMirrors?: boolean;
 }
 
 /**
@@ -234,7 +236,12 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   if (carried) letters = { plan: carried.plan, indices: [], notBefore: 0, nextPass: carried.basePass };
   else {
     try {
-      letters = input.sources ? await loadDeadLetters(input.manifest, input.sources) : await loadDeadLetters(input.manifest);
+      // The third argument only when asked for: the call of every earlier run is unchanged.
+      letters = input.replaceMirrors
+        ? await loadDeadLetters(input.manifest, input.sources ?? null, { replaceMirrors: true })
+        : input.sources
+          ? await loadDeadLetters(input.manifest, input.sources)
+          : await loadDeadLetters(input.manifest);
     } catch (err) {
       pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
       throw err;

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -171,7 +171,36 @@ const redriveContinueAsNew: EntityScenario = ({ client, taskQueue }) =>
     return r;
   });
 
+/**
+ * A source with a mirror (a second demo server, the same tiles): the primary goes down for good mid-run, the
+ * mirror serves what its breaker refuses; the primary comes back, and a re-drive with replaceMirrors fetches the
+ * mirror's tiles from it (the redrive workflow's replaceMirrors path).
+ */
+const mirrorRedrive: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 }, async (s, dir) => {
+    const mirror = await startDemoTileServer({ latencyMs: 5 });
+    try {
+      const sourcesFile = path.join(dir, 'sources.yaml');
+      writeFileSync(
+        sourcesFile,
+        `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n    mirrors: [copy]\n  copy:\n    type: xyz\n    url: "${mirror.template}"\n    concurrency: 2\n`,
+      );
+      const { source: _inline, ...req } = request(s, dir, { fallback: 'hole' });
+      const h = await startMosaic(client, taskQueue, { ...req, sourcesFile, sourceName: 'demo' }, 'mirror-redrive-source');
+      const result = await h.result();
+      s.setDown(false);
+      await client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'recording' });
+      const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-mirror-redrive', args: [{ manifest: result.manifest, replaceMirrors: true }] });
+      await r.result();
+      return r;
+    } finally {
+      await mirror.close();
+    }
+  });
+
 export const mosaicScenarios = {
+  // A mirror served the refused tiles; a re-drive with replaceMirrors fetches them from the primary again.
+  'mosaic-mirror-redrive': mirrorRedrive,
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
   'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
   'mosaic-blocks': mosaicRun('mosaic-blocks', {}, { blockTiles: 48 }),

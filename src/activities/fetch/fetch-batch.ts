@@ -53,6 +53,11 @@ export interface FetchBatchInput {
    * (`path` + `region`). For a mosaic that needs no tile cache.
    */
   keepChunks?: boolean;
+  /**
+   * Mirrors whose contract holds, in order: a tile the source's breaker refuses is fetched from the first whose
+   * own breaker lets it through, before the `whenRefused` fallback applies (src/activities/mirror/).
+   */
+  mirrors?: { name: string; source: SourceConfig }[];
 }
 
 export type TileStatus = 'ok' | 'stale' | 'hole' | 'deferred' | 'failed';
@@ -80,6 +85,8 @@ export interface TileResult extends TileAddress {
   /** The last request was in flight this long (ms) when the breaker opened and abandoned it. */
   abandonedAfterMs?: number;
   configError?: boolean;
+  /** `mirror:<name>`: a mirror served it, the source's breaker having refused it. */
+  tier?: `mirror:${string}`;
 }
 
 export interface FetchDeps {
@@ -144,7 +151,11 @@ export function makeFetchBatch(deps: FetchDeps) {
     const checkpoint = resume.resumed?.length === input.tiles.length ? resume.resumed : [];
     // The union: the checkpoint is the fresher of the two (written as tiles finish, not every 1.5 s).
     const results: (TileResult | null)[] = input.tiles.map((t, i) => fromStore(checkpoint[i], t) ?? fromStore(heartbeat[i], t));
-    if (deps.roots) await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
+    if (deps.roots) {
+      await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
+      // A mirror sends its credentials as the source does: only as the operator's sources file pairs them.
+      for (const m of input.mirrors ?? []) await checkCredentialedSource(m.source, m.name, input.sourcesFile, deps.roots, 'fetch batch');
+    }
     const store = openTileStore(storeRoot);
     const key = sourceBreakerKey(input.source);
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
@@ -345,7 +356,9 @@ async function requestUnit(
         const last = verdict;
         const d = last ? { ...decision, reason: `${lastReason(last, attempt - 1, url, source, secrets)}; attempt ${attempt} not sent: ${decision.reason}` } : decision;
         const made = last ? { kind: last.kind, httpStatus: last.httpStatus, latencyMs: last.latencyMs } : {};
-        return each((t, k) => refused(input, t, d, stored[k] ?? null, attempt - 1, made));
+        const mirrored = input.mirrors?.length ? await fromMirrors(deps, store, input, tiles, policy, signal, d.reason) : [];
+        if (mirrored === null) return null;
+        return each((t, k) => mirrored[k] ?? refused(input, t, d, stored[k] ?? null, attempt - 1, made));
       }
       tried.made = attempt;
       deadline = AbortSignal.timeout(source.timeouts.totalMs);
@@ -390,7 +403,9 @@ async function requestUnit(
       };
       // Made, not refused: the breaker counted it as a stall (transient) and abandoned it when it opened.
       const made = { kind: 'transient' as const, httpStatus: x.status, latencyMs: x.latencyMs, abandonedAfterMs: Math.round(x.latencyMs) };
-      return each((t, k) => refused(input, t, opened, stored[k] ?? null, attempt, made));
+      const mirrored = input.mirrors?.length ? await fromMirrors(deps, store, input, tiles, policy, signal, opened.reason) : [];
+      if (mirrored === null) return null;
+      return each((t, k) => mirrored[k] ?? refused(input, t, opened, stored[k] ?? null, attempt, made));
     }
     if (x.status === 304 && conditional) {
       deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
@@ -497,11 +512,17 @@ async function requestUnit(
     ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
     ...(v.configError ? { configError: true } : {}),
   }));
+  // Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
+  if (v.configError || !CURABLE_KINDS.has(v.kind)) return failed;
+  // A tile the source failed to serve after its retries goes to the mirrors as a refused one does.
+  const mirrored = input.mirrors?.length ? await fromMirrors(deps, store, input, tiles, policy, signal, scrubSecrets(`${v.reason} after ${tried.made} attempts`, secrets)) : [];
+  if (mirrored === null) return null;
   // `stale` means stale: a tile the server failed to render now is drawn from its last good copy too, as a
-  // refused one is. Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
-  if (input.whenRefused !== 'stale' || v.configError || !CURABLE_KINDS.has(v.kind)) return failed;
-  const stored = await Promise.all(tiles.map((t) => store.get(input.sourceName, t)));
+  // refused one is.
+  const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t, k) => (mirrored[k] ? Promise.resolve(null) : store.get(input.sourceName, t)))) : [];
   return failed.map((r, k) => {
+    const mirror = mirrored[k];
+    if (mirror) return { ...mirror, attempts: r.attempts + mirror.attempts };
     const copy = stored[k];
     return copy ? { ...r, status: 'stale', reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`, path: copy.path, bytes: copy.meta.bytes } : r;
   });
@@ -527,6 +548,37 @@ function lastReason(v: Verdict, attempt: number, url: string, source: SourceConf
  * A tile the breaker stopped: refused before a request (`made` empty), refused before a retry, or abandoned in
  * flight (`made`: what the last request made got). The pipeline's fallback applies either way.
  */
+/**
+ * Tiles the source's breaker refused, each from the first mirror that serves it good: a mirror is fetched as a
+ * source of its own (its breaker, retries, validation, its folder of the tile store), so its failures count
+ * against it, never against the primary. Null where no mirror served the tile; null for all when cancelled.
+ */
+async function fromMirrors(
+  deps: FetchDeps,
+  store: Tiles,
+  input: FetchBatchInput,
+  tiles: TileAddress[],
+  policy: RetryPolicy,
+  signal: AbortSignal | undefined,
+  why: string,
+): Promise<(TileResult | null)[] | null> {
+  const out: (TileResult | null)[] = tiles.map(() => null);
+  for (const m of input.mirrors ?? []) {
+    const left = out.flatMap((r, k) => (r ? [] : [k]));
+    if (!left.length) break;
+    const mirrorInput: FetchBatchInput = { ...input, sourceName: m.name, source: m.source, tiles: left.map((k) => tiles[k]!), whenRefused: 'defer', conditional: false, mirrors: [] };
+    for (const unit of requestUnits(m.source, mirrorInput.tiles)) {
+      const got = await requestUnit(deps, store, mirrorInput, unit, sourceBreakerKey(m.source), input.breaker !== false && deps.guard !== undefined, policy, () => undefined, signal, { made: 0 });
+      if (got === null) return null;
+      unit.members.forEach((j, n) => {
+        const r = got[n]!;
+        if (r.status === 'ok') out[left[j]!] = { ...r, tier: `mirror:${m.name}`, reason: `${why}; served by mirror ${JSON.stringify(m.name)}: ${r.reason}` };
+      });
+    }
+  }
+  return out;
+}
+
 function refused(
   input: FetchBatchInput,
   tile: TileAddress,

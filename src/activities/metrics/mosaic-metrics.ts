@@ -22,10 +22,11 @@ export function mosaicEndMetrics(metrics: WorkerMetrics, watch: DeadLetterWatch)
 }
 
 /**
- * The fallback that decided a tile's final status, if any: a stale copy, a hole the breaker's refusal left
+ * The fallback that decided a tile's final status, if any: a mirror, a stale copy, a hole the breaker's refusal left
  * (a 404's hole is the server's answer, not a fallback), or a dead letter.
  */
-export function fallbackTier(status: ManifestStatus, breakerState: BreakerStateName | undefined): FallbackTier | null {
+export function fallbackTier(status: ManifestStatus, breakerState: BreakerStateName | undefined, tier?: string): FallbackTier | null {
+  if (status === 'ok') return tier?.startsWith('mirror:') ? 'mirror' : null;
   if (status === 'stale') return 'stale';
   if (status === 'dead-lettered') return 'dead-letter';
   if (status === 'hole' && breakerState !== undefined) return 'hole';

@@ -16,8 +16,11 @@ import { confinePlan } from '../confine/plan-paths';
 import type { WorkerRoots } from '../confine/roots';
 import { mosaicFinish, type MosaicEnd } from '../metrics/mosaic-metrics';
 
-/** Mask values: what the coverage mask's pixel says about its tile. */
-const MASK = { ok: 255, stale: 160 } as const;
+/** Mask values: what the coverage mask's pixel says about its tile (ok from the source, ok from a mirror, stale). */
+const MASK = { ok: 255, mirror: 208, stale: 160 } as const;
+
+/** A tile's mask value. */
+const maskValue = (t: ManifestTile): number => (t.status === 'ok' && t.tier?.startsWith('mirror:') ? MASK.mirror : t.status === 'ok' ? MASK.ok : t.status === 'stale' ? MASK.stale : 0);
 
 /**
  * The assembly activity: the latest record of every planned tile from the journals, the stitched and
@@ -41,7 +44,11 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
       },
   );
   const counts = zeroStatusCounts();
-  for (const t of tiles) counts[t.status]++;
+  const tiers: Record<string, number> = {};
+  for (const t of tiles) {
+    counts[t.status]++;
+    if (t.tier) tiers[t.tier] = (tiers[t.tier] ?? 0) + 1;
+  }
   // The source needs fixing, not a re-drive as it is: the result and the manifest say so first.
   const configError = tiles.find((t) => t.configError && t.status === 'failed')?.reason ?? null;
   const cols = gridCols(plan.grid);
@@ -74,8 +81,12 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     deadline: plan.deadlineAt === null ? null : new Date(plan.deadlineAt).toISOString(),
     total: plan.total,
     counts,
+    /** Served tiles by who served them: `primary`, `mirror:<name>`, `stale`, `hole`. */
+    tiers,
+    /** The source's mirrors and their contracts as judged at planning (docs/sources.md). */
+    mirrors: (plan.mirrors ?? []).map(({ name, usable, reason, agreement }) => ({ name, usable, reason, ...(agreement ? { agreement } : {}) })),
     statuses: MANIFEST_STATUSES,
-    mask: { file: mask, values: { ok: MASK.ok, stale: MASK.stale, other: 0 } },
+    mask: { file: mask, values: { ok: MASK.ok, mirror: MASK.mirror, stale: MASK.stale, other: 0 } },
     files: [] as string[],
     tiles,
   };
@@ -85,7 +96,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   const scratch = isObjectUrl(plan.output) ? await Scratch.open() : null;
   try {
     // The account of every tile goes first: whatever happens to the stitch, the manifest and mask exist.
-    const maskFiles = await publish(scratch, await writeCoverageMask(scratch ? scratch.at(mask) : mask, cols, rows, (c, r) => MASK[at(c, r).status as keyof typeof MASK] ?? 0, plan.bounds), mask);
+    const maskFiles = await publish(scratch, await writeCoverageMask(scratch ? scratch.at(mask) : mask, cols, rows, (c, r) => maskValue(at(c, r)), plan.bounds), mask);
     manifest.files = [...maskFiles, manifestPath];
     await writeManifest();
     const stitched = await stitchOrSay(maskFiles);

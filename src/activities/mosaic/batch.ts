@@ -13,6 +13,7 @@ import { confinePlan } from '../confine/plan-paths';
 import { checkSelection } from '../../messages/plan-check';
 import { fallbackTier } from '../metrics/mosaic-metrics';
 import type { FallbackTier } from '../../messages/metrics';
+import type { SourceConfig } from '../../sources/schema';
 
 /**
  * The manifest status of a fetch result. A tile refused by the breaker (or paced by a 429) that the run will
@@ -63,6 +64,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
           breaker: plan.breaker,
           whenRefused: input.whenRefused,
           ...(plan.directChunks ? { keepChunks: true } : {}),
+          ...(usableMirrors(plan).length ? { mirrors: usableMirrors(plan) } : {}),
         },
         { ...(resumed ? { resumed } : {}), ...(checkpoint ? { onFinished: (k, r) => checkpoint.append(k, r) } : {}) },
       );
@@ -95,7 +97,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
         if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
       } else {
         counts[status]++;
-        const tier = fallbackTier(status, r.breakerState);
+        const tier = fallbackTier(status, r.breakerState, r.tier);
         if (tier) fallbacks.set(tier, (fallbacks.get(tier) ?? 0) + 1);
       }
       return {
@@ -115,6 +117,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
         ...(r.configError && r.status === 'failed' ? { configError: true as const } : {}),
         ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
         ...(r.region !== undefined && status === 'ok' ? { region: r.region } : {}),
+        ...(tierOf(status, r) !== undefined ? { tier: tierOf(status, r)! } : {}),
       };
     });
     // The checkpoint stays until the assembly: if this completion never reaches Temporal, the retry rewrites
@@ -127,6 +130,18 @@ export function makeMosaicBatch(deps: FetchDeps) {
     if (ctx?.cancellationDetails?.cancelRequested) throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');
     return { counts, deferred, retryAfterMs, breakerStates: [...states], requests, ...(configError !== undefined ? { configError } : {}) };
   };
+}
+
+/** The plan's mirrors whose contract holds, as a fetch takes them. */
+function usableMirrors(plan: Pick<MosaicBatchInput['plan'], 'mirrors'>): { name: string; source: SourceConfig }[] {
+  return (plan.mirrors ?? []).filter((m) => m.usable).map(({ name, source }) => ({ name, source }));
+}
+
+/** Who served a tile, as the manifest says: the primary, a mirror, a stale copy or a hole; none for a tile not served. */
+export function tierOf(status: ManifestStatus, r: Pick<TileResult, 'tier'>): ManifestTile['tier'] {
+  if (status === 'ok') return r.tier ?? 'primary';
+  if (status === 'stale' || status === 'hole') return status;
+  return undefined;
 }
 
 /**

@@ -14,9 +14,10 @@ import type { SourceConfig } from '../../sources/schema';
 /**
  * What a re-drive needs: the mosaic's plan (kept beside its journals from planning on) and its dead-lettered
  * tiles, taken from the journals (the manifest is derived from them). With `sources`, the source is read again
- * from the sources file as it is now, and failed tiles are fetched again as well.
+ * from the sources file as it is now, and failed tiles are fetched again as well; with `replaceMirrors`, the
+ * tiles a mirror served too.
  */
-export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources, roots?: WorkerRoots): Promise<DeadLetters> {
+export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources, roots?: WorkerRoots, replaceMirrors = false): Promise<DeadLetters> {
   const given = manifestOrOutput.replace(/\.manifest\.json$/i, '');
   // On a worker, a relative path is taken from the first output root, and the work folder is checked itself.
   const base = outputBase(roots ? await confineLocation(given, roots, 'manifest', 'redrive') : isObjectUrl(given) ? given : path.resolve(given));
@@ -41,6 +42,9 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
   }
   plan = await confinePlan(plan, roots, 'redrive');
   if (sources) plan = { ...plan, ...(await resolveSource(plan, sources, roots)) };
+  // Replacing the mirrors' tiles asks the source alone: a tile it still refuses waits for it (or keeps its
+  // mirror's copy when the wait ends), rather than going back to a mirror.
+  if (replaceMirrors) delete plan.mirrors;
   const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
   const records = latestRecords(journals, plan.total);
@@ -49,7 +53,9 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
   // With the source read again, failures the source caused (a credential, a layer name, a URL) may be cured too.
   const redo = new Set(sources ? ['dead-lettered', 'failed'] : ['dead-lettered']);
   records.forEach((r, i) => {
-    if (r !== null && !redo.has(r.status)) return;
+    // With replaceMirrors, the tiles a mirror served go back to the source too.
+    const mirrored = replaceMirrors && r?.status === 'ok' && r.tier?.startsWith('mirror:') === true;
+    if (r !== null && !redo.has(r.status) && !mirrored) return;
     indices.push(i);
     if (r?.retryAfterMs !== undefined) notBefore = Math.max(notBefore, (writtenAt.get(i) ?? 0) + r.retryAfterMs);
   });

@@ -59,6 +59,12 @@ export function latestRecords(journals: Journal[], total: number): (ManifestTile
     for (const t of j.tiles) {
       if (!(t.i >= 0 && t.i < total)) continue;
       const before = out[t.i];
+      // A served tile is never un-served by a later pass: a re-drive that asks the source for a tile a mirror
+      // served, and finds it still refusing (and every mirror too), keeps the mirror's tile.
+      if (before?.status === 'ok' && t.status !== 'ok') {
+        out[t.i] = { ...before, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) };
+        continue;
+      }
       out[t.i] = before ? { ...(t.kind === undefined ? lastRequest(before) : {}), ...t, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) } : t;
     }
   }

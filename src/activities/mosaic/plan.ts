@@ -11,6 +11,7 @@ import { planMetatile } from '../../messages/metatile-batches';
 import { confineLocation } from '../confine/confine-location';
 import type { WorkerRoots } from '../confine/roots';
 import { loadSource } from '../sources-file';
+import { judgeMirrors, type MirrorCandidate } from '../mirror/judge';
 import { baseName, isObjectUrl, joinLocation } from '../storage/location';
 import { capabilitiesFor } from '../../messages/locations';
 import { storageFor } from '../storage/storage';
@@ -107,11 +108,12 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   let sourceName: string;
   let source: SourceConfig;
   let sourcesFile: string | undefined;
+  let mirrors: { name: string; source: SourceConfig }[] = [];
   if (r.sourcesFile !== undefined) {
     try {
       // On a worker, a relative path is taken from the first sources root.
       const file = roots ? r.sourcesFile : path.resolve(r.sourcesFile);
-      ({ name: sourceName, source, file: sourcesFile } = await loadSource(file, r.sourceName, { subject: 'mosaic request', ...(roots ? { roots: roots.sources } : {}) }));
+      ({ name: sourceName, source, file: sourcesFile, mirrors } = await loadSource(file, r.sourceName, { subject: 'mosaic request', ...(roots ? { roots: roots.sources } : {}) }));
     } catch (err) {
       // An unreadable or invalid sources file will not fix itself on a retry.
       throw err instanceof ConfigError ? err : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
@@ -161,6 +163,13 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   const cells = meta ? meta[0] * meta[1] : 1;
   const rounded = Math.ceil(r.batchSize / cells) * cells;
   const batchSize = cells > 1 && rounded <= MAX_BATCH_SIZE ? rounded : r.batchSize;
+  const judged = mirrors.length
+    ? await judgeMirrors(
+        { sourceName, source, grid, storeRoot },
+        mirrors.map((m) => mirrorCandidate(m, r)),
+        { now },
+      )
+    : [];
   return {
     sourceName,
     source,
@@ -185,7 +194,17 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     ...(r.eventsPerRun !== undefined ? { eventsPerRun: r.eventsPerRun } : {}),
     // So that a worker of the release before object storage refuses the plan instead of writing locally.
     ...(capabilitiesFor([output, storeRoot]).length ? { requires: capabilitiesFor([output, storeRoot]) } : {}),
+    ...(judged.length ? { mirrors: judged } : {}),
   };
+}
+
+/** A mirror as the plan would use it (its zoom range, a direct-chunk plan's metatile), or why it cannot be. */
+function mirrorCandidate(m: { name: string; source: SourceConfig }, r: { zoom: number; directChunks?: boolean | undefined }): MirrorCandidate {
+  try {
+    return { name: m.name, source: sourceForPlan(m.source, r, `mirror ${JSON.stringify(m.name)}`) };
+  } catch (err) {
+    return { name: m.name, source: m.source, refused: err instanceof ConfigError ? err.message : 'it cannot serve this plan' };
+  }
 }
 
 /**

@@ -221,7 +221,7 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
 }
 
 /**
- * Coverage mask: one pixel per tile, 8-bit greyscale PNG: 255 ok, 160 stale, 0 everything else (the values
+ * Coverage mask: one pixel per tile, 8-bit greyscale PNG: 255 ok, 208 ok from a mirror, 160 stale, 0 everything else (the values
  * come from `valueAt`, an integer 0..255); georeferenced with sidecars (pgw/prj/aux.xml) over the same bounds.
  * Returns the files written, the PNG first.
  */
