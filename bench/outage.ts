@@ -21,6 +21,7 @@ import { cockatielBreakerOptions, PER_PROCESS_DIFFERENCES, runPerProcessMode } f
 import { ModeRecorder } from './outage/recorder';
 import { DEFINITIONS, finalFigures, finalLine, modeTable, targetLines } from './outage/report';
 import { runPoisonedScenario } from './outage/poisoned';
+import { mirrorLine, outageSpread, runMirrorScenario } from './outage/mirror';
 import { runRetryOnlyMode } from './outage/retry-only';
 import { OutageServerProcess } from './outage/server-client';
 import { runSharedMode, sharedPolicyConfig, type SharedModeExtras } from './outage/shared-mode';
@@ -49,7 +50,7 @@ function modeList(value: string): ModeName[] {
 }
 
 interface CliOptions {
-  scenario: 'outage' | 'load' | 'poisoned' | 'flaky-recovery';
+  scenario: 'outage' | 'load' | 'poisoned' | 'flaky-recovery' | 'mirror';
   trials: number;
   workers: number;
   only?: boolean;
@@ -81,9 +82,9 @@ const program = new Command('bench:outage')
   .addOption(
     new Option(
       '--scenario <name>',
-      'outage: the three modes through one outage; load: what the breaker costs Temporal (bench/outage/load.ts); poisoned: one worker failing every call locally (bench/outage/poisoned.ts); flaky-recovery: a server back with 2 answers in 3, consecutive against k-of-n probes (bench/outage/flaky-recovery.ts)',
+      'outage: the three modes through one outage; load: what the breaker costs Temporal (bench/outage/load.ts); poisoned: one worker failing every call locally (bench/outage/poisoned.ts); flaky-recovery: a server back with 2 answers in 3, consecutive against k-of-n probes (bench/outage/flaky-recovery.ts); mirror: tiles fetched as the pipeline fetches them from a failing primary with a healthy mirror (bench/outage/mirror.ts)',
     )
-      .choices(['outage', 'load', 'poisoned', 'flaky-recovery'])
+      .choices(['outage', 'load', 'poisoned', 'flaky-recovery', 'mirror'])
       .default('outage'),
   )
   .option('--workers <n>', 'simulated workers per mode', num(1, true), 60)
@@ -169,6 +170,29 @@ async function main(): Promise<void> {
       log,
       onResult: (f) => console.log(loadLine(f)),
     });
+    return;
+  }
+  if (o.scenario === 'mirror') {
+    // The baseline, in the same run: the shared mode's requests to the server during the same outage, no mirror.
+    const started = now();
+    const server = await OutageServerProcess.spawn(scenario.tileLatencyMs);
+    const recorder = new ModeRecorder('shared');
+    let baseline: number | null = null;
+    try {
+      const extras = await runSharedMode(makeModeContext('shared', scenario, server, recorder, log));
+      const stats = await server.stats();
+      baseline = computeFigures({ mode: 'shared', scenario, recorder, server: stats, wallMs: now() - started, entityTransitions: extras.transitions }).outageRequests;
+      log(`mirror: the shared-mode baseline's outage requests ${outageSpread(stats)}`);
+    } catch (err) {
+      log(`mirror: the shared-mode baseline FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    } finally {
+      await server.close();
+    }
+    const f = await runMirrorScenario(scenario, log);
+    log(`mirror: ${f.mirrorRequests} requests reached the mirror; ${f.other} tiles neither served nor holes${f.otherReason ? ` (first: ${f.otherReason})` : ''}`);
+    console.log(`baseline: shared mode, no mirror, the same outage: outage-requests=${baseline ?? 'n/a'}`);
+    console.log(`target: holes=0 ${f.holes === 0 ? 'met' : 'MISSED'}; primary-requests-during-outage <= shared ${baseline !== null && f.primaryRequestsDuringOutage <= baseline ? 'met' : 'MISSED'}`);
+    console.log(mirrorLine(f));
     return;
   }
   log(
