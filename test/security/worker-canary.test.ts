@@ -213,6 +213,8 @@ test("credentials go only where an operator's sources file sends them: an inline
     for (const [name, forged] of [
       ['no-file', { ...plan, source: { ...(plan.source as object), url }, sourcesFile: undefined }],
       ['other-url', { ...plan, source: { ...(plan.source as object), url } }],
+      // A mirror is a source too: one carrying the credential to another host is refused as the source would be.
+      ['mirror', { ...plan, mirrors: [{ name: 'real', source: { ...(plan.source as object), url }, usable: true, reason: 'forged' }] }],
     ] as const) {
       const h = await env.client.workflow.start('mosaicBlockWorkflow', {
         taskQueue,
@@ -220,7 +222,7 @@ test("credentials go only where an operator's sources file sends them: an inline
         args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
       });
       const { failure } = await failureOf(h);
-      assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, failure);
+      assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, `${name}: ${failure}`);
     }
     assert.deepEqual(seen, [], 'the other host received nothing');
   } finally {
