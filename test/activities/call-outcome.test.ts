@@ -108,6 +108,34 @@ describe("run's slots: a key's calls at once, scaled by the ramp", () => {
     assert.equal(slots.limit('geo:b', 8), 1);
   });
 
+  test('waiting calls get their slots in turn, and a newcomer never overtakes one', async () => {
+    const slots = new RunSlots();
+    const order: string[] = [];
+    const a = await slots.take('geo:d', 1);
+    const w1 = slots.take('geo:d', 1).then((free) => (order.push('w1'), free));
+    const w2 = slots.take('geo:d', 1).then((free) => (order.push('w2'), free));
+    a();
+    // The slot A freed is W1's already: a newcomer now waits behind W2.
+    const late = slots.take('geo:d', 1).then((free) => (order.push('late'), free));
+    (await w1)();
+    (await w2)();
+    (await late)();
+    assert.deepEqual(order, ['w1', 'w2', 'late']);
+  });
+
+  test('a growing allowance lets waiting calls through without a call ending', async () => {
+    const slots = new RunSlots();
+    slots.allowed('geo:e', 0.25);
+    await slots.take('geo:e', 4);
+    let waited = false;
+    const waiting = slots.take('geo:e', 4).then(() => (waited = true));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(waited, false);
+    slots.allowed('geo:e', 1);
+    await waiting;
+    assert.equal(waited, true);
+  });
+
   test("a call waiting for a slot is let go when the caller's signal aborts, with its reason", async () => {
     const slots = new RunSlots();
     await slots.take('geo:c', 1);

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import sharp from 'sharp';
 import { DEFAULT_TOLERANCE, gridMismatch, measureAgreement, type Agreement, type NamedSource } from '../../src/activities/mirror/contract';
+import { judgeMirrors } from '../../src/activities/mirror/judge';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { tileBounds } from '../../src/geo/mercator';
 import { tileUrl, type TileAddress } from '../../src/sources/request-url';
@@ -40,6 +41,16 @@ describe('gridMismatch: the grid and format a mirror must share with its primary
     assert.equal(gridMismatch(primary, xyz({ tileSize: 512 }), 'b'), 'mirror "b": tile size 512 differs from the primary\'s 256');
     assert.equal(gridMismatch(primary, xyz({ format: 'image/gif' }), 'b'), 'mirror "b": format image/gif is not one the pipeline decodes (image/png, image/jpeg, image/webp)');
     assert.match(gridMismatch(xyz({ format: 'image/tiff' }), xyz({ format: 'image/tiff' })) ?? '', /the primary's format image\/tiff is not one the pipeline decodes/);
+  });
+
+  test("a mirror on the primary's scheme, host and port shares its breaker: refused unless a partition separates them", async () => {
+    const primary = xyz({ url: 'https://a.example/osm/{z}/{x}/{y}.png' });
+    const grid = { z: 3, xMin: 0, xMax: 1, yMin: 0, yMax: 1, tileSize: 256 };
+    const plan = { sourceName: 'osm', source: primary, grid, storeRoot: '/nonexistent/store' };
+    const [same] = await judgeMirrors(plan, [{ name: 'osm-copy', source: xyz({ url: 'https://a.example/copy/{z}/{x}/{y}.png' }) }]);
+    assert.equal(same!.usable, false);
+    assert.equal(same!.reason, 'mirror "osm-copy": shares the primary\'s breaker https://a.example:443 (the same scheme, host and port); give one of them a breakerPartition, or use another host');
+    assert.equal(same!.agreement, undefined, 'refused before any fetch');
   });
 
   test('PNG, JPEG and WebP are compatible with each other', () => {

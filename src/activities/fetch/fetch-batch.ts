@@ -1,6 +1,8 @@
 import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import type { TileAddress } from '../../sources/request-url';
 import { resendDropped } from './dropped-call';
+import { probeBoundMs } from '../guard/probe-bound';
+export { probeBoundMs } from '../guard/probe-bound';
 import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
 import type { SourceConfig } from '../../sources/schema';
 import type { BreakerGuard, GuardDecision } from '../guard';
@@ -187,7 +189,11 @@ export function makeFetchBatch(deps: FetchDeps) {
     // rest go at full concurrency, as many as the breaker lets through.
     const shapes = deps.shapes ?? processShapes;
     const now = deps.now ?? Date.now;
-    const known = (shape: string) => shapes.served(shape) || shapes.recorded(recordOf(store, input.sourceName, shape), now()) !== null;
+    // A shape whose request the breaker refused made no request to learn from, and one a mirror served is not
+    // failing for its configuration: its units need not go one by one (with mirrors, each such unit is fetched
+    // from a mirror, which must not be serialised behind the others).
+    const refusedShapes = new Set<string>();
+    const known = (shape: string) => refusedShapes.has(shape) || shapes.served(shape) || shapes.recorded(recordOf(store, input.sourceName, shape), now()) !== null;
     const probing = new Set<string>();
     const configErrors = new Map<string, number>();
     const stopped = new Map<string, string>();
@@ -225,6 +231,7 @@ export function makeFetchBatch(deps: FetchDeps) {
           if (out) {
             unit.members.forEach((i, k) => (results[i] = out[k]!));
             resume.onFinished?.(unit.members, results);
+            if (out.some((r) => (r.breakerState !== undefined && r.attempts === 0) || r.tier !== undefined)) refusedShapes.add(shape);
           }
           const configError = out?.find((r) => r.configError && r.attempts > 0);
           if (configError) {
@@ -526,17 +533,6 @@ async function requestUnit(
     const copy = stored[k];
     return copy ? { ...r, status: 'stale', reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`, path: copy.path, bytes: copy.meta.bytes } : r;
   });
-}
-
-/** How early a probe stops before its lease ends: the lease is on the entity's clock, not this worker's. */
-const PROBE_LEASE_MARGIN_MS = 1_000;
-
-/**
- * How long a probe request may take: its lease, less the time the grant took to arrive (the lease started at
- * most that long ago) and a margin; never less than 250 ms.
- */
-export function probeBoundMs(token: { grantedAt: number; leaseUntil: number }, grantTookMs: number): number {
-  return Math.max(250, token.leaseUntil - token.grantedAt - Math.max(0, grantTookMs) - PROBE_LEASE_MARGIN_MS);
 }
 
 /** What the last failed request got, and where it went (credentials masked), for a record that goes on past it. */

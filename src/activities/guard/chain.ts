@@ -1,4 +1,5 @@
 import type { OutcomeKind } from '../../breaker';
+import { maskSecretsInText } from '../../breaker/redact';
 import { BreakerRefusedError, ContractBreachError, runOnce, type RunCall, type RunHost, type RunOptions } from './run';
 
 /** One provider of a chain: its own breaker key, its call, and what its answers must satisfy. */
@@ -70,7 +71,7 @@ export async function runChain<T>(host: RunHost & { fallback(name: string, key: 
     } catch (err) {
       if (o.signal?.aborted) throw err;
       if (err instanceof BreakerRefusedError) passedOver.push({ provider, why: 'refused', detail: `breaker ${err.state}: ${err.reason}`, retryAfterMs: err.retryAfterMs });
-      else if (err instanceof ContractBreachError) passedOver.push({ provider, why: 'breach', detail: err.why });
+      else if (err instanceof ContractBreachError) passedOver.push({ provider, why: 'breach', detail: maskSecretsInText(err.why).slice(0, 500) });
       else passedOver.push({ provider, why: 'failed', detail: describe(err) });
       continue;
     }
@@ -89,5 +90,6 @@ export async function runChain<T>(host: RunHost & { fallback(name: string, key: 
 function describe(err: unknown): string {
   if (!(err instanceof Error)) return 'threw a non-error value';
   const code = (err as { code?: unknown }).code;
-  return `${err.name}${typeof code === 'string' ? ` ${code}` : ''}: ${err.message.slice(0, 200)}`;
+  // Masked as any quoted text: a message may carry a URL with its key.
+  return maskSecretsInText(`${err.name}${typeof code === 'string' ? ` ${code}` : ''}: ${err.message}`).slice(0, 200);
 }

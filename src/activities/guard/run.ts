@@ -1,5 +1,7 @@
 import { ALL_OUTCOME_KINDS, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import { classifyCall, type CallVerdict, type Settled } from './call-outcome';
+import { MAX_WAIT_MS } from '../../messages/breaker-validation';
+import { probeBoundMs } from './probe-bound';
 import type { RunSlots } from './run-slots';
 import type { CallOutcome, GuardDecision } from './types';
 
@@ -80,10 +82,14 @@ export async function runOnce<T>(host: RunHost, key: string, fn: (call: RunCall)
   o.signal?.throwIfAborted();
   const free = await host.slots.take(key, concurrency, o.signal);
   try {
+    const asked = Date.now();
     const decision = await host.acquire(key);
     if (decision.kind === 'refused') throw new BreakerRefusedError(key, decision.state, decision.retryAfterMs, decision.reason);
     if (decision.kind === 'proceed') host.slots.allowed(key, decision.allowance);
-    const signals = [o.signal, decision.kind === 'proceed' ? decision.signal : undefined].filter((s): s is AbortSignal => s !== undefined);
+    // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
+    // two probes would reach a recovering endpoint. A proceeding call is aborted when the breaker opens while it stalls.
+    const bound = decision.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : decision.signal;
+    const signals = [o.signal, bound].filter((s): s is AbortSignal => s !== undefined);
     const signal = signals.length === 1 ? signals[0]! : AbortSignal.any(signals.length ? signals : [new AbortController().signal]);
     const call: RunCall = { signal, probe: decision.kind === 'probe', failOpen: decision.kind === 'proceed' && decision.failOpen };
     const started = performance.now();
@@ -94,11 +100,12 @@ export async function runOnce<T>(host: RunHost, key: string, fn: (call: RunCall)
       settled = { ok: false, error };
     }
     const latencyMs = performance.now() - started;
-    if (!settled.ok && signal.aborted) {
+    if (!settled.ok && signal.aborted && (o.signal?.aborted || decision.kind === 'proceed')) {
       // Cancelled, or shed as the breaker opened on a stalled call: no answer from the endpoint, nothing to report.
       host.abandon(decision);
       throw o.signal?.aborted || decision.kind !== 'proceed' || !decision.signal?.aborted ? settled.error : decision.signal.reason;
     }
+    // A probe past its lease bound is judged as what it is, a call that got no answer in time (transient).
     const verdict = judge(settled, o.classify);
     if (settled.ok && isServed(verdict.kind) && o.contract) {
       const why = safely(() => o.contract!(settled.value));
@@ -132,7 +139,10 @@ function judge<T>(settled: Settled<T>, classify: RunOptions<T>['classify']): Cal
     own = undefined;
   }
   const verdict = typeof own === 'string' ? { kind: own } : own;
-  return verdict && ALL_OUTCOME_KINDS.includes(verdict.kind) ? verdict : classifyCall(settled);
+  if (!verdict || !ALL_OUTCOME_KINDS.includes(verdict.kind)) return classifyCall(settled);
+  // A pause the entity would refuse (not a finite wait of at most 30 days) would lose the whole report it rides in.
+  const wait = verdict.retryAfterMs;
+  return wait === undefined || (typeof wait === 'number' && Number.isFinite(wait) && wait >= 0 && wait <= MAX_WAIT_MS) ? verdict : { kind: verdict.kind };
 }
 
 /** A contract that throws (an answer of an unexpected shape) is broken: its error is the reason. */

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { MirrorAgreement, MirrorPlan, MosaicPlan } from '../../messages/mosaic-types';
 import type { SourceConfig } from '../../sources/schema';
 import type { TileAddress } from '../../sources/request-url';
+import { breakerKey } from '../../breaker/key';
 import { joinLocation } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { gridMismatch, measureAgreement, type AgreementOptions } from './contract';
@@ -50,40 +51,47 @@ export async function judgeMirrors(
   opts: AgreementOptions & { now?: number } = {},
 ): Promise<MirrorPlan[]> {
   const now = opts.now ?? Date.now();
-  const out: MirrorPlan[] = [];
-  for (const c of candidates) {
-    if (c.refused !== undefined) {
-      out.push({ name: c.name, source: c.source, usable: false, reason: c.refused });
-      continue;
-    }
-    const source = c.source;
-    const grid = gridMismatch(plan.source, source, c.name);
-    if (grid) {
-      out.push({ name: c.name, source, usable: false, reason: grid });
-      continue;
-    }
-    const measured = await measureAgreement({ name: plan.sourceName, source: plan.source }, { name: c.name, source }, sampleTiles(plan.grid), opts);
-    const agreement: MirrorAgreement = {
-      tiles: measured.tiles,
-      meanAbsDiff: round(measured.meanAbsDiff),
-      maxMeanAbsDiff: round(measured.maxMeanAbsDiff),
-      differingShare: round(measured.differingShare),
-      maxDifferingShare: round(measured.maxDifferingShare),
-      measuredAt: new Date(now).toISOString(),
+  // Judged side by side: a primary that hangs costs the planner one measurement's time, not one per mirror.
+  return Promise.all(candidates.map((c) => judgeOne(plan, c, opts, now)));
+}
+
+/** The breaker a source's requests go through (src/activities/fetch/fetch-batch.ts's sourceBreakerKey). */
+const keyOf = (s: SourceConfig) => breakerKey(s.url, s.breakerPartition ? { partition: s.breakerPartition } : {});
+
+async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' | 'storeRoot'>, c: MirrorCandidate, opts: AgreementOptions, now: number): Promise<MirrorPlan> {
+  if (c.refused !== undefined) return { name: c.name, source: c.source, usable: false, reason: c.refused };
+  const source = c.source;
+  const grid = gridMismatch(plan.source, source, c.name);
+  if (grid) return { name: c.name, source, usable: false, reason: grid };
+  // A mirror behind the primary's own breaker is refused whenever the primary is, and its failures would
+  // count against the primary: it must be another failure domain.
+  if (keyOf(source) === keyOf(plan.source)) {
+    return {
+      name: c.name,
+      source,
+      usable: false,
+      reason: `mirror ${JSON.stringify(c.name)}: shares the primary's breaker ${keyOf(source)} (the same scheme, host and port); give one of them a breakerPartition, or use another host`,
     };
-    const record = recordOf(plan.storeRoot, plan.sourceName, c.name);
-    const fingerprint = fingerprintOf(plan.source, source);
-    if (measured.agrees) {
-      await writeRecord(record, { fingerprint, agreement });
-      out.push({ name: c.name, source, usable: true, reason: `agrees with the primary on ${agreement.tiles} sample tiles`, agreement });
-      continue;
-    }
-    const inconclusive = measured.reason?.startsWith('inconclusive') ?? true;
-    const kept = inconclusive ? await readRecord(record, fingerprint, now) : null;
-    if (kept) out.push({ name: c.name, source, usable: true, reason: `not measured now (${measured.reason ?? 'no reason'}); agreed when measured at ${kept.measuredAt}`, agreement: kept });
-    else out.push({ name: c.name, source, usable: false, reason: measured.reason ?? 'the agreement could not be measured', ...(measured.tiles ? { agreement } : {}) });
   }
-  return out;
+  const measured = await measureAgreement({ name: plan.sourceName, source: plan.source }, { name: c.name, source }, sampleTiles(plan.grid), opts);
+  const agreement: MirrorAgreement = {
+    tiles: measured.tiles,
+    meanAbsDiff: round(measured.meanAbsDiff),
+    maxMeanAbsDiff: round(measured.maxMeanAbsDiff),
+    differingShare: round(measured.differingShare),
+    maxDifferingShare: round(measured.maxDifferingShare),
+    measuredAt: new Date(now).toISOString(),
+  };
+  const record = recordOf(plan.storeRoot, plan.sourceName, c.name);
+  const fingerprint = fingerprintOf(plan.source, source);
+  if (measured.agrees) {
+    await writeRecord(record, { fingerprint, agreement });
+    return { name: c.name, source, usable: true, reason: `agrees with the primary on ${agreement.tiles} sample tiles`, agreement };
+  }
+  const inconclusive = measured.reason?.startsWith('inconclusive') ?? true;
+  const kept = inconclusive ? await readRecord(record, fingerprint, now) : null;
+  if (kept) return { name: c.name, source, usable: true, reason: `not measured now (${measured.reason ?? 'no reason'}); agreed when measured at ${kept.measuredAt}`, agreement: kept };
+  return { name: c.name, source, usable: false, reason: measured.reason ?? 'the agreement could not be measured', ...(measured.tiles ? { agreement } : {}) };
 }
 
 const round = (v: number) => Math.round(v * 10_000) / 10_000;

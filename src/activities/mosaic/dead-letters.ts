@@ -42,9 +42,15 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
   }
   plan = await confinePlan(plan, roots, 'redrive');
   if (sources) plan = { ...plan, ...(await resolveSource(plan, sources, roots)) };
-  // Replacing the mirrors' tiles asks the source alone: a tile it still refuses waits for it (or keeps its
-  // mirror's copy when the wait ends), rather than going back to a mirror.
-  if (replaceMirrors) delete plan.mirrors;
+  // Mirrors judged against the old source say nothing of the source read again; and replacing the mirrors'
+  // tiles asks the source alone: a tile it still refuses waits for it (or keeps its mirror's copy when the wait
+  // ends), rather than going back to a mirror. Either way the mirrors stay listed, unused, with why.
+  const unused = sources
+    ? 'not used by a re-drive that reads the source again (judged against the source as planned)'
+    : replaceMirrors
+      ? "not used by a re-drive that replaces the mirrors' tiles"
+      : null;
+  if (unused && plan.mirrors) plan = { ...plan, mirrors: plan.mirrors.map((m) => ({ ...m, usable: false, reason: unused })) };
   const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
   const records = latestRecords(journals, plan.total);
