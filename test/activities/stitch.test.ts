@@ -47,6 +47,7 @@ function pixelAt(data: Buffer, width: number, channels: number, x: number, y: nu
 
 interface GdalInfo {
   size: [number, number];
+  files?: string[];
   geoTransform?: number[];
   coordinateSystem?: { wkt: string };
   stac?: { 'proj:epsg'?: number | null };
@@ -353,6 +354,17 @@ test('GDAL reads the TIFF and the PNG as EPSG:3857 with the planned geotransform
   assert.deepEqual(tif.bands[0]!.overviews![0]!.size, [Math.ceil((cols * T) / 2), Math.ceil((rows * T) / 2)]);
   assert.equal(tif.metadata?.IMAGE_STRUCTURE?.COMPRESSION, 'DEFLATE');
   assert.equal(tif.metadata?.IMAGE_STRUCTURE?.PREDICTOR, '2');
+
+  // The TIFF alone, with no sidecar: its own GeoTIFF tags give GDAL the CRS and the grid, and it is a COG.
+  const alone = join(dir, 'alone');
+  await mkdir(alone);
+  await copyFile(output, join(alone, 'georef.tif'));
+  const own = gdalinfo(join(alone, 'georef.tif'));
+  assertGeoref(own, expected, 'tif alone');
+  assert.deepEqual(own.files, [join(alone, 'georef.tif')], 'no sidecar read');
+  const validator = spawnSync('/usr/bin/python3', ['-m', 'osgeo_utils.samples.validate_cloud_optimized_geotiff', '--full-check=yes', join(alone, 'georef.tif')], { encoding: 'utf8' });
+  // GDAL's COG validator (Debian's python3-gdal, which .ci/run installs beside gdal-bin).
+  assert.match(validator.stdout, /is a valid cloud optimized GeoTIFF/, `${validator.stdout}${validator.stderr}`);
 
   const png = join(dir, 'georef.png');
   const pngInfo = gdalinfo(png);

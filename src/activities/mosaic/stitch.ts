@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdtemp, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import sharp from 'sharp';
+import { writeCog } from './cog-layout';
 import { writeSidecars, type Bounds3857 } from './georef';
 
 export interface StitchInput {
@@ -120,8 +121,9 @@ async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
 }
 
 /**
- * Stitches the grid into `output` (a tiled 256 px, deflate + horizontal predictor, pyramidal RGBA TIFF) and
- * the `extraFormats` beside it, each georeferenced by sidecars (aux.xml, world file, prj). Every output is
+ * Stitches the grid into `output` (a Cloud Optimized GeoTIFF: tiled 256 px, deflate + horizontal predictor,
+ * RGBA with overviews, EPSG:3857 GeoTIFF tags inside) and the `extraFormats` beside it, each georeferenced by
+ * sidecars too (aux.xml, world file, prj). Every output is
  * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
  * written (images and sidecars) and the mosaic's size in pixels.
  */
@@ -190,7 +192,11 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
         bigtiff: width * height * 4 * (4 / 3) > 0.9 * 2 ** 32,
       })
       .toFile(tif);
-    written.push([tif, output]);
+    // In COG order, with its georeferencing inside: a copy of the .tif alone is a GeoTIFF (cog-layout.ts).
+    const cog = join(tmpDir, 'mosaic.cog.tif');
+    await writeCog(tif, cog, bounds);
+    await unlink(tif);
+    written.push([cog, output]);
     progress.check();
     const stem = output.replace(/\.tiff?$/i, '');
     for (const format of extras) {
