@@ -357,14 +357,13 @@ async function requestUnit(
       if (decision) onDecision(decision);
       if (decision?.kind === 'refused') {
         slot.release();
-        // The last good copies are read only when they are needed: for a refusal under the stale fallback.
-        const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
         // A retry the breaker refused: the record keeps what the last request got, then the refusal.
         const last = verdict;
         const d = last ? { ...decision, reason: `${lastReason(last, attempt - 1, url, source, secrets)}; attempt ${attempt} not sent: ${decision.reason}` } : decision;
         const made = last ? { kind: last.kind, httpStatus: last.httpStatus, latencyMs: last.latencyMs } : {};
-        const mirrored = input.mirrors?.length ? await fromMirrors(deps, store, input, tiles, policy, signal, d.reason) : [];
+        const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, d.reason);
         if (mirrored === null) return null;
+        const stored = await staleCopies(store, input, tiles, mirrored);
         return each((t, k) => mirrored[k] ?? refused(input, t, d, stored[k] ?? null, attempt - 1, made));
       }
       tried.made = attempt;
@@ -399,7 +398,6 @@ async function requestUnit(
     if (shed?.aborted && decision) {
       // Counted while it stalled; now refused like any call the open breaker stops: the fallback applies.
       deps.guard!.abandon(decision);
-      const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t) => store.get(input.sourceName, t))) : [];
       const why = shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
       const opened = {
         kind: 'refused' as const,
@@ -410,8 +408,9 @@ async function requestUnit(
       };
       // Made, not refused: the breaker counted it as a stall (transient) and abandoned it when it opened.
       const made = { kind: 'transient' as const, httpStatus: x.status, latencyMs: x.latencyMs, abandonedAfterMs: Math.round(x.latencyMs) };
-      const mirrored = input.mirrors?.length ? await fromMirrors(deps, store, input, tiles, policy, signal, opened.reason) : [];
+      const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, opened.reason);
       if (mirrored === null) return null;
+      const stored = await staleCopies(store, input, tiles, mirrored);
       return each((t, k) => mirrored[k] ?? refused(input, t, opened, stored[k] ?? null, attempt, made));
     }
     if (x.status === 304 && conditional) {
@@ -522,11 +521,11 @@ async function requestUnit(
   // Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
   if (v.configError || !CURABLE_KINDS.has(v.kind)) return failed;
   // A tile the source failed to serve after its retries goes to the mirrors as a refused one does.
-  const mirrored = input.mirrors?.length ? await fromMirrors(deps, store, input, tiles, policy, signal, scrubSecrets(`${v.reason} after ${tried.made} attempts`, secrets)) : [];
+  const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, scrubSecrets(`${v.reason} after ${tried.made} attempts`, secrets));
   if (mirrored === null) return null;
   // `stale` means stale: a tile the server failed to render now is drawn from its last good copy too, as a
   // refused one is.
-  const stored = input.whenRefused === 'stale' ? await Promise.all(tiles.map((t, k) => (mirrored[k] ? Promise.resolve(null) : store.get(input.sourceName, t)))) : [];
+  const stored = await staleCopies(store, input, tiles, mirrored);
   return failed.map((r, k) => {
     const mirror = mirrored[k];
     if (mirror) return { ...mirror, attempts: r.attempts + mirror.attempts };
@@ -547,7 +546,8 @@ function lastReason(v: Verdict, attempt: number, url: string, source: SourceConf
 /**
  * Tiles the source's breaker refused, each from the first mirror that serves it good: a mirror is fetched as a
  * source of its own (its breaker, retries, validation, its folder of the tile store), so its failures count
- * against it, never against the primary. Null where no mirror served the tile; null for all when cancelled.
+ * against it, never against the primary. Null where no mirror served the tile (every tile, for a source with
+ * no mirrors); null for all when cancelled.
  */
 async function fromMirrors(
   deps: FetchDeps,
@@ -573,6 +573,15 @@ async function fromMirrors(
     }
   }
   return out;
+}
+
+/**
+ * The last good copies of the tiles no mirror served, read only when they are needed: under the stale
+ * fallback, after the mirrors had their turn.
+ */
+function staleCopies(store: Tiles, input: FetchBatchInput, tiles: TileAddress[], mirrored: readonly (TileResult | null)[]): Promise<(Awaited<ReturnType<Tiles['get']>> | null)[]> {
+  if (input.whenRefused !== 'stale') return Promise.resolve([]);
+  return Promise.all(tiles.map((t, k) => (mirrored[k] ? Promise.resolve(null) : store.get(input.sourceName, t))));
 }
 
 function refused(

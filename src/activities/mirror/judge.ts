@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { MirrorAgreement, MirrorPlan, MosaicPlan } from '../../messages/mosaic-types';
 import type { SourceConfig } from '../../sources/schema';
 import type { TileAddress } from '../../sources/request-url';
-import { breakerKey } from '../../breaker/key';
+import { sourceBreakerKey } from '../fetch/fetch-batch';
 import { joinLocation } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { gridMismatch, measureAgreement, type AgreementOptions } from './contract';
@@ -55,9 +55,6 @@ export async function judgeMirrors(
   return Promise.all(candidates.map((c) => judgeOne(plan, c, opts, now)));
 }
 
-/** The breaker a source's requests go through (src/activities/fetch/fetch-batch.ts's sourceBreakerKey). */
-const keyOf = (s: SourceConfig) => breakerKey(s.url, s.breakerPartition ? { partition: s.breakerPartition } : {});
-
 async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' | 'storeRoot'>, c: MirrorCandidate, opts: AgreementOptions, now: number): Promise<MirrorPlan> {
   if (c.refused !== undefined) return { name: c.name, source: c.source, usable: false, reason: c.refused };
   const source = c.source;
@@ -65,12 +62,12 @@ async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' 
   if (grid) return { name: c.name, source, usable: false, reason: grid };
   // A mirror behind the primary's own breaker is refused whenever the primary is, and its failures would
   // count against the primary: it must be another failure domain.
-  if (keyOf(source) === keyOf(plan.source)) {
+  if (sourceBreakerKey(source) === sourceBreakerKey(plan.source)) {
     return {
       name: c.name,
       source,
       usable: false,
-      reason: `mirror ${JSON.stringify(c.name)}: shares the primary's breaker ${keyOf(source)} (the same scheme, host and port); give one of them a breakerPartition, or use another host`,
+      reason: `mirror ${JSON.stringify(c.name)}: shares the primary's breaker ${sourceBreakerKey(source)} (the same scheme, host and port); give one of them a breakerPartition, or use another host`,
     };
   }
   const measured = await measureAgreement({ name: plan.sourceName, source: plan.source }, { name: c.name, source }, sampleTiles(plan.grid), opts);
