@@ -29,6 +29,8 @@ interface StartOptions {
   zoom?: string;
   out?: string;
   format?: string;
+  /** false with --no-sidecars (commander gives true otherwise). */
+  sidecars?: boolean;
   fallback?: MosaicRequest['fallback'];
   afterDeadline?: MosaicRequest['afterDeadline'];
   deadline?: string;
@@ -91,6 +93,7 @@ export function requestFromOptions(o: StartOptions): MosaicRequest {
             .filter(Boolean),
         }
       : {}),
+    ...(o.sidecars === false ? { sidecars: false } : {}),
     ...(o.fallback !== undefined ? { fallback: o.fallback } : {}),
     ...(o.afterDeadline !== undefined ? { afterDeadline: o.afterDeadline } : {}),
     ...(o.deadline !== undefined ? { deadline: o.deadline } : {}),
@@ -240,6 +243,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--zoom <z>', 'zoom level')
     .option('--out <path.tif>', 'output GeoTIFF; manifest, mask and sidecars go beside it')
     .option('--format <list>', 'also write png and/or webp, e.g. png,webp')
+    .option('--no-sidecars', 'no .aux.xml, world file or .prj beside the GeoTIFF (its georeferencing is inside it; the png/webp copies and the mask keep theirs)')
     .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
     .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')

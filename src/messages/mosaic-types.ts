@@ -31,6 +31,12 @@ export interface MosaicRequest {
   output: string;
   /** Also write these beside the TIFF (each with a world file). */
   extraFormats?: ('png' | 'webp')[];
+  /**
+   * Write the TIFF's sidecars (`.aux.xml`, world file, `.prj`) beside it. Default true. The TIFF is a Cloud
+   * Optimized GeoTIFF with its georeferencing inside, so false leaves it alone; the PNG/WebP copies and the
+   * mask keep theirs, their only georeferencing.
+   */
+  sidecars?: boolean;
   fallback?: FallbackPolicy;
   afterDeadline?: AfterDeadline;
   /** ISO-8601 instant, or a duration from the start such as `90m`, `2h`, `45s`. */
@@ -90,6 +96,8 @@ export interface MosaicPlan {
   bounds: { minX: number; minY: number; maxX: number; maxY: number };
   output: string;
   extraFormats: ('png' | 'webp')[];
+  /** The TIFF's sidecars are written (plans made before the choice have none: true). */
+  sidecars?: boolean;
   /** `<output>.work`: the plan a re-drive reads, and the journals. */
   workDir: string;
   /** This run's batch journals (per-tile records, read by the assembly): one folder per mosaic run, so a

@@ -34,6 +34,7 @@ const planSchema = z
     bounds: z.object({ minX: z.number(), minY: z.number(), maxX: z.number(), maxY: z.number() }).strict(),
     output: path.regex(/\.tiff?$/i),
     extraFormats: z.array(z.enum(['png', 'webp'])),
+    sidecars: z.boolean().optional(),
     workDir: path,
     // Plans made before per-run journals have none.
     journalDir: path.optional(),

@@ -386,6 +386,27 @@ test('GDAL reads the TIFF and the PNG as EPSG:3857 with the planned geotransform
   );
 });
 
+test('sidecars: false writes the TIFF alone, georeferenced inside; the PNG copy keeps its sidecars, its only georeferencing', async (t) => {
+  const T = 256;
+  const tile = await markedTile(join(dir, 'lone-tile.png'), T, [30, 120, 200]);
+  const out = join(dir, 'lone');
+  await mkdir(out);
+  const output = join(out, 'lone.tif');
+  const png = join(out, 'lone.png');
+  const bounds = gridBounds(13, 4_200, 2_900, 3, 2);
+  const result = await stitchMosaic({ cols: 3, rows: 2, tileSize: T, tileAt: () => tile, output, extraFormats: ['png'], sidecars: false, bounds });
+  assert.deepEqual(result.files.sort(), [output, png, `${png}.aux.xml`, join(out, 'lone.pgw'), join(out, 'lone.prj')].sort());
+  // The .prj beside it is the PNG's (same stem); no sidecar names the TIFF.
+  assert.deepEqual((await readdir(out)).sort(), ['lone.pgw', 'lone.png', 'lone.png.aux.xml', 'lone.prj', 'lone.tif']);
+  if (!hasGdal) return t.skip('gdalinfo is not installed');
+  const alone = join(dir, 'lone-alone');
+  await mkdir(alone);
+  await copyFile(output, join(alone, 'lone.tif'));
+  const info = gdalinfo(join(alone, 'lone.tif'));
+  assertGeoref(info, geoTransform(bounds, 3 * T, 2 * T), 'tif without sidecars');
+  assert.deepEqual(info.files, [join(alone, 'lone.tif')], 'no sidecar read');
+});
+
 test('the coverage mask is one 8-bit grey pixel per tile, georeferenced over the mosaic bounds', async (t) => {
   const cols = 5;
   const rows = 3;

@@ -206,6 +206,10 @@ test('mosaic start flags: --block-tiles and --parallel-batches reach the request
   assert.equal(r.blockTiles, 64);
   assert.equal(r.parallelBatches, 2);
   assert.equal(r.deadline, '1h30m');
+  // --no-sidecars (commander: sidecars false; true when absent) asks for the TIFF alone; absent, the request says nothing.
+  assert.equal('sidecars' in r, false);
+  assert.equal(requestFromOptions({ out: 'x.tif', sidecars: true }).sidecars, undefined);
+  assert.equal(requestFromOptions({ out: 'x.tif', sidecars: false }).sidecars, false);
   assert.throws(() => requestFromOptions({ parallelBatches: 'many' }), /--parallel-batches: must be a number \(got "many"\)/);
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-req-'));
   try {

@@ -8,6 +8,7 @@ import { manifestStatus } from '../../src/activities/mosaic/batch';
 import { latestRecords, type Journal } from '../../src/activities/mosaic/journal';
 import { ORIGIN_SHIFT_M, tileBounds } from '../../src/geo/mercator';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
+import { checkPlan } from '../../src/messages/plan-check';
 
 const source = { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png', maxZoom: 18 } as const;
 const req = (extra: Partial<MosaicRequest> = {}): MosaicRequest => ({ source, bbox: [5.7, 44.0, 19.5, 49.9], zoom: 7, output: '/tmp/x.tif', ...extra });
@@ -31,6 +32,11 @@ test('plan: 5 x 4 tiles at zoom 7 over the Alps, row-major from the top-left, de
   assert.equal(plan.workDir, '/tmp/x.work');
   assert.equal(plan.storeRoot, '/tmp/x.tiles');
   assert.equal(plan.deadlineAt, null);
+  // Sidecars by default, as every plan before the choice: the field appears only when turned off.
+  assert.equal('sidecars' in plan, false);
+  assert.equal((await planMosaic(req({ sidecars: false }))).sidecars, false);
+  assert.doesNotThrow(() => checkPlan({ ...plan, sidecars: false }, 'plan'));
+  await assert.rejects(planMosaic(req({ sidecars: 'no' as unknown as boolean })), /sidecars: Invalid input: expected boolean, received string \(got "no"\)/);
 });
 
 test('plan: a deadline is a duration from now or an instant', async () => {

@@ -124,6 +124,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
         ...(isObjectUrl(plan.storeRoot) ? { read: readTile } : {}),
         output: scratch ? scratch.at(plan.output) : plan.output,
         extraFormats: plan.extraFormats,
+        ...(plan.sidecars === false ? { sidecars: false } : {}),
         bounds: plan.bounds,
         onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
       });

@@ -179,6 +179,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     bounds: gridBounds(grid),
     output,
     extraFormats: r.extraFormats,
+    // Only when off: plans that write them, as every plan before the choice did, stay as they were.
+    ...(r.sidecars === false ? { sidecars: false } : {}),
     workDir,
     journalDir: joinLocation(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot,

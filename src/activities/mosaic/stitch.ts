@@ -34,6 +34,11 @@ export interface StitchInput {
   read?: (ref: string) => Promise<Buffer>;
   /** Also write <output minus .tif>.png / .webp, same pixels. */
   extraFormats: ('png' | 'webp')[];
+  /**
+   * Sidecars (aux.xml, world file, prj) beside the .tif too. Default true. The .tif carries its georeferencing
+   * inside; the PNG/WebP copies have no other, so they get theirs either way.
+   */
+  sidecars?: boolean;
   bounds: Bounds3857;
   /** Rows of tiles joined per strip (bounds memory). Default so that a strip is at most ~64 MiB RGBA. */
   stripRows?: number;
@@ -123,7 +128,7 @@ async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
 /**
  * Stitches the grid into `output` (a Cloud Optimized GeoTIFF: tiled 256 px, deflate + horizontal predictor,
  * RGBA with overviews, EPSG:3857 GeoTIFF tags inside) and the `extraFormats` beside it, each georeferenced by
- * sidecars too (aux.xml, world file, prj). Every output is
+ * sidecars (aux.xml, world file, prj; the .tif's only when `sidecars` is not false). Every output is
  * written under a temporary name and renamed into place, so a retry overwrites cleanly. Returns the files
  * written (images and sidecars) and the mosaic's size in pixels.
  */
@@ -215,6 +220,7 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
       files.push(final);
     }
     for (const [, final] of written) {
+      if (final === output && input.sidecars === false) continue;
       for (const f of await writeSidecars(final, bounds, width, height)) if (!files.includes(f)) files.push(f);
     }
     progress.check();
