@@ -9,8 +9,11 @@
  * entity is shared by every job on the endpoint and is reported apart.
  * Then the metrics overhead (target: within 2 %, bench/throughput/metrics-overhead.ts): the same mosaic built
  * by `tilebreaker worker` processes with metrics off and with `--metrics-addr` on (scraped every second),
- * alternating, --metrics-rounds of each (default 3; 0 skips it), and just before the last line:
+ * alternating, --metrics-rounds of each (default 3; 0 skips it):
  *   metrics: off=<tiles/s> on=<tiles/s> ratio=<on/off> cpu-off-s=<median> cpu-on-s=<median>
+ * and just before the last line the COG comparison (bench/throughput/cog.ts: the plain run's tiles written as
+ * a COG by the stitch, then by gdal_translate -of COG from a VRT of them; -1 where GDAL is not installed):
+ *   cog: tilebreaker-s=<float> gdal-s=<float> ratio=<tilebreaker/gdal>
  * With --workers N it measures instead how one mosaic spreads over a fleet of worker processes
  * (bench/throughput/scale.ts; last line `scale: ...`); with --store s3, the local disk against a bucket on a
  * loopback S3 server (bench/throughput/store.ts; last line `store: ...`).
@@ -34,6 +37,7 @@ import { DEFAULT_BATCH_SIZE } from '../src/messages/mosaic-request';
 import type { MosaicRequest, MosaicResult } from '../src/messages/mosaic-types';
 import { fetchPhase } from './throughput/history';
 import { metricsLine, metricsTarget, runMetricsOverhead, type OverheadFigures } from './throughput/metrics-overhead';
+import { runCog, type CogFigures } from './throughput/cog';
 import { runScale } from './throughput/scale';
 import { runStore } from './throughput/store';
 import { startServer } from './throughput/server';
@@ -218,7 +222,14 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   );
   // Metrics off against on, in worker processes of their own (Runtime.install is once per process).
   let metrics: OverheadFigures | null = null;
+  let cog: CogFigures;
   try {
+    // The second plain run's tiles, written as a COG both ways.
+    cog = await runCog({ storeRoot: path.join(work, 'plain-2', 'mosaic.tiles'), source: 'bench', z, x0, y0, side, bounds: { minX: nw.minX, minY: se.minY, maxX: se.maxX, maxY: nw.maxY }, work });
+    console.log(
+      `  COG of the same ${side * 256} px square: tilebreaker's stitch ${cog.tilebreakerS.toFixed(2)} s (validator: ${cog.valid.tilebreaker ?? 'not installed'}), ` +
+        (cog.gdalS === null ? 'gdal_translate not installed' : `gdal_translate -of COG from a VRT of the tiles ${cog.gdalS.toFixed(2)} s (validator: ${cog.valid.gdal ?? 'not installed'})`),
+    );
     if (metricsRounds > 0) metrics = await runMetricsOverhead({ rounds: metricsRounds, tiles: total, request, work });
   } finally {
     server.stop();
@@ -227,7 +238,10 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   console.log(
     `targets: ratio >= 0.8: ${orchestrated / plain >= 0.8 ? 'met' : 'MISSED'}; <= 50 history events per 1000 tiles: ${perK <= 50 ? 'met' : 'MISSED'}${metrics ? `; ${metricsTarget(metrics)}` : ''}`,
   );
+  const cogRatio = cog.gdalS === null ? -1 : cog.tilebreakerS / cog.gdalS;
+  console.log(`cog target: ratio <= 1.0: ${cog.gdalS === null ? 'n/a (no GDAL)' : cogRatio <= 1 ? 'met' : 'MISSED'}`);
   if (metrics) console.log(metricsLine(metrics));
+  console.log(`cog: tilebreaker-s=${cog.tilebreakerS.toFixed(2)} gdal-s=${cog.gdalS === null ? -1 : cog.gdalS.toFixed(2)} ratio=${cog.gdalS === null ? -1 : cogRatio.toFixed(3)}`);
   console.log(`throughput: orchestrated=${orchestrated.toFixed(1)} plain=${plain.toFixed(1)} ratio=${(orchestrated / plain).toFixed(3)} history-events-per-1000-tiles=${perK}`);
 }
 
