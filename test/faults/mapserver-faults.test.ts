@@ -48,7 +48,10 @@ const store = path.join(dir, 'store');
 const figures: string[] = [];
 let seq = 0;
 
-function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, concurrency = 4): MosaicRequest {
+/** A metatiled case: zoom Z + 1 over the same extent (16 x 16 tiles, 16 GetMaps of 4 x 4), the product's timeouts. */
+const METATILED = { tiles: 256, batchSize: 64 } as const;
+
+function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, concurrency = 4, metatiled = false): MosaicRequest {
   return {
     source: {
       type: 'wms',
@@ -60,15 +63,16 @@ function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, conc
       blankTiles: 'fail',
       // Per worker and endpoint (the connection pool's size too): 4 calls in flight, the volume floor's 5 apart.
       concurrency,
-      timeouts: { connectMs: 1_000, headersMs: 2_500, bodyMs: 2_500, totalMs: 3_000 },
+      // A metatiled case keeps the product's timeouts (15 s for headers): a hang must trip on its stalls, long before.
+      ...(metatiled ? { metatile: { size: [4, 4] as [number, number] } } : { timeouts: { connectMs: 1_000, headersMs: 2_500, bodyMs: 2_500, totalMs: 3_000 } }),
     },
     sourceName: 'fixture',
     crs: 'EPSG:3857',
     bbox: [1, 1, SIDE - 1, SIDE - 1],
-    zoom: Z,
+    zoom: metatiled ? Z + 1 : Z,
     output: path.join(dir, `${name}.tif`),
     storeRoot: store,
-    batchSize: 8,
+    batchSize: metatiled ? METATILED.batchSize : 8,
     parallelBatches: 2,
     fallback,
     ...(fallback === 'wait' ? { deadline: '2m' } : {}),
@@ -112,13 +116,18 @@ function p95(values: number[]): number {
 
 const HEADER = 'mode              policy    trip-s reason        after statuses                        exit p95-ms  time transitions (s from the fault start; r: recovered)';
 
-async function runCase(t: TestContext, mode: FaultMode, fallback: FallbackPolicy, opts: { forMs?: number; afterRequests?: number; concurrency?: number; label?: string } = {}): Promise<CaseResult> {
+async function runCase(
+  t: TestContext,
+  mode: FaultMode,
+  fallback: FallbackPolicy,
+  opts: { forMs?: number; afterRequests?: number; concurrency?: number; label?: string; metatiled?: boolean } = {},
+): Promise<CaseResult> {
   const proxy = await startFaultProxy(wms.url);
   const started = Date.now();
   try {
     const forMs = opts.forMs ?? (fallback === 'wait' ? WAIT_FAULT_MS : undefined);
     proxy.schedule({ mode, afterRequests: opts.afterRequests ?? FAULT_AFTER, ...(forMs !== undefined ? { forMs } : {}), slowMs: SLOW_MS, retryAfterS: 1 });
-    const result = await mosaic(request(proxy, `${mode}-${fallback}-${++seq}`, fallback, opts.concurrency), `faults-${mode}-${fallback}-${seq}`);
+    const result = await mosaic(request(proxy, `${mode}-${fallback}-${++seq}`, fallback, opts.concurrency, opts.metatiled), `faults-${mode}-${fallback}-${seq}`);
     const ended = Date.now();
     const manifest = readManifest(result);
     const transitions = (await breakerTransitions(env.client, breakerKey(proxy.url))).slice().reverse();
@@ -155,7 +164,7 @@ async function runCase(t: TestContext, mode: FaultMode, fallback: FallbackPolicy
     t.diagnostic(row);
     if (trip) t.diagnostic(`trip: ${trip.detail}`);
     assert.equal(assertAccounted(manifest), null, 'every planned tile is in the manifest once');
-    assert.equal(manifest.total, TILES);
+    assert.equal(manifest.total, opts.metatiled ? METATILED.tiles : TILES);
     return out;
   } finally {
     await proxy.close();
@@ -309,5 +318,25 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     assert.ok(r.dropped >= 5, `${r.dropped} connections dropped at the recovery: enough to reach the volume floor`);
     assert.equal(r.trip, null, `tripped ${r.tripS} s after the hang started: ${r.trip?.detail}`);
     assert.deepEqual([r.manifest.counts.ok, r.exit], [TILES, 0]);
+  });
+
+  test('a hang on a metatiled WMS (4 x 4 GetMaps, 15 s header timeout) trips on its stalls within the stall bound, not on timeouts; the hung GetMaps are abandoned', async (t) => {
+    // 8 GetMaps answered (128 tiles), then every GetMap hangs: 4 in flight per worker. The guard has learned
+    // MapServer's render time from the 8, so a hung call counts as stalled after its p95 plus four mean
+    // deviations (at least 1 s); the header timeout, 15 s, never comes into it.
+    const r = await runCase(t, 'hang', 'fail-fast', { afterRequests: 8, metatiled: true, label: 'hang metatiles' });
+    assert.ok(r.trip, 'the breaker tripped');
+    assert.equal(r.trip.reason, 'failure-ratio', r.trip.detail);
+    assert.ok(r.tripS! <= Math.max(STALL_TRIP_MAX_S, (4 * r.p95Ms) / 1000 + 3), `tripped ${r.tripS} s after the hang started (MapServer p95 ${r.p95Ms} ms)`);
+    const c = r.manifest.counts;
+    assert.ok(c.ok >= 8 * 16 - 4 * 16, JSON.stringify(c));
+    assert.deepEqual([c.ok + c['dead-lettered'], c.failed, r.exit], [METATILED.tiles, 0, 3], JSON.stringify(c));
+    for (const tile of r.manifest.tiles.filter((x) => x.status !== 'ok')) {
+      // Refused by the breaker, or requested and abandoned when it opened (a stall is transient).
+      assert.ok(tile.breakerState !== undefined || tile.kind === 'transient', `tile ${tile.i}: ${JSON.stringify(tile)}`);
+    }
+    // The hung GetMaps were abandoned when the breaker opened, not waited out to the 15 s header timeout.
+    const abandoned = r.manifest.tiles.filter((x) => x.abandonedAfterMs !== undefined);
+    assert.ok(abandoned.length > 0 && abandoned.every((x) => x.abandonedAfterMs! < 15_000), JSON.stringify(abandoned.slice(0, 2)));
   });
 });
