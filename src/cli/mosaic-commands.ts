@@ -243,7 +243,10 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--zoom <z>', 'zoom level')
     .option('--out <path.tif>', 'output GeoTIFF; manifest, mask and sidecars go beside it')
     .option('--format <list>', 'also write png and/or webp, e.g. png,webp')
-    .option('--no-sidecars', 'no .aux.xml, world file or .prj beside the GeoTIFF (its georeferencing is inside it; the png/webp copies and the mask keep theirs)')
+    .option(
+      '--no-sidecars',
+      "no .aux.xml, world file or .prj beside the GeoTIFF (its georeferencing is inside it; the png/webp copies and the mask keep theirs, and a copy's .prj shares the GeoTIFF's stem)",
+    )
     .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
     .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')

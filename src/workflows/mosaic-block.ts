@@ -25,11 +25,10 @@ const FETCH_OPTIONS: ActivityOptions = {
   heartbeatTimeout: '6s',
   // Wait for a cancelled batch to write its journal, so the partial manifest sees the tiles it finished.
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  // Tile-level retries happen inside the batch; these are for a lost worker or a failed journal write. A plan
-  // the worker refuses (outside its roots, a credential the sources file does not send there, malformed) is
-  // refused the same way each time: it fails at once rather than after 30 s of retries. (Replay matches no
-  // retry policy: old histories replay unchanged.)
-  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 5, nonRetryableErrorTypes: ['ConfigError'] },
+  // Tile-level retries happen inside the batch; these are for a lost worker or a failed journal write. A batch's
+  // ConfigError is retried too: some are a moment's (a sources file being rewritten, a root's mount hiccup, one
+  // worker of the fleet with other roots), and a retry may land on another worker.
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 5 },
   // Batches go through the task queue to whichever worker polls, not eagerly back to the worker that completed
   // the workflow task: with eager dispatch one process ran nearly every batch of a mosaic (29 of 32 with three
   // workers), so extra workers added nothing and one SIGKILL lost every batch in flight. (Replay matches no

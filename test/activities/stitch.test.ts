@@ -394,6 +394,9 @@ test('sidecars: false writes the TIFF alone, georeferenced inside; the PNG copy 
   const output = join(out, 'lone.tif');
   const png = join(out, 'lone.png');
   const bounds = gridBounds(13, 4_200, 2_900, 3, 2);
+  // An earlier run with sidecars left its own, for another grid: GDAL would read that .aux.xml first.
+  const earlier = await stitchMosaic({ cols: 2, rows: 1, tileSize: T, tileAt: () => tile, output, extraFormats: [], bounds: gridBounds(12, 100, 100, 2, 1) });
+  assert.ok(earlier.files.includes(`${output}.aux.xml`));
   const result = await stitchMosaic({ cols: 3, rows: 2, tileSize: T, tileAt: () => tile, output, extraFormats: ['png'], sidecars: false, bounds });
   assert.deepEqual(result.files.sort(), [output, png, `${png}.aux.xml`, join(out, 'lone.pgw'), join(out, 'lone.prj')].sort());
   // The .prj beside it is the PNG's (same stem); no sidecar names the TIFF.
@@ -405,6 +408,8 @@ test('sidecars: false writes the TIFF alone, georeferenced inside; the PNG copy 
   const info = gdalinfo(join(alone, 'lone.tif'));
   assertGeoref(info, geoTransform(bounds, 3 * T, 2 * T), 'tif without sidecars');
   assert.deepEqual(info.files, [join(alone, 'lone.tif')], 'no sidecar read');
+  // In place too: no stale sidecar is left to override the TIFF's own georeferencing.
+  assertGeoref(gdalinfo(output), geoTransform(bounds, 3 * T, 2 * T), 'tif in place');
 });
 
 test('the coverage mask is one 8-bit grey pixel per tile, georeferenced over the mosaic bounds', async (t) => {

@@ -210,20 +210,24 @@ test("credentials go only where an operator's sources file sends them: an inline
     });
     assert.ok(good.counts.ok > 0, 'a source from the sources file does use its credential');
     const plan = JSON.parse(readFileSync(path.join(out, 'real.work', 'plan.json'), 'utf8')) as Record<string, unknown>;
-    for (const [name, forged] of [
+    // At once: each block's batch is refused on every one of its attempts (about 30 s of retries).
+    const forgeries = [
       ['no-file', { ...plan, source: { ...(plan.source as object), url }, sourcesFile: undefined }],
       ['other-url', { ...plan, source: { ...(plan.source as object), url } }],
       // A mirror is a source too: one carrying the credential to another host is refused as the source would be.
       ['mirror', { ...plan, mirrors: [{ name: 'real', source: { ...(plan.source as object), url }, usable: true, reason: 'forged' }] }],
-    ] as const) {
-      const h = await env.client.workflow.start('mosaicBlockWorkflow', {
-        taskQueue,
-        workflowId: `canary-auth-${name}-${process.pid}`,
-        args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
-      });
-      const { failure } = await failureOf(h);
-      assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, `${name}: ${failure}`);
-    }
+    ] as const;
+    await Promise.all(
+      forgeries.map(async ([name, forged]) => {
+        const h = await env.client.workflow.start('mosaicBlockWorkflow', {
+          taskQueue,
+          workflowId: `canary-auth-${name}-${process.pid}`,
+          args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
+        });
+        const { failure } = await failureOf(h);
+        assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, `${name}: ${failure}`);
+      }),
+    );
     assert.deepEqual(seen, [], 'the other host received nothing');
   } finally {
     delete process.env.TB_CANARY_SECRET;
