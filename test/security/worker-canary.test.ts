@@ -33,6 +33,8 @@ let env: TestWorkflowEnvironment;
 let worker: Worker;
 let running: Promise<void>;
 let server: DemoTileServer;
+/** The block handed a plan outside the roots (its test awaits it). */
+let rootsBlock: Promise<WorkflowHandle>;
 
 /** Files a requester might point a worker at, each holding the canary. */
 const bait = {
@@ -54,6 +56,13 @@ before(async () => {
     baitFiles[name] = path.join(conf, `${name}.${name === 'json' ? 'json' : 'yaml'}`);
     writeFileSync(baitFiles[name], text);
   }
+  // Its batch is refused on each of its attempts (about 30 s of retries): started now, the tests before its own overlap them.
+  rootsBlock = env.client.workflow.start('mosaicBlockWorkflow', {
+    taskQueue,
+    workflowId: `canary-block-${process.pid}`,
+    args: [{ plan: forgedPlan(elsewhere, 'tiles'), tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
+  });
+  rootsBlock.catch(() => undefined); // awaited by its test
 });
 after(async () => {
   worker?.shutdown();
@@ -175,18 +184,6 @@ function forgedPlan(dir: string, store: string) {
   };
 }
 
-test('a block workflow handed a plan of its own making is held to the same roots', async () => {
-  const plan = forgedPlan(elsewhere, 'tiles');
-  const handle = await env.client.workflow.start('mosaicBlockWorkflow', {
-    taskQueue,
-    workflowId: `canary-block-${process.pid}`,
-    args: [{ plan, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
-  });
-  const { failure } = await failureOf(handle);
-  assert.match(failure, /mosaic batch: output: ".*elsewhere\/b\.tif" is outside this worker's roots/);
-  assert.ok(!existsSync(path.join(elsewhere, 'tiles')) && !existsSync(path.join(elsewhere, 'b.work')), 'nothing written outside the roots');
-});
-
 test("credentials go only where an operator's sources file sends them: an inline source or a forged plan cannot pair a worker secret with a URL", async () => {
   const seen: string[] = [];
   const thief = createServer((req, res) => {
@@ -233,6 +230,12 @@ test("credentials go only where an operator's sources file sends them: an inline
     delete process.env.TB_CANARY_SECRET;
     await new Promise((r) => thief.close(r));
   }
+});
+
+test('a block workflow handed a plan of its own making is held to the same roots', async () => {
+  const { failure } = await failureOf(await rootsBlock);
+  assert.match(failure, /mosaic batch: output: ".*elsewhere\/b\.tif" is outside this worker's roots/);
+  assert.ok(!existsSync(path.join(elsewhere, 'tiles')) && !existsSync(path.join(elsewhere, 'b.work')), 'nothing written outside the roots');
 });
 
 test('a block handed a malformed plan or selection is refused before it loops: strings in the grid, a zero batch size, tiles beyond the plan', async () => {
