@@ -29,6 +29,9 @@ export {
 } from './client/mosaics';
 export { listMosaics, mosaicWorkflowId, resolveMosaicId, LIST_STATUSES, type ListedMosaic, type MosaicListResult } from './client/mosaic-names';
 export { checkMosaicName, defaultMosaicName } from './messages/mosaic-names';
+// Seeds: zoom levels into MBTiles
+export { seedExitCode, seedWorkflowId, startSeed } from './client/seeds';
+export { checkSeedRequest, type SeedRequest, type SeedResult } from './messages/seed-types';
 export { parseMosaicRequest, type ParsedMosaicRequest } from './messages/mosaic-request';
 export { progressQuery } from './messages/mosaic';
 export {

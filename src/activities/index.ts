@@ -8,6 +8,7 @@ import { EndpointPools } from './http/endpoint-pool';
 import { assembleMosaic } from './mosaic/assemble';
 import { makeMosaicBatch } from './mosaic/batch';
 import { loadDeadLetters } from './mosaic/dead-letters';
+import { packMbtiles } from './seed/pack';
 import { makeAwaitBreaker } from './mosaic/await-breaker';
 import { makeAwaitWorkflowClosed } from './mosaic/await-workflow';
 import { planMosaicRun } from './mosaic/plan';
@@ -16,7 +17,8 @@ import { probeEndpoint } from './probe';
 import { entityKeyOf } from '../breaker/key';
 import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
-import type { BreakerActivities, MosaicActivities, ScheduledMosaicActivities } from '../messages/activities';
+import type { BreakerActivities, MosaicActivities, ScheduledMosaicActivities, SeedActivities } from '../messages/activities';
+import type { PackMbtilesInput } from '../messages/seed-types';
 import type { ProbeSpec } from '../messages/breaker';
 import type { RedriveSources } from '../messages/mosaic-types';
 import { WorkerMetrics } from './metrics/worker-metrics';
@@ -95,8 +97,9 @@ export function createActivityRuntime(deps: ActivityDeps) {
       },
       awaitBreaker: makeAwaitBreaker({ guard }),
       awaitWorkflowClosed: makeAwaitWorkflowClosed(deps.client),
+      packMbtiles: (input: PackMbtilesInput) => packMbtiles(input, roots),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
-    } satisfies BreakerActivities & MosaicActivities & ScheduledMosaicActivities & Record<string, ActivityFunction>,
+    } satisfies BreakerActivities & MosaicActivities & ScheduledMosaicActivities & SeedActivities & Record<string, ActivityFunction>,
     roots,
     /** The id this process's guard reports under. */
     identity,

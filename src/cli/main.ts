@@ -13,6 +13,7 @@ import { packageRoot } from '../client/local-server';
 import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
 import { BUILD_ID_ENV, DEPLOYMENT_NAME_ENV, PROMOTE_ENV, VERSIONING_ENV } from '../client/versioning';
 import type { CreateWorkerOptions } from '../client/worker';
+import type { WithClient } from './mosaic-commands';
 import { LineLogger, logSettings } from './logging';
 import type { TileCommandOptions } from './tile-command';
 import type { WorkerCommandOptions } from './worker-command';
@@ -190,15 +191,18 @@ const GROUPS: Record<string, () => Promise<void>> = {
   },
   mosaic: async () => {
     const [{ registerMosaicCommands }, { connectionConfigFromEnv }] = await Promise.all([import('./mosaic-commands.js'), import('../client/connection-config.js')]);
+    const withLocal: WithClient = (fn) => (connectionConfigFromEnv().address ? withClient(fn) : withTemporal(fn));
     registerMosaicCommands(program, {
       withClient: (fn) => withClient(fn),
-      // Without TEMPORAL_ADDRESS, `mosaic start --wait` runs on an embedded server with a worker in this process.
-      withLocal: (fn) => (connectionConfigFromEnv().address ? withClient(fn) : withTemporal(fn)),
+      // Without TEMPORAL_ADDRESS, `mosaic start --wait` (and `seed`) runs on an embedded server with a worker in this process.
+      withLocal,
     });
+    const { registerSeedCommand } = await import('./seed-commands.js');
+    registerSeedCommand(program, { withLocal });
   },
 };
-/** `schedule` is registered with `mosaic`, by the same module. */
-const GROUP_OF: Record<string, keyof typeof GROUPS> = { breaker: 'breaker', mosaic: 'mosaic', schedule: 'mosaic' };
+/** `schedule` is registered with `mosaic`, by the same module; `seed` with them. */
+const GROUP_OF: Record<string, keyof typeof GROUPS> = { breaker: 'breaker', mosaic: 'mosaic', schedule: 'mosaic', seed: 'mosaic' };
 
 /** The command a command line names: its first operand (the top level takes no option with a value), or after `help`, the next. */
 function commandNamed(args: readonly string[]): string | undefined {

@@ -5,6 +5,7 @@
  */
 import type { BreakerStateName } from '../breaker';
 import type { ProbeOutcome, ProbeSpec } from './breaker';
+import type { PackMbtilesInput, PackMbtilesResult } from './seed-types';
 import type { AssembleInput, DeadLetters, MosaicBatchInput, MosaicBatchSummary, MosaicPlan, MosaicRequest, MosaicResult, RedriveSources } from './mosaic-types';
 
 /** What the breaker entity runs: its self-probe, and the check that its search attributes are registered. */
@@ -24,6 +25,11 @@ export interface MosaicActivities {
   awaitBreaker(input: AwaitBreakerInput): Promise<AwaitBreakerResult>;
   /** Whether the namespace has the mosaic search attributes (MosaicName, ...) registered. */
   mosaicSearchAttributesRegistered(): Promise<boolean>;
+}
+
+/** What a seed runs after its levels: their served tiles packed into one MBTiles file. */
+export interface SeedActivities {
+  packMbtiles(input: PackMbtilesInput): Promise<PackMbtilesResult>;
 }
 
 /** What a schedule's run (scheduledMosaicWorkflow) runs while another run holds its output. */

@@ -35,6 +35,7 @@ const requestSchema = z
     output: z.string().regex(/\.tiff?$/i, 'must be a path ending in .tif or .tiff'),
     extraFormats: z.array(z.enum(['png', 'webp'])).default([]),
     sidecars: z.boolean().default(true),
+    image: z.boolean().default(true),
     fallback: z.enum(['fail-fast', 'stale', 'hole', 'wait']).default('fail-fast'),
     afterDeadline: z.enum(['fail-fast', 'stale', 'hole']).default('fail-fast'),
     deadline: z

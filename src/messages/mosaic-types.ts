@@ -37,6 +37,11 @@ export interface MosaicRequest {
    * mask keep theirs, their only georeferencing.
    */
   sidecars?: boolean;
+  /**
+   * Stitch the TIFF (default true). false: the tiles go to the tile store, with the manifest and the mask,
+   * and no image is made (what `seed` does per level).
+   */
+  image?: boolean;
   fallback?: FallbackPolicy;
   afterDeadline?: AfterDeadline;
   /** ISO-8601 instant, or a duration from the start such as `90m`, `2h`, `45s`. */
@@ -98,6 +103,8 @@ export interface MosaicPlan {
   extraFormats: ('png' | 'webp')[];
   /** The TIFF's sidecars are written (plans made before the choice have none: true). */
   sidecars?: boolean;
+  /** false: no image is stitched, only the manifest and the mask (absent: the image is made). */
+  image?: boolean;
   /** `<output>.work`: the plan a re-drive reads, and the journals. */
   workDir: string;
   /** This run's batch journals (per-tile records, read by the assembly): one folder per mosaic run, so a

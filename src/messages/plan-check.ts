@@ -35,6 +35,7 @@ const planSchema = z
     output: path.regex(/\.tiff?$/i),
     extraFormats: z.array(z.enum(['png', 'webp'])),
     sidecars: z.boolean().optional(),
+    image: z.boolean().optional(),
     workDir: path,
     // Plans made before per-run journals have none.
     journalDir: path.optional(),

@@ -3,3 +3,4 @@ export { breakerDrillWorkflow } from './drill';
 export { breakerEntityWorkflow } from './breaker-entity';
 export { mosaicBlockWorkflow, mosaicWorkflow, redriveMosaicWorkflow } from './mosaic';
 export { scheduledMosaicWorkflow } from './scheduled-mosaic';
+export { seedWorkflow } from './seed';

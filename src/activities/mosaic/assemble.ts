@@ -99,9 +99,10 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     const maskFiles = await publish(scratch, await writeCoverageMask(scratch ? scratch.at(mask) : mask, cols, rows, (c, r) => maskValue(at(c, r)), plan.bounds), mask);
     manifest.files = [...maskFiles, manifestPath];
     await writeManifest();
-    const stitched = await stitchOrSay(maskFiles);
-    manifest.image = 'written';
-    manifest.files = [...stitched, ...maskFiles, manifestPath];
+    // A seed level asks for the tiles alone: the store, the manifest and the mask are its outputs.
+    const stitched = plan.image === false ? null : await stitchOrSay(maskFiles);
+    manifest.image = stitched ? 'written' : 'not requested';
+    manifest.files = [...(stitched ?? []), ...maskFiles, manifestPath];
     await writeManifest();
     await removeCheckpoints(plan.journalDir);
   } finally {

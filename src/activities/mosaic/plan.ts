@@ -139,7 +139,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
       `maxTiles: the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}; raise maxTiles or shrink the bbox`,
     ]);
   }
-  const refused = outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
+  // No image, no image's limits (a seed level may be wider than one stitched row allows).
+  const refused = r.image === false ? null : outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
   if (refused) throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
   const confine = (p: string, field: string) => (roots ? confineLocation(p, roots, field, 'mosaic request') : Promise.resolve(isObjectUrl(p) ? p : path.resolve(p)));
   const output = await confine(r.output, 'output');
@@ -181,6 +182,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     extraFormats: r.extraFormats,
     // Only when off: plans that write them, as every plan before the choice did, stay as they were.
     ...(r.sidecars === false ? { sidecars: false } : {}),
+    ...(r.image === false ? { image: false } : {}),
     workDir,
     journalDir: joinLocation(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot,

@@ -1,0 +1,93 @@
+import type { Command } from 'commander';
+import { WorkflowFailedError } from '@temporalio/client';
+import { seedExitCode, startSeed } from '../client/seeds';
+import { EXIT } from '../client/mosaics';
+import type { MosaicRequest } from '../messages/mosaic-types';
+import type { SeedRequest, SeedResult } from '../messages/seed-types';
+import type { WithClient } from './mosaic-commands';
+
+interface SeedOptions {
+  sources: string;
+  source: string;
+  bbox: string;
+  crs?: 'EPSG:4326' | 'EPSG:3857';
+  levels: string;
+  into: string;
+  fallback?: MosaicRequest['fallback'];
+  afterDeadline?: MosaicRequest['afterDeadline'];
+  deadline?: string;
+  store?: string;
+  maxTiles?: string;
+  id?: string;
+  json?: boolean;
+}
+
+/** A seed request from the flags; the worker validates the rest as it does a mosaic's. */
+export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
+  const levels = /^(\d+)(?:-(\d+))?$/.exec(o.levels.trim());
+  if (!levels) throw new Error(`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`);
+  const parts = o.bbox.split(',').map((v) => v.trim());
+  const bbox = parts.map(Number);
+  if (bbox.length !== 4 || parts.some((p) => p === '') || bbox.some((v) => !Number.isFinite(v))) throw new Error(`--bbox: must be four numbers west,south,east,north (got ${JSON.stringify(o.bbox)})`);
+  const maxTiles = o.maxTiles === undefined ? undefined : Number(o.maxTiles);
+  if (maxTiles !== undefined && !Number.isInteger(maxTiles)) throw new Error(`--max-tiles: must be a whole number (got ${JSON.stringify(o.maxTiles)})`);
+  return {
+    sourcesFile: o.sources,
+    sourceName: o.source,
+    bbox: bbox as [number, number, number, number],
+    ...(o.crs !== undefined ? { crs: o.crs } : {}),
+    levels: [Number(levels[1]), Number(levels[2] ?? levels[1])],
+    into: o.into,
+    ...(o.fallback !== undefined ? { fallback: o.fallback } : {}),
+    ...(o.afterDeadline !== undefined ? { afterDeadline: o.afterDeadline } : {}),
+    ...(o.deadline !== undefined ? { deadline: o.deadline } : {}),
+    ...(o.store !== undefined ? { storeRoot: o.store } : {}),
+    ...(maxTiles !== undefined ? { maxTiles } : {}),
+  };
+}
+
+function summary(r: SeedResult): string[] {
+  return [
+    `seed ${r.into}: ${r.tiles} tiles packed`,
+    ...r.levels.map((l) => {
+      const c = l.counts;
+      return `  ${l.manifest}: ok ${c.ok}/${l.total}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}`;
+    }),
+  ];
+}
+
+export function registerSeedCommand(program: Command, { withLocal }: { withLocal: WithClient }): void {
+  program
+    .command('seed')
+    .description('fill a tile cache over a range of zoom levels into an MBTiles file, each level through the fleet-wide breaker as a mosaic without an image (exit codes as mosaic start --wait)')
+    .requiredOption('--sources <file>', 'the sources file')
+    .requiredOption('--source <name>', 'which source in the sources file')
+    .requiredOption('--bbox <w,s,e,n>', 'area: west,south,east,north')
+    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default) or EPSG:3857')
+    .requiredOption('--levels <a-b>', 'zoom levels, e.g. 10-14 (both included) or 12')
+    .requiredOption('--into <file.mbtiles>', 'the MBTiles file to write; each level leaves <file>.z<level>.manifest.json and .mask.png beside it')
+    .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
+    .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
+    .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
+    .option('--store <dir>', 'tile store folder (default <into minus .mbtiles>.tiles)')
+    .option('--max-tiles <n>', 'refuse a level larger than this (default 100000)')
+    .option('--id <workflowId>', 'workflow id (default seed/<name>-<hash of the file>)')
+    .option('--json', 'print the result as JSON')
+    .action(async (o: SeedOptions) => {
+      const request = seedRequestFromOptions(o);
+      await withLocal(async ({ client, taskQueue }) => {
+        const handle = await startSeed(client, taskQueue, request, o.id);
+        if (!o.json) console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
+        try {
+          const result = await handle.result();
+          if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
+          else for (const line of summary(result)) console.log(line);
+          process.exitCode = seedExitCode(result);
+        } catch (err) {
+          const cause = err instanceof WorkflowFailedError ? err.cause : err;
+          console.error(`seed ${handle.workflowId} failed: ${(cause as Error)?.message ?? String(cause)}`);
+          process.exitCode = /ConfigError/.test(String((cause as { type?: string })?.type)) ? EXIT.configError : EXIT.failed;
+        }
+      });
+    });
+}

@@ -1,0 +1,32 @@
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { isObjectUrl } from '../messages/locations';
+import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
+import type { seedWorkflow } from '../workflows/seed';
+import { EXIT, exitCodeFor } from './mosaics';
+
+/** The workflow id of the seed into `into`: `seed/alps-1a2b3c4d` for /data/alps.mbtiles (one seed per file at a time). */
+export function seedWorkflowId(into: string): string {
+  return `seed/${path.basename(into).replace(/\.mbtiles$/i, '')}-${createHash('sha256').update(into).digest('hex').slice(0, 8)}`;
+}
+
+/** Starts a seed (paths resolved here, as `mosaic start` resolves them), checked before anything starts. */
+export async function startSeed(client: Client, taskQueue: string, request: SeedRequest, workflowId?: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof seedWorkflow>> {
+  const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(p));
+  const resolved: SeedRequest = {
+    ...request,
+    into: local(request.into),
+    ...(request.sourcesFile !== undefined ? { sourcesFile: local(request.sourcesFile) } : {}),
+    ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
+  };
+  checkSeedRequest(resolved);
+  return client.workflow.start<typeof seedWorkflow>('seedWorkflow', { taskQueue, workflowId: workflowId ?? seedWorkflowId(resolved.into), args: [resolved], workflowIdConflictPolicy: 'FAIL' });
+}
+
+/** A seed's exit code: a level's configuration error first, then gaps in any level, else 0. */
+export function seedExitCode(result: SeedResult): number {
+  const codes = result.levels.map(exitCodeFor);
+  if (codes.includes(EXIT.configError)) return EXIT.configError;
+  return codes.every((c) => c === EXIT.ok) ? EXIT.ok : EXIT.gaps;
+}

@@ -1,0 +1,57 @@
+import { MAX_ZOOM } from '../geo/mercator';
+import type { MosaicRequest, MosaicResult } from './mosaic-types';
+
+/**
+ * A seed as a user asks for it: a mosaic request's source, area, fallback and tile store, over a range of
+ * zoom levels, into an MBTiles file. Each level runs as a mosaic that makes no image (a child workflow with
+ * its own manifest and mask, `<into minus .mbtiles>.z<level>.manifest.json`), through the same breaker,
+ * fallbacks, re-drive and metrics; then the served tiles of every level are packed into `into`.
+ */
+export type SeedRequest = Omit<MosaicRequest, 'zoom' | 'output' | 'extraFormats' | 'sidecars' | 'image'> & {
+  /** The first and last zoom level, both included. */
+  levels: [number, number];
+  /** The MBTiles file to write (a local path under the worker's output roots, ending in .mbtiles). */
+  into: string;
+};
+
+export interface SeedResult {
+  into: string;
+  /** Tiles packed into the file. */
+  tiles: number;
+  /** Each level's mosaic result (its manifest and counts). */
+  levels: MosaicResult[];
+}
+
+export interface PackMbtilesInput {
+  into: string;
+  /** Each level's output (the `.tif` path its plan, manifest and journals are named after). */
+  outputs: string[];
+  /** The tileset's name in the MBTiles metadata. */
+  name: string;
+}
+
+export interface PackMbtilesResult {
+  into: string;
+  tiles: number;
+  levels: { zoom: number; tiles: number; total: number }[];
+}
+
+/** At most this many levels in one seed (each is a child workflow; 0-30 is every zoom there is). */
+export const MAX_SEED_LEVELS = 31;
+
+/** The seed's own fields, checked before any level starts; errors name the field and the value. */
+export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: string } {
+  const bad = (field: string, what: string, value: unknown) => new Error(`seed request: ${field}: ${what} (got ${JSON.stringify(value)})`);
+  if (typeof r !== 'object' || r === null) throw bad('request', 'must be an object', r);
+  const lv = r.levels as unknown;
+  if (!Array.isArray(lv) || lv.length !== 2 || !lv.every((z) => Number.isInteger(z) && z >= 0 && z <= MAX_ZOOM)) {
+    throw bad('levels', `must be [first, last], whole zoom levels 0..${MAX_ZOOM}`, lv);
+  }
+  const [first, last] = lv as [number, number];
+  if (first > last) throw bad('levels', 'the first level must not be after the last', lv);
+  if (typeof r.into !== 'string' || !/\.mbtiles$/i.test(r.into) || /^s3:\/\//i.test(r.into)) throw bad('into', 'must be a local path ending in .mbtiles', r.into);
+  for (const f of ['zoom', 'output', 'extraFormats', 'image'] as const) {
+    if (f in (r as Record<string, unknown>)) throw bad(f, 'is a mosaic field; a seed takes levels and into', (r as Record<string, unknown>)[f]);
+  }
+  return { levels: Array.from({ length: last - first + 1 }, (_, k) => first + k), base: r.into.replace(/\.mbtiles$/i, '') };
+}
