@@ -48,7 +48,7 @@ export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
 
 function summary(r: SeedResult): string[] {
   return [
-    `seed ${r.into}: ${r.tiles} tiles packed`,
+    `seed ${r.into}: ${r.tiles} tiles packed${r.missing > 0 ? ` (${r.missing} gone from the store since their level ended)` : ''}`,
     ...r.levels.map((l) => {
       const c = l.counts;
       return `  ${l.manifest}: ok ${c.ok}/${l.total}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}`;
@@ -82,11 +82,18 @@ export function registerSeedCommand(program: Command, { withLocal }: { withLocal
           const result = await handle.result();
           if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
           else for (const line of summary(result)) console.log(line);
+          if (!o.json && result.notStarted.length > 0) console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
           process.exitCode = seedExitCode(result);
         } catch (err) {
-          const cause = err instanceof WorkflowFailedError ? err.cause : err;
-          console.error(`seed ${handle.workflowId} failed: ${(cause as Error)?.message ?? String(cause)}`);
-          process.exitCode = /ConfigError/.test(String((cause as { type?: string })?.type)) ? EXIT.configError : EXIT.failed;
+          // The cause that says why: a level's failure is a child's, whose own cause names the field and value.
+          const chain: { message: string; type?: string }[] = [];
+          for (let e: unknown = err instanceof WorkflowFailedError ? err.cause : err; e instanceof Error && chain.length < 6; e = (e as { cause?: unknown }).cause) {
+            const type = (e as Error & { type?: unknown }).type;
+            chain.push({ message: e.message, ...(typeof type === 'string' ? { type } : {}) });
+          }
+          const why = chain.at(-1)?.message ?? String(err);
+          console.error(`seed ${handle.workflowId} failed: ${why}`);
+          process.exitCode = chain.some((c) => c.type === 'ConfigError') ? EXIT.configError : EXIT.failed;
         }
       });
     });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { isObjectUrl } from '../messages/locations';
+import { parseMosaicRequest } from '../messages/mosaic-request';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { seedWorkflow } from '../workflows/seed';
 import { EXIT, exitCodeFor } from './mosaics';
@@ -20,13 +21,17 @@ export async function startSeed(client: Client, taskQueue: string, request: Seed
     ...(request.sourcesFile !== undefined ? { sourcesFile: local(request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
-  checkSeedRequest(resolved);
+  const { levels, base } = checkSeedRequest(resolved);
+  // Each level is a mosaic request: a bad bbox, fallback or deadline is refused here, before any level runs.
+  const { levels: _l, into: _i, ...mosaic } = resolved;
+  parseMosaicRequest({ ...mosaic, zoom: levels.at(-1)!, output: `${base}.z${levels.at(-1)!}.tif`, image: false });
   return client.workflow.start<typeof seedWorkflow>('seedWorkflow', { taskQueue, workflowId: workflowId ?? seedWorkflowId(resolved.into), args: [resolved], workflowIdConflictPolicy: 'FAIL' });
 }
 
 /** A seed's exit code: a level's configuration error first, then gaps in any level, else 0. */
 export function seedExitCode(result: SeedResult): number {
   const codes = result.levels.map(exitCodeFor);
+  if (result.notStarted.length > 0 || result.missing > 0) codes.push(EXIT.gaps);
   if (codes.includes(EXIT.configError)) return EXIT.configError;
   return codes.every((c) => c === EXIT.ok) ? EXIT.ok : EXIT.gaps;
 }

@@ -7,7 +7,7 @@ import type { MosaicRequest, MosaicResult } from './mosaic-types';
  * its own manifest and mask, `<into minus .mbtiles>.z<level>.manifest.json`), through the same breaker,
  * fallbacks, re-drive and metrics; then the served tiles of every level are packed into `into`.
  */
-export type SeedRequest = Omit<MosaicRequest, 'zoom' | 'output' | 'extraFormats' | 'sidecars' | 'image'> & {
+export type SeedRequest = Omit<MosaicRequest, 'zoom' | 'output' | 'extraFormats' | 'sidecars' | 'image' | 'directChunks'> & {
   /** The first and last zoom level, both included. */
   levels: [number, number];
   /** The MBTiles file to write (a local path under the worker's output roots, ending in .mbtiles). */
@@ -18,8 +18,12 @@ export interface SeedResult {
   into: string;
   /** Tiles packed into the file. */
   tiles: number;
-  /** Each level's mosaic result (its manifest and counts). */
+  /** Each level's mosaic result (its manifest and counts), in order; a level's configuration error ends the seed there. */
   levels: MosaicResult[];
+  /** Levels the deadline passed before (not seeded). */
+  notStarted: number[];
+  /** Tiles recorded served whose file had gone from the store by the pack. */
+  missing: number;
 }
 
 export interface PackMbtilesInput {
@@ -34,10 +38,9 @@ export interface PackMbtilesResult {
   into: string;
   tiles: number;
   levels: { zoom: number; tiles: number; total: number }[];
+  /** Tiles a level recorded served whose file had gone from the store by the pack (not packed). */
+  missing: number;
 }
-
-/** At most this many levels in one seed (each is a child workflow; 0-30 is every zoom there is). */
-export const MAX_SEED_LEVELS = 31;
 
 /** The seed's own fields, checked before any level starts; errors name the field and the value. */
 export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: string } {
@@ -50,8 +53,10 @@ export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: stri
   const [first, last] = lv as [number, number];
   if (first > last) throw bad('levels', 'the first level must not be after the last', lv);
   if (typeof r.into !== 'string' || !/\.mbtiles$/i.test(r.into) || /^s3:\/\//i.test(r.into)) throw bad('into', 'must be a local path ending in .mbtiles', r.into);
-  for (const f of ['zoom', 'output', 'extraFormats', 'image'] as const) {
+  for (const f of ['zoom', 'output', 'extraFormats', 'image', 'sidecars'] as const) {
     if (f in (r as Record<string, unknown>)) throw bad(f, 'is a mosaic field; a seed takes levels and into', (r as Record<string, unknown>)[f]);
   }
+  // Chunks are images of 2048 px, not tiles: a tile cache needs the tiles.
+  if ((r as { directChunks?: unknown }).directChunks === true) throw bad('directChunks', 'a seed fetches tiles, not chunks', true);
   return { levels: Array.from({ length: last - first + 1 }, (_, k) => first + k), base: r.into.replace(/\.mbtiles$/i, '') };
 }

@@ -58,8 +58,10 @@ test('levels 3-5 into MBTiles: every served tile once, rows counted from the sou
     assert.equal(db.pragma('application_id', { simple: true }), 0x4d504258);
     const meta = Object.fromEntries((db.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [r.name, r.value]));
     assert.deepEqual([meta.name, meta.format, meta.minzoom, meta.maxzoom, meta.type], ['demo', 'png', '3', '5', 'baselayer']);
+    // The deepest level's grid (one z5 tile, 11.25 degrees wide), which every level covers: not the z3 grid's.
     const [w, s, e, n] = meta.bounds!.split(',').map(Number);
-    assert.ok(w! <= 5.7 && s! <= 44.0 && e! >= 6.5 && n! >= 44.6 && e! - w! < 50, meta.bounds);
+    assert.ok(w! <= 5.7 && s! <= 44.0 && e! >= 6.5 && n! >= 44.6, meta.bounds);
+    assert.ok(Math.abs(e! - w! - 360 / 2 ** 5) < 1e-9, meta.bounds);
     let packed = 0;
     for (const level of result.levels) {
       const manifest = readManifest(level) as ReturnType<typeof readManifest> & { grid: { z: number }; image: string };
@@ -106,6 +108,7 @@ test('bad seeds are refused before any level runs, naming the field and the valu
   await refused({ levels: [3, 31] }, 'deep', /levels: must be \[first, last\], whole zoom levels 0\.\.30 \(got \[3,31\]\)/);
   await refused({ into: path.join(dir, 'alps.sqlite') }, 'ext', /into: must be a local path ending in \.mbtiles/);
   await refused({ into: 's3://maps/alps.mbtiles' }, 's3', /into: must be a local path ending in \.mbtiles/);
+  await refused({ directChunks: true } as Partial<SeedRequest>, 'chunks', /directChunks: a seed fetches tiles, not chunks \(got true\)/);
   // Outside the worker's output roots: the first level's planning refuses it, nothing is written.
   await refused({ into: '/srv/maps/alps.mbtiles' }, 'roots', /output: "\/srv\/maps\/alps\.z3\.tif" is outside this worker's roots/);
 });
@@ -137,4 +140,8 @@ test('tilebreaker seed: one command over levels into MBTiles, a line per level a
   const bad = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '14-twelve', '--into', into]);
   assert.notEqual(bad.code, 0);
   assert.match(bad.err, /--levels: must be a zoom level or a range such as 10-14 \(got "14-twelve"\)/);
+  // A level's configuration error (refused by the worker, in the first level's plan): exit 4, the field named.
+  const wrong = await cli(['seed', '--sources', sources, '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
+  assert.equal(wrong.code, 4, `${wrong.out}\n${wrong.err}`);
+  assert.match(wrong.err, /seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
 });

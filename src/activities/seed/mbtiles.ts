@@ -4,7 +4,8 @@
  * GDAL, QGIS and tile servers read it. Written under a temporary name beside the target and renamed into
  * place, so a reader never sees half a file and a retry starts clean.
  */
-import { rename, rm } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -33,11 +34,21 @@ const APPLICATION_ID = 0x4d504258;
 /** Tiles inserted per transaction. */
 const CHUNK = 512;
 
-/** Writes `tiles` (read in chunks, so the file need not fit in memory) into a new MBTiles file at `file`. */
-export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: AsyncIterable<MbtilesTile>): Promise<number> {
-  const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.tmp`);
-  await rm(tmp, { force: true });
-  const db = new Database(tmp);
+/**
+ * Writes `tiles` (read in chunks, so the file need not fit in memory) into a new MBTiles file at `file`;
+ * `onChunk` after each chunk (an activity's heartbeat).
+ */
+export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: AsyncIterable<MbtilesTile>, onChunk: (written: number) => void = () => undefined): Promise<number> {
+  // A name of its own, made here and nowhere else: an attempt still running, or a link planted at the name, is never written through.
+  const tmp = join(dirname(file), `.${basename(file)}.${randomUUID()}.tmp`);
+  await (await open(tmp, 'wx', 0o644)).close();
+  let db: Database.Database;
+  try {
+    db = new Database(tmp);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
   let count = 0;
   try {
     // A new file written once then renamed: no journal to keep it consistent mid-way.
@@ -75,6 +86,7 @@ export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: Async
         flush(batch);
         count += batch.length;
         batch = [];
+        onChunk(count);
       }
     }
     flush(batch);

@@ -1,8 +1,8 @@
 /**
  * The seed's last activity: every level's served tiles (ok, stale, or from a mirror), taken from that level's
  * journals in the tile store it filled, packed into one MBTiles file. Each level's plan is read from its work
- * folder and confined like a re-drive's, and each tile file must lie in the plan's tile store: a forged input
- * cannot pack a worker's files or write outside the output roots.
+ * folder and confined like a re-drive's, and a tile file is packed only if it lies in the plan's tile store:
+ * a forged input cannot pack a worker's files or write outside the output roots.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -10,13 +10,14 @@ import { ConfigError } from '../../breaker/config-error';
 import { metersToLonLat } from '../../geo/mercator';
 import type { MosaicPlan } from '../../messages/mosaic-types';
 import type { PackMbtilesInput, PackMbtilesResult } from '../../messages/seed-types';
+import { activityContext } from '../activity-context';
 import { confineLocation } from '../confine/confine-location';
 import type { WorkerRoots } from '../confine/roots';
 import { loadDeadLetters } from '../mosaic/dead-letters';
 import { latestRecords, readJournals } from '../mosaic/journal';
 import { tileOf } from '../mosaic/plan';
 import { confineTileFiles } from '../mosaic/tile-files';
-import { isObjectUrl } from '../storage/location';
+import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { writeMbtiles, type MbtilesFormat, type MbtilesTile } from './mbtiles';
 
@@ -27,32 +28,46 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     throw new ConfigError('seed', [`into: must be a local path ending in .mbtiles (an MBTiles file is a SQLite database) (got ${JSON.stringify(input.into)})`]);
   }
   const into = roots ? await confineLocation(input.into, roots, 'into', 'seed') : path.resolve(input.into);
+  const ctx = activityContext();
   const levels: { plan: MosaicPlan; files: (string | null)[] }[] = [];
-  for (const output of input.outputs) {
+  for (const output of new Set(input.outputs)) {
     // The plan beside the level's journals, checked and confined as a re-drive's is.
     const { plan } = await loadDeadLetters(output, undefined, roots);
     const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir ?? plan.workDir), plan.total), plan.storeRoot);
-    levels.push({ plan, files: records.map((r) => (r && (r.status === 'ok' || r.status === 'stale') && r.path ? r.path : null)) });
+    const inStore = (p: string) => locationWithin(isObjectUrl(p) ? p : path.resolve(p), plan.storeRoot);
+    levels.push({ plan, files: records.map((r) => (r && (r.status === 'ok' || r.status === 'stale') && r.path && !r.region && inStore(r.path) ? r.path : null)) });
   }
   if (levels.length === 0) throw new ConfigError('seed', ['outputs: no level to pack']);
-  const first = levels[0]!.files.find((f) => f !== null);
+  // The tiles' format, from the first served tile of any level (MBTiles names one for the whole file).
+  const first = levels.flatMap((l) => l.files).find((f) => f !== null);
   const format = FORMATS[path.extname(first ?? '.png').toLowerCase()] ?? 'png';
   const zooms = levels.map((l) => l.plan.grid.z);
-  // The extent of the first level's grid, in degrees (every level covers the same bbox).
-  const b = levels[0]!.plan.bounds;
-  const [w, s] = metersToLonLat(b.minX, b.minY);
-  const [e, n] = metersToLonLat(b.maxX, b.maxY);
+  // The deepest level's grid, in degrees: covered by every level, as the specification asks of bounds.
+  const deepest = levels.reduce((a, b) => (b.plan.grid.z > a.plan.grid.z ? b : a)).plan.bounds;
+  const [w, s] = metersToLonLat(deepest.minX, deepest.minY);
+  const [e, n] = metersToLonLat(deepest.maxX, deepest.maxY);
+  let missing = 0;
   async function* tiles(): AsyncGenerator<MbtilesTile> {
     for (const { plan, files } of levels) {
       for (let i = 0; i < files.length; i++) {
         const f = files[i];
         if (!f) continue;
         const { z, x, y } = tileOf(plan.grid, i);
-        const data = isObjectUrl(f) ? await storageFor(f).read(f) : await readFile(f);
+        let data: Buffer | null;
+        try {
+          data = isObjectUrl(f) ? await storageFor(f).read(f) : await readFile(f);
+        } catch (err) {
+          // Gone since its level ended (the store rewrote it under another extension): counted, not packed.
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          data = null;
+        }
         if (data) yield { z, x, y, data };
+        else missing++;
       }
     }
   }
-  const written = await writeMbtiles(into, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles());
-  return { into, tiles: written, levels: levels.map((l) => ({ zoom: l.plan.grid.z, tiles: l.files.filter((f) => f !== null).length, total: l.plan.total })) };
+  const written = await writeMbtiles(into, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) =>
+    ctx?.heartbeat({ written: n }),
+  );
+  return { into, tiles: written, missing, levels: levels.map((l) => ({ zoom: l.plan.grid.z, tiles: l.files.filter((f) => f !== null).length, total: l.plan.total })) };
 }
