@@ -38,8 +38,11 @@ WORKDIR /app
 #   to bundle workflow code) takes its binary from @swc/core-linux-<arch>-gnu, and its postinstall only
 #   checks for it; @temporalio/core-bridge ships prebuilt releases/ for x86_64 and aarch64 linux-gnu. All
 #   three are Node-API modules, so the same binaries load on Node 20 and 24 (scripts/node24.sh checks).
+#   better-sqlite3 (the seed's MBTiles writer) is not: its binding is built for this Node by its own install
+#   script, run alone here (prebuild-install fetches the release's binary for Node 24, linux-gnu).
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm rebuild better-sqlite3 \
  && npm cache clean --force
 
 COPY --from=build /app/dist/src ./dist/src
