@@ -37,6 +37,7 @@ import { mapcacheExtent, mapcacheSeedArgs, writeMapcacheConfig } from './seeders
 import { mapproxySeedArgs, writeMapproxyConfig } from './seeders/mapproxy';
 import { startCountingProxy, type CountingProxy, type ProxyStats } from './seeders/proxy';
 import { machineBusySeconds, procCpuSeconds, scanTiles, spawnTimed, which, type OnDisk } from './seeders/run';
+import { SEED_TOOLS, seedLevels, type SeedLevelsRun, type SeedTool } from './seeders/seed-levels';
 import { seedWithTilebreaker } from './seeders/tilebreaker-seed';
 import { chooseTileSet, seedExtent, tileCount, tileKey, tilesOf, type TileSet } from './seeders/tileset';
 import { prng } from '../test/helpers/prng';
@@ -51,6 +52,7 @@ interface Opts {
   tools: string;
   sample: string;
   rounds: string;
+  seedLevels: string;
   keep?: boolean;
 }
 
@@ -173,6 +175,8 @@ async function main(opts: Opts): Promise<void> {
   const buffer = Number(opts.buffer);
   const sample = Number(opts.sample);
   const rounds = Number(opts.rounds);
+  const levelsCount = Number(opts.seedLevels);
+  if (!Number.isInteger(levelsCount) || levelsCount < 0 || levelsCount > 4) throw new Error(`--seed-levels must be an integer 0..4 (got ${JSON.stringify(opts.seedLevels)})`);
   if (!Number.isInteger(rounds) || rounds < 1 || rounds > 9) throw new Error(`--rounds must be an integer 1..9 (got ${JSON.stringify(opts.rounds)})`);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency must be a positive integer');
   if (!Number.isInteger(meta) || meta < 2 || meta > 16) throw new Error('--meta must be an integer 2..16');
@@ -239,7 +243,7 @@ async function main(opts: Opts): Promise<void> {
         const cpu = process.cpuUsage(cpu0);
         toolCpu = (cpu.user + cpu.system) / 1e6;
       } else if (family(tool) === 'mapproxy') {
-        const cfg = writeMapproxyConfig({ dir, wmsUrl: proxy.url, layers: wms.layers, z: ts.z, extent: seedExtent(ts), metatile });
+        const cfg = writeMapproxyConfig({ dir, wmsUrl: proxy.url, layers: wms.layers, levels: [ts.z], extent: seedExtent(ts), metatile });
         root = cfg.tileRoot;
         const run = await spawnTimed('mapproxy-seed', which('mapproxy-seed')!, mapproxySeedArgs(cfg, concurrency), dir);
         seconds = run.seconds;
@@ -289,15 +293,7 @@ async function main(opts: Opts): Promise<void> {
     if (!equal) failed = true;
     // The median over the rounds that seeded the whole set (the only run with one round); with an even count,
     // the mean of the middle two.
-    const tps = (t: Tool) => {
-      const all = results
-        .filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n)
-        .map((r) => r.disk.inSet.size / r.seconds)
-        .sort((a, b) => a - b);
-      if (!all.length) return 'n/a';
-      const mid = all.length / 2;
-      return (all.length % 2 ? all[Math.floor(mid)]! : (all[mid - 1]! + all[mid]!) / 2).toFixed(1);
-    };
+    const tps = (t: Tool) => median(results.filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n).map((r) => r.disk.inSet.size / r.seconds));
     if (rounds > 1) {
       console.log('');
       for (const t of tools)
@@ -308,7 +304,34 @@ async function main(opts: Opts): Promise<void> {
             .join(' ')}; median ${tps(t)}`,
         );
     }
+    // Over zoom levels, each tool into its own cache format (bench/seeders/seed-levels.ts), round by round.
+    const seedTools = SEED_TOOLS.filter((f) => tools.some((t) => family(t) === f));
+    const levelRuns: SeedLevelsRun[] = [];
+    if (levelsCount > 0) {
+      console.log('');
+      for (let r = 0; r < rounds; r++) {
+        const order = seedTools.map((_, i) => seedTools[(i + r) % seedTools.length]!);
+        levelRuns.push(
+          ...(await seedLevels({
+            proxy,
+            layers: wms.layers,
+            serverPid: wms.pid,
+            ts,
+            levels: levelsCount,
+            concurrency,
+            meta,
+            buffer,
+            work: path.join(work, `r${r + 1}`),
+            tools: order,
+            log: (l) => console.log(l),
+          })),
+        );
+      }
+      if (levelRuns.some((x) => !x.ok)) failed = true;
+    }
+    const levelTps = (t: SeedTool) => median(levelRuns.filter((x) => x.tool === t && x.ok).map((x) => x.stored / x.seconds));
     console.log(`seeders: ${FINAL.map((t) => `${t}=${tps(t)}`).join(' ')}`);
+    if (levelsCount > 0) console.log(`seed-levels: ${SEED_TOOLS.map((t) => `${t}=${levelTps(t)}`).join(' ')}`);
     if (failed) process.exitCode = 1;
   } finally {
     proxy.stop();
@@ -316,6 +339,14 @@ async function main(opts: Opts): Promise<void> {
     if (opts.keep) console.log(`  outputs kept in ${work}`);
     else rmSync(work, { recursive: true, force: true });
   }
+}
+
+/** The median to one decimal (with an even count, the mean of the middle two), or n/a. */
+function median(values: number[]): string {
+  const all = [...values].sort((a, b) => a - b);
+  if (!all.length) return 'n/a';
+  const mid = all.length / 2;
+  return (all.length % 2 ? all[Math.floor(mid)]! : (all[mid - 1]! + all[mid]!) / 2).toFixed(1);
 }
 
 function report(results: Result[], ts: TileSet, concurrency: number, rounds: number): void {
@@ -471,6 +502,7 @@ new Command('bench:seeders')
   .option('--tools <list>', `comma list: ${TOOLS.join(', ')}, or tilebreaker, mapproxy, mapcache, meta, 1x1, all`, 'all')
   .option('--sample <n>', 'tiles compared pixel by pixel (0: all)', '16')
   .option('--rounds <n>', 'run every tool this many times, in a rotating order; the last line gives medians', '1')
+  .option('--seed-levels <n>', 'then seed the same area over this many levels (the zoom and those above it), each tool into its own cache; 0: skip', '3')
   .option('--keep', 'keep the tiles, configs and logs (the directory is printed)')
   .action((opts: Opts) => main(opts))
   .parseAsync()

@@ -1,6 +1,6 @@
 /**
  * mapproxy-seed (Debian's mapproxy) for bench:seeders: mapproxy.yaml (a wms source at the counting proxy, a
- * file cache in GLOBAL_WEBMERCATOR, origin nw) and seed.yaml (one level, a bbox coverage), then
+ * file cache in GLOBAL_WEBMERCATOR, origin nw) and seed.yaml (the levels, a bbox coverage), then
  * `mapproxy-seed -f mapproxy.yaml -s seed.yaml -c N --seed ALL`.
  *
  * - Metatiles: `meta_size [m, m]` with `meta_buffer` b (MapProxy's defaults are [4, 4] and 80 px). One tile
@@ -21,7 +21,8 @@ export interface MapproxyConfig {
   dir: string;
   wmsUrl: string;
   layers: string;
-  z: number;
+  /** The zoom levels to seed. */
+  levels: number[];
   extent: [number, number, number, number];
   metatile: { size: number; buffer: number } | null;
 }
@@ -56,7 +57,7 @@ export function writeMapproxyConfig(c: MapproxyConfig): { mapproxyYaml: string; 
     },
   };
   const seed = {
-    seeds: { bench: { caches: ['bench_cache'], grids: ['GLOBAL_WEBMERCATOR'], levels: [c.z], coverages: ['tileset'] } },
+    seeds: { bench: { caches: ['bench_cache'], grids: ['GLOBAL_WEBMERCATOR'], levels: c.levels, coverages: ['tileset'] } },
     coverages: { tileset: { bbox: c.extent, srs: 'EPSG:3857' } },
   };
   const mapproxyYaml = path.join(c.dir, 'mapproxy.yaml');

@@ -199,19 +199,23 @@ const mirrorRedrive: EntityScenario = ({ client, taskQueue }) =>
     }
   });
 
-/** A seed over levels 5-6 into MBTiles: a mosaic child without an image per level, then the pack activity. */
-const seedLevels: EntityScenario = ({ client, taskQueue }) =>
-  withServer({ latencyMs: 5 }, async (s, dir) => {
-    const sourcesFile = path.join(dir, 'sources.yaml');
-    writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
-    const h = await startSeed(client, taskQueue, { sourcesFile, sourceName: 'demo', bbox: [5.7, 44.0, 8.5, 46.6], levels: [5, 6], into: path.join(dir, 'alps.mbtiles') }, 'seed-levels');
-    await h.result();
-    return h;
-  });
+/** A seed over levels `first`-`last` into MBTiles: a mosaic child without an image per level, then the pack activity. */
+const seedLevels =
+  (id: string, first: number, last: number): EntityScenario =>
+  ({ client, taskQueue }) =>
+    withServer({ latencyMs: 5 }, async (s, dir) => {
+      const sourcesFile = path.join(dir, 'sources.yaml');
+      writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
+      const h = await startSeed(client, taskQueue, { sourcesFile, sourceName: 'demo', bbox: [5.7, 44.0, 8.5, 46.6], levels: [first, last], into: path.join(dir, 'alps.mbtiles') }, id);
+      await h.result();
+      return h;
+    });
 
 export const mosaicScenarios = {
   // A seed: one mosaic child per level, no image, the levels' tiles packed into MBTiles.
-  'seed-levels': seedLevels,
+  'seed-levels': seedLevels('seed-levels', 5, 6),
+  // Levels 4-7 with up to three running at once (patch seed-levels-at-once): the fourth starts as one ends.
+  'seed-levels-at-once': seedLevels('seed-levels-at-once', 4, 7),
   // A mirror served the refused tiles; a re-drive with replaceMirrors fetches them from the primary again.
   'mosaic-mirror-redrive': mirrorRedrive,
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),

@@ -21,6 +21,9 @@ import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { writeMbtiles, type MbtilesFormat, type MbtilesTile } from './mbtiles';
 
+/** Tile files read ahead of the inserts. */
+const READ_AHEAD = 16;
+
 const FORMATS: Record<string, MbtilesFormat> = { '.png': 'png', '.jpg': 'jpg', '.jpeg': 'jpg', '.webp': 'webp' };
 
 export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots): Promise<PackMbtilesResult> {
@@ -47,24 +50,37 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
   const [w, s] = metersToLonLat(deepest.minX, deepest.minY);
   const [e, n] = metersToLonLat(deepest.maxX, deepest.maxY);
   let missing = 0;
+  const read = async (f: string): Promise<Buffer | null> => {
+    try {
+      return isObjectUrl(f) ? await storageFor(f).read(f) : await readFile(f);
+    } catch (err) {
+      // Gone since its level ended (the store rewrote it under another extension): counted, not packed.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      return null;
+    }
+  };
   async function* tiles(): AsyncGenerator<MbtilesTile> {
+    // A few reads ahead of the inserts, so the disk (or the bucket) and SQLite work at the same time.
+    const ahead: { z: number; x: number; y: number; data: Promise<Buffer | null> }[] = [];
+    const take = async function* (limit: number): AsyncGenerator<MbtilesTile> {
+      while (ahead.length > limit) {
+        const t = ahead.shift()!;
+        const data = await t.data;
+        if (data) yield { z: t.z, x: t.x, y: t.y, data };
+        else missing++;
+      }
+    };
     for (const { plan, files } of levels) {
       for (let i = 0; i < files.length; i++) {
         const f = files[i];
         if (!f) continue;
-        const { z, x, y } = tileOf(plan.grid, i);
-        let data: Buffer | null;
-        try {
-          data = isObjectUrl(f) ? await storageFor(f).read(f) : await readFile(f);
-        } catch (err) {
-          // Gone since its level ended (the store rewrote it under another extension): counted, not packed.
-          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-          data = null;
-        }
-        if (data) yield { z, x, y, data };
-        else missing++;
+        const data = read(f);
+        data.catch(() => undefined); // awaited in order below; this only keeps an early rejection from going unhandled
+        ahead.push({ ...tileOf(plan.grid, i), data });
+        yield* take(READ_AHEAD);
       }
     }
+    yield* take(0);
   }
   const written = await writeMbtiles(into, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) =>
     ctx?.heartbeat({ written: n }),
