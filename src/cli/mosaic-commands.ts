@@ -25,7 +25,7 @@ interface StartOptions {
   sourcesOnWorker?: boolean;
   source?: string;
   bbox?: string;
-  crs?: 'EPSG:4326' | 'EPSG:3857';
+  crs?: string;
   zoom?: string;
   out?: string;
   format?: string;
@@ -239,7 +239,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--sources-on-worker', 'the sources file exists only on the workers (give its absolute path as they see it): not read here, the workers check it')
     .option('--source <name>', 'which source in the sources file')
     .option('--bbox <w,s,e,n>', 'area: west,south,east,north')
-    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default) or EPSG:3857')
+    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)')
     .option('--zoom <z>', 'zoom level')
     .option('--out <path.tif>', 'output GeoTIFF; manifest, mask and sidecars go beside it')
     .option('--format <list>', 'also write png and/or webp, e.g. png,webp')

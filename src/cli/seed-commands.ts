@@ -10,7 +10,7 @@ interface SeedOptions {
   sources: string;
   source: string;
   bbox: string;
-  crs?: 'EPSG:4326' | 'EPSG:3857';
+  crs?: string;
   levels: string;
   into: string;
   fallback?: MosaicRequest['fallback'];
@@ -63,7 +63,7 @@ export function registerSeedCommand(program: Command, { withLocal }: { withLocal
     .requiredOption('--sources <file>', 'the sources file')
     .requiredOption('--source <name>', 'which source in the sources file')
     .requiredOption('--bbox <w,s,e,n>', 'area: west,south,east,north')
-    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default) or EPSG:3857')
+    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)')
     .requiredOption('--levels <a-b>', 'zoom levels, e.g. 10-14 (both included) or 12')
     .requiredOption('--into <file.mbtiles>', 'the MBTiles file to write; each level leaves <file>.z<level>.manifest.json and .mask.png beside it')
     .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')

@@ -30,7 +30,11 @@ const requestSchema = z
     sourceName: sourceNameSchema.optional(),
     source: z.unknown().optional(),
     bbox: z.tuple([finite, finite, finite, finite]),
-    crs: z.enum(['EPSG:4326', 'EPSG:3857']).default('EPSG:4326'),
+    // EPSG:4326 or EPSG:3857; or the CRS of the source's own grid.
+    crs: z
+      .string()
+      .regex(/^EPSG:\d{4,6}$/, 'must be an EPSG code: EPSG:4326 (degrees), EPSG:3857, or the CRS of the source grid')
+      .default('EPSG:4326'),
     zoom: z.number().int().min(0).max(MAX_ZOOM),
     output: z.string().regex(/\.tiff?$/i, 'must be a path ending in .tif or .tiff'),
     extraFormats: z.array(z.enum(['png', 'webp'])).default([]),
@@ -64,7 +68,7 @@ const requestSchema = z
     const [w, s, e, n] = r.bbox;
     if (!(w < e)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`, input: r.bbox });
     if (!(s < n)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: r.bbox });
-    const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M];
+    const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : r.crs === 'EPSG:3857' ? [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M] : [Infinity, Infinity];
     if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
       ctx.addIssue({
         code: 'custom',

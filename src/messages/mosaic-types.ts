@@ -23,9 +23,9 @@ export interface MosaicRequest {
   sourcesFile?: string;
   sourceName?: string;
   source?: SourceInput;
-  /** west, south, east, north in `crs`. */
+  /** west, south, east, north in `crs`: EPSG:4326 (the default), EPSG:3857, or the CRS of the source's grid. */
   bbox: [number, number, number, number];
-  crs?: 'EPSG:4326' | 'EPSG:3857';
+  crs?: string;
   zoom: number;
   /** The mosaic's GeoTIFF path; the manifest, mask and sidecars go beside it. */
   output: string;
@@ -97,8 +97,8 @@ export interface MosaicPlan {
   sourcesFile?: string;
   grid: TileGrid;
   total: number;
-  /** EPSG:3857 bounds of the whole grid (what the TIFF covers). */
-  bounds: { minX: number; minY: number; maxX: number; maxY: number };
+  /** Bounds of the whole grid (what the TIFF covers): EPSG:3857, or `crs`, the source grid's. */
+  bounds: { minX: number; minY: number; maxX: number; maxY: number; crs?: string };
   output: string;
   extraFormats: ('png' | 'webp')[];
   /** The TIFF's sidecars are written (plans made before the choice have none: true). */

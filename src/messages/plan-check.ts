@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_ZOOM } from '../geo/mercator';
+import { gridLevelSize } from '../geo/grid';
 import { MAX_MIRRORS, sourceNameSchema, sourceSchema } from '../sources/schema';
 import { CAPABILITIES } from './locations';
 import type { MosaicPlan, TileSelection } from './mosaic-types';
@@ -31,7 +32,18 @@ const planSchema = z
     sourcesFile: path.optional(),
     grid: z.object({ z: int.min(0).max(MAX_ZOOM), tileSize: int.min(16).max(4_096), xMin: int.min(0), xMax: int.min(0), yMin: int.min(0), yMax: int.min(0) }).strict(),
     total: int.min(1).max(MAX_PLAN_TILES),
-    bounds: z.object({ minX: z.number(), minY: z.number(), maxX: z.number(), maxY: z.number() }).strict(),
+    bounds: z
+      .object({
+        minX: z.number(),
+        minY: z.number(),
+        maxX: z.number(),
+        maxY: z.number(),
+        crs: z
+          .string()
+          .regex(/^EPSG:\d{4,6}$/)
+          .optional(),
+      })
+      .strict(),
     output: path.regex(/\.tiff?$/i),
     extraFormats: z.array(z.enum(['png', 'webp'])),
     sidecars: z.boolean().optional(),
@@ -75,21 +87,25 @@ const planSchema = z
   .strict()
   .superRefine((p, ctx) => {
     const g = p.grid;
-    const n = 2 ** g.z;
-    if (g.xMin > g.xMax || g.yMin > g.yMax || g.xMax >= n || g.yMax >= n) {
+    // The source's own grid has its own size per level; Web Mercator's has 2^z tiles a side.
+    const s = p.source;
+    const own = p.directChunks && s !== null && typeof s === 'object' ? { ...(s as Record<string, unknown>), metatile: undefined } : s;
+    const parsed = sourceSchema.safeParse(own);
+    const def = parsed.success ? parsed.data.grid : undefined;
+    const size = def && g.z < def.resolutions.length ? gridLevelSize(def, g.z, g.tileSize) : def ? { cols: 0, rows: 0 } : { cols: 2 ** g.z, rows: 2 ** g.z };
+    if (g.xMin > g.xMax || g.yMin > g.yMax || g.xMax >= size.cols || g.yMax >= size.rows) {
       ctx.addIssue({ code: 'custom', path: ['grid'], message: `must be a box of tiles within zoom ${g.z}` });
     } else if (p.total !== (g.xMax - g.xMin + 1) * (g.yMax - g.yMin + 1)) {
       ctx.addIssue({ code: 'custom', path: ['total'], message: 'must be the number of tiles of the grid' });
     }
     // The source as a sources file may write it; a direct-chunk metatile is the planner's own, checked by size.
-    const s = p.source;
-    const own = p.directChunks && s !== null && typeof s === 'object' ? { ...(s as Record<string, unknown>), metatile: undefined } : s;
-    const parsed = sourceSchema.safeParse(own);
     if (!parsed.success) {
       ctx.addIssue({ code: 'custom', path: ['source'], message: `is not a valid source (${parsed.error.issues.map((i) => i.path.join('.') || '(root)').join(', ')})` });
     } else if (parsed.data.tileSize !== g.tileSize) {
       ctx.addIssue({ code: 'custom', path: ['grid', 'tileSize'], message: "must be the source's tileSize" });
     }
+    // The image's CRS is the source grid's: the georeferencing must not name another.
+    if (parsed.success && p.bounds.crs !== def?.crs) ctx.addIssue({ code: 'custom', path: ['bounds', 'crs'], message: "must be the source grid's CRS (none for Web Mercator)" });
     p.mirrors?.forEach((m, i) => {
       const mirror = sourceSchema.safeParse(p.directChunks && m.source !== null && typeof m.source === 'object' ? { ...(m.source as Record<string, unknown>), metatile: undefined } : m.source);
       if (!mirror.success)

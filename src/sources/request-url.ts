@@ -1,3 +1,4 @@
+import { gridTileBounds } from '../geo/grid';
 import { tileBounds, tmsY, type Bounds } from '../geo/mercator';
 import type { SourceConfig } from './schema';
 
@@ -36,12 +37,18 @@ export function tileUrl(source: SourceConfig, t: TileAddress): string {
         FORMAT: source.format,
       });
     case 'wms':
-      return getMapUrl(source, tileBounds(t.z, t.x, t.y), source.tileSize, source.tileSize);
+      return getMapUrl(source, sourceTileBounds(source, t), source.tileSize, source.tileSize);
   }
 }
 
+/** A tile's bounds in the source's CRS: its own grid's, or Web Mercator's. */
+export function sourceTileBounds(source: SourceConfig, t: TileAddress): Bounds {
+  return source.grid ? gridTileBounds(source.grid, t.z, t.x, t.y, source.tileSize) : tileBounds(t.z, t.x, t.y);
+}
+
 /**
- * A WMS GetMap URL for EPSG:3857 `bbox` at `width` x `height` pixels. 1.1.1 names the CRS `SRS`, 1.3.0 `CRS`;
+ * A WMS GetMap URL for `bbox` in the source's CRS (its grid's, projected: easting then northing in both
+ * versions) at `width` x `height` pixels. 1.1.1 names the CRS `SRS`, 1.3.0 `CRS`;
  * EPSG:3857 is easting/northing in both (only geographic CRSs such as EPSG:4326 swap to lat/lon in 1.3.0).
  */
 export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: Bounds, width: number, height: number): string {
@@ -52,7 +59,7 @@ export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: 
     VERSION: source.version,
     LAYERS: source.layers.join(','),
     STYLES: source.styles.join(','),
-    [source.version === '1.3.0' ? 'CRS' : 'SRS']: source.crs,
+    [source.version === '1.3.0' ? 'CRS' : 'SRS']: source.grid?.crs ?? source.crs,
     BBOX: [bbox.minX, bbox.minY, bbox.maxX, bbox.maxY].map(coord).join(','),
     WIDTH: String(width),
     HEIGHT: String(height),

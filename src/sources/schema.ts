@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { ConfigError, parseOrThrow } from '../breaker/config-error';
+import { gridProblems } from '../geo/grid';
 import { MAX_ZOOM } from '../geo/mercator';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
@@ -30,6 +31,33 @@ const headers = z
 
 const zoom = z.number().int().min(0).max(MAX_ZOOM);
 
+const finiteNumber = z.number().finite();
+
+/**
+ * A tile grid other than Web Mercator's (src/geo/grid.ts): a projected CRS, the top-left origin, a resolution
+ * per level and the extent with tiles. The source's zoom levels are the grid's levels.
+ */
+export const gridSchema = z
+  .object({
+    crs: z.string().regex(/^EPSG:\d{4,6}$/, 'must be an EPSG code such as EPSG:2056'),
+    origin: z.tuple([finiteNumber, finiteNumber]),
+    resolutions: z
+      .array(finiteNumber.positive())
+      .min(1)
+      .max(MAX_ZOOM + 1),
+    extent: z.tuple([finiteNumber, finiteNumber, finiteNumber, finiteNumber]),
+    proj4: z.string().min(1).max(1_000).optional(),
+  })
+  .strict()
+  .superRefine((g, ctx) => {
+    for (const p of gridProblems(g)) ctx.addIssue({ code: 'custom', path: p.path, input: g, message: p.message });
+    // Web Mercator is the default grid; as a grid it would be a second, incompatible addressing of the same tiles.
+    if (g.crs === 'EPSG:3857' || g.crs === 'EPSG:900913') ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'is the default grid: leave grid out for Web Mercator' });
+    // GeoTIFF's ProjectedCSType key is a short: EPSG's codes for projected CRSs stay below 32767.
+    if (Number(g.crs.slice(5)) > 32766) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be an EPSG code up to 32766 (GeoTIFF keys hold no larger code)' });
+    if (g.crs === 'EPSG:4326') ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be a projected CRS in metres; geographic grids are not supported yet' });
+  });
+
 /** The raster formats the pipeline decodes and re-encodes (sharp), and tile viewers read: PNG, JPEG, WebP. */
 export const DECODED_FORMAT = /^image\/(png|jpeg|webp)\b/i;
 
@@ -54,6 +82,8 @@ const mirrors = z
   });
 
 const common = {
+  /** The tile grid, when not Web Mercator's XYZ grid: a WMS is asked for GetMaps in its CRS. */
+  grid: gridSchema.optional(),
   /** Breaker partition: a layer or path prefix when one host fronts independent backends. */
   breakerPartition: z.string().min(1).optional(),
   minZoom: zoom.default(0),
@@ -200,6 +230,8 @@ const wms = z
 
 export const sourceSchema = z.discriminatedUnion('type', [xyz, tms, wmtsRest, wmtsKvp, wms]).superRefine((s, ctx) => {
   if (s.minZoom > s.maxZoom) ctx.addIssue({ code: 'custom', path: ['minZoom'], input: s.minZoom, message: `must be <= maxZoom (${s.maxZoom})` });
+  if (s.grid && s.type === 'tms')
+    ctx.addIssue({ code: 'custom', path: ['grid'], input: s.type, message: 'is for xyz, wmts and wms sources (TMS rows count from the bottom of the Web Mercator grid)' });
   // Every placeholder the type needs: a template without {y} would fetch one tile for a whole column.
   const missing = (names: string[]) => names.filter((n) => !s.url.includes(`{${n}}`));
   if (s.type === 'xyz' || s.type === 'tms') {

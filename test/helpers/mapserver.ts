@@ -15,7 +15,7 @@ import sharp from 'sharp';
 export interface Wms {
   /** GetMap base URL: http://127.0.0.1:<port>/cgi-bin/mapserv (the mapfile is set by the server's config). */
   url: string;
-  /** The raster's extent in EPSG:3857: [minX, minY, maxX, maxY]. */
+  /** The raster's extent in its CRS (EPSG:3857 unless `epsg` said otherwise): [minX, minY, maxX, maxY]. */
   extent: [number, number, number, number];
   /**
    * Renames a layer in the mapfile (a mapfile being redeployed): MapServer's CGI reads the mapfile on every
@@ -41,8 +41,14 @@ const DEFAULT_EXTENT: [number, number, number, number] = [0, 0, 2000, 2000];
  * `extent`: where the 512 px fixture raster lies (EPSG:3857). Aligned on a zoom's tile grid at a whole
  * multiple of its resolution, nearest-neighbour rendering has no ties, so any two requests of one pixel agree.
  */
-export async function startWms(opts: { extent?: [number, number, number, number] } = {}): Promise<Wms> {
+export async function startWms(opts: { extent?: [number, number, number, number]; epsg?: number } = {}): Promise<Wms> {
   const EXTENT = opts.extent ?? DEFAULT_EXTENT;
+  // The fixture's CRS (3857 unless told): the raster, the roads and the map are in it, and GetMap takes it.
+  const EPSG = opts.epsg ?? 3857;
+  // The roads cross the default extent (in EPSG:3857 they stay there whatever the raster's extent, as the
+  // tests that use it expect), or the raster's own extent in another CRS.
+  const [x0, y0, x1, y1] = opts.epsg === undefined ? DEFAULT_EXTENT : EXTENT;
+  const at = (fx: number, fy: number) => [x0 + (x1 - x0) * fx, y0 + (y1 - y0) * fy];
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-wms-'));
   // Raster: NE red, NW green, SW blue, SE yellow, each with a gradient so no tile is uniform.
   const size = 512;
@@ -64,7 +70,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     .toFile(path.join(dir, 'quadrants.png'));
   execFileSync(
     'gdal_translate',
-    ['-q', '-of', 'GTiff', '-a_srs', 'EPSG:3857', '-a_ullr', String(EXTENT[0]), String(EXTENT[3]), String(EXTENT[2]), String(EXTENT[1]), 'quadrants.png', 'quadrants.tif'],
+    ['-q', '-of', 'GTiff', '-a_srs', `EPSG:${EPSG}`, '-a_ullr', String(EXTENT[0]), String(EXTENT[3]), String(EXTENT[2]), String(EXTENT[1]), 'quadrants.png', 'quadrants.tif'],
     { cwd: dir },
   );
   writeFileSync(
@@ -77,10 +83,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
           properties: { name: 'Diagonal' },
           geometry: {
             type: 'LineString',
-            coordinates: [
-              [0, 0],
-              [2000, 2000],
-            ],
+            coordinates: [at(0, 0), at(1, 1)],
           },
         },
         {
@@ -88,16 +91,13 @@ export async function startWms(opts: { extent?: [number, number, number, number]
           properties: { name: 'Cross' },
           geometry: {
             type: 'LineString',
-            coordinates: [
-              [0, 1500],
-              [2000, 500],
-            ],
+            coordinates: [at(0, 0.75), at(1, 0.25)],
           },
         },
       ],
     }),
   );
-  execFileSync('ogr2ogr', ['-q', '-f', 'GPKG', '-a_srs', 'EPSG:3857', 'roads.gpkg', 'roads.geojson'], { cwd: dir });
+  execFileSync('ogr2ogr', ['-q', '-f', 'GPKG', '-a_srs', `EPSG:${EPSG}`, 'roads.gpkg', 'roads.geojson'], { cwd: dir });
   const mapfile = path.join(dir, 'fixture.map');
   writeFileSync(
     mapfile,
@@ -108,12 +108,12 @@ export async function startWms(opts: { extent?: [number, number, number, number]
   UNITS METERS
   SHAPEPATH "${dir}"
   IMAGETYPE png
-  PROJECTION "init=epsg:3857" END
+  PROJECTION "init=epsg:${EPSG}" END
   WEB
     METADATA
       "wms_title" "tilebreaker fixture"
       "wms_onlineresource" "http://127.0.0.1/cgi-bin/mapserv?"
-      "wms_srs" "EPSG:3857 EPSG:4326 CRS:84"
+      "wms_srs" "${EPSG === 3857 ? '' : `EPSG:${EPSG} `}EPSG:3857 EPSG:4326 CRS:84"
       "wms_enable_request" "*"
     END
   END
@@ -122,7 +122,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     TYPE RASTER
     STATUS ON
     DATA "quadrants.tif"
-    PROJECTION "init=epsg:3857" END
+    PROJECTION "init=epsg:${EPSG}" END
     METADATA "wms_title" "quadrants" END
   END
   LAYER
@@ -132,7 +132,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     CONNECTIONTYPE OGR
     CONNECTION "roads.gpkg"
     DATA "roads"
-    PROJECTION "init=epsg:3857" END
+    PROJECTION "init=epsg:${EPSG}" END
     METADATA "wms_title" "roads" END
     CLASS STYLE COLOR 0 0 0 WIDTH 3 END END
   END
@@ -144,7 +144,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     CONNECTIONTYPE OGR
     CONNECTION "roads.gpkg"
     DATA "roads"
-    PROJECTION "init=epsg:3857" END
+    PROJECTION "init=epsg:${EPSG}" END
     METADATA "wms_title" "roads-styled" END
     CLASSGROUP "black"
     CLASS GROUP "black" STYLE COLOR 0 0 0 WIDTH 3 END END

@@ -1,6 +1,7 @@
 import sharp from 'sharp';
-import { resolution, tileBounds } from '../../geo/mercator';
-import { getMapUrl, tileUrl, type TileAddress } from '../../sources/request-url';
+import { gridLevelSize } from '../../geo/grid';
+import { resolution } from '../../geo/mercator';
+import { getMapUrl, sourceTileBounds, tileUrl, type TileAddress } from '../../sources/request-url';
 import type { SourceConfig } from '../../sources/schema';
 import type { DecodedPixels } from '../validate/image-check';
 
@@ -46,17 +47,18 @@ export function requestUnits(source: SourceConfig, tiles: TileAddress[]): Reques
   return [...groups.values()].map((members) => {
     const ts = members.map((i) => tiles[i]!);
     const z = ts[0]!.z;
-    const n = 2 ** z;
+    // Tiles per row and column at this level: the buffer stops at the grid's edge.
+    const { cols, rows } = source.grid ? gridLevelSize(source.grid, z, T) : { cols: 2 ** z, rows: 2 ** z };
     const [x0, x1] = [Math.min(...ts.map((t) => t.x)), Math.max(...ts.map((t) => t.x))];
     const [y0, y1] = [Math.min(...ts.map((t) => t.y)), Math.max(...ts.map((t) => t.y))];
     const b = source.metatile!.buffer;
     const left = Math.min(b, x0 * T);
-    const right = Math.min(b, (n - 1 - x1) * T);
+    const right = Math.min(b, (cols - 1 - x1) * T);
     const top = Math.min(b, y0 * T);
-    const bottom = Math.min(b, (n - 1 - y1) * T);
-    const r = resolution(z, T);
-    const nw = tileBounds(z, x0, y0);
-    const se = tileBounds(z, x1, y1);
+    const bottom = Math.min(b, (rows - 1 - y1) * T);
+    const nw = sourceTileBounds(source, { z, x: x0, y: y0 });
+    const se = sourceTileBounds(source, { z, x: x1, y: y1 });
+    const r = source.grid ? source.grid.resolutions[z]! : resolution(z, T);
     const bbox = { minX: nw.minX - left * r, maxX: se.maxX + right * r, maxY: nw.maxY + top * r, minY: se.minY - bottom * r };
     const width = (x1 - x0 + 1) * T + left + right;
     const height = (y1 - y0 + 1) * T + top + bottom;

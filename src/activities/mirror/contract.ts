@@ -27,6 +27,8 @@ const GEOGRAPHIC_SETS = ['worldcrs84quad', 'inspirecrs84quad', 'wgs1984quad', 'e
 
 /** The CRS `s` draws its tiles in, or null for a WMTS matrix set we cannot place. */
 function crsOf(s: SourceConfig): string | null {
+  // A grid of its own: compared as a whole below.
+  if (s.grid) return s.grid.crs;
   switch (s.type) {
     case 'xyz':
     case 'tms':
@@ -63,6 +65,10 @@ export function gridMismatch(primary: SourceConfig, mirror: SourceConfig, mirror
     if (!sameSet) return `${who}: CRS ${describeCrs(mirror)} cannot be shown to match the primary's ${describeCrs(primary)}`;
   } else if (p !== m) {
     return `${who}: CRS ${describeCrs(mirror)} differs from the primary's ${describeCrs(primary)}`;
+  }
+  // The same CRS on two grids of their own must be the same grid: origin, resolutions and extent.
+  if ((primary.grid || mirror.grid) && JSON.stringify({ ...primary.grid, proj4: undefined }) !== JSON.stringify({ ...mirror.grid, proj4: undefined })) {
+    return `${who}: grid ${JSON.stringify(mirror.grid ?? 'Web Mercator')} differs from the primary's ${JSON.stringify(primary.grid ?? 'Web Mercator')}`;
   }
   if (mirror.tileSize !== primary.tileSize) return `${who}: tile size ${mirror.tileSize} differs from the primary's ${primary.tileSize}`;
   // PNG, JPEG and WebP all decode to the same pixels downstream; anything else the pipeline cannot use.

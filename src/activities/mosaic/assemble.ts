@@ -70,7 +70,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     image: 'pending' as string,
     // The configured URL: credentials never live in it (they are added per request from the environment).
     source: { name: plan.sourceName, type: plan.source.type, url: maskUrlSecrets(plan.source.url) },
-    crs: 'EPSG:3857',
+    crs: plan.bounds.crs ?? 'EPSG:3857',
     grid: { ...plan.grid, cols, rows },
     bounds: plan.bounds,
     width,

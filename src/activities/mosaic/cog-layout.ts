@@ -11,7 +11,7 @@
  * encode (gdal_translate -of COG: 3.7 s); this port has not been timed on its own.
  */
 import { open, type FileHandle } from 'node:fs/promises';
-import type { Bounds3857 } from './georef';
+import { boundsEpsg, type Bounds3857 } from './georef';
 
 /** Bytes per value of each TIFF field type. */
 const TYPE_SIZE: Readonly<Record<number, number>> = { 1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8 };
@@ -101,13 +101,14 @@ function shorts(tag: number, vs: number[]): Entry {
   return { tag, type: 3, count: vs.length, bytes };
 }
 
-/** The GeoTIFF tags of a north-up EPSG:3857 raster of `width` x `height` pixels over `bounds`. */
+/** The GeoTIFF tags of a north-up raster of `width` x `height` pixels over `bounds`, in EPSG:3857 or the bounds' projected CRS. */
 export function geoTags(bounds: Bounds3857, width: number, height: number): Entry[] {
+  const code = boundsEpsg(bounds);
   return [
     doubles(TAG.ModelPixelScale, [(bounds.maxX - bounds.minX) / width, (bounds.maxY - bounds.minY) / height, 0]),
     doubles(TAG.ModelTiepoint, [0, 0, 0, bounds.minX, bounds.maxY, 0]),
-    // GeoKey directory 1.1.0 with 3 keys: GTModelType projected, GTRasterType pixel is area, ProjectedCSType 3857.
-    shorts(TAG.GeoKeyDirectory, [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 3857]),
+    // GeoKey directory 1.1.0 with 3 keys: GTModelType projected, GTRasterType pixel is area, ProjectedCSType (EPSG code).
+    shorts(TAG.GeoKeyDirectory, [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, code]),
   ];
 }
 

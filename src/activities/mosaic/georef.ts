@@ -1,5 +1,5 @@
 /**
- * Georeferencing of a north-up EPSG:3857 image by sidecar files. sharp (libvips) cannot write GeoTIFF tags,
+ * Georeferencing of a north-up image (EPSG:3857, or a source grid's projected CRS) by sidecar files. sharp (libvips) cannot write GeoTIFF tags,
  * so GDAL and GIS tools learn the CRS and the pixel grid from files beside the image: a GDAL PAM
  * `<image>.aux.xml` (read first by GDAL's default GDAL_GEOREF_SOURCES), a world file and a `.prj`.
  * Pure helpers except `writeSidecars`.
@@ -7,12 +7,29 @@
 import { randomBytes } from 'node:crypto';
 import { rename, unlink, writeFile } from 'node:fs/promises';
 import { extname } from 'node:path';
+import { epsgCode, KNOWN_CRS } from '../../geo/crs';
 
+/** An image's bounds in EPSG:3857, or in `crs` (a projected CRS, `EPSG:<code>`) when a source grid has its own. */
 export interface Bounds3857 {
   minX: number;
   minY: number;
   maxX: number;
   maxY: number;
+  crs?: string | undefined;
+}
+
+/** The EPSG code of the bounds' CRS. */
+export function boundsEpsg(bounds: Bounds3857): number {
+  if (bounds.crs === undefined) return 3857;
+  const code = epsgCode(bounds.crs);
+  if (code === null) throw new RangeError(`georef: crs must be EPSG:<code> (got ${JSON.stringify(bounds.crs)})`);
+  return code;
+}
+
+/** OGC WKT1 of the bounds' CRS, or null for a code tilebreaker does not know (GDAL resolves the code itself). */
+export function boundsWkt(bounds: Bounds3857): string | null {
+  const code = boundsEpsg(bounds);
+  return code === 3857 ? EPSG_3857_WKT : (KNOWN_CRS[code]?.wkt ?? null);
 }
 
 export type GeoTransform = [number, number, number, number, number, number];
@@ -53,7 +70,9 @@ export function pamXml(bounds: Bounds3857, width: number, height: number): strin
   const gt = geoTransform(bounds, width, height)
     .map((v) => String(v))
     .join(', ');
-  return '<PAMDataset>\n' + `  <SRS dataAxisToSRSAxisMapping="1,2">${escapeXml(EPSG_3857_WKT)}</SRS>\n` + `  <GeoTransform>${gt}</GeoTransform>\n` + '</PAMDataset>\n';
+  // A code without WKT here is given as GDAL's user input (`EPSG:<code>`), which it resolves from its database.
+  const srs = boundsWkt(bounds) ?? `EPSG:${boundsEpsg(bounds)}`;
+  return '<PAMDataset>\n' + `  <SRS dataAxisToSRSAxisMapping="1,2">${escapeXml(srs)}</SRS>\n` + `  <GeoTransform>${gt}</GeoTransform>\n` + '</PAMDataset>\n';
 }
 
 /** The world-file extension GDAL and GIS tools look for beside an image of this extension. */
@@ -80,10 +99,12 @@ export function worldFileExtension(imagePath: string): string {
  */
 export async function writeSidecars(imagePath: string, bounds: Bounds3857, width: number, height: number): Promise<string[]> {
   const stem = imagePath.slice(0, imagePath.length - extname(imagePath).length);
+  const wkt = boundsWkt(bounds);
   const files: [string, string][] = [
     [`${imagePath}.aux.xml`, pamXml(bounds, width, height)],
     [stem + worldFileExtension(imagePath), worldFile(bounds, width, height)],
-    [`${stem}.prj`, EPSG_3857_WKT],
+    // A .prj holds WKT: none for a CRS known only by its code (the .aux.xml names it).
+    ...(wkt !== null ? [[`${stem}.prj`, wkt] as [string, string]] : []),
   ];
   for (const [path, text] of files) await atomicWriteText(path, text);
   return files.map(([path]) => path);

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
+import { gridTileBounds, gridTileRange, type GridDef } from '../../geo/grid';
 import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
+import { bboxInGrid } from './bbox-crs';
 import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
@@ -23,8 +25,12 @@ const CHUNK_PX = 2_048;
 // The request's check lives with the messages, where clients reach it without the planner's I/O.
 export { parseMosaicRequest, type ParsedMosaicRequest } from '../../messages/mosaic-request';
 
-/** The tiles covering an EPSG:3857 box at zoom z: a point on the east or south edge belongs to no extra tile. */
-export function gridFor(bounds: { minX: number; minY: number; maxX: number; maxY: number }, z: number, tileSize: number): TileGrid {
+/**
+ * The tiles covering a box at zoom z, in EPSG:3857 (or in the source's own grid `def`): a point on the east or
+ * south edge belongs to no extra tile.
+ */
+export function gridFor(bounds: { minX: number; minY: number; maxX: number; maxY: number }, z: number, tileSize: number, def?: GridDef): TileGrid {
+  if (def) return { z, tileSize, ...gridTileRange(def, bounds, z, tileSize) };
   const n = 2 ** z;
   const span = tileSpan(z);
   const clamp = (v: number) => Math.min(n - 1, Math.max(0, v));
@@ -47,8 +53,13 @@ export function tileOf(g: TileGrid, i: number): TileAddress {
   return { z: g.z, x: g.xMin + (i % cols), y: g.yMin + Math.floor(i / cols) };
 }
 
-/** The EPSG:3857 bounds of the whole grid: what the mosaic image covers, edge to edge. */
-export function gridBounds(g: TileGrid): MosaicPlan['bounds'] {
+/** The bounds of the whole grid: what the mosaic image covers, edge to edge; in EPSG:3857 unless the source has a grid of its own. */
+export function gridBounds(g: TileGrid, def?: GridDef): MosaicPlan['bounds'] {
+  if (def) {
+    const nw = gridTileBounds(def, g.z, g.xMin, g.yMin, g.tileSize);
+    const se = gridTileBounds(def, g.z, g.xMax, g.yMax, g.tileSize);
+    return { minX: nw.minX, maxX: se.maxX, maxY: nw.maxY, minY: se.minY, crs: def.crs };
+  }
   const span = tileSpan(g.z);
   return {
     minX: -ORIGIN_SHIFT_M + g.xMin * span,
@@ -72,6 +83,9 @@ export function sourceForPlan(source: SourceConfig, r: { zoom: number; directChu
   }
   if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
     throw new ConfigError(what, [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
+  }
+  if (source.grid && r.zoom >= source.grid.resolutions.length) {
+    throw new ConfigError(what, [`zoom: the source's grid (${source.grid.crs}) has levels 0..${source.grid.resolutions.length - 1} (got ${r.zoom})`]);
   }
   return source;
 }
@@ -130,9 +144,15 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   }
   source = sourceForPlan(source, r, 'mosaic request');
   const [w, s, e, n] = r.bbox;
-  const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
-  const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
-  const grid = gridFor({ minX, minY, maxX, maxY }, r.zoom, source.tileSize);
+  let grid: TileGrid;
+  if (source.grid) grid = gridFor(bboxInGrid(r.bbox, r.crs, source.grid, 'mosaic request'), r.zoom, source.tileSize, source.grid);
+  else if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
+    throw new ConfigError('mosaic request', [`crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`]);
+  } else {
+    const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
+    const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
+    grid = gridFor({ minX, minY, maxX, maxY }, r.zoom, source.tileSize);
+  }
   const total = gridCols(grid) * gridRows(grid);
   if (total > r.maxTiles) {
     throw new ConfigError('mosaic request', [
@@ -177,7 +197,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     ...(sourcesFile !== undefined ? { sourcesFile } : {}),
     grid,
     total,
-    bounds: gridBounds(grid),
+    bounds: gridBounds(grid, source.grid),
     output,
     extraFormats: r.extraFormats,
     // Only when off: plans that write them, as every plan before the choice did, stay as they were.

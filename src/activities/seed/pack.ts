@@ -41,6 +41,9 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     levels.push({ plan, files: records.map((r) => (r && (r.status === 'ok' || r.status === 'stale') && r.path && !r.region && inStore(r.path) ? r.path : null)) });
   }
   if (levels.length === 0) throw new ConfigError('seed', ['outputs: no level to pack']);
+  const projected = levels.find((l) => l.plan.bounds.crs !== undefined);
+  // MBTiles is the Web Mercator XYZ grid's container; a seed on another grid keeps its levels' tile stores.
+  if (projected) throw new ConfigError('seed', [`into: an MBTiles file holds Web Mercator tiles; the source's grid is in ${projected.plan.bounds.crs}`]);
   // The tiles' format, from the first served tile of any level (MBTiles names one for the whole file).
   const first = levels.flatMap((l) => l.files).find((f) => f !== null);
   const format = FORMATS[path.extname(first ?? '.png').toLowerCase()] ?? 'png';

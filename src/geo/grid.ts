@@ -1,0 +1,70 @@
+/**
+ * Tile grids other than Web Mercator's: a projected CRS (by EPSG code), a top-left origin shared by every
+ * level, one resolution per level (CRS units per pixel, level 0 first) and the extent where tiles exist, as
+ * MapProxy's grids and most WMTS TileMatrixSets are (a matrix's scale denominator x 0.00028 m is its
+ * resolution in metres; its top-left corner is the origin). Tile y counts from the top, as in WMTS. Pure and
+ * Node-free: workflows plan with it.
+ */
+import type { Bounds } from './mercator';
+
+export interface GridDef {
+  /** `EPSG:<code>` of a projected CRS in metres, easting then northing. */
+  crs: string;
+  /** The top-left corner of tile 0/0 at every level: [x, y]. */
+  origin: [number, number];
+  /** CRS units per pixel, level 0 first, each smaller than the one before. */
+  resolutions: number[];
+  /** [minX, minY, maxX, maxY]: where the grid has tiles (right of and below the origin). */
+  extent: [number, number, number, number];
+  /** A PROJ definition, for a CRS tilebreaker does not know, to take a bbox in degrees. */
+  proj4?: string | undefined;
+}
+
+/** The width (and height) of one tile of `tileSize` pixels at level z, in CRS units. */
+export function gridTileSpan(g: GridDef, z: number, tileSize: number): number {
+  const r = g.resolutions[z];
+  if (r === undefined) throw new RangeError(`grid: level ${z} is not one of the grid's ${g.resolutions.length} levels (0..${g.resolutions.length - 1})`);
+  return r * tileSize;
+}
+
+/** Columns and rows of tiles at level z: those that cover the extent. */
+export function gridLevelSize(g: GridDef, z: number, tileSize: number): { cols: number; rows: number } {
+  const span = gridTileSpan(g, z, tileSize);
+  const [, minY, maxX] = g.extent;
+  // A hair of tolerance: an extent that ends on a tile edge must not gain a column of float noise.
+  return { cols: Math.max(1, Math.ceil((maxX - g.origin[0]) / span - 1e-9)), rows: Math.max(1, Math.ceil((g.origin[1] - minY) / span - 1e-9)) };
+}
+
+/** The bounds of tile (z, x, y) in the grid's CRS. */
+export function gridTileBounds(g: GridDef, z: number, x: number, y: number, tileSize: number): Bounds {
+  const span = gridTileSpan(g, z, tileSize);
+  return { minX: g.origin[0] + x * span, maxX: g.origin[0] + (x + 1) * span, maxY: g.origin[1] - y * span, minY: g.origin[1] - (y + 1) * span };
+}
+
+/** The tiles at level z that `b` (in the grid's CRS) touches, clamped to the level's tiles. */
+export function gridTileRange(g: GridDef, b: Bounds, z: number, tileSize: number): { xMin: number; xMax: number; yMin: number; yMax: number } {
+  const span = gridTileSpan(g, z, tileSize);
+  const { cols, rows } = gridLevelSize(g, z, tileSize);
+  const cx = (v: number) => Math.max(0, Math.min(cols - 1, v));
+  const cy = (v: number) => Math.max(0, Math.min(rows - 1, v));
+  return {
+    xMin: cx(Math.floor((b.minX - g.origin[0]) / span)),
+    xMax: cx(Math.ceil((b.maxX - g.origin[0]) / span) - 1),
+    yMin: cy(Math.floor((g.origin[1] - b.maxY) / span)),
+    yMax: cy(Math.ceil((g.origin[1] - b.minY) / span) - 1),
+  };
+}
+
+/** Why `g` is not a usable grid (each problem names its field), or an empty list. */
+export function gridProblems(g: GridDef): { path: (string | number)[]; message: string }[] {
+  const out: { path: (string | number)[]; message: string }[] = [];
+  g.resolutions.forEach((r, i) => {
+    if (i > 0 && !(r < g.resolutions[i - 1]!)) out.push({ path: ['resolutions', i], message: `must be smaller than the level before (${g.resolutions[i - 1]}), got ${r}` });
+  });
+  const [minX, minY, maxX, maxY] = g.extent;
+  if (!(minX < maxX) || !(minY < maxY)) out.push({ path: ['extent'], message: `must be [minX, minY, maxX, maxY] with min < max (got ${JSON.stringify(g.extent)})` });
+  if (g.origin[0] > minX || g.origin[1] < maxY) {
+    out.push({ path: ['origin'], message: `must be the top-left corner of the extent or beyond it (x <= ${minX}, y >= ${maxY}; got ${JSON.stringify(g.origin)})` });
+  }
+  return out;
+}

@@ -1,0 +1,167 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import proj4 from 'proj4';
+import sharp from 'sharp';
+import { planMosaic } from '../../src/activities/mosaic/plan';
+import { createWorker } from '../../src/client/worker';
+import { KNOWN_CRS } from '../../src/geo/crs';
+import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
+import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
+import { getMapUrl } from '../../src/sources/request-url';
+import { parseSource, type SourceConfig } from '../../src/sources/schema';
+import { startWms, wmsAvailable, type Wms } from '../helpers/mapserver';
+import { gdalinfo, readManifest } from '../helpers/mosaic';
+import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
+
+// A source on a national grid (Swiss LV95, EPSG:2056): MapServer serves a layer in EPSG:2056 through WMS, the
+// mosaic asks for GetMaps per tile in that CRS, and its COG is georeferenced in it, with no sidecar.
+
+const skip = wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is not installed';
+const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-lv95-'));
+// The fixture raster: 512 px of 10 m, on the grid's pixels (so nearest-neighbour rendering has no ties).
+const EXTENT: [number, number, number, number] = [2_600_000, 1_200_000, 2_605_120, 1_205_120];
+const GRID = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [160, 80, 40, 20, 10, 5], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
+const LEVEL_10M = 4;
+const SPAN = 2_560; // one 256 px tile at 10 m
+const taskQueue = uniqueTaskQueue('lv95');
+let wms: Wms;
+let env: TestWorkflowEnvironment;
+let worker: Worker;
+let running: Promise<void>;
+let sources: string;
+
+const mosaic = (extra: Partial<MosaicRequest>, id: string): Promise<MosaicResult> =>
+  env.client.workflow.execute('mosaicWorkflow', {
+    taskQueue,
+    workflowId: `lv95-${id}-${process.pid}`,
+    args: [
+      {
+        sourcesFile: sources,
+        sourceName: 'lv95',
+        bbox: [2_600_500, 1_200_500, 2_604_500, 1_204_500],
+        crs: 'EPSG:2056',
+        zoom: LEVEL_10M,
+        output: path.join(dir, `${id}.tif`),
+        sidecars: false,
+        ...extra,
+      },
+    ],
+  });
+
+describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () => {
+  before(async () => {
+    wms = await startWms({ epsg: 2056, extent: EXTENT });
+    env = await devServerEnv(ALL_SEARCH_ATTRIBUTES);
+    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
+    running = worker.run();
+    sources = path.join(dir, 'sources.yaml');
+    const source = { type: 'wms', url: wms.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid: GRID, metatile: { size: [2, 2], buffer: 16 }, concurrency: 4 };
+    writeFileSync(sources, JSON.stringify({ sources: { lv95: source } }));
+  });
+  after(async () => {
+    worker?.shutdown();
+    await running;
+    await env?.teardown();
+    await wms?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a bbox in EPSG:2056: GetMaps per (meta)tile in EPSG:2056, every tile served, the COG alone georeferenced in EPSG:2056 and equal to one GetMap of its bounds', async () => {
+    const result = await mosaic({}, 'lv95');
+    const manifest = readManifest(result) as ReturnType<typeof readManifest> & {
+      crs: string;
+      bounds: { minX: number; minY: number; maxX: number; maxY: number };
+      grid: { xMin: number; xMax: number; yMin: number; yMax: number };
+    };
+    assert.equal(manifest.counts.ok, 9, JSON.stringify(manifest.counts));
+    assert.equal(manifest.crs, 'EPSG:2056');
+    // Columns 70-72 and rows 56-58 of the 10 m level: the tiles the bbox touches, counted from the origin.
+    assert.deepEqual([manifest.grid.xMin, manifest.grid.xMax, manifest.grid.yMin, manifest.grid.yMax], [70, 72, 56, 58]);
+    const b = manifest.bounds;
+    assert.deepEqual([b.minX, b.minY, b.maxX, b.maxY], [2_420_000 + 70 * SPAN, 1_350_000 - 59 * SPAN, 2_420_000 + 73 * SPAN, 1_350_000 - 56 * SPAN]);
+
+    // The TIFF alone (no sidecar was written): its own GeoTIFF keys name EPSG:2056 and the grid.
+    const tif = path.join(dir, 'lv95.tif');
+    for (const f of ['lv95.tif.aux.xml', 'lv95.tfw', 'lv95.prj']) assert.equal(existsSync(path.join(dir, f)), false, f);
+    const info = gdalinfo(tif);
+    assert.match(info.coordinateSystem.wkt, /ID\["EPSG",2056\]\]$/);
+    const want = [b.minX, 10, 0, b.maxY, 0, -10];
+    info.geoTransform.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-6, `geoTransform[${i}] ${v} vs ${want[i]}`));
+    const validator = spawnSync('/usr/bin/python3', ['-m', 'osgeo_utils.samples.validate_cloud_optimized_geotiff', '--full-check=yes', tif], { encoding: 'utf8' });
+    assert.match(validator.stdout, /is a valid cloud optimized GeoTIFF/, `${validator.stdout}${validator.stderr}`);
+
+    // Pixel for pixel, what MapServer draws for the mosaic's bounds in one GetMap: every tile in its place.
+    const source = parseSource({ type: 'wms', url: wms.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid: GRID }) as Extract<SourceConfig, { type: 'wms' }>;
+    const url = getMapUrl(source, b, 768, 768);
+    assert.match(url, /CRS=EPSG%3A2056/);
+    const whole = Buffer.from(await (await fetch(url)).arrayBuffer());
+    const expected = await sharp(whole).removeAlpha().raw().toBuffer();
+    const got = await sharp(tif).removeAlpha().raw().toBuffer();
+    assert.equal(got.length, expected.length);
+    let differ = 0;
+    for (let i = 0; i < got.length; i++) if (got[i] !== expected[i]) differ++;
+    assert.equal(differ, 0, `${differ} channel values differ from the single GetMap`);
+    // And the raster is there: the fixture's north-east quadrant is red.
+    const ne = (256 + 150) * 768 * 3 + (768 - 256 - 150) * 3;
+    assert.ok(got[ne]! > 200 && got[ne + 1]! < 100, `north-east pixel ${got[ne]},${got[ne + 1]},${got[ne + 2]}`);
+  });
+
+  test('a bbox in degrees is reprojected into the grid (proj4js): the tiles that cover it in EPSG:2056', async () => {
+    // About 2 km square in the middle of the fixture, as longitude and latitude.
+    const toDeg = proj4(KNOWN_CRS[2056]!.proj4, 'EPSG:4326');
+    const [w, s] = toDeg.forward([2_601_900, 1_201_700]) as [number, number];
+    const [e, n] = toDeg.forward([2_604_100, 1_203_900]) as [number, number];
+    const result = await mosaic({ bbox: [w, s, e, n], crs: 'EPSG:4326', sidecars: true }, 'lv95-degrees');
+    const manifest = readManifest(result) as ReturnType<typeof readManifest> & { crs: string; grid: { xMin: number; xMax: number; yMin: number; yMax: number } };
+    assert.equal(manifest.crs, 'EPSG:2056');
+    assert.equal(manifest.counts.ok, manifest.total);
+    // 2601900..2604100 lies in column 71 (2601760..2604320), 1201700..1203900 in row 57 (1201520..1204080).
+    assert.deepEqual([manifest.grid.xMin, manifest.grid.xMax, manifest.grid.yMin, manifest.grid.yMax], [71, 71, 57, 57]);
+    // With sidecars, the .prj and the .aux.xml carry LV95's WKT.
+    const prj = path.join(dir, 'lv95-degrees.prj');
+    assert.match(spawnSync('cat', [prj], { encoding: 'utf8' }).stdout, /^PROJCS\["CH1903\+ \/ LV95"/);
+  });
+});
+
+describe('a source grid: what the planner refuses, naming the field and the value', () => {
+  const grid = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [40, 20, 10], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
+  const source = { type: 'wms', url: 'http://127.0.0.1:9/wms', layers: ['a'], grid } as const;
+  const req = (extra: Partial<MosaicRequest>): MosaicRequest => ({
+    source: source as unknown as NonNullable<MosaicRequest['source']>,
+    bbox: [2_600_000, 1_200_000, 2_601_000, 1_201_000],
+    crs: 'EPSG:2056',
+    zoom: 2,
+    output: '/tmp/lv95.tif',
+    ...extra,
+  });
+
+  test('bbox CRS, level, grid fields', async () => {
+    const plan = await planMosaic(req({}));
+    assert.equal(plan.bounds.crs, 'EPSG:2056');
+    await assert.rejects(planMosaic(req({ crs: 'EPSG:3857' })), /crs: the source's grid is in EPSG:2056; give the bbox in EPSG:2056 or in EPSG:4326 \(got "EPSG:3857"\)/);
+    await assert.rejects(planMosaic(req({ zoom: 3 })), /zoom: the source's grid \(EPSG:2056\) has levels 0\.\.2 \(got 3\)/);
+    await assert.rejects(
+      planMosaic(req({ source: { ...source, grid: { ...grid, resolutions: [10, 20] } } as unknown as NonNullable<MosaicRequest['source']> })),
+      /grid\.resolutions\.1: must be smaller than the level before \(10\), got 20/,
+    );
+    await assert.rejects(planMosaic(req({ source: { ...source, grid: { ...grid, crs: 'EPSG:3857' } } as unknown as NonNullable<MosaicRequest['source']> })), /grid\.crs: is the default grid/);
+    // A code tilebreaker has no definition for: a bbox in its own CRS works, one in degrees needs grid.proj4.
+    const sweref = { ...source, grid: { ...grid, crs: 'EPSG:3006' } } as unknown as NonNullable<MosaicRequest['source']>;
+    assert.equal((await planMosaic(req({ source: sweref, crs: 'EPSG:3006' }))).bounds.crs, 'EPSG:3006');
+    await assert.rejects(
+      planMosaic(req({ source: sweref, crs: 'EPSG:4326', bbox: [7.4, 46.9, 7.5, 47] })),
+      /crs: a bbox in EPSG:4326 needs EPSG:3006's definition: give the source's grid a proj4 string/,
+    );
+    // A Web Mercator source takes no other CRS.
+    await assert.rejects(
+      planMosaic({ source: { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png' }, bbox: [2_600_000, 1_200_000, 2_601_000, 1_201_000], crs: 'EPSG:2056', zoom: 2, output: '/tmp/x.tif' }),
+      /crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in EPSG:2056/,
+    );
+  });
+});
