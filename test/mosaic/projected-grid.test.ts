@@ -115,8 +115,8 @@ describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () 
   test('a bbox in degrees is reprojected into the grid (proj4js): the tiles that cover it in EPSG:2056', async () => {
     // About 2 km square in the middle of the fixture, as longitude and latitude.
     const toDeg = proj4(KNOWN_CRS[2056]!.proj4, 'EPSG:4326');
-    const [w, s] = toDeg.forward([2_601_900, 1_201_700]) as [number, number];
-    const [e, n] = toDeg.forward([2_604_100, 1_203_900]) as [number, number];
+    const [w, s] = toDeg.forward<[number, number]>([2_601_900, 1_201_700]);
+    const [e, n] = toDeg.forward<[number, number]>([2_604_100, 1_203_900]);
     const result = await mosaic({ bbox: [w, s, e, n], crs: 'EPSG:4326', sidecars: true }, 'lv95-degrees');
     const manifest = readManifest(result) as ReturnType<typeof readManifest> & { crs: string; grid: { xMin: number; xMax: number; yMin: number; yMax: number } };
     assert.equal(manifest.crs, 'EPSG:2056');

@@ -24,7 +24,8 @@ export function bboxInGrid(bbox: [number, number, number, number], crs: string, 
   }
   let forward: (p: [number, number]) => number[];
   try {
-    forward = proj4('EPSG:4326', definition).forward as (p: [number, number]) => number[];
+    const converter = proj4('EPSG:4326', definition);
+    forward = (p) => converter.forward(p);
   } catch {
     throw new ConfigError(what, [`grid.proj4: not a PROJ definition proj4js reads, for ${grid.crs}`]);
   }
