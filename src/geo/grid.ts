@@ -10,7 +10,7 @@ import type { Bounds } from './mercator';
 export interface GridDef {
   /** `EPSG:<code>` of a projected CRS in metres, easting then northing. */
   crs: string;
-  /** The top-left corner of tile 0/0 at every level: [x, y]. */
+  /** The top-left corner of tile 0/0 at every level: [easting, northing], whatever the CRS's axis order. */
   origin: [number, number];
   /** CRS units per pixel, level 0 first, each smaller than the one before. */
   resolutions: number[];
@@ -18,6 +18,8 @@ export interface GridDef {
   extent: [number, number, number, number];
   /** A PROJ definition, for a CRS tilebreaker does not know, to take a bbox in degrees. */
   proj4?: string | undefined;
+  /** The CRS's axis order, for one tilebreaker does not know (`ne`: northing first, as in WMS 1.3.0's BBOX). */
+  axisOrder?: 'en' | 'ne' | undefined;
 }
 
 /** The width (and height) of one tile of `tileSize` pixels at level z, in CRS units. */

@@ -1,3 +1,4 @@
+import { northingFirst } from '../geo/crs';
 import { gridTileBounds } from '../geo/grid';
 import { tileBounds, tmsY, type Bounds } from '../geo/mercator';
 import type { SourceConfig } from './schema';
@@ -47,8 +48,8 @@ export function sourceTileBounds(source: SourceConfig, t: TileAddress): Bounds {
 }
 
 /**
- * A WMS GetMap URL for `bbox` in the source's CRS (its grid's, projected: easting then northing in both
- * versions) at `width` x `height` pixels. 1.1.1 names the CRS `SRS`, 1.3.0 `CRS`;
+ * A WMS GetMap URL for `bbox` in the source's CRS (its grid's, projected: easting then northing, but in 1.3.0
+ * northing first for a CRS whose axes are so ordered) at `width` x `height` pixels. 1.1.1 names the CRS `SRS`, 1.3.0 `CRS`;
  * EPSG:3857 is easting/northing in both (only geographic CRSs such as EPSG:4326 swap to lat/lon in 1.3.0).
  */
 export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: Bounds, width: number, height: number): string {
@@ -60,7 +61,13 @@ export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: 
     LAYERS: source.layers.join(','),
     STYLES: source.styles.join(','),
     [source.version === '1.3.0' ? 'CRS' : 'SRS']: source.grid?.crs ?? source.crs,
-    BBOX: [bbox.minX, bbox.minY, bbox.maxX, bbox.maxY].map(coord).join(','),
+    // 1.3.0 writes BBOX in the CRS's axis order: LAEA Europe (EPSG:3035) and a few others put northing first.
+    BBOX: (source.version === '1.3.0' && source.grid && northingFirst(source.grid.crs, source.grid.axisOrder)
+      ? [bbox.minY, bbox.minX, bbox.maxY, bbox.maxX]
+      : [bbox.minX, bbox.minY, bbox.maxX, bbox.maxY]
+    )
+      .map(coord)
+      .join(','),
     WIDTH: String(width),
     HEIGHT: String(height),
     FORMAT: source.format,

@@ -47,6 +47,7 @@ export const gridSchema = z
       .max(MAX_ZOOM + 1),
     extent: z.tuple([finiteNumber, finiteNumber, finiteNumber, finiteNumber]),
     proj4: z.string().min(1).max(1_000).optional(),
+    axisOrder: z.enum(['en', 'ne']).optional(),
   })
   .strict()
   .superRefine((g, ctx) => {

@@ -13,7 +13,7 @@ import { createWorker } from '../../src/client/worker';
 import { KNOWN_CRS } from '../../src/geo/crs';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
-import { getMapUrl } from '../../src/sources/request-url';
+import { getMapUrl, tileUrl } from '../../src/sources/request-url';
 import { parseSource, type SourceConfig } from '../../src/sources/schema';
 import { startWms, wmsAvailable, type Wms } from '../helpers/mapserver';
 import { gdalinfo, readManifest } from '../helpers/mosaic';
@@ -126,6 +126,37 @@ describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () 
     // With sidecars, the .prj and the .aux.xml carry LV95's WKT.
     const prj = path.join(dir, 'lv95-degrees.prj');
     assert.match(spawnSync('cat', [prj], { encoding: 'utf8' }).stdout, /^PROJCS\["CH1903\+ \/ LV95"/);
+  });
+});
+
+describe('a grid whose CRS puts northing first (LAEA Europe, EPSG:3035), from MapServer', { skip }, () => {
+  let laea: Wms;
+  before(async () => {
+    laea = await startWms({ epsg: 3035, extent: [4_000_000, 2_600_000, 4_005_120, 2_605_120] });
+  });
+  after(async () => {
+    await laea?.stop();
+  });
+
+  test('WMS 1.3.0 writes BBOX northing first, 1.1.1 easting first: both draw the same tile, in its place', async () => {
+    const grid = { crs: 'EPSG:3035', origin: [3_990_000, 2_620_000], resolutions: [20, 10], extent: [3_990_000, 2_590_000, 4_020_000, 2_620_000] };
+    const tile = { z: 1, x: 5, y: 6 }; // x 4002800..4005360, y 2602080..2604640: the fixture's north-east quadrant, mostly
+    const pixels = async (version: '1.1.1' | '1.3.0') => {
+      const url = tileUrl(parseSource({ type: 'wms', url: laea.url, version, layers: ['quadrants'], transparent: false, grid }), tile);
+      const bbox = new URL(url).searchParams.get('BBOX');
+      assert.equal(bbox, version === '1.3.0' ? '2602080,4002800,2604640,4005360' : '4002800,2602080,4005360,2604640');
+      const res = await fetch(url);
+      assert.equal(res.headers.get('content-type'), 'image/png');
+      return sharp(Buffer.from(await res.arrayBuffer()))
+        .removeAlpha()
+        .raw()
+        .toBuffer();
+    };
+    const [a, b] = [await pixels('1.1.1'), await pixels('1.3.0')];
+    assert.ok(a.equals(b), 'the two versions draw the same pixels');
+    // Row 100, column 100 of the tile lies in the north-east quadrant: red.
+    const i = (100 * 256 + 100) * 3;
+    assert.ok(a[i]! > 200 && a[i + 1]! < 100 && a[i + 2]! < 100, `north-east pixel ${a[i]},${a[i + 1]},${a[i + 2]}`);
   });
 });
 
