@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { planMosaic } from '../activities/mosaic/plan';
 import { resolveRequestPaths } from '../client/mosaics';
-import type { MosaicRequest } from '../messages/mosaic-types';
+import type { MosaicPlan, MosaicRequest } from '../messages/mosaic-types';
 
 export interface PreflightOptions {
   /** The sources file is a path on the workers only: nothing is read here, the worker checks it all. */
@@ -20,6 +20,11 @@ export interface PreflightOptions {
  * worker's, and 'unchecked' says so.
  */
 export async function preflight(request: MosaicRequest, opts: PreflightOptions = {}): Promise<'checked' | 'unchecked'> {
+  return (await preflightPlan(request, opts)) === null ? 'unchecked' : 'checked';
+}
+
+/** As `preflight`, with the plan made here (null when the sources file lives on the workers only). */
+export async function preflightPlan(request: MosaicRequest, opts: PreflightOptions = {}): Promise<MosaicPlan | null> {
   const given = request.sourcesFile;
   const from = opts.sourcesFrom ?? '--sources';
   if (opts.sourcesOnWorker) {
@@ -28,7 +33,7 @@ export async function preflight(request: MosaicRequest, opts: PreflightOptions =
     if (!path.isAbsolute(given)) {
       throw new Error(`${from} ${JSON.stringify(given)}: with --sources-on-worker, give the path as the workers see it, absolute (e.g. /config/${path.basename(given)})`);
     }
-    return 'unchecked';
+    return null;
   }
   const r = resolveRequestPaths(request);
   if (r.sourcesFile !== undefined && !existsSync(r.sourcesFile)) {
@@ -38,6 +43,5 @@ export async function preflight(request: MosaicRequest, opts: PreflightOptions =
         'or, for a file that exists only on the workers, add --sources-on-worker with the path as they see it; the workers then check it when the mosaic starts.',
     );
   }
-  await planMosaic(r);
-  return 'checked';
+  return planMosaic(r);
 }

@@ -5,6 +5,7 @@ import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import type { SeedRequest, SeedResult } from '../messages/seed-types';
 import type { WithClient } from './mosaic-commands';
+import { preflightPlan } from './preflight';
 
 interface SeedOptions {
   sources: string;
@@ -20,6 +21,7 @@ interface SeedOptions {
   maxTiles?: string;
   id?: string;
   json?: boolean;
+  sourcesOnWorker?: boolean;
 }
 
 /** A seed request from the flags; the worker validates the rest as it does a mosaic's. */
@@ -56,6 +58,24 @@ function summary(r: SeedResult): string[] {
   ];
 }
 
+/**
+ * Every level planned here, as `mosaic start` plans its request, before anything starts: a level over
+ * maxTiles or outside the source's zoom range is refused at once, not after the levels before it ran; and a
+ * source on a grid of its own, whose tiles an MBTiles file cannot hold.
+ */
+async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Promise<void> {
+  const {
+    levels: [first, last],
+    into,
+    ...mosaic
+  } = request;
+  for (let zoom = first; zoom <= last; zoom++) {
+    const plan = await preflightPlan({ ...mosaic, zoom, output: `${into.replace(/\.mbtiles$/i, '')}.z${zoom}.tif`, image: false }, { sourcesOnWorker });
+    if (plan === null) return;
+    if (plan.bounds.crs !== undefined) throw new Error(`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`);
+  }
+}
+
 export function registerSeedCommand(program: Command, { withLocal }: { withLocal: WithClient }): void {
   program
     .command('seed')
@@ -72,9 +92,11 @@ export function registerSeedCommand(program: Command, { withLocal }: { withLocal
     .option('--store <dir>', 'tile store folder (default <into minus .mbtiles>.tiles)')
     .option('--max-tiles <n>', 'refuse a level larger than this (default 100000)')
     .option('--id <workflowId>', 'workflow id (default seed/<name>-<hash of the file>)')
+    .option('--sources-on-worker', 'the sources file exists on the workers only: skip the check of every level here')
     .option('--json', 'print the result as JSON')
     .action(async (o: SeedOptions) => {
       const request = seedRequestFromOptions(o);
+      await preflightSeed(request, !!o.sourcesOnWorker);
       await withLocal(async ({ client, taskQueue }) => {
         const handle = await startSeed(client, taskQueue, request, o.id);
         if (!o.json) console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);

@@ -5,6 +5,7 @@ import { makeFetchBatch } from '../activities/fetch/fetch-batch';
 import { BreakerGuard, processIdentity } from '../activities/guard';
 import { redactUrl } from '../activities/http/credentials';
 import { EndpointPools } from '../activities/http/endpoint-pool';
+import { gridLevelSize } from '../geo/grid';
 import { checkTile } from '../geo/mercator';
 import { tileUrl } from '../sources/request-url';
 import { connectionConfigFromEnv } from '../client/connection-config';
@@ -24,11 +25,16 @@ export async function tileCommand(address: string, opts: TileCommandOptions): Pr
   const m = /^(\d+)\/(\d+)\/(\d+)$/.exec(address);
   if (!m) throw new Error(`tile: expected Z/X/Y, e.g. 12/2048/1361 (got ${JSON.stringify(address)})`);
   const tile = { z: Number(m[1]), x: Number(m[2]), y: Number(m[3]) };
-  checkTile(tile.z, tile.x, tile.y);
   const attempts = Number(opts.attempts);
   if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) throw new Error(`--attempts: expected 1..10 (got ${JSON.stringify(opts.attempts)})`);
   const { name, source } = await loadSource(opts.source, opts.name);
   if (tile.z < source.minZoom || tile.z > source.maxZoom) throw new Error(`tile: zoom ${tile.z} is outside source ${name}'s range ${source.minZoom}..${source.maxZoom}`);
+  // A source on a grid of its own has that grid's levels and tiles; the others, Web Mercator's.
+  if (source.grid) {
+    if (tile.z >= source.grid.resolutions.length) throw new Error(`tile: zoom ${tile.z} is not a level of source ${name}'s grid (0..${source.grid.resolutions.length - 1})`);
+    const { cols, rows } = gridLevelSize(source.grid, tile.z, source.tileSize);
+    if (tile.x >= cols || tile.y >= rows) throw new Error(`tile: ${address} is outside source ${name}'s grid, ${cols} x ${rows} tiles at level ${tile.z}`);
+  } else checkTile(tile.z, tile.x, tile.y);
 
   const pools = new EndpointPools();
   const storeRoot = opts.out ?? mkdtempSync(path.join(tmpdir(), 'tilebreaker-tile-'));

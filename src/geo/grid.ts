@@ -49,11 +49,17 @@ export function gridTileRange(g: GridDef, b: Bounds, z: number, tileSize: number
   const { cols, rows } = gridLevelSize(g, z, tileSize);
   const cx = (v: number) => Math.max(0, Math.min(cols - 1, v));
   const cy = (v: number) => Math.max(0, Math.min(rows - 1, v));
+  // In tiles from the origin; an edge within float noise of a tile edge is on it (a manifest's own bounds
+  // give back its own tiles, not one more row or column).
+  const at = (d: number) => {
+    const q = d / span;
+    return Math.abs(q - Math.round(q)) < 1e-9 * Math.max(1, Math.abs(q)) ? Math.round(q) : q;
+  };
   return {
-    xMin: cx(Math.floor((b.minX - g.origin[0]) / span)),
-    xMax: cx(Math.ceil((b.maxX - g.origin[0]) / span) - 1),
-    yMin: cy(Math.floor((g.origin[1] - b.maxY) / span)),
-    yMax: cy(Math.ceil((g.origin[1] - b.minY) / span) - 1),
+    xMin: cx(Math.floor(at(b.minX - g.origin[0]))),
+    xMax: cx(Math.ceil(at(b.maxX - g.origin[0])) - 1),
+    yMin: cy(Math.floor(at(g.origin[1] - b.maxY))),
+    yMax: cy(Math.ceil(at(g.origin[1] - b.minY)) - 1),
   };
 }
 

@@ -23,7 +23,7 @@ export function tileUrl(source: SourceConfig, t: TileAddress): string {
       return fill(source.url, { z: t.z, x: t.x, y: row, s: sub, '-y': tmsY(t.z, t.y) });
     }
     case 'wmts-rest':
-      return fill(source.url, { TileMatrix: t.z, TileRow: t.y, TileCol: t.x, Style: source.style, TileMatrixSet: source.tileMatrixSet });
+      return fill(source.url, { TileMatrix: source.tileMatrices?.[t.z] ?? t.z, TileRow: t.y, TileCol: t.x, Style: source.style, TileMatrixSet: source.tileMatrixSet });
     case 'wmts-kvp':
       return withParams(source.url, {
         SERVICE: 'WMTS',
@@ -32,7 +32,7 @@ export function tileUrl(source: SourceConfig, t: TileAddress): string {
         LAYER: source.layer,
         STYLE: source.style,
         TILEMATRIXSET: source.tileMatrixSet,
-        TILEMATRIX: `${source.tileMatrixPrefix}${t.z}`,
+        TILEMATRIX: source.tileMatrices?.[t.z] ?? `${source.tileMatrixPrefix}${t.z}`,
         TILEROW: String(t.y),
         TILECOL: String(t.x),
         FORMAT: source.format,

@@ -8,6 +8,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import proj4 from 'proj4';
 import sharp from 'sharp';
+import { writeSidecars } from '../../src/activities/mosaic/georef';
 import { planMosaic } from '../../src/activities/mosaic/plan';
 import { createWorker } from '../../src/client/worker';
 import { KNOWN_CRS } from '../../src/geo/crs';
@@ -131,11 +132,13 @@ describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () 
 
 describe('a grid whose CRS puts northing first (LAEA Europe, EPSG:3035), from MapServer', { skip }, () => {
   let laea: Wms;
+  const laeaDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-laea-'));
   before(async () => {
     laea = await startWms({ epsg: 3035, extent: [4_000_000, 2_600_000, 4_005_120, 2_605_120] });
   });
   after(async () => {
     await laea?.stop();
+    rmSync(laeaDir, { recursive: true, force: true });
   });
 
   test('WMS 1.3.0 writes BBOX northing first, 1.1.1 easting first: both draw the same tile, in its place', async () => {
@@ -153,6 +156,16 @@ describe('a grid whose CRS puts northing first (LAEA Europe, EPSG:3035), from Ma
         .toBuffer();
     };
     const [a, b] = [await pixels('1.1.1'), await pixels('1.3.0')];
+    // The sidecars name LAEA Europe without swapping its axes: GDAL puts the tile near 5.9 E, 46.5 N (317 km west
+    // and 606 km south of LAEA's centre at 10 E, 52 N), not in the Atlantic where swapped axes would.
+    const png = path.join(laeaDir, 'laea.png');
+    await sharp(a, { raw: { width: 256, height: 256, channels: 3 } })
+      .png()
+      .toFile(png);
+    await writeSidecars(png, { minX: 4_002_800, minY: 2_602_080, maxX: 4_005_360, maxY: 2_604_640, crs: 'EPSG:3035' }, 256, 256);
+    const wgs84 = (JSON.parse(spawnSync('gdalinfo', ['-json', png], { encoding: 'utf8' }).stdout) as { wgs84Extent: { coordinates: number[][][] } }).wgs84Extent.coordinates[0]!;
+    const [lon, lat] = [wgs84.reduce((t, p) => t + p[0]!, 0) / wgs84.length, wgs84.reduce((t, p) => t + p[1]!, 0) / wgs84.length];
+    assert.ok(Math.abs(lon - 5.87) < 0.05 && Math.abs(lat - 46.47) < 0.05, `the tile's centre at ${lon}, ${lat}`);
     assert.ok(a.equals(b), 'the two versions draw the same pixels');
     // Row 100, column 100 of the tile lies in the north-east quadrant: red.
     const i = (100 * 256 + 100) * 3;
@@ -189,6 +202,13 @@ describe('a source grid: what the planner refuses, naming the field and the valu
       planMosaic(req({ source: sweref, crs: 'EPSG:4326', bbox: [7.4, 46.9, 7.5, 47] })),
       /crs: a bbox in EPSG:4326 needs EPSG:3006's definition: give the source's grid a proj4 string/,
     );
+    // A box outside the grid is refused, not clamped to the edge's tiles (LV03 coordinates given as LV95).
+    await assert.rejects(planMosaic(req({ bbox: [600_000, 200_000, 601_000, 201_000] })), /bbox: \[600000,200000,601000,201000\] \(EPSG:2056\) lies outside the source grid's extent/);
+    await assert.rejects(planMosaic(req({ crs: 'EPSG:4326', bbox: [2.2, 48.8, 2.4, 48.9] })), /lies outside the source grid's extent .*; in EPSG:2056 it is \[/);
+    // Not a projected CRS: a geographic code, or a code written with a leading zero.
+    for (const crs of ['EPSG:4258', 'EPSG:03857']) {
+      await assert.rejects(planMosaic(req({ source: { ...source, grid: { ...grid, crs } } as unknown as NonNullable<MosaicRequest['source']> })), /grid\.crs: /);
+    }
     // A Web Mercator source takes no other CRS.
     await assert.rejects(
       planMosaic({ source: { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png' }, bbox: [2_600_000, 1_200_000, 2_601_000, 1_201_000], crs: 'EPSG:2056', zoom: 2, output: '/tmp/x.tif' }),

@@ -140,8 +140,29 @@ test('tilebreaker seed: one command over levels into MBTiles, a line per level a
   const bad = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '14-twelve', '--into', into]);
   assert.notEqual(bad.code, 0);
   assert.match(bad.err, /--levels: must be a zoom level or a range such as 10-14 \(got "14-twelve"\)/);
-  // A level's configuration error (refused by the worker, in the first level's plan): exit 4, the field named.
-  const wrong = await cli(['seed', '--sources', sources, '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
+  // Every level is planned here first: a source not in the file, a deepest level over maxTiles, a source on a
+  // grid MBTiles cannot hold, each refused (exit 2) before any level runs.
+  const missing = await cli(['seed', '--sources', sources, '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
+  assert.equal(missing.code, 2, `${missing.out}\n${missing.err}`);
+  assert.match(missing.err, /nosuch/);
+  const large = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4-9', '--max-tiles', '3', '--into', path.join(dir, 'large.mbtiles')]);
+  assert.equal(large.code, 2, `${large.out}\n${large.err}`);
+  assert.match(large.err, /maxTiles: the plan has \d+ tiles \(\d+ columns x \d+ rows at zoom 9\), more than maxTiles 3/);
+  assert.equal(existsSync(path.join(dir, 'large.z4.manifest.json')), false, 'no level ran');
+  const lv95 = path.join(dir, 'lv95.yaml');
+  writeFileSync(
+    lv95,
+    JSON.stringify({
+      sources: {
+        lv95: { type: 'xyz', url: server.template, grid: { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [1000, 500], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] } },
+      },
+    }),
+  );
+  const projected = await cli(['seed', '--sources', lv95, '--source', 'lv95', '--bbox', '7.4,46.9,7.5,47', '--levels', '0-1', '--into', path.join(dir, 'lv95.mbtiles')]);
+  assert.equal(projected.code, 2, `${projected.out}\n${projected.err}`);
+  assert.match(projected.err, /--into: an MBTiles file holds Web Mercator tiles; the source "lv95" is on a grid in EPSG:2056/);
+  // A level's configuration error found by the worker (the file on the workers only): exit 4, the field named.
+  const wrong = await cli(['seed', '--sources', sources, '--sources-on-worker', '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
   assert.equal(wrong.code, 4, `${wrong.out}\n${wrong.err}`);
   assert.match(wrong.err, /seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
 });

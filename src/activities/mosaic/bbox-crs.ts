@@ -41,7 +41,13 @@ export function bboxInGrid(bbox: [number, number, number, number], crs: string, 
       [w, s + (n - s) * t],
       [e, s + (n - s) * t],
     ] as [number, number][]) {
-      const [x, y] = forward(p);
+      let x: number | undefined;
+      let y: number | undefined;
+      try {
+        [x, y] = forward(p);
+      } catch {
+        x = NaN;
+      }
       if (!Number.isFinite(x) || !Number.isFinite(y)) throw new ConfigError(what, [`bbox: ${JSON.stringify(bbox)} does not project into ${grid.crs} (at ${p.join(', ')})`]);
       minX = Math.min(minX, x!);
       maxX = Math.max(maxX, x!);

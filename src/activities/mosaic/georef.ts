@@ -72,7 +72,10 @@ export function pamXml(bounds: Bounds3857, width: number, height: number): strin
     .join(', ');
   // A code without WKT here is given as GDAL's user input (`EPSG:<code>`), which it resolves from its database.
   const srs = boundsWkt(bounds) ?? `EPSG:${boundsEpsg(bounds)}`;
-  return '<PAMDataset>\n' + `  <SRS dataAxisToSRSAxisMapping="1,2">${escapeXml(srs)}</SRS>\n` + `  <GeoTransform>${gt}</GeoTransform>\n` + '</PAMDataset>\n';
+  // The geotransform is easting then northing. For EPSG:3857 the mapping says so; for a grid's CRS, whose axes
+  // may be northing first (EPSG:3035), none is written, and GDAL then reads the traditional GIS order.
+  const mapping = bounds.crs === undefined ? ' dataAxisToSRSAxisMapping="1,2"' : '';
+  return '<PAMDataset>\n' + `  <SRS${mapping}>${escapeXml(srs)}</SRS>\n` + `  <GeoTransform>${gt}</GeoTransform>\n` + '</PAMDataset>\n';
 }
 
 /** The world-file extension GDAL and GIS tools look for beside an image of this extension. */

@@ -84,6 +84,9 @@ export function sourceForPlan(source: SourceConfig, r: { zoom: number; directChu
   if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
     throw new ConfigError(what, [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
   }
+  if ((source.type === 'wmts-rest' || source.type === 'wmts-kvp') && source.tileMatrices && r.zoom >= source.tileMatrices.length) {
+    throw new ConfigError(what, [`zoom: the source's tileMatrices name levels 0..${source.tileMatrices.length - 1} (got ${r.zoom})`]);
+  }
   if (source.grid && r.zoom >= source.grid.resolutions.length) {
     throw new ConfigError(what, [`zoom: the source's grid (${source.grid.crs}) has levels 0..${source.grid.resolutions.length - 1} (got ${r.zoom})`]);
   }
@@ -145,8 +148,17 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   source = sourceForPlan(source, r, 'mosaic request');
   const [w, s, e, n] = r.bbox;
   let grid: TileGrid;
-  if (source.grid) grid = gridFor(bboxInGrid(r.bbox, r.crs, source.grid, 'mosaic request'), r.zoom, source.tileSize, source.grid);
-  else if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
+  if (source.grid) {
+    const b = bboxInGrid(r.bbox, r.crs, source.grid, 'mosaic request');
+    const [gx0, gy0, gx1, gy1] = source.grid.extent;
+    // Clamped to the grid, a box beyond it would quietly become the edge's tiles.
+    if (!(b.minX < gx1 && b.maxX > gx0 && b.minY < gy1 && b.maxY > gy0)) {
+      throw new ConfigError('mosaic request', [
+        `bbox: ${JSON.stringify(r.bbox)} (${r.crs}) lies outside the source grid's extent ${JSON.stringify(source.grid.extent)} (${source.grid.crs})${r.crs === source.grid.crs ? '' : `; in ${source.grid.crs} it is ${JSON.stringify([b.minX, b.minY, b.maxX, b.maxY].map((v) => Math.round(v)))}`}`,
+      ]);
+    }
+    grid = gridFor(b, r.zoom, source.tileSize, source.grid);
+  } else if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
     throw new ConfigError('mosaic request', [`crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`]);
   } else {
     const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];

@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { loadSource } from '../../src/activities/sources-file';
+import { sourcesFromCapabilities } from '../../src/client/capabilities';
+import { packageRoot } from '../../src/client/local-server';
+import { tileUrl } from '../../src/sources/request-url';
+import { parseSource } from '../../src/sources/schema';
+import { startWms, wmsAvailable } from '../helpers/mapserver';
+
+// `tilebreaker sources import`: sources from capabilities documents. The WMTS documents are MapProxy's own
+// (mapproxy-util serve-develop with a Web Mercator grid and Swiss LV95, saved under test/fixtures); the WMS
+// document comes live from MapServer.
+
+const main = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
+const fixtures = path.join(packageRoot(), 'test', 'fixtures', 'capabilities');
+const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-import-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [main, ...args], { timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (err, out, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    );
+  });
+}
+
+const LV95 = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [4000, 2000, 1000, 500, 250, 100, 50, 20, 10, 5, 2.5], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
+const MATRICES = (n: number) => Array.from({ length: n }, (_, i) => String(i).padStart(2, '0'));
+
+describe('sources from a WMTS capabilities document (MapProxy)', () => {
+  test('RESTful: each layer and matrix set a wmts-rest source; LV95 becomes a grid, Web Mercator none; matrix identifiers kept', async () => {
+    const file = path.join(dir, 'rest.yaml');
+    const r = await cli(['sources', 'import', path.join(fixtures, 'mapproxy-wmts-rest.xml'), '--out', file]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /3 sources written to/);
+    const relief = await loadSource(file, 'relief');
+    assert.equal(relief.source.type, 'wmts-rest');
+    assert.deepEqual(relief.source.grid, LV95);
+    assert.deepEqual([relief.source.minZoom, relief.source.maxZoom, relief.source.format], [0, 10, 'image/png']);
+    // MapProxy names its matrices "00", "01", ...: the URL carries the identifier, not the level's number.
+    assert.equal(tileUrl(relief.source, { z: 3, x: 1, y: 0 }), 'http://127.0.0.1:8091/wmts/relief/lv95/03/1/0.png');
+    const mercator = await loadSource(file, 'basemap-GLOBAL_WEBMERCATOR');
+    assert.equal(mercator.source.grid, undefined);
+    assert.deepEqual([mercator.source.maxZoom, mercator.source.format], [19, 'image/jpeg']);
+    assert.deepEqual((mercator.source as { tileMatrices?: string[] }).tileMatrices, MATRICES(20));
+    assert.deepEqual((await loadSource(file, 'basemap-lv95')).source.grid, LV95);
+    // A second import into the same file is refused without --force.
+    const again = await cli(['sources', 'import', path.join(fixtures, 'mapproxy-wmts-rest.xml'), '--out', file]);
+    assert.equal(again.code, 2);
+    assert.match(again.err, /rest\.yaml exists; give --force to replace it/);
+  });
+
+  test('KVP: wmts-kvp sources at the GetTile endpoint, TILEMATRIX the identifier', () => {
+    const { sources, notes } = sourcesFromCapabilities(readFileSync(path.join(fixtures, 'mapproxy-wmts-kvp.xml'), 'utf8'), 'http://127.0.0.1:8091/service');
+    assert.deepEqual(notes, []);
+    const relief = parseSource(sources.relief);
+    assert.equal(relief.type, 'wmts-kvp');
+    const url = new URL(tileUrl(relief, { z: 8, x: 70, y: 56 }));
+    assert.equal(url.origin + url.pathname, 'http://127.0.0.1:8091/service');
+    assert.deepEqual(
+      ['LAYER', 'TILEMATRIXSET', 'TILEMATRIX', 'TILECOL', 'TILEROW', 'FORMAT'].map((k) => url.searchParams.get(k)),
+      ['relief', 'lv95', '08', '70', '56', 'image/png'],
+    );
+  });
+
+  test('what cannot become a source is noted, not guessed: a geographic set, different corners, not a capabilities document', async () => {
+    const xml = readFileSync(path.join(fixtures, 'mapproxy-wmts-rest.xml'), 'utf8');
+    const geographic = sourcesFromCapabilities(xml.replace('<ows:SupportedCRS>EPSG:2056</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:EPSG::4326</ows:SupportedCRS>'), 'x');
+    assert.deepEqual(Object.keys(geographic.sources), ['basemap-GLOBAL_WEBMERCATOR']);
+    assert.ok(
+      geographic.notes.some((n) => /layer "relief", matrix set "lv95": a geographic CRS \(EPSG:4326\)/.test(n)),
+      geographic.notes.join('\n'),
+    );
+    const corners = sourcesFromCapabilities(xml.replace('<TopLeftCorner>2420000.0 1350000.0</TopLeftCorner>', '<TopLeftCorner>2400000.0 1350000.0</TopLeftCorner>'), 'x');
+    assert.ok(
+      corners.notes.some((n) => /matrix set "lv95": its matrices have different top-left corners/.test(n)),
+      corners.notes.join('\n'),
+    );
+    const notXml = path.join(dir, 'page.xml');
+    writeFileSync(notXml, '<html><body>maintenance</body></html>');
+    const r = await cli(['sources', 'import', notXml]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /is neither a WMS nor a WMTS capabilities document \(its root is html\)/);
+  });
+});
+
+describe('sources from a WMS capabilities document (MapServer)', { skip: wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is not installed' }, () => {
+  test('every named layer a wms source at the GetMap endpoint; a tile of one is drawn', async () => {
+    const wms = await startWms();
+    try {
+      const capabilities = `${wms.url}?SERVICE=WMS&REQUEST=GetCapabilities&VERSION=1.3.0`;
+      const reported = await cli(['sources', 'import', capabilities, '--json']);
+      assert.equal(reported.code, 0, reported.err);
+      // The GetMap URL the document reports (the fixture's mapfile names one without the port).
+      assert.equal((JSON.parse(reported.out) as { sources: Record<string, { url: string }> }).sources.quadrants!.url, 'http://127.0.0.1/cgi-bin/mapserv?');
+      const r = await cli(['sources', 'import', capabilities, '--use-fetched-url']);
+      assert.equal(r.code, 0, r.err);
+      const file = path.join(dir, 'wms.yaml');
+      writeFileSync(file, r.out);
+      const quadrants = await loadSource(file, 'quadrants');
+      assert.equal(quadrants.source.url, wms.url);
+      assert.equal(quadrants.source.type, 'wms');
+      assert.deepEqual([quadrants.source.type === 'wms' && quadrants.source.layers, quadrants.source.type === 'wms' && quadrants.source.version], [['quadrants'], '1.3.0']);
+      assert.ok((await loadSource(file, 'roads-styled')).source);
+      // The layer's tile over the fixture is an image.
+      const res = await fetch(tileUrl(quadrants.source, { z: 14, x: 8192, y: 8191 }));
+      assert.equal(res.headers.get('content-type'), 'image/png');
+    } finally {
+      await wms.stop();
+    }
+  });
+});

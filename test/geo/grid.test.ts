@@ -1,0 +1,32 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { gridLevelSize, gridTileBounds, gridTileRange, type GridDef } from '../../src/geo/grid';
+
+const lv95: GridDef = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [4000, 1000, 100, 10, 0.1], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
+
+test('a level covers the extent: whole tiles from the origin, no column of float noise', () => {
+  assert.deepEqual(gridLevelSize(lv95, 0, 256), { cols: 1, rows: 1 });
+  // 480 km / 2.56 km = 187.5 columns, 320 km / 2.56 km = 125 rows.
+  assert.deepEqual(gridLevelSize(lv95, 3, 256), { cols: 188, rows: 125 });
+});
+
+test("a tile's own bounds give back that tile, at every level, though the division is inexact", () => {
+  for (let z = 0; z < lv95.resolutions.length; z++) {
+    const { cols, rows } = gridLevelSize(lv95, z, 256);
+    for (const [x, y] of [
+      [0, 0],
+      [3, 2],
+      [cols - 1, rows - 1],
+      [Math.floor(cols / 3), Math.floor(rows / 7)],
+    ] as [number, number][]) {
+      if (x >= cols || y >= rows) continue;
+      const b = gridTileBounds(lv95, z, x, y, 256);
+      assert.deepEqual(gridTileRange(lv95, b, z, 256), { xMin: x, xMax: x, yMin: y, yMax: y }, `z${z} ${x}/${y}`);
+    }
+  }
+});
+
+test('a box beyond the grid is clamped to its tiles; the planner refuses one wholly outside', () => {
+  const r = gridTileRange(lv95, { minX: 2_000_000, minY: 0, maxX: 3_000_000, maxY: 2_000_000 }, 1, 256);
+  assert.deepEqual(r, { xMin: 0, xMax: 1, yMin: 0, yMax: 1 });
+});
