@@ -44,6 +44,8 @@ export interface SeedLevelsRun {
   ok: boolean;
   note: string;
   getMap: number;
+  /** Most requests in flight at the proxy. */
+  peak?: number;
   /** CPU seconds: the tool (for tilebreaker this process: client and worker), MapServer, and the rest of the machine (the Temporal dev server among it). */
   cpu: { tool: number; server: number; other: number };
 }
@@ -131,7 +133,9 @@ export async function seedLevels(o: SeedLevelsOptions): Promise<SeedLevelsRun[]>
       }
       run = { tool, seconds, ...count(cfg.tileRoot), ok: note === '', note, getMap: 0, cpu: { tool: cpu, server: 0, other: 0 } };
     }
-    run.getMap = (await o.proxy.stats()).getMap;
+    const stats = await o.proxy.stats();
+    run.getMap = stats.getMap;
+    run.peak = stats.peakInFlight;
     await new Promise((r) => setTimeout(r, 100)); // lighttpd reaps the last mapserv
     const self = process.cpuUsage(self0);
     if (tool === 'tilebreaker') run.cpu.tool = (self.user + self.system) / 1e6;
@@ -141,7 +145,7 @@ export async function seedLevels(o: SeedLevelsOptions): Promise<SeedLevelsRun[]>
     runs.push(run);
     o.log(
       `  seed-levels ${tool.padEnd(11)} ${run.seconds.toFixed(1).padStart(6)} s  ${(run.stored / run.seconds).toFixed(1).padStart(6)} tiles/s  ${run.stored}/${expected} stored` +
-        `${run.extra ? ` + ${run.extra} outside the set` : ''}, ${run.getMap} GetMaps, CPU s: tool ${run.cpu.tool.toFixed(1)} mapserv ${run.cpu.server.toFixed(1)} other ${run.cpu.other.toFixed(1)}${run.ok ? '' : '  FAILED'}${run.note ? ` (${run.note})` : ''}`,
+        `${run.extra ? ` + ${run.extra} outside the set` : ''}, ${run.getMap} GetMaps (at most ${run.peak} at once), CPU s: tool ${run.cpu.tool.toFixed(1)} mapserv ${run.cpu.server.toFixed(1)} other ${run.cpu.other.toFixed(1)}${run.ok ? '' : '  FAILED'}${run.note ? ` (${run.note})` : ''}`,
     );
   }
   return runs;
