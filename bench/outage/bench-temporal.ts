@@ -1,7 +1,7 @@
 /**
  * The Temporal side of a benchmark that runs the shared breaker: the server named by the environment
  * (TEMPORAL_ADDRESS), or an embedded dev server in a temporary folder; a client; and tilebreaker's worker on a
- * task queue of the run's own, in this process. `close` stops all of it and removes the folder.
+ * task queue of the run's own, in this process (with `roots`, confined to them). `close` stops all of it and removes the folder.
  */
 import type { Client, Connection } from '@temporalio/client';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,7 +10,7 @@ import path from 'node:path';
 import { connectionConfigFromEnv } from '../../src/client/connection-config';
 import { startEmbeddedServer, type EmbeddedServer } from '../../src/client/embedded-server';
 import { connectClient } from '../../src/client/temporal';
-import { connectWorker, createWorker } from '../../src/client/worker';
+import { connectWorker, createWorker, type CreateWorkerOptions } from '../../src/client/worker';
 
 export interface BenchTemporal {
   client: Client;
@@ -24,7 +24,7 @@ export interface BenchTemporal {
   close(onWorkerError?: (message: string) => void): Promise<void>;
 }
 
-export async function startBenchTemporal(name: string, log: (message: string) => void): Promise<BenchTemporal> {
+export async function startBenchTemporal(name: string, log: (message: string) => void, opts: { roots?: CreateWorkerOptions['roots'] } = {}): Promise<BenchTemporal> {
   const conn = connectionConfigFromEnv();
   let embedded: EmbeddedServer | undefined;
   const dbDir = mkdtempSync(path.join(tmpdir(), `tilebreaker-${name}-`));
@@ -37,7 +37,7 @@ export async function startBenchTemporal(name: string, log: (message: string) =>
   const { client, connection } = await connectClient({ ...conn, address, namespace });
   const workerConnection = await connectWorker({ ...conn, address, namespace });
   const taskQueue = `tilebreaker-bench-${name}-${process.pid}-${Date.now()}`;
-  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue });
+  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue, ...(opts.roots ? { roots: opts.roots } : {}) });
   const running = worker.run();
   return {
     client,

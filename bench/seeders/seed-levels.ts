@@ -3,8 +3,8 @@
  * two above it: 12-14 by default, 1,344 tiles), m x m metatiles with the same buffer, each tool into its own
  * cache format:
  *
- *   tilebreaker  `tilebreaker seed` as a user runs it: seedWorkflow on an embedded Temporal dev server with a
- *                worker in this process, the shared breaker on, each level a mosaic child into the tile store,
+ *   tilebreaker  `tilebreaker seed` as a user runs it: seedWorkflow on an embedded Temporal dev server (or the
+ *                one TEMPORAL_ADDRESS names) with a worker in this process, the shared breaker on, each level a mosaic child into the tile store,
  *                then the pack into one MBTiles file; timed from the start to the result (the pack included)
  *   mapproxy     one `mapproxy-seed` with `levels: [z-2, z-1, z]` into its file cache
  *   mapcache     `mapcache_seed -z l,l` once per level into its disk cache, the times added: its metatile
@@ -19,15 +19,13 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Database from 'better-sqlite3';
-import { startEmbeddedServer } from '../../src/client/embedded-server';
 import { seedExitCode, startSeed } from '../../src/client/seeds';
-import { createWorker } from '../../src/client/worker';
-import { metersToLonLat } from '../../src/geo/mercator';
+import { metersToLonLat, tmsY } from '../../src/geo/mercator';
 import { mapcacheExtent, mapcacheSeedArgs, writeMapcacheConfig } from './mapcache';
 import { mapproxySeedArgs, writeMapproxyConfig } from './mapproxy';
+import { startBenchTemporal } from '../outage/bench-temporal';
 import type { CountingProxy } from './proxy';
 import { machineBusySeconds, procCpuSeconds, scanTiles, spawnTimed, which } from './run';
 import { seedExtent, tileCount, type TileSet } from './tileset';
@@ -159,13 +157,8 @@ async function tilebreaker(o: SeedLevelsOptions, sets: TileSet[], dir: string, r
     Runtime.install({ logger: new DefaultLogger('WARN') });
     runtimeInstalled = true;
   }
-  const temporal = await startEmbeddedServer({ dbFile: path.join(dir, 'temporal.sqlite') });
-  const connection = await Connection.connect({ address: temporal.address });
-  const client = new Client({ connection, namespace: temporal.namespace });
-  const native = await NativeConnection.connect({ address: temporal.address });
-  const taskQueue = 'bench-seed-levels';
-  const worker = await createWorker({ connection: native, client, namespace: temporal.namespace, taskQueue, roots: { sources: [dir], outputs: [dir] } });
-  const running = worker.run();
+  const temporal = await startBenchTemporal('seed-levels', (m) => o.log(m), { roots: { sources: [dir], outputs: [dir] } });
+  const { client, taskQueue } = temporal;
   const sources = path.join(dir, 'sources.yaml');
   writeFileSync(
     sources,
@@ -202,7 +195,7 @@ async function tilebreaker(o: SeedLevelsOptions, sets: TileSet[], dir: string, r
       try {
         for (const row of db.prepare('SELECT zoom_level z, tile_column x, tile_row r FROM tiles').iterate() as Iterable<{ z: number; x: number; r: number }>) {
           const s = sets.find((t) => t.z === row.z);
-          const y = 2 ** row.z - 1 - row.r;
+          const y = tmsY(row.z, row.r);
           if (s && row.x >= s.xMin && row.x <= s.xMax && y >= s.yMin && y <= s.yMax) stored++;
           else extra++;
         }
@@ -244,11 +237,7 @@ async function tilebreaker(o: SeedLevelsOptions, sets: TileSet[], dir: string, r
       };
     }
   } finally {
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await native.close();
-    await temporal.stop();
+    await temporal.close((m) => o.log(`  seed-levels tilebreaker: the worker stopped with ${m}`));
   }
   return run;
 }

@@ -3,7 +3,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { seedExitCode, startSeed } from '../client/seeds';
 import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
-import type { SeedRequest, SeedResult } from '../messages/seed-types';
+import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { WithClient } from './mosaic-commands';
 import { preflightPlan } from './preflight';
 
@@ -59,18 +59,16 @@ function summary(r: SeedResult): string[] {
 }
 
 /**
- * Every level planned here, as `mosaic start` plans its request, before anything starts: a level over
+ * The seed's levels planned here, as `mosaic start` plans its request, before anything starts: a level over
  * maxTiles or outside the source's zoom range is refused at once, not after the levels before it ran; and a
- * source on a grid of its own, whose tiles an MBTiles file cannot hold.
+ * source on a grid of its own, whose tiles an MBTiles file cannot hold. The first and the last level suffice:
+ * the range lies between them, and the last has the most tiles.
  */
 async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Promise<void> {
-  const {
-    levels: [first, last],
-    into,
-    ...mosaic
-  } = request;
-  for (let zoom = first; zoom <= last; zoom++) {
-    const plan = await preflightPlan({ ...mosaic, zoom, output: `${into.replace(/\.mbtiles$/i, '')}.z${zoom}.tif`, image: false }, { sourcesOnWorker });
+  const { levels, base } = checkSeedRequest(request);
+  const { levels: _levels, into: _into, ...mosaic } = request;
+  for (const zoom of new Set([levels[0]!, levels.at(-1)!])) {
+    const plan = await preflightPlan({ ...mosaic, zoom, output: `${base}.z${zoom}.tif`, image: false }, { sourcesOnWorker });
     if (plan === null) return;
     if (plan.bounds.crs !== undefined) throw new Error(`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`);
   }

@@ -6,8 +6,8 @@
  * schema before it is returned, so the file written is one tilebreaker reads.
  */
 import { XMLParser } from 'fast-xml-parser';
-import { epsgCode, northingFirst } from '../geo/crs';
-import { ORIGIN_SHIFT_M } from '../geo/mercator';
+import { GEOGRAPHIC_CRS, northingFirst } from '../geo/crs';
+import { ORIGIN_SHIFT_M, tileSpan } from '../geo/mercator';
 import { parseSource, SOURCE_NAME, type SourceInput } from '../sources/schema';
 
 export interface ImportedSources {
@@ -18,8 +18,8 @@ export interface ImportedSources {
 
 /** A WMTS matrix's metres per pixel: its scale denominator at OGC's standard pixel of 0.28 mm. */
 const METRES_PER_SCALE = 0.00028;
-/** Web Mercator's level-0 resolution for 256 px tiles. */
-const MERCATOR_RES0 = (2 * ORIGIN_SHIFT_M) / 256;
+/** The formats taken, in order of preference, when a layer offers several. */
+const PREFERRED_FORMATS = ['image/png', 'image/jpeg', 'image/webp'];
 
 type Node = Record<string, unknown>;
 
@@ -89,7 +89,7 @@ function fromWms(root: Node, from: string, opts: CapabilitiesOptions): ImportedS
   const href = text(online?.['@href']);
   const url = opts.useFetchedUrl || !href ? endpointOf(from) : href;
   const formats = list(getMap?.Format).map(text);
-  const format = ['image/png', 'image/jpeg', 'image/webp'].find((f) => formats.includes(f)) ?? formats.find((f) => /^image\/png/i.test(f)) ?? 'image/png';
+  const format = PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats.find((f) => /^image\/png/i.test(f)) ?? 'image/png';
   const out: ImportedSources = { sources: {}, notes: [] };
   const walk = (layer: Node, inherited: string[]) => {
     const crs = [...inherited, ...list(layer[version === '1.3.0' ? 'CRS' : 'SRS']).flatMap((c) => text(c).split(/\s+/))].filter(Boolean);
@@ -159,8 +159,8 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
       const grid = gridOf(set, what, out.notes);
       if (grid === undefined) continue;
       const { matrices } = set;
-      const template = ['image/png', 'image/jpeg', 'image/webp'].map((f) => templates.find((t) => text(t['@format']) === f)).find(Boolean) ?? templates[0];
-      const format = template ? text(template['@format']) : (['image/png', 'image/jpeg', 'image/webp'].find((f) => formats.includes(f)) ?? formats[0] ?? 'image/png');
+      const template = PREFERRED_FORMATS.map((f) => templates.find((t) => text(t['@format']) === f)).find(Boolean) ?? templates[0];
+      const format = template ? text(template['@format']) : (PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats[0] ?? 'image/png');
       // Levels as the layer limits them (TileMatrixSetLimits), else every matrix of the set.
       const limited = list((link.TileMatrixSetLimits as Node | undefined)?.TileMatrixLimits).map((l) => matrices.findIndex((m) => m.id === text(l.TileMatrix)));
       const levels = limited.filter((i) => i >= 0);
@@ -205,28 +205,26 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
     notes.push(`${what}: its matrices have different top-left corners; a source grid has one origin`);
     return undefined;
   }
-  const code = epsgCode(crs)!;
-  if (code === 3857 || code === 900913) {
+  if (crs === 'EPSG:3857' || crs === 'EPSG:900913') {
     const mercator = Math.abs(m0.corner[0] + ORIGIN_SHIFT_M) < 1 && Math.abs(m0.corner[1] - ORIGIN_SHIFT_M) < 1;
-    const halving = matrices.every((m, i) => Math.abs(m.res * m0.tile[0] - MERCATOR_RES0 * 256 * 2 ** -i) / (MERCATOR_RES0 * 256 * 2 ** -i) < 1e-6);
+    const halving = matrices.every((m, i) => Math.abs(m.res * m0.tile[0] - tileSpan(i)) / tileSpan(i) < 1e-6);
     if (mercator && halving) return null;
     notes.push(`${what}: an EPSG:3857 set that is not the Web Mercator quad tree (its level 0 or its corner differ)`);
     return undefined;
   }
-  if (code === 4326 || code === 4258 || code === 4269) {
+  if (GEOGRAPHIC_CRS.has(crs)) {
     notes.push(`${what}: a geographic CRS (${crs}); geographic grids are not supported yet`);
     return undefined;
   }
   // The deepest matrix says how far the grid reaches.
   const last = matrices.at(-1)!;
   const span = last.res * last.tile[0];
-  const grid = {
+  return {
     crs,
     origin: m0.corner,
     resolutions: matrices.map((m) => m.res),
-    extent: [m0.corner[0], m0.corner[1] - last.size[1] * span, m0.corner[0] + last.size[0] * span, m0.corner[1]] as [number, number, number, number],
+    extent: [m0.corner[0], m0.corner[1] - last.size[1] * span, m0.corner[0] + last.size[0] * span, m0.corner[1]],
   };
-  return grid;
 }
 
 function addChecked(out: ImportedSources, id: string, source: SourceInput): void {

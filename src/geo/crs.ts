@@ -77,6 +77,24 @@ export function northingFirst(crs: string, axisOrder?: 'en' | 'ne'): boolean {
   return code !== null && KNOWN_CRS[code]?.northingFirst === true;
 }
 
+/**
+ * Geographic CRSs (degrees, latitude first in WMS 1.3.0 and WMTS), which a source grid may not use yet: WGS 84,
+ * ETRS89, NAD83, GDA94, NZGD2000, SIRGAS 2000, JGD2011, CGCS2000 and a few more.
+ */
+export const GEOGRAPHIC_CRS: ReadonlySet<string> = new Set([
+  'EPSG:4326',
+  'EPSG:4258',
+  'EPSG:4269',
+  'EPSG:4283',
+  'EPSG:4167',
+  'EPSG:4674',
+  'EPSG:6668',
+  'EPSG:4490',
+  'EPSG:4019',
+  'EPSG:4171',
+  'EPSG:4612',
+]);
+
 /** The EPSG code of `EPSG:<n>`, or null. */
 export function epsgCode(crs: string): number | null {
   const m = /^EPSG:(\d{4,6})$/.exec(crs);

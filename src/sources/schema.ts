@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { ConfigError, parseOrThrow } from '../breaker/config-error';
+import { GEOGRAPHIC_CRS } from '../geo/crs';
 import { gridProblems } from '../geo/grid';
 import { MAX_ZOOM } from '../geo/mercator';
 
@@ -37,9 +38,6 @@ const finiteNumber = z.number().finite();
  * A tile grid other than Web Mercator's (src/geo/grid.ts): a projected CRS, the top-left origin, a resolution
  * per level and the extent with tiles. The source's zoom levels are the grid's levels.
  */
-/** Geographic CRSs (degrees, latitude first in WMS 1.3.0) a grid may not use: WGS 84, ETRS89, NAD83, GDA94, NZGD2000, SIRGAS 2000, JGD2011, CGCS2000. */
-const GEOGRAPHIC = new Set(['EPSG:4326', 'EPSG:4258', 'EPSG:4269', 'EPSG:4283', 'EPSG:4167', 'EPSG:4674', 'EPSG:6668', 'EPSG:4490', 'EPSG:4019', 'EPSG:4171', 'EPSG:4612']);
-
 export const gridSchema = z
   .object({
     crs: z.string().regex(/^EPSG:[1-9]\d{3,5}$/, 'must be an EPSG code such as EPSG:2056'),
@@ -59,7 +57,7 @@ export const gridSchema = z
     if (g.crs === 'EPSG:3857' || g.crs === 'EPSG:900913') ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'is the default grid: leave grid out for Web Mercator' });
     // GeoTIFF's ProjectedCSType key is a short: EPSG's codes for projected CRSs stay below 32767.
     if (Number(g.crs.slice(5)) > 32766) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be an EPSG code up to 32766 (GeoTIFF keys hold no larger code)' });
-    if (GEOGRAPHIC.has(g.crs)) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be a projected CRS in metres; geographic grids are not supported yet' });
+    if (GEOGRAPHIC_CRS.has(g.crs)) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be a projected CRS in metres; geographic grids are not supported yet' });
   });
 
 /** The raster formats the pipeline decodes and re-encodes (sharp), and tile viewers read: PNG, JPEG, WebP. */
@@ -158,7 +156,6 @@ const common = {
 const xyz = z.object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common }).strict();
 /** Like xyz, but rows count from the bottom (TMS). */
 const tms = z.object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common }).strict();
-/** WMTS RESTful: `url` holds {TileMatrix}, {TileRow}, {TileCol} (and optionally {Style}, {TileMatrixSet}). */
 /**
  * The TileMatrix identifier of each level, level 0 first, when they are not the level's number (MapProxy
  * writes "00", "01", ...; GeoServer "EPSG:3857:0", for which tileMatrixPrefix also serves).
@@ -169,6 +166,7 @@ const tileMatrices = z
   .max(MAX_ZOOM + 1)
   .optional();
 
+/** WMTS RESTful: `url` holds {TileMatrix}, {TileRow}, {TileCol} (and optionally {Style}, {TileMatrixSet}). */
 const wmtsRest = z
   .object({
     type: z.literal('wmts-rest'),

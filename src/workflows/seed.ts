@@ -71,7 +71,6 @@ export async function seedWorkflow(request: SeedRequest): Promise<SeedResult> {
   await Promise.all(Array.from({ length: Math.min(atOnce, checked.levels.length) }, runLevels));
   if (failures.size > 0) throw failures.get(Math.min(...failures.keys()));
   const results = checked.levels.filter((z) => byLevel.has(z)).map((z) => byLevel.get(z)!);
-  notStarted.sort((a, b) => a - b);
   if (results.length === 0) throw ApplicationFailure.nonRetryable(`seed: the deadline ${deadline} passed before the first level started`, 'DeadlinePassed');
   const packed = await packMbtiles({ into, outputs: results.map((r) => r.output), name: request.sourceName ?? 'tilebreaker seed' });
   return { into: packed.into, tiles: packed.tiles, levels: results, notStarted, missing: packed.missing };

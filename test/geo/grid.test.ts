@@ -26,7 +26,7 @@ test("a tile's own bounds give back that tile, at every level, though the divisi
   }
 });
 
-test('a box beyond the grid is clamped to its tiles; the planner refuses one wholly outside', () => {
+test('a box reaching beyond the grid is clamped to its tiles', () => {
   const r = gridTileRange(lv95, { minX: 2_000_000, minY: 0, maxX: 3_000_000, maxY: 2_000_000 }, 1, 256);
   assert.deepEqual(r, { xMin: 0, xMax: 1, yMin: 0, yMax: 1 });
 });

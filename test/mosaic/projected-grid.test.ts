@@ -6,12 +6,10 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import proj4 from 'proj4';
 import sharp from 'sharp';
 import { writeSidecars } from '../../src/activities/mosaic/georef';
 import { planMosaic } from '../../src/activities/mosaic/plan';
 import { createWorker } from '../../src/client/worker';
-import { KNOWN_CRS } from '../../src/geo/crs';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import type { MosaicRequest, MosaicResult } from '../../src/messages/mosaic-types';
 import { getMapUrl, tileUrl } from '../../src/sources/request-url';
@@ -114,10 +112,10 @@ describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () 
   });
 
   test('a bbox in degrees is reprojected into the grid (proj4js): the tiles that cover it in EPSG:2056', async () => {
-    // About 2 km square in the middle of the fixture, as longitude and latitude.
-    const toDeg = proj4(KNOWN_CRS[2056]!.proj4, 'EPSG:4326');
-    const [w, s] = toDeg.forward<[number, number]>([2_601_900, 1_201_700]);
-    const [e, n] = toDeg.forward<[number, number]>([2_604_100, 1_203_900]);
+    // About 2 km square in the middle of the fixture, as longitude and latitude: LV95 (2601900, 1201700) and
+    // (2604100, 1203900) as GDAL's gdaltransform puts them, so the test does not take proj4js's word for it.
+    const [w, s] = [7.4635978888669, 46.9663720291791];
+    const [e, n] = [7.49252510015212, 46.9861516034573];
     const result = await mosaic({ bbox: [w, s, e, n], crs: 'EPSG:4326', sidecars: true }, 'lv95-degrees');
     const manifest = readManifest(result) as ReturnType<typeof readManifest> & { crs: string; grid: { xMin: number; xMax: number; yMin: number; yMax: number } };
     assert.equal(manifest.crs, 'EPSG:2056');
