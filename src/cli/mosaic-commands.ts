@@ -36,6 +36,7 @@ interface StartOptions {
   deadline?: string;
   maxTiles?: string;
   store?: string;
+  refreshBefore?: string;
   batchSize?: string;
   blockTiles?: string;
   parallelBatches?: string;
@@ -99,6 +100,7 @@ export function requestFromOptions(o: StartOptions): MosaicRequest {
     ...(o.deadline !== undefined ? { deadline: o.deadline } : {}),
     ...(o.maxTiles !== undefined ? { maxTiles: num('--max-tiles', o.maxTiles) } : {}),
     ...(o.store !== undefined ? { storeRoot: o.store } : {}),
+    ...(o.refreshBefore !== undefined ? { refreshBefore: o.refreshBefore } : {}),
     ...(o.batchSize !== undefined ? { batchSize: num('--batch-size', o.batchSize) } : {}),
     ...(o.blockTiles !== undefined ? { blockTiles: num('--block-tiles', o.blockTiles) } : {}),
     ...(o.parallelBatches !== undefined ? { parallelBatches: num('--parallel-batches', o.parallelBatches) } : {}),
@@ -252,6 +254,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
     .option('--max-tiles <n>', 'refuse plans larger than this (default 100000)')
     .option('--store <dir>', 'tile store folder (default <out>.tiles)')
+    .option('--refresh-before <age|instant>', 'refresh mode: keep stored tiles fetched within this age (7d, 12h) or since this ISO instant; fetch only older ones, conditionally')
     .option('--batch-size <n>', `tiles per fetch activity (default ${DEFAULT_BATCH_SIZE})`)
     .option('--block-tiles <n>', 'tiles per child workflow of a large job (default 16384)')
     .option('--parallel-batches <n>', 'fetch activities in flight per block (default 4)')

@@ -18,6 +18,7 @@ interface SeedOptions {
   afterDeadline?: MosaicRequest['afterDeadline'];
   deadline?: string;
   store?: string;
+  refreshBefore?: string;
   maxTiles?: string;
   id?: string;
   json?: boolean;
@@ -44,6 +45,7 @@ export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
     ...(o.afterDeadline !== undefined ? { afterDeadline: o.afterDeadline } : {}),
     ...(o.deadline !== undefined ? { deadline: o.deadline } : {}),
     ...(o.store !== undefined ? { storeRoot: o.store } : {}),
+    ...(o.refreshBefore !== undefined ? { refreshBefore: o.refreshBefore } : {}),
     ...(maxTiles !== undefined ? { maxTiles } : {}),
   };
 }
@@ -88,6 +90,10 @@ export function registerSeedCommand(program: Command, { withLocal }: { withLocal
     .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
     .option('--store <dir>', 'tile store folder (default <into minus .mbtiles>.tiles)')
+    .option(
+      '--refresh-before <age|instant>',
+      'refresh mode: keep stored tiles fetched within this age (7d, 12h) or since this ISO instant; fetch only older ones, with If-None-Match / If-Modified-Since',
+    )
     .option('--max-tiles <n>', 'refuse a level larger than this (default 100000)')
     .option('--id <workflowId>', 'workflow id (default seed/<name>-<hash of the file>)')
     .option('--sources-on-worker', 'the sources file exists on the workers only: skip the check of every level here')

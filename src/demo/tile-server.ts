@@ -14,20 +14,28 @@ export interface DemoTileServerOptions {
   onServed?: (path: string) => void;
   /** Listen on this port (a restart on the same address); default any free one. */
   port?: number;
+  /**
+   * Send ETag and Last-Modified, and answer 304 to a request whose If-None-Match names the tile's current
+   * ETag, as a tile server behind a CDN does. Off by default: a validator makes the tile store write a
+   * sidecar per tile, which the benches would measure.
+   */
+  validators?: boolean;
 }
 
 export interface DemoTileServer {
   url: string;
   /** The XYZ template for a source: `<url>/{z}/{x}/{y}.png`. */
   template: string;
-  /** `repeats`: requests for a tile already served once. */
-  stats: { requests: number; ok: number; whileDown: number; repeats: number; outages: { startedAt: number; endedAt: number | null }[] };
+  /** `repeats`: requests for a tile already served once; `notModified`: 304s (with `validators`). */
+  stats: { requests: number; ok: number; whileDown: number; repeats: number; notModified: number; outages: { startedAt: number; endedAt: number | null }[] };
   /** Size of one of its tiles, in bytes (they are 10-30 KB, like real basemap PNGs). */
   tileBytes: number;
   setDown(down: boolean): void;
   /** Go down after `afterRequests` more requests, for `forMs`. */
   scheduleOutage(afterRequests: number, forMs: number): void;
   isDown(): boolean;
+  /** Draws every tile anew (each gets another image, and another ETag): the data behind the map changed. */
+  redraw(): void;
   close(): Promise<void>;
 }
 
@@ -58,7 +66,10 @@ async function renderVariant(seed: number): Promise<Buffer> {
 export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Promise<DemoTileServer> {
   const variants = await Promise.all(Array.from({ length: VARIANTS }, (_, s) => renderVariant(s)));
   let down = false;
-  const stats: DemoTileServer['stats'] = { requests: 0, ok: 0, whileDown: 0, repeats: 0, outages: [] };
+  const stats: DemoTileServer['stats'] = { requests: 0, ok: 0, whileDown: 0, repeats: 0, notModified: 0, outages: [] };
+  let generation = 0;
+  // Whole seconds, as HTTP dates have them.
+  let drawnAt = new Date(Math.floor(Date.now() / 1000) * 1000);
   const served = new Set<string>();
   const setDown = (d: boolean) => {
     if (d === down) return;
@@ -86,12 +97,20 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
         res.writeHead(opts.outageStatus ?? 503, { 'content-type': 'text/plain' }).end('renderer overloaded\n');
         return;
       }
+      const [x, y] = [Number(m[2]), Number(m[3])];
+      const variant = (x * 3 + y * 5 + generation) % VARIANTS;
+      const etag = `"v${variant}-g${generation}"`;
+      if (opts.validators && req.headers['if-none-match'] === etag) {
+        stats.notModified++;
+        res.writeHead(304, { etag, 'cache-control': 'max-age=3600' }).end();
+        return;
+      }
       stats.ok++;
       if (served.has(req.url!)) stats.repeats++;
       else served.add(req.url!);
       opts.onServed?.(req.url!);
-      const [x, y] = [Number(m[2]), Number(m[3])];
-      res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600' }).end(variants[(x * 3 + y * 5) % VARIANTS]);
+      const validators = opts.validators ? { etag, 'last-modified': drawnAt.toUTCString() } : {};
+      res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600', ...validators }).end(variants[variant]);
     };
     if (opts.latencyMs) setTimeout(answer, opts.latencyMs);
     else answer();
@@ -113,6 +132,10 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
       outageMs = forMs;
     },
     isDown: () => down,
+    redraw: () => {
+      generation++;
+      drawnAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -49,6 +49,11 @@ const requestSchema = z
     // The assembly holds a record per tile in memory: a few million at most.
     maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
     storeRoot: z.string().min(1).optional(),
+    // Refresh mode: a tile the store holds from after this is kept, not fetched; an older one is fetched again.
+    refreshBefore: z
+      .string()
+      .refine((d) => durationMs(d) !== null || !Number.isNaN(Date.parse(d)), 'must be an age such as 7d or 12h, or an ISO-8601 instant')
+      .optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
     batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(DEFAULT_BATCH_SIZE),
     blockTiles: z.number().int().min(1).default(16_384),
@@ -96,6 +101,9 @@ const requestSchema = z
         message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`,
         input: r.blockTiles,
       });
+    }
+    if (r.refreshBefore !== undefined && r.directChunks) {
+      ctx.addIssue({ code: 'custom', path: ['refreshBefore'], message: 'needs a tile cache to keep tiles from; directChunks keeps none', input: r.refreshBefore });
     }
     if (r.fallback === 'wait' && r.deadline === undefined) {
       ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });

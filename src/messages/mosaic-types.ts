@@ -50,6 +50,12 @@ export interface MosaicRequest {
   maxTiles?: number;
   /** The tile store (default: `<output>.tiles`). */
   storeRoot?: string;
+  /**
+   * Refresh mode: an age (`7d`, `12h`) or an ISO-8601 instant. A tile the store holds that was fetched (or
+   * confirmed unchanged) after it is kept as it is, with no request; an older one is fetched again, with
+   * If-None-Match / If-Modified-Since when the store kept the server's validators. Absent: every tile is fetched.
+   */
+  refreshBefore?: string;
   /** Tiles per fetch activity. */
   batchSize?: number;
   /** Tiles per child workflow (a job larger than this runs one child per block). */
@@ -111,6 +117,8 @@ export interface MosaicPlan {
    * second run on the same output never mixes with the first's records. Re-drives add to it. */
   journalDir: string;
   storeRoot: string;
+  /** Refresh mode (epoch ms): stored tiles fetched at or after this are kept; absent, every tile is fetched. */
+  refreshBefore?: number;
   fallback: FallbackPolicy;
   afterDeadline: AfterDeadline;
   /** Absolute deadline (epoch ms), or null. */

@@ -52,6 +52,7 @@ const planSchema = z
     // Plans made before per-run journals have none.
     journalDir: path.optional(),
     storeRoot: path,
+    refreshBefore: z.number().refine(Number.isFinite).optional(),
     fallback,
     afterDeadline: fallback.exclude(['wait']),
     deadlineAt: z.number().nullable(),

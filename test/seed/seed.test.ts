@@ -10,6 +10,8 @@ import type { Worker } from '@temporalio/worker';
 import Database from 'better-sqlite3';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
+import { openTileStore } from '../../src/activities/store/open-store';
+import { parseMosaicRequest } from '../../src/messages/mosaic-request';
 import type { SeedRequest, SeedResult } from '../../src/messages/seed-types';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { readManifest } from '../helpers/mosaic';
@@ -165,4 +167,95 @@ test('tilebreaker seed: one command over levels into MBTiles, a line per level a
   const wrong = await cli(['seed', '--sources', sources, '--sources-on-worker', '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
   assert.equal(wrong.code, 4, `${wrong.out}\n${wrong.err}`);
   assert.match(wrong.err, /seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
+});
+
+test('refresh mode: tiles fetched within the age are kept with no request; older ones are asked for conditionally, a 304 renews them, a changed tile is fetched anew', async () => {
+  const fresh = await startDemoTileServer({ latencyMs: 1, validators: true });
+  try {
+    const file = path.join(dir, 'refresh-sources.yaml');
+    writeFileSync(file, `sources:\n  cdn:\n    type: xyz\n    url: ${fresh.template}\n    concurrency: 4\n`);
+    const into = path.join(dir, 'refresh.mbtiles');
+    const run = (refreshBefore: string, id: string) => seed({ sourcesFile: file, sourceName: 'cdn', bbox: [5.0, 44.0, 8.0, 46.5], levels: [5, 7], into, refreshBefore }, id);
+    const tilesOf = (r: SeedResult) => r.levels.flatMap((l) => readManifest(l).tiles);
+    const packed = () => {
+      const db = new Database(into, { readonly: true });
+      try {
+        return new Map(
+          (db.prepare('SELECT zoom_level z, tile_column x, tile_row r, tile_data d FROM tiles').all() as { z: number; x: number; r: number; d: Buffer }[]).map((t) => [`${t.z}/${t.x}/${t.r}`, t.d]),
+        );
+      } finally {
+        db.close();
+      }
+    };
+
+    // The first run: nothing in the store, every tile fetched.
+    const first = await run('1h', 'refresh-1');
+    const total = first.levels.reduce((n, l) => n + l.total, 0);
+    assert.ok(total >= 6, `levels 5-7 plan ${total} tiles`);
+    assert.equal(first.tiles, total);
+    assert.equal(fresh.stats.ok, total);
+    const before = packed();
+
+    // Again within the hour: every tile kept from the store, not one request.
+    const kept = await run('1h', 'refresh-2');
+    assert.equal(fresh.stats.requests, total, 'no request for a tile fetched within the age');
+    assert.equal(kept.tiles, total);
+    for (const t of tilesOf(kept)) {
+      assert.equal(t.status, 'ok');
+      assert.equal(t.attempts, 0);
+      assert.match(t.reason, /^kept: in the store since \d{4}-\d\d-\d\dT.*, within the refresh age$/);
+    }
+    assert.deepEqual(packed(), before);
+
+    // Everything fetched before now is old: asked for with its ETag, each answered 304, and renewed.
+    const cutoff = Date.now();
+    const confirmed = await run(new Date(cutoff).toISOString(), 'refresh-3');
+    assert.equal(fresh.stats.notModified, total, 'one conditional request per tile, each answered 304');
+    assert.equal(fresh.stats.ok, total, 'no tile body sent again');
+    for (const t of tilesOf(confirmed)) {
+      assert.equal(t.status, 'ok');
+      assert.equal(t.httpStatus, 304);
+      assert.equal(t.reason, 'not modified since the stored copy');
+    }
+    assert.deepEqual(packed(), before);
+    const store = openTileStore(path.join(dir, 'refresh.tiles'));
+    for (const t of tilesOf(confirmed)) {
+      const stored = await store.get('cdn', t);
+      assert.ok(stored && stored.meta.fetchedAt >= cutoff, `${t.z}/${t.x}/${t.y} renewed by its 304`);
+      assert.match(stored.meta.etag ?? '', /^"v\d-g0"$/);
+    }
+    // ...so a refresh with the same cutoff keeps them all.
+    const requests = fresh.stats.requests;
+    await run(new Date(cutoff).toISOString(), 'refresh-4');
+    assert.equal(fresh.stats.requests, requests);
+
+    // The map is drawn anew: the next refresh's conditional requests get 200s with the new tiles.
+    fresh.redraw();
+    const redrawn = await run(new Date(Date.now()).toISOString(), 'refresh-5');
+    assert.equal(fresh.stats.ok, 2 * total, 'every tile sent again');
+    for (const t of tilesOf(redrawn)) assert.equal(t.httpStatus, 200);
+    const after = packed();
+    assert.equal(after.size, before.size);
+    assert.ok(
+      [...after].some(([k, d]) => !d.equals(before.get(k)!)),
+      'the MBTiles file holds the redrawn tiles',
+    );
+  } finally {
+    await fresh.close();
+  }
+});
+
+test('refreshBefore is checked: an age or an instant, and not with directChunks', async () => {
+  assert.throws(
+    () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: 'last week' }),
+    /refreshBefore: must be an age such as 7d or 12h, or an ISO-8601 instant \(got "last week"\)/,
+  );
+  assert.throws(
+    () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: '7d', directChunks: true }),
+    /refreshBefore: needs a tile cache to keep tiles from; directChunks keeps none/,
+  );
+  assert.equal(
+    parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: '2026-01-01T00:00:00Z' }).refreshBefore,
+    '2026-01-01T00:00:00Z',
+  );
 });

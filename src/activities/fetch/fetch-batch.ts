@@ -13,7 +13,8 @@ import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
 import { openTileStore } from '../store/open-store';
 import { StoreEscapeError } from '../store/store-bounds';
-import type { Tiles } from '../store/tiles';
+import type { StoredTile, Tiles } from '../store/tiles';
+import { storageFor } from '../storage/storage';
 import { classify, type Verdict } from '../validate/classify';
 import { judgeRequestFault, processShapes, requestShape, shapeKey, wantsRecord, type ShapeMemory } from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
@@ -48,8 +49,13 @@ export interface FetchBatchInput {
   breaker?: boolean;
   whenRefused?: WhenRefused;
   retry?: Partial<RetryPolicy>;
-  /** Send If-None-Match / If-Modified-Since for tiles the store already holds. */
+  /** Send If-None-Match / If-Modified-Since for tiles the store already holds; a 304 renews the stored copy's fetchedAt. */
   conditional?: boolean;
+  /**
+   * Refresh mode (epoch ms): a unit whose tiles the store all holds from at or after this is not requested;
+   * its tiles are ok from the store.
+   */
+  keepFetchedSince?: number;
   /**
    * WMS metatiles are kept whole, not cut into stored tiles: each tile's result points into its chunk
    * (`path` + `region`). For a mosaic that needs no tile cache.
@@ -204,6 +210,10 @@ export function makeFetchBatch(deps: FetchDeps) {
         const unit = units[u]!;
         if (unit.members.every((i) => results[i])) continue;
         if (ctx?.cancellationSignal.aborted) return;
+        if (input.keepFetchedSince !== undefined && (await keptFresh(store, input, unit.members, input.keepFetchedSince, results))) {
+          beat();
+          continue;
+        }
         const shape = requestShape(input.source, unit.url);
         while (!known(shape) && probing.has(shape) && !stopped.has(shape) && !ctx?.cancellationSignal.aborted) await sleep(50);
         if (ctx?.cancellationSignal.aborted) return;
@@ -419,6 +429,7 @@ async function requestUnit(
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
       answered();
       await markServed(shapes, store, input.sourceName, shape, now());
+      await renew(store, input.sourceName, tiles[0]!, conditional, now());
       return each((t) => ({
         ...t,
         status: 'ok',
@@ -602,6 +613,43 @@ function refused(
 
 /** Waits `ms`, or less if `signal` aborts. The abort listener goes when the timer fires: a batch retries many times on one signal. */
 /** Node's own abortable timer (it removes its abort listener when it fires): resolves early on abort. */
+/**
+ * Refresh mode: the unit's tiles as the store holds them, when every one was fetched at or after `since` (a
+ * metatile is kept only whole, as it is fetched whole). True when they were recorded ok with no request.
+ */
+async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[], since: number, results: (TileResult | null)[]): Promise<boolean> {
+  const stored = await Promise.all(members.map((i) => store.get(input.sourceName, input.tiles[i]!)));
+  if (!stored.every((s) => s !== null && s.meta.fetchedAt >= since)) return false;
+  members.forEach((i, k) => {
+    const s = stored[k]!;
+    results[i] = {
+      ...input.tiles[i]!,
+      status: 'ok',
+      reason: `kept: in the store since ${new Date(s.meta.fetchedAt).toISOString()}, within the refresh age`,
+      attempts: 0,
+      path: s.path,
+      bytes: s.meta.bytes,
+    };
+  });
+  return true;
+}
+
+/** A 304 confirmed the stored copy: it counts as fetched now, so the next refresh keeps it. */
+async function renew(store: Tiles, sourceName: string, t: TileAddress, stored: StoredTile, at: number): Promise<void> {
+  const body = await storageFor(stored.path).read(stored.path);
+  // Gone meanwhile (another writer replaced it under another extension): nothing to renew.
+  if (!body) return;
+  const { etag, lastModified, width, height, contentType } = stored.meta;
+  await store.put(sourceName, t, body, {
+    fetchedAt: at,
+    contentType,
+    ...(etag !== undefined ? { etag } : {}),
+    ...(lastModified !== undefined ? { lastModified } : {}),
+    ...(width !== undefined ? { width } : {}),
+    ...(height !== undefined ? { height } : {}),
+  });
+}
+
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return delay(ms, undefined, signal ? { signal } : {}).catch(() => undefined);
 }

@@ -63,6 +63,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
           storeRoot: plan.storeRoot,
           breaker: plan.breaker,
           whenRefused: input.whenRefused,
+          ...(plan.refreshBefore !== undefined ? { keepFetchedSince: plan.refreshBefore, conditional: true } : {}),
           ...(plan.directChunks ? { keepChunks: true } : {}),
           ...(usableMirrors(plan).length ? { mirrors: usableMirrors(plan) } : {}),
         },

@@ -191,6 +191,9 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
       throw new ConfigError('mosaic request', [`deadline: at most 7 days ahead (got ${JSON.stringify(r.deadline)})`]);
     }
   }
+  // An age counts back from the plan: every block and re-drive of this run keeps the same tiles.
+  const age = r.refreshBefore !== undefined ? durationMs(r.refreshBefore) : null;
+  const refreshBefore = r.refreshBefore === undefined ? undefined : age !== null ? now - age : Date.parse(r.refreshBefore);
   // A metatiled WMS source: batches of whole metatiles (the workflows pack them so), one GetMap each.
   const meta = planMetatile({ source });
   const cells = meta ? meta[0] * meta[1] : 1;
@@ -218,6 +221,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     workDir,
     journalDir: joinLocation(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot,
+    ...(refreshBefore !== undefined ? { refreshBefore } : {}),
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
     deadlineAt,
