@@ -41,7 +41,7 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
     server.scheduleOutage(Math.round(total / 3), 12_000);
     const started = Date.now();
     const handle = await startMosaic(client, taskQueue, request, `mosaic/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-    say(`mosaic ${handle.workflowId}: ${request.bbox.join(',')} at zoom ${request.zoom} from ${server.template}`);
+    say(`mosaic ${handle.workflowId}: ${request.bbox!.join(',')} at zoom ${request.zoom} from ${server.template}`);
     say(`${total} tiles; the demo tile server goes down for 12 s after ${Math.round(total / 3)} requests\n`);
     const status = await showMosaicProgress(client, handle.workflowId, { stream: opts.json ? process.stderr : process.stdout });
     if (!status.result) {

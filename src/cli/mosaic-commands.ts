@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
 import { parseDuration } from './breaker-commands';
+import { parseBbox, readCoverageFile } from './area-options';
 import { preflight } from './preflight';
 import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '../client/mosaic-names';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
@@ -25,6 +26,7 @@ interface StartOptions {
   sourcesOnWorker?: boolean;
   source?: string;
   bbox?: string;
+  coverage?: string;
   crs?: string;
   zoom?: string;
   out?: string;
@@ -73,16 +75,13 @@ const num = (flag: string, v: string | undefined) => {
 /** A request from a file and/or flags (flags win); validation proper is the planner's. */
 export function requestFromOptions(o: StartOptions): MosaicRequest {
   const base: Partial<MosaicRequest> = o.request ? readRequestFile(o.request) : {};
-  const parts = o.bbox?.split(',').map((v) => v.trim());
-  const bbox = parts?.map(Number);
-  if (o.bbox !== undefined && (bbox!.length !== 4 || parts!.some((p) => p === '') || bbox!.some((v) => !Number.isFinite(v)))) {
-    throw new Error(`--bbox: must be four numbers west,south,east,north (got ${JSON.stringify(o.bbox)})`);
-  }
+  const bbox = o.bbox === undefined ? undefined : parseBbox(o.bbox);
   const r: Record<string, unknown> = {
     ...base,
     ...(o.sources !== undefined ? { sourcesFile: o.sources } : {}),
     ...(o.source !== undefined ? { sourceName: o.source } : {}),
     ...(bbox ? { bbox } : {}),
+    ...(o.coverage !== undefined ? { coverage: readCoverageFile(o.coverage) } : {}),
     ...(o.crs !== undefined ? { crs: o.crs } : {}),
     ...(o.zoom !== undefined ? { zoom: num('--zoom', o.zoom) } : {}),
     ...(o.out !== undefined ? { output: o.out } : {}),
@@ -117,7 +116,7 @@ function sourcesFrom(o: Pick<StartOptions, 'sources' | 'request'>): string {
 
 export function summaryLine(result: MosaicResult): string {
   const c = result.counts;
-  return `${result.total} tiles: ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}${result.partial ? ' (partial)' : ''}`;
+  return `${result.total} tiles: ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}${c.outside ? `, outside the coverage ${c.outside}` : ''}${result.partial ? ' (partial)' : ''}`;
 }
 
 function printResult(result: MosaicResult, json: boolean): void {
@@ -240,7 +239,8 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--sources <file>', 'sources file (YAML or JSON), read here first to check the request, then by the workers at the same path')
     .option('--sources-on-worker', 'the sources file exists only on the workers (give its absolute path as they see it): not read here, the workers check it')
     .option('--source <name>', 'which source in the sources file')
-    .option('--bbox <w,s,e,n>', 'area: west,south,east,north')
+    .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
+    .option('--coverage <file.geojson>', 'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request')
     .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)')
     .option('--zoom <z>', 'zoom level')
     .option('--out <path.tif>', 'output GeoTIFF; manifest, mask and sidecars go beside it')
@@ -303,7 +303,9 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           console.log(`mosaic ${id}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
           if (p) {
             const c = p.counts;
-            console.log(`  ${p.phase}: ${p.done}/${p.total} (ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}), ETA ${p.etaSeconds ?? '-'} s`);
+            console.log(
+              `  ${p.phase}: ${p.done}/${p.total} (ok ${c.ok}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}${c.outside ? `, outside ${c.outside}` : ''}), ETA ${p.etaSeconds ?? '-'} s`,
+            );
             console.log(`  breakers: ${await breakerLine(client, p.breakerKeys)}`);
             const waiting = waitingLine(p, Date.now());
             if (waiting) console.log(`  ${waiting}`);

@@ -5,12 +5,14 @@ import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { WithClient } from './mosaic-commands';
+import { parseBbox, readCoverageFile } from './area-options';
 import { preflightPlan } from './preflight';
 
 interface SeedOptions {
   sources: string;
   source: string;
-  bbox: string;
+  bbox?: string;
+  coverage?: string;
   crs?: string;
   levels: string;
   into: string;
@@ -29,15 +31,15 @@ interface SeedOptions {
 export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
   const levels = /^(\d+)(?:-(\d+))?$/.exec(o.levels.trim());
   if (!levels) throw new Error(`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`);
-  const parts = o.bbox.split(',').map((v) => v.trim());
-  const bbox = parts.map(Number);
-  if (bbox.length !== 4 || parts.some((p) => p === '') || bbox.some((v) => !Number.isFinite(v))) throw new Error(`--bbox: must be four numbers west,south,east,north (got ${JSON.stringify(o.bbox)})`);
+  if (o.bbox === undefined && o.coverage === undefined) throw new Error('seed: give --bbox, --coverage, or both');
+  const bbox = o.bbox === undefined ? undefined : parseBbox(o.bbox);
   const maxTiles = o.maxTiles === undefined ? undefined : Number(o.maxTiles);
   if (maxTiles !== undefined && !Number.isInteger(maxTiles)) throw new Error(`--max-tiles: must be a whole number (got ${JSON.stringify(o.maxTiles)})`);
   return {
     sourcesFile: o.sources,
     sourceName: o.source,
-    bbox: bbox as [number, number, number, number],
+    ...(bbox !== undefined ? { bbox } : {}),
+    ...(o.coverage !== undefined ? { coverage: readCoverageFile(o.coverage) } : {}),
     ...(o.crs !== undefined ? { crs: o.crs } : {}),
     levels: [Number(levels[1]), Number(levels[2] ?? levels[1])],
     into: o.into,
@@ -55,7 +57,7 @@ function summary(r: SeedResult): string[] {
     `seed ${r.into}: ${r.tiles} tiles packed${r.missing > 0 ? ` (${r.missing} gone from the store since their level ended)` : ''}`,
     ...r.levels.map((l) => {
       const c = l.counts;
-      return `  ${l.manifest}: ok ${c.ok}/${l.total}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}`;
+      return `  ${l.manifest}: ok ${c.ok}/${l.total}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}${c.outside ? `, outside the coverage ${c.outside}` : ''}`;
     }),
   ];
 }
@@ -82,14 +84,15 @@ export function registerSeedCommand(program: Command, { withLocal }: { withLocal
     .description('fill a tile cache over a range of zoom levels into an MBTiles file, each level through the fleet-wide breaker as a mosaic without an image (exit codes as mosaic start --wait)')
     .requiredOption('--sources <file>', 'the sources file')
     .requiredOption('--source <name>', 'which source in the sources file')
-    .requiredOption('--bbox <w,s,e,n>', 'area: west,south,east,north')
+    .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
+    .option('--coverage <file.geojson>', 'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request')
     .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)')
     .requiredOption('--levels <a-b>', 'zoom levels, e.g. 10-14 (both included) or 12')
-    .requiredOption('--into <file.mbtiles>', 'the MBTiles file to write; each level leaves <file>.z<level>.manifest.json and .mask.png beside it')
+    .requiredOption('--into <file.mbtiles>', 'the MBTiles file to write, a path or an s3:// URL; each level leaves <file>.z<level>.manifest.json and .mask.png beside it')
     .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
     .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
-    .option('--store <dir>', 'tile store folder (default <into minus .mbtiles>.tiles)')
+    .option('--store <dir>', 'tile store folder or s3:// prefix (default <into minus .mbtiles>.tiles)')
     .option(
       '--refresh-before <age|instant>',
       'refresh mode: keep stored tiles fetched within this age (7d, 12h) or since this ISO instant; fetch only older ones, with If-None-Match / If-Modified-Since',

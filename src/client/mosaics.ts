@@ -5,7 +5,7 @@ import { capabilitiesFor, isObjectUrl } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
-import type { MosaicProgress, MosaicRequest, MosaicResult, RedriveSources } from '../messages/mosaic-types';
+import { allServed, type MosaicProgress, type MosaicRequest, type MosaicResult, type RedriveSources } from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import type { MosaicMemo } from '../messages/search-attributes';
 import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, startLabels } from './mosaic-names';
@@ -220,7 +220,7 @@ export const EXIT = { ok: 0, failed: 1, couldNotRun: 2, gaps: 3, configError: 4 
  */
 export function exitCodeFor(result: MosaicResult): number {
   if (result.configError !== undefined) return EXIT.configError;
-  return result.counts.ok === result.total ? EXIT.ok : EXIT.gaps;
+  return allServed(result) ? EXIT.ok : EXIT.gaps;
 }
 
 /** A re-drive refused because `id` runs: what runs there, and what to do. */

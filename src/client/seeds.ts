@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { isObjectUrl } from '../messages/locations';
+import { capabilitiesFor, isObjectUrl } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { seedWorkflow } from '../workflows/seed';
@@ -21,6 +21,9 @@ export async function startSeed(client: Client, taskQueue: string, request: Seed
     ...(request.sourcesFile !== undefined ? { sourcesFile: local(request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
+  // A worker of a release before object storage refuses the levels instead of writing locally.
+  const requires = capabilitiesFor([resolved.into, resolved.storeRoot]);
+  if (requires.length) resolved.requires = [...new Set([...(resolved.requires ?? []), ...requires])];
   const { levels, base } = checkSeedRequest(resolved);
   // Each level is a mosaic request: a bad bbox, fallback or deadline is refused here, before any level runs.
   const { levels: _l, into: _i, ...mosaic } = resolved;

@@ -9,6 +9,8 @@ import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
 import { durationMs, UNIT_MS } from './duration';
 import { CAPABILITIES } from './locations';
+import { coverageSchema } from './coverage';
+import { coverageBounds, type Coverage } from '../geo/coverage';
 import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_EVENTS_PER_RUN, MAX_PLAN_TILES, MIN_EVENTS_PER_RUN } from './plan-check';
 
 const MAX_BLOCKS = 4_096;
@@ -29,7 +31,9 @@ const requestSchema = z
     sourcesFile: z.string().min(1).optional(),
     sourceName: sourceNameSchema.optional(),
     source: z.unknown().optional(),
-    bbox: z.tuple([finite, finite, finite, finite]),
+    bbox: z.tuple([finite, finite, finite, finite]).optional(),
+    // Only the tiles inside it are fetched; the bbox defaults to its bounds.
+    coverage: coverageSchema.optional(),
     // EPSG:4326 or EPSG:3857; or the CRS of the source's own grid.
     crs: z
       .string()
@@ -70,20 +74,29 @@ const requestSchema = z
     if ((r.sourcesFile === undefined) === (r.source === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['source'], message: 'give exactly one of sourcesFile (with sourceName) and an inline source', input: r.source });
     }
-    const [w, s, e, n] = r.bbox;
-    if (!(w < e)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`, input: r.bbox });
-    if (!(s < n)) ctx.addIssue({ code: 'custom', path: ['bbox'], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: r.bbox });
+    if (r.bbox === undefined && r.coverage === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['bbox'], message: 'give a bbox, a coverage, or both', input: r.bbox });
+      return;
+    }
+    // A coverage refused above has been named already.
+    if (r.coverage !== undefined && !Array.isArray(r.coverage)) return;
+    // Without a bbox the coverage's bounds are the area, and what is wrong with them is the coverage's.
+    const field = r.bbox !== undefined ? 'bbox' : 'coverage';
+    const box = r.bbox ?? boundsOf(r.coverage!);
+    const [w, s, e, n] = box;
+    if (!(w < e)) ctx.addIssue({ code: 'custom', path: [field], message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`, input: box });
+    if (!(s < n)) ctx.addIssue({ code: 'custom', path: [field], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: box });
     const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : r.crs === 'EPSG:3857' ? [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M] : [Infinity, Infinity];
     if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
       ctx.addIssue({
         code: 'custom',
-        path: ['bbox'],
+        path: [field],
         message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`,
-        input: r.bbox,
+        input: box,
       });
     }
     if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
-      ctx.addIssue({ code: 'custom', path: ['bbox'], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: r.bbox });
+      ctx.addIssue({ code: 'custom', path: [field], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: box });
     }
     // Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events.
     if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
@@ -108,7 +121,14 @@ const requestSchema = z
     if (r.fallback === 'wait' && r.deadline === undefined) {
       ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });
     }
-  });
+  })
+  .transform((r) => ({ ...r, bbox: r.bbox ?? boundsOf(r.coverage!) }));
+
+/** A coverage's bounds as a bbox: west, south, east, north. */
+export function boundsOf(c: Coverage): [number, number, number, number] {
+  const b = coverageBounds(c);
+  return [b.minX, b.minY, b.maxX, b.maxY];
+}
 
 export type ParsedMosaicRequest = z.output<typeof requestSchema>;
 

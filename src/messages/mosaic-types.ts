@@ -6,14 +6,15 @@
 import type { BreakerStateName, OutcomeKind } from '../breaker';
 import type { SourceConfig, SourceInput } from '../sources/schema';
 import type { Capability } from './locations';
+import type { Coverage } from '../geo/coverage';
 
 /** What happens to a tile the breaker refuses, decided before the run. */
 export type FallbackPolicy = 'fail-fast' | 'stale' | 'hole' | 'wait';
 /** After a `wait` policy's deadline. */
 export type AfterDeadline = Exclude<FallbackPolicy, 'wait'>;
 
-/** The statuses of the manifest: every planned tile ends with exactly one. */
-export const MANIFEST_STATUSES = ['ok', 'stale', 'hole', 'dead-lettered', 'failed'] as const;
+/** The statuses of the manifest: every planned tile ends with exactly one (`outside`: beyond the request's coverage, never fetched). */
+export const MANIFEST_STATUSES = ['ok', 'stale', 'hole', 'dead-lettered', 'failed', 'outside'] as const;
 export type ManifestStatus = (typeof MANIFEST_STATUSES)[number];
 export type StatusCounts = Record<ManifestStatus, number>;
 
@@ -23,8 +24,16 @@ export interface MosaicRequest {
   sourcesFile?: string;
   sourceName?: string;
   source?: SourceInput;
-  /** west, south, east, north in `crs`: EPSG:4326 (the default), EPSG:3857, or the CRS of the source's grid. */
-  bbox: [number, number, number, number];
+  /**
+   * west, south, east, north in `crs`: EPSG:4326 (the default), EPSG:3857, or the CRS of the source's grid.
+   * Optional with a `coverage`, whose bounds it then is.
+   */
+  bbox?: [number, number, number, number];
+  /**
+   * Only the tiles that overlap this area are fetched (the others are recorded `outside`): a GeoJSON Polygon
+   * or MultiPolygon, or a Feature or FeatureCollection of them, in `crs`; at most 20,000 positions.
+   */
+  coverage?: unknown;
   crs?: string;
   zoom: number;
   /** The mosaic's GeoTIFF path; the manifest, mask and sidecars go beside it. */
@@ -119,6 +128,10 @@ export interface MosaicPlan {
   storeRoot: string;
   /** Refresh mode (epoch ms): stored tiles fetched at or after this are kept; absent, every tile is fetched. */
   refreshBefore?: number;
+  /** The request's coverage in the plan's CRS: tiles it does not overlap are recorded `outside`, not fetched. */
+  coverage?: Coverage;
+  /** How many of the plan's tiles lie outside the coverage. */
+  outside?: number;
   fallback: FallbackPolicy;
   afterDeadline: AfterDeadline;
   /** Absolute deadline (epoch ms), or null. */
@@ -305,6 +318,11 @@ export interface MosaicResult {
   configError?: string;
 }
 
+/** Every tile served fresh, except those outside the coverage (results from before coverages have no `outside`). */
+export function allServed(r: Pick<MosaicResult, 'counts' | 'total'>): boolean {
+  return r.counts.ok + (r.counts.outside ?? 0) === r.total;
+}
+
 export function zeroStatusCounts(): StatusCounts {
-  return { ok: 0, stale: 0, hole: 0, 'dead-lettered': 0, failed: 0 };
+  return { ok: 0, stale: 0, hole: 0, 'dead-lettered': 0, failed: 0, outside: 0 };
 }

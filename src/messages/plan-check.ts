@@ -4,6 +4,7 @@
  * it (a batchSize of 0 would spin its workflow task; a grid of strings would make folder names).
  */
 import { z } from 'zod';
+import { MAX_COVERAGE_POSITIONS } from './coverage';
 import { parseOrThrow } from '../breaker/config-error';
 import { MAX_ZOOM } from '../geo/mercator';
 import { gridLevelSize } from '../geo/grid';
@@ -53,6 +54,12 @@ const planSchema = z
     journalDir: path.optional(),
     storeRoot: path,
     refreshBefore: z.number().refine(Number.isFinite).optional(),
+    coverage: z
+      .array(z.array(z.array(z.tuple([z.number().refine(Number.isFinite), z.number().refine(Number.isFinite)])).min(4)).min(1))
+      .min(1)
+      .refine((c) => c.flat(2).length <= MAX_COVERAGE_POSITIONS, `must have at most ${MAX_COVERAGE_POSITIONS} positions`)
+      .optional(),
+    outside: int.min(0).optional(),
     fallback,
     afterDeadline: fallback.exclude(['wait']),
     deadlineAt: z.number().nullable(),
@@ -98,6 +105,9 @@ const planSchema = z
       ctx.addIssue({ code: 'custom', path: ['grid'], message: `must be a box of tiles within zoom ${g.z}` });
     } else if (p.total !== (g.xMax - g.xMin + 1) * (g.yMax - g.yMin + 1)) {
       ctx.addIssue({ code: 'custom', path: ['total'], message: 'must be the number of tiles of the grid' });
+    }
+    if ((p.coverage === undefined) !== (p.outside === undefined) || (p.outside ?? 0) >= p.total) {
+      ctx.addIssue({ code: 'custom', path: ['outside'], message: 'must come with a coverage and leave a tile of the grid inside it' });
     }
     // The source as a sources file may write it; a direct-chunk metatile is the planner's own, checked by size.
     if (!parsed.success) {

@@ -10,7 +10,10 @@ import type { MosaicRequest, MosaicResult } from './mosaic-types';
 export type SeedRequest = Omit<MosaicRequest, 'zoom' | 'output' | 'extraFormats' | 'sidecars' | 'image' | 'directChunks'> & {
   /** The first and last zoom level, both included. */
   levels: [number, number];
-  /** The MBTiles file to write (a local path under the worker's output roots, ending in .mbtiles). */
+  /**
+   * The MBTiles file to write, ending in .mbtiles: a local path under the worker's output roots, or an
+   * `s3://` URL under its bucket roots (written locally, then uploaded; the levels' files go beside it there).
+   */
   into: string;
 };
 
@@ -52,7 +55,7 @@ export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: stri
   }
   const [first, last] = lv as [number, number];
   if (first > last) throw bad('levels', 'the first level must not be after the last', lv);
-  if (typeof r.into !== 'string' || !/\.mbtiles$/i.test(r.into) || /^s3:\/\//i.test(r.into)) throw bad('into', 'must be a local path ending in .mbtiles', r.into);
+  if (typeof r.into !== 'string' || !/\.mbtiles$/i.test(r.into)) throw bad('into', 'must be a path or an s3:// URL ending in .mbtiles', r.into);
   for (const f of ['zoom', 'output', 'extraFormats', 'image', 'sidecars'] as const) {
     if (f in (r as Record<string, unknown>)) throw bad(f, 'is a mosaic field; a seed takes levels and into', (r as Record<string, unknown>)[f]);
   }

@@ -1,7 +1,7 @@
 import { log, patched, proxyActivities, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
-import type { MosaicProgress, MosaicResult } from '../messages/mosaic-types';
+import { allServed, type MosaicProgress, type MosaicResult } from '../messages/mosaic-types';
 import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo, type MosaicStatusName } from '../messages/search-attributes';
 
 /** Mosaic and re-drive runs keep their memo and search attributes current (runs recorded before did not). */
@@ -80,7 +80,7 @@ export class MosaicPublication {
 
   /** The end: completed (every tile ok) or partial from the result, or failed / cancelled. */
   finished(result: MosaicResult): void {
-    const complete = result.configError === undefined && result.counts.ok === result.total;
+    const complete = result.configError === undefined && allServed(result);
     this.publish(complete ? 'completed' : 'partial', 100, { done: result.total, total: result.total });
   }
 

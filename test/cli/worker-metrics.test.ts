@@ -222,7 +222,7 @@ test('with no telemetry installed the meters are no-ops: every call returns and 
     m.breakerState('http://a:80', 'half-open');
     m.breakerState('http://a:80', null);
     m.fallback('demo', 'http://a:80', 'stale', 3);
-    m.mosaicFinished('/tmp/a.tif', 'gaps', { ok: 1, stale: 0, hole: 0, 'dead-lettered': 2, failed: 0 });
+    m.mosaicFinished('/tmp/a.tif', 'gaps', { ok: 1, stale: 0, hole: 0, 'dead-lettered': 2, failed: 0, outside: 0 });
     m.deadLettersPending('/tmp/a.tif', 2);
   };
   all(NO_METRICS);

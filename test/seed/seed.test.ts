@@ -50,6 +50,17 @@ const seed = (extra: Partial<SeedRequest>, id: string): Promise<SeedResult> =>
     args: [{ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44.0, 6.5, 44.6], levels: [3, 5], into: path.join(dir, 'alps.mbtiles'), ...extra }],
   });
 
+/** The CLI as a user runs it, against this file's server and worker. */
+const cli = (args: string[]) =>
+  new Promise<{ code: number; out: string; err: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      [path.join(__dirname, '..', '..', 'src', 'cli', 'main.js'), ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
+    );
+  });
+
 test('levels 3-5 into MBTiles: every served tile once, rows counted from the south, the metadata GDAL reads; a manifest per level and no image', async () => {
   const result = await seed({}, 'alps');
   assert.equal(result.levels.length, 3);
@@ -108,21 +119,15 @@ test('bad seeds are refused before any level runs, naming the field and the valu
   };
   await refused({ levels: [5, 3] }, 'inverted', /^seed request: levels: the first level must not be after the last \(got \[5,3\]\)$/);
   await refused({ levels: [3, 31] }, 'deep', /levels: must be \[first, last\], whole zoom levels 0\.\.30 \(got \[3,31\]\)/);
-  await refused({ into: path.join(dir, 'alps.sqlite') }, 'ext', /into: must be a local path ending in \.mbtiles/);
-  await refused({ into: 's3://maps/alps.mbtiles' }, 's3', /into: must be a local path ending in \.mbtiles/);
+  await refused({ into: path.join(dir, 'alps.sqlite') }, 'ext', /into: must be a path or an s3:\/\/ URL ending in \.mbtiles/);
+  // A bucket the worker allows none of: its first level's planning refuses it, naming the variable to set.
+  await refused({ into: 's3://maps/alps.mbtiles' }, 's3', /output: "s3:\/\/maps\/alps\.z3\.tif" cannot be used: this worker allows no bucket; set TILEBREAKER_OUTPUT_BUCKETS/);
   await refused({ directChunks: true } as Partial<SeedRequest>, 'chunks', /directChunks: a seed fetches tiles, not chunks \(got true\)/);
   // Outside the worker's output roots: the first level's planning refuses it, nothing is written.
   await refused({ into: '/srv/maps/alps.mbtiles' }, 'roots', /output: "\/srv\/maps\/alps\.z3\.tif" is outside this worker's roots/);
 });
 
 test('tilebreaker seed: one command over levels into MBTiles, a line per level and exit 0; a bad --levels is named before anything starts', async () => {
-  const main = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
-  const cli = (args: string[]) =>
-    new Promise<{ code: number; out: string; err: string }>((resolve) => {
-      execFile(process.execPath, [main, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 }, (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
-      );
-    });
   const into = path.join(dir, 'cli.mbtiles');
   const r = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4-5', '--into', into]);
   assert.equal(r.code, 0, `${r.out}\n${r.err}`);
@@ -245,7 +250,7 @@ test('refresh mode: tiles fetched within the age are kept with no request; older
   }
 });
 
-test('refreshBefore is checked: an age or an instant, and not with directChunks', async () => {
+test('refreshBefore is checked: an age or an instant, and not with directChunks', () => {
   assert.throws(
     () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: 'last week' }),
     /refreshBefore: must be an age such as 7d or 12h, or an ISO-8601 instant \(got "last week"\)/,
@@ -258,4 +263,66 @@ test('refreshBefore is checked: an age or an instant, and not with directChunks'
     parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: '2026-01-01T00:00:00Z' }).refreshBefore,
     '2026-01-01T00:00:00Z',
   );
+});
+
+test('tilebreaker seed --coverage: only the tiles overlapping the polygon are fetched and packed, the rest recorded outside; exit 0', async () => {
+  // An L of five z6 tiles (three across the top, two more down the left), drawn in degrees from the tiles'
+  // corners (the XYZ formulas, not the product's) and drawn in by a hundredth of a tile, so it touches no
+  // other tile. At z7 each of its tiles is four.
+  const [x0, y0, n] = [33, 22, 2 ** 6];
+  const lon = (x: number) => (x / n) * 360 - 180;
+  const lat = (y: number) => (Math.atan(Math.sinh(Math.PI * (1 - (2 * y) / n))) * 180) / Math.PI;
+  const e = 0.01;
+  const ring = [
+    [x0 + e, y0 + e],
+    [x0 + 3 - e, y0 + e],
+    [x0 + 3 - e, y0 + 1 - e],
+    [x0 + 1 - e, y0 + 1 - e],
+    [x0 + 1 - e, y0 + 3 - e],
+    [x0 + e, y0 + 3 - e],
+    [x0 + e, y0 + e],
+  ].map(([x, y]) => [lon(x!), lat(y!)]);
+  const file = path.join(dir, 'l-shape.geojson');
+  writeFileSync(file, JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: { name: 'L' }, geometry: { type: 'Polygon', coordinates: [ring] } }] }));
+  const expected = new Set<string>();
+  for (const [cx, cy] of [
+    [0, 0],
+    [1, 0],
+    [2, 0],
+    [0, 1],
+    [0, 2],
+  ]) {
+    expected.add(`6/${x0 + cx!}/${y0 + cy!}`);
+    for (const [dx, dy] of [
+      [0, 0],
+      [1, 0],
+      [0, 1],
+      [1, 1],
+    ])
+      expected.add(`7/${2 * (x0 + cx!) + dx!}/${2 * (y0 + cy!) + dy!}`);
+  }
+  const into = path.join(dir, 'l-shape.mbtiles');
+  const requests = server.stats.requests;
+  const r = await cli(['seed', '--sources', sources, '--source', 'demo', '--coverage', file, '--levels', '6-7', '--into', into]);
+  assert.equal(r.code, 0, `${r.out}\n${r.err}`);
+  assert.equal(server.stats.requests - requests, expected.size, 'one request per covered tile, none outside');
+  assert.match(r.out, /ok 5\/9, stale 0, hole 0, dead-lettered 0, failed 0, outside the coverage 4/);
+  assert.match(r.out, /ok 20\/36, stale 0, hole 0, dead-lettered 0, failed 0, outside the coverage 16/);
+  const db = new Database(into, { readonly: true });
+  try {
+    const rows = db.prepare('SELECT zoom_level z, tile_column x, tile_row r FROM tiles').all() as { z: number; x: number; r: number }[];
+    assert.deepEqual(new Set(rows.map((t) => `${t.z}/${t.x}/${2 ** t.z - 1 - t.r}`)), expected);
+  } finally {
+    db.close();
+  }
+  for (const z of [6, 7]) {
+    const manifest = JSON.parse(readFileSync(path.join(dir, `l-shape.z${z}.manifest.json`), 'utf8')) as {
+      tiles: { z: number; x: number; y: number; status: string; attempts: number; reason: string }[];
+    };
+    for (const t of manifest.tiles) {
+      const inside = expected.has(`${t.z}/${t.x}/${t.y}`);
+      assert.equal(t.status, inside ? 'ok' : 'outside', `${t.z}/${t.x}/${t.y}`);
+      if (!inside) assert.deepEqual([t.attempts, t.reason], [0, 'outside the coverage: not fetched']);
+    }
+  }
 });

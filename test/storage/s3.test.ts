@@ -17,6 +17,9 @@ import { joinLocation, locationWithin, objectUrlRefusal, parentLocation } from '
 import { resetS3Client } from '../../src/activities/storage/s3-client';
 import { packageRoot } from '../../src/client/local-server';
 import { startMosaic } from '../../src/client/mosaics';
+import { seedExitCode, startSeed } from '../../src/client/seeds';
+import type { SeedRequest } from '../../src/messages/seed-types';
+import Database from 'better-sqlite3';
 import { createWorker } from '../../src/client/worker';
 import { startLocalS3, type LocalS3 } from '../../src/demo/s3-server';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -61,6 +64,9 @@ after(async () => {
   resetS3Client();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** Levels 7-8 over the western Alps, from this file's demo tile server. */
+const demoSeed = (into: string): SeedRequest => ({ source: { type: 'xyz', url: tiles.template }, sourceName: 'demo', bbox: [6.0, 45.0, 8.0, 46.5], levels: [7, 8], into });
 
 const read = async (url: string): Promise<Buffer> => {
   const { bucket, key } = { bucket: url.slice(5).split('/')[0]!, key: url.slice(5).split('/').slice(1).join('/') };
@@ -200,6 +206,46 @@ test('a mosaic into a bucket: plan, journals, tile store, mask, manifest and Geo
   const r2 = (await redrive.result()) as MosaicResult;
   assert.equal(r2.counts.ok, 130);
   assert.equal(tiles.stats.requests, before);
+});
+
+test('a seed into a bucket: the levels and their tile store in the bucket, the MBTiles file uploaded whole; a bucket the worker does not allow is refused', async () => {
+  const result = await startSeed(env.client, taskQueue, demoSeed('s3://mosaics/nightly/seed.mbtiles')).then((h) => h.result());
+  assert.equal(result.into, 's3://mosaics/nightly/seed.mbtiles');
+  assert.equal(seedExitCode(result), 0);
+  assert.deepEqual(
+    result.levels.map((l) => l.manifest),
+    ['s3://mosaics/nightly/seed.z7.manifest.json', 's3://mosaics/nightly/seed.z8.manifest.json'],
+  );
+  const local = path.join(await mkdtemp(path.join(dir, 'seed-')), 'seed.mbtiles');
+  await writeFile(local, await read(result.into));
+  const db = new Database(local, { readonly: true });
+  try {
+    let packed = 0;
+    for (const level of result.levels) {
+      const m = JSON.parse((await read(level.manifest)).toString('utf8')) as Manifest & { grid: { z: number } };
+      assert.equal(m.counts.ok, m.total);
+      const z = m.grid.z;
+      for (const t of m.tiles) {
+        assert.ok(t.path?.startsWith(`s3://mosaics/nightly/seed.tiles/demo/${z}/`), t.path);
+        const row = db.prepare('SELECT tile_data d FROM tiles WHERE zoom_level = ? AND tile_column = ? AND tile_row = ?').get(z, t.x, 2 ** z - 1 - t.y) as { d: Buffer } | undefined;
+        assert.ok(row?.d.equals(await read(t.path!)), `z${z} ${t.x}/${t.y}: the stored object's bytes`);
+        packed++;
+      }
+    }
+    assert.equal(result.tiles, packed);
+    assert.equal((db.prepare('SELECT count(*) n FROM tiles').get() as { n: number }).n, packed);
+  } finally {
+    db.close();
+  }
+  await assert.rejects(
+    startSeed(env.client, taskQueue, demoSeed('s3://mosaics/elsewhere/seed.mbtiles'), `seed-elsewhere-${process.pid}`).then((h) => h.result()),
+    (err: unknown) => {
+      const chain: string[] = [];
+      for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) chain.push(e.message);
+      assert.match(chain.join(' / '), /output: "s3:\/\/mosaics\/elsewhere\/seed\.z7\.tif" is outside this worker's/);
+      return true;
+    },
+  );
 });
 
 test('a mosaic into a bucket prefix the worker does not allow is refused before any fetch, naming the field and the value', async () => {

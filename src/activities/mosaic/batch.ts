@@ -6,6 +6,7 @@ import { writeJournal } from './journal';
 import { openCheckpoint as openBatchCheckpoint, type Checkpoint } from './batch-checkpoint';
 import { isObjectUrl } from '../storage/location';
 import { tileOf } from './plan';
+import { coveredTiles } from './plan-coverage';
 import { activityContext } from '../activity-context';
 import type { Context } from '@temporalio/activity';
 import { makeDirs } from '../confine/confine';
@@ -45,7 +46,8 @@ export function makeMosaicBatch(deps: FetchDeps) {
     const plan = await confinePlan(input.plan, deps.roots, 'mosaic batch');
     if (input.configError !== undefined) return recordConfigError(plan, input, deps);
     const selection = deps.roots ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles') : input.tiles;
-    const indices = selectionIndices(selection);
+    // Tiles outside the request's coverage are recorded so, with no request.
+    const { inside: indices, outside } = splitByCoverage(plan, selectionIndices(selection), input.pass);
     const addresses = indices.map((i) => tileOf(plan.grid, i));
     const ctx = activityContext();
     // Every finished request, outside Temporal: a retry resumes from it whatever became of this attempt.
@@ -78,6 +80,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
       throw ctx.cancellationSignal.reason ?? new Error('fetch batch stopped before it finished');
     }
     const counts = zeroStatusCounts();
+    counts.outside = outside.length;
     const fallbacks = new Map<FallbackTier, number>();
     const deferred: number[] = [];
     const states = new Set<BreakerStateName>();
@@ -123,7 +126,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
     });
     // The checkpoint stays until the assembly: if this completion never reaches Temporal, the retry rewrites
     // this journal from it without a request.
-    await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+    await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles: [...tiles, ...outside] });
     // Under the source's breaker key, as its requests are: an alert on an endpoint joins its own fallbacks.
     for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, sourceBreakerKey(plan.source), tier, n);
     // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
@@ -154,11 +157,25 @@ async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBa
   const selection = deps.roots ? checkSelection(input.tiles, plan, plan.blockTiles, 'mosaic batch: tiles') : input.tiles;
   // The workflow's copy of a batch's reason: bounded, as any reason.
   const reason = String(input.configError).slice(0, 2_000);
-  const tiles: ManifestTile[] = selectionIndices(selection).map((i) => ({ i, ...tileOf(plan.grid, i), status: 'failed', kind: 'permanent', reason, attempts: 0, pass: input.pass, configError: true }));
-  await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles });
+  const { inside, outside } = splitByCoverage(plan, selectionIndices(selection), input.pass);
+  const tiles: ManifestTile[] = inside.map((i) => ({ i, ...tileOf(plan.grid, i), status: 'failed', kind: 'permanent', reason, attempts: 0, pass: input.pass, configError: true }));
+  await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles: [...tiles, ...outside] });
   const counts = zeroStatusCounts();
   counts.failed = tiles.length;
+  counts.outside = outside.length;
   return { counts, deferred: [], retryAfterMs: null, breakerStates: [], requests: 0, configError: reason };
+}
+
+/** The selection's tiles inside the plan's coverage (all without one), and the records of those outside it. */
+function splitByCoverage(plan: MosaicBatchInput['plan'], indices: number[], pass: number): { inside: number[]; outside: ManifestTile[] } {
+  if (!plan.coverage) return { inside: indices, outside: [] };
+  const covered = coveredTiles(
+    plan,
+    plan.source.grid,
+    indices.map((i) => tileOf(plan.grid, i)),
+  );
+  const outside = indices.filter((_, k) => !covered[k]).map((i): ManifestTile => ({ i, ...tileOf(plan.grid, i), status: 'outside', reason: 'outside the coverage: not fetched', attempts: 0, pass }));
+  return { inside: indices.filter((_, k) => covered[k]), outside };
 }
 
 /** The checkpoint of this batch in this workflow run (none for an activity no workflow started). */

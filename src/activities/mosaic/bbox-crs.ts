@@ -11,24 +11,40 @@ import type { Bounds } from '../../geo/mercator';
 /** Points sampled along each edge of a bbox in degrees. */
 const EDGE_SAMPLES = 32;
 
-export function bboxInGrid(bbox: [number, number, number, number], crs: string, grid: GridDef, what: string): Bounds {
-  const [w, s, e, n] = bbox;
-  if (crs === grid.crs) return { minX: w, minY: s, maxX: e, maxY: n };
+/** Positions in degrees to the grid's CRS (proj4js), or null when `crs` is the grid's own. */
+export function toGridCrs(crs: string, grid: GridDef, what: string, field = 'bbox'): ((p: [number, number]) => [number, number]) | null {
+  if (crs === grid.crs) return null;
   if (crs !== 'EPSG:4326') {
-    throw new ConfigError(what, [`crs: the source's grid is in ${grid.crs}; give the bbox in ${grid.crs} or in EPSG:4326 (got ${JSON.stringify(crs)})`]);
+    throw new ConfigError(what, [`crs: the source's grid is in ${grid.crs}; give the ${field} in ${grid.crs} or in EPSG:4326 (got ${JSON.stringify(crs)})`]);
   }
   const code = epsgCode(grid.crs);
   const definition = grid.proj4 ?? (code !== null ? KNOWN_CRS[code]?.proj4 : undefined);
   if (definition === undefined) {
-    throw new ConfigError(what, [`crs: a bbox in EPSG:4326 needs ${grid.crs}'s definition: give the source's grid a proj4 string, or the bbox in ${grid.crs}`]);
+    throw new ConfigError(what, [`crs: a ${field} in EPSG:4326 needs ${grid.crs}'s definition: give the source's grid a proj4 string, or the ${field} in ${grid.crs}`]);
   }
-  let forward: (p: [number, number]) => number[];
+  let converter: proj4.Converter;
   try {
-    const converter = proj4('EPSG:4326', definition);
-    forward = (p) => converter.forward(p);
+    converter = proj4('EPSG:4326', definition);
   } catch {
     throw new ConfigError(what, [`grid.proj4: not a PROJ definition proj4js reads, for ${grid.crs}`]);
   }
+  return (p) => {
+    let out: number[] = [];
+    try {
+      out = converter.forward(p);
+    } catch {
+      // Out of the projection's domain: refused below like a non-finite answer.
+    }
+    const [x, y] = out;
+    if (x === undefined || y === undefined || !Number.isFinite(x) || !Number.isFinite(y)) throw new ConfigError(what, [`${field}: does not project into ${grid.crs} (at ${p.join(', ')})`]);
+    return [x, y];
+  };
+}
+
+export function bboxInGrid(bbox: [number, number, number, number], crs: string, grid: GridDef, what: string): Bounds {
+  const [w, s, e, n] = bbox;
+  const forward = toGridCrs(crs, grid, what);
+  if (forward === null) return { minX: w, minY: s, maxX: e, maxY: n };
   let minX = Infinity;
   let minY = Infinity;
   let maxX = -Infinity;
@@ -41,18 +57,17 @@ export function bboxInGrid(bbox: [number, number, number, number], crs: string, 
       [w, s + (n - s) * t],
       [e, s + (n - s) * t],
     ] as [number, number][]) {
-      let x: number | undefined;
-      let y: number | undefined;
+      let x: number;
+      let y: number;
       try {
         [x, y] = forward(p);
       } catch {
-        x = NaN;
+        throw new ConfigError(what, [`bbox: ${JSON.stringify(bbox)} does not project into ${grid.crs} (at ${p.join(', ')})`]);
       }
-      if (!Number.isFinite(x) || !Number.isFinite(y)) throw new ConfigError(what, [`bbox: ${JSON.stringify(bbox)} does not project into ${grid.crs} (at ${p.join(', ')})`]);
-      minX = Math.min(minX, x!);
-      maxX = Math.max(maxX, x!);
-      minY = Math.min(minY, y!);
-      maxY = Math.max(maxY, y!);
+      minX = Math.min(minX, x);
+      maxX = Math.max(maxX, x);
+      minY = Math.min(minY, y);
+      maxY = Math.max(maxY, y);
     }
   }
   return { minX, minY, maxX, maxY };

@@ -3,6 +3,7 @@ import { ConfigError } from '../../breaker/config-error';
 import { gridTileBounds, gridTileRange, type GridDef } from '../../geo/grid';
 import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import { bboxInGrid } from './bbox-crs';
+import { checkCovers, countOutside, coverageInPlan } from './plan-coverage';
 import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
@@ -171,6 +172,10 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
       `maxTiles: the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}; raise maxTiles or shrink the bbox`,
     ]);
   }
+  // Counted here, once: the batches leave the same tiles out, each for its own.
+  const coverage = r.coverage ? coverageInPlan(r.coverage, r.crs, source.grid, 'mosaic request') : undefined;
+  const outside = coverage ? countOutside(grid, source.grid, coverage) : 0;
+  checkCovers(outside, total, r.zoom, r.crs, 'mosaic request');
   // No image, no image's limits (a seed level may be wider than one stitched row allows).
   const refused = r.image === false ? null : outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
   if (refused) throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
@@ -222,6 +227,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     journalDir: joinLocation(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot,
     ...(refreshBefore !== undefined ? { refreshBefore } : {}),
+    ...(coverage ? { coverage, outside } : {}),
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
     deadlineAt,

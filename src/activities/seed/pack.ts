@@ -4,7 +4,8 @@
  * folder and confined like a re-drive's, and a tile file is packed only if it lies in the plan's tile store:
  * a forged input cannot pack a worker's files or write outside the output roots.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
 import { metersToLonLat } from '../../geo/mercator';
@@ -27,10 +28,9 @@ const READ_AHEAD = 16;
 const FORMATS: Record<string, MbtilesFormat> = { '.png': 'png', '.jpg': 'jpg', '.jpeg': 'jpg', '.webp': 'webp' };
 
 export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots): Promise<PackMbtilesResult> {
-  if (isObjectUrl(input.into) || !/\.mbtiles$/i.test(input.into)) {
-    throw new ConfigError('seed', [`into: must be a local path ending in .mbtiles (an MBTiles file is a SQLite database) (got ${JSON.stringify(input.into)})`]);
-  }
-  const into = roots ? await confineLocation(input.into, roots, 'into', 'seed') : path.resolve(input.into);
+  if (!/\.mbtiles$/i.test(input.into)) throw new ConfigError('seed', [`into: must be a path or an s3:// URL ending in .mbtiles (got ${JSON.stringify(input.into)})`]);
+  const bucket = isObjectUrl(input.into);
+  const into = roots ? await confineLocation(input.into, roots, 'into', 'seed') : bucket ? input.into : path.resolve(input.into);
   const ctx = activityContext();
   const levels: { plan: MosaicPlan; files: (string | null)[] }[] = [];
   for (const output of new Set(input.outputs)) {
@@ -85,8 +85,15 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     }
     yield* take(0);
   }
-  const written = await writeMbtiles(into, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) =>
-    ctx?.heartbeat({ written: n }),
-  );
+  // SQLite needs a file: into a bucket, the database is built in a folder of its own, then uploaded whole.
+  const scratch = bucket ? await mkdtemp(path.join(tmpdir(), 'tilebreaker-pack-')) : null;
+  let written: number;
+  try {
+    const file = scratch ? path.join(scratch, 'tiles.mbtiles') : into;
+    written = await writeMbtiles(file, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) => ctx?.heartbeat({ written: n }));
+    if (scratch) await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3' });
+  } finally {
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  }
   return { into, tiles: written, missing, levels: levels.map((l) => ({ zoom: l.plan.grid.z, tiles: l.files.filter((f) => f !== null).length, total: l.plan.total })) };
 }
