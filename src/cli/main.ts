@@ -213,7 +213,7 @@ const GROUPS: Record<string, () => Promise<void>> = {
       withLocal,
     });
     const { registerSeedCommand } = await import('./seed-commands.js');
-    registerSeedCommand(program, { withLocal });
+    registerSeedCommand(program, { withLocal, withClient: (fn) => withClient(fn) });
   },
 };
 /** `schedule` is registered with `mosaic`, by the same module; `seed` with them. */

@@ -432,13 +432,14 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           for (const s of all) {
             // Made by an earlier version: its runs start mosaics under ids of their own, beside other runs of the output.
             const old = s.workflowType === 'mosaicWorkflow' ? '  (made before one run per output: delete and create it again)' : '';
-            console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${old}`);
+            const seed = s.workflowType === 'seedWorkflow' ? '  (seed)' : '';
+            console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
           }
       });
     });
   schedule
     .command('delete')
-    .description('delete a schedule (running mosaics it started go on)')
+    .description('delete a schedule, of mosaics or of a seed (running mosaics or seeds it started go on)')
     .argument('<scheduleId>')
     .option('--json', 'print JSON')
     .action(async (id: string, o: { json?: boolean }) => {

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 import { WorkflowFailedError } from '@temporalio/client';
+import path from 'node:path';
+import { createSeedSchedule } from '../client/schedules';
 import { seedExitCode, startSeed } from '../client/seeds';
 import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
@@ -25,6 +27,9 @@ interface SeedOptions {
   id?: string;
   json?: boolean;
   sourcesOnWorker?: boolean;
+  schedule?: string;
+  scheduleId?: string;
+  timezone?: string;
 }
 
 /** A seed request from the flags; the worker validates the rest as it does a mosaic's. */
@@ -78,7 +83,7 @@ async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Pr
   }
 }
 
-export function registerSeedCommand(program: Command, { withLocal }: { withLocal: WithClient }): void {
+export function registerSeedCommand(program: Command, { withLocal, withClient }: { withLocal: WithClient; withClient: WithClient }): void {
   program
     .command('seed')
     .description('fill a tile cache over a range of zoom levels into an MBTiles file, each level through the fleet-wide breaker as a mosaic without an image (exit codes as mosaic start --wait)')
@@ -100,10 +105,28 @@ export function registerSeedCommand(program: Command, { withLocal }: { withLocal
     .option('--max-tiles <n>', 'refuse a level larger than this (default 100000)')
     .option('--id <workflowId>', 'workflow id (default seed/<name>-<hash of the file>)')
     .option('--sources-on-worker', 'the sources file exists on the workers only: skip the check of every level here')
+    .option('--schedule <cron>', 'do not seed now: create a Temporal Schedule that runs this seed on the cron spec (e.g. "0 3 * * 0"), one run at a time')
+    .option('--schedule-id <id>', 'the schedule id (default seed-<into base name>); `schedule list` and `schedule delete` take it')
+    .option('--timezone <tz>', 'IANA time zone for --schedule (default UTC)')
     .option('--json', 'print the result as JSON')
     .action(async (o: SeedOptions) => {
       const request = seedRequestFromOptions(o);
+      if (o.schedule === undefined && (o.scheduleId !== undefined || o.timezone !== undefined)) throw new Error('--schedule-id and --timezone go with --schedule');
+      // A seed that fails tonight would fail every night: refused now, as a seed started by hand is.
       await preflightSeed(request, !!o.sourcesOnWorker);
+      if (o.schedule !== undefined) {
+        const id = o.scheduleId ?? `seed-${path.basename(request.into).replace(/\.mbtiles$/i, '')}`;
+        await withClient(async ({ client, taskQueue }) => {
+          await createSeedSchedule(client, taskQueue, id, o.schedule!, request, o.timezone);
+          const tz = o.timezone ?? 'UTC';
+          console.log(
+            o.json
+              ? JSON.stringify({ scheduleId: id, cron: o.schedule, timezone: tz, into: request.into })
+              : `created schedule ${id}: seed levels ${request.levels.join('-')} into ${request.into}, "${o.schedule}" (${tz})`,
+          );
+        });
+        return;
+      }
       await withLocal(async ({ client, taskQueue }) => {
         const handle = await startSeed(client, taskQueue, request, o.id);
         if (!o.json) console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);

@@ -5,6 +5,8 @@ import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { checkScheduleOverlap, type ScheduledMosaicInput, type ScheduledMosaicMemo, type ScheduleOverlap } from '../messages/scheduled-mosaic';
 import { mosaicAttributesRegistered, mosaicWorkflowId } from './mosaic-names';
 import { resolveRequestPaths } from './mosaics';
+import { prepareSeed } from './seeds';
+import type { SeedRequest } from '../messages/seed-types';
 
 export interface ScheduleSummary {
   scheduleId: string;
@@ -57,6 +59,22 @@ export async function createMosaicSchedule(
     policies: { overlap: TEMPORAL_OVERLAP[overlap], catchupWindow: '1h' },
     // The launcher carries no Mosaic* search attributes (it is not a mosaic): its mosaic does.
     action: { type: 'startWorkflow', workflowType: 'scheduledMosaicWorkflow', args: [input], taskQueue, workflowId: `mosaic-schedule/${scheduleId}`, memo: { ...runMemo } },
+  });
+}
+
+/**
+ * A recurring seed as a Temporal Schedule: each run is a seedWorkflow (`seed-schedule/<id>-<time>`), and a
+ * run never starts while the last one goes on (overlap skip: a seed that outlasts its night is not joined by
+ * the next). Ages and durations in the request (`deadline: 6h`, `refreshBefore: 7d`) count from each run's start.
+ */
+export async function createSeedSchedule(client: Client, taskQueue: string, scheduleId: string, cron: string, request: SeedRequest, timezone?: string): Promise<void> {
+  const resolved = prepareSeed(request);
+  await client.schedule.create({
+    scheduleId,
+    spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
+    memo: { cron, output: resolved.into, overlap: 'skip' },
+    policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1h' },
+    action: { type: 'startWorkflow', workflowType: 'seedWorkflow', args: [resolved], taskQueue, workflowId: `seed-schedule/${scheduleId}` },
   });
 }
 

@@ -12,8 +12,8 @@ export function seedWorkflowId(into: string): string {
   return `seed/${path.basename(into).replace(/\.mbtiles$/i, '')}-${createHash('sha256').update(into).digest('hex').slice(0, 8)}`;
 }
 
-/** Starts a seed (paths resolved here, as `mosaic start` resolves them), checked before anything starts. */
-export async function startSeed(client: Client, taskQueue: string, request: SeedRequest, workflowId?: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof seedWorkflow>> {
+/** The seed as a worker will get it: paths resolved here (as `mosaic start` resolves them), checked before anything starts. */
+export function prepareSeed(request: SeedRequest): SeedRequest {
   const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(p));
   const resolved: SeedRequest = {
     ...request,
@@ -28,6 +28,12 @@ export async function startSeed(client: Client, taskQueue: string, request: Seed
   // Each level is a mosaic request: a bad bbox, fallback or deadline is refused here, before any level runs.
   const { levels: _l, into: _i, ...mosaic } = resolved;
   parseMosaicRequest({ ...mosaic, zoom: levels.at(-1)!, output: `${base}.z${levels.at(-1)!}.tif`, image: false });
+  return resolved;
+}
+
+/** Starts a seed, one per file at a time (its id is the file's). */
+export async function startSeed(client: Client, taskQueue: string, request: SeedRequest, workflowId?: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof seedWorkflow>> {
+  const resolved = prepareSeed(request);
   return client.workflow.start<typeof seedWorkflow>('seedWorkflow', { taskQueue, workflowId: workflowId ?? seedWorkflowId(resolved.into), args: [resolved], workflowIdConflictPolicy: 'FAIL' });
 }
 

@@ -12,6 +12,7 @@ import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { openTileStore } from '../../src/activities/store/open-store';
 import { parseMosaicRequest } from '../../src/messages/mosaic-request';
+import { seedExitCode } from '../../src/client/seeds';
 import type { SeedRequest, SeedResult } from '../../src/messages/seed-types';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { readManifest } from '../helpers/mosaic';
@@ -325,4 +326,53 @@ test('tilebreaker seed --coverage: only the tiles overlapping the polygon are fe
       if (!inside) assert.deepEqual([t.attempts, t.reason], [0, 'outside the coverage: not fetched']);
     }
   }
+});
+
+test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file; listed as a seed, triggered, deleted', async () => {
+  const into = path.join(dir, 'weekly.mbtiles');
+  const made = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4-5',
+    '--into',
+    into,
+    '--schedule',
+    '0 3 * * 0',
+    '--timezone',
+    'Europe/Zurich',
+    '--deadline',
+    '6h',
+  ]);
+  assert.equal(made.code, 0, `${made.out}\n${made.err}`);
+  assert.match(made.out, /^created schedule seed-weekly: seed levels 4-5 into \/.*weekly\.mbtiles, "0 3 \* \* 0" \(Europe\/Zurich\)$/m);
+  assert.equal(existsSync(into), false, 'nothing seeded until the schedule runs');
+  const listed = await cli(['schedule', 'list']);
+  assert.match(listed.out, /^seed-weekly {2}0 3 \* \* 0 {2}active {2}next \d{4}-.*\(seed\)$/m);
+  // A run now, as the cron would start one: a seedWorkflow that fills the file.
+  const schedule = env.client.schedule.getHandle('seed-weekly');
+  await schedule.trigger();
+  let runId: string | undefined;
+  for (let i = 0; i < 200 && runId === undefined; i++) {
+    const recent = (await schedule.describe()).info.recentActions;
+    runId = recent.map((a) => ('workflow' in a.action ? a.action.workflow.workflowId : undefined)).find((w) => w !== undefined);
+    if (runId === undefined) await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.match(runId ?? '', /^seed-schedule\/seed-weekly-/);
+  const result = (await env.client.workflow.getHandle(runId!).result()) as SeedResult;
+  assert.equal(result.into, into);
+  assert.equal(seedExitCode(result), 0);
+  assert.ok(result.tiles > 0 && existsSync(into));
+  const deleted = await cli(['schedule', 'delete', 'seed-weekly']);
+  assert.equal(deleted.code, 0, deleted.err);
+  assert.doesNotMatch((await cli(['schedule', 'list'])).out, /seed-weekly/);
+  // The schedule's flags without --schedule are a mistake, said before anything is made.
+  const stray = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', into, '--schedule-id', 'x']);
+  assert.notEqual(stray.code, 0);
+  assert.match(stray.err, /--schedule-id and --timezone go with --schedule/);
 });
