@@ -6,7 +6,7 @@
  * schema before it is returned, so the file written is one tilebreaker reads.
  */
 import { XMLParser } from 'fast-xml-parser';
-import { GEOGRAPHIC_CRS, northingFirst } from '../geo/crs';
+import { epsgCode, GEOGRAPHIC_CRS, GEOGRAPHIC_GRID_CRS, KNOWN_CRS, northingFirst } from '../geo/crs';
 import { ORIGIN_SHIFT_M, tileSpan } from '../geo/mercator';
 import { parseSource, SOURCE_NAME, type SourceInput } from '../sources/schema';
 
@@ -18,6 +18,8 @@ export interface ImportedSources {
 
 /** A WMTS matrix's metres per pixel: its scale denominator at OGC's standard pixel of 0.28 mm. */
 const METRES_PER_SCALE = 0.00028;
+/** Metres per degree on the equator of WGS 84 (2 pi 6378137 / 360), as WMTS's well-known scale sets count them. */
+const METRES_PER_DEGREE = (2 * Math.PI * 6_378_137) / 360;
 /** The formats taken, in order of preference, when a layer offers several. */
 const PREFERRED_FORMATS = ['image/png', 'image/jpeg', 'image/webp'];
 
@@ -125,14 +127,19 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
   const kvp = opts.useFetchedUrl && /^https?:/i.test(from) ? endpointOf(from) : reported;
   const sets = new Map<string, { crs: string | null; matrices: Matrix[] }>();
   for (const set of list(contents.TileMatrixSet)) {
-    const crs = normaliseCrs(text(set.SupportedCRS));
-    const ne = crs !== null && northingFirst(crs);
+    const supported = text(set.SupportedCRS);
+    // OGC's CRS84 is WGS 84 with longitude first: EPSG:4326's grid, its corners read the other way round.
+    const crs84 = /(^|:)CRS:?84$/i.test(supported.trim());
+    const crs = crs84 ? GEOGRAPHIC_GRID_CRS : normaliseCrs(supported);
+    const ne = !crs84 && crs !== null && northingFirst(crs);
+    // A scale denominator counts metres on the ground; a matrix in degrees counts the equator's metres per degree.
+    const perUnit = crs !== null && KNOWN_CRS[epsgCode(crs) ?? 0]?.geographic ? METRES_PER_DEGREE : 1;
     const matrices = list(set.TileMatrix).map((m): Matrix => {
       const [a, b] = text(m.TopLeftCorner).split(/\s+/).map(Number) as [number, number];
       return {
         id: text(m.Identifier),
         // 12 significant digits: the scale's own rounding (4000 m is written 14285714.285714284) goes away.
-        res: Number((Number(text(m.ScaleDenominator)) * METRES_PER_SCALE).toPrecision(12)),
+        res: Number(((Number(text(m.ScaleDenominator)) * METRES_PER_SCALE) / perUnit).toPrecision(12)),
         // TopLeftCorner is in the CRS's axis order; a grid's origin is easting then northing.
         corner: ne ? [b, a] : [a, b],
         tile: [Number(text(m.TileWidth)), Number(text(m.TileHeight))] as [number, number],
@@ -212,8 +219,8 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
     notes.push(`${what}: an EPSG:3857 set that is not the Web Mercator quad tree (its level 0 or its corner differ)`);
     return undefined;
   }
-  if (GEOGRAPHIC_CRS.has(crs)) {
-    notes.push(`${what}: a geographic CRS (${crs}); geographic grids are not supported yet`);
+  if (GEOGRAPHIC_CRS.has(crs) && crs !== GEOGRAPHIC_GRID_CRS) {
+    notes.push(`${what}: a geographic CRS (${crs}); of those, a source grid takes ${GEOGRAPHIC_GRID_CRS} only`);
     return undefined;
   }
   // The deepest matrix says how far the grid reaches.

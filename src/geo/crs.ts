@@ -1,5 +1,5 @@
 /**
- * Projected coordinate systems tilebreaker knows by EPSG code without being told: their PROJ definition (to
+ * Coordinate systems tilebreaker knows by EPSG code without being told (national projected grids, and WGS 84 in degrees): their PROJ definition (to
  * reproject a bbox given in degrees) and their OGC WKT1 (for a `.prj` and GDAL's `.aux.xml`), as GDAL's
  * `gdalsrsinfo -o proj4` and `-o wkt1 --single-line` print them, and the order of their axes (`-o wkt2`). Another code works when a grid gives its
  * `proj4`; without a table entry the sidecars name the code alone (`.aux.xml`) and no `.prj` is written.
@@ -8,6 +8,8 @@
 
 export interface KnownCrs {
   name: string;
+  /** In degrees (longitude, latitude), not metres. */
+  geographic?: true;
   /** Its axes are northing then easting (WMS 1.3.0's BBOX and WMTS's TopLeftCorner follow them). */
   northingFirst?: true;
   proj4: string;
@@ -15,6 +17,13 @@ export interface KnownCrs {
 }
 
 export const KNOWN_CRS: Readonly<Record<number, KnownCrs>> = {
+  4326: {
+    geographic: true,
+    northingFirst: true,
+    name: 'WGS 84',
+    proj4: '+proj=longlat +datum=WGS84 +no_defs',
+    wkt: 'GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563,AUTHORITY["EPSG","7030"]],AUTHORITY["EPSG","6326"]],PRIMEM["Greenwich",0,AUTHORITY["EPSG","8901"]],UNIT["degree",0.0174532925199433,AUTHORITY["EPSG","9122"]],AXIS["Latitude",NORTH],AXIS["Longitude",EAST],AUTHORITY["EPSG","4326"]]',
+  },
   2056: {
     name: 'CH1903+ / LV95',
     proj4: '+proj=somerc +lat_0=46.9524055555556 +lon_0=7.43958333333333 +k_0=1 +x_0=2600000 +y_0=1200000 +ellps=bessel +towgs84=674.374,15.056,405.346,0,0,0,0 +units=m +no_defs',
@@ -78,8 +87,8 @@ export function northingFirst(crs: string, axisOrder?: 'en' | 'ne'): boolean {
 }
 
 /**
- * Geographic CRSs (degrees, latitude first in WMS 1.3.0 and WMTS), which a source grid may not use yet: WGS 84,
- * ETRS89, NAD83, GDA94, NZGD2000, SIRGAS 2000, JGD2011, CGCS2000 and a few more.
+ * Geographic CRSs (degrees, latitude first in WMS 1.3.0 and WMTS): WGS 84, ETRS89, NAD83, GDA94, NZGD2000,
+ * SIRGAS 2000, JGD2011, CGCS2000 and a few more. Of these a source grid may use WGS 84 (EPSG:4326) only.
  */
 export const GEOGRAPHIC_CRS: ReadonlySet<string> = new Set([
   'EPSG:4326',
@@ -94,6 +103,9 @@ export const GEOGRAPHIC_CRS: ReadonlySet<string> = new Set([
   'EPSG:4171',
   'EPSG:4612',
 ]);
+
+/** The one geographic CRS a source grid may use. */
+export const GEOGRAPHIC_GRID_CRS = 'EPSG:4326';
 
 /** The EPSG code of `EPSG:<n>`, or null. */
 export function epsgCode(crs: string): number | null {

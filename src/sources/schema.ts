@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { ConfigError, parseOrThrow } from '../breaker/config-error';
-import { GEOGRAPHIC_CRS } from '../geo/crs';
+import { GEOGRAPHIC_CRS, GEOGRAPHIC_GRID_CRS } from '../geo/crs';
 import { gridProblems } from '../geo/grid';
 import { MAX_ZOOM } from '../geo/mercator';
 
@@ -57,7 +57,9 @@ export const gridSchema = z
     if (g.crs === 'EPSG:3857' || g.crs === 'EPSG:900913') ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'is the default grid: leave grid out for Web Mercator' });
     // GeoTIFF's ProjectedCSType key is a short: EPSG's codes for projected CRSs stay below 32767.
     if (Number(g.crs.slice(5)) > 32766) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be an EPSG code up to 32766 (GeoTIFF keys hold no larger code)' });
-    if (GEOGRAPHIC_CRS.has(g.crs)) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be a projected CRS in metres; geographic grids are not supported yet' });
+    if (GEOGRAPHIC_CRS.has(g.crs) && g.crs !== GEOGRAPHIC_GRID_CRS) {
+      ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: `must be a projected CRS in metres, or ${GEOGRAPHIC_GRID_CRS} in degrees; other geographic CRSs are not supported` });
+    }
   });
 
 /** The raster formats the pipeline decodes and re-encodes (sharp), and tile viewers read: PNG, JPEG, WebP. */

@@ -67,12 +67,29 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
     );
   });
 
+  test('a matrix set in EPSG:4326 (MapProxy, corners latitude first, scales in degrees): a grid in degrees, longitude first; a CRS84 set reads its corners the other way round', () => {
+    const xml = readFileSync(path.join(fixtures, 'mapproxy-wmts-wgs84-rest.xml'), 'utf8');
+    const { sources, notes } = sourcesFromCapabilities(xml, 'x');
+    assert.deepEqual(notes, []);
+    const res = Array.from({ length: 8 }, (_, z) => 0.703125 / 2 ** z);
+    assert.deepEqual(sources.world?.grid, { crs: 'EPSG:4326', origin: [-180, 90], resolutions: res, extent: [-180, -90, 180, 90] });
+    const world = parseSource(sources.world);
+    assert.equal(tileUrl(world, { z: 7, x: 134, y: 30 }), 'http://127.0.0.1:8091/wmts/world/wgs84/07/134/30.png');
+    const crs84 = sourcesFromCapabilities(
+      xml
+        .replace('<ows:SupportedCRS>EPSG:4326</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:OGC:1.3:CRS84</ows:SupportedCRS>')
+        .replaceAll('<TopLeftCorner>90.0 -180.0</TopLeftCorner>', '<TopLeftCorner>-180.0 90.0</TopLeftCorner>'),
+      'x',
+    );
+    assert.deepEqual(crs84.sources.world?.grid, sources.world?.grid);
+  });
+
   test('what cannot become a source is noted, not guessed: a geographic set, different corners, not a capabilities document', async () => {
     const xml = readFileSync(path.join(fixtures, 'mapproxy-wmts-rest.xml'), 'utf8');
-    const geographic = sourcesFromCapabilities(xml.replace('<ows:SupportedCRS>EPSG:2056</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:EPSG::4326</ows:SupportedCRS>'), 'x');
+    const geographic = sourcesFromCapabilities(xml.replace('<ows:SupportedCRS>EPSG:2056</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:EPSG::4258</ows:SupportedCRS>'), 'x');
     assert.deepEqual(Object.keys(geographic.sources), ['basemap-GLOBAL_WEBMERCATOR']);
     assert.ok(
-      geographic.notes.some((n) => /layer "relief", matrix set "lv95": a geographic CRS \(EPSG:4326\)/.test(n)),
+      geographic.notes.some((n) => /layer "relief", matrix set "lv95": a geographic CRS \(EPSG:4258\); of those, a source grid takes EPSG:4326 only/.test(n)),
       geographic.notes.join('\n'),
     );
     const corners = sourcesFromCapabilities(xml.replace('<TopLeftCorner>2420000.0 1350000.0</TopLeftCorner>', '<TopLeftCorner>2400000.0 1350000.0</TopLeftCorner>'), 'x');

@@ -105,7 +105,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
   NAME "fixture"
   EXTENT ${EXTENT.join(' ')}
   SIZE 256 256
-  UNITS METERS
+  UNITS ${EPSG === 4326 ? 'DD' : 'METERS'}
   SHAPEPATH "${dir}"
   IMAGETYPE png
   PROJECTION "init=epsg:${EPSG}" END
@@ -113,7 +113,7 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     METADATA
       "wms_title" "tilebreaker fixture"
       "wms_onlineresource" "http://127.0.0.1/cgi-bin/mapserv?"
-      "wms_srs" "${EPSG === 3857 ? '' : `EPSG:${EPSG} `}EPSG:3857 EPSG:4326 CRS:84"
+      "wms_srs" "${EPSG === 3857 || EPSG === 4326 ? '' : `EPSG:${EPSG} `}EPSG:3857 EPSG:4326 CRS:84"
       "wms_enable_request" "*"
     END
   END

@@ -171,6 +171,106 @@ describe('a grid whose CRS puts northing first (LAEA Europe, EPSG:3035), from Ma
   });
 });
 
+describe('a geographic grid (EPSG:4326, as a WMTS matrix set in degrees) from MapServer', { skip }, () => {
+  // The matrix set MapProxy publishes for a 4326 grid with its origin at the north-west corner (the fixture
+  // test/fixtures/capabilities/mapproxy-wmts-wgs84-rest.xml), as `sources import` reads it.
+  const RES = [0.703125, 0.3515625, 0.17578125, 0.087890625, 0.0439453125, 0.02197265625, 0.010986328125, 0.0054931640625];
+  const grid = { crs: 'EPSG:4326', origin: [-180, 90], resolutions: RES, extent: [-180, -90, 180, 90] };
+  const px = RES[7]!;
+  // The raster: 512 px of the level-7 resolution, on the grid's pixels (34048 columns and 7680 rows from the origin).
+  const extent: [number, number, number, number] = [-180 + 34_048 * px, 90 - 7_680 * px - 512 * px, -180 + 34_048 * px + 512 * px, 90 - 7_680 * px];
+  const geoDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-wgs84-'));
+  const geoQueue = uniqueTaskQueue('wgs84');
+  let geo: Wms;
+  let geoEnv: TestWorkflowEnvironment;
+  let geoWorker: Worker;
+  let geoRunning: Promise<void>;
+  before(async () => {
+    geo = await startWms({ epsg: 4326, extent });
+    geoEnv = await devServerEnv(ALL_SEARCH_ATTRIBUTES);
+    geoWorker = await createWorker({ connection: geoEnv.nativeConnection, client: geoEnv.client, namespace: 'default', taskQueue: geoQueue, roots: TEST_ROOTS });
+    geoRunning = geoWorker.run();
+  });
+  after(async () => {
+    geoWorker?.shutdown();
+    await geoRunning;
+    await geoEnv?.teardown();
+    await geo?.stop();
+    rmSync(geoDir, { recursive: true, force: true });
+  });
+
+  test('a bbox in degrees on the grid: GetMaps in EPSG:4326 (latitude first in 1.3.0), the COG alone in EPSG:4326 with longitude first, equal to one GetMap', async () => {
+    const source = { type: 'wms', url: geo.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid, metatile: { size: [2, 2], buffer: 16 }, concurrency: 4 } as const;
+    const output = path.join(geoDir, 'wgs84.tif');
+    const result: MosaicResult = await geoEnv.client.workflow.execute('mosaicWorkflow', {
+      taskQueue: geoQueue,
+      workflowId: `wgs84-${process.pid}`,
+      args: [
+        {
+          source: source as unknown as NonNullable<MosaicRequest['source']>,
+          sourceName: 'wgs84',
+          bbox: [extent[0] - 0.5, extent[1] - 0.5, extent[2] - 0.2, extent[3] - 0.2],
+          zoom: 7,
+          output,
+          sidecars: false,
+        },
+      ],
+    });
+    const manifest = readManifest(result) as ReturnType<typeof readManifest> & { crs: string; bounds: { minX: number; minY: number; maxX: number; maxY: number } };
+    assert.equal(manifest.crs, 'EPSG:4326');
+    assert.equal(manifest.counts.ok, 9, JSON.stringify(manifest.counts));
+    const b = manifest.bounds;
+    // Columns 132-134 and rows 30-32 of level 7 (1.40625 degrees a tile): the raster's own 2 x 2 tiles (133-134,
+    // 30-31) and the column west and the row south its bbox reaches.
+    assert.deepEqual([b.minX, b.minY, b.maxX, b.maxY], [-180 + 132 * 256 * px, 90 - 33 * 256 * px, -180 + 135 * 256 * px, 90 - 30 * 256 * px]);
+
+    const info = JSON.parse(spawnSync('gdalinfo', ['-json', output], { encoding: 'utf8' }).stdout) as {
+      coordinateSystem: { wkt: string };
+      geoTransform: number[];
+      wgs84Extent: { coordinates: number[][][] };
+    };
+    assert.match(info.coordinateSystem.wkt, /^GEOGCRS\["WGS 84"[\s\S]*ID\["EPSG",4326\]\]$/);
+    const want = [b.minX, px, 0, b.maxY, 0, -px];
+    info.geoTransform.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-9, `geoTransform[${i}] ${v} vs ${want[i]}`));
+    // Longitude first where GDAL puts the image: over the Alps, not swapped into the Indian Ocean.
+    const corners = info.wgs84Extent.coordinates[0]!;
+    assert.ok(
+      corners.every(([lon, lat]) => lon! >= b.minX - 1e-9 && lon! <= b.maxX + 1e-9 && lat! >= b.minY - 1e-9 && lat! <= b.maxY + 1e-9),
+      JSON.stringify(corners),
+    );
+    const validator = spawnSync('/usr/bin/python3', ['-m', 'osgeo_utils.samples.validate_cloud_optimized_geotiff', '--full-check=yes', output], { encoding: 'utf8' });
+    assert.match(validator.stdout, /is a valid cloud optimized GeoTIFF/, `${validator.stdout}${validator.stderr}`);
+
+    // One GetMap of the mosaic's bounds, pixel for pixel; its BBOX is latitude first, as 1.3.0 wants for EPSG:4326.
+    const url = getMapUrl(parseSource({ ...source, metatile: undefined }) as Extract<SourceConfig, { type: 'wms' }>, b, 768, 768);
+    assert.equal(new URL(url).searchParams.get('BBOX'), [b.minY, b.minX, b.maxY, b.maxX].join(','));
+    const whole = await sharp(Buffer.from(await (await fetch(url)).arrayBuffer()))
+      .removeAlpha()
+      .raw()
+      .toBuffer();
+    const got = await sharp(output).removeAlpha().raw().toBuffer();
+    assert.equal(got.length, whole.length);
+    let differ = 0;
+    for (let i = 0; i < got.length; i++) if (got[i] !== whole[i]) differ++;
+    assert.equal(differ, 0, `${differ} channel values differ from the single GetMap`);
+    // The fixture's north-east quadrant (the mosaic's top right) is red: the raster is there, the right way up.
+    const ne = (100 * 768 + 700) * 3;
+    assert.ok(got[ne]! > 200 && got[ne + 1]! < 100, `north-east pixel ${got[ne]},${got[ne + 1]},${got[ne + 2]}`);
+    // And WMS 1.1.1 (longitude first) draws the same tile as 1.3.0.
+    const tile = { z: 7, x: 134, y: 30 };
+    const [v111, v130] = await Promise.all(
+      (['1.1.1', '1.3.0'] as const).map(async (version) => {
+        const u = tileUrl(parseSource({ type: 'wms', url: geo.url, version, layers: ['quadrants'], transparent: false, grid }), tile);
+        return sharp(Buffer.from(await (await fetch(u)).arrayBuffer()))
+          .removeAlpha()
+          .raw()
+          .toBuffer();
+      }),
+    );
+    assert.ok(v111!.equals(v130!), 'the two versions draw the same pixels');
+  });
+});
+
 describe('a source grid: what the planner refuses, naming the field and the value', () => {
   const grid = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [40, 20, 10], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
   const source = { type: 'wms', url: 'http://127.0.0.1:9/wms', layers: ['a'], grid } as const;

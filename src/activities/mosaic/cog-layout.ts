@@ -11,6 +11,7 @@
  * encode (gdal_translate -of COG: 3.7 s); this port has not been timed on its own.
  */
 import { open, type FileHandle } from 'node:fs/promises';
+import { KNOWN_CRS } from '../../geo/crs';
 import { boundsEpsg, type Bounds3857 } from './georef';
 
 /** Bytes per value of each TIFF field type. */
@@ -101,14 +102,17 @@ function shorts(tag: number, vs: number[]): Entry {
   return { tag, type: 3, count: vs.length, bytes };
 }
 
-/** The GeoTIFF tags of a north-up raster of `width` x `height` pixels over `bounds`, in EPSG:3857 or the bounds' projected CRS. */
+/** The GeoTIFF tags of a north-up raster of `width` x `height` pixels over `bounds`, in EPSG:3857 or the bounds' own CRS. */
 export function geoTags(bounds: Bounds3857, width: number, height: number): Entry[] {
   const code = boundsEpsg(bounds);
+  // GeoKey directory 1.1.0 with 3 keys: GTModelType, GTRasterType pixel is area, and the CRS's EPSG code as
+  // ProjectedCSType (model type 1), or as GeographicType (model type 2) for one in degrees (x longitude, y latitude).
+  const geographic = KNOWN_CRS[code]?.geographic === true;
+  const keys = geographic ? [1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 1, 2048, 0, 1, code] : [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, code];
   return [
     doubles(TAG.ModelPixelScale, [(bounds.maxX - bounds.minX) / width, (bounds.maxY - bounds.minY) / height, 0]),
     doubles(TAG.ModelTiepoint, [0, 0, 0, bounds.minX, bounds.maxY, 0]),
-    // GeoKey directory 1.1.0 with 3 keys: GTModelType projected, GTRasterType pixel is area, ProjectedCSType (EPSG code).
-    shorts(TAG.GeoKeyDirectory, [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, code]),
+    shorts(TAG.GeoKeyDirectory, keys),
   ];
 }
 
