@@ -202,7 +202,7 @@ describe('a geographic grid (EPSG:4326, as a WMTS matrix set in degrees) from Ma
   test('a bbox in degrees on the grid: GetMaps in EPSG:4326 (latitude first in 1.3.0), the COG alone in EPSG:4326 with longitude first, equal to one GetMap', async () => {
     const source = { type: 'wms', url: geo.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid, metatile: { size: [2, 2], buffer: 16 }, concurrency: 4 } as const;
     const output = path.join(geoDir, 'wgs84.tif');
-    const result: MosaicResult = await geoEnv.client.workflow.execute('mosaicWorkflow', {
+    const result = await geoEnv.client.workflow.execute<(r: MosaicRequest) => Promise<MosaicResult>>('mosaicWorkflow', {
       taskQueue: geoQueue,
       workflowId: `wgs84-${process.pid}`,
       args: [
