@@ -208,10 +208,6 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
     return undefined;
   }
   const sameCorner = matrices.every((m) => Math.abs(m.corner[0] - m0.corner[0]) < 1e-3 && Math.abs(m.corner[1] - m0.corner[1]) < 1e-3);
-  if (!sameCorner) {
-    notes.push(`${what}: its matrices have different top-left corners; a source grid has one origin`);
-    return undefined;
-  }
   if (crs === 'EPSG:3857' || crs === 'EPSG:900913') {
     const mercator = Math.abs(m0.corner[0] + ORIGIN_SHIFT_M) < 1 && Math.abs(m0.corner[1] - ORIGIN_SHIFT_M) < 1;
     const halving = matrices.every((m, i) => Math.abs(m.res * m0.tile[0] - tileSpan(i)) / tileSpan(i) < 1e-6);
@@ -229,8 +225,10 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
   return {
     crs,
     origin: m0.corner,
+    // Matrices with corners of their own (each snapped to its own tiles around the data) keep them, level by level.
+    ...(sameCorner ? {} : { origins: matrices.map((m) => m.corner) }),
     resolutions: matrices.map((m) => m.res),
-    extent: [m0.corner[0], m0.corner[1] - last.size[1] * span, m0.corner[0] + last.size[0] * span, m0.corner[1]],
+    extent: [last.corner[0], last.corner[1] - last.size[1] * span, last.corner[0] + last.size[0] * span, last.corner[1]],
   };
 }
 

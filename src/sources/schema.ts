@@ -42,6 +42,10 @@ export const gridSchema = z
   .object({
     crs: z.string().regex(/^EPSG:[1-9]\d{3,5}$/, 'must be an EPSG code such as EPSG:2056'),
     origin: z.tuple([finiteNumber, finiteNumber]),
+    origins: z
+      .array(z.tuple([finiteNumber, finiteNumber]))
+      .max(MAX_ZOOM + 1)
+      .optional(),
     resolutions: z
       .array(finiteNumber.positive())
       .min(1)

@@ -84,7 +84,7 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
     assert.deepEqual(crs84.sources.world?.grid, sources.world?.grid);
   });
 
-  test('what cannot become a source is noted, not guessed: a geographic set, different corners, not a capabilities document', async () => {
+  test('what cannot become a source is noted, not guessed: a geographic set other than EPSG:4326, not a capabilities document; different corners are kept', async () => {
     const xml = readFileSync(path.join(fixtures, 'mapproxy-wmts-rest.xml'), 'utf8');
     const geographic = sourcesFromCapabilities(xml.replace('<ows:SupportedCRS>EPSG:2056</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:EPSG::4258</ows:SupportedCRS>'), 'x');
     assert.deepEqual(Object.keys(geographic.sources), ['basemap-GLOBAL_WEBMERCATOR']);
@@ -92,11 +92,15 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
       geographic.notes.some((n) => /layer "relief", matrix set "lv95": a geographic CRS \(EPSG:4258\); of those, a source grid takes EPSG:4326 only/.test(n)),
       geographic.notes.join('\n'),
     );
+    // A set whose matrices have corners of their own keeps them, level by level.
     const corners = sourcesFromCapabilities(xml.replace('<TopLeftCorner>2420000.0 1350000.0</TopLeftCorner>', '<TopLeftCorner>2400000.0 1350000.0</TopLeftCorner>'), 'x');
-    assert.ok(
-      corners.notes.some((n) => /matrix set "lv95": its matrices have different top-left corners/.test(n)),
-      corners.notes.join('\n'),
-    );
+    const origins = corners.sources.relief?.grid?.origins;
+    assert.deepEqual(origins?.slice(0, 2), [
+      [2_400_000, 1_350_000],
+      [2_420_000, 1_350_000],
+    ]);
+    assert.deepEqual(corners.sources.relief?.grid?.origin, [2_400_000, 1_350_000]);
+    assert.equal(origins?.length, corners.sources.relief?.grid?.resolutions.length);
     const notXml = path.join(dir, 'page.xml');
     writeFileSync(notXml, '<html><body>maintenance</body></html>');
     const r = await cli(['sources', 'import', notXml]);

@@ -111,6 +111,39 @@ describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () 
     assert.ok(got[ne]! > 200 && got[ne + 1]! < 100, `north-east pixel ${got[ne]},${got[ne + 1]},${got[ne + 2]}`);
   });
 
+  test('a grid whose levels have corners of their own (a WMTS set with a TopLeftCorner per matrix): the tiles of each level in its place', async () => {
+    // Level 4's corner moved half a tile west and north (to 2418720, 1351280): its tiles straddle the others' edges.
+    const origins = GRID.resolutions.map((_, z) => (z === LEVEL_10M ? [2_420_000 - SPAN / 2, 1_350_000 + SPAN / 2] : GRID.origin));
+    const shifted = { ...GRID, origin: origins[0], origins };
+    const file = path.join(dir, 'shifted.yaml');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        sources: { lv95: { type: 'wms', url: wms.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid: shifted, metatile: { size: [2, 2], buffer: 16 }, concurrency: 4 } },
+      }),
+    );
+    const result = await mosaic({ sourcesFile: file }, 'lv95-shifted');
+    const manifest = readManifest(result) as ReturnType<typeof readManifest> & {
+      bounds: { minX: number; minY: number; maxX: number; maxY: number };
+      grid: { xMin: number; xMax: number; yMin: number; yMax: number };
+    };
+    assert.equal(manifest.counts.ok, manifest.total);
+    // From that corner, 2600500 lies in column 71 (2600480..2603040) and 2604500 in 72; 1204500 in row 57, 1200500 in 58.
+    assert.deepEqual([manifest.grid.xMin, manifest.grid.xMax, manifest.grid.yMin, manifest.grid.yMax], [71, 72, 57, 58]);
+    const b = manifest.bounds;
+    assert.deepEqual([b.minX, b.minY, b.maxX, b.maxY], [2_418_720 + 71 * SPAN, 1_351_280 - 59 * SPAN, 2_418_720 + 73 * SPAN, 1_351_280 - 57 * SPAN]);
+    const source = parseSource({ type: 'wms', url: wms.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid: GRID }) as Extract<SourceConfig, { type: 'wms' }>;
+    const whole = await sharp(Buffer.from(await (await fetch(getMapUrl(source, b, 512, 512))).arrayBuffer()))
+      .removeAlpha()
+      .raw()
+      .toBuffer();
+    const got = await sharp(path.join(dir, 'lv95-shifted.tif')).removeAlpha().raw().toBuffer();
+    assert.equal(got.length, whole.length);
+    let differ = 0;
+    for (let i = 0; i < got.length; i++) if (got[i] !== whole[i]) differ++;
+    assert.equal(differ, 0, `${differ} channel values differ from the single GetMap`);
+  });
+
   test('a bbox in degrees is reprojected into the grid (proj4js): the tiles that cover it in EPSG:2056', async () => {
     // About 2 km square in the middle of the fixture, as longitude and latitude: LV95 (2601900, 1201700) and
     // (2604100, 1203900) as GDAL's gdaltransform puts them, so the test does not take proj4js's word for it.
