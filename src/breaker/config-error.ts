@@ -28,11 +28,14 @@ export interface ParseOptions {
 export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, subject: string, opts: ParseOptions = {}): z.output<S> {
   const result = schema.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
-  throw new ConfigError(
-    subject,
-    result.error.issues.map((i) => describeIssue(i, opts.mayQuote?.(i.path) ?? true)),
-  );
+  // A value with thousands of bad parts (a forged coverage) gets the first few named, not a message of megabytes.
+  const issues = result.error.issues;
+  const named = issues.slice(0, MAX_ISSUES).map((i) => describeIssue(i, opts.mayQuote?.(i.path) ?? true));
+  throw new ConfigError(subject, issues.length > MAX_ISSUES ? [...named, `and ${issues.length - MAX_ISSUES} more problems`] : named);
 }
+
+/** Problems a ConfigError names one by one. */
+const MAX_ISSUES = 20;
 
 function describeIssue(issue: z.core.$ZodIssue, quote: boolean): string {
   const field = issue.path.length ? issue.path.map(String).join('.') : '(root)';

@@ -432,7 +432,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           for (const s of all) {
             // Made by an earlier version: its runs start mosaics under ids of their own, beside other runs of the output.
             const old = s.workflowType === 'mosaicWorkflow' ? '  (made before one run per output: delete and create it again)' : '';
-            const seed = s.workflowType === 'seedWorkflow' ? '  (seed)' : '';
+            const seed = s.workflowType === 'scheduledSeedWorkflow' ? '  (seed)' : '';
             console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
           }
       });

@@ -5,7 +5,8 @@ import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { checkScheduleOverlap, type ScheduledMosaicInput, type ScheduledMosaicMemo, type ScheduleOverlap } from '../messages/scheduled-mosaic';
 import { mosaicAttributesRegistered, mosaicWorkflowId } from './mosaic-names';
 import { resolveRequestPaths } from './mosaics';
-import { prepareSeed } from './seeds';
+import { prepareSeed, seedWorkflowId } from './seeds';
+import type { ScheduledSeedInput } from '../workflows/scheduled-seed';
 import type { SeedRequest } from '../messages/seed-types';
 
 export interface ScheduleSummary {
@@ -63,18 +64,21 @@ export async function createMosaicSchedule(
 }
 
 /**
- * A recurring seed as a Temporal Schedule: each run is a seedWorkflow (`seed-schedule/<id>-<time>`), and a
- * run never starts while the last one goes on (overlap skip: a seed that outlasts its night is not joined by
- * the next). Ages and durations in the request (`deadline: 6h`, `refreshBefore: 7d`) count from each run's start.
+ * A recurring seed as a Temporal Schedule. Each run is a scheduledSeedWorkflow (`seed-schedule/<id>-<time>`)
+ * that starts the seed under the file's own id (`seed/<base>-<hash>`, as `tilebreaker seed` does), so one file
+ * is never seeded twice at once, whoever started the other; such a run ends skipped. The schedule's own
+ * overlap policy is skip too. Ages and durations in the request (`deadline: 6h`, `refreshBefore: 7d`) count
+ * from each run's start.
  */
 export async function createSeedSchedule(client: Client, taskQueue: string, scheduleId: string, cron: string, request: SeedRequest, timezone?: string): Promise<void> {
   const resolved = prepareSeed(request);
+  const input: ScheduledSeedInput = { request: resolved, workflowId: seedWorkflowId(resolved.into), scheduleId };
   await client.schedule.create({
     scheduleId,
     spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
     memo: { cron, output: resolved.into, overlap: 'skip' },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1h' },
-    action: { type: 'startWorkflow', workflowType: 'seedWorkflow', args: [resolved], taskQueue, workflowId: `seed-schedule/${scheduleId}` },
+    action: { type: 'startWorkflow', workflowType: 'scheduledSeedWorkflow', args: [input], taskQueue, workflowId: `seed-schedule/${scheduleId}` },
   });
 }
 

@@ -70,36 +70,82 @@ export function ringArea(ring: Ring): number {
   return Math.abs(sum) / 2;
 }
 
-const overlaps = (a: Bounds, b: Bounds) => a.minX < b.maxX && a.maxX > b.minX && a.minY < b.maxY && a.maxY > b.minY;
-
-/** The area of the coverage inside the box. */
-export function areaWithin(c: Coverage, b: Bounds): number {
-  let area = 0;
-  for (const [outer, ...holes] of c) {
-    if (!outer) continue;
-    const inOuter = ringArea(clipRing(outer, b));
-    if (inOuter === 0) continue;
-    area += inOuter - holes.reduce((sum, h) => sum + ringArea(clipRing(h, b)), 0);
-  }
-  return area;
-}
-
 /**
- * Which boxes the coverage covers, for many boxes inside one area (a row of tiles, a batch): the coverage is
- * clipped to `area` once, so each box costs the vertices near it, not the whole coverage's.
+ * Which tiles of one row the coverage covers, and how much: the row is the band `minY..maxY`, its tiles `cols`
+ * boxes of width `w` from `x0`. Each ring is clipped to the band only (two sides); then each of its edges adds
+ * the integral of its height above the band's floor over the x it spans to the columns there. For a closed
+ * ring, those integrals sum, at every x, to the length of the ring's inside on that vertical line, so a
+ * column's sum is the ring's area in that tile (signed by the ring's turn). Whole columns under an edge get
+ * their share through running sums, so a row costs the ring's vertices plus its columns, not their product.
  */
-export function coverageWithin(c: Coverage, area: Bounds): (box: Bounds) => boolean {
-  const near: { polygon: Polygon; bounds: Bounds }[] = [];
+export function rowAreas(c: Coverage, x0: number, w: number, cols: number, minY: number, maxY: number): Float64Array {
+  const areas = new Float64Array(cols);
+  const band = { minX: -Infinity, maxX: Infinity, minY, maxY };
   for (const polygon of c) {
-    const clipped = polygon.map((ring) => clipRing(ring, area));
-    if (!clipped[0] || ringArea(clipped[0]) === 0) continue;
-    near.push({ polygon: clipped.filter((r) => r.length > 0), bounds: coverageBounds([clipped]) });
+    polygon.forEach((ring, r) => {
+      let [lo, hi] = [Infinity, -Infinity];
+      for (const p of ring) [lo, hi] = [Math.min(lo, p[1]), Math.max(hi, p[1])];
+      if (hi <= minY || lo >= maxY) return;
+      const col = ringColumns(clipRing(ring, band), x0, w, cols, minY);
+      let total = 0;
+      for (const a of col) total += a;
+      if (total === 0) return;
+      // The outer ring adds its area, a hole takes its own away, whichever way each turns.
+      const sign = Math.sign(total) * (r === 0 ? 1 : -1);
+      for (let k = 0; k < cols; k++) areas[k]! += sign * col[k]!;
+    });
   }
-  return (box) => {
-    // Rounding in the clip must not make a box that only touches the coverage count as covered.
-    const least = (box.maxX - box.minX) * (box.maxY - box.minY) * 1e-9;
-    let area = 0;
-    for (const { polygon, bounds } of near) if (overlaps(bounds, box)) area += areaWithin([polygon], box);
-    return area > least;
-  };
+  return areas;
 }
+
+/** Each column's signed integral of the clipped ring's height above `floor` (see rowAreas). */
+function ringColumns(ring: Ring, x0: number, w: number, cols: number, floor: number): Float64Array {
+  const out = new Float64Array(cols);
+  // Running sums for whole columns: column k gets alpha + beta * k.
+  const alpha = new Float64Array(cols + 1);
+  const beta = new Float64Array(cols + 1);
+  const end = cols * w;
+  for (let i = 0; i < ring.length; i++) {
+    const [xa, ya] = ring[i]!;
+    const [xb, yb] = ring[(i + 1) % ring.length]!;
+    if (xa === xb) continue;
+    const [u1, v1, u2, v2] = [xa - x0, ya - floor, xb - x0, yb - floor];
+    const dir = u2 > u1 ? 1 : -1;
+    const m = (v2 - v1) / (u2 - u1);
+    const v = (u: number) => v1 + m * (u - u1);
+    // Only the part over the row's columns counts.
+    const lo = Math.max(0, Math.min(u1, u2));
+    const hi = Math.min(end, Math.max(u1, u2));
+    if (!(hi > lo)) continue;
+    const add = (k: number, a: number, b: number) => {
+      if (b > a) out[k]! += dir * (b - a) * v((a + b) / 2);
+    };
+    const kLo = Math.min(cols - 1, Math.floor(lo / w));
+    const kHi = Math.min(cols - 1, Math.ceil(hi / w) - 1);
+    if (kLo === kHi) {
+      add(kLo, lo, hi);
+      continue;
+    }
+    add(kLo, lo, (kLo + 1) * w);
+    add(kHi, kHi * w, hi);
+    if (kHi - kLo > 1) {
+      // Column k (whole): w * v((k + 0.5) w) = w (v1 - m u1 + m w / 2) + w m w k.
+      const a = dir * w * (v1 - m * u1 + (m * w) / 2);
+      const b = dir * w * m * w;
+      alpha[kLo + 1]! += a;
+      alpha[kHi]! -= a;
+      beta[kLo + 1]! += b;
+      beta[kHi]! -= b;
+    }
+  }
+  let [sa, sb] = [0, 0];
+  for (let k = 0; k < cols; k++) {
+    sa += alpha[k]!;
+    sb += beta[k]!;
+    out[k]! += sa + sb * k;
+  }
+  return out;
+}
+
+/** A covered tile has at least this share of its area inside: rounding must not make a tile that only touches the coverage covered. */
+export const COVERED_SHARE = 1e-6;

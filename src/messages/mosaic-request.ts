@@ -24,6 +24,9 @@ export const DEFAULT_BATCH_SIZE = 512;
 /** A wait longer than this is a forgotten job, not a plan (and a history that keeps growing). */
 export const MAX_DEADLINE_MS = 7 * UNIT_MS.d;
 
+/** A date, or a date and time with an optional zone: 2026-12-01, 2026-12-01T02:00Z, 2026-12-01T02:00:00.000+01:00. */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
 const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 
 const requestSchema = z
@@ -56,7 +59,8 @@ const requestSchema = z
     // Refresh mode: a tile the store holds from after this is kept, not fetched; an older one is fetched again.
     refreshBefore: z
       .string()
-      .refine((d) => durationMs(d) !== null || !Number.isNaN(Date.parse(d)), 'must be an age such as 7d or 12h, or an ISO-8601 instant')
+      // Strictly ISO: Date.parse would take "7" (an age missing its unit) as July 2001 and keep every tile.
+      .refine((d) => durationMs(d) !== null || (ISO_INSTANT.test(d) && !Number.isNaN(Date.parse(d))), 'must be an age such as 7d or 12h, or an ISO-8601 instant such as 2026-12-01T00:00:00Z')
       .optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
     batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(DEFAULT_BATCH_SIZE),

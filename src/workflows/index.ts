@@ -4,3 +4,4 @@ export { breakerEntityWorkflow } from './breaker-entity';
 export { mosaicBlockWorkflow, mosaicWorkflow, redriveMosaicWorkflow } from './mosaic';
 export { scheduledMosaicWorkflow } from './scheduled-mosaic';
 export { seedWorkflow } from './seed';
+export { scheduledSeedWorkflow } from './scheduled-seed';

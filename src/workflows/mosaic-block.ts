@@ -142,9 +142,10 @@ export class ProgressTracker {
 
   add(counts: StatusCounts, states: BreakerStateName[]): void {
     const p = this.progress;
+    // A count one side lacks is 0: a run carried over from a release before the `outside` status has none.
     for (const k of Object.keys(counts) as (keyof StatusCounts)[]) {
-      p.counts[k] += counts[k];
-      p.done += counts[k];
+      p.counts[k] = (p.counts[k] ?? 0) + (counts[k] ?? 0);
+      p.done += counts[k] ?? 0;
     }
     for (const s of states) if (!p.breakerStates.includes(s)) p.breakerStates.push(s);
     const elapsed = Date.now() - (this.fetchStartedAt ?? Date.now());
@@ -288,7 +289,7 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       started++;
       const s: MosaicBatchSummary = await fetchMosaicBatch({ plan, tiles, pass: thisPass, batchId: `p${thisPass}-${tag}-${k}`, whenRefused, final });
       tracker.add(s.counts, s.breakerStates);
-      for (const key of Object.keys(s.counts) as (keyof StatusCounts)[]) result.counts[key] += s.counts[key];
+      for (const key of Object.keys(s.counts) as (keyof StatusCounts)[]) result.counts[key] = (result.counts[key] ?? 0) + (s.counts[key] ?? 0);
       for (const st of s.breakerStates) if (!result.breakerStates.includes(st)) result.breakerStates.push(st);
       result.requests += s.requests;
       deferred.push(...s.deferred);
@@ -319,7 +320,7 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       // Waiting would not fix the source: the unstarted and the deferred tiles end failed with the error.
       const rest = [...notStarted.flatMap(selectionIndices), ...deferred].sort((a, b) => a - b);
       const counts = await recordConfigError(plan, { indices: rest }, thisPass, `p${thisPass}-${tag}-config-error`, stopped, tracker);
-      for (const key of Object.keys(counts) as (keyof StatusCounts)[]) result.counts[key] += counts[key];
+      for (const key of Object.keys(counts) as (keyof StatusCounts)[]) result.counts[key] = (result.counts[key] ?? 0) + (counts[key] ?? 0);
       break;
     }
     if (handOver && notStarted.length > 0)

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { areaWithin, clipRing, coverageWithin, ringArea, type Coverage, type Ring } from '../../src/geo/coverage';
+import { clipRing, COVERED_SHARE, ringArea, rowAreas, type Coverage, type Ring } from '../../src/geo/coverage';
+import { prng } from '../helpers/prng';
 import { parseMosaicRequest } from '../../src/messages/mosaic-request';
 
 const box = (minX: number, minY: number, maxX: number, maxY: number) => ({ minX, minY, maxX, maxY });
@@ -33,6 +34,11 @@ test('a ring clipped to a box keeps the area inside it, whichever way the ring t
   );
 });
 
+/** The reference: each tile clipped on its own (Sutherland-Hodgman on four sides), holes taken away. */
+const areaByClipping = (c: Coverage, b: ReturnType<typeof box>) =>
+  c.reduce((sum, [outer, ...holes]) => sum + ringArea(clipRing(outer!, b)) - holes.reduce((h, r) => h + ringArea(clipRing(r, b)), 0), 0);
+const covers = (c: Coverage, b: ReturnType<typeof box>) => rowAreas(c, b.minX, b.maxX - b.minX, 1, b.minY, b.maxY)[0]! > (b.maxX - b.minX) * (b.maxY - b.minY) * COVERED_SHARE;
+
 test('which boxes a coverage covers: area inside counts, a touch, a wrap-around or a hole does not', () => {
   // A U open to the north around the box (1..2, 1..2): it wraps three sides and covers none of it.
   const u: Coverage = [
@@ -50,22 +56,57 @@ test('which boxes a coverage covers: area inside counts, a touch, a wrap-around 
       ],
     ],
   ];
-  const covers = coverageWithin(u, box(0, 0, 3, 3));
-  assert.equal(covers(box(1, 1, 2, 2)), false, 'inside the U: not covered');
-  assert.equal(areaWithin(u, box(1, 1, 2, 2)), 0);
-  assert.equal(covers(box(0, 0, 1, 1)), true, 'the U’s corner');
+  assert.equal(covers(u, box(1, 1, 2, 2)), false, 'inside the U: not covered');
+  assert.equal(covers(u, box(0, 0, 1, 1)), true, "the U's corner");
   // Touching along an edge, or at a corner only: not covered.
   const sq: Coverage = [[square(0, 0, 1, 1)]];
-  assert.equal(coverageWithin(sq, box(-5, -5, 5, 5))(box(1, 0, 2, 1)), false);
-  assert.equal(coverageWithin(sq, box(-5, -5, 5, 5))(box(1, 1, 2, 2)), false);
+  assert.equal(covers(sq, box(1, 0, 2, 1)), false);
+  assert.equal(covers(sq, box(1, 1, 2, 2)), false);
   // A box in a hole is not covered; an island in the hole is.
   const holed: Coverage = [[square(0, 0, 10, 10), square(2, 2, 8, 8)], [square(4, 4, 6, 6)]];
-  const h = coverageWithin(holed, box(0, 0, 10, 10));
-  assert.equal(h(box(2.5, 2.5, 3.5, 3.5)), false, 'in the hole');
-  assert.equal(h(box(4.5, 4.5, 5.5, 5.5)), true, 'on the island');
-  assert.equal(h(box(7.5, 7.5, 8.5, 8.5)), true, 'across the hole’s edge');
-  // Clipped to an area first, a box outside that area still answers from what is inside it.
-  assert.equal(coverageWithin(sq, box(0, 0, 0.5, 0.5))(box(0.6, 0.6, 0.9, 0.9)), false);
+  assert.equal(covers(holed, box(2.5, 2.5, 3.5, 3.5)), false, 'in the hole');
+  assert.equal(covers(holed, box(4.5, 4.5, 5.5, 5.5)), true, 'on the island');
+  assert.equal(covers(holed, box(7.5, 7.5, 8.5, 8.5)), true, "across the hole's edge");
+});
+
+test("a row's areas agree with clipping each tile on its own, on random polygons with holes, either way round", () => {
+  const rnd = prng(20261204);
+  for (let round = 0; round < 40; round++) {
+    // A star-shaped ring round (50, 50), so it never crosses itself, and a smaller one inside it as a hole.
+    const star = (r0: number, r1: number, n: number): Ring => {
+      const ring = Array.from({ length: n }, (_, k): [number, number] => {
+        const a = (2 * Math.PI * k) / n;
+        const r = r0 + rnd() * (r1 - r0);
+        return [50 + r * Math.cos(a), 50 + r * Math.sin(a)];
+      });
+      return rnd() < 0.5 ? [...ring, ring[0]!] : [...ring.reverse(), ring[0]!];
+    };
+    const c: Coverage = [[star(25, 45, 5 + Math.floor(rnd() * 60)), star(4, 10, 3 + Math.floor(rnd() * 10))]];
+    const w = 3 + rnd() * 10;
+    const cols = Math.ceil(100 / w);
+    for (let y = 0; y < 100; y += w) {
+      const areas = rowAreas(c, 0, w, cols, y, y + w);
+      for (let k = 0; k < cols; k++) {
+        const want = areaByClipping(c, box(k * w, y, (k + 1) * w, y + w));
+        assert.ok(Math.abs(areas[k]! - want) <= 1e-9 * w * w + 1e-9, `round ${round}, row ${y}, column ${k}: ${areas[k]} vs ${want}`);
+      }
+    }
+  }
+});
+
+test('a comb of 20,000 positions over 1,000 columns: a row costs its vertices plus its columns', () => {
+  // Teeth crossing the whole row, as a forged coverage might: per-tile clipping would take vertices x columns.
+  const teeth = 5_000;
+  const ring: Ring = [[0, 0]];
+  for (let t = 0; t < teeth; t++) ring.push([1_000, t * 2 + 0.5], [1_000, t * 2 + 1.5], [0.5, t * 2 + 1.5], [0.5, t * 2 + 2.5]);
+  ring.push([0, 10_001], [0, 0]);
+  const areas = rowAreas([[ring]], 0, 1, 1_000, 100, 110);
+  // Every column from 1 on is half covered (the teeth), column 0 a little more (the comb's spine).
+  assert.ok(
+    areas.slice(1).every((a) => Math.abs(a - 5) < 1e-6),
+    `${areas[1]}, ${areas[999]}`,
+  );
+  assert.ok(Math.abs(areas[0]! - 7.5) < 1e-6, String(areas[0]));
 });
 
 test('a coverage in a request: GeoJSON shapes read, bad ones named by field, the bbox taken from its bounds', () => {
@@ -112,6 +153,13 @@ test('a coverage in a request: GeoJSON shapes read, bad ones named by field, the
     /coverage\.coordinates\.0: a ring must end where it starts/,
   );
   assert.throws(() => parseMosaicRequest({ ...base, coverage: { type: 'Polygon', coordinates: [square(190, 45, 200, 47)] } }), /coverage: must lie within longitude -180\.\.180/);
-  const huge = { type: 'Polygon', coordinates: [[...Array.from({ length: 20_001 }, (_, k) => [6 + k / 1e5, 45 + (k % 2) / 10]), [6, 45]]] };
-  assert.throws(() => parseMosaicRequest({ ...base, coverage: huge }), /coverage: has 20002 positions, more than 20000; simplify it/);
+  const huge = { type: 'Polygon', coordinates: [[...Array.from({ length: 2_001 }, (_, k) => [6 + k / 1e5, 45 + (k % 2) / 10]), [6, 45]]] };
+  assert.throws(() => parseMosaicRequest({ ...base, coverage: huge }), /^ConfigError: mosaic request: coverage: has more than 2000 positions; simplify it \(ogr2ogr -simplify, mapshaper\)/);
+  // Even one made only of bad positions: one short error, not one per position.
+  const bad = { type: 'Polygon', coordinates: [Array.from({ length: 50_000 }, () => ['x', 'y'])] };
+  assert.throws(
+    () => parseMosaicRequest({ ...base, coverage: bad }),
+    (err: Error) => err.message.length < 500 && /coverage: has more than 2000 positions/.test(err.message),
+  );
+  assert.throws(() => parseMosaicRequest({ ...base, coverage: { type: 'Polygon', coordinates: [[]] } }), /coverage\.coordinates\.0: a ring needs at least 4 positions/);
 });

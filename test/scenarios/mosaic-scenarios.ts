@@ -8,7 +8,7 @@ import { servedFetchQueue } from '../../src/activities/mosaic/fetch-queue';
 import { createFetchWorker } from '../../src/client/worker';
 import { TEST_ROOTS, uniqueTaskQueue, workflowsPath } from '../helpers/temporal-env';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
-import { startSeed } from '../../src/client/seeds';
+import { prepareSeed, seedWorkflowId, startSeed } from '../../src/client/seeds';
 import { resolveRequestPaths, startMosaic } from '../../src/client/mosaics';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { adminSignal } from '../../src/messages/breaker';
@@ -211,11 +211,24 @@ const seedLevels =
       return h;
     });
 
+/** A seed schedule's run: the launcher starts the seed under the file's own id and returns its result. */
+const seedScheduled: EntityScenario = ({ client, taskQueue }) =>
+  withServer({ latencyMs: 5 }, async (s, dir) => {
+    const sourcesFile = path.join(dir, 'sources.yaml');
+    writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
+    const request = prepareSeed({ sourcesFile, sourceName: 'demo', bbox: [5.7, 44.0, 8.5, 46.6], levels: [5, 6], into: path.join(dir, 'weekly.mbtiles') });
+    const h = await client.workflow.start('scheduledSeedWorkflow', { taskQueue, workflowId: 'seed-scheduled', args: [{ request, workflowId: seedWorkflowId(request.into), scheduleId: 'weekly' }] });
+    await h.result();
+    return h;
+  });
+
 export const mosaicScenarios = {
   // A seed: one mosaic child per level, no image, the levels' tiles packed into MBTiles.
   'seed-levels': seedLevels('seed-levels', 5, 6),
   // Levels 4-7 with up to three running at once (patch seed-levels-at-once): the fourth starts as one ends.
   'seed-levels-at-once': seedLevels('seed-levels-at-once', 4, 7),
+  // A seed schedule's run: the seed started as a child under the file's own id.
+  'seed-scheduled': seedScheduled,
   // A mirror served the refused tiles; a re-drive with replaceMirrors fetches them from the primary again.
   'mosaic-mirror-redrive': mirrorRedrive,
   'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),

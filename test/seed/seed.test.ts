@@ -12,7 +12,8 @@ import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { openTileStore } from '../../src/activities/store/open-store';
 import { parseMosaicRequest } from '../../src/messages/mosaic-request';
-import { seedExitCode } from '../../src/client/seeds';
+import { seedExitCode, seedWorkflowId } from '../../src/client/seeds';
+import type { ScheduledSeedResult } from '../../src/workflows/scheduled-seed';
 import type { SeedRequest, SeedResult } from '../../src/messages/seed-types';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { readManifest } from '../helpers/mosaic';
@@ -254,7 +255,7 @@ test('refresh mode: tiles fetched within the age are kept with no request; older
 test('refreshBefore is checked: an age or an instant, and not with directChunks', () => {
   assert.throws(
     () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: 'last week' }),
-    /refreshBefore: must be an age such as 7d or 12h, or an ISO-8601 instant \(got "last week"\)/,
+    /refreshBefore: must be an age such as 7d or 12h, or an ISO-8601 instant such as 2026-12-01T00:00:00Z \(got "last week"\)/,
   );
   assert.throws(
     () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: '7d', directChunks: true }),
@@ -364,10 +365,33 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
     if (runId === undefined) await new Promise((r) => setTimeout(r, 100));
   }
   assert.match(runId ?? '', /^seed-schedule\/seed-weekly-/);
-  const result = (await env.client.workflow.getHandle(runId!).result()) as SeedResult;
+  const run = (await env.client.workflow.getHandle(runId!).result()) as ScheduledSeedResult;
+  assert.equal(run.outcome, 'completed');
+  // Under the file's own id, as a seed started by hand.
+  assert.equal(run.workflowId, seedWorkflowId(into));
+  const result = run.result;
   assert.equal(result.into, into);
   assert.equal(seedExitCode(result), 0);
   assert.ok(result.tiles > 0 && existsSync(into));
+  // While a seed of the same file holds its id (one started by hand, here held by a delayed start), a
+  // scheduled run does not seed beside it: it ends skipped, naming it.
+  const held = await env.client.workflow.start('seedWorkflow', {
+    taskQueue,
+    workflowId: seedWorkflowId(into),
+    args: [{ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44.0, 6.5, 44.6], levels: [4, 5], into }],
+    startDelay: '1h',
+  });
+  try {
+    const skipped = (await env.client.workflow.execute('scheduledSeedWorkflow', {
+      taskQueue,
+      workflowId: `seed-schedule-by-hand-${process.pid}`,
+      args: [{ request: { sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44.0, 6.5, 44.6], levels: [4, 5], into }, workflowId: seedWorkflowId(into), scheduleId: 'seed-weekly' }],
+    })) as ScheduledSeedResult;
+    assert.equal(skipped.outcome, 'skipped');
+    assert.match((skipped as { message: string }).message, /^skipped: seed\/weekly-[0-9a-f]{8} is already running \(a seed of .*weekly\.mbtiles, by hand or by another schedule\)$/);
+  } finally {
+    await held.terminate('test over');
+  }
   const deleted = await cli(['schedule', 'delete', 'seed-weekly']);
   assert.equal(deleted.code, 0, deleted.err);
   assert.doesNotMatch((await cli(['schedule', 'list'])).out, /seed-weekly/);

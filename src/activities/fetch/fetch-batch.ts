@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import type { TileAddress } from '../../sources/request-url';
 import { resendDropped } from './dropped-call';
@@ -611,15 +612,21 @@ function refused(
   return { ...base, status: 'deferred', reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}` };
 }
 
-/** Waits `ms`, or less if `signal` aborts. The abort listener goes when the timer fires: a batch retries many times on one signal. */
-/** Node's own abortable timer (it removes its abort listener when it fires): resolves early on abort. */
 /**
  * Refresh mode: the unit's tiles as the store holds them, when every one was fetched at or after `since` (a
  * metatile is kept only whole, as it is fetched whole). True when they were recorded ok with no request.
  */
 async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[], since: number, results: (TileResult | null)[]): Promise<boolean> {
-  const stored = await Promise.all(members.map((i) => store.get(input.sourceName, input.tiles[i]!)));
-  if (!stored.every((s) => s !== null && s.meta.fetchedAt >= since)) return false;
+  let stored: (StoredTile | null)[];
+  try {
+    stored = await Promise.all(members.map((i) => store.get(input.sourceName, input.tiles[i]!)));
+  } catch {
+    // A folder that leads out of the store, an unreadable file: fetched instead, where the store's write says why.
+    return false;
+  }
+  // A copy of another size (the source's tileSize changed since) is not this source's tile.
+  const fits = (s: StoredTile) => s.meta.width === undefined || (s.meta.width === input.source.tileSize && s.meta.height === input.source.tileSize);
+  if (!stored.every((s) => s !== null && s.meta.fetchedAt >= since && fits(s))) return false;
   members.forEach((i, k) => {
     const s = stored[k]!;
     results[i] = {
@@ -634,22 +641,33 @@ async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[]
   return true;
 }
 
-/** A 304 confirmed the stored copy: it counts as fetched now, so the next refresh keeps it. */
+/**
+ * A 304 confirmed the stored copy: it counts as fetched now, so the next refresh keeps it. Only the very copy
+ * the request named (the store still gives it, with the same content), so a newer one another writer stored
+ * meanwhile is never overwritten with the old; and only as a courtesy: if it cannot be done, the tile is still ok.
+ */
 async function renew(store: Tiles, sourceName: string, t: TileAddress, stored: StoredTile, at: number): Promise<void> {
-  const body = await storageFor(stored.path).read(stored.path);
-  // Gone meanwhile (another writer replaced it under another extension): nothing to renew.
-  if (!body) return;
-  const { etag, lastModified, width, height, contentType } = stored.meta;
-  await store.put(sourceName, t, body, {
-    fetchedAt: at,
-    contentType,
-    ...(etag !== undefined ? { etag } : {}),
-    ...(lastModified !== undefined ? { lastModified } : {}),
-    ...(width !== undefined ? { width } : {}),
-    ...(height !== undefined ? { height } : {}),
-  });
+  try {
+    const now = await store.get(sourceName, t);
+    if (now?.path !== stored.path || now.meta.sha256 !== stored.meta.sha256) return;
+    const body = await storageFor(now.path).read(now.path);
+    if (!body || createHash('sha256').update(body).digest('hex') !== stored.meta.sha256) return;
+    const { etag, lastModified, width, height, contentType } = stored.meta;
+    await store.put(sourceName, t, body, {
+      fetchedAt: at,
+      contentType,
+      ...(etag !== undefined ? { etag } : {}),
+      ...(lastModified !== undefined ? { lastModified } : {}),
+      ...(width !== undefined ? { width } : {}),
+      ...(height !== undefined ? { height } : {}),
+    });
+  } catch {
+    // The next refresh asks again.
+  }
 }
 
+/** Waits `ms`, or less if `signal` aborts. The abort listener goes when the timer fires: a batch retries many times on one signal. */
+/** Node's own abortable timer (it removes its abort listener when it fires): resolves early on abort. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return delay(ms, undefined, signal ? { signal } : {}).catch(() => undefined);
 }

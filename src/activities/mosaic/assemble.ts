@@ -4,6 +4,7 @@ import { geoTransform } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { removeCheckpoints } from './batch-checkpoint';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
+import { coveredTiles } from './plan-coverage';
 import { stitchMosaic, writeCoverageMask } from './stitch';
 import { confineTileFiles } from './tile-files';
 import { activityContext } from '../activity-context';
@@ -32,16 +33,27 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   const plan = await confinePlan(input.plan, roots, 'assembly');
   const ctx = activityContext();
   const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir), plan.total), plan.storeRoot);
+  // A tile no batch reached that lies outside the coverage is outside, as its batch would have recorded it.
+  const unrecorded = records.flatMap((r, i) => (r === null ? [i] : []));
+  const covered = coveredTiles(
+    plan,
+    plan.source.grid,
+    unrecorded.map((i) => tileOf(plan.grid, i)),
+  );
+  const outside = new Set(unrecorded.filter((_, k) => !covered[k]));
   const tiles: ManifestTile[] = records.map(
     (r, i) =>
-      r ?? {
-        i,
-        ...tileOf(plan.grid, i),
-        status: 'dead-lettered',
-        reason: input.partial ? `not fetched: the run stopped first (${input.stoppedBecause ?? 'stopped'})` : 'not fetched',
-        attempts: 0,
-        pass: -1,
-      },
+      r ??
+      (outside.has(i)
+        ? { i, ...tileOf(plan.grid, i), status: 'outside', reason: 'outside the coverage: not fetched', attempts: 0, pass: -1 }
+        : {
+            i,
+            ...tileOf(plan.grid, i),
+            status: 'dead-lettered',
+            reason: input.partial ? `not fetched: the run stopped first (${input.stoppedBecause ?? 'stopped'})` : 'not fetched',
+            attempts: 0,
+            pass: -1,
+          }),
   );
   const counts = zeroStatusCounts();
   const tiers: Record<string, number> = {};

@@ -3,7 +3,7 @@
  * the plan's tiles it covers: the planner counts those outside, each fetch batch leaves them out.
  */
 import { ConfigError } from '../../breaker/config-error';
-import { coverageWithin, mapCoverage, type Coverage } from '../../geo/coverage';
+import { COVERED_SHARE, mapCoverage, rowAreas, type Coverage } from '../../geo/coverage';
 import { gridTileBounds, type GridDef } from '../../geo/grid';
 import { lonLatToMeters, tileBounds } from '../../geo/mercator';
 import type { MosaicPlan, TileGrid } from '../../messages/mosaic-types';
@@ -21,21 +21,54 @@ export function coverageInPlan(c: Coverage, crs: string, def: GridDef | undefine
 
 const tileBox = (g: TileGrid, def: GridDef | undefined, t: { x: number; y: number }) => (def ? gridTileBounds(def, g.z, t.x, t.y, g.tileSize) : tileBounds(g.z, t.x, t.y));
 
-/** Which of the tiles (of one plan, usually a batch's run of them) the coverage covers. */
+/** Rows times positions the planner may spend on a coverage: a few seconds of arithmetic at most. */
+export const MAX_COVERAGE_WORK = 40_000_000;
+
+/** Which of the tiles (of one plan, usually a batch's run of them) the coverage covers, a row at a time. */
 export function coveredTiles(plan: Pick<MosaicPlan, 'grid' | 'coverage'>, def: GridDef | undefined, tiles: TileAddress[]): boolean[] {
-  if (!plan.coverage || tiles.length === 0) return tiles.map(() => true);
-  const boxes = tiles.map((t) => tileBox(plan.grid, def, t));
-  const area = { minX: Math.min(...boxes.map((b) => b.minX)), minY: Math.min(...boxes.map((b) => b.minY)), maxX: Math.max(...boxes.map((b) => b.maxX)), maxY: Math.max(...boxes.map((b) => b.maxY)) };
-  const covers = coverageWithin(plan.coverage, area);
-  return boxes.map(covers);
+  if (!plan.coverage) return tiles.map(() => true);
+  const rows = new Map<number, { xMin: number; xMax: number }>();
+  for (const t of tiles) {
+    const r = rows.get(t.y);
+    rows.set(t.y, r ? { xMin: Math.min(r.xMin, t.x), xMax: Math.max(r.xMax, t.x) } : { xMin: t.x, xMax: t.x });
+  }
+  const covered = new Map<number, { xMin: number; inside: boolean[] }>();
+  for (const [y, { xMin, xMax }] of rows) covered.set(y, { xMin, inside: coveredInRow(plan.coverage, plan.grid, def, y, xMin, xMax) });
+  return tiles.map((t) => {
+    const row = covered.get(t.y)!;
+    return row.inside[t.x - row.xMin]!;
+  });
 }
 
-/** The plan's tiles outside the coverage, a row at a time (each row clips the coverage once). */
-export function countOutside(grid: TileGrid, def: GridDef | undefined, coverage: Coverage): number {
+/** Tiles xMin..xMax of row y: covered or not. */
+function coveredInRow(coverage: Coverage, g: TileGrid, def: GridDef | undefined, y: number, xMin: number, xMax: number): boolean[] {
+  const first = tileBox(g, def, { x: xMin, y });
+  const w = first.maxX - first.minX;
+  const areas = rowAreas(coverage, first.minX, w, xMax - xMin + 1, first.minY, first.maxY);
+  const least = w * (first.maxY - first.minY) * COVERED_SHARE;
+  return Array.from(areas, (a) => a > least);
+}
+
+/**
+ * The plan's tiles outside the coverage, a row at a time, letting the worker's other work (heartbeats) run
+ * between rows. A coverage whose positions times the plan's rows pass MAX_COVERAGE_WORK is refused first.
+ */
+export async function countOutside(grid: TileGrid, def: GridDef | undefined, coverage: Coverage, what: string): Promise<number> {
+  const positions = coverage.reduce((n, p) => n + p.reduce((m, r) => m + r.length, 0), 0);
+  const rows = grid.yMax - grid.yMin + 1;
+  if (positions * rows > MAX_COVERAGE_WORK) {
+    throw new ConfigError(what, [
+      `coverage: ${positions} positions over ${rows} rows of tiles is more than this planner judges (${MAX_COVERAGE_WORK} position-rows); simplify the coverage or seed fewer levels at once`,
+    ]);
+  }
   let outside = 0;
+  let since = Date.now();
   for (let y = grid.yMin; y <= grid.yMax; y++) {
-    const row = Array.from({ length: grid.xMax - grid.xMin + 1 }, (_, k) => ({ z: grid.z, x: grid.xMin + k, y }));
-    outside += coveredTiles({ grid, coverage }, def, row).filter((c) => !c).length;
+    outside += coveredInRow(coverage, grid, def, y, grid.xMin, grid.xMax).filter((c) => !c).length;
+    if (Date.now() - since > 50) {
+      await new Promise((resolve) => setImmediate(resolve));
+      since = Date.now();
+    }
   }
   return outside;
 }

@@ -174,7 +174,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   }
   // Counted here, once: the batches leave the same tiles out, each for its own.
   const coverage = r.coverage ? coverageInPlan(r.coverage, r.crs, source.grid, 'mosaic request') : undefined;
-  const outside = coverage ? countOutside(grid, source.grid, coverage) : 0;
+  const outside = coverage ? await countOutside(grid, source.grid, coverage, 'mosaic request') : 0;
   checkCovers(outside, total, r.zoom, r.crs, 'mosaic request');
   // No image, no image's limits (a seed level may be wider than one stitched row allows).
   const refused = r.image === false ? null : outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);

@@ -18,9 +18,13 @@ import { loadDeadLetters } from '../mosaic/dead-letters';
 import { latestRecords, readJournals } from '../mosaic/journal';
 import { tileOf } from '../mosaic/plan';
 import { confineTileFiles } from '../mosaic/tile-files';
+import { SCRATCH_DIR_ENV } from '../mosaic/assemble';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { writeMbtiles, type MbtilesFormat, type MbtilesTile } from './mbtiles';
+
+/** How often a pack uploading its file to a bucket heartbeats. */
+const UPLOAD_BEAT_MS = 20_000;
 
 /** Tile files read ahead of the inserts. */
 const READ_AHEAD = 16;
@@ -86,12 +90,20 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     yield* take(0);
   }
   // SQLite needs a file: into a bucket, the database is built in a folder of its own, then uploaded whole.
-  const scratch = bucket ? await mkdtemp(path.join(tmpdir(), 'tilebreaker-pack-')) : null;
+  const scratch = bucket ? await mkdtemp(path.join(process.env[SCRATCH_DIR_ENV] || tmpdir(), 'tilebreaker-pack-')) : null;
   let written: number;
   try {
     const file = scratch ? path.join(scratch, 'tiles.mbtiles') : into;
     written = await writeMbtiles(file, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) => ctx?.heartbeat({ written: n }));
-    if (scratch) await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3' });
+    if (scratch) {
+      // A large file's upload outlasts the heartbeat timeout: the activity says it is alive meanwhile.
+      const beat = setInterval(() => ctx?.heartbeat({ written, uploading: into }), UPLOAD_BEAT_MS);
+      try {
+        await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3' });
+      } finally {
+        clearInterval(beat);
+      }
+    }
   } finally {
     if (scratch) await rm(scratch, { recursive: true, force: true });
   }
