@@ -45,7 +45,7 @@ function nameFor(id: string, taken: Record<string, unknown>): string {
 
 /** `EPSG:<code>` from the forms capabilities use: EPSG:2056, urn:ogc:def:crs:EPSG::2056, http://www.opengis.net/def/crs/EPSG/0/2056. */
 export function normaliseCrs(crs: string): string | null {
-  const m = /EPSG(?::|::|\/\d+\/|:\d*:)(\d{4,6})$/i.exec(crs.trim());
+  const m = /EPSG(?::|::|\/\d+\/|:[\d.]*:)(\d{4,6})$/i.exec(crs.trim());
   return m ? `EPSG:${m[1]}` : null;
 }
 
@@ -129,7 +129,7 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
   for (const set of list(contents.TileMatrixSet)) {
     const supported = text(set.SupportedCRS);
     // OGC's CRS84 is WGS 84 with longitude first: EPSG:4326's grid, its corners read the other way round.
-    const crs84 = /(^|:)CRS:?84$/i.test(supported.trim());
+    const crs84 = /(^|[:/])CRS:?84$/i.test(supported.trim());
     const crs = crs84 ? GEOGRAPHIC_GRID_CRS : normaliseCrs(supported);
     const ne = !crs84 && crs !== null && northingFirst(crs);
     // A scale denominator counts metres on the ground; a matrix in degrees counts the equator's metres per degree.
@@ -207,29 +207,47 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
     notes.push(`${what}: tiles not square, or of several sizes`);
     return undefined;
   }
-  const sameCorner = matrices.every((m) => Math.abs(m.corner[0] - m0.corner[0]) < 1e-3 && Math.abs(m.corner[1] - m0.corner[1]) < 1e-3);
+  // The same corner to a thousandth of each matrix's own pixel (corners in degrees are small numbers).
+  const sameCorner = matrices.every((m) => Math.abs(m.corner[0] - m0.corner[0]) < m.res * 1e-3 && Math.abs(m.corner[1] - m0.corner[1]) < m.res * 1e-3);
   if (crs === 'EPSG:3857' || crs === 'EPSG:900913') {
     const mercator = Math.abs(m0.corner[0] + ORIGIN_SHIFT_M) < 1 && Math.abs(m0.corner[1] - ORIGIN_SHIFT_M) < 1;
     const halving = matrices.every((m, i) => Math.abs(m.res * m0.tile[0] - tileSpan(i)) / tileSpan(i) < 1e-6);
-    if (mercator && halving) return null;
-    notes.push(`${what}: an EPSG:3857 set that is not the Web Mercator quad tree (its level 0 or its corner differ)`);
+    if (mercator && halving && sameCorner) return null;
+    notes.push(`${what}: an EPSG:3857 set that is not the Web Mercator quad tree (its level 0, its corners or its scales differ)`);
     return undefined;
   }
   if (GEOGRAPHIC_CRS.has(crs) && crs !== GEOGRAPHIC_GRID_CRS) {
     notes.push(`${what}: a geographic CRS (${crs}); of those, a source grid takes ${GEOGRAPHIC_GRID_CRS} only`);
     return undefined;
   }
-  // The deepest matrix says how far the grid reaches.
-  const last = matrices.at(-1)!;
-  const span = last.res * last.tile[0];
-  return {
-    crs,
-    origin: m0.corner,
-    // Matrices with corners of their own (each snapped to its own tiles around the data) keep them, level by level.
-    ...(sameCorner ? {} : { origins: matrices.map((m) => m.corner) }),
-    resolutions: matrices.map((m) => m.res),
-    extent: [last.corner[0], last.corner[1] - last.size[1] * span, last.corner[0] + last.size[0] * span, last.corner[1]],
-  };
+  if (crs === GEOGRAPHIC_GRID_CRS && matrices.some((m) => Math.abs(m.corner[0]) > 180 + 1e-6 || Math.abs(m.corner[1]) > 90 + 1e-6)) {
+    notes.push(`${what}: a TopLeftCorner beyond 180 degrees of longitude or 90 of latitude (written in the other axis order?)`);
+    return undefined;
+  }
+  if (sameCorner) {
+    // The deepest matrix says how far the grid reaches.
+    const last = matrices.at(-1)!;
+    const span = last.res * last.tile[0];
+    return {
+      crs,
+      origin: m0.corner,
+      resolutions: matrices.map((m) => m.res),
+      extent: [m0.corner[0], m0.corner[1] - last.size[1] * span, m0.corner[0] + last.size[0] * span, m0.corner[1]],
+    };
+  }
+  // Matrices with corners of their own (each snapped to its own tiles around the data, or counted from a
+  // bottom-left origin) keep them, level by level; the grid's extent is where every matrix has tiles, so no
+  // level is asked for a column or row beyond its MatrixWidth or MatrixHeight.
+  const areas = matrices.map((m) => {
+    const span = m.res * m.tile[0];
+    return [m.corner[0], m.corner[1] - m.size[1] * span, m.corner[0] + m.size[0] * span, m.corner[1]] as const;
+  });
+  const extent: [number, number, number, number] = [Math.max(...areas.map((a) => a[0])), Math.max(...areas.map((a) => a[1])), Math.min(...areas.map((a) => a[2])), Math.min(...areas.map((a) => a[3]))];
+  if (!(extent[0] < extent[2] && extent[1] < extent[3])) {
+    notes.push(`${what}: its matrices, each at its own corner, have no area in common`);
+    return undefined;
+  }
+  return { crs, origin: m0.corner, origins: matrices.map((m) => m.corner), resolutions: matrices.map((m) => m.res), extent };
 }
 
 function addChecked(out: ImportedSources, id: string, source: SourceInput): void {

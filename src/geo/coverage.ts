@@ -70,47 +70,69 @@ export function ringArea(ring: Ring): number {
   return Math.abs(sum) / 2;
 }
 
+/** A ring ready for rowAreas: its y-range, and +1 or -1 so that its area counts positive (an outer ring) or negative (a hole). */
+export interface PreparedRing {
+  points: Ring;
+  factor: number;
+  minY: number;
+  maxY: number;
+}
+
+/** The coverage's rings for rowAreas; rings with no area (all on one line) are left out. */
+export function prepareCoverage(c: Coverage): PreparedRing[] {
+  const out: PreparedRing[] = [];
+  for (const polygon of c) {
+    polygon.forEach((ring, r) => {
+      let turn = 0;
+      let [minY, maxY] = [Infinity, -Infinity];
+      for (let i = 0; i < ring.length; i++) {
+        const [xa, ya] = ring[i]!;
+        const [xb, yb] = ring[(i + 1) % ring.length]!;
+        turn += (xb - xa) * (ya + yb);
+        [minY, maxY] = [Math.min(minY, ya), Math.max(maxY, ya)];
+      }
+      if (turn !== 0) out.push({ points: ring, factor: Math.sign(turn) * (r === 0 ? 1 : -1), minY, maxY });
+    });
+  }
+  return out;
+}
+
 /**
- * Which tiles of one row the coverage covers, and how much: the row is the band `minY..maxY`, its tiles `cols`
+ * How much of each tile of one row the coverage covers: the row is the band `minY..maxY`, its tiles `cols`
  * boxes of width `w` from `x0`. Each ring is clipped to the band only (two sides); then each of its edges adds
  * the integral of its height above the band's floor over the x it spans to the columns there. For a closed
  * ring, those integrals sum, at every x, to the length of the ring's inside on that vertical line, so a
- * column's sum is the ring's area in that tile (signed by the ring's turn). Whole columns under an edge get
- * their share through running sums, so a row costs the ring's vertices plus its columns, not their product.
+ * column's sum is the ring's area in that tile (signed by the ring's turn, which `factor` undoes). Whole columns
+ * under an edge get their share through running sums, so a row costs the vertices of the rings that reach it
+ * plus its columns, not their product.
  */
-export function rowAreas(c: Coverage, x0: number, w: number, cols: number, minY: number, maxY: number): Float64Array {
-  const areas = new Float64Array(cols);
-  const band = { minX: -Infinity, maxX: Infinity, minY, maxY };
-  for (const polygon of c) {
-    polygon.forEach((ring, r) => {
-      let [lo, hi] = [Infinity, -Infinity];
-      for (const p of ring) [lo, hi] = [Math.min(lo, p[1]), Math.max(hi, p[1])];
-      if (hi <= minY || lo >= maxY) return;
-      const col = ringColumns(clipRing(ring, band), x0, w, cols, minY);
-      let total = 0;
-      for (const a of col) total += a;
-      if (total === 0) return;
-      // The outer ring adds its area, a hole takes its own away, whichever way each turns.
-      const sign = Math.sign(total) * (r === 0 ? 1 : -1);
-      for (let k = 0; k < cols; k++) areas[k]! += sign * col[k]!;
-    });
-  }
-  return areas;
-}
-
-/** Each column's signed integral of the clipped ring's height above `floor` (see rowAreas). */
-function ringColumns(ring: Ring, x0: number, w: number, cols: number, floor: number): Float64Array {
+export function rowAreas(rings: readonly PreparedRing[], x0: number, w: number, cols: number, minY: number, maxY: number): Float64Array {
   const out = new Float64Array(cols);
   // Running sums for whole columns: column k gets alpha + beta * k.
   const alpha = new Float64Array(cols + 1);
   const beta = new Float64Array(cols + 1);
+  const band = { minX: -Infinity, maxX: Infinity, minY, maxY };
+  for (const ring of rings) {
+    if (ring.maxY <= minY || ring.minY >= maxY) continue;
+    addColumns(clipRing(ring.points, band), ring.factor, x0, w, cols, minY, out, alpha, beta);
+  }
+  let [sa, sb] = [0, 0];
+  for (let k = 0; k < cols; k++) {
+    sa += alpha[k]!;
+    sb += beta[k]!;
+    out[k]! += sa + sb * k;
+  }
+  return out;
+}
+
+function addColumns(ring: Ring, factor: number, x0: number, w: number, cols: number, floor: number, out: Float64Array, alpha: Float64Array, beta: Float64Array): void {
   const end = cols * w;
   for (let i = 0; i < ring.length; i++) {
     const [xa, ya] = ring[i]!;
     const [xb, yb] = ring[(i + 1) % ring.length]!;
     if (xa === xb) continue;
     const [u1, v1, u2, v2] = [xa - x0, ya - floor, xb - x0, yb - floor];
-    const dir = u2 > u1 ? 1 : -1;
+    const dir = (u2 > u1 ? 1 : -1) * factor;
     const m = (v2 - v1) / (u2 - u1);
     const v = (u: number) => v1 + m * (u - u1);
     // Only the part over the row's columns counts.
@@ -121,13 +143,14 @@ function ringColumns(ring: Ring, x0: number, w: number, cols: number, floor: num
       if (b > a) out[k]! += dir * (b - a) * v((a + b) / 2);
     };
     const kLo = Math.min(cols - 1, Math.floor(lo / w));
-    const kHi = Math.min(cols - 1, Math.ceil(hi / w) - 1);
+    // An edge narrower than float steps can put its ends on one boundary: never a column before the first.
+    const kHi = Math.max(kLo, Math.min(cols - 1, Math.ceil(hi / w) - 1));
     if (kLo === kHi) {
       add(kLo, lo, hi);
       continue;
     }
-    add(kLo, lo, (kLo + 1) * w);
-    add(kHi, kHi * w, hi);
+    add(kLo, lo, Math.min(hi, (kLo + 1) * w));
+    add(kHi, Math.max(lo, kHi * w), hi);
     if (kHi - kLo > 1) {
       // Column k (whole): w * v((k + 0.5) w) = w (v1 - m u1 + m w / 2) + w m w k.
       const a = dir * w * (v1 - m * u1 + (m * w) / 2);
@@ -138,13 +161,6 @@ function ringColumns(ring: Ring, x0: number, w: number, cols: number, floor: num
       beta[kHi]! -= b;
     }
   }
-  let [sa, sb] = [0, 0];
-  for (let k = 0; k < cols; k++) {
-    sa += alpha[k]!;
-    sb += beta[k]!;
-    out[k]! += sa + sb * k;
-  }
-  return out;
 }
 
 /** A covered tile has at least this share of its area inside: rounding must not make a tile that only touches the coverage covered. */

@@ -22,33 +22,37 @@ const multiPolygonGeometry = z.looseObject({ type: z.literal('MultiPolygon'), co
 const geometry = z.discriminatedUnion('type', [polygonGeometry, multiPolygonGeometry], { error: 'must be a GeoJSON Polygon or MultiPolygon' });
 const feature = z.looseObject({ type: z.literal('Feature'), geometry });
 
-/** Positions in nested arrays, counted before anything else is checked: a huge coverage gets one short error, not one per position. */
-function countPositions(v: unknown, depth = 0): number {
-  if (!Array.isArray(v) || depth > 6) return 0;
-  // A position is an array of values, whatever they are (bad ones are named later, if there are few).
-  if (v.length > 0 && !Array.isArray(v[0])) return 1;
+/**
+ * The values in a coverage (every array element and object field, at any depth), counted before anything else
+ * is checked and only up to `limit`: a forged one of millions gets one short error, not one per bad value.
+ */
+function valuesWithin(v: unknown, limit: number): number {
   let n = 0;
-  for (const x of v) {
-    n += countPositions(x, depth + 1);
-    if (n > MAX_COVERAGE_POSITIONS) return n;
-  }
+  const walk = (x: unknown, depth: number): void => {
+    if (n > limit || depth > 8 || typeof x !== 'object' || x === null) return;
+    const children = Array.isArray(x) ? x : Object.values(x);
+    n += children.length;
+    for (const c of children) walk(c, depth + 1);
+  };
+  walk(v, 0);
   return n;
 }
 
-const positionsOf = (g: unknown): number => {
-  if (typeof g !== 'object' || g === null) return 0;
-  const o = g as { coordinates?: unknown; geometry?: { coordinates?: unknown }; features?: unknown };
-  if (Array.isArray(o.features)) return o.features.reduce((n: number, f: unknown) => n + positionsOf(f), 0);
-  return countPositions(o.coordinates ?? o.geometry?.coordinates);
-};
+/** A position is three values (the pair and its array), a ring a few more: room for MAX_COVERAGE_POSITIONS and the rest of a document. */
+const MAX_COVERAGE_VALUES = MAX_COVERAGE_POSITIONS * 3 + 2_000;
 
 const shapes = z
   .discriminatedUnion('type', [polygonGeometry, multiPolygonGeometry, feature, z.looseObject({ type: z.literal('FeatureCollection'), features: z.array(feature).min(1, 'needs a feature') })], {
     error: 'must be a GeoJSON Polygon or MultiPolygon, or a Feature or FeatureCollection of them',
   })
-  .transform((g): Coverage => {
+  .transform((g, ctx): Coverage => {
     const geometries = g.type === 'FeatureCollection' ? g.features.map((f) => f.geometry) : g.type === 'Feature' ? [g.geometry] : [g];
     const polygons = geometries.flatMap((x) => (x.type === 'Polygon' ? [x.coordinates] : x.coordinates));
+    const positions = polygons.reduce((n, p) => n + p.reduce((m, r) => m + r.length, 0), 0);
+    if (positions > MAX_COVERAGE_POSITIONS) {
+      ctx.addIssue({ code: 'custom', message: `has ${positions} positions, more than ${MAX_COVERAGE_POSITIONS}; simplify it (ogr2ogr -simplify, mapshaper)`, input: undefined });
+      return z.NEVER;
+    }
     // x and y only: a third coordinate (height) has no part in what is covered.
     return polygons.map((p): Polygon => p.map((r) => r.map(([x, y]) => [x!, y!])));
   });
@@ -56,7 +60,8 @@ const shapes = z
 export const coverageSchema = z
   .unknown()
   .superRefine((g, ctx) => {
-    const n = positionsOf(g);
-    if (n > MAX_COVERAGE_POSITIONS) ctx.addIssue({ code: 'custom', message: `has more than ${MAX_COVERAGE_POSITIONS} positions; simplify it (ogr2ogr -simplify, mapshaper)`, input: undefined });
+    if (valuesWithin(g, MAX_COVERAGE_VALUES) > MAX_COVERAGE_VALUES) {
+      ctx.addIssue({ code: 'custom', message: `has more than ${MAX_COVERAGE_POSITIONS} positions; simplify it (ogr2ogr -simplify, mapshaper)`, input: undefined });
+    }
   })
   .pipe(shapes);

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { parseOrThrow } from '../breaker/config-error';
-import { MAX_LATITUDE, MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
+import { MAX_ZOOM, ORIGIN_SHIFT_M } from '../geo/mercator';
 import { sourceNameSchema } from '../sources/schema';
 import { durationMs, UNIT_MS } from './duration';
 import { CAPABILITIES } from './locations';
@@ -99,9 +99,6 @@ const requestSchema = z
         input: box,
       });
     }
-    if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
-      ctx.addIssue({ code: 'custom', path: [field], message: `lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)}`, input: box });
-    }
     // Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events.
     if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
       ctx.addIssue({
@@ -126,7 +123,7 @@ const requestSchema = z
       ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });
     }
   })
-  .transform((r) => ({ ...r, bbox: r.bbox ?? boundsOf(r.coverage!) }));
+  .transform((r) => ({ ...r, bbox: r.bbox ?? boundsOf(r.coverage!), bboxFromCoverage: r.bbox === undefined }));
 
 /** A coverage's bounds as a bbox: west, south, east, north. */
 export function boundsOf(c: Coverage): [number, number, number, number] {

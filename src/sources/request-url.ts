@@ -1,4 +1,4 @@
-import { northingFirst } from '../geo/crs';
+import { epsgCode, KNOWN_CRS, northingFirst } from '../geo/crs';
 import { gridTileBounds } from '../geo/grid';
 import { tileBounds, tmsY, type Bounds } from '../geo/mercator';
 import type { SourceConfig } from './schema';
@@ -66,7 +66,7 @@ export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: 
       ? [bbox.minY, bbox.minX, bbox.maxY, bbox.maxX]
       : [bbox.minX, bbox.minY, bbox.maxX, bbox.maxY]
     )
-      .map(coord)
+      .map(source.grid && KNOWN_CRS[epsgCode(source.grid.crs) ?? 0]?.geographic ? degrees : coord)
       .join(','),
     WIDTH: String(width),
     HEIGHT: String(height),
@@ -89,6 +89,11 @@ export function geographicBbox(version: '1.1.1' | '1.3.0', crs: 'EPSG:4326' | 'C
 function coord(n: number): string {
   // Enough digits for sub-millimetre precision in metres, without float noise in the URL.
   return String(Math.round(n * 1e6) / 1e6);
+}
+
+/** A coordinate in degrees: 1e-6 degrees is 11 cm, a pixel's share at deep levels; 12 decimals are a micrometre. */
+function degrees(n: number): string {
+  return String(Math.round(n * 1e12) / 1e12);
 }
 
 function fill(template: string, values: Record<string, string | number>): string {

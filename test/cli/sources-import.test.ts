@@ -101,6 +101,26 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
     ]);
     assert.deepEqual(corners.sources.relief?.grid?.origin, [2_400_000, 1_350_000]);
     assert.equal(origins?.length, corners.sources.relief?.grid?.resolutions.length);
+    // Where each matrix has its own corner, the grid's extent is where all of them have tiles: no level is
+    // asked for a column beyond its MatrixWidth.
+    const grid = corners.sources.relief?.grid;
+    assert.ok(grid?.origins);
+    const levels = grid.resolutions.map((r, z) => ({ r, o: grid.origins![z]! }));
+    assert.ok(
+      levels.every(({ o }) => o[0] <= grid.extent[0] && o[1] >= grid.extent[3]),
+      JSON.stringify(grid),
+    );
+    // A Web Mercator set whose third matrix has a corner of its own is not the quad tree: noted, not imported as it.
+    let seen = 0;
+    const shifted = xml.replace(/<TopLeftCorner>-20037508\.342789244 20037508\.342789244<\/TopLeftCorner>/g, (m) =>
+      ++seen === 3 ? '<TopLeftCorner>-10018754.171394622 20037508.342789244</TopLeftCorner>' : m,
+    );
+    const mercator = sourcesFromCapabilities(shifted, 'x');
+    assert.equal(mercator.sources['basemap-GLOBAL_WEBMERCATOR'], undefined);
+    assert.ok(
+      mercator.notes.some((n) => /matrix set "GLOBAL_WEBMERCATOR": an EPSG:3857 set that is not the Web Mercator quad tree/.test(n)),
+      mercator.notes.join('\n'),
+    );
     const notXml = path.join(dir, 'page.xml');
     writeFileSync(notXml, '<html><body>maintenance</body></html>');
     const r = await cli(['sources', 'import', notXml]);

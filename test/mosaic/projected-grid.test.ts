@@ -340,6 +340,17 @@ describe('a source grid: what the planner refuses, naming the field and the valu
     for (const crs of ['EPSG:4258', 'EPSG:03857']) {
       await assert.rejects(planMosaic(req({ source: { ...source, grid: { ...grid, crs } } as unknown as NonNullable<MosaicRequest['source']> })), /grid\.crs: /);
     }
+    // Near the pole: beyond Web Mercator's reach, within a grid in degrees.
+    const polar = { bbox: [0, 86, 10, 89] as [number, number, number, number], crs: 'EPSG:4326', zoom: 3, output: '/tmp/polar.tif' };
+    await assert.rejects(planMosaic({ source: { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png' }, ...polar }), /bbox: lies beyond web mercator's latitude limit ±85\.0511/);
+    const wgs84 = {
+      type: 'wms',
+      url: 'http://127.0.0.1:9/wms',
+      layers: ['a'],
+      grid: { crs: 'EPSG:4326', origin: [-180, 90], resolutions: [0.703125, 0.3515625, 0.17578125, 0.087890625], extent: [-180, -90, 180, 90] },
+    };
+    const northmost = await planMosaic({ source: wgs84 as unknown as NonNullable<MosaicRequest['source']>, ...polar });
+    assert.deepEqual([northmost.bounds.maxY, northmost.grid.yMin], [90, 0]);
     // A Web Mercator source takes no other CRS.
     await assert.rejects(
       planMosaic({ source: { type: 'xyz', url: 'http://127.0.0.1:9/{z}/{x}/{y}.png' }, bbox: [2_600_000, 1_200_000, 2_601_000, 1_201_000], crs: 'EPSG:2056', zoom: 2, output: '/tmp/x.tif' }),

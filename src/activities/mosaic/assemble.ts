@@ -35,7 +35,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir), plan.total), plan.storeRoot);
   // A tile no batch reached that lies outside the coverage is outside, as its batch would have recorded it.
   const unrecorded = records.flatMap((r, i) => (r === null ? [i] : []));
-  const covered = coveredTiles(
+  const covered = await coveredTiles(
     plan,
     plan.source.grid,
     unrecorded.map((i) => tileOf(plan.grid, i)),

@@ -47,7 +47,7 @@ export function makeMosaicBatch(deps: FetchDeps) {
     if (input.configError !== undefined) return recordConfigError(plan, input, deps);
     const selection = deps.roots ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles') : input.tiles;
     // Tiles outside the request's coverage are recorded so, with no request.
-    const { inside: indices, outside } = splitByCoverage(plan, selectionIndices(selection), input.pass);
+    const { inside: indices, outside } = await splitByCoverage(plan, selectionIndices(selection), input.pass);
     const addresses = indices.map((i) => tileOf(plan.grid, i));
     const ctx = activityContext();
     // Every finished request, outside Temporal: a retry resumes from it whatever became of this attempt.
@@ -157,7 +157,7 @@ async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBa
   const selection = deps.roots ? checkSelection(input.tiles, plan, plan.blockTiles, 'mosaic batch: tiles') : input.tiles;
   // The workflow's copy of a batch's reason: bounded, as any reason.
   const reason = String(input.configError).slice(0, 2_000);
-  const { inside, outside } = splitByCoverage(plan, selectionIndices(selection), input.pass);
+  const { inside, outside } = await splitByCoverage(plan, selectionIndices(selection), input.pass);
   const tiles: ManifestTile[] = inside.map((i) => ({ i, ...tileOf(plan.grid, i), status: 'failed', kind: 'permanent', reason, attempts: 0, pass: input.pass, configError: true }));
   await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles: [...tiles, ...outside] });
   const counts = zeroStatusCounts();
@@ -167,9 +167,9 @@ async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBa
 }
 
 /** The selection's tiles inside the plan's coverage (all without one), and the records of those outside it. */
-function splitByCoverage(plan: MosaicBatchInput['plan'], indices: number[], pass: number): { inside: number[]; outside: ManifestTile[] } {
+async function splitByCoverage(plan: MosaicBatchInput['plan'], indices: number[], pass: number): Promise<{ inside: number[]; outside: ManifestTile[] }> {
   if (!plan.coverage) return { inside: indices, outside: [] };
-  const covered = coveredTiles(
+  const covered = await coveredTiles(
     plan,
     plan.source.grid,
     indices.map((i) => tileOf(plan.grid, i)),

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
 import { gridTileBounds, gridTileRange, type GridDef } from '../../geo/grid';
-import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
+import { lonLatToMeters, MAX_LATITUDE, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import { bboxInGrid } from './bbox-crs';
 import { checkCovers, countOutside, coverageInPlan } from './plan-coverage';
 import type { TileAddress } from '../../sources/request-url';
@@ -162,6 +162,10 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   } else if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
     throw new ConfigError('mosaic request', [`crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`]);
   } else {
+    // Web Mercator ends short of the poles; a grid of its own (EPSG:4326) may not.
+    if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
+      throw new ConfigError('mosaic request', [`${r.bboxFromCoverage ? 'coverage' : 'bbox'}: lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)} (got ${JSON.stringify(r.bbox)})`]);
+    }
     const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
     const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
     grid = gridFor({ minX, minY, maxX, maxY }, r.zoom, source.tileSize);

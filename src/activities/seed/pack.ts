@@ -23,9 +23,6 @@ import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { writeMbtiles, type MbtilesFormat, type MbtilesTile } from './mbtiles';
 
-/** How often a pack uploading its file to a bucket heartbeats. */
-const UPLOAD_BEAT_MS = 20_000;
-
 /** Tile files read ahead of the inserts. */
 const READ_AHEAD = 16;
 
@@ -96,13 +93,9 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     const file = scratch ? path.join(scratch, 'tiles.mbtiles') : into;
     written = await writeMbtiles(file, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) => ctx?.heartbeat({ written: n }));
     if (scratch) {
-      // A large file's upload outlasts the heartbeat timeout: the activity says it is alive meanwhile.
-      const beat = setInterval(() => ctx?.heartbeat({ written, uploading: into }), UPLOAD_BEAT_MS);
-      try {
-        await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3' });
-      } finally {
-        clearInterval(beat);
-      }
+      // Heartbeats as the parts go: a large file's upload outlasts the heartbeat timeout, a stalled one does not.
+      const sent = (bytes: number) => ctx?.heartbeat({ written, uploaded: bytes });
+      await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3', onProgress: sent, ...(ctx ? { signal: ctx.cancellationSignal } : {}) });
     }
   } finally {
     if (scratch) await rm(scratch, { recursive: true, force: true });

@@ -13,6 +13,10 @@ export interface WriteOptions {
   contentType?: string;
   /** Object metadata (S3 user metadata); a local file keeps none. */
   metadata?: Record<string, string>;
+  /** An upload to a bucket: told the bytes sent so far as each part goes (a caller heartbeats on it). */
+  onProgress?: (bytes: number) => void;
+  /** An upload to a bucket: aborted (its parts removed) when this aborts. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -151,10 +155,15 @@ export function objectStorage(client: S3Client): Storage {
           ...(opts.metadata ? { Metadata: opts.metadata } : {}),
         },
       });
+      if (opts.onProgress) upload.on('httpUploadProgress', (p) => opts.onProgress!(p.loaded ?? 0));
+      const abort = () => void upload.abort();
+      opts.signal?.addEventListener('abort', abort, { once: true });
       try {
         await upload.done();
       } catch (err) {
         throw storageError('upload to', loc, err);
+      } finally {
+        opts.signal?.removeEventListener('abort', abort);
       }
     },
   };
