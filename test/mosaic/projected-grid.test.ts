@@ -31,6 +31,7 @@ const SPAN = 2_560; // one 256 px tile at 10 m
 const taskQueue = uniqueTaskQueue('lv95');
 let wms: Wms;
 let env: TestWorkflowEnvironment;
+let temporal: Promise<void> | undefined;
 let worker: Worker;
 let running: Promise<void>;
 let sources: string;
@@ -53,20 +54,30 @@ const mosaic = (extra: Partial<MosaicRequest>, id: string): Promise<MosaicResult
     ],
   });
 
-describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () => {
-  before(async () => {
-    wms = await startWms({ epsg: 2056, extent: EXTENT });
+/** One dev server and worker for every MapServer mosaic of this file, started by the first suite that needs it. */
+const startTemporal = (): Promise<void> =>
+  (temporal ??= (async () => {
     env = await devServerEnv(ALL_SEARCH_ATTRIBUTES);
     worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
     running = worker.run();
+  })());
+after(async () => {
+  if (!temporal) return;
+  await temporal;
+  worker.shutdown();
+  await running;
+  await env.teardown();
+});
+
+describe('a source on a national grid (EPSG:2056) from MapServer', { skip }, () => {
+  before(async () => {
+    wms = await startWms({ epsg: 2056, extent: EXTENT });
+    await startTemporal();
     sources = path.join(dir, 'sources.yaml');
     const source = { type: 'wms', url: wms.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid: GRID, metatile: { size: [2, 2], buffer: 16 }, concurrency: 4 };
     writeFileSync(sources, JSON.stringify({ sources: { lv95: source } }));
   });
   after(async () => {
-    worker?.shutdown();
-    await running;
-    await env?.teardown();
     await wms?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -213,21 +224,12 @@ describe('a geographic grid (EPSG:4326, as a WMTS matrix set in degrees) from Ma
   // The raster: 512 px of the level-7 resolution, on the grid's pixels (34048 columns and 7680 rows from the origin).
   const extent: [number, number, number, number] = [-180 + 34_048 * px, 90 - 7_680 * px - 512 * px, -180 + 34_048 * px + 512 * px, 90 - 7_680 * px];
   const geoDir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-wgs84-'));
-  const geoQueue = uniqueTaskQueue('wgs84');
   let geo: Wms;
-  let geoEnv: TestWorkflowEnvironment;
-  let geoWorker: Worker;
-  let geoRunning: Promise<void>;
   before(async () => {
     geo = await startWms({ epsg: 4326, extent });
-    geoEnv = await devServerEnv(ALL_SEARCH_ATTRIBUTES);
-    geoWorker = await createWorker({ connection: geoEnv.nativeConnection, client: geoEnv.client, namespace: 'default', taskQueue: geoQueue, roots: TEST_ROOTS });
-    geoRunning = geoWorker.run();
+    await startTemporal();
   });
   after(async () => {
-    geoWorker?.shutdown();
-    await geoRunning;
-    await geoEnv?.teardown();
     await geo?.stop();
     rmSync(geoDir, { recursive: true, force: true });
   });
@@ -235,8 +237,8 @@ describe('a geographic grid (EPSG:4326, as a WMTS matrix set in degrees) from Ma
   test('a bbox in degrees on the grid: GetMaps in EPSG:4326 (latitude first in 1.3.0), the COG alone in EPSG:4326 with longitude first, equal to one GetMap', async () => {
     const source = { type: 'wms', url: geo.url, version: '1.3.0', layers: ['quadrants'], transparent: false, grid, metatile: { size: [2, 2], buffer: 16 }, concurrency: 4 } as const;
     const output = path.join(geoDir, 'wgs84.tif');
-    const result = await geoEnv.client.workflow.execute<(r: MosaicRequest) => Promise<MosaicResult>>('mosaicWorkflow', {
-      taskQueue: geoQueue,
+    const result = await env.client.workflow.execute<(r: MosaicRequest) => Promise<MosaicResult>>('mosaicWorkflow', {
+      taskQueue,
       workflowId: `wgs84-${process.pid}`,
       args: [
         {
