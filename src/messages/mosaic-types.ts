@@ -130,8 +130,6 @@ export interface MosaicPlan {
   refreshBefore?: number;
   /** The request's coverage in the plan's CRS: tiles it does not overlap are recorded `outside`, not fetched. */
   coverage?: Coverage;
-  /** How many of the plan's tiles lie outside the coverage. */
-  outside?: number;
   fallback: FallbackPolicy;
   afterDeadline: AfterDeadline;
   /** Absolute deadline (epoch ms), or null. */

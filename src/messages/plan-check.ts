@@ -59,7 +59,6 @@ const planSchema = z
       .min(1)
       .refine((c) => c.flat(2).length <= MAX_COVERAGE_POSITIONS, `must have at most ${MAX_COVERAGE_POSITIONS} positions`)
       .optional(),
-    outside: int.min(0).optional(),
     fallback,
     afterDeadline: fallback.exclude(['wait']),
     deadlineAt: z.number().nullable(),
@@ -105,9 +104,6 @@ const planSchema = z
       ctx.addIssue({ code: 'custom', path: ['grid'], message: `must be a box of tiles within zoom ${g.z}` });
     } else if (p.total !== (g.xMax - g.xMin + 1) * (g.yMax - g.yMin + 1)) {
       ctx.addIssue({ code: 'custom', path: ['total'], message: 'must be the number of tiles of the grid' });
-    }
-    if ((p.coverage === undefined) !== (p.outside === undefined) || (p.outside ?? 0) >= p.total) {
-      ctx.addIssue({ code: 'custom', path: ['outside'], message: 'must come with a coverage and leave a tile of the grid inside it' });
     }
     // The source as a sources file may write it; a direct-chunk metatile is the planner's own, checked by size.
     if (!parsed.success) {

@@ -176,7 +176,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
       `maxTiles: the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}; raise maxTiles or shrink the bbox`,
     ]);
   }
-  // Counted here, once: the batches leave the same tiles out, each for its own.
+  // A coverage that leaves no tile is refused here; the batches judge their own tiles the same way.
   const coverage = r.coverage ? coverageInPlan(r.coverage, r.crs, source.grid, 'mosaic request') : undefined;
   const outside = coverage ? await countOutside(grid, source.grid, coverage, 'mosaic request') : 0;
   checkCovers(outside, total, r.zoom, r.crs, 'mosaic request');
@@ -231,7 +231,7 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     journalDir: joinLocation(workDir, `journal-${runTag.replace(/[^\w.-]+/g, '_')}`),
     storeRoot,
     ...(refreshBefore !== undefined ? { refreshBefore } : {}),
-    ...(coverage ? { coverage, outside } : {}),
+    ...(coverage ? { coverage } : {}),
     fallback: r.fallback,
     afterDeadline: r.afterDeadline,
     deadlineAt,
