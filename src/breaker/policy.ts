@@ -90,7 +90,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       onEnable(out, event.reason ?? 'automatic mode');
       break;
     case 'configure':
-      onConfigure(out, event.config);
+      onConfigure(out, event.config, event.newRound ?? false);
       break;
   }
   return out.result();
@@ -358,11 +358,18 @@ function onEnable(out: Recorder, reason: string): void {
   out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
 }
 
-function onConfigure(out: Recorder, patch: object): void {
+function onConfigure(out: Recorder, patch: object, newRound: boolean): void {
   try {
-    const config = parsePolicyConfig({ ...out.state.config, ...patch });
+    const s = out.state;
+    const config = parsePolicyConfig({ ...s.config, ...patch });
     const changed = Object.keys(patch).join(', ');
-    out.move({ config, window: prune(out.state.window, out.now, config) }, 'configured', `configuration changed: ${changed}`, true);
+    // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
+    // round close on fewer successes or after more trials than either rule allows: the round starts again.
+    const ruleChanged = config.probesToClose !== s.config.probesToClose || probeTrials(config) !== probeTrials(s.config);
+    const restart = newRound && ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || (s.probeFailures ?? 0) > 0);
+    const round = restart ? ROUND_RESET : {};
+    const detail = `configuration changed: ${changed}${restart ? '; the probe round starts again' : ''}`;
+    out.move({ config, window: prune(s.window, out.now, config), ...round }, 'configured', detail, true);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     out.ignore(`configuration rejected: ${err.message}`);

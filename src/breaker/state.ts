@@ -147,8 +147,12 @@ export type PolicyEvent =
   /** Metrics-only: record and report what it would do, never block. */
   | { type: 'disable'; reason?: string }
   | { type: 'enable'; reason?: string }
-  /** Changes fields of the configuration; unnamed fields keep their values. */
-  | { type: 'configure'; config: PolicyConfigInput };
+  /**
+   * Changes fields of the configuration; unnamed fields keep their values. `newRound`: a change to
+   * probesToClose or probeTrials while half-open starts the probe round again, so no round is judged by two
+   * rules (entities recorded before it replay without).
+   */
+  | { type: 'configure'; config: PolicyConfigInput; newRound?: boolean };
 
 /** Outcomes over a past span of time, in ms before the event: see the report event's `earlier`. */
 export interface SpanCounts {

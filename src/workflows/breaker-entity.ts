@@ -57,6 +57,9 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // Guards space their reports by the fleet's size: the view counts the reporters, each counted for as long as
   // it says it reports, and a report's older outcomes are spread over their span (runs before it replay without).
   entity.spacing = patched('report-spacing');
+  // A configure that changes probesToClose or probeTrials while half-open starts the probe round again (runs
+  // recorded before it replay with the round judged by both rules).
+  entity.newProbeRound = patched('probe-round-rule');
   const selfProbe = new SelfProbe(entity, opts);
   registerHandlers(entity, rateLimits, pacing, checked);
 

@@ -151,7 +151,8 @@ const eventArb: fc.Arbitrary<GenEvent> = fc.oneof(
       fc.constant({ type: 'disable' as const }),
       fc.constant({ type: 'enable' as const }),
       fc.constant({ type: 'enable' as const }),
-      fc.record({ type: fc.constant('configure' as const), config: patchArb }, { noNullPrototype: true }),
+      // As entities send it: a change to the close rule while half-open starts the probe round again.
+      fc.record({ type: fc.constant('configure' as const), config: patchArb, newRound: fc.constant(true) }, { noNullPrototype: true }),
     ),
   },
 );
@@ -210,7 +211,8 @@ class ProbeModel {
   }
 
   /** Updates the model after `result`; returns whether the event was a fresh probe result. */
-  update(ev: PolicyEvent, now: number, result: StepResult, budget: number | null): { fresh: boolean } {
+  update(ev: PolicyEvent, now: number, result: StepResult, pre: PolicyState): { fresh: boolean } {
+    const budget = probeLatencyLimitMs(pre.config);
     for (const [g, lease] of this.live) if (lease <= now) this.live.delete(g);
     const fresh = this.isFresh(ev, now);
     if (ev.type === 'probe-result' && fresh) {
@@ -223,6 +225,11 @@ class ProbeModel {
     for (const t of result.transitions) {
       if (t.reason !== 'configured') this.live.clear();
       if (!t.shadow && t.to === 'half-open' && t.from !== 'half-open') this.streak = this.fails = 0;
+      // A new close rule judges a new round: the counts made under the old one are dropped.
+      if (t.reason === 'configured' && pre.phase === 'half-open') {
+        const after = result.state.config;
+        if (after.probesToClose !== pre.config.probesToClose || after.probeTrials !== pre.config.probeTrials) this.streak = this.fails = 0;
+      }
     }
     if (result.decision?.kind === 'granted' && !this.live.has(result.decision.token.generation)) {
       this.live.set(result.decision.token.generation, result.decision.token.leaseUntil);
@@ -260,7 +267,7 @@ function simulate(
     const streakBefore = model.streak;
     states.push(state);
     const result = step(state, event, now, g.rand);
-    const { fresh } = model.update(event, now, result, probeLatencyLimitMs(state.config));
+    const { fresh } = model.update(event, now, result, state);
     check({ index, pre: state, event, now, rand: g.rand, result, model, fresh, streakBefore });
     events.push({ event, now, rand: g.rand });
     results.push(result);
@@ -488,7 +495,7 @@ describe('properties over random event sequences', () => {
           assert.deepEqual(step(state, event, now, g.rand), r, 'deterministic');
           assert.deepEqual(advance(state, now).state, advance(stateCopy, now).state);
           permit(state, now);
-          model.update(event, now, r, probeLatencyLimitMs(state.config));
+          model.update(event, now, r, state);
           state = r.state;
         }
       }),

@@ -937,6 +937,43 @@ describe('configure', () => {
     assert.equal(only(closed.transitions).reason, 'probes-succeeded');
   });
 
+  test('a new close rule while half-open starts the probe round again, so no round closes on fewer successes or more trials than either rule allows', () => {
+    const { state, now } = halfOpen({ probesToClose: 2, probeTrials: 4 });
+    let s = state;
+    let t = now;
+    const probe = (outcome: 'success' | 'transient') => {
+      const g = grant(s, ++t, `r${t}`);
+      const r = go(g.state, { type: 'probe-result', generation: g.token.generation, outcome }, ++t);
+      s = r.state;
+      return r;
+    };
+    probe('success');
+    probe('transient');
+    probe('transient');
+    assert.deepEqual([s.phase, s.probeSuccesses, s.probeFailures], ['half-open', 1, 2]);
+    const before = s;
+    // 2 of at most 2 trials now: the round so far has had 3.
+    const r = go(s, { type: 'configure', config: { probeTrials: 2 }, newRound: true }, ++t);
+    assert.equal(only(r.transitions).detail, 'configuration changed: probeTrials; the probe round starts again');
+    assert.deepEqual([r.state.probeSuccesses, r.state.probeFailures], [0, 0]);
+    s = r.state;
+    assert.equal(probe('success').transitions.length, 0);
+    const closed = probe('success');
+    assert.equal(only(closed.transitions).reason, 'probes-succeeded');
+    assert.match(only(closed.transitions).detail, /2 consecutive successful probes$/);
+    // An entity recorded before rounds restarted closed on the next success, after 4 trials.
+    s = go(before, { type: 'configure', config: { probeTrials: 2 } }, t).state;
+    assert.match(only(probe('success').transitions).detail, /2 successful probes of 4 trials$/);
+  });
+
+  test('a configure that leaves the close rule alone keeps the round, and so does one from an entity recorded before rounds restarted', () => {
+    const { state, now } = halfOpen({ probesToClose: 2 });
+    const g = grant(state, now, 'a');
+    const one = go(g.state, { type: 'probe-result', generation: g.token.generation, outcome: 'success' }, now + 1).state;
+    assert.equal(go(one, { type: 'configure', config: { minSamples: 4 }, newRound: true }, now + 2).state.probeSuccesses, 1);
+    assert.equal(go(one, { type: 'configure', config: { probesToClose: 3 } }, now + 2).state.probeSuccesses, 1);
+  });
+
   test('lowering maxConcurrentProbes keeps granted tokens but grants no new one above the new limit', () => {
     const { state, now } = halfOpen({ maxConcurrentProbes: 3 });
     let s = state;

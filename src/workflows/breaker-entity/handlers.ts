@@ -106,7 +106,7 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
       entity.wake = true;
       return;
     }
-    const { event, origin } = adminCommand(a, rateLimits);
+    const { event, origin } = adminCommand(a, rateLimits, entity.newProbeRound);
     const out = entity.apply(event, origin);
     if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
     // A configuration the policy cannot run is refused as a whole, as a payload that fails the checks is.

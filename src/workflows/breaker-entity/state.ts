@@ -65,6 +65,8 @@ export class EntityState {
    * reporters stay counted for their own interval, and a report's older outcomes are spread over their span.
    */
   spacing = false;
+  /** A change to the close rule while half-open starts the probe round again (the 'probe-round-rule' patch). */
+  newProbeRound = false;
   /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
   wake = false;
   /**
