@@ -1,0 +1,216 @@
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import sharp from 'sharp';
+import type { WorkerRoots } from '../activities/confine/roots';
+import { confineLocation } from '../activities/confine/confine-location';
+import { storageFor } from '../activities/storage/storage';
+import { liveCounts, mosaicStatus } from '../client/mosaics';
+import { listMosaics } from '../client/mosaic-names';
+import type { ManifestTile, StatusCounts } from '../messages/mosaic-types';
+
+export interface PageMosaic {
+  name: string;
+  workflowId: string;
+  type: string;
+  status: string;
+  progress: number | null;
+  source: string | null;
+  zoom: number | null;
+  startTime: string;
+  closeTime: string | null;
+}
+
+export interface PageMosaicDetail extends PageMosaic {
+  phase: string | null;
+  total: number | null;
+  done: number | null;
+  counts: StatusCounts | null;
+  breakerKeys: string[];
+  waitingFor: { key: string; state: string; deadlineAt: number | null } | null;
+  failure: string | null;
+  /** Present once the manifest is written and readable here: the grid and each tile's status, in grid order. */
+  map: PageMap | null;
+  /** Why there is no map (not assembled yet, the manifest outside this console's roots, ...). */
+  noMap: string | null;
+}
+
+export interface PageMap {
+  cols: number;
+  rows: number;
+  tileSize: number;
+  width: number;
+  height: number;
+  crs: string;
+  bounds: { minX: number; minY: number; maxX: number; maxY: number };
+  /** Each tile's status, row by row from the top: one short code per tile (see STATUS_CODES). */
+  statuses: string;
+  /** Tiles served by someone other than the source (mirror:<name>, stale), by index. */
+  tiers: Record<number, string>;
+  preview: boolean;
+}
+
+/** One letter per status, so a 100,000-tile map is 100 KB, not a record per tile. */
+export const STATUS_CODES: Record<string, string> = { ok: 'o', stale: 's', hole: 'h', 'dead-lettered': 'd', failed: 'f', outside: 'x' };
+
+/** The mosaic's tile record as the page shows it on a click: no stored path, no source URL. */
+export type PageTile = Omit<ManifestTile, 'path' | 'region'>;
+
+/** Manifests above this size are not read: the console is for looking, not for loading a city's worth of JSON. */
+const MAX_MANIFEST_BYTES = 256 * 1024 * 1024;
+
+interface Manifest {
+  workflowId: string | null;
+  crs: string;
+  grid: { cols: number; rows: number; tileSize: number };
+  bounds: { minX: number; minY: number; maxX: number; maxY: number };
+  width: number;
+  height: number;
+  files: string[];
+  tiles: ManifestTile[];
+}
+
+/**
+ * What the console reads from a worker's outputs: manifests and mosaic images, only under the roots it was
+ * given (the worker's, from the same environment), cached by location.
+ */
+export class MosaicsView {
+  private readonly manifests = new Map<string, { at: number; manifest: Manifest }>();
+  private readonly previews = new Map<string, Buffer>();
+
+  constructor(
+    private readonly client: Client,
+    private readonly roots: WorkerRoots,
+  ) {}
+
+  async list(): Promise<PageMosaic[]> {
+    const r = await listMosaics(this.client, { limit: 200 });
+    return r.mosaics.map((m) => ({
+      name: m.name,
+      workflowId: m.workflowId,
+      type: m.type,
+      status: m.status,
+      progress: m.progress,
+      source: m.source,
+      zoom: m.zoom,
+      startTime: m.startTime,
+      closeTime: m.closeTime,
+    }));
+  }
+
+  async detail(workflowId: string): Promise<PageMosaicDetail> {
+    const listed = (await this.list()).find((m) => m.workflowId === workflowId);
+    const s = await mosaicStatus(this.client, workflowId);
+    const live = liveCounts(s);
+    const base: PageMosaic = listed ?? { name: workflowId, workflowId, type: '', status: s.status.toLowerCase(), progress: null, source: null, zoom: null, startTime: '', closeTime: null };
+    const detail: PageMosaicDetail = {
+      ...base,
+      phase: live?.phase ?? null,
+      total: s.result?.total ?? live?.total ?? null,
+      done: s.result ? s.result.total : (live?.done ?? null),
+      counts: s.result?.counts ?? live?.counts ?? null,
+      breakerKeys: live?.breakerKeys ?? [],
+      waitingFor: live?.waitingFor ?? null,
+      failure: s.failure,
+      map: null,
+      noMap: s.status === 'RUNNING' ? 'the map appears when the mosaic is assembled' : 'no manifest: the mosaic ended before it wrote one',
+    };
+    if (!s.result) return detail;
+    try {
+      const m = await this.manifest(s.result.manifest);
+      const statuses = m.tiles.map((t) => STATUS_CODES[t.status] ?? '?').join('');
+      const tiers: Record<number, string> = {};
+      for (const t of m.tiles) if (t.tier && t.tier !== 'primary' && t.tier !== 'hole') tiers[t.i] = t.tier;
+      detail.map = {
+        cols: m.grid.cols,
+        rows: m.grid.rows,
+        tileSize: m.grid.tileSize,
+        width: m.width,
+        height: m.height,
+        crs: m.crs,
+        bounds: m.bounds,
+        statuses,
+        tiers,
+        preview: previewSource(m) !== null,
+      };
+      detail.noMap = null;
+    } catch (err) {
+      detail.noMap = err instanceof Error ? err.message : 'the manifest could not be read';
+    }
+    return detail;
+  }
+
+  async tile(workflowId: string, index: number): Promise<PageTile> {
+    const m = await this.manifestOf(workflowId);
+    const t = m.tiles[index];
+    if (!t) throw new NotFound(`tile ${index}: the mosaic has ${m.tiles.length} tiles`);
+    const { path: _path, region: _region, ...shown } = t;
+    return shown;
+  }
+
+  /** A PNG of the mosaic at most `maxPx` on its longer side, from its PNG or its TIFF. */
+  async preview(workflowId: string, maxPx = 2048): Promise<Buffer> {
+    const m = await this.manifestOf(workflowId);
+    const file = previewSource(m);
+    if (!file) throw new NotFound('the mosaic has no image (a manifest-only run, or its image could not be written)');
+    const cached = this.previews.get(file);
+    if (cached) return cached;
+    const confined = await confineLocation(file, this.roots, 'output', 'the console');
+    const bytes = await storageFor(confined).read(confined);
+    if (!bytes) throw new NotFound(`${path.basename(confined)}: not there (moved or deleted)`);
+    const png = await sharp(bytes, { limitInputPixels: false }).resize({ width: maxPx, height: maxPx, fit: 'inside', withoutEnlargement: true }).png().toBuffer();
+    this.previews.set(file, png);
+    if (this.previews.size > 16) this.previews.delete(this.previews.keys().next().value!);
+    return png;
+  }
+
+  private async manifestOf(workflowId: string): Promise<Manifest> {
+    const s = await mosaicStatus(this.client, workflowId);
+    if (!s.result) throw new NotFound(`mosaic ${workflowId} has no manifest yet (${s.status.toLowerCase()})`);
+    return this.manifest(s.result.manifest);
+  }
+
+  private async manifest(loc: string): Promise<Manifest> {
+    const cached = this.manifests.get(loc);
+    if (cached && Date.now() - cached.at < 5_000) return cached.manifest;
+    // The location comes from a workflow's result: read it only where the worker may write.
+    const confined = await confineLocation(loc, this.roots, 'manifest', 'the console');
+    const storage = storageFor(confined);
+    const bytes = await storage.read(confined);
+    if (!bytes) throw new NotFound(`${path.basename(confined)}: not there (moved or deleted)`);
+    if (bytes.length > MAX_MANIFEST_BYTES) throw new Error(`the manifest is ${bytes.length} bytes, more than the console reads`);
+    const manifest = parseManifest(bytes, path.basename(confined));
+    this.manifests.set(loc, { at: Date.now(), manifest });
+    if (this.manifests.size > 16) this.manifests.delete(this.manifests.keys().next().value!);
+    return manifest;
+  }
+}
+
+export class NotFound extends Error {}
+
+/** A manifest's fields the console uses, checked; the error names the file, never its content. */
+function parseManifest(bytes: Buffer, name: string): Manifest {
+  let m: unknown;
+  try {
+    m = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new Error(`${name}: not a JSON manifest`);
+  }
+  const o = m as Partial<Manifest> | null;
+  const ok =
+    o !== null &&
+    typeof o === 'object' &&
+    Array.isArray(o.tiles) &&
+    Array.isArray(o.files) &&
+    typeof o.grid?.cols === 'number' &&
+    typeof o.grid.rows === 'number' &&
+    typeof o.width === 'number' &&
+    typeof o.height === 'number' &&
+    o.tiles.length === o.grid.cols * o.grid.rows;
+  if (!ok) throw new Error(`${name}: not a mosaic manifest`);
+  return o as Manifest;
+}
+
+/** The mosaic's PNG when it has one (cheaper to read), else its TIFF. */
+function previewSource(m: Manifest): string | null {
+  return m.files.find((f) => f.endsWith('.png') && !f.endsWith('.mask.png')) ?? m.files.find((f) => f.endsWith('.tif')) ?? null;
+}
