@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import sharp from 'sharp';
+import { MAX_ZOOM } from '../geo/mercator';
+import { renderTile } from './world-tiles';
 
 export interface DemoTileServerOptions {
   /** Added before every answer (ms): a render or a CDN miss. */
@@ -28,7 +29,10 @@ export interface DemoTileServer {
   template: string;
   /** `repeats`: requests for a tile already served once; `notModified`: 304s (with `validators`). */
   stats: { requests: number; ok: number; whileDown: number; repeats: number; notModified: number; outages: { startedAt: number; endedAt: number | null }[] };
-  /** Size of one of its tiles, in bytes (they are 10-30 KB, like real basemap PNGs). */
+  /**
+   * Size of a typical tile with detail, in bytes: the middle of the demo's mosaic of the Alps at zoom 10 (a few
+   * KB; tiles of open sea or of land with no coast or border are about 2 KB, a whole continent at zoom 0-3 up to 30 KB).
+   */
   tileBytes: number;
   setDown(down: boolean): void;
   /** Go down after `afterRequests` more requests, for `forMs`. */
@@ -39,32 +43,73 @@ export interface DemoTileServer {
   close(): Promise<void>;
 }
 
-const VARIANTS = 8;
+/** The tile whose size is `tileBytes`: the middle of the demo's mosaic of the Alps (zoom 10), borders and all. */
+const TYPICAL_TILE = { z: 10, x: 540, y: 361 };
 
-async function renderVariant(seed: number): Promise<Buffer> {
-  const roads = Array.from({ length: 6 }, (_, i) => {
-    const a = (seed * 37 + i * 53) % 256;
-    const b = (seed * 91 + i * 29) % 256;
-    return `<path d="M0 ${a} C 80 ${b}, 170 ${255 - b}, 256 ${(a + b) % 256}" stroke="${i % 3 ? '#ffffff' : '#f7c66b'}" stroke-width="${2 + (i % 4)}" fill="none"/>`;
-  }).join('');
-  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="256" height="256">
-    <rect width="256" height="256" fill="#eae6dd"/>
-    <polygon points="0,${150 + seed * 7} 90,${120 + seed * 3} 256,${170 - seed * 5} 256,256 0,256" fill="#aad3df"/>
-    <rect x="${20 + seed * 17}" y="30" width="60" height="40" fill="#c8e6b4"/>
-    ${roads}
-    <rect x="0.5" y="0.5" width="255" height="255" fill="none" stroke="#bbb"/>
-  </svg>`;
-  return sharp(Buffer.from(svg)).png().toBuffer();
+/** Rendered tiles kept, at most this many bytes (the benches fetch the same thousands of tiles round after round). */
+const CACHE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Each tile is rendered once per drawing and kept, least recently served dropped first. A tile asked for
+ * again while it renders shares that render.
+ */
+class TileCache {
+  private readonly tiles = new Map<string, Promise<Buffer>>();
+  private readonly sizes = new Map<string, number>();
+  private bytes = 0;
+
+  /** After a redraw no request names the old drawing's tiles again. */
+  clear(): void {
+    this.tiles.clear();
+    this.sizes.clear();
+    this.bytes = 0;
+  }
+
+  get(key: string, render: () => Promise<Buffer>): Promise<Buffer> {
+    const hit = this.tiles.get(key);
+    if (hit) {
+      // Most recently used last, in the Map's order.
+      this.tiles.delete(key);
+      this.tiles.set(key, hit);
+      return hit;
+    }
+    const p = render();
+    this.tiles.set(key, p);
+    p.then(
+      (png) => {
+        if (this.tiles.get(key) !== p) return;
+        this.sizes.set(key, png.length);
+        this.bytes += png.length;
+        this.evict();
+      },
+      () => this.tiles.delete(key),
+    );
+    return p;
+  }
+
+  private evict(): void {
+    for (const key of this.tiles.keys()) {
+      if (this.bytes <= CACHE_BYTES) return;
+      const size = this.sizes.get(key);
+      if (size === undefined) continue; // still rendering
+      this.tiles.delete(key);
+      this.sizes.delete(key);
+      this.bytes -= size;
+    }
+  }
 }
 
 /**
- * The demo tile server: XYZ PNG tiles on 127.0.0.1 that look like a basemap (land, water, roads, a label
- * with the tile's address, so the stitched mosaic shows where every tile went), with an outage that can be
- * switched on by hand or scheduled to start after a number of requests. It counts what it receives, and what
- * it received while it was down: the figure a breaker exists to keep small.
+ * The demo tile server: XYZ PNG tiles on 127.0.0.1 of a real map (Natural Earth land, coasts and country
+ * borders in Web Mercator, world-tiles.ts, with a faint z/x/y label), so a stitched mosaic is a correct map
+ * and a tile out of place shows, with an outage that can be switched on by hand or scheduled to start after
+ * a number of requests. It counts what it receives, and what it received while it was down: the figure a
+ * breaker exists to keep small.
  */
 export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Promise<DemoTileServer> {
-  const variants = await Promise.all(Array.from({ length: VARIANTS }, (_, s) => renderVariant(s)));
+  const cache = new TileCache();
+  // Loads the map data before the first request, and gives tileBytes.
+  const typical = await renderTile(TYPICAL_TILE.z, TYPICAL_TILE.x, TYPICAL_TILE.y);
   let down = false;
   const stats: DemoTileServer['stats'] = { requests: 0, ok: 0, whileDown: 0, repeats: 0, notModified: 0, outages: [] };
   let generation = 0;
@@ -81,7 +126,7 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
   let outageMs = opts.outageMs ?? 10_000;
   const server: Server = createServer((req, res) => {
     const m = /^\/(\d+)\/(\d+)\/(\d+)\.png$/.exec(req.url ?? '');
-    if (!m) {
+    if (!m || Number(m[1]) > MAX_ZOOM) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('no such tile\n');
       return;
     }
@@ -97,20 +142,26 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
         res.writeHead(opts.outageStatus ?? 503, { 'content-type': 'text/plain' }).end('renderer overloaded\n');
         return;
       }
-      const [x, y] = [Number(m[2]), Number(m[3])];
-      const variant = (x * 3 + y * 5 + generation) % VARIANTS;
-      const etag = `"v${variant}-g${generation}"`;
+      const [z, x, y] = [Number(m[1]), Number(m[2]), Number(m[3])];
+      const drawing = generation;
+      const etag = `"${z}-${x}-${y}-g${drawing}"`;
       if (opts.validators && req.headers['if-none-match'] === etag) {
         stats.notModified++;
         res.writeHead(304, { etag, 'cache-control': 'max-age=3600' }).end();
         return;
       }
-      stats.ok++;
-      if (served.has(req.url!)) stats.repeats++;
-      else served.add(req.url!);
-      opts.onServed?.(req.url!);
-      const validators = opts.validators ? { etag, 'last-modified': drawnAt.toUTCString() } : {};
-      res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600', ...validators }).end(variants[variant]);
+      const send = (png: Buffer) => {
+        stats.ok++;
+        if (served.has(req.url!)) stats.repeats++;
+        else served.add(req.url!);
+        opts.onServed?.(req.url!);
+        const validators = opts.validators ? { etag, 'last-modified': drawnAt.toUTCString() } : {};
+        res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600', ...validators }).end(png);
+      };
+      const fail = (err: unknown) => {
+        res.writeHead(500, { 'content-type': 'text/plain' }).end(`render failed: ${(err as Error).message}\n`);
+      };
+      cache.get(`${drawing}/${z}/${x}/${y}`, () => renderTile(z, x, y, drawing)).then(send, fail);
     };
     if (opts.latencyMs) setTimeout(answer, opts.latencyMs);
     else answer();
@@ -125,7 +176,7 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
     url,
     template: `${url}/{z}/{x}/{y}.png`,
     stats,
-    tileBytes: variants[0]!.length,
+    tileBytes: typical.length,
     setDown,
     scheduleOutage: (after, forMs) => {
       outageAt = stats.requests + after;
@@ -134,6 +185,7 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
     isDown: () => down,
     redraw: () => {
       generation++;
+      cache.clear();
       drawnAt = new Date(Math.floor(Date.now() / 1000) * 1000);
     },
     close: () =>
