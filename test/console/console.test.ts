@@ -74,8 +74,8 @@ let key: string;
 let workflowId: string;
 
 test('during a mosaic with an outage, the breaker opening shows on the page while it is open; the finished mosaic is drawn on a map with its holes', async () => {
-  // Down from its 41st request until 3 s after the breaker opened: refused tiles become holes.
-  tiles = await startDemoTileServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 120_000 });
+  // Down from its 91st request (of 130) until 3 s after the breaker opened: refused tiles become holes.
+  tiles = await startDemoTileServer({ latencyMs: 5, outageAfterRequests: 90, outageMs: 120_000 });
   key = breakerKey(tiles.url);
   const page = await openPage(readOnly);
   const req = demoRequest(tiles, dir, 'console', { fallback: 'hole', extraFormats: ['png'] });
