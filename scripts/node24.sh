@@ -48,8 +48,8 @@ else
   # fetch (redirects, S3), zlib (PNG integrity), path and realpath confinement (security), child processes
   # and the CLI (sources-missing). security/worker-canary.test.js is left out: 100 of its 154 s here are
   # workflows on a dev server, which the other files exercise already. Files, not folders: from Node 22 on,
-  # `node --test` takes file names and glob patterns only (a folder, as `npm test` gives Node 20, is loaded
-  # as a module and fails).
+  # `node --test` takes file names and glob patterns only (a folder is loaded as a module and fails); `npm
+  # test` gives files too (scripts/test.sh: dist/test/**/*.test.js, which Node 20 cannot take as a glob).
   files=(
     dist/test/storage/s3.test.js
     dist/test/activities/tile-store.test.js

@@ -19,6 +19,7 @@ import {
   type ListedBreaker,
   type ShownBreaker,
 } from '../client/breakers';
+import { listJson } from './format';
 
 /** Connects; `taskQueue` is the fleet's (TILEBREAKER_TASK_QUEUE): where an entity an admin action starts runs. */
 type WithClient = (fn: (client: Client, taskQueue: string) => Promise<void>) => Promise<void>;
@@ -30,17 +31,14 @@ type WithClient = (fn: (client: Client, taskQueue: string) => Promise<void>) => 
 export const EXIT_SENT_NOT_CONFIRMED = 5;
 
 /**
- * `tilebreaker breaker list | show | open | close | reset | configure`: the operator's view of the fleet's
+ * `tilebreaker breaker list | show | open | close | force-close | reset | configure`: the operator's view of the fleet's
  * breakers and the admin actions, against TEMPORAL_ADDRESS (`withClient` connects). Errors throw (the CLI
  * exits 2); an admin action sent but not yet confirmed exits EXIT_SENT_NOT_CONFIRMED.
  */
 export function registerBreakerCommands(program: Command, withClient: WithClient): Command {
-  const breaker = program
-    .command('breaker')
-    .description('list, inspect, force open / closed or reset the fleet-wide breakers at TEMPORAL_ADDRESS')
-    // A usage error exits 2, as every failure to run does here (commander's default, 1, means "ran, and the
-    // answer is no" in this CLI); help exits 0. Subcommands inherit this.
-    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+  const breaker = program.command('breaker').description('list, inspect, force open / closed or reset the fleet-wide breakers at TEMPORAL_ADDRESS');
+  // A usage error exits 2 (a JSON error under --json): the program's exitOverride and output settings, which
+  // commands created from it inherit (src/cli/main.ts).
 
   breaker
     .command('list')
@@ -50,7 +48,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     .action(async (opts: { state?: string; json?: boolean }) => {
       await withClient(async (client) => {
         const result = await listBreakers(client, opts.state !== undefined ? { state: opts.state } : {});
-        console.log(opts.json ? JSON.stringify(result.breakers, null, 2) : formatList(result, opts.state, Date.now()));
+        console.log(opts.json ? listJson(result.breakers, { query: result.query, filteredBy: result.filteredBy }) : formatList(result, opts.state, Date.now()));
       });
     });
 
@@ -112,16 +110,21 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
           !!opts.json,
         );
         if (!result) return;
-        console.log(opts.json ? JSON.stringify(result, null, 2) : formatAdmin(result, Date.now()));
+        // `command`: the command typed (`close` sends a reset), beside `action`, the signal sent.
+        console.log(opts.json ? JSON.stringify({ command: name, ...result }, null, 2) : formatAdmin(result, Date.now(), name));
         if (!result.confirmed) {
           sentNotConfirmed(action, result.key, result.sentAt, `its status still reads ${result.status.view.state} (expected ${result.expected})`);
         }
       });
     });
   };
-  admin('open', 'force-open', 'force a breaker open: the fleet stops calling the endpoint (optionally for a duration)');
-  admin('close', 'force-close', 'force a breaker closed: the fleet calls the endpoint whatever its failures, until reset');
-  admin('reset', 'reset', 'reset a breaker to closed in automatic mode, with an empty window (ends a forced state)');
+  // `close` is "back to normal": automatic closed, as `reset` (it trips again on failures). Forcing closed, so
+  // that it never trips, is a command of its own, `force-close`: a breaker left forced closed after a
+  // maintenance window no longer protects the endpoint, which `close` made easy to miss.
+  admin('open', 'force-open', 'force a breaker open: the fleet stops calling the endpoint (optionally for a duration) until `breaker close` or `reset`');
+  admin('close', 'reset', 'close a breaker: back to automatic, closed with an empty window (ends a forced open or forced closed); it trips again on failures. The same as reset');
+  admin('force-close', 'force-close', 'force a breaker closed: the fleet calls the endpoint whatever its failures; it never trips until `breaker reset` (or `close`)');
+  admin('reset', 'reset', 'reset a breaker to closed in automatic mode, with an empty window (ends a forced state); the same as close');
 
   breaker
     .command('configure')
@@ -261,6 +264,9 @@ function when(t: number, now: number): string {
   return `${iso(t)} (${d >= 0 ? `in ${formatDuration(d)}` : `${formatDuration(-d)} ago`})`;
 }
 
+/** What a forced-closed breaker means, wherever its state is shown: it lets every call through and never trips. */
+export const FORCED_CLOSED = 'never trips until `breaker reset` or `breaker close`';
+
 function listDetail(b: ListedBreaker, now: number): string {
   const v = b.view;
   if (!v) return b.state === null ? 'starting (no state published yet)' : '';
@@ -275,7 +281,7 @@ function listDetail(b: ListedBreaker, now: number): string {
       if (pausedForMs(v, now) > 0) return `paced (429) until ${when(v.pacedUntil!, now)}`;
       return v.rampStartedAt !== null && v.rampStartedAt + v.rampMs > now ? `ramping up since ${iso(v.rampStartedAt)}` : '';
     case 'forced-closed':
-      return 'forced closed until reset';
+      return `forced closed: ${FORCED_CLOSED}`;
     case 'metrics-only':
       return 'metrics only: never blocks';
   }
@@ -329,6 +335,7 @@ export function formatShow(shown: ShownBreaker, now: number): string {
   let state: string = v.state;
   if (v.state === 'open' && v.cooldownUntil !== null) state += `, cooldown ends ${when(v.cooldownUntil, now)}`;
   if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
+  if (v.state === 'forced-closed') state += `: ${FORCED_CLOSED}`;
   if (v.mode === 'metrics-only') state += ` (phase ${v.phase} in the shadow)`;
   // A 429's Retry-After: the fleet holds its calls, though the breaker lets them through.
   if (pausedForMs(v, now) > 0) state += `, paced (429) until ${when(v.pacedUntil!, now)}`;
@@ -387,11 +394,14 @@ export function formatOpenReport(r: OpenReport, periodMs: number): string {
   return lines.join('\n');
 }
 
-export function formatAdmin(r: AdminResult, now: number): string {
+/** An admin command's result; `command` is the command typed (`close` sends a reset), by default the action. */
+export function formatAdmin(r: AdminResult, now: number, command: string = r.action): string {
   const v = r.status.view;
   let state: string = v.state;
   if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
-  const lines = [`breaker ${r.key}: ${r.action} ${r.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; state now ${state}`];
+  if (v.state === 'forced-closed') state += `: ${FORCED_CLOSED}`;
+  if (v.state === 'closed' && v.mode === 'auto') state += ' (automatic: trips again on failures)';
+  const lines = [`breaker ${r.key}: ${command}${command !== r.action ? ` (${r.action})` : ''} ${r.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; state now ${state}`];
   if (r.transition) lines.push(...formatTransitionLog([r.transition]));
   else if (r.confirmed) lines.push(`  (it was already ${v.state}: no transition recorded)`);
   return lines.join('\n');

@@ -12,3 +12,12 @@ export function formatTransitions(transitions: readonly TransitionRecord[], sinc
     })
     .join('\n');
 }
+
+/**
+ * A list command's --json (`mosaic list`, `breaker list`, `schedule list`): one object, never a bare array,
+ * `{ "items": [...], "count": N, ...extra }`: what the list says besides its rows (the query, whether it
+ * stopped at its limit) goes beside them. docs/cli.md.
+ */
+export function listJson(items: readonly unknown[], extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ items, count: items.length, ...extra }, null, 2);
+}

@@ -10,13 +10,20 @@ import type { Client } from '@temporalio/client';
 import { OUTPUT_BUCKETS_ENV, OUTPUT_DIR_ENV, SOURCES_DIR_ENV } from '../activities/confine/roots';
 import { DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV } from '../client/fetch-batches';
 import { packageRoot } from '../client/local-server';
-import { METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, prometheusTelemetry } from '../client/telemetry';
+import { bindAddressOf, freePort, METRICS_ADDR_ENV, metricsUrl, parseMetricsAddr, portFree, prometheusTelemetry } from '../client/telemetry';
 import { BUILD_ID_ENV, DEPLOYMENT_NAME_ENV, PROMOTE_ENV, VERSIONING_ENV } from '../client/versioning';
 import type { CreateWorkerOptions } from '../client/worker';
 import type { WithClient } from './mosaic-commands';
+import { errorBody, printError, usageBody, wantsJson } from './errors';
 import { LineLogger, logSettings } from './logging';
 import type { TileCommandOptions } from './tile-command';
 import type { WorkerCommandOptions } from './worker-command';
+
+/**
+ * Under --json (every command takes it), an error is one JSON object on stdout, `{ "error": { message, kind,
+ * exitCode, field?, ... } }` (src/cli/errors.ts, docs/cli.md), instead of a line on stderr; exit codes are the same.
+ */
+const json = wantsJson(process.argv.slice(2));
 
 // One JSON line per entry, through the runtime: breaker transitions and fail-opens (INFO and WARN) show at a
 // worker's default level; the SDK's own INFO chatter (worker state changes, bundling) does not.
@@ -24,7 +31,7 @@ let logger: LineLogger;
 try {
   logger = new LineLogger(logSettings(process.env, 'WARN'));
 } catch (err) {
-  console.error(`tilebreaker: ${(err as Error).message}`);
+  printError(errorBody(err, 2), json);
   process.exit(2);
 }
 
@@ -32,21 +39,35 @@ const program = new Command('tilebreaker')
   .description('Nightly map mosaics from WMS / WMTS / XYZ tile services behind fleet-wide circuit breakers, on Temporal')
   .version(packageVersion(), '--version', 'print the version')
   .showHelpAfterError()
+  // Under --json a usage error is the JSON object exitOverride prints: commander's own text (and the help after it) stays off stderr.
+  .configureOutput(json ? { outputError: () => undefined, writeErr: () => undefined } : {})
   // A usage error exits 2, as every failure to run does here (commander's default, 1, means "ran, and the
   // answer is no" in this CLI); help exits 0. Subcommands inherit this.
-  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+  .exitOverride((err) => {
+    if (err.exitCode !== 0 && json) printError(usageBody(err), true);
+    process.exit(err.exitCode === 0 ? 0 : 2);
+  });
 
 /**
  * Installs the SDK's runtime (once per process: each command calls this at most once), before the first worker connection: with a Prometheus endpoint when
  * the command serves metrics (`--metrics-addr`, else TILEBREAKER_METRICS_ADDR; off unless set). Only commands
  * that run a worker install it (worker, demo, drill, a local `mosaic start --wait`): a client needs none, so
  * the others never load @temporalio/worker. Returns the metrics URL, or null.
+ *
+ * `anyPortIfTaken` (the demo's): when the port is taken, serve on a free port of the same IP instead, and say
+ * so on stderr, rather than stop (`npm start` names 127.0.0.1:9464; a second demo, or anything else there,
+ * would stop it). A worker's endpoint is what its scraper is configured for: a taken port stops it, naming it.
  */
-async function installRuntime(metrics: { flag: string | undefined; fromEnv: boolean }): Promise<string | null> {
+async function installRuntime(metrics: { flag: string | undefined; fromEnv: boolean; anyPortIfTaken?: boolean }): Promise<string | null> {
   const env = metrics.fromEnv ? process.env[METRICS_ADDR_ENV] || undefined : undefined;
   const what = metrics.flag !== undefined ? '--metrics-addr' : METRICS_ADDR_ENV;
   const value = metrics.flag ?? env;
-  const addr = value !== undefined ? parseMetricsAddr(value, what) : null;
+  let addr = value !== undefined ? parseMetricsAddr(value, what) : null;
+  if (addr && metrics.anyPortIfTaken && !(await portFree(addr.host, addr.port))) {
+    const bindAddress = bindAddressOf(addr.host, await freePort(addr.host));
+    console.error(`tilebreaker: ${what} ${addr.bindAddress} is taken (something else listens there); serving metrics at ${metricsUrl(bindAddress)} instead`);
+    addr = { ...addr, bindAddress };
+  }
   const { Runtime } = await import('@temporalio/worker');
   try {
     Runtime.install({ logger, ...(addr ? { telemetryOptions: prometheusTelemetry(addr.bindAddress) } : {}) });
@@ -127,7 +148,10 @@ program
   .description('the main job (npm start): a real mosaic from a bundled tile server that fails mid-run, on an embedded Temporal dev server')
   .option('--out <dir>', 'where the mosaic, manifest and mask go', 'out/demo')
   .option('--json', 'print one JSON object at the end (result, breaker transitions, what the tile server saw); progress goes to stderr')
-  .option('--metrics-addr <ip:port>', `serve Prometheus metrics at http://IP:PORT/metrics while the demo runs (default ${METRICS_ADDR_ENV}; npm start: 127.0.0.1:9464)`)
+  .option(
+    '--metrics-addr <ip:port>',
+    `serve Prometheus metrics at http://IP:PORT/metrics while the demo runs (default ${METRICS_ADDR_ENV}; npm start: 127.0.0.1:9464); a port that is taken is replaced by a free one, and the address used is printed`,
+  )
   .action(async (o: { out: string; json?: boolean; metricsAddr?: string }) => {
     const { demoMosaic, DEMO_BREAKER } = await import('./demo-mosaic.js');
     await withTemporal(
@@ -136,7 +160,7 @@ program
         if (metricsAt) console.error(`tilebreaker demo: metrics at ${metricsAt}`);
         process.exitCode = await demoMosaic(client, taskQueue, o.out, { json: !!o.json });
       },
-      { breaker: DEMO_BREAKER, metrics: { flag: o.metricsAddr, fromEnv: true } },
+      { breaker: DEMO_BREAKER, metrics: { flag: o.metricsAddr, fromEnv: true, anyPortIfTaken: true } },
     );
   });
 
@@ -146,7 +170,7 @@ program
  */
 async function withTemporal(
   fn: (ctx: { client: Client; taskQueue: string; address: string; metricsAt: string | null }) => Promise<void>,
-  opts: { breaker?: CreateWorkerOptions['breaker']; metrics?: { flag: string | undefined; fromEnv: boolean } } = {},
+  opts: { breaker?: CreateWorkerOptions['breaker']; metrics?: { flag: string | undefined; fromEnv: boolean; anyPortIfTaken?: boolean } } = {},
 ): Promise<void> {
   const metricsAt = await installRuntime(opts.metrics ?? { flag: undefined, fromEnv: false });
   const [{ connectionConfigFromEnv }, { startEmbeddedServer }, { connectClient }, { connectWorker, createWorker }] = await Promise.all([
@@ -236,8 +260,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(`tilebreaker: ${err instanceof Error ? err.message : String(err)}`);
   // 2: the command could not run (bad input, unreachable server); 1 is kept for "ran, and the answer is no".
+  printError(errorBody(err, 2), json);
   process.exit(2);
 });
 

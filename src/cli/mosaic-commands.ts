@@ -8,6 +8,7 @@ import { breakerWorkflowId } from '../breaker';
 import { parseDuration } from './breaker-commands';
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflight } from './preflight';
+import { listJson } from './format';
 import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '../client/mosaic-names';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { DEFAULT_BATCH_SIZE } from '../messages/mosaic-request';
@@ -144,15 +145,22 @@ async function breakerLine(client: Client, keys: string[]): Promise<string> {
 }
 
 /**
- * What a `wait` pass is waiting for, as one line: `waiting for breaker <key> (<state>) until <deadline>; next
- * try in N s`, or null when it is not waiting on a breaker.
+ * What a `wait` pass is waiting for, as one line that names each time it gives: `waiting for breaker <key>
+ * (<state>): next try in N s; gives up at <deadline>` (the wait's deadline: past it, tiles still refused get
+ * the after-deadline fallback, or stay dead-lettered in a re-drive), or null when it is not waiting on a breaker.
  */
 export function waitingLine(p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil'>, now: number): string | null {
   const w = p.waitingFor;
   if (!w) return null;
-  const until = w.deadlineAt !== null ? ` until ${new Date(w.deadlineAt).toISOString()}` : '';
-  const next = p.waitingUntil !== null ? `; next try in ${Math.max(0, Math.round((p.waitingUntil - now) / 1000))} s` : '';
-  return `waiting for breaker ${w.key} (${w.state})${until}${next}`;
+  const next = p.waitingUntil !== null ? `next try in ${Math.max(0, Math.round((p.waitingUntil - now) / 1000))} s` : null;
+  const deadline = w.deadlineAt !== null ? `gives up at ${new Date(w.deadlineAt).toISOString()}` : null;
+  const times = [next, deadline].filter((t) => t !== null).join('; ');
+  return `waiting for breaker ${w.key} (${w.state})${times ? `: ${times}` : ''}`;
+}
+
+/** The progress bar's phase: while a wait sleeps, when its next try is (the wait's deadline is waitingLine's). */
+export function barPhase(p: Pick<MosaicProgress, 'phase' | 'waitingUntil'>): string {
+  return p.waitingUntil ? `waiting for the breaker, next try at ${new Date(p.waitingUntil).toISOString().slice(11, 19)}Z` : p.phase;
 }
 
 /**
@@ -198,7 +206,7 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
         hole: p.counts.hole,
         dead: p.counts['dead-lettered'],
         failed: p.counts.failed,
-        phase: p.waitingUntil ? `waiting for the breaker until ${new Date(p.waitingUntil).toISOString().slice(11, 19)}` : p.phase,
+        phase: barPhase(p),
         breaker: await breakerLine(client, p.breakerKeys),
         etaText: p.etaSeconds === null ? '-' : `${p.etaSeconds}s`,
       };
@@ -329,15 +337,16 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
 
   mosaic
     .command('cancel')
-    .description('cancel a mosaic: it stops fetching and writes a partial manifest accounting for every tile')
+    .description('cancel a mosaic: once planned, it stops fetching and writes a partial manifest accounting for every tile; while planning, it ends with none')
     .argument('<mosaic>', "the mosaic's name or workflow id")
     .option('--json', 'print JSON')
     .action(async (ref: string, o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
         const id = await resolveMosaicId(client, ref);
         const s = await cancelMosaic(client, id);
-        if (o.json) console.log(JSON.stringify(s, null, 2));
-        else console.log(`mosaic ${id}: ${s.status}; partial manifest beside the output (${s.progress?.done ?? 0}/${s.progress?.total ?? 0} tiles done)`);
+        const report = cancelReport(id, s);
+        if (o.json) console.log(JSON.stringify({ ...s, ...report }, null, 2));
+        else console.log(report.message);
       });
     });
 
@@ -353,8 +362,11 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) throw new Error(`--limit: must be a positive whole number (got ${JSON.stringify(o.limit)})`);
       await withClient(async ({ client }) => {
         const r = await listMosaics(client, { ...(o.status !== undefined ? { status: o.status } : {}), ...(o.name !== undefined ? { name: o.name } : {}), ...(limit !== undefined ? { limit } : {}) });
-        if (o.json) console.log(JSON.stringify(r, null, 2));
-        else console.log(mosaicTable(r.mosaics));
+        if (o.json) console.log(listJson(r.mosaics, { more: r.more, limit: r.limit, query: r.query, filteredBy: r.filteredBy }));
+        else {
+          console.log(mosaicTable(r.mosaics));
+          if (r.more) console.log(`(stopped at --limit ${r.limit}: the server has more runs than listed here; raise --limit to see them)`);
+        }
       });
     });
 
@@ -426,7 +438,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .action(async (o: { json?: boolean }) => {
       await withClient(async ({ client }) => {
         const all = await listSchedules(client);
-        if (o.json) console.log(JSON.stringify(all, null, 2));
+        if (o.json) console.log(listJson(all));
         else if (all.length === 0) console.log('no schedules');
         else
           for (const s of all) {
@@ -448,6 +460,30 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
         console.log(o.json ? JSON.stringify({ scheduleId: id, deleted: true }) : `deleted schedule ${id}`);
       });
     });
+}
+
+/**
+ * What a `mosaic cancel` did, as it happened: `manifest` is what the run left beside its output. `final`: it
+ * completed (the cancel came after every tile was fetched: assembly is not cancelled); `partial`: it was
+ * planned and stopped fetching (the workflow writes a partial manifest accounting for every tile); `none`: it
+ * ended before its plan was made (a plan refused, or a cancel while planning) or while assembling, and wrote
+ * no manifest; `unknown`: the run answered no progress query.
+ */
+export function cancelReport(id: string, s: MosaicStatus & { wasRunning: boolean }): { manifest: 'final' | 'partial' | 'none' | 'unknown'; message: string } {
+  const p = s.progress;
+  const how = `${s.status}${s.failure ? `: ${s.failure}` : ''}`;
+  const before = s.wasRunning ? '' : `had already ended before this cancel (${how}); the cancel changed nothing. `;
+  if (s.result) {
+    return { manifest: 'final', message: `mosaic ${id}: ${before || 'completed before the cancel took effect (every tile was fetched; assembly is not cancelled). '}${summaryLine(s.result)}` };
+  }
+  if (s.status === 'RUNNING') return { manifest: 'unknown', message: `mosaic ${id}: cancel sent; it is still running (it stops at its next workflow task)` };
+  const head = `mosaic ${id}: ${before || `${how}. `}`;
+  if (!p) return { manifest: 'unknown', message: `${head}It answered no progress query, so whether it wrote a partial manifest is not known.` };
+  if (p.total === 0) return { manifest: 'none', message: `${head}It ended while planning, before any tile was fetched: no manifest was written.` };
+  if (p.phase === 'cancelled' || p.phase === 'failed') {
+    return { manifest: 'partial', message: `${head}It stopped after ${p.done}/${p.total} tiles; its partial manifest beside the output accounts for every tile.` };
+  }
+  return { manifest: 'none', message: `${head}It ended while ${p.phase} (${p.done}/${p.total} tiles), after fetching: no partial manifest was written.` };
 }
 
 /** `mosaic list` as a table. */

@@ -9,6 +9,7 @@ import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages
 import type { WithClient } from './mosaic-commands';
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflightPlan } from './preflight';
+import { errorBody, printError } from './errors';
 
 interface SeedOptions {
   sources: string;
@@ -144,8 +145,11 @@ export function registerSeedCommand(program: Command, { withLocal, withClient }:
             chain.push({ message: e.message, ...(typeof type === 'string' ? { type } : {}) });
           }
           const why = chain.at(-1)?.message ?? String(err);
-          console.error(`seed ${handle.workflowId} failed: ${why}`);
-          process.exitCode = chain.some((c) => c.type === 'ConfigError') ? EXIT.configError : EXIT.failed;
+          const exitCode = chain.some((c) => c.type === 'ConfigError') ? EXIT.configError : EXIT.failed;
+          // Under --json, one object on stdout, as every error is (src/cli/errors.ts).
+          if (o.json) printError(errorBody(new Error(`seed ${handle.workflowId} failed: ${why}`), exitCode, { kind: 'failed', workflowId: handle.workflowId }), true);
+          else console.error(`seed ${handle.workflowId} failed: ${why}`);
+          process.exitCode = exitCode;
         }
       });
     });

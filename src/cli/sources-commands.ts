@@ -34,10 +34,8 @@ export async function importSources(from: string, o: ImportOptions): Promise<num
   const count = Object.keys(sources).length;
   const text = o.json ? `${JSON.stringify({ sources, notes }, null, 2)}\n` : `# tilebreaker sources import ${from}\n${stringify({ sources }, { aliasDuplicateObjects: false })}`;
   for (const n of notes) console.error(`note: ${n}`);
-  if (count === 0) {
-    console.error(`sources import: no source could be made from ${from}`);
-    return 2;
-  }
+  // Thrown, as every error that stops a command is: it exits 2, and under --json prints as JSON (src/cli/errors.ts).
+  if (count === 0) throw new Error(`sources import: no source could be made from ${from}${notes.length ? ' (the notes on stderr say why)' : ''}`);
   if (o.out !== undefined) {
     if (existsSync(o.out) && !o.force) throw new Error(`sources import: ${o.out} exists; give --force to replace it`);
     writeFileSync(o.out, text);

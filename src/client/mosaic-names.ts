@@ -92,6 +92,10 @@ export interface MosaicListResult {
   query: string;
   /** Where name and status filters were applied: by the server (Mosaic* attributes) or here, from memos. */
   filteredBy: 'search-attributes' | 'memo';
+  /** The most runs read (`--limit`, default 1000). */
+  limit: number;
+  /** The server had more runs than `limit`: the listing stopped there (the newest `limit` are read; raise the limit for the rest). */
+  more: boolean;
 }
 
 /**
@@ -113,20 +117,24 @@ export async function listMosaics(client: Client, opts: { status?: string; name?
     if (opts.name !== undefined) clauses.push(`MosaicName = ${q(opts.name)}`);
     const query = clauses.join(' AND ');
     // Runs started before the attributes existed have no MosaicName: the server's filter misses them, as it should.
-    return { mosaics: (await collect(client, query, limit)).filter(keep), query, filteredBy: 'search-attributes' };
+    const { runs, more } = await collect(client, query, limit);
+    return { mosaics: runs.filter(keep), query, filteredBy: 'search-attributes', limit, more };
   }
-  return { mosaics: (await collect(client, base, limit)).filter(keep), query: base, filteredBy: 'memo' };
+  const { runs, more } = await collect(client, base, limit);
+  return { mosaics: runs.filter(keep), query: base, filteredBy: 'memo', limit, more };
 }
 
-async function collect(client: Client, query: string, limit: number): Promise<ListedMosaic[]> {
+/** At most `limit` runs, and whether the server had more (one more is read to know). */
+async function collect(client: Client, query: string, limit: number): Promise<{ runs: ListedMosaic[]; more: boolean }> {
   const out: ListedMosaic[] = [];
   for await (const wf of client.workflow.list({ query })) {
     // A long wait's earlier runs handed over to a newer one (continue-as-new): the newest run is the mosaic.
     if (wf.status.name === 'CONTINUED_AS_NEW') continue;
     out.push(listed(wf));
-    if (out.length >= limit) break;
+    if (out.length > limit) break;
   }
-  return out.sort((a, b) => b.startTime.localeCompare(a.startTime));
+  const more = out.length > limit;
+  return { runs: out.slice(0, limit).sort((a, b) => b.startTime.localeCompare(a.startTime)), more };
 }
 
 export function listed(wf: WorkflowExecutionInfo): ListedMosaic {

@@ -160,19 +160,24 @@ export async function watchMosaic(client: Client, workflowId: string, opts: { in
 }
 
 /**
- * Cancels a mosaic (or a re-drive): it stops fetching and writes a partial manifest accounting for every
- * tile. Waits until the run has ended (unless `wait: false`) and returns its status then.
+ * Cancels a mosaic (or a re-drive): once planned, it stops fetching and writes a partial manifest accounting
+ * for every tile; cancelled while planning, it ends with no manifest. Waits until the run has ended (unless
+ * `wait: false`) and returns its status then, with `wasRunning`: false when the run had already ended before
+ * the cancel (which then changed nothing).
  */
-export async function cancelMosaic(client: Client, workflowId: string, opts: { wait?: boolean } = {}): Promise<MosaicStatus> {
+export async function cancelMosaic(client: Client, workflowId: string, opts: { wait?: boolean } = {}): Promise<MosaicStatus & { wasRunning: boolean }> {
   const handle = client.workflow.getHandle(workflowId);
+  let wasRunning: boolean;
   try {
+    // The server accepts a cancel of a run that has already ended, and it changes nothing: said, not hidden.
+    wasRunning = (await handle.describe()).status.name === 'RUNNING';
     await handle.cancel();
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
     throw err;
   }
   if (opts.wait !== false) await handle.result().catch(() => undefined);
-  return mosaicStatus(client, workflowId);
+  return { ...(await mosaicStatus(client, workflowId)), wasRunning };
 }
 
 function applicationType(err: unknown): string | null {

@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { createServer, isIP } from 'node:net';
 import type { RuntimeOptions } from '@temporalio/worker';
 import { METRIC } from '../messages/metrics';
 
@@ -23,6 +23,35 @@ export function parseMetricsAddr(value: string, what: string): { host: string; p
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw bad(`port ${m[3]} is not between 1 and 65535`);
   const bindAddress = m[1] !== undefined ? `[${host}]:${port}` : `${host}:${port}`;
   return { host, port, bindAddress };
+}
+
+/**
+ * Whether `host:port` can be listened on now: false when something else listens there (EADDRINUSE). Any other
+ * failure (a port this user may not bind, an address not on this machine) is left to the runtime to report.
+ */
+export async function portFree(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code !== 'EADDRINUSE'));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port free on `host` now, as the system picks it. */
+export async function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen({ host, port: 0, exclusive: true }, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** `host:port` as a bind address (IPv6 in brackets). */
+export function bindAddressOf(host: string, port: number): string {
+  return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 /** The URL a scraper reads (the bind address as given: 0.0.0.0 means every interface). */

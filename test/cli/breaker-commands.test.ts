@@ -248,7 +248,11 @@ test('the CLI: breaker list --json and breaker show against the server', async (
   for (let i = 0; i < 10 && !listed.some((b) => b.key === failingKey); i++) {
     const r = await cliRun(['breaker', 'list', '--json'], serverEnv());
     assert.equal(r.code, 0, r.err);
-    listed = JSON.parse(r.out) as typeof listed;
+    // One object, its rows under items, as every list command gives them.
+    const doc = JSON.parse(r.out) as { items: typeof listed; count: number; query: string };
+    assert.equal(doc.count, doc.items.length);
+    assert.match(doc.query, /WorkflowType = /);
+    listed = doc.items;
     if (!listed.some((b) => b.key === failingKey)) await delay(300);
   }
   const failing = listed.find((b) => b.key === failingKey);
@@ -483,4 +487,30 @@ test('the CLI starts lean for breaker commands: open, show and list load neither
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('the CLI: force-close is its own command (never trips until reset, and show says so); close goes back to automatic closed', async () => {
+  const key = `http://forced-${tag}.example.test:80`;
+  const cliEnv = { ...serverEnv(), TILEBREAKER_TASK_QUEUE: taskQueue };
+  const help = await cliRun(['breaker', '--help'], {});
+  assert.match(help.out, /^ {2}force-close \[options\] <key>\s+force a breaker closed: .* it never trips until `breaker reset`/m);
+  assert.match(help.out, /^ {2}close \[options\] <key>\s+close a breaker: back to automatic/m);
+
+  const forced = await cliRun(['breaker', 'force-close', key, '--reason', 'vendor says ignore errors'], cliEnv);
+  assert.equal(forced.code, 0, forced.err);
+  assert.match(forced.out, /: force-close done; state now forced-closed: never trips until `breaker reset` or `breaker close`$/m);
+  const shown = await cliRun(['breaker', 'show', key], cliEnv);
+  assert.match(shown.out, /^ {2}state {8}forced-closed: never trips until `breaker reset` or `breaker close`$/m);
+  // Failures do not trip it.
+  const h = env.client.workflow.getHandle(`breaker/${key}`);
+  assert.equal((await h.query(viewQuery)).state, 'forced-closed');
+
+  // `close`: back to automatic closed (a reset), not forced: the JSON names the command and the signal sent.
+  const closed = await cliRun(['breaker', 'close', key, '--json'], cliEnv);
+  assert.equal(closed.code, 0, closed.err);
+  const r = JSON.parse(closed.out) as AdminResult & { command: string };
+  assert.deepEqual([r.command, r.action, r.expected, r.confirmed, r.status.view.state, r.status.view.mode], ['close', 'reset', 'closed', true, 'closed', 'auto']);
+  assert.equal(r.transition?.reason, 'reset');
+  const text = await cliRun(['breaker', 'close', key], cliEnv);
+  assert.match(text.out, /: close \(reset\) done; state now closed \(automatic: trips again on failures\)$/m);
 });

@@ -7,8 +7,8 @@ import { after, before, test } from 'node:test';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { requestFromOptions, waitingLine, waitingLines } from '../../src/cli/mosaic-commands';
-import { startMosaic } from '../../src/client/mosaics';
+import { barPhase, cancelReport, requestFromOptions, waitingLine, waitingLines } from '../../src/cli/mosaic-commands';
+import { startMosaic, type MosaicStatus } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
@@ -120,7 +120,10 @@ test('schedule create, list --json and delete through the CLI', async () => {
   assert.equal(c.code, 0, c.err);
   assert.deepEqual(JSON.parse(c.out), { scheduleId: 'cli-nightly', name: 'nightly', cron: '30 1 * * *', timezone: 'UTC', overlap: 'skip' });
   const l = await cli(['schedule', 'list', '--json']);
-  const mine = (JSON.parse(l.out) as { scheduleId: string; cron: string[]; nextRuns: string[] }[]).find((s) => s.scheduleId === 'cli-nightly');
+  // One object, its rows under items, as every list command gives them.
+  const listed = JSON.parse(l.out) as { items: { scheduleId: string; cron: string[]; nextRuns: string[] }[]; count: number };
+  assert.equal(listed.count, listed.items.length);
+  const mine = listed.items.find((s) => s.scheduleId === 'cli-nightly');
   assert.deepEqual(mine?.cron, ['30 1 * * *']);
   assert.match(mine.nextRuns[0]!, /T01:30:00\.000Z$/);
   const d = await cli(['schedule', 'delete', 'cli-nightly', '--json']);
@@ -165,13 +168,18 @@ test('mosaic redrive --wait-for: a bad duration exits 2 naming the flag and the 
   await env.client.workflow.getHandle(id).result();
 });
 
-test('the watch line says which breaker a wait is on, in which state, until when, and when the next try is', () => {
+test('the watch line says which breaker a wait is on, in which state, when the next try is and when it gives up, each time named', () => {
   const now = Date.parse('2001-02-03T12:00:00Z');
   const waitingFor = { key: 'http://127.0.0.1:8080', state: 'half-open' as const, deadlineAt: Date.parse('2001-02-03T12:30:00Z') };
-  assert.equal(waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open) until 2001-02-03T12:30:00.000Z; next try in 4 s');
+  assert.equal(waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 4 s; gives up at 2001-02-03T12:30:00.000Z');
+  assert.equal(waitingLine({ waitingFor: { ...waitingFor, deadlineAt: null }, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 4 s');
+  assert.equal(waitingLine({ waitingFor, waitingUntil: null }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open): gives up at 2001-02-03T12:30:00.000Z');
   assert.equal(waitingLine({ waitingFor: null, waitingUntil: now + 4_400 }, now), null);
   // A workflow from before waitingFor existed.
   assert.equal(waitingLine({ waitingUntil: now + 4_400 }, now), null);
+  // The bar's phase gives the next try, named as such (the deadline is the line's), never a bare "until".
+  assert.equal(barPhase({ phase: 'waiting', waitingUntil: now + 4_400 }), 'waiting for the breaker, next try at 12:00:04Z');
+  assert.equal(barPhase({ phase: 'fetching', waitingUntil: null }), 'fetching');
 });
 
 test('the watch prints the waiting line when what is waited for changes, not on every read or retry', () => {
@@ -188,15 +196,15 @@ test('the watch prints the waiting line when what is waited for changes, not on 
     news({ done: 10, waitingFor: on('half-open'), waitingUntil: now + 6_000 }, now + 5_000),
   ];
   assert.deepEqual(
-    seen.map((l) => l?.replace(/ until .*;/, ';') ?? null),
+    seen.map((l) => l?.replace(/; gives up at .*$/, '') ?? null),
     [
-      'waiting for breaker http://127.0.0.1:8080 (open); next try in 2 s',
+      'waiting for breaker http://127.0.0.1:8080 (open): next try in 2 s',
       null,
       null,
       null,
-      'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 2 s',
+      'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 2 s',
       null,
-      'waiting for breaker http://127.0.0.1:8080 (half-open); next try in 1 s',
+      'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 1 s',
     ],
   );
 });
@@ -232,4 +240,63 @@ test('one spelling everywhere: redrive takes --source NAME as mosaic start does,
   assert.equal(s.code, 0, s.err);
   assert.match(s.out, /^started mosaic cli-nowait /);
   await env.client.workflow.getHandle('cli-nowait').result();
+});
+
+test('mosaic cancel of a mosaic whose plan was refused says it had ended and wrote no manifest, not that a partial one is beside the output', async () => {
+  // The worker's roots leave this output out: the plan is refused and the run fails before any tile.
+  const handle = await startMosaic(env.client, taskQueue, {
+    source: { type: 'xyz', url: server.template },
+    bbox: [5.7, 44, 19.5, 49.9],
+    zoom: 7,
+    output: '/tilebreaker-nowhere/refused.tif',
+    breaker: false,
+  });
+  await assert.rejects(handle.result());
+  const r = await cli(['mosaic', 'cancel', handle.workflowId]);
+  assert.equal(r.code, 0, r.err);
+  assert.doesNotMatch(r.out, /partial manifest beside/);
+  assert.match(
+    r.out,
+    new RegExp(
+      `^mosaic ${handle.workflowId}: had already ended before this cancel \\(FAILED: .*outside this worker's roots.*\\); the cancel changed nothing\\. It ended while planning, before any tile was fetched: no manifest was written\\.$`,
+      'm',
+    ),
+  );
+  const j = JSON.parse((await cli(['mosaic', 'cancel', handle.workflowId, '--json'])).out) as { status: string; wasRunning: boolean; manifest: string; message: string };
+  assert.deepEqual([j.status, j.wasRunning, j.manifest], ['FAILED', false, 'none']);
+});
+
+test('cancelReport: what a cancel left, by where the run was (planning, fetching, done)', () => {
+  const progress = (total: number, done: number, phase: 'planning' | 'cancelled' | 'assembling') => ({
+    total,
+    done,
+    counts: { ok: done, stale: 0, hole: 0, 'dead-lettered': 0, failed: 0, outside: 0 },
+    phase,
+    etaSeconds: null,
+    runningBlocks: [],
+    breakerStates: [],
+    breakerKeys: [],
+    waitingUntil: null,
+  });
+  const base: MosaicStatus & { wasRunning: boolean } = {
+    workflowId: 'mosaic/a',
+    runId: 'r',
+    status: 'CANCELLED',
+    progress: null,
+    blockProgress: null,
+    result: null,
+    failure: 'Workflow execution cancelled',
+    failureType: null,
+    wasRunning: true,
+  };
+  const planning = cancelReport('mosaic/a', { ...base, progress: progress(0, 0, 'planning') });
+  assert.equal(planning.manifest, 'none');
+  assert.match(planning.message, /It ended while planning, before any tile was fetched: no manifest was written\.$/);
+  const fetching = cancelReport('mosaic/a', { ...base, progress: progress(130, 40, 'cancelled') });
+  assert.deepEqual(fetching, {
+    manifest: 'partial',
+    message: 'mosaic mosaic/a: CANCELLED: Workflow execution cancelled. It stopped after 40/130 tiles; its partial manifest beside the output accounts for every tile.',
+  });
+  assert.equal(cancelReport('mosaic/a', { ...base, progress: progress(130, 130, 'assembling'), status: 'FAILED' }).manifest, 'none');
+  assert.equal(cancelReport('mosaic/a', base).manifest, 'unknown');
 });

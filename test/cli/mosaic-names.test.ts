@@ -242,31 +242,37 @@ test('mosaic list: name, status, progress, source, zoom and start time from the 
     const all = await eventually(async () => {
       const r = await cli(['mosaic', 'list', '--json']);
       assert.equal(r.code, 0, r.err);
-      const l = JSON.parse(r.out) as { mosaics: ListedMosaic[]; filteredBy: string };
-      for (const n of ['listed-ok', 'listed-gaps', 'listed-run']) find(l.mosaics, n);
+      // A list's JSON is one object, its rows under items (as breaker list and schedule list give theirs).
+      const l = JSON.parse(r.out) as { items: ListedMosaic[]; count: number; more: boolean; limit: number; filteredBy: string };
+      for (const n of ['listed-ok', 'listed-gaps', 'listed-run']) find(l.items, n);
       return l;
     });
     assert.equal(all.filteredBy, 'search-attributes');
-    const okRow = find(all.mosaics, 'listed-ok');
+    assert.deepEqual([all.count, all.more, all.limit], [all.items.length, false, 1000]);
+    // Stopped at --limit: it says there is more.
+    const one = JSON.parse((await cli(['mosaic', 'list', '--limit', '1', '--json'])).out) as { items: ListedMosaic[]; count: number; more: boolean; limit: number };
+    assert.deepEqual([one.items.length, one.count, one.more, one.limit], [1, 1, true, 1]);
+    assert.match((await cli(['mosaic', 'list', '--limit', '1'])).out, /^\(stopped at --limit 1: the server has more runs than listed here; raise --limit to see them\)$/m);
+    const okRow = find(all.items, 'listed-ok');
     assert.deepEqual([okRow.status, okRow.progress, okRow.source, okRow.zoom, okRow.output], ['completed', 100, 'demo', 7, path.join(dir, 'l-ok.tif')]);
     assert.ok(Date.parse(okRow.startTime) > Date.now() - 10 * 60_000);
-    const gapsRow = find(all.mosaics, 'listed-gaps');
+    const gapsRow = find(all.items, 'listed-gaps');
     assert.deepEqual([gapsRow.status, gapsRow.progress], ['partial', 100]);
-    const runRow = find(all.mosaics, 'listed-run');
+    const runRow = find(all.items, 'listed-run');
     assert.equal(runRow.status, 'running');
     assert.ok(runRow.progress !== null && runRow.progress < 100, JSON.stringify(runRow));
 
     // The server filters: partial is not completed, and running is running.
-    const partial = JSON.parse((await cli(['mosaic', 'list', '--status', 'partial', '--json'])).out) as { mosaics: ListedMosaic[]; query: string };
+    const partial = JSON.parse((await cli(['mosaic', 'list', '--status', 'partial', '--json'])).out) as { items: ListedMosaic[]; query: string };
     assert.match(partial.query, /MosaicStatus = 'partial'/);
-    assert.ok(partial.mosaics.some((m) => m.name === 'listed-gaps'));
-    assert.ok(!partial.mosaics.some((m) => m.name === 'listed-ok'));
-    const completed = JSON.parse((await cli(['mosaic', 'list', '--status', 'completed', '--json'])).out) as { mosaics: ListedMosaic[] };
-    assert.ok(completed.mosaics.some((m) => m.name === 'listed-ok'));
-    assert.ok(!completed.mosaics.some((m) => m.name === 'listed-gaps' || m.name === 'listed-run'));
-    const runningNow = JSON.parse((await cli(['mosaic', 'list', '--status', 'running', '--json'])).out) as { mosaics: ListedMosaic[] };
+    assert.ok(partial.items.some((m) => m.name === 'listed-gaps'));
+    assert.ok(!partial.items.some((m) => m.name === 'listed-ok'));
+    const completed = JSON.parse((await cli(['mosaic', 'list', '--status', 'completed', '--json'])).out) as { items: ListedMosaic[] };
+    assert.ok(completed.items.some((m) => m.name === 'listed-ok'));
+    assert.ok(!completed.items.some((m) => m.name === 'listed-gaps' || m.name === 'listed-run'));
+    const runningNow = JSON.parse((await cli(['mosaic', 'list', '--status', 'running', '--json'])).out) as { items: ListedMosaic[] };
     assert.deepEqual(
-      runningNow.mosaics.filter((m) => m.name.startsWith('listed-')).map((m) => m.name),
+      runningNow.items.filter((m) => m.name.startsWith('listed-')).map((m) => m.name),
       ['listed-run'],
     );
     const text = await cli(['mosaic', 'list']);

@@ -109,7 +109,7 @@ async function timersOf(id: string): Promise<number[]> {
   });
 }
 
-const WAITING_LINE = /waiting for breaker (\S+) \((open|half-open)\) until (\d{4}-\d\d-\d\dT[\d:.]+Z); next try in \d+ s/;
+const WAITING_LINE = /waiting for breaker (\S+) \((open|half-open)\): next try in \d+ s; gives up at (\d{4}-\d\d-\d\dT[\d:.]+Z)/;
 
 test('a re-drive started while the breaker is open waits for it: the server comes back during the wait and ONE run recovers every dead letter (exit 0)', async (t) => {
   const { s, manifest, m } = await mosaicThroughOutage('recovers');

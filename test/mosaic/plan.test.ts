@@ -141,3 +141,23 @@ test("each run journals in its own folder; planning a new run on the same output
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('plan: over maxTiles, the advice fits where maxTiles is: raise it below its cap; at the cap (or past it) split the bbox', async () => {
+  // 20 tiles over the Alps at zoom 7: raising maxTiles helps.
+  await assert.rejects(planMosaic(req({ maxTiles: 3 })), /maxTiles: the plan has 20 tiles .* more than maxTiles 3; raise maxTiles to 20 or more \(at most 4194304\) or shrink the bbox/);
+  // The world at zoom 12: 4096 x 4096 tiles, four times the cap: at the cap, it cannot be raised further.
+  const world = req({ bbox: [-180, -85, 180, 85], zoom: 12, maxTiles: 4_194_304 });
+  await assert.rejects(planMosaic(world), (err: Error) => {
+    assert.match(
+      err.message,
+      /maxTiles: the plan has 16\d{6} tiles \(4096 columns x 40\d\d rows at zoom 12\), more than maxTiles 4194304; maxTiles is at its cap, 4194304 tiles, and cannot be raised further: split the bbox into at least 4 parts, one mosaic each \(or, for a tile cache, one seed each\), or take a lower zoom/,
+    );
+    assert.doesNotMatch(err.message, /raise maxTiles/);
+    return true;
+  });
+  // Below the cap, but the plan is past it: raising would not be enough either.
+  await assert.rejects(
+    planMosaic({ ...world, maxTiles: 100_000 }),
+    /more than maxTiles 100000; maxTiles can be raised to 4194304 at most, fewer than the plan's tiles: split the bbox into at least 4 parts/,
+  );
+});

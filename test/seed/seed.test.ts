@@ -174,6 +174,28 @@ test('tilebreaker seed: one command over levels into MBTiles, a line per level a
   const wrong = await cli(['seed', '--sources', sources, '--sources-on-worker', '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
   assert.equal(wrong.code, 4, `${wrong.out}\n${wrong.err}`);
   assert.match(wrong.err, /seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
+  // Under --json, the same failure as one JSON object on stdout, with the same exit code.
+  const wrongJson = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--sources-on-worker',
+    '--source',
+    'nosuch',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4',
+    '--into',
+    path.join(dir, 'wrong.mbtiles'),
+    '--json',
+  ]);
+  assert.equal(wrongJson.code, 4, `${wrongJson.out}\n${wrongJson.err}`);
+  const e = (JSON.parse(wrongJson.out) as { error: { message: string; kind: string; exitCode: number; workflowId: string } }).error;
+  assert.deepEqual([e.kind, e.exitCode], ['failed', 4]);
+  assert.match(e.workflowId, /^seed\/wrong-[0-9a-f]{8}$/);
+  assert.match(e.message, /^seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
+  assert.doesNotMatch(wrongJson.err, /failed: /);
 });
 
 test('refresh mode: tiles fetched within the age are kept with no request; older ones are asked for conditionally, a 304 renews them, a changed tile is fetched anew', async () => {

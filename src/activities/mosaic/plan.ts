@@ -9,7 +9,7 @@ import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
 import { durationMs } from '../../messages/duration';
 import { MAX_DEADLINE_MS, parseMosaicRequest } from '../../messages/mosaic-request';
-import { MAX_BATCH_SIZE } from '../../messages/plan-check';
+import { MAX_BATCH_SIZE, MAX_PLAN_TILES } from '../../messages/plan-check';
 import { planMetatile } from '../../messages/metatile-batches';
 import { confineLocation } from '../confine/confine-location';
 import type { WorkerRoots } from '../confine/roots';
@@ -172,9 +172,16 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   }
   const total = gridCols(grid) * gridRows(grid);
   if (total > r.maxTiles) {
-    throw new ConfigError('mosaic request', [
-      `maxTiles: the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}; raise maxTiles or shrink the bbox`,
-    ]);
+    const size = `the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}`;
+    // maxTiles stops at MAX_PLAN_TILES (the request schema's cap): past it, "raise maxTiles" would be refused too.
+    const split = `split the bbox into at least ${Math.ceil(total / MAX_PLAN_TILES)} parts, one mosaic each (or, for a tile cache, one seed each), or take a lower zoom`;
+    const advice =
+      r.maxTiles >= MAX_PLAN_TILES
+        ? `maxTiles is at its cap, ${MAX_PLAN_TILES} tiles, and cannot be raised further: ${split}`
+        : total > MAX_PLAN_TILES
+          ? `maxTiles can be raised to ${MAX_PLAN_TILES} at most, fewer than the plan's tiles: ${split}`
+          : `raise maxTiles to ${total} or more (at most ${MAX_PLAN_TILES}) or shrink the bbox`;
+    throw new ConfigError('mosaic request', [`maxTiles: ${size}; ${advice}`]);
   }
   // A coverage that leaves no tile is refused here; the batches judge their own tiles the same way.
   const coverage = r.coverage ? coverageInPlan(r.coverage, r.crs, source.grid, 'mosaic request') : undefined;

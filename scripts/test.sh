@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The test files `npm test` runs (after its setup): every compiled test file, dist/test/**/*.test.js, one
+# file at a time. Extra arguments go to `node --test` before the files (e.g. --test-name-pattern=breaker).
+#   TILEBREAKER_LIST_TESTS=1 bash scripts/test.sh   # print the files, one a line, and run nothing
+# Only *.test.js: given the folder dist/test/, Node 20's runner also loads every helper module under it
+# (test/helpers, test/scenarios, ...: any .js under a folder named test matches its default patterns) as a
+# test file with no tests. Node 20 takes no glob patterns (`node --test "dist/test/**/*.test.js"` says it
+# cannot find that file; globs came in Node 21), so bash expands the pattern: the same list on Node 20 and 24.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+shopt -s globstar nullglob
+files=(dist/test/**/*.test.js)
+((${#files[@]})) || { echo "test: no dist/test/**/*.test.js (build first: npm run build)" >&2; exit 1; }
+if [[ -n "${TILEBREAKER_LIST_TESTS:-}" ]]; then
+  printf '%s\n' "${files[@]}"
+  exit 0
+fi
+exec node --test --test-concurrency=1 "$@" "${files[@]}"
