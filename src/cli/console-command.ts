@@ -16,10 +16,12 @@ export function registerConsoleCommand(program: Command, withClient: WithClient)
     .description('serve a web page of the breakers (state, timeline, reporters) and mosaics (progress, a map of each tile) at TEMPORAL_ADDRESS, on 127.0.0.1')
     .option('--port <n>', `port on 127.0.0.1 (default ${DEFAULT_CONSOLE_PORT}, or a free one when that is taken; 0: any free one)`, parsePort)
     .option('--allow-actions', 'let the page re-drive mosaics and force open, force closed or reset breakers (recorded with this process as the sender); read-only without it')
-    .action(async (o: { port?: number; allowActions?: boolean }) => {
+    .option('--json', 'print one JSON line with the URL once it serves ({"url", "allowActions"})')
+    .action(async (o: { port?: number; allowActions?: boolean; json?: boolean }) => {
       await withClient(async ({ client, taskQueue }) => {
         const server = await serveConsole(client, taskQueue, { ...(o.port !== undefined ? { port: o.port } : {}), allowActions: !!o.allowActions });
-        console.log(`tilebreaker console at ${server.url} (${o.allowActions ? 'actions on' : 'read-only'}); Ctrl-C stops it`);
+        if (o.json) console.log(JSON.stringify({ url: server.url, allowActions: !!o.allowActions }));
+        else console.log(`tilebreaker console at ${server.url} (${o.allowActions ? 'actions on' : 'read-only'}); Ctrl-C stops it`);
         await untilInterrupted();
         await server.close();
       }, 'the console needs');

@@ -152,13 +152,33 @@ program
     '--metrics-addr <ip:port>',
     `serve Prometheus metrics at http://IP:PORT/metrics while the demo runs (default ${METRICS_ADDR_ENV}; npm start: 127.0.0.1:9464); a port that is taken is replaced by a free one, and the address used is printed`,
   )
-  .action(async (o: { out: string; json?: boolean; metricsAddr?: string }) => {
+  .option('--console-port <n>', 'serve the console on this port of 127.0.0.1 (default 8484, or a free one when that is taken)')
+  .option('--no-console', 'do not serve the console')
+  .option('--keep-console', 'keep the console (and the embedded Temporal server) up after the demo, until Ctrl-C (the default in a terminal)')
+  .option('--no-keep-console', 'stop when the demo ends (the default when the output is not a terminal, or with --json)')
+  .action(async (o: { out: string; json?: boolean; metricsAddr?: string; consolePort?: string; console: boolean; keepConsole?: boolean }) => {
     const { demoMosaic, DEMO_BREAKER } = await import('./demo-mosaic.js');
+    const port = o.consolePort === undefined ? undefined : Number(o.consolePort);
+    if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) throw new Error(`--console-port: a port number from 0 to 65535 (got ${JSON.stringify(o.consolePort)})`);
     await withTemporal(
       async ({ client, taskQueue, address, metricsAt }) => {
         if (!o.json) console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);
         if (metricsAt) console.error(`tilebreaker demo: metrics at ${metricsAt}`);
-        process.exitCode = await demoMosaic(client, taskQueue, o.out, { json: !!o.json });
+        // Loaded only when served: --no-console runs the demo without the page's modules.
+        const consoleModule = o.console ? await import('./console-command.js') : null;
+        const web = consoleModule ? await consoleModule.serveConsole(client, taskQueue, port !== undefined ? { port } : {}) : null;
+        if (web) console.error(`tilebreaker demo: console at ${web.url} (read-only)`);
+        try {
+          process.exitCode = await demoMosaic(client, taskQueue, o.out, { json: !!o.json });
+          // In a terminal someone is there to look at the page; a script or CI wants the demo to end.
+          const keep = o.keepConsole ?? (!!process.stdout.isTTY && !o.json);
+          if (web && keep) {
+            console.error(`tilebreaker demo: done; the console stays up at ${web.url} until Ctrl-C`);
+            await consoleModule!.untilInterrupted();
+          } else if (web && !o.json) console.log('(the console closed with the demo: `npm start -- --keep-console` keeps it up)');
+        } finally {
+          await web?.close();
+        }
       },
       { breaker: DEMO_BREAKER, metrics: { flag: o.metricsAddr, fromEnv: true, anyPortIfTaken: true } },
     );
@@ -239,9 +259,13 @@ const GROUPS: Record<string, () => Promise<void>> = {
     const { registerSeedCommand } = await import('./seed-commands.js');
     registerSeedCommand(program, { withLocal, withClient: (fn) => withClient(fn) });
   },
+  console: async () => {
+    const { registerConsoleCommand } = await import('./console-command.js');
+    registerConsoleCommand(program, withClient);
+  },
 };
 /** `schedule` is registered with `mosaic`, by the same module; `seed` with them. */
-const GROUP_OF: Record<string, keyof typeof GROUPS> = { breaker: 'breaker', mosaic: 'mosaic', schedule: 'mosaic', seed: 'mosaic' };
+const GROUP_OF: Record<string, keyof typeof GROUPS> = { breaker: 'breaker', mosaic: 'mosaic', schedule: 'mosaic', seed: 'mosaic', console: 'console' };
 
 /** The command a command line names: its first operand (the top level takes no option with a value), or after `help`, the next. */
 function commandNamed(args: readonly string[]): string | undefined {

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { BreakerStateName, TransitionRecord } from '../breaker';
-import { listBreakers, showBreaker } from '../client/breakers';
+import { BreakerNotFoundError, BreakerNotRunningError, listBreakers, showBreaker } from '../client/breakers';
 import { openReport } from '../client/open-intervals';
 
 /** How far back the page's timeline and "time open" reach. */
@@ -22,6 +22,8 @@ export interface PageBreaker {
   key: string;
   state: BreakerStateName | null;
   running: boolean;
+  /** The entity did not answer its queries (no worker polling its task queue?): the state is its memo's. */
+  notAnswering?: true;
   /** The latest transition's reason and detail: why it is in its state. */
   reason: string | null;
   /** Time spent open (any not-closed blocking state) over the last 24 h, ms. */
@@ -43,20 +45,45 @@ export interface PageBreaker {
  */
 export async function pageBreakers(client: Client, now: number): Promise<PageBreaker[]> {
   const listed = await listBreakers(client);
-  const out: PageBreaker[] = [];
-  for (const b of listed.breakers) {
-    try {
-      out.push(await pageBreaker(client, b.key, now));
-    } catch {
-      // Listed a moment ago and gone now (finished idle, terminated): the list shows what it saw.
-      out.push({ key: b.key, state: b.state, running: false, reason: null, openMsLast24h: 0, reporters: null, probes: [], counters: null, cooldownUntil: null, transitions: [] });
+  const out: PageBreaker[] = new Array<PageBreaker>(listed.breakers.length);
+  // A few at a time: each is a describe and two queries, which the fleet's workers answer.
+  let next = 0;
+  const lane = async () => {
+    for (let k = next++; k < listed.breakers.length; k = next++) {
+      const b = listed.breakers[k]!;
+      try {
+        out[k] = await pageBreaker(client, b.key, now);
+      } catch (err) {
+        // Gone since it was listed (finished idle, terminated), or no worker answers its queries: the list's
+        // state (from the search attribute or the memo) is what there is.
+        const gone = err instanceof BreakerNotRunningError || err instanceof BreakerNotFoundError;
+        out[k] = {
+          key: b.key,
+          state: b.state,
+          running: !gone,
+          ...(gone ? {} : { notAnswering: true as const }),
+          reason: gone ? 'finished since it was listed' : 'its entity does not answer queries: is a worker polling its task queue?',
+          openMsLast24h: 0,
+          reporters: null,
+          probes: [],
+          counters: null,
+          cooldownUntil: b.view?.cooldownUntil ?? null,
+          transitions: [],
+        };
+      }
     }
-  }
+  };
+  await Promise.all(Array.from({ length: Math.min(LANES, listed.breakers.length) }, lane));
   return out;
 }
 
+/** Breakers read at once for the overview. */
+const LANES = 4;
+/** Transitions read per breaker: enough for a day of a flapping endpoint, bounded whatever the entity keeps. */
+const TRANSITIONS_READ = 500;
+
 export async function pageBreaker(client: Client, key: string, now: number): Promise<PageBreaker> {
-  const shown = await showBreaker(client, key);
+  const shown = await showBreaker(client, key, { limit: TRANSITIONS_READ });
   const since = now - TIMELINE_MS;
   const recent = shown.transitions.filter((t, i) => i === 0 || t.at >= since);
   const report = openReport(shown.transitions, since, now);

@@ -1,8 +1,11 @@
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import sharp from 'sharp';
 import type { WorkerRoots } from '../activities/confine/roots';
+import { ConfigError } from '../breaker/config-error';
 import { confineLocation } from '../activities/confine/confine-location';
+import { isObjectUrl } from '../activities/storage/location';
 import { storageFor } from '../activities/storage/storage';
 import { liveCounts, mosaicStatus } from '../client/mosaics';
 import { listMosaics } from '../client/mosaic-names';
@@ -56,7 +59,7 @@ export const STATUS_CODES: Record<string, string> = { ok: 'o', stale: 's', hole:
 export type PageTile = Omit<ManifestTile, 'path' | 'region'>;
 
 /** Manifests above this size are not read: the console is for looking, not for loading a city's worth of JSON. */
-const MAX_MANIFEST_BYTES = 256 * 1024 * 1024;
+const MAX_MANIFEST_BYTES = 256 * 1024 ** 2;
 
 interface Manifest {
   workflowId: string | null;
@@ -74,8 +77,8 @@ interface Manifest {
  * given (the worker's, from the same environment), cached by location.
  */
 export class MosaicsView {
-  private readonly manifests = new Map<string, { at: number; manifest: Manifest }>();
-  private readonly previews = new Map<string, Buffer>();
+  private readonly manifests = new Map<string, Promise<Manifest>>();
+  private readonly previews = new Map<string, Promise<Buffer>>();
 
   constructor(
     private readonly client: Client,
@@ -134,7 +137,12 @@ export class MosaicsView {
       };
       detail.noMap = null;
     } catch (err) {
-      detail.noMap = err instanceof Error ? err.message : 'the manifest could not be read';
+      detail.noMap =
+        err instanceof ConfigError
+          ? "its manifest is outside this console's roots (TILEBREAKER_OUTPUT_DIR, TILEBREAKER_OUTPUT_BUCKETS)"
+          : err instanceof NotFound
+            ? err.message
+            : `its manifest could not be read here${(err as NodeJS.ErrnoException).code ? ` (${(err as NodeJS.ErrnoException).code})` : ''}`;
     }
     return detail;
   }
@@ -152,15 +160,13 @@ export class MosaicsView {
     const m = await this.manifestOf(workflowId);
     const file = previewSource(m);
     if (!file) throw new NotFound('the mosaic has no image (a manifest-only run, or its image could not be written)');
-    const cached = this.previews.get(file);
-    if (cached) return cached;
     const confined = await confineLocation(file, this.roots, 'output', 'the console');
-    const bytes = await storageFor(confined).read(confined);
-    if (!bytes) throw new NotFound(`${path.basename(confined)}: not there (moved or deleted)`);
-    const png = await sharp(bytes, { limitInputPixels: false }).resize({ width: maxPx, height: maxPx, fit: 'inside', withoutEnlargement: true }).png().toBuffer();
-    this.previews.set(file, png);
-    if (this.previews.size > 16) this.previews.delete(this.previews.keys().next().value!);
-    return png;
+    // Keyed by what the file is now: a re-drive rewrites the same output.
+    const version = await versionOf(confined, MAX_IMAGE_BYTES);
+    return shared(this.previews, `${confined}\n${version}`, async () => {
+      const input = isObjectUrl(confined) ? await this.bytes(confined, MAX_IMAGE_BYTES) : confined;
+      return sharp(input, { limitInputPixels: MAX_IMAGE_PIXELS }).resize({ width: maxPx, height: maxPx, fit: 'inside', withoutEnlargement: true }).png().toBuffer();
+    });
   }
 
   private async manifestOf(workflowId: string): Promise<Manifest> {
@@ -170,19 +176,52 @@ export class MosaicsView {
   }
 
   private async manifest(loc: string): Promise<Manifest> {
-    const cached = this.manifests.get(loc);
-    if (cached && Date.now() - cached.at < 5_000) return cached.manifest;
     // The location comes from a workflow's result: read it only where the worker may write.
     const confined = await confineLocation(loc, this.roots, 'manifest', 'the console');
-    const storage = storageFor(confined);
-    const bytes = await storage.read(confined);
-    if (!bytes) throw new NotFound(`${path.basename(confined)}: not there (moved or deleted)`);
-    if (bytes.length > MAX_MANIFEST_BYTES) throw new Error(`the manifest is ${bytes.length} bytes, more than the console reads`);
-    const manifest = parseManifest(bytes, path.basename(confined));
-    this.manifests.set(loc, { at: Date.now(), manifest });
-    if (this.manifests.size > 16) this.manifests.delete(this.manifests.keys().next().value!);
-    return manifest;
+    const version = await versionOf(confined, MAX_MANIFEST_BYTES);
+    return shared(this.manifests, `${confined}\n${version}`, async () => parseManifest(await this.bytes(confined, MAX_MANIFEST_BYTES), path.basename(confined)));
   }
+
+  private async bytes(loc: string, max: number): Promise<Buffer> {
+    const bytes = await storageFor(loc).read(loc);
+    if (!bytes) throw new NotFound(`${path.basename(loc)}: not there (moved or deleted)`);
+    if (bytes.length > max) throw new Error(`${path.basename(loc)} is ${bytes.length} bytes, more than the console reads (${max})`);
+    return bytes;
+  }
+}
+
+/** Images above these are not previewed: the console is for looking, not for loading a city's worth of pixels. */
+const MAX_IMAGE_BYTES = 2 * 1024 ** 3;
+const MAX_IMAGE_PIXELS = 1024 ** 3;
+/** The few results kept, each under the key of what its file was. */
+const CACHED = 4;
+
+/**
+ * A local file's size and modification time (an object's are read with it): a file too large is refused before
+ * it is read. Objects in a bucket have no cheap version here: their key is the location alone.
+ */
+async function versionOf(loc: string, max: number): Promise<string> {
+  if (isObjectUrl(loc)) return '';
+  let st;
+  try {
+    st = await stat(loc);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFound(`${path.basename(loc)}: not there (moved or deleted)`);
+    throw err;
+  }
+  if (st.size > max) throw new Error(`${path.basename(loc)} is ${st.size} bytes, more than the console reads (${max})`);
+  return `${st.size}:${st.mtimeMs}`;
+}
+
+/** One computation per key, shared by everyone asking meanwhile; the last CACHED results kept; a failure not kept. */
+function shared<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const p = make();
+  cache.set(key, p);
+  p.catch(() => cache.delete(key));
+  while (cache.size > CACHED) cache.delete(cache.keys().next().value!);
+  return p;
 }
 
 export class NotFound extends Error {}

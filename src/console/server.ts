@@ -2,8 +2,10 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { confineLocation } from '../activities/confine/confine-location';
 import type { WorkerRoots } from '../activities/confine/roots';
+import { ConfigError } from '../breaker/config-error';
 import { adminBreaker, type BreakerAdminAction } from '../client/breakers';
 import { mosaicStatus, startRedrive } from '../client/mosaics';
 import { pageBreakers } from './breakers-view';
@@ -32,11 +34,12 @@ export interface ConsoleServer {
   close(): Promise<void>;
 }
 
-/** The page and its script: files in the package, beside the compiled code's source. */
+/** The page and its script: files in the package (its `files` list), beside the compiled code's source. */
 const STATIC_DIR = path.resolve(__dirname, '../../../src/console/static');
 const STATIC: Record<string, string> = { '/': 'index.html', '/console.js': 'console.js', '/console.css': 'console.css' };
 /** The map library, served from the installed package (no internet): only these files. */
-const LEAFLET_DIR = path.dirname(require.resolve('leaflet/dist/leaflet.js'));
+const leafletDir = () => path.dirname(require.resolve('leaflet/dist/leaflet.js'));
+const OVERVIEW_TTL_MS = 1_000;
 const VENDOR: Record<string, string> = {
   '/vendor/leaflet.js': 'leaflet.js',
   '/vendor/leaflet.css': 'leaflet.css',
@@ -62,10 +65,25 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
   const now = opts.now ?? Date.now;
   const mosaics = new MosaicsView(opts.client, opts.roots);
   let origin = '';
+  // Every open page reads the overview each second: one read at a time serves them all, for a second.
+  let overview: { at: number; body: Promise<unknown> } | null = null;
+  const readOverview = (): Promise<unknown> => {
+    const t = now();
+    if (overview && t - overview.at < OVERVIEW_TTL_MS) return overview.body;
+    const body = Promise.all([pageBreakers(opts.client, t), mosaics.list()]).then(([breakers, list]) => ({ now: t, allowActions: !!opts.allowActions, breakers, mosaics: list }));
+    overview = { at: t, body };
+    // A failed read is not served to the next page.
+    body.catch(() => {
+      if (overview?.body === body) overview = null;
+    });
+    return body;
+  };
   const server: Server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) sendJson(res, err instanceof NotFound ? 404 : 500, { error: message(err) });
-      else res.destroy();
+      if (!res.headersSent) {
+        const [status, text] = answerFor(err);
+        sendJson(res, status, { error: text });
+      } else res.destroy();
     });
   });
 
@@ -76,19 +94,19 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
     if (req.method === 'POST') return action(req, res, route);
     if (req.method !== 'GET') return sendJson(res, 405, { error: `${req.method} is not served here` });
     if (STATIC[route]) return sendFile(res, path.join(STATIC_DIR, STATIC[route]));
-    if (VENDOR[route]) return sendFile(res, path.join(LEAFLET_DIR, VENDOR[route]));
-    if (route === '/api/overview') {
-      const t = now();
-      const [breakers, list] = await Promise.all([pageBreakers(opts.client, t), mosaics.list()]);
-      return sendJson(res, 200, { now: t, allowActions: !!opts.allowActions, breakers, mosaics: list });
-    }
+    if (VENDOR[route]) return sendFile(res, path.join(leafletDir(), VENDOR[route]));
+    // The page's reads come from the page: another site's <img> or script cannot make the console read a
+    // manifest or decode an image (browsers send Sec-Fetch-Site; a tool without it is not a browser).
+    const site = req.headers['sec-fetch-site'];
+    if (site !== undefined && site !== 'same-origin' && site !== 'none') return sendJson(res, 403, { error: "the console's data is for its own page" });
+    if (route === '/api/overview') return sendJson(res, 200, await readOverview());
     const m = /^\/api\/mosaics\/([^/]+)(?:\/(tiles\/(\d+)|preview\.png))?$/.exec(route);
     if (m) {
       const id = decodeURIComponent(m[1]!);
       if (m[3] !== undefined) return sendJson(res, 200, await mosaics.tile(id, Number(m[3])));
       if (m[2] === 'preview.png') {
         const png = await mosaics.preview(id);
-        res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'no-store' });
+        res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'no-store', 'cross-origin-resource-policy': 'same-origin' });
         res.end(png);
         return;
       }
@@ -103,6 +121,7 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
     if (req.headers.origin !== origin) return sendJson(res, 403, { error: "actions are taken from the console's own page only" });
     if (!/^application\/json\b/.test(req.headers['content-type'] ?? '')) return sendJson(res, 415, { error: 'an action is sent as application/json' });
     const body = await readBody(req);
+    overview = null;
     const b = /^\/api\/breakers\/(open|force-close|reset)$/.exec(route);
     if (b) {
       const key = typeof body['key'] === 'string' ? body['key'] : '';
@@ -117,7 +136,8 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
       // The manifest the mosaic's own result names, checked against the roots as the page's reads are.
       const s = await mosaicStatus(opts.client, id);
       if (!s.result) return sendJson(res, 409, { error: `mosaic ${id} has no manifest to re-drive (${s.status.toLowerCase()})` });
-      const started = await startRedrive(opts.client, opts.taskQueue, s.result.manifest);
+      const manifest = await confineLocation(s.result.manifest, opts.roots, 'manifest', 'the console');
+      const started = await startRedrive(opts.client, opts.taskQueue, manifest);
       return sendJson(res, 200, { workflowId: started });
     }
     return sendJson(res, 404, { error: `no action at ${route}` });
@@ -139,8 +159,27 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
   };
 }
 
+/** An error's status and text for the page: known kinds say what happened, nothing quotes a path's content or a stack. */
+function answerFor(err: unknown): [number, string] {
+  if (err instanceof NotFound) return [404, err.message];
+  if (err instanceof URIError) return [400, 'the address is not validly encoded'];
+  if (err instanceof BodyTooLarge) return [413, err.message];
+  if (err instanceof ConfigError) return [403, "outside this console's roots (TILEBREAKER_OUTPUT_DIR, TILEBREAKER_OUTPUT_BUCKETS): it reads a worker's outputs only where the worker may write"];
+  if (err instanceof WorkflowNotFoundError) return [404, 'no such workflow'];
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return [500, `a file could not be read here (${code})`];
+  return [500, err instanceof Error ? err.message : String(err)];
+}
+
+class BodyTooLarge extends Error {}
+
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'cross-origin-resource-policy': 'same-origin',
+  });
   res.end(JSON.stringify(body));
 }
 
@@ -160,7 +199,7 @@ async function readBody(req: IncomingMessage): Promise<Record<string, unknown>> 
   let size = 0;
   for await (const c of req as AsyncIterable<Buffer>) {
     size += c.length;
-    if (size > 16_384) throw new Error('the request body is too large for an action');
+    if (size > 16_384) throw new BodyTooLarge('the request body is too large for an action');
     chunks.push(c);
   }
   try {
@@ -169,9 +208,4 @@ async function readBody(req: IncomingMessage): Promise<Record<string, unknown>> 
   } catch {
     throw new Error('the action body is not JSON');
   }
-}
-
-/** An error's message for the page: the messages of this code base name fields and values, never file content. */
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

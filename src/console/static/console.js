@@ -1,4 +1,4 @@
-/* global L, document, fetch, setTimeout, setInterval */
+/* global L, document, fetch, setTimeout, setInterval, AbortSignal */
 // The console's page: polls the console's JSON every second and draws breakers and mosaics. Every text that
 // comes from the fleet (a transition's detail, an actor, a reason) goes in through textContent, never as markup.
 'use strict';
@@ -55,7 +55,7 @@ function say(text) {
 }
 
 async function getJson(url) {
-  const r = await fetch(url, { cache: 'no-store' });
+  const r = await fetch(url, { cache: 'no-store', signal: AbortSignal.timeout(30_000) });
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || `${r.status}`);
   return body;
@@ -104,13 +104,17 @@ function drawTimeline(b, now) {
   return s;
 }
 
-function drawBreaker(b, now, actions) {
+// Cards stay in place between reads, so a hover, a scroll or a click is not lost to a redraw: their text is
+// rebuilt only when the breaker changed, their timeline when it did or every few seconds (time moves on).
+const cards = new Map();
+
+function breakerParts(b, actions) {
   const head = el(
     'div',
     { className: 'head' },
     el('span', { className: 'key', textContent: b.key }),
     el('span', { className: `state ${b.state || ''}`, textContent: b.state === 'forced-closed' ? 'forced closed: never trips' : b.state || 'unknown' }),
-    el('span', { textContent: `open ${duration(b.openMsLast24h)} in the last 24 h` }),
+    el('span', { textContent: b.notAnswering ? 'not answering' : `open ${duration(b.openMsLast24h)} in the last 24 h` }),
     el('span', { textContent: b.reporters === null ? '' : `${b.reporters} reporter${b.reporters === 1 ? '' : 's'}` }),
     el('span', { textContent: b.probes.length ? `probe held by ${b.probes.map((p) => p.holder).join(', ')}` : '' }),
   );
@@ -131,20 +135,52 @@ function drawBreaker(b, now, actions) {
     btn.addEventListener('click', () => act(`/api/breakers/${path}`, { key: b.key }).then(tick));
     buttons.append(btn);
   }
-  const log = b.transitions.map((t) => t.at);
-  const start = Math.max(now - 24 * 3600_000, log.length ? Math.min(...log) : now - 60_000);
-  const axis = el('div', { className: 'axis' }, el('span', { textContent: `from ${time(start)}` }), el('span', { textContent: `now ${time(now)}` }));
-  const card = el('div', { className: 'breaker' }, head, why, drawTimeline(b, now), axis, list, buttons);
-  card.dataset.key = b.key;
-  card.dataset.state = b.state || '';
-  return card;
+  return { head, why, list, buttons };
+}
+
+function drawBreakers(breakers, now, actions) {
+  const keys = new Set(breakers.map((b) => b.key));
+  for (const [key, c] of cards) {
+    if (keys.has(key)) continue;
+    c.card.remove();
+    cards.delete(key);
+  }
+  for (const b of breakers) {
+    const json = JSON.stringify(b) + actions;
+    let c = cards.get(b.key);
+    if (!c) {
+      c = { card: el('div', { className: 'breaker' }), json: '', drawnAt: 0 };
+      c.card.dataset.key = b.key;
+      cards.set(b.key, c);
+    }
+    const changed = c.json !== json;
+    if (changed) {
+      const parts = breakerParts(b, actions);
+      c.parts = parts;
+      c.json = json;
+      c.card.dataset.state = b.state || '';
+    }
+    if (changed || now - c.drawnAt >= 5_000) {
+      const log = b.transitions.map((t) => t.at);
+      const start = Math.max(now - 24 * 3600_000, log.length ? Math.min(...log) : now - 60_000);
+      const axis = el('div', { className: 'axis' }, el('span', { textContent: `from ${time(start)}` }), el('span', { textContent: `now ${time(now)}` }));
+      const p = c.parts;
+      c.card.replaceChildren(p.head, p.why, drawTimeline(b, now), axis, p.list, p.buttons);
+      c.drawnAt = now;
+    }
+    $('breakers').append(c.card);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Mosaics
 // ---------------------------------------------------------------------------------------------------------
 
+let listed = '';
 function drawMosaicList(mosaics) {
+  const json = JSON.stringify(mosaics) + selected;
+  if (json === listed) return;
+  listed = json;
   const body = $('mosaics').querySelector('tbody');
   body.replaceChildren();
   for (const m of mosaics) {
@@ -162,6 +198,7 @@ function drawMosaicList(mosaics) {
     row.addEventListener('click', () => {
       selected = m.workflowId;
       detailShown = null;
+      $('tile-record').hidden = true;
       tick();
     });
     body.append(row);
@@ -170,7 +207,10 @@ function drawMosaicList(mosaics) {
 
 async function drawMosaicDetail() {
   if (!selected) return;
-  const d = await getJson(`/api/mosaics/${encodeURIComponent(selected)}`);
+  const wanted = selected;
+  const d = await getJson(`/api/mosaics/${encodeURIComponent(wanted)}`);
+  // Another mosaic was chosen while this one was read: it is drawn on the next read instead.
+  if (selected !== wanted) return;
   $('mosaic-detail').hidden = false;
   $('mosaic-title').textContent = `${d.name} (${d.status}${d.phase && d.status === 'running' ? `, ${d.phase}` : ''})`;
   const counts = el('div', { className: 'counts' });
@@ -267,13 +307,13 @@ async function refresh() {
     $('mode').textContent = overview.allowActions ? 'actions on' : 'read-only';
     $('mode').className = overview.allowActions ? 'mode actions' : 'mode';
     $('updated').textContent = `updated ${time(overview.now)}`;
-    $('breakers').replaceChildren(...overview.breakers.map((b) => drawBreaker(b, overview.now, overview.allowActions)));
+    drawBreakers(overview.breakers, overview.now, overview.allowActions);
     $('breakers-empty').hidden = overview.breakers.length > 0;
     if (!selected && overview.mosaics.length) selected = overview.mosaics[0].workflowId;
     drawMosaicList(overview.mosaics);
-    const listed = overview.mosaics.find((m) => m.workflowId === selected);
+    const row = overview.mosaics.find((m) => m.workflowId === selected);
     // A running mosaic's counts move: read it again; a finished one only when it changes.
-    if (!detailShown || detailShown.status === 'running' || (listed && listed.status !== detailShown.status)) await drawMosaicDetail();
+    if (!detailShown || detailShown.workflowId !== selected || detailShown.status === 'running' || (row && row.status !== detailShown.status)) await drawMosaicDetail();
   } catch (err) {
     say(`could not read the console: ${err.message || err}`);
   }
