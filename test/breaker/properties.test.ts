@@ -226,9 +226,9 @@ class ProbeModel {
       if (t.reason !== 'configured') this.live.clear();
       if (!t.shadow && t.to === 'half-open' && t.from !== 'half-open') this.streak = this.fails = 0;
       // A new close rule judges a new round: the counts made under the old one are dropped.
-      if (t.reason === 'configured' && pre.phase === 'half-open') {
+      if (t.reason === 'configured' && ev.type === 'configure' && ev.newRound && pre.phase === 'half-open') {
         const after = result.state.config;
-        if (after.probesToClose !== pre.config.probesToClose || after.probeTrials !== pre.config.probeTrials) this.streak = this.fails = 0;
+        if (after.probesToClose !== pre.config.probesToClose || (after.probeTrials ?? null) !== (pre.config.probeTrials ?? null)) this.streak = this.fails = 0;
       }
     }
     if (result.decision?.kind === 'granted' && !this.live.has(result.decision.token.generation)) {
