@@ -9,11 +9,11 @@ import type { Worker } from '@temporalio/worker';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import sharp from 'sharp';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
-import { mosaicStatus, startMosaic } from '../../src/client/mosaics';
+import { mosaicStatus, mosaicWorkflowId, startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { startConsole, type ConsoleServer } from '../../src/console/server';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { adminSignal, statusQuery } from '../../src/messages/breaker';
+import { statusQuery } from '../../src/messages/breaker';
 import type { MosaicResult } from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { demoRequest, readManifest, type Manifest } from '../helpers/mosaic';
@@ -116,6 +116,8 @@ test('during a mosaic with an outage, the breaker opening shows on the page whil
 
   // The finished mosaic: its map, drawn from the mosaic's own image, with the holes painted over it.
   await page.locator(`#mosaics tr[data-workflow-id="${handle.workflowId}"]`).click();
+  // Drawn for this mosaic, as it is now (the page may have drawn it while it ran, before the click).
+  await page.locator(`#mosaic-detail[data-workflow-id="${handle.workflowId}"]`).waitFor({ timeout: 30_000 });
   await page.waitForSelector('#map-wrap:not([hidden]) img.leaflet-image-layer', { timeout: 30_000 });
   const image = page.locator('img.leaflet-image-layer');
   for (let i = 0; i < 300 && !(await image.evaluate((img: { complete: boolean; naturalWidth: number }) => img.complete && img.naturalWidth > 0)); i++) await delay(100);
@@ -151,7 +153,7 @@ test('during a mosaic with an outage, the breaker opening shows on the page whil
   await page.close();
 });
 
-test('a read-only console refuses actions, on the page and on the wire; one started with actions takes them, recorded with its sender', async () => {
+test('a read-only console refuses actions, on the page and on the wire; one started with actions takes them (open, reset, a re-drive), recorded with its sender', async () => {
   assert.ok(key, 'the first test ran');
   const page = await openPage(readOnly);
   assert.equal(await page.textContent('#mode'), 'read-only');
@@ -178,8 +180,17 @@ test('a read-only console refuses actions, on the page and on the wire; one star
   const recorded = acting.locator(`.breaker[data-key="${key}"] li.transition`, { hasText: 'forced-open' }).first();
   assert.match((await recorded.textContent()) ?? '', /by "console:test", claimed; sent by .+ as .+@.+/);
   await acting.screenshot({ path: path.join(ARTEFACTS, 'forced-open.png'), fullPage: true });
+  await acting.locator(`.breaker[data-key="${key}"] button[data-action="reset"]`).click();
+  await acting.locator(`.breaker[data-key="${key}"][data-state="closed"]`).waitFor();
+
+  // A re-drive of the finished mosaic, under the output's own id as the CLI's.
+  await acting.locator(`#mosaics tr[data-workflow-id="${workflowId}"]`).click();
+  await acting.locator(`#mosaic-detail[data-workflow-id="${workflowId}"] button[data-action="redrive"]`).click();
+  await acting.locator('#message', { hasText: 'done: redrive' }).waitFor();
+  const redrive = env.client.workflow.getHandle(mosaicWorkflowId(result.manifest));
+  assert.equal((await redrive.describe()).type, 'redriveMosaicWorkflow');
+  await redrive.result();
   await acting.close();
-  await entity(tiles).signal(adminSignal, { action: 'reset', reason: 'test' });
 });
 
 test('the console answers only under its own address, takes actions only from its own page as JSON, and never shows a stored path', async () => {

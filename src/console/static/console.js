@@ -198,6 +198,7 @@ function drawMosaicList(mosaics) {
     row.addEventListener('click', () => {
       selected = m.workflowId;
       detailShown = null;
+      delete $('mosaic-detail').dataset.workflowId;
       $('tile-record').hidden = true;
       tick();
     });
@@ -228,6 +229,7 @@ async function drawMosaicDetail() {
   $('map-wrap').hidden = !d.map;
   if (d.map && mapFor !== d.workflowId + d.closeTime) drawMap(d);
   detailShown = d;
+  $('mosaic-detail').dataset.workflowId = d.workflowId;
 }
 
 function drawMap(d) {
