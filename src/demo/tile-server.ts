@@ -125,8 +125,9 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
   let outageAt = opts.outageAfterRequests ?? null;
   let outageMs = opts.outageMs ?? 10_000;
   const server: Server = createServer((req, res) => {
-    const m = /^\/(\d+)\/(\d+)\/(\d+)\.png$/.exec(req.url ?? '');
-    if (!m || Number(m[1]) > MAX_ZOOM) {
+    const m = /^\/(\d{1,2})\/(\d{1,10})\/(\d{1,10})\.png$/.exec(req.url ?? '');
+    // Only the tiles of the world: each other address would be a cache entry of its own.
+    if (!m || Number(m[1]) > MAX_ZOOM || Number(m[2]) >= 2 ** Number(m[1]) || Number(m[3]) >= 2 ** Number(m[1])) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('no such tile\n');
       return;
     }

@@ -251,16 +251,15 @@ function clipRing(s: Shape, shift: number, v: View): string {
 }
 
 /**
- * A line as tile pixels: the runs of segments that reach the tile (a segment's far end may lie outside;
- * the renderer clips it). Segments along the map's top or bottom edge are the data's cut at the pole, not
- * a coast, and are left out.
+ * A line as tile pixels: the runs of segments that reach the tile, each cut to the tile and its margin.
+ * Segments along the map's top or bottom edge are the data's cut at the pole, not a coast, and are left out.
  */
 function clipLine(s: Shape, shift: number, v: View): string {
   const r = rectOf(v, shift);
   const p = s.pts;
   const n = p.length / 2;
-  const px = (i: number) => fmt((p[2 * i]! + shift) * v.scale - v.left);
-  const py = (i: number) => fmt(p[2 * i + 1]! * v.scale - v.top);
+  const wx = (x: number) => fmt((x + shift) * v.scale - v.left);
+  const wy = (y: number) => fmt(y * v.scale - v.top);
   let d = '';
   let open = false;
   for (let c = 0; c * 4 < s.chunks.length; c++) {
@@ -272,16 +271,50 @@ function clipLine(s: Shape, shift: number, v: View): string {
     const [from, to] = chunkPoints(c, n);
     for (let i = from + 1; i <= to; i++) {
       const [xa, ya, xb, yb] = [p[2 * i - 2]!, p[2 * i - 1]!, p[2 * i]!, p[2 * i + 1]!];
-      const atEdge = (ya <= 0 && yb <= 0) || (ya >= 1 && yb >= 1);
-      const reaches = Math.max(xa, xb) >= r.x0 && Math.min(xa, xb) <= r.x1 && Math.max(ya, yb) >= r.y0 && Math.min(ya, yb) <= r.y1;
-      if (reaches && !atEdge) {
-        if (!open) d += `M${px(i - 1)} ${py(i - 1)}`;
-        d += `L${px(i)} ${py(i)}`;
-        open = true;
+      // The pole's cut lies on y 0 or 1, up to the projection's rounding.
+      const atEdge = (ya <= EDGE && yb <= EDGE) || (ya >= 1 - EDGE && yb >= 1 - EDGE);
+      // Each segment cut to the tile and its margin: at deep zooms a far end lies millions of pixels away,
+      // where a renderer drops the line.
+      const cut = atEdge ? null : clipSegment(xa, ya, xb, yb, r);
+      if (cut) {
+        const [t0, t1] = cut;
+        if (!open || t0 > 0) d += `M${wx(xa + (xb - xa) * t0)} ${wy(ya + (yb - ya) * t0)}`;
+        d += `L${wx(xa + (xb - xa) * t1)} ${wy(ya + (yb - ya) * t1)}`;
+        open = t1 === 1;
       } else open = false;
     }
   }
   return d;
+}
+
+const EDGE = 1e-9;
+
+/** Liang-Barsky: the part of segment a-b inside `r`, as [t0, t1] along it, or null when none is. */
+function clipSegment(xa: number, ya: number, xb: number, yb: number, r: Rect): [number, number] | null {
+  let t0 = 0;
+  let t1 = 1;
+  const dx = xb - xa;
+  const dy = yb - ya;
+  for (const [p, q] of [
+    [-dx, xa - r.x0],
+    [dx, r.x1 - xa],
+    [-dy, ya - r.y0],
+    [dy, r.y1 - ya],
+  ] as const) {
+    if (p === 0) {
+      if (q < 0) return null;
+      continue;
+    }
+    const t = q / p;
+    if (p < 0) {
+      if (t > t1) return null;
+      if (t > t0) t0 = t;
+    } else {
+      if (t < t0) return null;
+      if (t < t1) t1 = t;
+    }
+  }
+  return [t0, t1];
 }
 
 /** The copies of a shape (shifted by whole worlds) that reach the tile. */
@@ -327,8 +360,8 @@ const GLYPHS: Record<string, string> = {
 };
 
 /** The tile's address, z/x/y, small and faint in the top-left corner. */
-function label(text: string, colour: string): string {
-  const d = [...text].map((c, i) => `<path transform="translate(${4 + i * 6} 4) scale(1.2)" d="${GLYPHS[c] ?? ''}"/>`).join('');
+function label(text: string, colour: string, top = 4): string {
+  const d = [...text].map((c, i) => `<path transform="translate(${4 + i * 6} ${top}) scale(1.2)" d="${GLYPHS[c] ?? ''}"/>`).join('');
   return `<g fill="none" stroke="${colour}" stroke-opacity="0.45" stroke-width="0.8">${d}</g>`;
 }
 
@@ -350,13 +383,18 @@ export function tileSvg(z: number, x: number, y: number, generation = 0): string
     coast ? `<path d="${coast}" fill="none" stroke="${c.coast}" stroke-width="0.9" stroke-linejoin="round"/>` : '',
     borders ? `<path d="${borders}" fill="none" stroke="${c.border}" stroke-width="${borderWidth}" stroke-linejoin="round"/>` : '',
     label(`${z}/${x}/${y}`, c.label),
+    // The drawing's number under it: the palette repeats, and a redraw must change every tile whatever its count.
+    generation > 0 ? label(String(generation), c.label, 10) : '',
     '</svg>',
   ].join('');
 }
 
 /** Tile z/x/y as a PNG. */
 export function renderTile(z: number, x: number, y: number, generation = 0): Promise<Buffer> {
-  return sharp(Buffer.from(tileSvg(z, x, y, generation)))
-    .png()
-    .toBuffer();
+  // A failure of the drawing rejects, as one of the render does: it must not throw out of a request handler.
+  return Promise.resolve().then(() =>
+    sharp(Buffer.from(tileSvg(z, x, y, generation)))
+      .png()
+      .toBuffer(),
+  );
 }
