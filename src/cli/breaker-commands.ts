@@ -108,6 +108,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
           }),
           resolved.key,
           !!opts.json,
+          name,
         );
         if (!result) return;
         // `command`: the command typed (`close` sends a reset), beside `action`, the signal sent.
@@ -168,14 +169,14 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
  * An admin action's result, or undefined when it was sent but the entity answered no status query in time:
  * then it says so (as JSON with --json) and sets the exit code. Any other error (nothing was sent) throws.
  */
-async function notConfirmed<R>(action: Promise<R>, key: string, json: boolean): Promise<R | undefined> {
+async function notConfirmed<R>(action: Promise<R>, key: string, json: boolean, command?: string): Promise<R | undefined> {
   try {
     return await action;
   } catch (err) {
     if (!(err instanceof AdminNotConfirmedError)) throw err;
     if (json) {
       const { action: name, workflowId, sentAt, why } = err;
-      console.log(JSON.stringify({ key, workflowId, action: name, sent: true, sentAt, confirmed: false, why }, null, 2));
+      console.log(JSON.stringify({ ...(command !== undefined ? { command } : {}), key, workflowId, action: name, sent: true, sentAt, confirmed: false, why }, null, 2));
     }
     sentNotConfirmed(err.action, key, err.sentAt, err.why);
     return undefined;

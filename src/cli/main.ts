@@ -23,7 +23,7 @@ import type { WorkerCommandOptions } from './worker-command';
  * Under --json (every command takes it), an error is one JSON object on stdout, `{ "error": { message, kind,
  * exitCode, field?, ... } }` (src/cli/errors.ts, docs/cli.md), instead of a line on stderr; exit codes are the same.
  */
-const json = wantsJson(process.argv.slice(2));
+let json = wantsJson(process.argv.slice(2));
 
 // One JSON line per entry, through the runtime: breaker transitions and fail-opens (INFO and WARN) show at a
 // worker's default level; the SDK's own INFO chatter (worker state changes, bundling) does not.
@@ -46,6 +46,10 @@ const program = new Command('tilebreaker')
   .exitOverride((err) => {
     if (err.exitCode !== 0 && json) printError(usageBody(err), true);
     process.exit(err.exitCode === 0 ? 0 : 2);
+  })
+  // Once a command line has parsed, its own --json says it: `--reason --json` is a reason, not the flag.
+  .hook('preAction', (_program, command) => {
+    json = command.opts<{ json?: unknown }>().json === true;
   });
 
 /**

@@ -228,11 +228,14 @@ function finish(s: MosaicStatus, json: boolean): number {
     printResult(s.result, json);
     return exitCodeFor(s.result);
   }
-  if (json) console.log(JSON.stringify(s, null, 2));
+  // Refused at planning (the request, or the sources file as the worker read it): it could not run, exit 2,
+  // which under --json is an error object as every other exit 2 is.
+  const refused = s.status !== 'RUNNING' && s.failureType === 'ConfigError';
+  if (json && refused) console.log(JSON.stringify({ error: { message: `mosaic ${s.workflowId}: ${s.failure ?? s.status}`, kind: 'invalid', exitCode: 2, workflowId: s.workflowId } }));
+  else if (json) console.log(JSON.stringify(s, null, 2));
   else console.log(`mosaic ${s.workflowId}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
   if (s.status === 'RUNNING') return 0;
-  // Refused at planning (the request, or the sources file as the worker read it): it could not run.
-  return s.failureType === 'ConfigError' ? 2 : 1;
+  return refused ? 2 : 1;
 }
 
 export function registerMosaicCommands(program: Command, { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient }): void {
@@ -483,7 +486,7 @@ export function cancelReport(id: string, s: MosaicStatus & { wasRunning: boolean
   if (p.phase === 'cancelled' || p.phase === 'failed') {
     return { manifest: 'partial', message: `${head}It stopped after ${p.done}/${p.total} tiles; its partial manifest beside the output accounts for every tile.` };
   }
-  return { manifest: 'none', message: `${head}It ended while ${p.phase} (${p.done}/${p.total} tiles), after fetching: no partial manifest was written.` };
+  return { manifest: 'none', message: `${head}It ended while ${p.phase} (${p.done}/${p.total} tiles settled) without writing a partial manifest.` };
 }
 
 /** `mosaic list` as a table. */

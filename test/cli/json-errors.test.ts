@@ -115,3 +115,10 @@ test('errorBody: kind, field and issues from the error; --json after -- is an op
     issues: ['windowMs: must be >= 1000 (got 5)', 'cooldownMs: too small (got 1)'],
   });
 });
+
+test('"--json" taken as an option\'s value is that value, not the flag: the error is text on stderr, as the command line asked', async () => {
+  const r = await cli(['mosaic', 'list', '--limit', '--json']);
+  assert.equal(r.code, 2);
+  assert.equal(r.out, '');
+  assert.match(r.err, /--limit: must be a number \(got "--json"\)/);
+});
