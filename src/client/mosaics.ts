@@ -216,7 +216,7 @@ export function liveCounts(s: MosaicStatus): MosaicProgress | null {
   };
 }
 
-/** What a finished mosaic's exit code says (README, "The CLI"). */
+/** What a finished mosaic's exit code says (docs/cli.md). */
 export const EXIT = { ok: 0, failed: 1, couldNotRun: 2, gaps: 3, configError: 4 } as const;
 
 /**

@@ -129,7 +129,7 @@ export interface CreateFetchWorkerOptions {
 /**
  * Opt-in for a worker of your own: a Worker for the fetch task queue (`<task queue>-fetch`) that runs at most
  * `fetchBatches` of the mosaics' fetch batches at once. Run it beside your main worker, in the same process.
- * While any worker polls that queue, new mosaics send their batches there (see ARCHITECTURE/README); without
+ * While any worker polls that queue, new mosaics send their batches there (ARCHITECTURE.md, docs/deploying.md); without
  * one, batches stay on the main queue, which your main worker serves.
  */
 export async function createFetchWorker(opts: CreateFetchWorkerOptions): Promise<Worker> {
