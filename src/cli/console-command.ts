@@ -1,8 +1,9 @@
 import type { Client } from '@temporalio/client';
-import { Command, InvalidArgumentError } from 'commander';
+import type { Command } from 'commander';
 import { rootsFromEnv } from '../activities/confine/roots';
 import { defaultActor } from '../client/breakers';
 import { startConsole, type ConsoleServer } from '../console/server';
+import { portOption } from './port-option';
 
 /** The console's port unless told otherwise; when it is taken, any free one (the URL printed says which). */
 export const DEFAULT_CONSOLE_PORT = 8484;
@@ -14,7 +15,7 @@ export function registerConsoleCommand(program: Command, withClient: WithClient)
   program
     .command('console')
     .description('serve a web page of the breakers (state, timeline, reporters) and mosaics (progress, a map of each tile) at TEMPORAL_ADDRESS, on 127.0.0.1')
-    .option('--port <n>', `port on 127.0.0.1 (default ${DEFAULT_CONSOLE_PORT}, or a free one when that is taken; 0: any free one)`, parsePort)
+    .option('--port <n>', `port on 127.0.0.1 (default ${DEFAULT_CONSOLE_PORT}, or a free one when that is taken; 0: any free one)`, portOption('--port'))
     .option('--allow-actions', 'let the page re-drive mosaics and force open, force closed or reset breakers (recorded with this process as the sender); read-only without it')
     .option('--json', 'print one JSON line with the URL once it serves ({"url", "allowActions"})')
     .action(async (o: { port?: number; allowActions?: boolean; json?: boolean }) => {
@@ -55,10 +56,4 @@ export function untilInterrupted(): Promise<void> {
     process.once('SIGINT', done);
     process.once('SIGTERM', done);
   });
-}
-
-function parsePort(v: string): number {
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || n > 65535) throw new InvalidArgumentError(`--port: a port number from 0 to 65535 (got ${JSON.stringify(v)})`);
-  return n;
 }

@@ -16,6 +16,7 @@ import type { CreateWorkerOptions } from '../client/worker';
 import type { WithClient } from './mosaic-commands';
 import { errorBody, printError, usageBody, wantsJson } from './errors';
 import { LineLogger, logSettings } from './logging';
+import { portOption } from './port-option';
 import type { TileCommandOptions } from './tile-command';
 import type { WorkerCommandOptions } from './worker-command';
 
@@ -156,14 +157,13 @@ program
     '--metrics-addr <ip:port>',
     `serve Prometheus metrics at http://IP:PORT/metrics while the demo runs (default ${METRICS_ADDR_ENV}; npm start: 127.0.0.1:9464); a port that is taken is replaced by a free one, and the address used is printed`,
   )
-  .option('--console-port <n>', 'serve the console on this port of 127.0.0.1 (default 8484, or a free one when that is taken)')
+  .option('--console-port <n>', 'serve the console on this port of 127.0.0.1 (default 8484, or a free one when that is taken)', portOption('--console-port'))
   .option('--no-console', 'do not serve the console')
   .option('--keep-console', 'keep the console (and the embedded Temporal server) up after the demo, until Ctrl-C (the default in a terminal)')
   .option('--no-keep-console', 'stop when the demo ends (the default when the output is not a terminal, or with --json)')
-  .action(async (o: { out: string; json?: boolean; metricsAddr?: string; consolePort?: string; console: boolean; keepConsole?: boolean }) => {
+  .action(async (o: { out: string; json?: boolean; metricsAddr?: string; consolePort?: number; console: boolean; keepConsole?: boolean }) => {
     const { demoMosaic, DEMO_BREAKER } = await import('./demo-mosaic.js');
-    const port = o.consolePort === undefined ? undefined : Number(o.consolePort);
-    if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) throw new Error(`--console-port: a port number from 0 to 65535 (got ${JSON.stringify(o.consolePort)})`);
+    const port = o.consolePort;
     await withTemporal(
       async ({ client, taskQueue, address, metricsAt }) => {
         if (!o.json) console.log(`tilebreaker demo: Temporal at ${address}, worker on task queue ${taskQueue}`);

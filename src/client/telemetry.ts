@@ -21,8 +21,7 @@ export function parseMetricsAddr(value: string, what: string): { host: string; p
   const port = Number(m[3]);
   if (m[1] !== undefined ? isIP(host) !== 6 : isIP(host) !== 4) throw bad(`${JSON.stringify(host)} is not an IP address (an IPv4 address, or an IPv6 one in brackets)`);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw bad(`port ${m[3]} is not between 1 and 65535`);
-  const bindAddress = m[1] !== undefined ? `[${host}]:${port}` : `${host}:${port}`;
-  return { host, port, bindAddress };
+  return { host, port, bindAddress: bindAddressOf(host, port) };
 }
 
 /**
@@ -30,21 +29,25 @@ export function parseMetricsAddr(value: string, what: string): { host: string; p
  * failure (a port this user may not bind, an address not on this machine) is left to the runtime to report.
  */
 export async function portFree(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code !== 'EADDRINUSE'));
-    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
-  });
+  return listenOnce(host, port).then(
+    () => true,
+    (err: NodeJS.ErrnoException) => err.code !== 'EADDRINUSE',
+  );
 }
 
 /** A port free on `host` now, as the system picks it. */
-export async function freePort(host: string): Promise<number> {
+export function freePort(host: string): Promise<number> {
+  return listenOnce(host, 0);
+}
+
+/** Listens on `host:port` (0: any free port) and closes again; resolves with the port it had. */
+function listenOnce(host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen({ host, port: 0, exclusive: true }, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+    server.listen({ host, port, exclusive: true }, () => {
+      const bound = (server.address() as { port: number }).port;
+      server.close(() => resolve(bound));
     });
   });
 }
