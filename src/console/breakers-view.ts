@@ -21,7 +21,6 @@ export interface PageTransition {
 export interface PageBreaker {
   key: string;
   state: BreakerStateName | null;
-  running: boolean;
   /** The entity did not answer its queries (no worker polling its task queue?): the state is its memo's. */
   notAnswering?: true;
   /** The latest transition's reason and detail: why it is in its state. */
@@ -32,8 +31,6 @@ export interface PageBreaker {
   reporters: number | null;
   /** Probe tokens outstanding now: who holds each, since when. */
   probes: { holder: string; grantedAt: number; leaseUntil: number }[];
-  counters: { reports: number; probeRequests: number; selfProbes: number } | null;
-  cooldownUntil: number | null;
   /** Most recent first, within the last 24 h (and at least the last one). */
   transitions: PageTransition[];
 }
@@ -60,14 +57,11 @@ export async function pageBreakers(client: Client, now: number): Promise<PageBre
         out[k] = {
           key: b.key,
           state: b.state,
-          running: !gone,
           ...(gone ? {} : { notAnswering: true as const }),
           reason: gone ? 'finished since it was listed' : 'its entity does not answer queries: is a worker polling its task queue?',
           openMsLast24h: 0,
           reporters: null,
           probes: [],
-          counters: null,
-          cooldownUntil: b.view?.cooldownUntil ?? null,
           transitions: [],
         };
       }
@@ -90,20 +84,17 @@ export async function pageBreaker(client: Client, key: string, now: number): Pro
   const last = shown.transitions[0];
   const base = {
     key: shown.key,
-    running: shown.running,
     reason: last ? `${last.reason}: ${last.detail}` : null,
     openMsLast24h: report.openMs,
     transitions: recent.map(pageTransition),
   };
-  if (!shown.running) return { ...base, state: last?.to ?? null, reporters: null, probes: [], counters: null, cooldownUntil: null };
+  if (!shown.running) return { ...base, state: last?.to ?? null, reporters: null, probes: [] };
   const s = shown.status;
   return {
     ...base,
     state: s.view.state,
     reporters: s.view.reporters ?? s.view.fleet?.reporters ?? null,
     probes: s.probes.map((p) => ({ holder: p.holder, grantedAt: p.grantedAt, leaseUntil: p.leaseUntil })),
-    counters: { reports: s.counters.reports, probeRequests: s.counters.probeRequests, selfProbes: s.counters.selfProbes },
-    cooldownUntil: s.view.cooldownUntil,
   };
 }
 

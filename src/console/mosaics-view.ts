@@ -8,13 +8,12 @@ import { confineLocation } from '../activities/confine/confine-location';
 import { isObjectUrl } from '../activities/storage/location';
 import { storageFor } from '../activities/storage/storage';
 import { liveCounts, mosaicStatus } from '../client/mosaics';
-import { listMosaics } from '../client/mosaic-names';
+import { listed, listMosaics, type ListedMosaic } from '../client/mosaic-names';
 import type { ManifestTile, StatusCounts } from '../messages/mosaic-types';
 
 export interface PageMosaic {
   name: string;
   workflowId: string;
-  type: string;
   status: string;
   progress: number | null;
   source: string | null;
@@ -28,7 +27,6 @@ export interface PageMosaicDetail extends PageMosaic {
   total: number | null;
   done: number | null;
   counts: StatusCounts | null;
-  breakerKeys: string[];
   waitingFor: { key: string; state: string; deadlineAt: number | null } | null;
   failure: string | null;
   /** Present once the manifest is written and readable here: the grid and each tile's status, in grid order. */
@@ -43,13 +41,16 @@ export interface PageMap {
   tileSize: number;
   width: number;
   height: number;
-  crs: string;
-  bounds: { minX: number; minY: number; maxX: number; maxY: number };
   /** Each tile's status, row by row from the top: one short code per tile (see STATUS_CODES). */
   statuses: string;
   /** Tiles served by someone other than the source (mirror:<name>, stale), by index. */
   tiers: Record<number, string>;
   preview: boolean;
+}
+
+function pageMosaic(m: ListedMosaic): PageMosaic {
+  const { name, workflowId, status, progress, source, zoom, startTime, closeTime } = m;
+  return { name, workflowId, status, progress, source, zoom, startTime, closeTime };
 }
 
 /** One letter per status, so a 100,000-tile map is 100 KB, not a record per tile. */
@@ -62,10 +63,7 @@ export type PageTile = Omit<ManifestTile, 'path' | 'region'>;
 const MAX_MANIFEST_BYTES = 256 * 1024 ** 2;
 
 interface Manifest {
-  workflowId: string | null;
-  crs: string;
   grid: { cols: number; rows: number; tileSize: number };
-  bounds: { minX: number; minY: number; maxX: number; maxY: number };
   width: number;
   height: number;
   files: string[];
@@ -86,32 +84,21 @@ export class MosaicsView {
   ) {}
 
   async list(): Promise<PageMosaic[]> {
-    const r = await listMosaics(this.client, { limit: 200 });
-    return r.mosaics.map((m) => ({
-      name: m.name,
-      workflowId: m.workflowId,
-      type: m.type,
-      status: m.status,
-      progress: m.progress,
-      source: m.source,
-      zoom: m.zoom,
-      startTime: m.startTime,
-      closeTime: m.closeTime,
-    }));
+    return (await listMosaics(this.client, { limit: 200 })).mosaics.map(pageMosaic);
   }
 
   async detail(workflowId: string): Promise<PageMosaicDetail> {
-    const listed = (await this.list()).find((m) => m.workflowId === workflowId);
+    // Its own description, as a list entry reads it: not the whole list again for one mosaic.
+    const d = await this.client.workflow.getHandle(workflowId).describe();
+    const base = pageMosaic(listed({ ...d, raw: d.raw.workflowExecutionInfo ?? {} }));
     const s = await mosaicStatus(this.client, workflowId);
     const live = liveCounts(s);
-    const base: PageMosaic = listed ?? { name: workflowId, workflowId, type: '', status: s.status.toLowerCase(), progress: null, source: null, zoom: null, startTime: '', closeTime: null };
     const detail: PageMosaicDetail = {
       ...base,
       phase: live?.phase ?? null,
       total: s.result?.total ?? live?.total ?? null,
       done: s.result ? s.result.total : (live?.done ?? null),
       counts: s.result?.counts ?? live?.counts ?? null,
-      breakerKeys: live?.breakerKeys ?? [],
       waitingFor: live?.waitingFor ?? null,
       failure: s.failure,
       map: null,
@@ -129,8 +116,6 @@ export class MosaicsView {
         tileSize: m.grid.tileSize,
         width: m.width,
         height: m.height,
-        crs: m.crs,
-        bounds: m.bounds,
         statuses,
         tiers,
         preview: previewSource(m) !== null,
