@@ -8,6 +8,7 @@ import { breakerWorkflowId } from '../breaker';
 import { parseDuration } from './breaker-commands';
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflight } from './preflight';
+import { printError } from './errors';
 import { listJson } from './format';
 import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '../client/mosaic-names';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
@@ -231,7 +232,7 @@ function finish(s: MosaicStatus, json: boolean): number {
   // Refused at planning (the request, or the sources file as the worker read it): it could not run, exit 2,
   // which under --json is an error object as every other exit 2 is.
   const refused = s.status !== 'RUNNING' && s.failureType === 'ConfigError';
-  if (json && refused) console.log(JSON.stringify({ error: { message: `mosaic ${s.workflowId}: ${s.failure ?? s.status}`, kind: 'invalid', exitCode: 2, workflowId: s.workflowId } }));
+  if (json && refused) printError({ message: `mosaic ${s.workflowId}: ${s.failure ?? s.status}`, kind: 'invalid', exitCode: 2, workflowId: s.workflowId }, true);
   else if (json) console.log(JSON.stringify(s, null, 2));
   else console.log(`mosaic ${s.workflowId}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
   if (s.status === 'RUNNING') return 0;
