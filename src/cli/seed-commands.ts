@@ -61,6 +61,8 @@ export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
 function summary(r: SeedResult): string[] {
   return [
     `seed ${r.into}: ${r.tiles} tiles packed${r.missing > 0 ? ` (${r.missing} gone from the store since their level ended)` : ''}`,
+    ...(r.kept ? [`  ${r.kept} of them kept from the earlier file: this run did not serve them`] : []),
+    ...(r.earlierNotKept !== undefined ? [`  the earlier file's tiles were not kept: ${r.earlierNotKept}`] : []),
     ...r.levels.map((l) => {
       const c = l.counts;
       return `  ${l.manifest}: ok ${c.ok}/${l.total}, stale ${c.stale}, hole ${c.hole}, dead-lettered ${c['dead-lettered']}, failed ${c.failed}${c.outside ? `, outside the coverage ${c.outside}` : ''}`;

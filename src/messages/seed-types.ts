@@ -19,8 +19,12 @@ export type SeedRequest = Omit<MosaicRequest, 'zoom' | 'output' | 'extraFormats'
 
 export interface SeedResult {
   into: string;
-  /** Tiles packed into the file. */
+  /** Tiles in the file: those this run served, and those kept from the earlier file. */
   tiles: number;
+  /** Tiles kept from the earlier file: a level that served less (a failed night, levels not run) keeps what it had. */
+  kept?: number;
+  /** Why the earlier file's tiles were not kept, when there was one. */
+  earlierNotKept?: string;
   /** Each level's mosaic result (its manifest and counts), in order; a level's configuration error ends the seed there. */
   levels: MosaicResult[];
   /** Levels the deadline passed before (not seeded). */
@@ -39,7 +43,12 @@ export interface PackMbtilesInput {
 
 export interface PackMbtilesResult {
   into: string;
+  /** Tiles in the file: this run's and those kept from the earlier file. */
   tiles: number;
+  /** Tiles kept from the file this one replaced, which this run did not serve (absent before the rule). */
+  kept?: number;
+  /** Why the earlier file's tiles were not kept (its format differs, it is no MBTiles file). */
+  earlierNotKept?: string;
   levels: { zoom: number; tiles: number; total: number }[];
   /** Tiles a level recorded served whose file had gone from the store by the pack (not packed). */
   missing: number;

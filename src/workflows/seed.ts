@@ -73,5 +73,13 @@ export async function seedWorkflow(request: SeedRequest): Promise<SeedResult> {
   const results = checked.levels.filter((z) => byLevel.has(z)).map((z) => byLevel.get(z)!);
   if (results.length === 0) throw ApplicationFailure.nonRetryable(`seed: the deadline ${deadline} passed before the first level started`, 'DeadlinePassed');
   const packed = await packMbtiles({ into, outputs: results.map((r) => r.output), name: request.sourceName ?? 'tilebreaker seed' });
-  return { into: packed.into, tiles: packed.tiles, levels: results, notStarted, missing: packed.missing };
+  return {
+    into: packed.into,
+    tiles: packed.tiles,
+    ...(packed.kept !== undefined ? { kept: packed.kept } : {}),
+    ...(packed.earlierNotKept !== undefined ? { earlierNotKept: packed.earlierNotKept } : {}),
+    levels: results,
+    notStarted,
+    missing: packed.missing,
+  };
 }

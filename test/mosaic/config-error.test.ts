@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -125,6 +125,9 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
 
   test('a wrong layer beside a good one on the same host: the wrong one fails as a configuration error after a few requests (exit 4); the good one is whole and the breaker never opens', async () => {
     const { proxy } = await server();
+    // An image published earlier at the wrong layer's output: a run that meets a configuration error leaves it.
+    const earlier = Buffer.from('an earlier image');
+    writeFileSync(path.join(dir, 'wrong-layer.tif'), earlier);
     const started = Date.now();
     const [bad, good] = await Promise.all([run(request(proxy, 'wrong-layer', ['quadrantz']), 'wrong-layer'), run(request(proxy, 'good-layer', ['quadrants']), 'good-layer')]);
     const badRequests = proxy.count('quadrantz');
@@ -141,6 +144,14 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     assert.match(bad.configError ?? '', /^configuration error: LayerNotDefined for source "wrong-layer"/);
     assert.equal((m as unknown as { configError: string }).configError, bad.configError, 'the manifest says it');
     assert.equal(exitCodeFor(bad), 4);
+    assert.ok(readFileSync(path.join(dir, 'wrong-layer.tif')).equals(earlier), 'the earlier image is left as it was');
+    for (const sidecar of ['wrong-layer.tfw', 'wrong-layer.prj', 'wrong-layer.tif.aux.xml']) assert.equal(existsSync(path.join(dir, sidecar)), false, `no ${sidecar}`);
+    assert.match((m as unknown as { image: string }).image, /^not written: the run met a configuration error/);
+    assert.deepEqual(
+      bad.files.filter((f) => /wrong-layer\.(tif|tfw|prj|tif\.aux\.xml)$/.test(f)),
+      [],
+      'the files name no image or sidecar',
+    );
     // One request at a time for a shape never served, and a batch stops after 3: at most 3 per batch started
     // before the first batch's summary came back (parallelBatches 2).
     assert.ok(badRequests >= 1 && badRequests <= 6, `requests for the wrong layer: ${badRequests}`);

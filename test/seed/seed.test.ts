@@ -421,3 +421,58 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
   assert.notEqual(stray.code, 0);
   assert.match(stray.err, /--schedule-id and --timezone go with --schedule/);
 });
+
+test('a re-seed that keeps its levels: a seed that meets an outage keeps every tile the file had, says so, and exits as gaps', async () => {
+  // A server of its own: the outage opens this server's breaker, not the one the other tests share.
+  const flaky = await startDemoTileServer({ latencyMs: 1 });
+  try {
+    const file = path.join(dir, 'keep.yaml');
+    writeFileSync(file, `sources:\n  keep:\n    type: xyz\n    url: ${flaky.template}\n    concurrency: 4\n`);
+    const into = path.join(dir, 'keep.mbtiles');
+    const run = (id: string) =>
+      env.client.workflow.execute('seedWorkflow', {
+        taskQueue,
+        workflowId: `seed-${id}-${process.pid}`,
+        args: [{ sourcesFile: file, sourceName: 'keep', bbox: [5.7, 44.0, 6.5, 44.6], levels: [3, 4], into, fallback: 'fail-fast' } satisfies SeedRequest],
+      }) as Promise<SeedResult>;
+    const rows = () => {
+      const db = new Database(into, { readonly: true });
+      try {
+        const tiles = db.prepare('SELECT zoom_level z, tile_column x, tile_row y, tile_data d FROM tiles ORDER BY z, x, y').all() as { z: number; x: number; y: number; d: Buffer }[];
+        const meta = Object.fromEntries((db.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [r.name, r.value]));
+        return { tiles, meta };
+      } finally {
+        db.close();
+      }
+    };
+    const good = await run('keep-1');
+    assert.equal(seedExitCode(good), 0);
+    const before = rows();
+    assert.ok(before.tiles.length > 0 && good.tiles === before.tiles.length, `${good.tiles} packed, ${before.tiles.length} rows`);
+
+    // The same seed while the server answers 503: no tile served, every one of the file's tiles kept.
+    flaky.setDown(true);
+    const bad = await run('keep-2');
+    assert.equal(seedExitCode(bad), 3, JSON.stringify(bad.levels.map((l) => l.counts)));
+    assert.equal(
+      bad.levels.reduce((a, l) => a + l.counts.ok + l.counts.stale, 0),
+      0,
+      'the outage served nothing',
+    );
+    assert.equal(bad.kept, before.tiles.length, JSON.stringify({ tiles: bad.tiles, kept: bad.kept }));
+    assert.equal(bad.tiles, before.tiles.length);
+    const after = rows();
+    assert.deepEqual(
+      after.tiles.map((t) => `${t.z}/${t.x}/${t.y}`),
+      before.tiles.map((t) => `${t.z}/${t.x}/${t.y}`),
+    );
+    assert.ok(
+      after.tiles.every((t, k) => t.d.equals(before.tiles[k]!.d)),
+      'the same bytes',
+    );
+    assert.deepEqual([after.meta.minzoom, after.meta.maxzoom, after.meta.format, after.meta.bounds], [before.meta.minzoom, before.meta.maxzoom, before.meta.format, before.meta.bounds]);
+  } finally {
+    flaky.setDown(false);
+    await flaky.close();
+  }
+});

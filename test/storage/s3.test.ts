@@ -250,6 +250,24 @@ test('a seed into a bucket: the levels and their tile store in the bucket, the M
   } finally {
     db.close();
   }
+  // A seed of another level into the same object keeps the levels it had (read back from the bucket).
+  const z6 = await startSeed(env.client, taskQueue, { ...demoSeed('s3://mosaics/nightly/seed.mbtiles'), levels: [6, 6] }, `seed-z6-${process.pid}`).then((h) => h.result());
+  assert.equal(z6.kept, result.tiles, JSON.stringify({ tiles: z6.tiles, kept: z6.kept }));
+  const served6 = z6.levels[0]!.counts.ok;
+  assert.equal(z6.tiles, result.tiles + served6);
+  await writeFile(local, await read(z6.into));
+  const again = new Database(local, { readonly: true });
+  try {
+    const levels = again.prepare('SELECT zoom_level z, count(*) n FROM tiles GROUP BY zoom_level ORDER BY z').all() as { z: number; n: number }[];
+    assert.deepEqual(
+      levels.map((l) => l.z),
+      [6, 7, 8],
+    );
+    const meta = Object.fromEntries((again.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [r.name, r.value]));
+    assert.deepEqual([meta.minzoom, meta.maxzoom], ['6', '8']);
+  } finally {
+    again.close();
+  }
   await assert.rejects(
     startSeed(env.client, taskQueue, demoSeed('s3://mosaics/elsewhere/seed.mbtiles'), `seed-elsewhere-${process.pid}`).then((h) => h.result()),
     (err: unknown) => {

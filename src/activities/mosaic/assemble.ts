@@ -20,6 +20,9 @@ import { mosaicFinish, type MosaicEnd } from '../metrics/mosaic-metrics';
 /** Mask values: what the coverage mask's pixel says about its tile (ok from the source, ok from a mirror, stale). */
 const MASK = { ok: 255, mirror: 208, stale: 160 } as const;
 
+/** Why a run that met a configuration error writes no image. */
+export const NOT_WRITTEN_CONFIG_ERROR = 'the run met a configuration error; an image written earlier at the output is left as it was';
+
 /** A tile's mask value. */
 const maskValue = (t: ManifestTile): number => (t.status === 'ok' && t.tier?.startsWith('mirror:') ? MASK.mirror : t.status === 'ok' ? MASK.ok : t.status === 'stale' ? MASK.stale : 0);
 
@@ -111,9 +114,10 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     const maskFiles = await publish(scratch, await writeCoverageMask(scratch ? scratch.at(mask) : mask, cols, rows, (c, r) => maskValue(at(c, r)), plan.bounds), mask);
     manifest.files = [...maskFiles, manifestPath];
     await writeManifest();
-    // A seed level asks for the tiles alone: the store, the manifest and the mask are its outputs.
-    const stitched = plan.image === false ? null : await stitchOrSay(maskFiles);
-    manifest.image = stitched ? 'written' : 'not requested';
+    // A seed level asks for the tiles alone: the store, the manifest and the mask are its outputs. A run that met
+    // a configuration error served nothing worth publishing: an image at the output from an earlier run stays.
+    const stitched = plan.image === false || configError !== null ? null : await stitchOrSay(maskFiles);
+    manifest.image = stitched ? 'written' : configError !== null ? `not written: ${NOT_WRITTEN_CONFIG_ERROR}` : 'not requested';
     manifest.files = [...(stitched ?? []), ...maskFiles, manifestPath];
     await writeManifest();
     await removeCheckpoints(plan.journalDir);

@@ -2,7 +2,8 @@
  * An MBTiles 1.3 file: a SQLite database with a `metadata` table (name, format, bounds, center, minzoom,
  * maxzoom, ...) and a `tiles` table keyed by zoom, column and row, rows counted from the south (TMS), as
  * GDAL, QGIS and tile servers read it. Written under a temporary name beside the target and renamed into
- * place, so a reader never sees half a file and a retry starts clean.
+ * place, so a reader never sees half a file and a retry starts clean. A new file keeps every tile of the
+ * earlier one that it does not replace: a seed that meets a bad night never publishes less than it had.
  */
 import { randomUUID } from 'node:crypto';
 import { open, rename, rm } from 'node:fs/promises';
@@ -34,11 +35,58 @@ const APPLICATION_ID = 0x4d504258;
 /** Tiles inserted per transaction. */
 const CHUNK = 512;
 
+/** What a write put in the file. */
+export interface MbtilesWritten {
+  /** Tiles written from the new run. */
+  written: number;
+  /** Tiles kept from the earlier file (those the new run did not write). */
+  kept: number;
+  /** Why the earlier file's tiles were not kept, when there was one and they were not. */
+  earlierNotKept?: string;
+  /** The format the file names (the earlier file's, when the new run wrote no tile). */
+  format: MbtilesFormat;
+}
+
+/** The earlier file's metadata and tiles, opened read-only; null when there is none. */
+function openEarlier(earlier: string | undefined): { db: Database.Database; meta: Map<string, string> } | { error: string } | null {
+  if (earlier === undefined) return null;
+  let db: Database.Database;
+  try {
+    db = new Database(earlier, { readonly: true, fileMustExist: true });
+  } catch (err) {
+    if ((err as { code?: string }).code === 'SQLITE_CANTOPEN') return null;
+    return { error: 'the earlier file is not an SQLite database' };
+  }
+  try {
+    const rows = db.prepare('SELECT name, value FROM metadata').all() as { name: unknown; value: unknown }[];
+    db.prepare('SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles LIMIT 0').all();
+    return { db, meta: new Map(rows.map((r) => [String(r.name), String(r.value)])) };
+  } catch {
+    db.close();
+    return { error: 'the earlier file is not an MBTiles file (no metadata or tiles table)' };
+  }
+}
+
+/** Two bounds' union, west, south, east, north; `b` unread when it is not four numbers. */
+function unionBounds(a: [number, number, number, number], b: string | undefined): [number, number, number, number] {
+  const n = (b ?? '').split(',').map(Number);
+  if (n.length !== 4 || !n.every(Number.isFinite)) return a;
+  return [Math.min(a[0], n[0]!), Math.min(a[1], n[1]!), Math.max(a[2], n[2]!), Math.max(a[3], n[3]!)];
+}
+
 /**
  * Writes `tiles` (read in chunks, so the file need not fit in memory) into a new MBTiles file at `file`;
- * `onChunk` after each chunk (an activity's heartbeat).
+ * `onChunk` after each chunk (an activity's heartbeat). With `earlier` (the file being replaced, or a local
+ * copy of it), every tile of it the new tiles do not replace is copied into the new file, and the metadata's
+ * zoom range and bounds cover both, unless its format differs from the new tiles' (a file names one format).
  */
-export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: AsyncIterable<MbtilesTile>, onChunk: (written: number) => void = () => undefined): Promise<number> {
+export async function writeMbtiles(
+  file: string,
+  meta: MbtilesMeta,
+  tiles: AsyncIterable<MbtilesTile>,
+  onChunk: (written: number) => void = () => undefined,
+  earlier?: string,
+): Promise<MbtilesWritten> {
   // A name of its own, made here and nowhere else: an attempt still running, or a link planted at the name, is never written through.
   const tmp = join(dirname(file), `.${basename(file)}.${randomUUID()}.tmp`);
   await (await open(tmp, 'wx', 0o644)).close();
@@ -50,6 +98,7 @@ export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: Async
     throw err;
   }
   let count = 0;
+  let old: ReturnType<typeof openEarlier> = null;
   try {
     // A new file written once then renamed: no journal to keep it consistent mid-way.
     db.pragma('journal_mode = OFF');
@@ -60,20 +109,6 @@ export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: Async
         'CREATE TABLE tiles (zoom_level INTEGER, tile_column INTEGER, tile_row INTEGER, tile_data BLOB);' +
         'CREATE UNIQUE INDEX tile_index ON tiles (zoom_level, tile_column, tile_row);',
     );
-    const putMeta = db.prepare('INSERT INTO metadata (name, value) VALUES (?, ?)');
-    const [w, s, e, n] = meta.bounds;
-    const entries: [string, string][] = [
-      ['name', meta.name],
-      ['format', meta.format],
-      ['bounds', [w, s, e, n].join(',')],
-      ['center', [(w + e) / 2, (s + n) / 2, meta.minzoom].join(',')],
-      ['minzoom', String(meta.minzoom)],
-      ['maxzoom', String(meta.maxzoom)],
-      ['type', 'baselayer'],
-      ['version', '1'],
-      ...(meta.description !== undefined ? [['description', meta.description] as [string, string]] : []),
-    ];
-    db.transaction(() => entries.forEach(([k, v]) => putMeta.run(k, v)))();
     // A tile met twice (a level re-drawn) keeps its last copy.
     const put = db.prepare('INSERT OR REPLACE INTO tiles (zoom_level, tile_column, tile_row, tile_data) VALUES (?, ?, ?, ?)');
     const flush = db.transaction((batch: MbtilesTile[]) => {
@@ -91,12 +126,75 @@ export async function writeMbtiles(file: string, meta: MbtilesMeta, tiles: Async
     }
     flush(batch);
     count += batch.length;
+
+    // The earlier file's tiles that this run did not write, in its own format (a run that wrote none takes it).
+    let { minzoom, maxzoom, bounds, format } = meta;
+    let kept = 0;
+    let earlierNotKept: string | undefined;
+    old = openEarlier(earlier);
+    if (old && 'error' in old) earlierNotKept = old.error;
+    else if (old) {
+      const oldFormat = old.meta.get('format') ?? 'png';
+      if (count === 0 && (['png', 'jpg', 'webp'] as string[]).includes(oldFormat)) format = oldFormat as MbtilesFormat;
+      if (oldFormat !== format) earlierNotKept = `its tiles are ${oldFormat}, this run's are ${format}`;
+      else {
+        const keep = db.prepare('INSERT OR IGNORE INTO tiles (zoom_level, tile_column, tile_row, tile_data) VALUES (?, ?, ?, ?)');
+        const copy = db.transaction((rows: [number, number, number, Buffer][]) => {
+          for (const r of rows) kept += keep.run(...r).changes;
+        });
+        let rows: [number, number, number, Buffer][] = [];
+        for (const r of old.db.prepare('SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles').raw().iterate() as Iterable<[number, number, number, Buffer]>) {
+          rows.push(r);
+          if (rows.length >= CHUNK) {
+            copy(rows);
+            rows = [];
+            onChunk(count + kept);
+          }
+        }
+        copy(rows);
+        if (kept > 0) {
+          const oldMeta = old.meta;
+          const z = (k: string) => Number(oldMeta.get(k) ?? NaN);
+          if (count === 0) {
+            minzoom = z('minzoom');
+            maxzoom = z('maxzoom');
+            bounds = unionBounds([180, 85.0511287798066, -180, -85.0511287798066], old.meta.get('bounds'));
+          } else {
+            if (Number.isInteger(z('minzoom'))) minzoom = Math.min(minzoom, z('minzoom'));
+            if (Number.isInteger(z('maxzoom'))) maxzoom = Math.max(maxzoom, z('maxzoom'));
+            bounds = unionBounds(bounds, old.meta.get('bounds'));
+          }
+          // What the earlier file's metadata lacks, the tiles themselves say.
+          const range = db.prepare('SELECT MIN(zoom_level) lo, MAX(zoom_level) hi FROM tiles').get() as { lo: number; hi: number };
+          if (!Number.isInteger(minzoom)) minzoom = range.lo;
+          if (!Number.isInteger(maxzoom)) maxzoom = range.hi;
+          if (bounds[0] > bounds[2]) bounds = meta.bounds;
+        }
+      }
+    }
+
+    const putMeta = db.prepare('INSERT INTO metadata (name, value) VALUES (?, ?)');
+    const [w, s, e, n] = bounds;
+    const entries: [string, string][] = [
+      ['name', meta.name],
+      ['format', format],
+      ['bounds', [w, s, e, n].join(',')],
+      ['center', [(w + e) / 2, (s + n) / 2, minzoom].join(',')],
+      ['minzoom', String(minzoom)],
+      ['maxzoom', String(maxzoom)],
+      ['type', 'baselayer'],
+      ['version', '1'],
+      ...(meta.description !== undefined ? [['description', meta.description] as [string, string]] : []),
+    ];
+    db.transaction(() => entries.forEach(([k, v]) => putMeta.run(k, v)))();
     db.close();
     await rename(tmp, file);
-    return count;
+    return { written: count, kept, format, ...(earlierNotKept !== undefined ? { earlierNotKept } : {}) };
   } catch (err) {
     if (db.open) db.close();
     await rm(tmp, { force: true });
     throw err;
+  } finally {
+    if (old && 'db' in old && old.db.open) old.db.close();
   }
 }

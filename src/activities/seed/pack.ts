@@ -4,7 +4,7 @@
  * folder and confined like a re-drive's, and a tile file is packed only if it lies in the plan's tile store:
  * a forged input cannot pack a worker's files or write outside the output roots.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
@@ -21,7 +21,7 @@ import { confineTileFiles } from '../mosaic/tile-files';
 import { SCRATCH_DIR_ENV } from '../mosaic/assemble';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
-import { writeMbtiles, type MbtilesFormat, type MbtilesTile } from './mbtiles';
+import { writeMbtiles, type MbtilesFormat, type MbtilesTile, type MbtilesWritten } from './mbtiles';
 
 /** Tile files read ahead of the inserts. */
 const READ_AHEAD = 16;
@@ -88,17 +88,37 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
   }
   // SQLite needs a file: into a bucket, the database is built in a folder of its own, then uploaded whole.
   const scratch = bucket ? await mkdtemp(path.join(process.env[SCRATCH_DIR_ENV] || tmpdir(), 'tilebreaker-pack-')) : null;
-  let written: number;
+  let out: MbtilesWritten;
   try {
     const file = scratch ? path.join(scratch, 'tiles.mbtiles') : into;
-    written = await writeMbtiles(file, { name: input.name, format, bounds: [w, s, e, n], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) }, tiles(), (n) => ctx?.heartbeat({ written: n }));
+    // The file this one replaces: every tile of it that this run does not serve again is kept.
+    const earlier = scratch ? ((await storageFor(into).download(into, path.join(scratch, 'earlier.mbtiles'))) ? path.join(scratch, 'earlier.mbtiles') : undefined) : await earlierFile(into);
+    const meta = { name: input.name, format, bounds: [w, s, e, n] as [number, number, number, number], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) };
+    out = await writeMbtiles(file, meta, tiles(), (n) => ctx?.heartbeat({ written: n }), earlier);
     if (scratch) {
       // Heartbeats as the parts go: a large file's upload outlasts the heartbeat timeout, a stalled one does not.
-      const sent = (bytes: number) => ctx?.heartbeat({ written, uploaded: bytes });
+      const sent = (bytes: number) => ctx?.heartbeat({ written: out.written + out.kept, uploaded: bytes });
       await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3', onProgress: sent, ...(ctx ? { signal: ctx.cancellationSignal } : {}) });
     }
   } finally {
     if (scratch) await rm(scratch, { recursive: true, force: true });
   }
-  return { into, tiles: written, missing, levels: levels.map((l) => ({ zoom: l.plan.grid.z, tiles: l.files.filter((f) => f !== null).length, total: l.plan.total })) };
+  return {
+    into,
+    tiles: out.written + out.kept,
+    kept: out.kept,
+    ...(out.earlierNotKept !== undefined ? { earlierNotKept: out.earlierNotKept } : {}),
+    missing,
+    levels: levels.map((l) => ({ zoom: l.plan.grid.z, tiles: l.files.filter((f) => f !== null).length, total: l.plan.total })),
+  };
+}
+
+/** The local file being replaced, when it is one (a link planted at the name is neither read nor kept). */
+async function earlierFile(into: string): Promise<string | undefined> {
+  try {
+    return (await lstat(into)).isFile() ? into : undefined;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
 }

@@ -1,4 +1,5 @@
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import { copyFile, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -36,6 +37,8 @@ export interface Storage {
   removeTree(dir: string): Promise<void>;
   /** Puts a local file at `loc` (for objects: a multipart upload with a SHA-256 checksum of each part). */
   upload(file: string, loc: string, opts?: WriteOptions): Promise<void>;
+  /** Copies the object at `loc` into the local `file`, streamed (false when there is none). */
+  download(loc: string, file: string): Promise<boolean>;
 }
 
 export function storageFor(loc: string): Storage {
@@ -85,6 +88,15 @@ export const localStorage: Storage = {
       await rename(tmp, loc);
     } catch (err) {
       await rm(tmp, { force: true });
+      throw err;
+    }
+  },
+  async download(loc, file) {
+    try {
+      await copyFile(loc, file);
+      return true;
+    } catch (err) {
+      if (absent(err)) return false;
       throw err;
     }
   },
@@ -164,6 +176,18 @@ export function objectStorage(client: S3Client): Storage {
         throw storageError('upload to', loc, err);
       } finally {
         opts.signal?.removeEventListener('abort', abort);
+      }
+    },
+    async download(loc, file) {
+      const { bucket, key } = parseObjectUrl(loc);
+      try {
+        const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        if (!out.Body) return false;
+        await pipeline(out.Body as NodeJS.ReadableStream, createWriteStream(file, { flags: 'wx' }));
+        return true;
+      } catch (err) {
+        if (s3Missing(err)) return false;
+        throw storageError('read', loc, err);
       }
     },
   };
