@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { assembleMosaic } from '../../src/activities/mosaic/assemble';
 import { readJournals, writeJournal } from '../../src/activities/mosaic/journal';
 import { planMosaic, tileOf } from '../../src/activities/mosaic/plan';
+import { readConfinedFile, StoreEscapeError } from '../../src/activities/store/store-bounds';
 import { TileStore } from '../../src/activities/store/tile-store';
 import { parseSource } from '../../src/sources/schema';
 import { startFaultServer, type FaultServer } from '../helpers/fault-server';
@@ -147,5 +149,53 @@ describe('a tile store with symlinks inside it', () => {
       (await readJournals(plan.journalDir)).map((j) => j.batchId),
       ['p0-b-0'],
     );
+  });
+
+  test('a symlink swapped after the first tile: the next tile in that folder is refused, nothing is written or removed outside', async () => {
+    const a = storeDir();
+    const store = new TileStore(a);
+    const body = await gradientImage(256, 256);
+    await store.put('osm', { z: 3, x: 4, y: 1 }, body, meta());
+    // Copies of tile 2 under every extension in a folder outside, and the column folder swapped for a link to it.
+    const col = path.join(elsewhere, 'swapped');
+    mkdirSync(col);
+    const held = ['2.png', '2.jpg', '2.webp', '2.json'];
+    for (const f of held) writeFileSync(path.join(col, f), `outside ${f}`);
+    rmSync(path.join(a, 'osm', '3', '4'), { recursive: true });
+    symlinkSync(col, path.join(a, 'osm', '3', '4'));
+    // As JPEG with an ETag: the write would remove the other copies and write a sidecar.
+    await assert.rejects(
+      store.put('osm', { z: 3, x: 4, y: 2 }, body, { fetchedAt: Date.now(), contentType: 'image/jpeg', etag: '"e"' }),
+      (err: Error) => err instanceof StoreEscapeError && err.message === 'tile store: osm/3/4 leads outside the store through a symlink; not used',
+    );
+    assert.deepEqual(readdirSync(col).sort(), [...held].sort());
+    for (const f of held) assert.equal(readFileSync(path.join(col, f), 'utf8'), `outside ${f}`);
+    // Another column of the same store is still written.
+    const put = await store.put('osm', { z: 3, x: 5, y: 2 }, body, meta());
+    assert.ok(existsSync(put.path));
+    rmSync(col, { recursive: true });
+  });
+
+  test('readConfinedFile reads a regular file inside the root; a symlink, a FIFO or a folder linked outside is refused without its content', async () => {
+    const a = storeDir();
+    mkdirSync(path.join(a, 'osm', '3', '4'), { recursive: true });
+    writeFileSync(path.join(a, 'osm', '3', '4', '1.png'), 'tile');
+    assert.equal((await readConfinedFile(path.join(a, 'osm', '3', '4', '1.png'), a)).toString(), 'tile');
+    const refused = async (file: string, message: string) => {
+      const err = await readConfinedFile(file, a).then(
+        () => assert.fail(`${file} was read`),
+        (e: Error) => e,
+      );
+      assert.ok(err instanceof StoreEscapeError, err.message);
+      assert.equal(err.message, message);
+      assert.ok(!err.message.includes(CANARY));
+    };
+    symlinkSync(secret, path.join(a, 'osm', '3', '4', '2.png'));
+    await refused(path.join(a, 'osm', '3', '4', '2.png'), 'tile store: osm/3/4/2.png is a symlink; not read');
+    // A FIFO would hold an ordinary open until someone writes to it.
+    execFileSync('mkfifo', [path.join(a, 'osm', '3', '4', '3.png')]);
+    await refused(path.join(a, 'osm', '3', '4', '3.png'), 'tile store: osm/3/4/3.png is not a regular file; not read');
+    symlinkSync(elsewhere, path.join(a, 'osm', '3', '5'));
+    await refused(path.join(a, 'osm', '3', '5', 'secret.txt'), 'tile store: osm/3/5 leads outside the store through a symlink; not used');
   });
 });
