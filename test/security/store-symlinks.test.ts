@@ -3,12 +3,15 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, test, type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
 import { makeFetchBatch } from '../../src/activities/fetch/fetch-batch';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { assembleMosaic } from '../../src/activities/mosaic/assemble';
 import { readJournals, writeJournal } from '../../src/activities/mosaic/journal';
-import { planMosaic, tileOf } from '../../src/activities/mosaic/plan';
+import { planMosaic, planMosaicRun, tileOf } from '../../src/activities/mosaic/plan';
+import * as tileFiles from '../../src/activities/mosaic/tile-files';
+import { packMbtiles } from '../../src/activities/seed/pack';
 import { readConfinedFile, StoreEscapeError } from '../../src/activities/store/store-bounds';
 import { TileStore } from '../../src/activities/store/tile-store';
 import { parseSource } from '../../src/sources/schema';
@@ -174,6 +177,56 @@ describe('a tile store with symlinks inside it', () => {
     const put = await store.put('osm', { z: 3, x: 5, y: 2 }, body, meta());
     assert.ok(existsSync(put.path));
     rmSync(col, { recursive: true });
+  });
+
+  /** A plan of a few tiles, each stored and journalled ok; `swap` replaces tile 0 with a symlink to an image outside. */
+  async function storedLevel(name: string) {
+    const source = { type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png` } as const;
+    // Planned as the activity does: the plan is written beside the journals, where the pack reads it.
+    const plan = await planMosaicRun({ source, bbox: [5.0, 44.0, 8.0, 46.0], zoom: 8, output: path.join(out, `${name}.tif`) }, 'r1', roots);
+    const store = new TileStore(plan.storeRoot);
+    const tiles: { i: number; z: number; x: number; y: number; status: 'ok'; reason: string; attempts: number; pass: number; path: string }[] = [];
+    for (let i = 0; i < plan.total; i++) {
+      const { z, x, y } = tileOf(plan.grid, i);
+      const put = await store.put(plan.sourceName, { z, x, y }, await gradientImage(256, 256), meta());
+      tiles.push({ i, z, x, y, status: 'ok' as const, reason: 'ok', attempts: 1, pass: 0, path: put.path });
+    }
+    await writeJournal(plan.journalDir, { batchId: 'p0-b-0', pass: 0, writtenAt: Date.now(), tiles });
+    const outsideImage = path.join(elsewhere, `${name}-outside.png`);
+    const outsideBytes = await gradientImage(256, 256, 'png', 9);
+    writeFileSync(outsideImage, outsideBytes);
+    const swap = () => {
+      rmSync(tiles[0]!.path);
+      symlinkSync(outsideImage, tiles[0]!.path);
+    };
+    return { plan, tiles, outsideBytes, swap };
+  }
+
+  /** Runs the real tile check, then `after` (the swap), as if it happened between the check and the read. */
+  function swapAfterCheck(t: TestContext, then: () => void) {
+    const check = tileFiles.confineTileFiles;
+    t.mock.method(tileFiles, 'confineTileFiles', async (...args: Parameters<typeof check>) => {
+      const checked = await check(...args);
+      then();
+      return checked;
+    });
+  }
+
+  test('a tile swapped for a symlink between the check and the pack is not packed: counted missing', async (t) => {
+    const { plan, outsideBytes, swap } = await storedLevel('pack');
+    assert.ok(plan.total > 1, `${plan.total} tiles`);
+    swapAfterCheck(t, swap);
+    const into = path.join(out, 'pack.mbtiles');
+    const result = await packMbtiles({ into, outputs: [plan.output], name: 'pack' }, roots);
+    assert.deepEqual([result.tiles, result.missing], [plan.total - 1, 1]);
+    const db = new Database(into, { readonly: true });
+    try {
+      const packed = db.prepare('SELECT tile_data FROM tiles').all() as { tile_data: Buffer }[];
+      assert.equal(packed.length, plan.total - 1);
+      assert.ok(packed.every((r) => !Buffer.from(r.tile_data).equals(outsideBytes)));
+    } finally {
+      db.close();
+    }
   });
 
   test('readConfinedFile reads a regular file inside the root; a symlink, a FIFO or a folder linked outside is refused without its content', async () => {
