@@ -229,6 +229,21 @@ describe('a tile store with symlinks inside it', () => {
     }
   });
 
+  test('a tile swapped for a symlink between the check and the stitch is not drawn: the assembly fails, its retry records the tile failed', async (t) => {
+    const { plan, tiles, swap } = await storedLevel('stitch');
+    swapAfterCheck(t, swap);
+    const rel = `inline/${tiles[0]!.z}/${tiles[0]!.x}/${tiles[0]!.y}.png`;
+    await assert.rejects(assembleMosaic({ plan, partial: false }, roots), (err: Error) => err instanceof StoreEscapeError && err.message.endsWith(`tile store: ${rel} is a symlink; not read`));
+    assert.ok(!existsSync(plan.output), 'no image drawn');
+    const manifestFile = plan.output.replace(/\.tif$/, '.manifest.json');
+    const first = JSON.parse(readFileSync(manifestFile, 'utf8')) as { image: string };
+    assert.match(first.image, /^not written: .*is a symlink; not read$/);
+    t.mock.restoreAll();
+    const retried = await assembleMosaic({ plan, partial: false }, roots);
+    const manifest = JSON.parse(readFileSync(retried.manifest, 'utf8')) as { image: string; tiles: { status: string; reason: string }[] };
+    assert.deepEqual([manifest.image, manifest.tiles[0]!.status, manifest.tiles[0]!.reason], ['written', 'failed', `tile store: ${rel} is a symlink; not read`]);
+  });
+
   test('readConfinedFile reads a regular file inside the root; a symlink, a FIFO or a folder linked outside is refused without its content', async () => {
     const a = storeDir();
     mkdirSync(path.join(a, 'osm', '3', '4'), { recursive: true });
