@@ -1,13 +1,18 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, test, type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
 import { makeFetchBatch } from '../../src/activities/fetch/fetch-batch';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { assembleMosaic } from '../../src/activities/mosaic/assemble';
 import { readJournals, writeJournal } from '../../src/activities/mosaic/journal';
-import { planMosaic, tileOf } from '../../src/activities/mosaic/plan';
+import { planMosaic, planMosaicRun, tileOf } from '../../src/activities/mosaic/plan';
+import * as tileFiles from '../../src/activities/mosaic/tile-files';
+import { packMbtiles } from '../../src/activities/seed/pack';
+import { readConfinedFile, StoreEscapeError } from '../../src/activities/store/store-bounds';
 import { TileStore } from '../../src/activities/store/tile-store';
 import { parseSource } from '../../src/sources/schema';
 import { startFaultServer, type FaultServer } from '../helpers/fault-server';
@@ -147,5 +152,118 @@ describe('a tile store with symlinks inside it', () => {
       (await readJournals(plan.journalDir)).map((j) => j.batchId),
       ['p0-b-0'],
     );
+  });
+
+  test('a symlink swapped after the first tile: the next tile in that folder is refused, nothing is written or removed outside', async () => {
+    const a = storeDir();
+    const store = new TileStore(a);
+    const body = await gradientImage(256, 256);
+    await store.put('osm', { z: 3, x: 4, y: 1 }, body, meta());
+    // Copies of tile 2 under every extension in a folder outside, and the column folder swapped for a link to it.
+    const col = path.join(elsewhere, 'swapped');
+    mkdirSync(col);
+    const held = ['2.png', '2.jpg', '2.webp', '2.json'];
+    for (const f of held) writeFileSync(path.join(col, f), `outside ${f}`);
+    rmSync(path.join(a, 'osm', '3', '4'), { recursive: true });
+    symlinkSync(col, path.join(a, 'osm', '3', '4'));
+    // As JPEG with an ETag: the write would remove the other copies and write a sidecar.
+    await assert.rejects(
+      store.put('osm', { z: 3, x: 4, y: 2 }, body, { fetchedAt: Date.now(), contentType: 'image/jpeg', etag: '"e"' }),
+      (err: Error) => err instanceof StoreEscapeError && err.message === 'tile store: osm/3/4 leads outside the store through a symlink; not used',
+    );
+    assert.deepEqual(readdirSync(col).sort(), [...held].sort());
+    for (const f of held) assert.equal(readFileSync(path.join(col, f), 'utf8'), `outside ${f}`);
+    // Another column of the same store is still written.
+    const put = await store.put('osm', { z: 3, x: 5, y: 2 }, body, meta());
+    assert.ok(existsSync(put.path));
+    rmSync(col, { recursive: true });
+  });
+
+  /** A plan of a few tiles, each stored and journalled ok; `swap` replaces tile 0 with a symlink to an image outside. */
+  async function storedLevel(name: string) {
+    const source = { type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png` } as const;
+    // Planned as the activity does: the plan is written beside the journals, where the pack reads it.
+    const plan = await planMosaicRun({ source, bbox: [5.0, 44.0, 8.0, 46.0], zoom: 8, output: path.join(out, `${name}.tif`) }, 'r1', roots);
+    const store = new TileStore(plan.storeRoot);
+    const tiles: { i: number; z: number; x: number; y: number; status: 'ok'; reason: string; attempts: number; pass: number; path: string }[] = [];
+    for (let i = 0; i < plan.total; i++) {
+      const { z, x, y } = tileOf(plan.grid, i);
+      const put = await store.put(plan.sourceName, { z, x, y }, await gradientImage(256, 256), meta());
+      tiles.push({ i, z, x, y, status: 'ok' as const, reason: 'ok', attempts: 1, pass: 0, path: put.path });
+    }
+    await writeJournal(plan.journalDir, { batchId: 'p0-b-0', pass: 0, writtenAt: Date.now(), tiles });
+    const outsideImage = path.join(elsewhere, `${name}-outside.png`);
+    const outsideBytes = await gradientImage(256, 256, 'png', 9);
+    writeFileSync(outsideImage, outsideBytes);
+    const swap = () => {
+      rmSync(tiles[0]!.path);
+      symlinkSync(outsideImage, tiles[0]!.path);
+    };
+    return { plan, tiles, outsideBytes, swap };
+  }
+
+  /** Runs the real tile check, then `after` (the swap), as if it happened between the check and the read. */
+  function swapAfterCheck(t: TestContext, then: () => void) {
+    const check = tileFiles.confineTileFiles;
+    t.mock.method(tileFiles, 'confineTileFiles', async (...args: Parameters<typeof check>) => {
+      const checked = await check(...args);
+      then();
+      return checked;
+    });
+  }
+
+  test('a tile swapped for a symlink between the check and the pack is not packed: counted missing', async (t) => {
+    const { plan, outsideBytes, swap } = await storedLevel('pack');
+    assert.ok(plan.total > 1, `${plan.total} tiles`);
+    swapAfterCheck(t, swap);
+    const into = path.join(out, 'pack.mbtiles');
+    const result = await packMbtiles({ into, outputs: [plan.output], name: 'pack' }, roots);
+    assert.deepEqual([result.tiles, result.missing], [plan.total - 1, 1]);
+    const db = new Database(into, { readonly: true });
+    try {
+      const packed = db.prepare('SELECT tile_data FROM tiles').all() as { tile_data: Buffer }[];
+      assert.equal(packed.length, plan.total - 1);
+      assert.ok(packed.every((r) => !Buffer.from(r.tile_data).equals(outsideBytes)));
+    } finally {
+      db.close();
+    }
+  });
+
+  test('a tile swapped for a symlink between the check and the stitch is not drawn: the assembly fails, its retry records the tile failed', async (t) => {
+    const { plan, tiles, swap } = await storedLevel('stitch');
+    swapAfterCheck(t, swap);
+    const rel = `inline/${tiles[0]!.z}/${tiles[0]!.x}/${tiles[0]!.y}.png`;
+    await assert.rejects(assembleMosaic({ plan, partial: false }, roots), (err: Error) => err instanceof StoreEscapeError && err.message.endsWith(`tile store: ${rel} is a symlink; not read`));
+    assert.ok(!existsSync(plan.output), 'no image drawn');
+    const manifestFile = plan.output.replace(/\.tif$/, '.manifest.json');
+    const first = JSON.parse(readFileSync(manifestFile, 'utf8')) as { image: string };
+    assert.match(first.image, /^not written: .*is a symlink; not read$/);
+    t.mock.restoreAll();
+    const retried = await assembleMosaic({ plan, partial: false }, roots);
+    const manifest = JSON.parse(readFileSync(retried.manifest, 'utf8')) as { image: string; tiles: { status: string; reason: string }[] };
+    assert.deepEqual([manifest.image, manifest.tiles[0]!.status, manifest.tiles[0]!.reason], ['written', 'failed', `tile store: ${rel} is a symlink; not read`]);
+  });
+
+  test('readConfinedFile reads a regular file inside the root; a symlink, a FIFO or a folder linked outside is refused without its content', async () => {
+    const a = storeDir();
+    mkdirSync(path.join(a, 'osm', '3', '4'), { recursive: true });
+    writeFileSync(path.join(a, 'osm', '3', '4', '1.png'), 'tile');
+    assert.equal((await readConfinedFile(path.join(a, 'osm', '3', '4', '1.png'), a)).toString(), 'tile');
+    const refused = async (file: string, message: string) => {
+      const err = await readConfinedFile(file, a).then(
+        () => assert.fail(`${file} was read`),
+        (e: Error) => e,
+      );
+      assert.ok(err instanceof StoreEscapeError, err.message);
+      assert.equal(err.message, message);
+      assert.ok(!err.message.includes(CANARY));
+    };
+    symlinkSync(secret, path.join(a, 'osm', '3', '4', '2.png'));
+    await refused(path.join(a, 'osm', '3', '4', '2.png'), 'tile store: osm/3/4/2.png is a symlink; not read');
+    // A FIFO would hold an ordinary open until someone writes to it.
+    execFileSync('mkfifo', [path.join(a, 'osm', '3', '4', '3.png')]);
+    await refused(path.join(a, 'osm', '3', '4', '3.png'), 'tile store: osm/3/4/3.png is not a regular file; not read');
+    symlinkSync(elsewhere, path.join(a, 'osm', '3', '5'));
+    await refused(path.join(a, 'osm', '3', '5', 'secret.txt'), 'tile store: osm/3/5 leads outside the store through a symlink; not used');
   });
 });

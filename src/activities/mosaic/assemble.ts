@@ -138,7 +138,8 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
           if (roots && !locationWithin(isObjectUrl(t.path) ? t.path : path.resolve(t.path), plan.storeRoot)) return null;
           return t.region ? { file: t.path, ...t.region } : t.path;
         },
-        ...(isObjectUrl(plan.storeRoot) ? { read: readTile } : {}),
+        // Local tiles are confined again as they are read: one swapped for a symlink since the check fails the stitch (a retry records it failed).
+        ...(isObjectUrl(plan.storeRoot) ? { read: readTile } : { storeRoot: plan.storeRoot }),
         output: scratch ? scratch.at(plan.output) : plan.output,
         extraFormats: plan.extraFormats,
         ...(plan.sidecars === false ? { sidecars: false } : {}),

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdtemp, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import sharp from 'sharp';
+import { readConfinedFile, StoreEscapeError } from '../store/store-bounds';
 import { writeCog } from './cog-layout';
 import { worldFileExtension, writeSidecars, type Bounds3857 } from './georef';
 
@@ -32,6 +33,12 @@ export interface StitchInput {
    * nothing is copied to disk.
    */
   read?: (ref: string) => Promise<Buffer>;
+  /**
+   * Local tiles and chunks (no `read`) are read only as regular files inside this folder after symlinks, at the
+   * moment each is read (`readConfinedFile`); without it, each only inside its own folder. A file swapped for a
+   * symlink since the caller checked it fails the stitch with a StoreEscapeError, never drawn.
+   */
+  storeRoot?: string;
   /** Also write <output minus .tif>.png / .webp, same pixels. */
   extraFormats: ('png' | 'webp')[];
   /**
@@ -307,8 +314,11 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
     const at = (row - row0) * T * stride + col * T * 4;
     for (let y = 0; y < T; y++) data.copy(strip, at + y * stride, ((top + y) * width + left) * 4, ((top + y) * width + left + T) * 4);
   };
+  // Local files are read here, one per decode, so no more encoded bytes are held than tiles being decoded.
+  const bytes = async (file: string, what: string) => bodies?.get(file) ?? (await readLocal(file, input.storeRoot, what));
   await pool(cells, DECODE_CONCURRENCY, async ({ col, row, file }) => {
-    const { data, info } = await decodeRgba(bodies?.get(file) ?? file, `tile (col ${col}, row ${row}) ${file}`);
+    const what = `tile (col ${col}, row ${row}) ${file}`;
+    const { data, info } = await decodeRgba(await bytes(file, what), what);
     if (info.width !== T || info.height !== T) {
       throw new StitchInputError(`stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`);
     }
@@ -316,7 +326,7 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
   });
   // Chunks are large (a 2048 px chunk is 16 MiB decoded): two at a time.
   await pool([...chunks.entries()], 2, async ([file, regions]) => {
-    const { data, info } = await decodeRgba(bodies?.get(file) ?? file, `chunk ${file}`);
+    const { data, info } = await decodeRgba(await bytes(file, `chunk ${file}`), `chunk ${file}`);
     for (const g of regions) {
       if (g.left < 0 || g.top < 0 || g.left + T > info.width || g.top + T > info.height) {
         throw new StitchInputError(`stitch: chunk ${file} is ${info.width}x${info.height} px, too small for a tile at ${g.left},${g.top}`);
@@ -326,8 +336,18 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
   });
 }
 
+/** A local tile or chunk's bytes, confined as it is read; an error names the tile. */
+async function readLocal(file: string, storeRoot: string | undefined, what: string): Promise<Buffer> {
+  try {
+    return await readConfinedFile(file, storeRoot ?? dirname(file));
+  } catch (err) {
+    if (err instanceof StoreEscapeError) throw new StoreEscapeError(`stitch: ${what}: ${err.message}`, { cause: err });
+    throw new Error(`stitch: cannot read ${what} (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { cause: err });
+  }
+}
+
 /** Any image to 8-bit sRGB + alpha: RGB/JPEG get opaque alpha; palette, grey and 16-bit are expanded. */
-async function decodeRgba(file: string | Buffer, what: string): Promise<{ data: Buffer; info: sharp.OutputInfo }> {
+async function decodeRgba(file: Buffer, what: string): Promise<{ data: Buffer; info: sharp.OutputInfo }> {
   let out: { data: Buffer; info: sharp.OutputInfo };
   try {
     out = await sharp(file, { failOn: 'truncated', limitInputPixels: false }).toColourspace('srgb').ensureAlpha(1).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });

@@ -4,7 +4,7 @@
  * folder and confined like a re-drive's, and a tile file is packed only if it lies in the plan's tile store:
  * a forged input cannot pack a worker's files or write outside the output roots.
  */
-import { lstat, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../../breaker/config-error';
@@ -21,6 +21,7 @@ import { confineTileFiles } from '../mosaic/tile-files';
 import { SCRATCH_DIR_ENV } from '../mosaic/assemble';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
+import { readConfinedFile, StoreEscapeError } from '../store/store-bounds';
 import { writeMbtiles, type MbtilesFormat, type MbtilesTile, type MbtilesWritten } from './mbtiles';
 
 /** Tile files read ahead of the inserts. */
@@ -56,10 +57,14 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
   let missing = 0;
   const read = async (f: string): Promise<Buffer | null> => {
     try {
-      return isObjectUrl(f) ? await storageFor(f).read(f) : await readFile(f);
+      // Checked when its level was read, and again as it is read: a tile or folder swapped for a symlink since is not followed.
+      if (isObjectUrl(f)) return await storageFor(f).read(f);
+      // The level's store (every file kept lies in one, as written).
+      const store = levels.find((l) => locationWithin(path.resolve(f), l.plan.storeRoot))!.plan.storeRoot;
+      return await readConfinedFile(f, store);
     } catch (err) {
-      // Gone since its level ended (the store rewrote it under another extension): counted, not packed.
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      // Gone since its level ended (the store rewrote it under another extension), or swapped: counted, not packed.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !(err instanceof StoreEscapeError)) throw err;
       return null;
     }
   };

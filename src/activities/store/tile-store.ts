@@ -6,7 +6,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from './atomic-write';
-import { StoreBounds } from './store-bounds';
+import { StoreBounds, type OpenedDir } from './store-bounds';
 import { checkShapeKey, chunkName, extensionOf, parseServedRecord, SERVED_DIR, servedRecord, TYPES, type StoredTile, type TileMeta, type Tiles } from './tiles';
 
 export type { StoredTile, TileMeta } from './tiles';
@@ -36,13 +36,13 @@ const CLOCK_SLACK_MS = 2_000;
  * except in a folder this store made and where it has not written the tile yet: nothing can be there.
  */
 export class TileStore implements Tiles {
-  /** Folders known to exist: a mkdir per tile costs as much as its write. */
+  /** Folders known to exist (a mkdir per tile costs as much as its write); not known to be inside the root. */
   private readonly made = new Set<string>();
   /** Folders this store made: no copy of a tile under another extension can be in them from before. */
   private readonly fresh = new Set<string>();
   /** Tiles this store has written (`<dir>/<y>`). */
   private readonly written = new Set<string>();
-  /** Every folder and file used stays inside the root after symlinks. */
+  /** Every folder and file used stays inside the root after symlinks, checked at each use. */
   private readonly bounds: StoreBounds;
 
   constructor(readonly root: string) {
@@ -59,18 +59,35 @@ export class TileStore implements Tiles {
     return path.join(this.root, source);
   }
 
+  /** Makes `dir` once per batch (a mkdir per tile costs as much as its write); confinement is each use's own. */
   private async ensureDir(dir: string): Promise<void> {
     if (this.made.has(dir)) return;
-    // Checked before anything is made (a linked folder would have it made elsewhere) and after (one linked meanwhile).
+    // Checked before anything is made: a linked folder would have it made elsewhere.
     await this.bounds.checkDir(dir, true);
     // The first folder it had to make, or undefined when `dir` was there already.
     if (await makeDirs(dir)) this.fresh.add(dir);
-    await this.bounds.checkDir(dir, true);
     this.made.add(dir);
   }
 
+  /**
+   * `dir`, made if need be, opened and checked for one use: the folder may have been swapped for a symlink
+   * since the last tile, so the check is never carried over from one use to the next.
+   */
+  private async openDir(dir: string): Promise<OpenedDir> {
+    await this.ensureDir(dir);
+    try {
+      return await this.bounds.openDir(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      // Removed since it was made: made again.
+      this.made.delete(dir);
+      await this.ensureDir(dir);
+      return this.bounds.openDir(dir);
+    }
+  }
+
   /** Copies of the tile under other extensions (its server changed format), so no older one can pass for it. */
-  private async removeOtherCopies(dir: string, y: number, keep: string): Promise<void> {
+  private async removeOtherCopies(dir: string, opened: OpenedDir, y: number, keep: string): Promise<void> {
     const key = path.join(dir, String(y));
     const unseen = this.fresh.has(dir) && !this.written.has(key);
     this.written.add(key);
@@ -78,28 +95,32 @@ export class TileStore implements Tiles {
     await Promise.all(
       Object.keys(TYPES)
         .filter((e) => e !== keep)
-        .map((e) => rm(path.join(dir, `${y}.${e}`), { force: true })),
+        .map((e) => rm(opened.at(`${y}.${e}`), { force: true })),
     );
   }
 
   /** Writes a tile (and its sidecar when needed); its path and size. */
   async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<{ path: string; bytes: number }> {
     const dir = this.dir(source, t);
-    await this.ensureDir(dir);
-    // Judged before the write: a slow disk must not make "now" look back-dated.
-    const needsSidecar = meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS;
-    const ext = extensionOf(meta.contentType);
-    const tilePath = path.join(dir, `${t.y}.${ext}`);
-    await this.removeOtherCopies(dir, t.y, ext);
-    await atomicWrite(tilePath, body);
-    if (needsSidecar) {
-      // Names the very file it describes (its modification time), so a later copy written without a sidecar
-      // is never taken for this one; the metadata goes last: a reader that finds it finds its tile.
-      const { mtimeMs } = await stat(tilePath);
-      const sidecar: Sidecar = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex'), file: path.basename(tilePath), fileMtimeMs: mtimeMs };
-      await atomicWrite(path.join(dir, `${t.y}.json`), Buffer.from(JSON.stringify(sidecar)));
+    const opened = await this.openDir(dir);
+    try {
+      // Judged before the write: a slow disk must not make "now" look back-dated.
+      const needsSidecar = meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS;
+      const ext = extensionOf(meta.contentType);
+      const name = `${t.y}.${ext}`;
+      await this.removeOtherCopies(dir, opened, t.y, ext);
+      await atomicWrite(opened.at(name), body);
+      if (needsSidecar) {
+        // Names the very file it describes (its modification time), so a later copy written without a sidecar
+        // is never taken for this one; the metadata goes last: a reader that finds it finds its tile.
+        const { mtimeMs } = await stat(opened.at(name));
+        const sidecar: Sidecar = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex'), file: name, fileMtimeMs: mtimeMs };
+        await atomicWrite(opened.at(`${t.y}.json`), Buffer.from(JSON.stringify(sidecar)));
+      }
+      return { path: path.join(dir, name), bytes: body.length };
+    } finally {
+      await opened.close();
     }
-    return { path: tilePath, bytes: body.length };
   }
 
   /**
@@ -108,17 +129,26 @@ export class TileStore implements Tiles {
    */
   async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
     const dir = path.join(this.sourceDir(source), 'chunks', String(z));
-    await this.ensureDir(dir);
-    const file = path.join(dir, chunkName(unit, contentType));
-    await atomicWrite(file, body);
-    return file;
+    const name = chunkName(unit, contentType);
+    const opened = await this.openDir(dir);
+    try {
+      await atomicWrite(opened.at(name), body);
+    } finally {
+      await opened.close();
+    }
+    return path.join(dir, name);
   }
 
   /** `<root>/<source>/.served/<shapeKey>`, written atomically: a reader sees the old time or the new one. */
   async markServed(source: string, shapeKey: string, at: number): Promise<void> {
     const dir = path.join(this.sourceDir(source), SERVED_DIR);
-    await this.ensureDir(dir);
-    await atomicWrite(path.join(dir, checkShapeKey(shapeKey)), servedRecord(at));
+    const name = checkShapeKey(shapeKey);
+    const opened = await this.openDir(dir);
+    try {
+      await atomicWrite(opened.at(name), servedRecord(at));
+    } finally {
+      await opened.close();
+    }
   }
 
   async servedAt(source: string, shapeKey: string): Promise<number | null> {
