@@ -235,6 +235,8 @@ function wellFormed(t: unknown, tile: TileAddress): t is TileResult {
     typeof r.attempts === 'number' &&
     Number.isInteger(r.attempts) &&
     r.attempts >= 0 &&
-    (r.path === undefined || typeof r.path === 'string')
+    // A tile served (ok, or a stale copy) is a stored file: without its path the batch would believe a tile
+    // it cannot draw.
+    (r.status === 'ok' || r.status === 'stale' ? typeof r.path === 'string' : r.path === undefined || typeof r.path === 'string')
   );
 }
