@@ -127,16 +127,27 @@ export function objectStorage(client: S3Client): Storage {
     async removeTree(dir) {
       const { bucket, key } = parseObjectUrl(dir);
       const prefix = key === '' ? '' : `${key}/`;
-      try {
-        for (;;) {
-          const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 }));
-          const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
-          if (keys.length === 0) return;
-          await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
-          if (!out.IsTruncated) return;
+      let previous = '';
+      for (;;) {
+        const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 })).catch((err: unknown) => {
+          throw storageError('remove', dir, err);
+        });
+        const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
+        if (keys.length === 0) return;
+        // Deleted without an error, yet listed again: deleting them once more would go on for ever.
+        const page = keys.map((k) => k.Key).join('\n');
+        if (page === previous) throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
+        previous = page;
+        const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } })).catch((err: unknown) => {
+          throw storageError('remove', dir, err);
+        });
+        // Quiet still reports each key it could not delete; what is left would mix with what comes next.
+        const errors = deleted.Errors ?? [];
+        if (errors.length > 0) {
+          const code = errors.find((e) => e.Code && /^[A-Za-z]{1,64}$/.test(e.Code))?.Code;
+          throw new Error(`storage: cannot remove ${dir} (${errors.length} of ${keys.length} keys could not be removed${code ? `: ${code}` : ''})`);
         }
-      } catch (err) {
-        throw storageError('remove', dir, err);
+        if (!out.IsTruncated) return;
       }
     },
     async upload(file, loc, opts = {}) {
