@@ -68,3 +68,41 @@ test('a checkpoint resume within the heartbeat: a bucket checkpoint of many obje
   assert.ok(Math.max(...gaps) <= LOAD_BEAT_MS + READ_MS, `heartbeats at ${beats.join(', ')} of ${clock} ms`);
   assert.equal(maxInFlight, LOAD_READS);
 });
+
+const line = (owner: string, at: [number, TileResult][]) => `${JSON.stringify({ owner, at })}\n`;
+const hole = (x: number): TileResult => ({ z: 9, x, y: 1, status: 'hole', reason: 'breaker open: hole', attempts: 0 });
+
+test("a loaded bucket checkpoint is compacted into one object where its last one sorted: a later object of a lingering attempt stays and still wins, and another run's lines are kept", async () => {
+  const journal = 's3://mosaics/nightly/compact.work/journal-run';
+  const prefix = `${journal}/p0-b0-0.checkpoint`;
+  const real = objectStorage(s3.client);
+  const tiles = [0, 1, 2].map((x) => ({ z: 9, x, y: 1 }));
+  await real.write(`${prefix}/1000-aaaaaaaa-000000.jsonl`, Buffer.from(line('wf/run-1', [[0, hole(0)]]) + line('wf/run-0', [[2, ok(2)]])));
+  await real.write(`${prefix}/1000-aaaaaaaa-000001.jsonl`, Buffer.from(line('wf/run-1', [[0, ok(0)]])));
+  await real.write(`${prefix}/2000-bbbbbbbb-000000.jsonl`, Buffer.from(line('wf/run-1', [[1, hole(1)]])));
+  const warnings: string[] = [];
+  const first = await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', (w) => warnings.push(w), real).load(tiles);
+  assert.deepEqual(first, [ok(0), hole(1), null]);
+  assert.deepEqual(await real.listFiles(prefix), ['2000-bbbbbbbb-000000-merged.jsonl']);
+  // The attempt that wrote 2000-bbbbbbbb, still running, writes its next object after that load.
+  await real.write(`${prefix}/2000-bbbbbbbb-000001.jsonl`, Buffer.from(line('wf/run-1', [[1, ok(1)]])));
+  const second = await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', (w) => warnings.push(w), real).load(tiles);
+  assert.deepEqual(second, [ok(0), ok(1), null]);
+  assert.deepEqual(await real.listFiles(prefix), ['2000-bbbbbbbb-000001-merged.jsonl']);
+  // The other run's line went along: its own load still finds it.
+  assert.deepEqual(await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-0', (w) => warnings.push(w), real).load(tiles), [null, null, ok(2)]);
+  assert.deepEqual(warnings, []);
+});
+
+test('a load that finds one of the listed objects gone (another attempt compacting them) does not compact', async () => {
+  const journal = 's3://mosaics/nightly/gone.work/journal-run';
+  const prefix = `${journal}/p0-b0-0.checkpoint`;
+  const real = objectStorage(s3.client);
+  const tiles = [0, 1].map((x) => ({ z: 9, x, y: 1 }));
+  await real.write(`${prefix}/1000-aaaaaaaa-000000.jsonl`, Buffer.from(line('wf/run-1', [[0, ok(0)]])));
+  await real.write(`${prefix}/1000-aaaaaaaa-000001.jsonl`, Buffer.from(line('wf/run-1', [[1, ok(1)]])));
+  const vanishing: Storage = { ...real, read: async (loc) => (loc.endsWith('-000000.jsonl') ? null : real.read(loc)) };
+  const loaded = await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', () => assert.fail('no warning expected'), vanishing).load(tiles);
+  assert.deepEqual(loaded, [null, ok(1)]);
+  assert.deepEqual((await real.listFiles(prefix)).sort(), ['1000-aaaaaaaa-000000.jsonl', '1000-aaaaaaaa-000001.jsonl']);
+});

@@ -65,3 +65,15 @@ test('removing a bucket prefix deletes page after page until the listing is empt
   assert.equal(left.length, 0);
   assert.deepEqual(calls, { list: 3, delete: 3 });
 });
+
+test('removing listed bucket files fails naming their prefix and the count when the server keeps some', async () => {
+  const { storage, calls } = fakeS3({
+    list: () => ({}),
+    delete: (ks) => ({ Errors: [{ Key: ks[0], Code: 'AccessDenied' }] }),
+  });
+  const files = [0, 1].map((n) => `s3://mosaics/nightly/alps.work/journal-run/p0-b0-0.checkpoint/1000-aaaaaaaa-00000${n}.jsonl`);
+  await assert.rejects(storage.remove(files), {
+    message: 'storage: cannot remove s3://mosaics/nightly/alps.work/journal-run/p0-b0-0.checkpoint (1 of 2 keys could not be removed: AccessDenied)',
+  });
+  assert.deepEqual(calls, { list: 0, delete: 1 });
+});

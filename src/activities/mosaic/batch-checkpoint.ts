@@ -191,10 +191,31 @@ export class ObjectCheckpoint implements Checkpoint {
         if (used > MAX_BYTES) break;
         readLines(body.toString('utf8'), this.owner, tiles, out);
       }
+      if (names.length > 1 && used <= MAX_BYTES && bodies.every((b) => b instanceof Buffer)) await this.compact(names, bodies as Buffer[], pulse);
     } catch (err) {
       this.warn(`checkpoint ${this.prefix} cannot be read (${(err as Error).name}): resuming from heartbeats only`);
     }
     return out;
+  }
+
+  /**
+   * The objects a load read, as one, so the next retry reads one: written where the last of them sorts, then
+   * they are removed. An attempt still writing keeps its later objects (never listed here, so never removed),
+   * and a load that found an object gone (another attempt compacting the same ones) does not compact.
+   */
+  private async compact(names: readonly string[], bodies: readonly Buffer[], pulse: () => void): Promise<void> {
+    const last = names[names.length - 1]!;
+    const merged = last.endsWith(MERGED) ? last : `${last.slice(0, -'.jsonl'.length)}${MERGED}`;
+    // Every line whole, whoever's it is: this merge loses nothing any owner could read.
+    const text = Buffer.concat(bodies.flatMap((b) => (b.length > 0 && b[b.length - 1] !== 0x0a ? [b, Buffer.from('\n')] : [b])));
+    try {
+      await this.storage.write(joinLocation(this.prefix, merged), text, { contentType: 'application/x-ndjson' });
+      pulse();
+      await this.storage.remove(names.filter((n) => n !== merged).map((n) => joinLocation(this.prefix, n)));
+      pulse();
+    } catch (err) {
+      this.warn(`checkpoint ${this.prefix} cannot be compacted (${(err as Error).name}): a retry reads its objects again`);
+    }
   }
 
   append(indices: readonly number[], results: readonly (TileResult | null)[]): void {
@@ -228,6 +249,8 @@ export class ObjectCheckpoint implements Checkpoint {
 }
 
 const FLUSH_MS = 1_000;
+/** A compacted checkpoint object: `<the last object it holds>-merged.jsonl`, so it sorts where that one did. */
+const MERGED = '-merged.jsonl';
 
 /** `<ms>-<id>-<n>.jsonl`: attempts by start time, then objects in write order. */
 function byAttemptAndSeq(a: string, b: string): number {
