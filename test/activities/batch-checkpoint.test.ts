@@ -33,6 +33,29 @@ describe('a batch checkpoint', () => {
     assert.deepEqual(warnings, []);
   });
 
+  test('a line that marks a tile ok or stale without its stored path is refused: the tile is fetched again', async () => {
+    const c = await BatchCheckpoint.open(dir, 'p0-b0-3', 'wf/run-1', warn);
+    await c.close();
+    const { path: _ok, ...okNoPath } = ok(0);
+    const { path: _stale, ...staleNoPath } = { ...ok(1), status: 'stale' as const };
+    const hole: TileResult = { z: 5, x: 2, y: 0, status: 'hole', reason: 'breaker open: hole', attempts: 0 };
+    appendFileSync(
+      path.join(dir, 'p0-b0-3.checkpoint'),
+      `${JSON.stringify({
+        owner: 'wf/run-1',
+        at: [
+          [0, okNoPath],
+          [1, staleNoPath],
+          [2, hole],
+          [3, ok(3)],
+        ],
+      })}\n`,
+    );
+    const again = await BatchCheckpoint.open(dir, 'p0-b0-3', 'wf/run-1', warn);
+    assert.deepEqual(await again.load(tiles), [null, null, hole, ok(3)]);
+    await again.close();
+  });
+
   test('is never read as a journal, and the assembly removes it', async () => {
     const c = await BatchCheckpoint.open(dir, 'p0-b0-1', 'wf/run-1', warn);
     c.append([0], [ok(0)]);

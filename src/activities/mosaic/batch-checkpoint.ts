@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { TileAddress } from '../../sources/request-url';
 import type { TileResult, TileStatus } from '../fetch/fetch-batch';
 import { isObjectUrl, joinLocation } from '../storage/location';
-import { storageFor } from '../storage/storage';
+import { storageFor, type Storage } from '../storage/storage';
 
 /**
  * A fetch batch's results as they finish, outside Temporal: `<journal dir>/<batch id>.checkpoint`, one line
@@ -18,10 +18,24 @@ import { storageFor } from '../storage/storage';
  * untrusted, so the fetch checks a resumed tile's file as it does a heartbeat's.
  */
 export interface Checkpoint {
-  load(tiles: readonly TileAddress[]): Promise<(TileResult | null)[]>;
+  load(tiles: readonly TileAddress[], opts?: LoadOptions): Promise<(TileResult | null)[]>;
   append(indices: readonly number[], results: readonly (TileResult | null)[]): void;
   close(): Promise<void>;
 }
+
+export interface LoadOptions {
+  /**
+   * Called at least every LOAD_BEAT_MS of loading (as each object is read): a bucket checkpoint of a long
+   * attempt is many objects, and the load comes before the batch's own heartbeats.
+   */
+  heartbeat?: () => void;
+  now?: () => number;
+}
+
+/** How often a load heartbeats: well within the batch's 6 s heartbeat timeout. */
+export const LOAD_BEAT_MS = 1_000;
+/** Objects of a bucket checkpoint read at once. */
+export const LOAD_READS = 16;
 
 /** The checkpoint of `batchId` for `owner` (its workflow run): a file appended to, or objects in a bucket. */
 export function openCheckpoint(dir: string, batchId: string, owner: string, warn: (why: string) => void): Promise<Checkpoint> {
@@ -57,7 +71,7 @@ export class BatchCheckpoint implements Checkpoint {
    * What earlier attempts recorded for `tiles`, position by position (null where nothing is known): only lines
    * of this owner, only records of the tile at that position.
    */
-  async load(tiles: readonly TileAddress[]): Promise<(TileResult | null)[]> {
+  async load(tiles: readonly TileAddress[], _opts?: LoadOptions): Promise<(TileResult | null)[]> {
     const out: (TileResult | null)[] = tiles.map(() => null);
     let text: string;
     let fh: FileHandle | null = null;
@@ -106,9 +120,10 @@ export class BatchCheckpoint implements Checkpoint {
 /**
  * The same in a bucket, where nothing can be appended to: what finished is gathered for up to a second and
  * written as one object, `<batch id>.checkpoint/<attempt>-<n>.jsonl`, so a batch costs a PUT a second at
- * most; a retry lists and reads them all. A SIGKILL loses at most that second's tiles.
+ * most; a retry lists them all and reads LOAD_READS at a time, heartbeating as it goes (a 30-minute attempt
+ * leaves 1,800). A SIGKILL loses at most that second's tiles.
  */
-class ObjectCheckpoint implements Checkpoint {
+export class ObjectCheckpoint implements Checkpoint {
   private pending: string[] = [];
   private timer: NodeJS.Timeout | null = null;
   private writing: Promise<void> = Promise.resolve();
@@ -120,31 +135,87 @@ class ObjectCheckpoint implements Checkpoint {
     private readonly prefix: string,
     private readonly owner: string,
     private readonly warn: (why: string) => void,
+    private readonly given: Storage | undefined,
   ) {}
 
-  static open(dir: string, batchId: string, owner: string, warn: (why: string) => void): ObjectCheckpoint {
-    if (!/^[\w.-]+$/.test(batchId)) throw new Error(`checkpoint: batch id must be a simple name (got ${JSON.stringify(batchId)})`);
-    return new ObjectCheckpoint(joinLocation(dir, `${batchId}.checkpoint`), owner, warn);
+  private get storage(): Storage {
+    return this.given ?? storageFor(this.prefix);
   }
 
-  async load(tiles: readonly TileAddress[]): Promise<(TileResult | null)[]> {
+  /** `storage`: the bucket's (tests pass their own). */
+  static open(dir: string, batchId: string, owner: string, warn: (why: string) => void, storage?: Storage): ObjectCheckpoint {
+    if (!/^[\w.-]+$/.test(batchId)) throw new Error(`checkpoint: batch id must be a simple name (got ${JSON.stringify(batchId)})`);
+    const prefix = joinLocation(dir, `${batchId}.checkpoint`);
+    return new ObjectCheckpoint(prefix, owner, warn, storage);
+  }
+
+  async load(tiles: readonly TileAddress[], opts: LoadOptions = {}): Promise<(TileResult | null)[]> {
     const out: (TileResult | null)[] = tiles.map(() => null);
-    const storage = storageFor(this.prefix);
+    const now = opts.now ?? Date.now;
+    let beatAt = now();
+    const pulse = () => {
+      if (!opts.heartbeat || now() - beatAt < LOAD_BEAT_MS) return;
+      beatAt = now();
+      opts.heartbeat();
+    };
     try {
       // Oldest attempt first, in write order: a later record of a tile replaces an earlier one.
-      const names = (await storage.listFiles(this.prefix)).filter((n) => n.endsWith('.jsonl')).sort(byAttemptAndSeq);
+      const names = (await this.storage.listFiles(this.prefix)).filter((n) => n.endsWith('.jsonl')).sort(byAttemptAndSeq);
+      pulse();
+      // A long attempt leaves one object a second: read a few at a time, in order of the names, stopping
+      // once they add up to more than any batch writes.
+      const bodies: (Buffer | null | undefined)[] = names.map(() => undefined);
+      let next = 0;
       let bytes = 0;
-      for (const n of names) {
-        const body = await storage.read(joinLocation(this.prefix, n));
-        if (!body) continue;
-        bytes += body.length;
-        if (bytes > MAX_BYTES) break;
+      let failed = false;
+      const reader = async () => {
+        while (!failed && next < names.length && bytes <= MAX_BYTES) {
+          const k = next++;
+          try {
+            bodies[k] = await this.storage.read(joinLocation(this.prefix, names[k]!));
+          } catch (err) {
+            failed = true; // the other readers stop too
+            throw err;
+          }
+          if (failed) return; // the load is over: no heartbeat after it
+          bytes += bodies[k]?.length ?? 0;
+          pulse();
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(LOAD_READS, names.length) }, reader));
+      let used = 0;
+      for (const body of bodies) {
+        if (body === undefined) break; // not read: past the limit
+        if (body === null) continue;
+        used += body.length;
+        if (used > MAX_BYTES) break;
         readLines(body.toString('utf8'), this.owner, tiles, out);
       }
+      if (names.length > 1 && used <= MAX_BYTES && bodies.every((b) => b instanceof Buffer)) await this.compact(names, bodies as Buffer[], pulse);
     } catch (err) {
       this.warn(`checkpoint ${this.prefix} cannot be read (${(err as Error).name}): resuming from heartbeats only`);
     }
     return out;
+  }
+
+  /**
+   * The objects a load read, as one, so the next retry reads one: written where the last of them sorts, then
+   * they are removed. An attempt still writing keeps its later objects (never listed here, so never removed),
+   * and a load that found an object gone (another attempt compacting the same ones) does not compact.
+   */
+  private async compact(names: readonly string[], bodies: readonly Buffer[], pulse: () => void): Promise<void> {
+    const last = names[names.length - 1]!;
+    const merged = last.endsWith(MERGED) ? last : `${last.slice(0, -'.jsonl'.length)}${MERGED}`;
+    // Every line whole, whoever's it is: this merge loses nothing any owner could read.
+    const text = Buffer.concat(bodies.flatMap((b) => (b.length > 0 && b[b.length - 1] !== 0x0a ? [b, Buffer.from('\n')] : [b])));
+    try {
+      await this.storage.write(joinLocation(this.prefix, merged), text, { contentType: 'application/x-ndjson' });
+      pulse();
+      await this.storage.remove(names.filter((n) => n !== merged).map((n) => joinLocation(this.prefix, n)));
+      pulse();
+    } catch (err) {
+      this.warn(`checkpoint ${this.prefix} cannot be compacted (${(err as Error).name}): a retry reads its objects again`);
+    }
   }
 
   append(indices: readonly number[], results: readonly (TileResult | null)[]): void {
@@ -168,18 +239,18 @@ class ObjectCheckpoint implements Checkpoint {
     this.pending = [];
     const loc = joinLocation(this.prefix, `${this.attempt}-${String(this.seq++).padStart(6, '0')}.jsonl`);
     this.writing = this.writing.then(() =>
-      storageFor(loc)
-        .write(loc, Buffer.from(text), { contentType: 'application/x-ndjson' })
-        .catch((err: unknown) => {
-          // The heartbeats still carry the results; a later object would not make up for a missing one.
-          this.failed = true;
-          this.warn(`checkpoint ${this.prefix} cannot be written (${(err as Error).name}): a retry resumes from heartbeats only`);
-        }),
+      this.storage.write(loc, Buffer.from(text), { contentType: 'application/x-ndjson' }).catch((err: unknown) => {
+        // The heartbeats still carry the results; a later object would not make up for a missing one.
+        this.failed = true;
+        this.warn(`checkpoint ${this.prefix} cannot be written (${(err as Error).name}): a retry resumes from heartbeats only`);
+      }),
     );
   }
 }
 
 const FLUSH_MS = 1_000;
+/** A compacted checkpoint object: `<the last object it holds>-merged.jsonl`, so it sorts where that one did. */
+const MERGED = '-merged.jsonl';
 
 /** `<ms>-<id>-<n>.jsonl`: attempts by start time, then objects in write order. */
 function byAttemptAndSeq(a: string, b: string): number {
@@ -235,6 +306,8 @@ function wellFormed(t: unknown, tile: TileAddress): t is TileResult {
     typeof r.attempts === 'number' &&
     Number.isInteger(r.attempts) &&
     r.attempts >= 0 &&
-    (r.path === undefined || typeof r.path === 'string')
+    // A tile served (ok, or a stale copy) is a stored file: without its path the batch would believe a tile
+    // it cannot draw.
+    (r.status === 'ok' || r.status === 'stale' ? typeof r.path === 'string' : r.path === undefined || typeof r.path === 'string')
   );
 }

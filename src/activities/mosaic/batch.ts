@@ -55,7 +55,9 @@ export function makeMosaicBatch(deps: FetchDeps) {
     let results: TileResult[];
     try {
       // Also on a first attempt: a batch that moved to the main task queue is a new activity of the same batch.
-      const resumed = checkpoint ? await checkpoint.load(addresses) : undefined;
+      // Heartbeating while it loads (a bucket checkpoint of a long attempt is many objects), with the details
+      // the last attempt left, so a retry of this one still resumes from them.
+      const resumed = checkpoint ? await checkpoint.load(addresses, { heartbeat: () => ctx?.heartbeat(ctx.info.heartbeatDetails) }) : undefined;
       results = await fetchTiles(
         {
           sourceName: plan.sourceName,

@@ -35,6 +35,8 @@ export interface Storage {
   listFiles(dir: string): Promise<string[]>;
   /** Removes `dir` and everything under it. */
   removeTree(dir: string): Promise<void>;
+  /** Removes these files of one folder (or prefix), those already gone included. */
+  remove(locs: readonly string[]): Promise<void>;
   /** Puts a local file at `loc` (for objects: a multipart upload with a SHA-256 checksum of each part). */
   upload(file: string, loc: string, opts?: WriteOptions): Promise<void>;
   /** Copies the object at `loc` into the local `file`, streamed (false when there is none). */
@@ -78,6 +80,9 @@ export const localStorage: Storage = {
   },
   async removeTree(dir) {
     await rm(dir, { recursive: true, force: true });
+  },
+  async remove(locs) {
+    await Promise.all(locs.map((loc) => rm(loc, { force: true })));
   },
   async upload(file, loc) {
     await makeDirs(path.dirname(loc));
@@ -139,16 +144,39 @@ export function objectStorage(client: S3Client): Storage {
     async removeTree(dir) {
       const { bucket, key } = parseObjectUrl(dir);
       const prefix = key === '' ? '' : `${key}/`;
-      try {
-        for (;;) {
-          const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 }));
-          const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
-          if (keys.length === 0) return;
-          await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
-          if (!out.IsTruncated) return;
-        }
-      } catch (err) {
-        throw storageError('remove', dir, err);
+      let previous = '';
+      for (;;) {
+        const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 })).catch((err: unknown) => {
+          throw storageError('remove', dir, err);
+        });
+        const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
+        if (keys.length === 0) return;
+        // Deleted without an error, yet listed again: deleting them once more would go on for ever.
+        const page = keys.map((k) => k.Key).join('\n');
+        if (page === previous) throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
+        previous = page;
+        const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } })).catch((err: unknown) => {
+          throw storageError('remove', dir, err);
+        });
+        // Quiet still reports each key it could not delete; what is left would mix with what comes next.
+        if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, keys.length);
+        if (!out.IsTruncated) return;
+      }
+    },
+    async remove(locs) {
+      if (locs.length === 0) return;
+      const { bucket } = parseObjectUrl(locs[0]!);
+      const dir = locs[0]!.slice(0, locs[0]!.lastIndexOf('/'));
+      for (let at = 0; at < locs.length; at += 1_000) {
+        const objects = locs.slice(at, at + 1_000).map((loc) => {
+          const o = parseObjectUrl(loc);
+          if (o.bucket !== bucket) throw new Error(`storage: cannot remove ${loc} with the files of ${dir} (another bucket)`);
+          return { Key: o.key };
+        });
+        const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects, Quiet: true } })).catch((err: unknown) => {
+          throw storageError('remove', dir, err);
+        });
+        if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, objects.length);
       }
     },
     async upload(file, loc, opts = {}) {
@@ -210,6 +238,12 @@ async function listObjects(client: S3Client, dir: string, folders: boolean): Pro
     throw storageError('list', dir, err);
   }
   return [...names];
+}
+
+/** DeleteObjects' per-key errors: how many, and the first S3 error code (never the keys or the messages). */
+function notRemoved(dir: string, errors: readonly { Code?: string | undefined }[], of: number): Error {
+  const code = errors.find((e) => e.Code && /^[A-Za-z]{1,64}$/.test(e.Code))?.Code;
+  return new Error(`storage: cannot remove ${dir} (${errors.length} of ${of} keys could not be removed${code ? `: ${code}` : ''})`);
 }
 
 /** The S3 error's name and status, not its message (which can quote a request). */
