@@ -120,7 +120,8 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     manifest.image = stitched ? 'written' : configError !== null ? `not written: ${NOT_WRITTEN_CONFIG_ERROR}` : 'not requested';
     manifest.files = [...(stitched ?? []), ...maskFiles, manifestPath];
     await writeManifest();
-    await removeCheckpoints(plan.journalDir);
+    // Tidying only: the manifest and image are written, and a checkpoint left behind is never read as a journal.
+    await removeCheckpoints(plan.journalDir).catch((err: unknown) => ctx?.log.warn('batch checkpoints left in place', { error: (err as Error).message }));
   } finally {
     await scratch?.close();
   }
