@@ -63,7 +63,7 @@ test('a worker SIGKILLed mid-batch: the batch is retried within seconds and no t
   await Promise.all(fleet.map((w) => w.ready));
   // One batch of 400 tiles at 2 requests in flight, 100 ms each: about 20 s of fetching.
   const handle = await startMosaic(env.client, taskQueue, request(server.template, 'kill', 20, 20), `resume-kill-${process.pid}`);
-  for (let i = 0; i < 600 && server.stats.ok < 120; i++) await delay(50);
+  for (const until = Date.now() + 180_000; Date.now() < until && server.stats.ok < 120;) await delay(50);
   assert.ok(server.stats.ok >= 120, `the batch got going (${server.stats.ok} tiles served)`);
   const running = (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? '';
   const victim = fleet.find((w) => running.startsWith(w.identityPrefix));
@@ -129,13 +129,14 @@ test('Temporal unreachable for longer than any heartbeat timeout while a batch f
   // the batch finishes unseen within a few seconds, before the worker itself gives up on an attempt it cannot
   // heartbeat for (the batch's 6 s heartbeat timeout): the tiles in flight then would be fetched again.
   const handle = await startMosaic(env.client, taskQueue, request(server.template, 'outage', 16, 16), `resume-outage-${process.pid}`);
-  for (let i = 0; i < 600 && server.stats.ok < 200; i++) await delay(20);
+  // Waits for the state, not a time: on a loaded machine the batch may take far longer than its 10 s.
+  for (const until = Date.now() + 180_000; Date.now() < until && server.stats.ok < 200;) await delay(20);
   assert.ok(server.stats.ok >= 200 && server.stats.ok < 256, `the batch is under way (${server.stats.ok} of 256 tiles)`);
   await env.teardown();
   const downAt = server.stats.ok;
   // Down longer than the batch takes and than the 20 s heartbeat timeout of before: the batch finishes
   // unseen, its completion is lost, and the server retries it from its last heartbeat before the outage.
-  for (let i = 0; i < 1_200 && server.stats.ok < 256; i++) await delay(50);
+  for (const until = Date.now() + 180_000; Date.now() < until && server.stats.ok < 256;) await delay(50);
   await delay(22_000);
   // (The cleanup above tears down whichever server `env` names by then.)
   env = await devServer(port, db);
