@@ -1,6 +1,6 @@
 import { maskUrlSecrets } from '../../breaker/redact';
 import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
-import { geoTransform } from './georef';
+import { geoTransform, staleSidecars } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { removeCheckpoints } from './batch-checkpoint';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
@@ -141,6 +141,9 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
         bounds: plan.bounds,
         onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
       });
+      // Locally the stitcher removed them; in a bucket an earlier run's stay beside the output unless removed here,
+      // before the new image goes up (the old image carries its own tags, so it loses nothing meanwhile).
+      if (scratch && plan.sidecars === false) await storageFor(plan.output).removeFiles(staleSidecars(plan.output, plan.extraFormats.length > 0));
       return await publish(scratch, stitched.files, plan.output);
     } catch (err) {
       manifest.image = `not written: ${(err as Error).message}`;

@@ -34,6 +34,8 @@ export interface Storage {
   listFiles(dir: string): Promise<string[]>;
   /** Removes `dir` and everything under it. */
   removeTree(dir: string): Promise<void>;
+  /** Removes these files, those that exist. */
+  removeFiles(locs: string[]): Promise<void>;
   /** Puts a local file at `loc` (for objects: a multipart upload with a SHA-256 checksum of each part). */
   upload(file: string, loc: string, opts?: WriteOptions): Promise<void>;
 }
@@ -75,6 +77,9 @@ export const localStorage: Storage = {
   },
   async removeTree(dir) {
     await rm(dir, { recursive: true, force: true });
+  },
+  async removeFiles(locs) {
+    await Promise.all(locs.map((loc) => rm(loc, { force: true })));
   },
   async upload(file, loc) {
     await makeDirs(path.dirname(loc));
@@ -137,6 +142,23 @@ export function objectStorage(client: S3Client): Storage {
         }
       } catch (err) {
         throw storageError('remove', dir, err);
+      }
+    },
+    async removeFiles(locs) {
+      // One request per bucket (at most 1,000 keys each): a key that is not there is no error.
+      const byBucket = new Map<string, { Key: string }[]>();
+      for (const loc of locs) {
+        const { bucket, key } = parseObjectUrl(loc);
+        byBucket.set(bucket, [...(byBucket.get(bucket) ?? []), { Key: key }]);
+      }
+      for (const [bucket, keys] of byBucket) {
+        for (let i = 0; i < keys.length; i += 1_000) {
+          try {
+            await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys.slice(i, i + 1_000), Quiet: true } }));
+          } catch (err) {
+            throw storageError('remove', `s3://${bucket}/${keys[i]!.Key}`, err);
+          }
+        }
       }
     },
     async upload(file, loc, opts = {}) {
