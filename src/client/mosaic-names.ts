@@ -35,6 +35,20 @@ export function redriveWorkflowId(output: string): string {
   return `redrive/${defaultMosaicName(output)}-${shortHash(output)}`;
 }
 
+/** The workflow id of the seed into `into`: `seed/alps-1a2b3c4d` for /data/alps.mbtiles (one seed per file at a time). */
+export function seedWorkflowId(into: string): string {
+  return `seed/${path.basename(into).replace(/\.mbtiles$/i, '')}-${createHash('sha256').update(into).digest('hex').slice(0, 8)}`;
+}
+
+/**
+ * The seed and zoom an output would be a level of, by its name (`<into minus .mbtiles>.z<level>`): a seed
+ * runs that level as its child `<seed id>/z<level>`. Null for a name no seed gives its levels.
+ */
+export function seedLevelOf(file: string): { into: string; zoom: number } | null {
+  const m = /^(.+)\.z(\d{1,2})$/.exec(outputKey(file));
+  return m ? { into: `${m[1]!}.mbtiles`, zoom: Number(m[2]) } : null;
+}
+
 /** The ids versions before names gave (the absolute path): still checked, so an old run is never doubled. */
 export function legacyMosaicWorkflowId(output: string): string {
   return `mosaic/${outputKey(output).replace(/^\/+/, '')}`;

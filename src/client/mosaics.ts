@@ -8,7 +8,7 @@ import { progressQuery } from '../messages/mosaic';
 import { allServed, type MosaicProgress, type MosaicRequest, type MosaicResult, type RedriveSources } from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import type { MosaicMemo } from '../messages/search-attributes';
-import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, startLabels } from './mosaic-names';
+import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, seedLevelOf, seedWorkflowId, startLabels } from './mosaic-names';
 
 export { mosaicWorkflowId } from './mosaic-names';
 
@@ -67,8 +67,11 @@ export async function startMosaic(
   parseMosaicRequest(resolved);
   const name = opts.name !== undefined ? checkMosaicName(opts.name, '--name') : defaultMosaicName(resolved.output);
   const workflowId = opts.workflowId ?? mosaicWorkflowId(resolved.output);
-  // Runs of earlier versions under other ids of this output: a path-style id (before names), a re-drive's own id.
-  for (const old of [legacyMosaicWorkflowId(resolved.output), redriveWorkflowId(resolved.output), legacyRedriveWorkflowId(resolved.output)]) {
+  // Runs under other ids of this output: a path-style id (before names), a re-drive's own id, a seed's level (or its re-drive).
+  const level = seedLevelOf(resolved.output);
+  const others = [legacyMosaicWorkflowId(resolved.output), redriveWorkflowId(resolved.output), legacyRedriveWorkflowId(resolved.output)];
+  if (level) others.push(`${seedWorkflowId(level.into)}/z${level.zoom}`);
+  for (const old of others) {
     if (old !== workflowId && (await runningStatus(client, old))) throw new MosaicAlreadyRunningError(old, resolved.output, { holder: await holderOf(client, old) });
   }
   const labels = startLabels({ name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output }, await mosaicAttributesRegistered(client));
@@ -228,18 +231,41 @@ export function exitCodeFor(result: MosaicResult): number {
   return allServed(result) ? EXIT.ok : EXIT.gaps;
 }
 
+/**
+ * The id of the seed level an output is, which a re-drive of it takes, so that the level (run again by its seed)
+ * and the re-drive never run at once, write the same journals or clear each other's: the id its manifest
+ * records where that is a level's, else `<seed id>/z<level>` (the id a seed of that file gives the level) where
+ * Temporal knows a run of it. Null for an output no seed has run as a level.
+ */
+async function seedLevelId(client: Client, abs: string, recorded: string | undefined): Promise<string | null> {
+  const level = seedLevelOf(abs);
+  if (!level) return null;
+  if (recorded?.endsWith(`/z${level.zoom}`)) return recorded;
+  const id = `${seedWorkflowId(level.into)}/z${level.zoom}`;
+  const known = await client.workflow
+    .getHandle(id)
+    .describe()
+    .then(
+      () => true,
+      () => false,
+    );
+  return known ? id : null;
+}
+
 /** A re-drive refused because `id` runs: what runs there, and what to do. */
 function redriveRefusal(id: string, desc: WorkflowExecutionDescription | null, options?: ErrorOptions): Error {
   if (desc?.type === 'redriveMosaicWorkflow') return new Error(`a re-drive of this mosaic is already running as ${id}; follow it with: tilebreaker mosaic watch ${id}`, options);
   const schedule = (desc?.memo as MosaicMemo | undefined)?.schedule;
-  const by = typeof schedule === 'string' ? ` (started by schedule ${schedule})` : '';
+  const parent = desc?.parentExecution?.workflowId;
+  const by = typeof schedule === 'string' ? ` (started by schedule ${schedule})` : parent?.startsWith('seed/') ? ` (a level of seed ${parent})` : '';
   return new Error(`mosaic ${id}${by} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`, options);
 }
 
 /**
  * Starts a re-drive of a mosaic's dead letters under the output's id, the id of the mosaic itself and of a
  * schedule's run of it: refused while any of them runs (they would write the same journals), atomically by
- * Temporal, and checked first for the ids earlier versions used. It waits up to `waitForMs` (default
+ * Temporal, and checked first for the ids earlier versions used. A seed level's re-drive takes the level's id,
+ * `<seed id>/z<level>` (seedLevelId), so its seed run again and the re-drive refuse each other the same way. It waits up to `waitForMs` (default
  * DEFAULT_REDRIVE_WAIT_MS) for the breaker to let the tiles through.
  */
 export async function startRedrive(
@@ -252,15 +278,17 @@ export async function startRedrive(
 ): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
   const abs = isObjectUrl(manifestOrOutput) ? manifestOrOutput : path.resolve(manifestOrOutput);
-  const id = workflowId ?? mosaicWorkflowId(abs);
-  // The output's id first (its latest run's memo labels the re-drive), then those of earlier versions' runs.
-  const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs), redriveWorkflowId(abs), legacyRedriveWorkflowId(abs), id]);
+  let recorded: string | undefined;
   try {
     const m = JSON.parse(readFileSync(`${outputKey(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };
-    if (m.workflowId) candidates.add(m.workflowId);
+    if (typeof m.workflowId === 'string' && m.workflowId) recorded = m.workflowId;
   } catch {
-    // No manifest readable here (another machine's disk, or the mosaic has not assembled yet): the default ids are checked.
+    // No manifest readable here (a bucket, another machine's disk, or the mosaic has not assembled yet): the default ids are checked.
   }
+  const id = workflowId ?? (await seedLevelId(client, abs, recorded)) ?? mosaicWorkflowId(abs);
+  // The output's id first (its latest run's memo labels the re-drive), then those of earlier versions' runs.
+  const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs), redriveWorkflowId(abs), legacyRedriveWorkflowId(abs), id]);
+  if (recorded !== undefined) candidates.add(recorded);
   let memo: MosaicMemo = {};
   for (const c of candidates) {
     const desc = await client.workflow

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { capabilitiesFor, isObjectUrl } from '../messages/locations';
@@ -6,11 +5,9 @@ import { parseMosaicRequest } from '../messages/mosaic-request';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { seedWorkflow } from '../workflows/seed';
 import { EXIT, exitCodeFor } from './mosaics';
+import { seedWorkflowId } from './mosaic-names';
 
-/** The workflow id of the seed into `into`: `seed/alps-1a2b3c4d` for /data/alps.mbtiles (one seed per file at a time). */
-export function seedWorkflowId(into: string): string {
-  return `seed/${path.basename(into).replace(/\.mbtiles$/i, '')}-${createHash('sha256').update(into).digest('hex').slice(0, 8)}`;
-}
+export { seedWorkflowId } from './mosaic-names';
 
 /** The seed as a worker will get it: paths resolved here (as `mosaic start` resolves them), checked before anything starts. */
 export function prepareSeed(request: SeedRequest): SeedRequest {

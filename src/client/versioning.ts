@@ -18,8 +18,8 @@ export interface WorkerVersioning {
   /** This build (default `<package version>+<12 hex digits of the compiled code's SHA-256>`). */
   buildId: string;
   /**
-   * `auto`: once this worker polls, make its build current if it never was and the current one is older or
-   * unversioned (a rolling upgrade then needs no step of its own). `never`: leave it to an operator (ramps,
+   * `auto`: once this worker polls, make its build current if it never was and the current one is of an older
+   * release (by the package version in the build id) or unversioned (a rolling upgrade then needs no step of its own). `never`: leave it to an operator (ramps,
    * blue-green, a controller).
    */
   promote: 'auto' | 'never';
@@ -106,18 +106,45 @@ const TASK_QUEUE_TYPE_ACTIVITY = 2;
 
 export type PromoteOutcome =
   | { promoted: true; previous: string }
-  | { promoted: false; why: 'already current' | 'was current before' | 'ramping' | 'newer current' | 'stopped' }
+  | { promoted: false; why: 'already current' | 'was current before' | 'ramping' | 'newer current' | 'not newer' | 'stopped' }
   | { promoted: false; why: 'timed out'; lastError: string | null };
 
-type Timestamp = { seconds?: { toString(): string } | number | null; nanos?: number | null } | null | undefined;
-const ms = (t: Timestamp): number => (t ? Number(t.seconds?.toString() ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6) : 0);
+/** A build id's package version, `<major>.<minor>.<patch>[-<pre-release>]` before any `+`: null when it has none. */
+function releaseOf(buildId: string): { core: number[]; pre: string[] } | null {
+  const m = /^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+.*)?$/.exec(buildId);
+  return m ? { core: [Number(m[1]), Number(m[2]), Number(m[3])], pre: m[4] ? m[4].split('.') : [] } : null;
+}
+
+/**
+ * How build `a`'s release compares with `b`'s by semantic-version precedence (negative: older), or null when
+ * either id carries no version (an id of the operator's own). Two builds of one version compare 0.
+ */
+export function compareReleases(a: string, b: string): number | null {
+  const x = releaseOf(a);
+  const y = releaseOf(b);
+  if (!x || !y) return null;
+  for (let i = 0; i < 3; i++) if (x.core[i] !== y.core[i]) return x.core[i]! - y.core[i]!;
+  // A pre-release comes before its release; identifiers compare numerically when both are numbers.
+  if (x.pre.length === 0 || y.pre.length === 0) return y.pre.length - x.pre.length;
+  for (let i = 0; i < Math.min(x.pre.length, y.pre.length); i++) {
+    const [p, q] = [x.pre[i]!, y.pre[i]!];
+    if (p === q) continue;
+    const [np, nq] = [/^\d+$/.test(p), /^\d+$/.test(q)];
+    if (np && nq) return Number(p) - Number(q);
+    if (np !== nq) return np ? -1 : 1;
+    return p < q ? -1 : 1;
+  }
+  return x.pre.length - y.pre.length;
+}
 
 /**
  * Makes this worker's build the deployment's current version once it polls every queue it serves, if it never
- * was current before and the current version is unversioned or was first seen before this one. So a rolling
- * upgrade moves the fleet's work to the new build as its first worker is up, a worker of the old build that
- * restarts meanwhile takes nothing back, and a rollback an operator made (setting an older or no version
- * current) is never undone by a worker of the build rolled back from, which was current before.
+ * was current before and the current version is unversioned or of an older release than this build's (by the
+ * package version its build id carries, not by when the server first saw it: an old release's worker that
+ * polls late is still old). So a rolling upgrade moves the fleet's work to the new release as its first worker
+ * is up, a worker of the old release that restarts meanwhile takes nothing back, and a rollback an operator
+ * made (setting an older or no version current) is never undone by a worker of the build rolled back from,
+ * which was current before. Two builds of one version, or ids without one, are the operator's to order.
  */
 export async function promoteWhenPolling(
   client: Client,
@@ -144,11 +171,17 @@ export async function promoteWhenPolling(
         const mine = summaries.find((s) => s.deploymentVersion?.buildId === v.buildId);
         const current = routing?.currentDeploymentVersion?.buildId ?? null;
         if (current === v.buildId) return { promoted: false, why: 'already current' };
+        // The deployment's summary may lag the version's own description: whether this build was current is
+        // not known until it is listed, so look again (until the timeout).
+        if (!mine) throw new Error(`build ${v.buildId} is not yet listed in deployment ${v.deploymentName}`);
         // Never current or ramping: INACTIVE (1), or a server that does not say.
-        if (mine?.firstActivationTime || Number(mine?.status ?? 0) > 1) return { promoted: false, why: 'was current before' };
+        if (mine.firstActivationTime || Number(mine.status ?? 0) > 1) return { promoted: false, why: 'was current before' };
         if (routing?.rampingDeploymentVersion?.buildId) return { promoted: false, why: 'ramping' };
-        const currentSummary = current !== null ? summaries.find((s) => s.deploymentVersion?.buildId === current) : undefined;
-        if (currentSummary && ms(currentSummary.createTime) >= ms(mine?.createTime)) return { promoted: false, why: 'newer current' };
+        if (current !== null) {
+          const order = compareReleases(v.buildId, current);
+          if (order === null || order === 0) return { promoted: false, why: 'not newer' };
+          if (order < 0) return { promoted: false, why: 'newer current' };
+        }
         await svc.setWorkerDeploymentCurrentVersion({
           namespace,
           deploymentName: v.deploymentName,

@@ -1,4 +1,3 @@
-import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import sharp from 'sharp';
@@ -6,7 +5,7 @@ import type { WorkerRoots } from '../activities/confine/roots';
 import { ConfigError } from '../breaker/config-error';
 import { confineLocation } from '../activities/confine/confine-location';
 import { isObjectUrl } from '../activities/storage/location';
-import { storageFor } from '../activities/storage/storage';
+import { storageFor, type Storage } from '../activities/storage/storage';
 import { liveCounts, mosaicStatus } from '../client/mosaics';
 import { listed, listMosaics, type ListedMosaic } from '../client/mosaic-names';
 import type { ManifestTile, StatusCounts } from '../messages/mosaic-types';
@@ -77,11 +76,17 @@ interface Manifest {
 export class MosaicsView {
   private readonly manifests = new Map<string, Promise<Manifest>>();
   private readonly previews = new Map<string, Promise<Buffer>>();
+  private readonly storage: (loc: string) => Storage;
+  private readonly maxImageBytes: number;
 
   constructor(
     private readonly client: Client,
     private readonly roots: WorkerRoots,
-  ) {}
+    opts: { storage?: (loc: string) => Storage; maxImageBytes?: number } = {},
+  ) {
+    this.storage = opts.storage ?? storageFor;
+    this.maxImageBytes = opts.maxImageBytes ?? MAX_IMAGE_BYTES;
+  }
 
   async list(): Promise<PageMosaic[]> {
     return (await listMosaics(this.client, { limit: 200 })).mosaics.map(pageMosaic);
@@ -147,9 +152,9 @@ export class MosaicsView {
     if (!file) throw new NotFound('the mosaic has no image (a manifest-only run, or its image could not be written)');
     const confined = await confineLocation(file, this.roots, 'output', 'the console');
     // Keyed by what the file is now: a re-drive rewrites the same output.
-    const version = await versionOf(confined, MAX_IMAGE_BYTES);
+    const version = await this.versionOf(confined, this.maxImageBytes);
     return shared(this.previews, `${confined}\n${version}`, async () => {
-      const input = isObjectUrl(confined) ? await this.bytes(confined, MAX_IMAGE_BYTES) : confined;
+      const input = isObjectUrl(confined) ? await this.bytes(confined, this.maxImageBytes) : confined;
       return sharp(input, { limitInputPixels: MAX_IMAGE_PIXELS }).resize({ width: maxPx, height: maxPx, fit: 'inside', withoutEnlargement: true }).png().toBuffer();
     });
   }
@@ -163,40 +168,37 @@ export class MosaicsView {
   private async manifest(loc: string): Promise<Manifest> {
     // The location comes from a workflow's result: read it only where the worker may write.
     const confined = await confineLocation(loc, this.roots, 'manifest', 'the console');
-    const version = await versionOf(confined, MAX_MANIFEST_BYTES);
+    const version = await this.versionOf(confined, MAX_MANIFEST_BYTES);
     return shared(this.manifests, `${confined}\n${version}`, async () => parseManifest(await this.bytes(confined, MAX_MANIFEST_BYTES), path.basename(confined)));
   }
 
   private async bytes(loc: string, max: number): Promise<Buffer> {
-    const bytes = await storageFor(loc).read(loc);
+    const bytes = await this.storage(loc).read(loc);
     if (!bytes) throw new NotFound(`${path.basename(loc)}: not there (moved or deleted)`);
-    if (bytes.length > max) throw new Error(`${path.basename(loc)} is ${bytes.length} bytes, more than the console reads (${max})`);
+    // Replaced by a larger one since its size was read.
+    if (bytes.length > max) throw tooLarge(loc, bytes.length, max);
     return bytes;
   }
+
+  /**
+   * What the file is now (a local file's size and modification time, an object's ETag and Last-Modified), read
+   * without reading the file: one too large is refused before any of it is read.
+   */
+  private async versionOf(loc: string, max: number): Promise<string> {
+    const st = await this.storage(loc).stat(loc);
+    if (!st) throw new NotFound(`${path.basename(loc)}: not there (moved or deleted)`);
+    if (st.size > max) throw tooLarge(loc, st.size, max);
+    return st.version;
+  }
 }
+
+const tooLarge = (loc: string, size: number, max: number) => new Error(`${path.basename(loc)} is ${size} bytes, more than the console reads (${max})`);
 
 /** Images above these are not previewed: the console is for looking, not for loading a city's worth of pixels. */
 const MAX_IMAGE_BYTES = 2 * 1024 ** 3;
 const MAX_IMAGE_PIXELS = 1024 ** 3;
 /** The few results kept, each under the key of what its file was. */
 const CACHED = 4;
-
-/**
- * A local file's size and modification time (an object's are read with it): a file too large is refused before
- * it is read. Objects in a bucket have no cheap version here: their key is the location alone.
- */
-async function versionOf(loc: string, max: number): Promise<string> {
-  if (isObjectUrl(loc)) return '';
-  let st;
-  try {
-    st = await stat(loc);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFound(`${path.basename(loc)}: not there (moved or deleted)`);
-    throw err;
-  }
-  if (st.size > max) throw new Error(`${path.basename(loc)} is ${st.size} bytes, more than the console reads (${max})`);
-  return `${st.size}:${st.mtimeMs}`;
-}
 
 /** One computation per key, shared by everyone asking meanwhile; the last CACHED results kept; a failure not kept. */
 function shared<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {

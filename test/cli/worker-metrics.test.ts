@@ -314,7 +314,11 @@ test('a worker with --metrics-addr serves the SDK metrics and tilebreaker_* on o
     // falls under is a race between the batches and the cooldown); never under closed.
     const refused = first.filter((x) => x.name === 'tilebreaker_not_permitted_total' && x.labels.endpoint === key);
     assert.ok(refused.reduce((a, x) => a + x.value, 0) > 0, JSON.stringify(refused));
-    assert.deepEqual(refused.filter((x) => x.value > 0 && !['open', 'half-open'].includes(x.labels.state!)), [], 'refused only while open or half-open');
+    assert.deepEqual(
+      refused.filter((x) => x.value > 0 && !['open', 'half-open'].includes(x.labels.state!)),
+      [],
+      'refused only while open or half-open',
+    );
 
     // The re-drive, once the server is back: it waits for the breaker (a probe closes it) and clears the dead letters.
     await until(

@@ -118,6 +118,10 @@ test('during a mosaic with an outage, the breaker opening shows on the page whil
   await page.locator(`#mosaics tr[data-workflow-id="${handle.workflowId}"]`).click();
   // Drawn for this mosaic, as it is now (the page may have drawn it while it ran, before the click).
   await page.locator(`#mosaic-detail[data-workflow-id="${handle.workflowId}"]`).waitFor({ timeout: 30_000 });
+  // The image is read only when asked for: showing the mosaic decodes no image of its own accord.
+  await page.locator('#show-image:not([hidden])').waitFor({ timeout: 30_000 });
+  assert.equal(await page.locator('img.leaflet-image-layer').count(), 0, 'no image before it is asked for');
+  await page.locator('#show-image').click();
   await page.waitForSelector('#map-wrap:not([hidden]) img.leaflet-image-layer', { timeout: 30_000 });
   const image = page.locator('img.leaflet-image-layer');
   for (let i = 0; i < 300 && !(await image.evaluate((img: { complete: boolean; naturalWidth: number }) => img.complete && img.naturalWidth > 0)); i++) await delay(100);

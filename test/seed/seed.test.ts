@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -12,8 +12,10 @@ import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { openTileStore } from '../../src/activities/store/open-store';
 import { parseMosaicRequest } from '../../src/messages/mosaic-request';
-import { seedExitCode, seedWorkflowId } from '../../src/client/seeds';
+import { startRedrive } from '../../src/client/mosaics';
+import { seedExitCode, seedWorkflowId, startSeed } from '../../src/client/seeds';
 import type { ScheduledSeedResult } from '../../src/workflows/scheduled-seed';
+import type { MosaicResult } from '../../src/messages/mosaic-types';
 import type { SeedRequest, SeedResult } from '../../src/messages/seed-types';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { readManifest } from '../helpers/mosaic';
@@ -474,5 +476,67 @@ test('a re-seed that keeps its levels: a seed that meets an outage keeps every t
   } finally {
     flaky.setDown(false);
     await flaky.close();
+  }
+});
+
+/** Reads a workflow's status every 200 ms until it runs (2 min at most). */
+async function untilRunning(workflowId: string): Promise<void> {
+  for (let k = 0; ; k++) {
+    const status = await env.client.workflow
+      .getHandle(workflowId)
+      .describe()
+      .then(
+        (d) => d.status.name as string,
+        (err: unknown) => String(err),
+      );
+    if (status === 'RUNNING') return;
+    if (k >= 600) throw new Error(`${workflowId} not running: ${status}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+test('a seed level and its re-drive as one run: refused while the seed runs the level, naming it; once it has ended, the re-drive takes the level id', { timeout: 600_000 }, async () => {
+  const into = path.join(dir, 'held.mbtiles');
+  const levelId = `${seedWorkflowId(into)}/z8`;
+  const manifest = path.join(dir, 'held.z8.manifest.json');
+  // About 60 tiles at zoom 8: from the slow renderer (one tile every 2 s) the level outlasts the checks; it is cancelled.
+  const area = { sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9] as [number, number, number, number], levels: [8, 8] as [number, number], into };
+  const down = await startDemoTileServer({ latencyMs: 2 });
+  const slow = await startDemoTileServer({ latencyMs: 2_000 });
+  const sourcesFor = (name: string, s: DemoTileServer, concurrency: number) => {
+    const file = path.join(dir, `${name}.yaml`);
+    writeFileSync(file, `sources:\n  demo:\n    type: xyz\n    url: ${s.template}\n    concurrency: ${concurrency}\n`);
+    return file;
+  };
+  try {
+    // Dead letters first: the renderer is down, the breaker trips and refuses the rest (fail-fast).
+    down.setDown(true);
+    const first = await (await startSeed(env.client, taskQueue, { ...area, sourcesFile: sourcesFor('down', down, 4), fallback: 'fail-fast' })).result();
+    assert.ok(readManifest(first.levels[0]!).counts['dead-lettered'] > 0, JSON.stringify(first.levels[0]!.counts));
+    // The seed again, from the slow renderer: its level runs (and plans anew) while a re-drive is tried.
+    const again = await startSeed(env.client, taskQueue, { ...area, sourcesFile: sourcesFor('slow', slow, 1) });
+    await untilRunning(levelId);
+    // As from a machine that cannot read the manifest (a bucket, another disk): the level is found by its id alone.
+    unlinkSync(manifest);
+    try {
+      await assert.rejects(startRedrive(env.client, taskQueue, manifest), {
+        message: `mosaic ${levelId} (a level of seed ${seedWorkflowId(into)}) is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${levelId})`,
+      });
+    } finally {
+      await again.cancel();
+    }
+    await assert.rejects(again.result());
+    await env.client.workflow
+      .getHandle(levelId)
+      .result()
+      .catch(() => undefined);
+    // No level runs now: the re-drive runs, under the level's id, and fetches what the cancelled level left.
+    const id = await startRedrive(env.client, taskQueue, manifest, undefined, { sourcesFile: sources, sourceName: 'demo' });
+    assert.equal(id, levelId);
+    const redriven = (await env.client.workflow.getHandle(id).result()) as MosaicResult;
+    assert.equal(redriven.counts.ok, readManifest(redriven).total, JSON.stringify(redriven.counts));
+  } finally {
+    await down.close();
+    await slow.close();
   }
 });

@@ -319,3 +319,25 @@ test("a batch checkpoint in a bucket: what one attempt finished, a later attempt
   await removeCheckpoints(dir);
   assert.deepEqual(await objectStorage(s3.client).list(dir), []);
 });
+
+test("stale sidecars in a bucket: a run without sidecars removes the .aux.xml, world file and .prj an earlier run left beside the output (GDAL would read them before the TIFF's tags)", async () => {
+  const out = 's3://mosaics/nightly/resized.tif';
+  const exists = (key: string) =>
+    s3.client.send(new HeadObjectCommand({ Bucket: 'mosaics', Key: key })).then(
+      () => true,
+      (err: unknown) => {
+        if ((err as { name?: string }).name === 'NotFound') return false;
+        throw err;
+      },
+    );
+  const sidecars = ['nightly/resized.tif.aux.xml', 'nightly/resized.tfw', 'nightly/resized.prj'];
+  // A small mosaic with its sidecars, then a larger one of the same output without: the old ones describe the small grid.
+  await (await startMosaic(env.client, taskQueue, demoRequest(tiles, dir, 'resized', { output: out, bbox: [5.7, 44, 6.5, 44.6], zoom: 6 }))).result();
+  for (const key of sidecars) assert.equal(await exists(key), true, `the first run wrote ${key}`);
+  const second = await (await startMosaic(env.client, taskQueue, demoRequest(tiles, dir, 'resized', { output: out, bbox: [5.7, 44, 8.5, 46.6], zoom: 7, sidecars: false }))).result();
+  for (const key of sidecars) assert.equal(await exists(key), false, `the run without sidecars removed ${key}`);
+  assert.equal(await exists('nightly/resized.tif'), true);
+  // The mask keeps its own (named after the mask, not the image).
+  assert.ok(second.files.includes('s3://mosaics/nightly/resized.mask.png'), second.files.join(', '));
+  assert.equal(await exists('nightly/resized.mask.png.aux.xml'), true);
+});

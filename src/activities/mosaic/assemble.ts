@@ -1,6 +1,6 @@
 import { maskUrlSecrets } from '../../breaker/redact';
 import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
-import { geoTransform } from './georef';
+import { geoTransform, staleSidecars } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { removeCheckpoints } from './batch-checkpoint';
 import { gridCols, gridRows, outputBase, tileOf } from './plan';
@@ -121,7 +121,9 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     manifest.files = [...(stitched ?? []), ...maskFiles, manifestPath];
     await writeManifest();
     // Tidying only: the manifest and image are written, and a checkpoint left behind is never read as a journal.
-    await removeCheckpoints(plan.journalDir).catch((err: unknown) => ctx?.log.warn('batch checkpoints left in place', { error: (err as Error).message }));
+    await removeCheckpoints(plan.journalDir).catch((err: unknown) => {
+      ctx?.log.warn('batch checkpoints left in place', { error: (err as Error).message });
+    });
   } finally {
     await scratch?.close();
   }
@@ -147,6 +149,9 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
         bounds: plan.bounds,
         onProgress: (done) => ctx?.heartbeat({ rowsDone: done }),
       });
+      // Locally the stitcher removed them; in a bucket an earlier run's stay beside the output unless removed here,
+      // before the new image goes up (the old image carries its own tags, so it loses nothing meanwhile).
+      if (scratch && plan.sidecars === false) await storageFor(plan.output).remove(staleSidecars(plan.output, plan.extraFormats.length > 0));
       return await publish(scratch, stitched.files, plan.output);
     } catch (err) {
       manifest.image = `not written: ${(err as Error).message}`;

@@ -96,6 +96,16 @@ export function worldFileExtension(imagePath: string): string {
 }
 
 /**
+ * The sidecars an earlier run may have left beside `imagePath` (a path or an object URL) that a run without
+ * sidecars removes: they would describe another grid, and GDAL reads an .aux.xml before the TIFF's own tags.
+ * The .prj stays when `prjShared` (a copy in another format, written just now, shares the stem and the CRS).
+ */
+export function staleSidecars(imagePath: string, prjShared: boolean): string[] {
+  const stem = imagePath.slice(0, imagePath.length - extname(imagePath).length);
+  return [`${imagePath}.aux.xml`, stem + worldFileExtension(imagePath), ...(prjShared ? [] : [`${stem}.prj`])];
+}
+
+/**
  * Writes `<image>.aux.xml` (PAMDataset with SRS and GeoTransform), the world file `<image minus ext>.tfw|.pgw|.wld`
  * and `<image minus ext>.prj`, each atomically (temp name then rename: a retry overwrites cleanly). Returns the
  * paths written.

@@ -14,7 +14,7 @@ import { basename, dirname, join } from 'node:path';
 import sharp from 'sharp';
 import { readConfinedFile, StoreEscapeError } from '../store/store-bounds';
 import { writeCog } from './cog-layout';
-import { worldFileExtension, writeSidecars, type Bounds3857 } from './georef';
+import { staleSidecars, writeSidecars, type Bounds3857 } from './georef';
 
 export interface StitchInput {
   cols: number;
@@ -230,12 +230,8 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
       if (final === output && input.sidecars === false) continue;
       for (const f of await writeSidecars(final, bounds, width, height)) if (!files.includes(f)) files.push(f);
     }
-    // Without sidecars, those an earlier run left would describe another grid, and GDAL reads an .aux.xml before
-    // the TIFF's own tags. The .prj stays when a copy shares the stem (same CRS, written just now).
-    if (input.sidecars === false) {
-      const stale = [`${output}.aux.xml`, stem + worldFileExtension(output), ...(extras.length === 0 ? [`${stem}.prj`] : [])];
-      await Promise.all(stale.map((f) => rm(f, { force: true })));
-    }
+    // Without sidecars, those an earlier run left would describe another grid (an output in a bucket: assemble.ts).
+    if (input.sidecars === false) await Promise.all(staleSidecars(output, extras.length > 0).map((f) => rm(f, { force: true })));
     progress.check();
     return { files, width, height };
   } finally {

@@ -1,9 +1,9 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
-import { copyFile, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { copyFile, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectsCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from '../store/atomic-write';
@@ -37,6 +37,11 @@ export interface Storage {
   removeTree(dir: string): Promise<void>;
   /** Removes these files of one folder (or prefix), those already gone included. */
   remove(locs: readonly string[]): Promise<void>;
+  /**
+   * The file's size and a token that changes when it is rewritten (a local file's size and mtime, an object's
+   * ETag and Last-Modified), without reading it; null when there is none.
+   */
+  stat(loc: string): Promise<{ size: number; version: string } | null>;
   /** Puts a local file at `loc` (for objects: a multipart upload with a SHA-256 checksum of each part). */
   upload(file: string, loc: string, opts?: WriteOptions): Promise<void>;
   /** Copies the object at `loc` into the local `file`, streamed (false when there is none). */
@@ -80,6 +85,15 @@ export const localStorage: Storage = {
   },
   async removeTree(dir) {
     await rm(dir, { recursive: true, force: true });
+  },
+  async stat(loc) {
+    try {
+      const st = await stat(loc);
+      return { size: st.size, version: `${st.size}:${st.mtimeMs}` };
+    } catch (err) {
+      if (absent(err)) return null;
+      throw err;
+    }
   },
   async remove(locs) {
     await Promise.all(locs.map((loc) => rm(loc, { force: true })));
@@ -177,6 +191,16 @@ export function objectStorage(client: S3Client): Storage {
           throw storageError('remove', dir, err);
         });
         if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, objects.length);
+      }
+    },
+    async stat(loc) {
+      const { bucket, key } = parseObjectUrl(loc);
+      try {
+        const out = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+        return { size: out.ContentLength ?? 0, version: `${out.ETag ?? ''}:${out.LastModified?.getTime() ?? ''}:${out.ContentLength ?? ''}` };
+      } catch (err) {
+        if (s3Missing(err)) return null;
+        throw storageError('read', loc, err);
       }
     },
     async upload(file, loc, opts = {}) {

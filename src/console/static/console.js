@@ -227,6 +227,7 @@ async function drawMosaicDetail() {
   $('no-map').hidden = !d.noMap;
   $('no-map').textContent = d.noMap || '';
   $('map-wrap').hidden = !d.map;
+  if (!d.map) $('show-image').hidden = true;
   if (d.map && mapFor !== d.workflowId + d.closeTime) drawMap(d);
   detailShown = d;
   $('mosaic-detail').dataset.workflowId = d.workflowId;
@@ -242,7 +243,13 @@ function drawMap(d) {
     [-m.height, 0],
     [0, m.width],
   ];
-  if (m.preview) L.imageOverlay(`/api/mosaics/${encodeURIComponent(d.workflowId)}/preview.png`, bounds).addTo(map);
+  // The image only when asked for: opening the page must not make the console decode a large TIFF.
+  const show = $('show-image');
+  show.hidden = !m.preview;
+  show.onclick = () => {
+    show.hidden = true;
+    L.imageOverlay(`/api/mosaics/${encodeURIComponent(d.workflowId)}/preview.png`, bounds).addTo(map);
+  };
   const renderer = L.canvas({ padding: 0.2 });
   const ts = m.tileSize;
   for (let i = 0; i < m.statuses.length; i++) {
