@@ -90,7 +90,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       onEnable(out, event.reason ?? 'automatic mode');
       break;
     case 'configure':
-      onConfigure(out, event.config, event.newRound ?? false);
+      onConfigure(out, event.config, event.newRound ?? false, event.bounded ?? false);
       break;
   }
   return out.result();
@@ -358,10 +358,10 @@ function onEnable(out: Recorder, reason: string): void {
   out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
 }
 
-function onConfigure(out: Recorder, patch: object, newRound: boolean): void {
+function onConfigure(out: Recorder, patch: object, newRound: boolean, bounded: boolean): void {
   try {
     const s = out.state;
-    const config = parsePolicyConfig({ ...s.config, ...patch });
+    const config = parsePolicyConfig({ ...s.config, ...patch }, { bounded });
     const changed = Object.keys(patch).join(', ');
     // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
     // round close on fewer successes or after more trials than either rule allows: the round starts again.

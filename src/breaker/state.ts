@@ -150,9 +150,10 @@ export type PolicyEvent =
   /**
    * Changes fields of the configuration; unnamed fields keep their values. `newRound`: a change to
    * probesToClose or probeTrials while half-open starts the probe round again, so no round is judged by two
-   * rules (entities recorded before it replay without).
+   * rules (entities recorded before it replay without). `bounded`: the result is held to POLICY_BOUNDS
+   * (entities recorded before the bounds replay without).
    */
-  | { type: 'configure'; config: PolicyConfigInput; newRound?: boolean };
+  | { type: 'configure'; config: PolicyConfigInput; newRound?: boolean; bounded?: boolean };
 
 /** Outcomes over a past span of time, in ms before the event: see the report event's `earlier`. */
 export interface SpanCounts {

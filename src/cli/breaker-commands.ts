@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
-import { pausedForMs, type TransitionRecord } from '../breaker';
+import { checkPolicyBounds, pausedForMs, type TransitionRecord } from '../breaker';
 import { MAX_FORCE_OPEN_MS } from '../messages/breaker-validation';
 import { durationMs } from '../messages/duration';
 import { openReport, type OpenReport } from '../client/open-intervals';
@@ -139,6 +139,9 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     .action(async (key: string, pairs: string[], opts: { partition?: string; actor?: string; json?: boolean; confirmTimeout?: number }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
       const config = parseAssignments(pairs);
+      // Out of the policy's bounds: refused here, before connecting (exit 2); the rest is checked against the
+      // configuration in force (configureBreaker), and the entity checks both again.
+      checkPolicyBounds(config, 'breaker configure');
       await withClient(async (client, taskQueue) => {
         const result = await notConfirmed(
           configureBreaker(client, resolved, config, {

@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { adminBreaker, type ListResult } from '../../src/client/breakers';
+import { adminBreaker, configureBreaker, type ListResult } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { formatList, parseForceOpenFor } from '../../src/cli/breaker-commands';
 import { adminSignal, cancelProbeSignal, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, type BreakerStatus } from '../../src/messages/breaker';
@@ -76,6 +76,8 @@ const bad: [string, (h: EntityHandle) => Promise<void>][] = [
   ['a probe sending an Authorization header', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://tiles.example.test/0/0/0.png', headers: { Authorization: 'Bearer x' } } })],
   ['a configure whose config is a string', (h) => h.signal(adminSignal, { action: 'configure', config: 'everything' as never })],
   ['a configure the policy cannot run', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: -1 } })],
+  ['a configure past its bounds (a cooldown of 1e15 ms)', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 1e15 } })],
+  ['a configure whose cooldown grows past 30 days', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 86_400_000, cooldownMaxFactor: 100 } })],
   ['an unknown admin action', (h) => h.signal(adminSignal, { action: 'explode' } as never)],
   ['a reason of 10,000 characters', (h) => h.signal(adminSignal, { action: 'reset', reason: 'x'.repeat(10_000) })],
   ['a probe result of generation -1', (h) => h.signal(probeResultSignal, { generation: -1, outcome: 'success' })],
@@ -132,6 +134,27 @@ test('the client and the CLI refuse the same values before sending, naming the f
   assert.notEqual(cliOpen.code, 0);
   assert.match(cliOpen.err, /--for must be at most 30d \(got "365d"\)/);
   assert.equal((await h.query(statusQuery)).view.state, 'closed', 'nothing was sent');
+});
+
+test('configure bounds refused: the CLI exits 2 naming the field, the value and the bound, and sends nothing', async () => {
+  const before = await h.query(statusQuery);
+  const text = await cliRun(['breaker', 'configure', key, 'cooldownMs=1000000000000000']);
+  assert.equal(text.code, 2, text.err);
+  assert.match(text.err, /cooldownMs: must be at most 2592000000 \(30 days\) \(got 1000000000000000\)/);
+  assert.doesNotMatch(text.out, /done/);
+  const json = await cliRun(['breaker', 'configure', key, 'cooldownMultiplier=1000000', '--json']);
+  assert.equal(json.code, 2, json.err);
+  const { error } = JSON.parse(json.out) as { error: { kind: string; field: string; exitCode: number; issues: string[] } };
+  assert.deepEqual([error.kind, error.field, error.exitCode], ['invalid', 'cooldownMultiplier', 2]);
+  assert.deepEqual(error.issues, ['cooldownMultiplier: must be at most 100 (100) (got 1000000)']);
+  // Within each bound alone, past 30 days once grown: refused against the configuration in force (the client).
+  const grown = await cliRun(['breaker', 'configure', key, 'cooldownMs=864000000']);
+  assert.equal(grown.code, 2, grown.err);
+  assert.match(grown.err, /cooldownMs: x cooldownMaxFactor \(8\) must be at most 2592000000 \(30 days\)/);
+  await assert.rejects(configureBreaker(env.client, key, { probeLeaseMs: 1e12 }), /probeLeaseMs: must be at most 3600000 \(1 h\) \(got 1000000000000\)/);
+  const after = await h.query(statusQuery);
+  assert.deepEqual(after.config, before.config, 'nothing was sent');
+  assert.equal(after.counters.refusedSignals, before.counters.refusedSignals, 'nothing reached the entity');
 });
 
 test('a bad time stored before the checks prints as such instead of failing the listing', () => {
