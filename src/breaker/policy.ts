@@ -225,7 +225,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   const s = out.state;
   const now = out.now;
   const { earlier } = event;
-  let window = record(s.window, now, event.counts, event.latency, s.config, event.reporter);
+  let window = record(s.window, now, event.counts, event.latency, s.config, event.witness || event.reporter);
   if (earlier) window = recordSpread(window, now, earlier.counts, earlier.latency, earlier.fromAgoMs, earlier.toAgoMs, s.config);
   const failedOf = (c: Partial<OutcomeCounts>) => (c.transient ?? 0) + (c['service-exception'] ?? 0);
   const failed = failedOf(event.counts) + (earlier ? failedOf(earlier.counts) : 0);

@@ -86,6 +86,7 @@ export const reportSchema = z.object({
   inFlight: z.number().int().min(0).max(MAX_IN_FLIGHT).optional(),
   stalled: count.optional(),
   probe: probeSpecSchema.optional(),
+  witness: name.optional(),
 });
 
 export const probeRequestSchema = z.object({ requestId: name.min(1), requester: name });
@@ -216,6 +217,8 @@ function isPlainReport(r: unknown): boolean {
   const inFlight = r['inFlight'];
   if (inFlight !== undefined && !(typeof inFlight === 'number' && Number.isInteger(inFlight) && inFlight >= 0 && inFlight <= MAX_IN_FLIGHT)) return false;
   if (r['stalled'] !== undefined && !isCount(r['stalled'])) return false;
+  const witness = r['witness'];
+  if (witness !== undefined && !(typeof witness === 'string' && witness.length <= NAME_MAX)) return false;
   return isWait(r['retryAfterMs']) && isWait(r['rateLimitedForMs']);
 }
 
@@ -227,6 +230,6 @@ const isCounts = (counts: unknown): boolean => {
 const isLatency = (latency: unknown): boolean => latency === undefined || (Array.isArray(latency) && latency.length <= LATENCY_BUCKETS && latency.every(isCount));
 const isSpan = (v: unknown): boolean => typeof v === 'number' && v >= 0 && v <= MAX_SPAN_MS;
 
-const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'earlier', 'everyMs', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled']);
+const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'earlier', 'everyMs', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled', 'witness']);
 const SPAN_FIELDS = new Set(['counts', 'latency', 'fromAgoMs', 'toAgoMs']);
 const OUTCOME_SET = new Set<string>(OUTCOME_KINDS);

@@ -71,6 +71,7 @@ const bad: [string, (h: EntityHandle) => Promise<void>][] = [
   ['a rate-limit pause of 1e308 ms', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { 'rate-limited': 1 }, rateLimitedForMs: 1e308 })],
   ['an inFlight of -3', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, inFlight: -3 })],
   ['a report that is a string', (h) => h.signal(reportSignal, 'hello' as never)],
+  ['a witness of 10,000 characters', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: 1 }, witness: 'x'.repeat(10_000) })],
   ['a file:// probe', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'file:///etc/passwd' } })],
   ['a probe with a password in its URL', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://user:secret@tiles.example.test/0/0/0.png' } })],
   ['a probe sending an Authorization header', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://tiles.example.test/0/0/0.png', headers: { Authorization: 'Bearer x' } } })],
@@ -155,6 +156,31 @@ test('configure bounds refused: the CLI exits 2 naming the field, the value and 
   const after = await h.query(statusQuery);
   assert.deepEqual(after.config, before.config, 'nothing was sent');
   assert.equal(after.counters.refusedSignals, before.counters.refusedSignals, 'nothing reached the entity');
+});
+
+test('a restarted reporter does not make a quorum on a real entity: reports carry the witness through to the policy', async () => {
+  const qkey = `http://quorum-${tag}.example.test:80`;
+  const q = await startEntity(env.client, taskQueue, { key: qkey }, { reporter: 'worker-1@b-0001', witness: 'host:b', counts: { success: 10 } });
+  const reportsSeen = async (n: number): Promise<BreakerStatus> => {
+    let s = await q.query(statusQuery);
+    for (let i = 0; i < 100 && s.counters.reports < n; i++) {
+      await delay(100);
+      s = await q.query(statusQuery);
+    }
+    assert.equal(s.counters.reports, n);
+    return s;
+  };
+  // Host a's worker fails, restarts under a new process id, and fails again: one witness.
+  await q.signal(reportSignal, { reporter: 'worker-1@a-aaaa', witness: 'host:a', counts: { transient: 40 } });
+  await q.signal(reportSignal, { reporter: 'worker-1@a-bbbb', witness: 'host:a', counts: { transient: 40 } });
+  const declined = await reportsSeen(3);
+  assert.equal(declined.view.state, 'closed');
+  assert.equal(declined.config.quorum, 2);
+  assert.ok((declined.counters.quorumDeclined ?? 0) >= 1, JSON.stringify(declined.counters));
+  // A second failing host meets it.
+  await q.signal(reportSignal, { reporter: 'worker-1@c-cccc', witness: 'host:c', counts: { transient: 40 } });
+  const opened = await reportsSeen(4);
+  assert.equal(opened.view.state, 'open');
 });
 
 test('a bad time stored before the checks prints as such instead of failing the listing', () => {
@@ -247,6 +273,10 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
     { reporter: 'w', counts: { success: 4 }, everyMs: 600_001 },
     { reporter: 'w', counts: { success: 4 }, everyMs: 1.5 },
     { reporter: 'x'.repeat(257), counts: {} },
+    // The quorum's witness: a host-level name, bounded as a reporter's.
+    { reporter: 'w', counts: { transient: 2 }, witness: 'host:node-3' },
+    { reporter: 'w', counts: { transient: 2 }, witness: 'x'.repeat(257) },
+    { reporter: 'w', counts: { transient: 2 }, witness: 7 },
     { reporter: 3, counts: {} },
     { counts: {} },
     null,
@@ -254,4 +284,6 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
     'report',
   ];
   for (const r of reports) assert.equal(checkSignal('report', r).ok, reportSchema.safeParse(r).success, JSON.stringify(r));
+  assert.equal(checkSignal('report', { reporter: 'w', counts: {}, witness: 'host:node-3' }).ok, true, 'a witness is accepted');
+  assert.equal(checkSignal('report', { reporter: 'w', counts: {}, witness: 'x'.repeat(257) }).ok, false, 'a witness is bounded');
 });

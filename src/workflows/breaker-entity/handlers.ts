@@ -65,6 +65,8 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     const out = entity.apply({
       type: 'report',
       reporter: r.reporter || 'anonymous',
+      // The quorum's witness (a host): reports without one (older guards, recorded histories) count by reporter.
+      ...(typeof r.witness === 'string' && r.witness ? { witness: r.witness } : {}),
       ...parts,
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
