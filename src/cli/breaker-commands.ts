@@ -43,7 +43,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
   breaker
     .command('list')
     .description('list the running breaker entities with their state (by the BreakerState / BreakerKey search attributes)')
-    .option('--state <state>', `only breakers in this state (${BREAKER_STATES.join(', ')})`, parseState)
+    .option('--state <state>', `only breakers in this state (${BREAKER_STATES.join(', ')}; open includes forced-open)`, parseState)
     .option('--json', 'print JSON')
     .action(async (opts: { state?: string; json?: boolean }) => {
       await withClient(async (client) => {

@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { adminBreaker, configureBreaker, type ListResult } from '../../src/client/breakers';
+import { adminBreaker, configureBreaker, listBreakers, type ListResult } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { formatList, parseForceOpenFor } from '../../src/cli/breaker-commands';
 import { adminSignal, cancelProbeSignal, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, type BreakerStatus } from '../../src/messages/breaker';
@@ -181,6 +181,33 @@ test('a restarted reporter does not make a quorum on a real entity: reports carr
   await q.signal(reportSignal, { reporter: 'worker-1@c-cccc', witness: 'host:c', counts: { transient: 40 } });
   const opened = await reportsSeen(4);
   assert.equal(opened.view.state, 'open');
+});
+
+test('breaker list --state open includes forced-open breakers (and --state forced-open lists them alone)', async () => {
+  const forcedKey = `http://forced-${tag}.example.test:80`;
+  const opened = await adminBreaker(env.client, forcedKey, 'force-open', { taskQueue, reason: 'maintenance' });
+  assert.equal(opened.status.view.state, 'forced-open');
+  // Visibility follows the entity's search attributes after a moment: wait for the listing, not a fixed time.
+  const listed = async (state: string) => {
+    let r = await listBreakers(env.client, { state });
+    for (let i = 0; i < 100 && !r.breakers.some((b) => b.key === forcedKey); i++) {
+      await delay(200);
+      r = await listBreakers(env.client, { state });
+    }
+    return r;
+  };
+  const open = await listed('open');
+  assert.equal(open.filteredBy, 'search-attribute');
+  assert.deepEqual(
+    open.breakers.filter((b) => b.key === forcedKey).map((b) => b.state),
+    ['forced-open'],
+  );
+  const forced = await listed('forced-open');
+  assert.ok(forced.breakers.every((b) => b.state === 'forced-open'));
+  assert.ok(forced.breakers.some((b) => b.key === forcedKey));
+  const cli = await cliRun(['breaker', 'list', '--state', 'open', '--json']);
+  assert.equal(cli.code, 0, cli.err);
+  assert.ok(cli.out.includes(forcedKey), cli.out);
 });
 
 test('a bad time stored before the checks prints as such instead of failing the listing', () => {
