@@ -162,7 +162,8 @@ export const MAX_POLICY_SAMPLES = 1_000_000;
  * they parsed with); every new configuration goes through `parsePolicyConfig`, which checks them.
  */
 export const POLICY_BOUNDS = {
-  fastMinSamples: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
+  // Twice minSamples by default, so twice its bound.
+  fastMinSamples: { max: 2 * MAX_POLICY_SAMPLES, label: '2,000,000' },
   minSamples: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
   volumeFloor: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
   smallFleetFloor: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
