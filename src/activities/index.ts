@@ -3,7 +3,7 @@ import { asyncLocalStorage } from '@temporalio/activity';
 import { Runtime } from '@temporalio/worker';
 import type { ActivityFunction } from '@temporalio/common';
 import { makeFetchBatch } from './fetch/fetch-batch';
-import { BreakerGuard, processIdentity, type GuardOptions } from './guard';
+import { BreakerGuard, processIdentity, witnessIdentity, type GuardOptions } from './guard';
 import { EndpointPools } from './http/endpoint-pool';
 import { assembleMosaic } from './mosaic/assemble';
 import { makeMosaicBatch } from './mosaic/batch';
@@ -39,6 +39,8 @@ export interface ActivityDeps {
   roots?: WorkerRoots;
   /** This process's id among the breakers' reporters (default: unique per process, see processIdentity). */
   identity?: string;
+  /** Its witness in the breakers' quorum (default: its host, or TILEBREAKER_REPORTER_ID; see witnessIdentity). */
+  witness?: string;
   /**
    * Where the worker's metrics go (default: the SDK runtime's meter, a no-op unless the runtime was installed
    * with telemetry, as `tilebreaker worker --metrics-addr` does).
@@ -78,7 +80,9 @@ export function createActivityRuntime(deps: ActivityDeps) {
   // Where a plan's fetch batches go: the fetch queue if a worker polls it now, else the queue the workflow (and
   // so this planning activity) runs on. Decided in the activity, so the workflow replays it from the history.
   const routed = (plan: Awaited<ReturnType<typeof planMosaicRun>>) => withFetchQueue(plan, deps.client, ownQueue(), startWithinMs);
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, logger, metrics, ...deps.breaker });
+  // The quorum counts hosts: a restarted worker, or a second one on the host, is the same witness.
+  const witness = deps.witness ?? witnessIdentity();
+  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, witness, logger, metrics, ...deps.breaker });
   return {
     activities: {
       // Labelled with the probing entity's key (its workflow id is breaker/<key>).
@@ -103,6 +107,8 @@ export function createActivityRuntime(deps: ActivityDeps) {
     roots,
     /** The id this process's guard reports under. */
     identity,
+    /** Its witness in the breakers' quorum: the host, the same across restarts (unless configured). */
+    witness,
     /** Flushes the guard's buffered reports and closes the HTTP pools. */
     async close(): Promise<void> {
       deadLetters.stop();

@@ -12,6 +12,7 @@ export {
   classifyCall,
   ContractBreachError,
   processIdentity,
+  witnessIdentity,
   type CallOutcome,
   type CallVerdict,
   type ChainOptions,

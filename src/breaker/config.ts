@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOrThrow } from './config-error';
+import { ConfigError, parseOrThrow } from './config-error';
 
 const ms = (min: number) => z.number().int().min(min);
 const fraction = z.number().min(0).max(1);
@@ -150,9 +150,75 @@ export type PolicyConfig = z.output<typeof policyConfigSchema>;
 /** What a user writes: every field optional. */
 export type PolicyConfigInput = z.input<typeof policyConfigSchema>;
 
-/** Validates and fills defaults; throws ConfigError naming each bad field and the value received. */
-export function parsePolicyConfig(input: unknown = {}): PolicyConfig {
-  return parseOrThrow(policyConfigSchema, input ?? {}, 'breaker config');
+/** The longest duration a setting may hold, and the longest grown cooldown or trial wait: 30 days, as a timed force-open. */
+export const MAX_POLICY_DURATION_MS = 30 * 86_400_000;
+/** The most samples a sample floor may ask for (a report's count is at most 1,000,000 too). */
+export const MAX_POLICY_SAMPLES = 1_000_000;
+
+/**
+ * Every setting's upper bound, where the schema above has none of its own (those are in docs/policy.md too;
+ * bucketMs and fastWindowMs are at most windowMs).
+ * Kept out of the schema so that entity runs recorded before the bounds replay as they ran (the schema is what
+ * they parsed with); every new configuration goes through `parsePolicyConfig`, which checks them.
+ */
+export const POLICY_BOUNDS = {
+  // Twice minSamples by default, so twice its bound.
+  fastMinSamples: { max: 2 * MAX_POLICY_SAMPLES, label: '2,000,000' },
+  minSamples: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
+  volumeFloor: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
+  smallFleetFloor: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
+  healthyP95Ms: { max: 3_600_000, label: '1 h' },
+  latencyBudgetFactor: { max: 100, label: '100' },
+  latencyBudgetMs: { max: 3_600_000, label: '1 h' },
+  latencyMinSamples: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
+  permanentSurgeCount: { max: MAX_POLICY_SAMPLES, label: '1,000,000' },
+  cooldownMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
+  cooldownMultiplier: { max: 100, label: '100' },
+  cooldownMaxFactor: { max: 1_000, label: '1,000' },
+  cooldownDecayMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
+  probeIntervalMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
+  // A probe is one call: an hour is far past any timeout, and a lease its holder never returns blocks the round.
+  probeLeaseMs: { max: 3_600_000, label: '1 h' },
+  rampMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
+} as const satisfies Partial<Record<keyof PolicyConfig, { max: number; label: string }>>;
+
+/**
+ * Each setting of `config` (a whole configuration or the fields a configure sets) above its bound, as
+ * `field: must be at most N (label) (got value)`; and, where both factors are there, a grown cooldown or trial
+ * wait (x cooldownMaxFactor) longer than MAX_POLICY_DURATION_MS, which no durable timer should wait. Values of
+ * the wrong type are the schema's to name.
+ */
+export function policyBoundsIssues(config: Readonly<Record<string, unknown>>): string[] {
+  const issues: string[] = [];
+  for (const [field, { max, label }] of Object.entries(POLICY_BOUNDS)) {
+    const v = config[field];
+    if (typeof v === 'number' && v > max) issues.push(`${field}: must be at most ${max} (${label}) (got ${v})`);
+  }
+  const factor = config['cooldownMaxFactor'];
+  if (typeof factor !== 'number' || !(factor <= POLICY_BOUNDS.cooldownMaxFactor.max)) return issues;
+  for (const field of ['cooldownMs', 'probeIntervalMs'] as const) {
+    const v = config[field];
+    if (typeof v === 'number' && v <= POLICY_BOUNDS[field].max && v * factor > MAX_POLICY_DURATION_MS) {
+      issues.push(`${field}: x cooldownMaxFactor (${factor}) must be at most ${MAX_POLICY_DURATION_MS} (30 days), the longest it may grow to (got ${v})`);
+    }
+  }
+  return issues;
+}
+
+/** Throws a ConfigError naming every setting of `config` above its bound (policyBoundsIssues). */
+export function checkPolicyBounds(config: Readonly<Record<string, unknown>>, subject = 'breaker config'): void {
+  const issues = policyBoundsIssues(config);
+  if (issues.length) throw new ConfigError(subject, issues);
+}
+
+/**
+ * Validates and fills defaults; throws ConfigError naming each bad field and the value received. `bounded`
+ * false: without POLICY_BOUNDS, only for what entity runs recorded before them must replay as they ran.
+ */
+export function parsePolicyConfig(input: unknown = {}, opts: { bounded?: boolean } = {}): PolicyConfig {
+  const config = parseOrThrow(policyConfigSchema, input ?? {}, 'breaker config');
+  if (opts.bounded ?? true) checkPolicyBounds(config);
+  return config;
 }
 
 export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});

@@ -90,7 +90,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       onEnable(out, event.reason ?? 'automatic mode');
       break;
     case 'configure':
-      onConfigure(out, event.config, event.newRound ?? false);
+      onConfigure(out, event.config, event.newRound ?? false, event.bounded ?? false);
       break;
   }
   return out.result();
@@ -225,7 +225,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   const s = out.state;
   const now = out.now;
   const { earlier } = event;
-  let window = record(s.window, now, event.counts, event.latency, s.config, event.reporter);
+  let window = record(s.window, now, event.counts, event.latency, s.config, event.witness || event.reporter);
   if (earlier) window = recordSpread(window, now, earlier.counts, earlier.latency, earlier.fromAgoMs, earlier.toAgoMs, s.config);
   const failedOf = (c: Partial<OutcomeCounts>) => (c.transient ?? 0) + (c['service-exception'] ?? 0);
   const failed = failedOf(event.counts) + (earlier ? failedOf(earlier.counts) : 0);
@@ -358,10 +358,10 @@ function onEnable(out: Recorder, reason: string): void {
   out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
 }
 
-function onConfigure(out: Recorder, patch: object, newRound: boolean): void {
+function onConfigure(out: Recorder, patch: object, newRound: boolean, bounded: boolean): void {
   try {
     const s = out.state;
-    const config = parsePolicyConfig({ ...s.config, ...patch });
+    const config = parsePolicyConfig({ ...s.config, ...patch }, { bounded });
     const changed = Object.keys(patch).join(', ');
     // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
     // round close on fewer successes or after more trials than either rule allows: the round starts again.

@@ -131,6 +131,11 @@ export type PolicyEvent =
       /** Who sent it (the guard's reporter id): with a quorum, the ratio rules count failing reporters. */
       reporter?: string;
       /**
+       * Who vouches for it in the quorum, when not the reporter: the sending process's host, the same across its
+       * restarts, so one host's processes count as one failing reporter.
+       */
+      witness?: string;
+      /**
        * Outcomes of the same report that happened earlier, over [now - fromAgoMs, now - toAgoMs] (a worker that
        * reports rarely sends its older successes in one summary): spread over the buckets of that span
        * (window.ts recordSpread) instead of landing in the current one. Not part of `counts`.
@@ -150,9 +155,10 @@ export type PolicyEvent =
   /**
    * Changes fields of the configuration; unnamed fields keep their values. `newRound`: a change to
    * probesToClose or probeTrials while half-open starts the probe round again, so no round is judged by two
-   * rules (entities recorded before it replay without).
+   * rules (entities recorded before it replay without). `bounded`: the result is held to POLICY_BOUNDS
+   * (entities recorded before the bounds replay without).
    */
-  | { type: 'configure'; config: PolicyConfigInput; newRound?: boolean };
+  | { type: 'configure'; config: PolicyConfigInput; newRound?: boolean; bounded?: boolean };
 
 /** Outcomes over a past span of time, in ms before the event: see the report event's `earlier`. */
 export interface SpanCounts {

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
-import { pausedForMs, type TransitionRecord } from '../breaker';
+import { checkPolicyBounds, pausedForMs, type TransitionRecord } from '../breaker';
 import { MAX_FORCE_OPEN_MS } from '../messages/breaker-validation';
 import { durationMs } from '../messages/duration';
 import { openReport, type OpenReport } from '../client/open-intervals';
@@ -43,7 +43,7 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
   breaker
     .command('list')
     .description('list the running breaker entities with their state (by the BreakerState / BreakerKey search attributes)')
-    .option('--state <state>', `only breakers in this state (${BREAKER_STATES.join(', ')})`, parseState)
+    .option('--state <state>', `only breakers in this state (${BREAKER_STATES.join(', ')}; open includes forced-open)`, parseState)
     .option('--json', 'print JSON')
     .action(async (opts: { state?: string; json?: boolean }) => {
       await withClient(async (client) => {
@@ -139,6 +139,9 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     .action(async (key: string, pairs: string[], opts: { partition?: string; actor?: string; json?: boolean; confirmTimeout?: number }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
       const config = parseAssignments(pairs);
+      // Out of the policy's bounds: refused here, before connecting (exit 2); the rest is checked against the
+      // configuration in force (configureBreaker), and the entity checks both again.
+      checkPolicyBounds(config, 'breaker configure');
       await withClient(async (client, taskQueue) => {
         const result = await notConfirmed(
           configureBreaker(client, resolved, config, {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { makeFetchBatch } from '../activities/fetch/fetch-batch';
-import { BreakerGuard, processIdentity } from '../activities/guard';
+import { BreakerGuard, processIdentity, witnessIdentity } from '../activities/guard';
 import { redactUrl } from '../activities/http/credentials';
 import { EndpointPools } from '../activities/http/endpoint-pool';
 import { gridLevelSize } from '../geo/grid';
@@ -46,7 +46,7 @@ export async function tileCommand(address: string, opts: TileCommandOptions): Pr
       if (!conn.address) throw new Error('--breaker: set TEMPORAL_ADDRESS to the server whose breakers to consult');
       const { client, connection } = await connectClient({ ...conn, address: conn.address });
       closeClient = () => connection.close();
-      guard = new BreakerGuard({ client, taskQueue: conn.taskQueue, reporter: processIdentity('tile-command') });
+      guard = new BreakerGuard({ client, taskQueue: conn.taskQueue, reporter: processIdentity('tile-command'), witness: witnessIdentity() });
     }
     const [result] = await makeFetchBatch({ pools, ...(guard ? { guard } : {}) })({
       sourceName: name,

@@ -135,17 +135,25 @@ export interface ListResult {
  * may not be listed yet). `state` filters by BreakerState.
  */
 export async function listBreakers(client: Client, opts: { state?: string } = {}): Promise<ListResult> {
-  const state = opts.state === undefined ? undefined : checkState(opts.state);
+  const states = opts.state === undefined ? undefined : statesMeant(checkState(opts.state));
   const base = `WorkflowType = '${BREAKER_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'`;
-  const query = state ? `${base} AND BreakerState = "${state}"` : base;
+  const query = states ? `${base} AND ${states.length > 1 ? `(${states.map((s) => `BreakerState = "${s}"`).join(' OR ')})` : `BreakerState = "${states[0]!}"`}` : base;
   try {
-    return { breakers: await collect(client, query), query, filteredBy: state ? 'search-attribute' : null };
+    return { breakers: await collect(client, query), query, filteredBy: states ? 'search-attribute' : null };
   } catch (err) {
     // A namespace without BreakerState registered rejects the query: filter by the memo's view instead.
-    if (!state || !/BreakerState/.test(err instanceof Error ? err.message : String(err))) throw err;
+    if (!states || !/BreakerState/.test(err instanceof Error ? err.message : String(err))) throw err;
     const all = await collect(client, base);
-    return { breakers: all.filter((b) => b.state === state), query: base, filteredBy: 'memo' };
+    return { breakers: all.filter((b) => b.state !== null && states.includes(b.state)), query: base, filteredBy: 'memo' };
   }
+}
+
+/**
+ * The states a `state` filter takes in: `open` includes `forced-open` (an operator's open refuses the fleet's calls
+ * as much, and a list of what is open must not leave it out); every other state is itself alone.
+ */
+export function statesMeant(state: BreakerStateName): BreakerStateName[] {
+  return state === 'open' ? ['open', 'forced-open'] : [state];
 }
 
 async function collect(client: Client, query: string): Promise<ListedBreaker[]> {

@@ -6,7 +6,7 @@
  * Pure: the workflow, the guard and the client all use it.
  */
 import { z } from 'zod';
-import { ConfigError, LATENCY_BUCKETS, OUTCOME_KINDS, parseOrThrow } from '../breaker';
+import { checkPolicyBounds, ConfigError, LATENCY_BUCKETS, OUTCOME_KINDS, parseOrThrow } from '../breaker';
 import type { AdminAction, ProbeSpec } from './breaker';
 
 /** The longest force-open an operator may time (a longer one is an open until closed or reset). */
@@ -86,6 +86,7 @@ export const reportSchema = z.object({
   inFlight: z.number().int().min(0).max(MAX_IN_FLIGHT).optional(),
   stalled: count.optional(),
   probe: probeSpecSchema.optional(),
+  witness: name.optional(),
 });
 
 export const probeRequestSchema = z.object({ requestId: name.min(1), requester: name });
@@ -122,7 +123,8 @@ export const adminActionSchema = z.discriminatedUnion('action', [
   z.object({ ...origin, action: z.literal('reset'), reason }),
   z.object({ ...origin, action: z.literal('disable'), reason }),
   z.object({ ...origin, action: z.literal('enable'), reason }),
-  // The fields themselves are the policy's to check (it refuses a configuration it cannot run, as a whole).
+  // The fields themselves are the policy's to check (it refuses a configuration it cannot run, as a whole); their
+  // bounds are checked here too, in checkSignal (the entity's 'config-bounds' patch).
   z.object({
     ...origin,
     action: z.literal('configure'),
@@ -151,21 +153,37 @@ export type CheckedSignal = keyof typeof SIGNAL_SCHEMAS;
  * additions are not a reason to refuse), or why it is refused, field by field (values quoted, masked where
  * they look secret).
  */
-export function checkSignal(signal: CheckedSignal, payload: unknown): { ok: true; value: unknown } | { ok: false; problem: string } {
+export function checkSignal(signal: CheckedSignal, payload: unknown, opts: SignalCheckOptions = {}): { ok: true; value: unknown } | { ok: false; problem: string } {
   // Reports are nearly every signal, and every one is checked again whenever the entity's history is replayed:
   // the usual shape is checked by hand (a few microseconds; zod takes about 70), anything else goes to zod.
   if (signal === 'report' && isPlainReport(payload)) return { ok: true, value: payload };
   try {
-    return { ok: true, value: parseOrThrow(SIGNAL_SCHEMAS[signal], payload, signal) };
+    const value = parseOrThrow(SIGNAL_SCHEMAS[signal], payload, signal);
+    if (opts.configBounds && signal === 'admin') checkConfigureBounds(value as AdminAction);
+    return { ok: true, value };
   } catch (err) {
     if (err instanceof ConfigError) return { ok: false, problem: err.issues.join('; ') };
     throw err;
   }
 }
 
+export interface SignalCheckOptions {
+  /**
+   * A configure's fields must be within the policy's bounds (POLICY_BOUNDS, src/breaker/config.ts): the entity's
+   * 'config-bounds' patch; runs recorded before it accepted what the policy's schema took.
+   */
+  configBounds?: boolean;
+}
+
+/** A configure's fields above the policy's bounds: throws a ConfigError naming each, its value and its bound. */
+function checkConfigureBounds(a: AdminAction, subject = 'admin'): void {
+  if (a.action === 'configure') checkPolicyBounds(a.config, subject);
+}
+
 /** An admin action, checked as the entity will check it: throws a ConfigError naming each bad field and its value. */
 export function checkAdminAction(a: AdminAction): void {
   parseOrThrow(adminActionSchema, a, `breaker ${a.action}`);
+  checkConfigureBounds(a, `breaker ${a.action}`);
 }
 
 /** A self-probe spec, checked as the entity will check it (throws a ConfigError). */
@@ -199,6 +217,8 @@ function isPlainReport(r: unknown): boolean {
   const inFlight = r['inFlight'];
   if (inFlight !== undefined && !(typeof inFlight === 'number' && Number.isInteger(inFlight) && inFlight >= 0 && inFlight <= MAX_IN_FLIGHT)) return false;
   if (r['stalled'] !== undefined && !isCount(r['stalled'])) return false;
+  const witness = r['witness'];
+  if (witness !== undefined && !(typeof witness === 'string' && witness.length <= NAME_MAX)) return false;
   return isWait(r['retryAfterMs']) && isWait(r['rateLimitedForMs']);
 }
 
@@ -210,6 +230,6 @@ const isCounts = (counts: unknown): boolean => {
 const isLatency = (latency: unknown): boolean => latency === undefined || (Array.isArray(latency) && latency.length <= LATENCY_BUCKETS && latency.every(isCount));
 const isSpan = (v: unknown): boolean => typeof v === 'number' && v >= 0 && v <= MAX_SPAN_MS;
 
-const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'earlier', 'everyMs', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled']);
+const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'earlier', 'everyMs', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled', 'witness']);
 const SPAN_FIELDS = new Set(['counts', 'latency', 'fromAgoMs', 'toAgoMs']);
 const OUTCOME_SET = new Set<string>(OUTCOME_KINDS);

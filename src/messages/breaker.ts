@@ -170,6 +170,11 @@ export interface OutcomeReport {
   earlier?: SpanCounts;
   /** How often this reporter sends its reports now (ms): the entity counts it as active for two of those. */
   everyMs?: number;
+  /**
+   * Who vouches for these outcomes in the quorum: the reporter's host (stable across restarts) unless configured
+   * otherwise. The quorum counts witnesses; without one (older guards), the reporter id.
+   */
+  witness?: string;
 }
 
 export interface ProbeRequest {

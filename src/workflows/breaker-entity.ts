@@ -38,7 +38,14 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // Each failed trial in a row waits longer before the next (probeBackoff), and completed calls slower than
   // slowCallMs count toward a slow-call rate: new entities only. Then stalls judged by render time: the fast
   // window reaches back a p95 latency, and the view gives the fleet's stall threshold (runs before replay without).
-  const later = { trialBackoff: patched('probe-backoff'), slowCalls: patched('slow-calls'), renderTimeStalls: patched('render-time-stalls') };
+  // Then the policy's bounds (a cooldown of 1e15 ms asked the server for a timer it refuses): a start input out of
+  // them runs on defaults, a configure out of them is refused whole (runs before replay what they accepted).
+  const later = {
+    trialBackoff: patched('probe-backoff'),
+    slowCalls: patched('slow-calls'),
+    renderTimeStalls: patched('render-time-stalls'),
+    configBounds: patched('config-bounds'),
+  };
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.

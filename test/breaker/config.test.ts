@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigError, DEFAULT_POLICY_CONFIG, cooldownCapMs, latencyBudgetMs, maxCooldownMs, parsePolicyConfig } from '../../src/breaker';
+import { ConfigError, DEFAULT_POLICY_CONFIG, MAX_POLICY_DURATION_MS, POLICY_BOUNDS, checkPolicyBounds, cooldownCapMs, latencyBudgetMs, maxCooldownMs, parsePolicyConfig } from '../../src/breaker';
 
 /** Parses `input`, expecting a ConfigError with an issue that names `field` and shows `shown` as the value received. */
 function rejected(input: unknown, field: string, shown: string): ConfigError {
@@ -247,5 +247,40 @@ describe('window shape', () => {
   test('1 s buckets with a 10-minute-and-a-second window are rejected', () => {
     rejected({ windowMs: 601_000, bucketMs: 1_000 }, 'bucketMs', '1000');
     assert.doesNotThrow(() => parsePolicyConfig({ windowMs: 600_000 }));
+  });
+});
+
+describe('bounds', () => {
+  test('configure bounds refused: each bounded setting one past its bound is refused, naming the field, the bound and the value', () => {
+    for (const [field, { max, label }] of Object.entries(POLICY_BOUNDS)) {
+      const over = Number.isInteger(max) ? max + 1 : max * 1.01;
+      assert.throws(
+        () => checkPolicyBounds({ [field]: over }, 'breaker configure'),
+        (err: unknown) => err instanceof ConfigError && err.issues.length === 1 && err.issues[0] === `${field}: must be at most ${max} (${label}) (got ${over})`,
+        field,
+      );
+      // At the bound itself: accepted.
+      assert.doesNotThrow(() => checkPolicyBounds({ [field]: max }), field);
+    }
+  });
+
+  test('a cooldown of 1e15 ms is refused by the parse every new configuration goes through', () => {
+    const err = rejected({ cooldownMs: 1e15 }, 'cooldownMs', '1000000000000000');
+    assert.match(err.message, /must be at most 2592000000 \(30 days\)/);
+    rejected({ cooldownMultiplier: 1e9 }, 'cooldownMultiplier', '1000000000');
+    rejected({ cooldownMaxFactor: 1e9 }, 'cooldownMaxFactor', '1000000000');
+    rejected({ probeLeaseMs: 1e12 }, 'probeLeaseMs', '1000000000000');
+    rejected({ minSamples: 1e12, fastMinSamples: 1e12 }, 'minSamples', '1000000000000');
+  });
+
+  test('the longest grown cooldown and trial wait are bounded too (x cooldownMaxFactor at most 30 days)', () => {
+    rejected({ cooldownMs: 5 * 86_400_000 }, 'cooldownMs', String(5 * 86_400_000));
+    rejected({ cooldownMs: 60_000, cooldownMaxFactor: 1_000, probeIntervalMs: 3_600_000 }, 'probeIntervalMs', '3600000');
+    const c = parsePolicyConfig({ cooldownMs: MAX_POLICY_DURATION_MS, cooldownMaxFactor: 1 });
+    assert.equal(cooldownCapMs(c), MAX_POLICY_DURATION_MS);
+  });
+
+  test('unbounded, the parse takes what configurations recorded before the bounds held', () => {
+    assert.equal(parsePolicyConfig({ cooldownMs: 1e15 }, { bounded: false }).cooldownMs, 1e15);
   });
 });

@@ -38,6 +38,7 @@ function seeded(seed: number): () => number {
 interface Report {
   at: number;
   reporter: string;
+  witness?: string;
   counts: Partial<OutcomeCounts>;
 }
 
@@ -45,7 +46,7 @@ interface Report {
 function firstTrip(config: PolicyConfig, reports: Report[]): { at: number; detail: string } | null {
   let s: PolicyState = initialState(config);
   for (const r of [...reports].sort((a, b) => a.at - b.at)) {
-    const out: StepResult = step(s, { type: 'report', reporter: r.reporter, counts: r.counts }, r.at, 0.5);
+    const out: StepResult = step(s, { type: 'report', reporter: r.reporter, ...(r.witness ? { witness: r.witness } : {}), counts: r.counts }, r.at, 0.5);
     s = out.state;
     const opened = out.transitions.find((t) => t.to === 'open');
     if (opened) return { at: r.at, detail: opened.detail };
@@ -81,6 +82,24 @@ describe('quorum: failures from one reporter do not open the fleet breaker', () 
     }
     // The case is the one that opened the breaker before the quorum: the test would catch its return.
     assert.equal(trippedWithout, 20);
+  });
+
+  test('a restarted reporter does not make a quorum: two process ids of one host (one witness) failing, beside a healthy host', () => {
+    const config = parsePolicyConfig(ENTITY_DEFAULTS);
+    // Host a's worker fails, restarts within the window under a new process id and fails again; host b is served.
+    const reports = (witnessed: boolean): Report[] => {
+      const out: Report[] = [];
+      for (let t = 0; t < 10_000; t += 1_000) out.push({ at: T0 + t, reporter: 'worker-1@b-0001', ...(witnessed ? { witness: 'host:b' } : {}), counts: { success: 10 } });
+      for (let t = 2_000; t < 5_000; t += 500) out.push({ at: T0 + t + 1, reporter: 'worker-1@a-aaaa', ...(witnessed ? { witness: 'host:a' } : {}), counts: { transient: 40 } });
+      for (let t = 5_000; t < 10_000; t += 500) out.push({ at: T0 + t + 1, reporter: 'worker-1@a-bbbb', ...(witnessed ? { witness: 'host:a' } : {}), counts: { transient: 40 } });
+      return out;
+    };
+    assert.equal(firstTrip(config, reports(true)), null, 'one failing host, whatever its process ids, is one failing witness');
+    // Counted by process id, as before witnesses, the restart alone meets the quorum: the case the test is about.
+    assert.notEqual(firstTrip(config, reports(false)), null);
+    // Two failing hosts still trip.
+    const twoHosts = reports(true).map((r) => (r.reporter === 'worker-1@a-bbbb' ? { ...r, witness: 'host:c' } : r));
+    assert.notEqual(firstTrip(config, twoHosts), null);
   });
 
   test('a declined trip says why: the quorum was not met, failures from 1 reporter', () => {

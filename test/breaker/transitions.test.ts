@@ -911,6 +911,23 @@ describe('configure', () => {
     assert.match(r.ignored ?? '', /"cooldown"/);
   });
 
+  test('configure bounds refused: a bounded configure past a bound is ignored; unbounded, as runs recorded before the bounds replay, it applies', () => {
+    const s = fresh();
+    const r = go(s, { type: 'configure', config: { cooldownMs: 1e15 }, bounded: true }, T0);
+    assert.deepEqual(r.transitions, []);
+    assert.deepEqual(r.state, s);
+    assert.match(r.ignored ?? '', /cooldownMs: must be at most 2592000000 \(30 days\) \(got 1000000000000000\)/);
+    // The grown cooldown too: 10 days x the default cooldownMaxFactor (8) is past 30 days.
+    const grown = go(s, { type: 'configure', config: { cooldownMs: 10 * 86_400_000 }, bounded: true }, T0);
+    assert.deepEqual(grown.state, s);
+    assert.match(grown.ignored ?? '', /cooldownMs: x cooldownMaxFactor \(8\) must be at most 2592000000/);
+    const within = go(s, { type: 'configure', config: { cooldownMs: 3 * 86_400_000 }, bounded: true }, T0);
+    assert.equal(within.state.config.cooldownMs, 3 * 86_400_000);
+    const recorded = go(s, { type: 'configure', config: { cooldownMs: 1e15 } }, T0);
+    assert.equal(only(recorded.transitions).reason, 'configured');
+    assert.equal(recorded.state.config.cooldownMs, 1e15);
+  });
+
   test('a patch that breaks the window shape is ignored', () => {
     const s = fresh();
     const r = go(s, { type: 'configure', config: { bucketMs: 60_000 } }, T0);

@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { adminBreaker, type ListResult } from '../../src/client/breakers';
+import { adminBreaker, configureBreaker, listBreakers, type ListResult } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { formatList, parseForceOpenFor } from '../../src/cli/breaker-commands';
 import { adminSignal, cancelProbeSignal, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, type BreakerStatus } from '../../src/messages/breaker';
@@ -71,11 +71,14 @@ const bad: [string, (h: EntityHandle) => Promise<void>][] = [
   ['a rate-limit pause of 1e308 ms', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { 'rate-limited': 1 }, rateLimitedForMs: 1e308 })],
   ['an inFlight of -3', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, inFlight: -3 })],
   ['a report that is a string', (h) => h.signal(reportSignal, 'hello' as never)],
+  ['a witness of 10,000 characters', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: 1 }, witness: 'x'.repeat(10_000) })],
   ['a file:// probe', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'file:///etc/passwd' } })],
   ['a probe with a password in its URL', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://user:secret@tiles.example.test/0/0/0.png' } })],
   ['a probe sending an Authorization header', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://tiles.example.test/0/0/0.png', headers: { Authorization: 'Bearer x' } } })],
   ['a configure whose config is a string', (h) => h.signal(adminSignal, { action: 'configure', config: 'everything' as never })],
   ['a configure the policy cannot run', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: -1 } })],
+  ['a configure past its bounds (a cooldown of 1e15 ms)', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 1e15 } })],
+  ['a configure whose cooldown grows past 30 days', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 86_400_000, cooldownMaxFactor: 100 } })],
   ['an unknown admin action', (h) => h.signal(adminSignal, { action: 'explode' } as never)],
   ['a reason of 10,000 characters', (h) => h.signal(adminSignal, { action: 'reset', reason: 'x'.repeat(10_000) })],
   ['a probe result of generation -1', (h) => h.signal(probeResultSignal, { generation: -1, outcome: 'success' })],
@@ -132,6 +135,79 @@ test('the client and the CLI refuse the same values before sending, naming the f
   assert.notEqual(cliOpen.code, 0);
   assert.match(cliOpen.err, /--for must be at most 30d \(got "365d"\)/);
   assert.equal((await h.query(statusQuery)).view.state, 'closed', 'nothing was sent');
+});
+
+test('configure bounds refused: the CLI exits 2 naming the field, the value and the bound, and sends nothing', async () => {
+  const before = await h.query(statusQuery);
+  const text = await cliRun(['breaker', 'configure', key, 'cooldownMs=1000000000000000']);
+  assert.equal(text.code, 2, text.err);
+  assert.match(text.err, /cooldownMs: must be at most 2592000000 \(30 days\) \(got 1000000000000000\)/);
+  assert.doesNotMatch(text.out, /done/);
+  const json = await cliRun(['breaker', 'configure', key, 'cooldownMultiplier=1000000', '--json']);
+  assert.equal(json.code, 2, json.err);
+  const { error } = JSON.parse(json.out) as { error: { kind: string; field: string; exitCode: number; issues: string[] } };
+  assert.deepEqual([error.kind, error.field, error.exitCode], ['invalid', 'cooldownMultiplier', 2]);
+  assert.deepEqual(error.issues, ['cooldownMultiplier: must be at most 100 (100) (got 1000000)']);
+  // Within each bound alone, past 30 days once grown: refused against the configuration in force (the client).
+  const grown = await cliRun(['breaker', 'configure', key, 'cooldownMs=864000000']);
+  assert.equal(grown.code, 2, grown.err);
+  assert.match(grown.err, /cooldownMs: x cooldownMaxFactor \(8\) must be at most 2592000000 \(30 days\)/);
+  await assert.rejects(configureBreaker(env.client, key, { probeLeaseMs: 1e12 }), /probeLeaseMs: must be at most 3600000 \(1 h\) \(got 1000000000000\)/);
+  const after = await h.query(statusQuery);
+  assert.deepEqual(after.config, before.config, 'nothing was sent');
+  assert.equal(after.counters.refusedSignals, before.counters.refusedSignals, 'nothing reached the entity');
+});
+
+test('a restarted reporter does not make a quorum on a real entity: reports carry the witness through to the policy', async () => {
+  const qkey = `http://quorum-${tag}.example.test:80`;
+  const q = await startEntity(env.client, taskQueue, { key: qkey }, { reporter: 'worker-1@b-0001', witness: 'host:b', counts: { success: 10 } });
+  const reportsSeen = async (n: number): Promise<BreakerStatus> => {
+    let s = await q.query(statusQuery);
+    for (let i = 0; i < 100 && s.counters.reports < n; i++) {
+      await delay(100);
+      s = await q.query(statusQuery);
+    }
+    assert.equal(s.counters.reports, n);
+    return s;
+  };
+  // Host a's worker fails, restarts under a new process id, and fails again: one witness.
+  await q.signal(reportSignal, { reporter: 'worker-1@a-aaaa', witness: 'host:a', counts: { transient: 40 } });
+  await q.signal(reportSignal, { reporter: 'worker-1@a-bbbb', witness: 'host:a', counts: { transient: 40 } });
+  const declined = await reportsSeen(3);
+  assert.equal(declined.view.state, 'closed');
+  assert.equal(declined.config.quorum, 2);
+  assert.ok((declined.counters.quorumDeclined ?? 0) >= 1, JSON.stringify(declined.counters));
+  // A second failing host meets it.
+  await q.signal(reportSignal, { reporter: 'worker-1@c-cccc', witness: 'host:c', counts: { transient: 40 } });
+  const opened = await reportsSeen(4);
+  assert.equal(opened.view.state, 'open');
+});
+
+test('breaker list --state open includes forced-open breakers (and --state forced-open lists them alone)', async () => {
+  const forcedKey = `http://forced-${tag}.example.test:80`;
+  const opened = await adminBreaker(env.client, forcedKey, 'force-open', { taskQueue, reason: 'maintenance' });
+  assert.equal(opened.status.view.state, 'forced-open');
+  // Visibility follows the entity's search attributes after a moment: wait for the listing, not a fixed time.
+  const listed = async (state: string) => {
+    let r = await listBreakers(env.client, { state });
+    for (let i = 0; i < 100 && !r.breakers.some((b) => b.key === forcedKey); i++) {
+      await delay(200);
+      r = await listBreakers(env.client, { state });
+    }
+    return r;
+  };
+  const open = await listed('open');
+  assert.equal(open.filteredBy, 'search-attribute');
+  assert.deepEqual(
+    open.breakers.filter((b) => b.key === forcedKey).map((b) => b.state),
+    ['forced-open'],
+  );
+  const forced = await listed('forced-open');
+  assert.ok(forced.breakers.every((b) => b.state === 'forced-open'));
+  assert.ok(forced.breakers.some((b) => b.key === forcedKey));
+  const cli = await cliRun(['breaker', 'list', '--state', 'open', '--json']);
+  assert.equal(cli.code, 0, cli.err);
+  assert.ok(cli.out.includes(forcedKey), cli.out);
 });
 
 test('a bad time stored before the checks prints as such instead of failing the listing', () => {
@@ -224,6 +300,10 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
     { reporter: 'w', counts: { success: 4 }, everyMs: 600_001 },
     { reporter: 'w', counts: { success: 4 }, everyMs: 1.5 },
     { reporter: 'x'.repeat(257), counts: {} },
+    // The quorum's witness: a host-level name, bounded as a reporter's.
+    { reporter: 'w', counts: { transient: 2 }, witness: 'host:node-3' },
+    { reporter: 'w', counts: { transient: 2 }, witness: 'x'.repeat(257) },
+    { reporter: 'w', counts: { transient: 2 }, witness: 7 },
     { reporter: 3, counts: {} },
     { counts: {} },
     null,
@@ -231,4 +311,6 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
     'report',
   ];
   for (const r of reports) assert.equal(checkSignal('report', r).ok, reportSchema.safeParse(r).success, JSON.stringify(r));
+  assert.equal(checkSignal('report', { reporter: 'w', counts: {}, witness: 'host:node-3' }).ok, true, 'a witness is accepted');
+  assert.equal(checkSignal('report', { reporter: 'w', counts: {}, witness: 'x'.repeat(257) }).ok, false, 'a witness is bounded');
 });

@@ -181,6 +181,7 @@ export class ReportSender {
     if (view) report.generation = view.generation;
     report.inFlight = this.inFlight(key);
     report.everyMs = this.schedule.everyMs(key);
+    if (this.o.witness) report.witness = this.o.witness;
     // Due again one (jittered) interval from now, whether this one lands or is dropped.
     this.schedule.reported(key, Date.now());
     const probe = this.probeFor(key);

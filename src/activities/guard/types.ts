@@ -11,6 +11,11 @@ export interface GuardOptions {
   taskQueue: string;
   /** Who reports: one id per worker process. */
   reporter: string;
+  /**
+   * Who vouches for this process's outcomes in the quorum (witnessIdentity: its host, unless configured): the
+   * quorum counts witnesses, so restarts and processes of one host count once. Unset: the reporter id.
+   */
+  witness?: string;
   /** Policy configuration for entities this guard creates (an existing entity keeps its own). */
   config?: PolicyConfigInput;
   /**
@@ -204,8 +209,8 @@ export interface GuardStats {
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
-export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes'>> &
-  Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes'>;
+export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes' | 'witness'>> &
+  Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes' | 'witness'>;
 
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {
   return {

@@ -42,6 +42,8 @@ export interface LaterDefaults {
   slowCalls?: boolean;
   /** fastWindowFollowsLatency, and the fleet's stall threshold in the view (the 'render-time-stalls' patch). */
   renderTimeStalls?: boolean;
+  /** Configurations held to POLICY_BOUNDS: the start input's and every configure's (the 'config-bounds' patch). */
+  configBounds?: boolean;
 }
 
 /**
@@ -49,7 +51,7 @@ export interface LaterDefaults {
  * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.
  */
 export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean, smallFleet = false, quorum = false, later: LaterDefaults = {}): PolicyState {
-  const parsed = parseConfig(key, rateLimits ? config : withoutRate(config));
+  const parsed = parseConfig(key, rateLimits ? config : withoutRate(config), later.configBounds ?? false);
   // A run recorded before the probe cadence replays with a failed probe waiting the full grown cooldown.
   if (probeCadence && !(config && 'probeIntervalMs' in config)) parsed.probeIntervalMs = Math.min(parsed.cooldownMs, DEFAULT_PROBE_INTERVAL_MS);
   // And one recorded before small fleets' floors replays with volumeFloor holding whatever the concurrency.
@@ -95,9 +97,9 @@ function withoutRate<C extends object | undefined>(c: C): C {
  * The entity's configuration. An invalid one does not fail the run (the next report would only start another
  * failing run): the breaker runs on defaults and says why, loudly; `configure` can fix it.
  */
-function parseConfig(key: string, config: EntityInput['config']) {
+function parseConfig(key: string, config: EntityInput['config'], bounded: boolean) {
   try {
-    return parsePolicyConfig(config ?? {});
+    return parsePolicyConfig(config ?? {}, { bounded });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     log.error('invalid breaker configuration; running on defaults', { key, error: err.message });

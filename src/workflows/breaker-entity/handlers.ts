@@ -34,7 +34,7 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     setHandler(def, (...args: A) => {
       try {
         if (checked) {
-          const c = checkSignal(def.name as CheckedSignal, args[0]);
+          const c = checkSignal(def.name as CheckedSignal, args[0], { configBounds: entity.configBounds });
           if (!c.ok) return entity.refused(def.name, c.problem);
           args[0] = c.value;
         }
@@ -65,6 +65,8 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     const out = entity.apply({
       type: 'report',
       reporter: r.reporter || 'anonymous',
+      // The quorum's witness (a host): reports without one (older guards, recorded histories) count by reporter.
+      ...(typeof r.witness === 'string' && r.witness ? { witness: r.witness } : {}),
       ...parts,
       ...(r.retryAfterMs ? { retryAfterMs: r.retryAfterMs } : {}),
       ...(pacing && r.rateLimitedForMs ? { rateLimitedForMs: r.rateLimitedForMs } : {}),
@@ -106,7 +108,7 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
       entity.wake = true;
       return;
     }
-    const { event, origin } = adminCommand(a, rateLimits, entity.newProbeRound);
+    const { event, origin } = adminCommand(a, rateLimits, entity.newProbeRound, entity.configBounds);
     const out = entity.apply(event, origin);
     if (out.ignored) log.warn('admin signal ignored', { key, action: a.action, why: out.ignored });
     // A configuration the policy cannot run is refused as a whole, as a payload that fails the checks is.

@@ -67,6 +67,8 @@ export class EntityState {
   spacing = false;
   /** A change to the close rule while half-open starts the probe round again (the 'probe-round-rule' patch). */
   newProbeRound = false;
+  /** Configurations are held to the policy's bounds, in the signal's check and in the policy (the 'config-bounds' patch). */
+  readonly configBounds: boolean;
   /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
   wake = false;
   /**
@@ -112,6 +114,7 @@ export class EntityState {
     later: LaterDefaults = {},
   ) {
     this.stallView = later.renderTimeStalls ?? false;
+    this.configBounds = later.configBounds ?? false;
     const { key } = input;
     // Either form: a run from before the bound carried everything (restore reads it as it is).
     const carried = input.carried ? restore(input.carried) : undefined;
