@@ -15,10 +15,13 @@ import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { DEFAULT_BATCH_SIZE } from '../messages/mosaic-request';
 import { checkScheduleOverlap, SCHEDULE_OVERLAPS } from '../messages/scheduled-mosaic';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
+import { temporalUnreachable, throughOutages, type OutageOptions } from '../client/server-wait';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
 import type { MosaicProgress, MosaicRequest, MosaicResult } from '../messages/mosaic-types';
 import type { MosaicMemo } from '../messages/search-attributes';
+
+const noop = () => undefined;
 
 export type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Promise<void>) => Promise<void>;
 
@@ -183,6 +186,11 @@ export function waitingLines(): (p: Pick<MosaicProgress, 'waitingFor' | 'waiting
 }
 
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
+/** A watch goes on through a server restart, saying so on `stream` (stderr): docs/cli.md. */
+export function outageLines(stream: NodeJS.WritableStream = process.stderr): Omit<OutageOptions, 'what'> {
+  return { say: (line) => void stream.write(`tilebreaker: ${line}\n`) };
+}
+
 export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
   const bar = new SingleBar({
@@ -221,7 +229,7 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
     }
     if (s.status !== 'RUNNING' && started) bar.stop();
   };
-  return watchMosaic(client, workflowId, { onStatus, ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}) });
+  return watchMosaic(client, workflowId, { onStatus, outages: outageLines(stream), ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}) });
 }
 
 function finish(s: MosaicStatus, json: boolean): number {
@@ -289,12 +297,13 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           else console.log(`started mosaic ${handle.workflowId} (name ${name}, run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`);
           return;
         }
-        const s = o.watch
-          ? await showMosaicProgress(client, handle.workflowId)
-          : await handle.result().then(
-              () => mosaicStatus(client, handle.workflowId),
-              () => mosaicStatus(client, handle.workflowId),
-            );
+        const ride = { ...outageLines(), what: handle.workflowId };
+        // The run's end, however it ended; only an unreachable server is retried, not a failed run.
+        const ended = () =>
+          handle.result().then(noop, (err: unknown) => {
+            if (temporalUnreachable(err)) throw err;
+          });
+        const s = o.watch ? await showMosaicProgress(client, handle.workflowId) : await throughOutages(ended, ride).then(() => throughOutages(() => mosaicStatus(client, handle.workflowId), ride));
         process.exitCode = finish(s, !!o.json);
       });
     });

@@ -6,7 +6,8 @@ import { seedExitCode, startSeed } from '../client/seeds';
 import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
-import type { WithClient } from './mosaic-commands';
+import { outageLines, type WithClient } from './mosaic-commands';
+import { TemporalUnreachableError, throughOutages } from '../client/server-wait';
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflightPlan } from './preflight';
 import { errorBody, printError } from './errors';
@@ -132,12 +133,14 @@ export function registerSeedCommand(program: Command, { withLocal, withClient }:
         const handle = await startSeed(client, taskQueue, request, o.id);
         if (!o.json) console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
         try {
-          const result = await handle.result();
+          const result = await throughOutages(() => handle.result(), { ...outageLines(), what: handle.workflowId });
           if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
           else for (const line of summary(result)) console.log(line);
           if (!o.json && result.notStarted.length > 0) console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
           process.exitCode = seedExitCode(result);
         } catch (err) {
+          // Gave up on an unreachable server: the seed was not seen to fail, so exit 2 as any unreachable server.
+          if (err instanceof TemporalUnreachableError) throw err;
           // The cause that says why: a level's failure is a child's, whose own cause names the field and value.
           const chain: { message: string; type?: string }[] = [];
           for (let e: unknown = err instanceof WorkflowFailedError ? err.cause : err; e instanceof Error && chain.length < 6; e = (e as { cause?: unknown }).cause) {

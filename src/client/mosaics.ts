@@ -8,6 +8,7 @@ import { progressQuery } from '../messages/mosaic';
 import { allServed, type MosaicProgress, type MosaicRequest, type MosaicResult, type RedriveSources } from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import type { MosaicMemo } from '../messages/search-attributes';
+import { throughOutages, type OutageOptions } from './server-wait';
 import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, startLabels } from './mosaic-names';
 
 export { mosaicWorkflowId } from './mosaic-names';
@@ -148,11 +149,18 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
 
 /**
  * Reads a mosaic's status every `intervalMs` (default 1 s) until it is no longer running, and returns the
- * last one (with `result` when it completed). `onStatus` sees each status read, the last one included.
+ * last one (with `result` when it completed). `onStatus` sees each status read, the last one included. With
+ * `outages`, reads the server cannot answer are retried (throughOutages) instead of ending the watch.
  */
-export async function watchMosaic(client: Client, workflowId: string, opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void> } = {}): Promise<MosaicStatus> {
+export async function watchMosaic(
+  client: Client,
+  workflowId: string,
+  opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void>; outages?: Omit<OutageOptions, 'what'> } = {},
+): Promise<MosaicStatus> {
+  const outages = opts.outages;
   for (;;) {
-    const s = await mosaicStatus(client, workflowId);
+    // With `outages`, a server restart is waited out (the run goes on without us); without, its error is thrown.
+    const s = outages ? await throughOutages(() => mosaicStatus(client, workflowId), { ...outages, what: workflowId }) : await mosaicStatus(client, workflowId);
     await opts.onStatus?.(s);
     if (s.status !== 'RUNNING') return s;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
