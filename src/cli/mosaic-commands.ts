@@ -256,8 +256,11 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('start')
     .description('start a mosaic workflow (from --request FILE and/or flags)')
     .option('--request <file>', 'a mosaic request (YAML or JSON); flags override its fields')
-    .option('--sources <file>', 'sources file (YAML or JSON), read here first to check the request, then by the workers at the same path')
-    .option('--sources-on-worker', 'the sources file exists only on the workers (give its absolute path as they see it): not read here, the workers check it')
+    .option(
+      '--sources <file>',
+      'sources file (YAML or JSON): an absolute path names it on every host; a relative one is read by the workers from their first sources root (and here, to check the request, from this folder when it has a copy)',
+    )
+    .option('--sources-on-worker', 'the sources file exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it')
     .option('--source <name>', 'which source in the sources file')
     .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
     .option('--coverage <file.geojson>', 'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request')
@@ -427,7 +430,10 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       '--overlap <policy>',
       `when the output is already being built (by this schedule, another, by hand or a re-drive): ${SCHEDULE_OVERLAPS.join(' | ')} (default skip: the run ends, naming the running one; buffer-*: it waits for it; allow-all: it fails)`,
     )
-    .option('--sources-on-worker', "the request's sourcesFile exists only on the workers (an absolute path as they see it): not read here, the workers check it each night")
+    .option(
+      '--sources-on-worker',
+      "the request's sourcesFile exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it each night",
+    )
     .option('--json', 'print JSON')
     .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; overlap?: string; sourcesOnWorker?: boolean; json?: boolean }) => {
       if (o.name !== undefined) checkMosaicName(o.name, '--name');

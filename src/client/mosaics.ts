@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowExecutionDescription, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { capabilitiesFor, isObjectUrl } from '../messages/locations';
+import { capabilitiesFor } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
@@ -9,21 +8,24 @@ import { allServed, type MosaicProgress, type MosaicRequest, type MosaicResult, 
 import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import type { MosaicMemo } from '../messages/search-attributes';
 import { throughOutages, type OutageOptions } from './server-wait';
-import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, startLabels } from './mosaic-names';
+import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, normalLocation, outputKey, redriveWorkflowId, startLabels } from './mosaic-names';
 
 export { mosaicWorkflowId } from './mosaic-names';
 
-/** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
+/**
+ * Paths in a request are the caller's: the output and store are resolved here (normalLocation: one spelling
+ * of one place, as its id is), before a worker elsewhere writes them. A relative sourcesFile is sent as
+ * written: each worker reads it from its own first sources root, so the file need not sit at one absolute
+ * path on every host.
+ */
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
-  // A bucket's object (s3://...) is the same wherever it is named from.
-  const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(cwd, p));
+  const local = (p: string) => normalLocation(p, cwd);
   // Named only when needed: a worker of the release before object storage refuses it rather than write locally.
   const requires = capabilitiesFor([request.output, request.storeRoot]);
   return {
     ...request,
     ...(requires.length ? { requires: [...new Set([...(request.requires ?? []), ...requires])] } : {}),
     output: local(request.output),
-    ...(request.sourcesFile !== undefined ? { sourcesFile: path.resolve(cwd, request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
 }
@@ -259,7 +261,7 @@ export async function startRedrive(
   opts: { waitForMs?: number; replaceMirrors?: boolean } = {},
 ): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
-  const abs = isObjectUrl(manifestOrOutput) ? manifestOrOutput : path.resolve(manifestOrOutput);
+  const abs = normalLocation(manifestOrOutput);
   const id = workflowId ?? mosaicWorkflowId(abs);
   // The output's id first (its latest run's memo labels the re-drive), then those of earlier versions' runs.
   const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs), redriveWorkflowId(abs), legacyRedriveWorkflowId(abs), id]);
@@ -287,7 +289,8 @@ export async function startRedrive(
       args: [
         {
           manifest: abs,
-          ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}),
+          // As written: a relative file is read from the worker's first sources root.
+          ...(sources ? { sources } : {}),
           ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}),
           ...(opts.replaceMirrors ? { replaceMirrors: true } : {}),
         },

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { capabilitiesFor, isObjectUrl } from '../messages/locations';
+import { capabilitiesFor } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { seedWorkflow } from '../workflows/seed';
+import { normalLocation } from './mosaic-names';
 import { EXIT, exitCodeFor } from './mosaics';
 
 /** The workflow id of the seed into `into`: `seed/alps-1a2b3c4d` for /data/alps.mbtiles (one seed per file at a time). */
@@ -14,11 +15,11 @@ export function seedWorkflowId(into: string): string {
 
 /** The seed as a worker will get it: paths resolved here (as `mosaic start` resolves them), checked before anything starts. */
 export function prepareSeed(request: SeedRequest): SeedRequest {
-  const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(p));
+  // One spelling of one place (so one id); a relative sourcesFile goes as written, for the worker's sources root.
+  const local = (p: string) => normalLocation(p);
   const resolved: SeedRequest = {
     ...request,
     into: local(request.into),
-    ...(request.sourcesFile !== undefined ? { sourcesFile: local(request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
   // A worker of a release before object storage refuses the levels instead of writing locally.
