@@ -11,6 +11,7 @@ import { TemporalUnreachableError, throughOutages } from '../client/server-wait'
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflightPlan } from './preflight';
 import { errorBody, printError } from './errors';
+import { ConfigError } from '../breaker/config-error';
 
 interface SeedOptions {
   sources: string;
@@ -37,7 +38,7 @@ interface SeedOptions {
 /** A seed request from the flags; the worker validates the rest as it does a mosaic's. */
 export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
   const levels = /^(\d+)(?:-(\d+))?$/.exec(o.levels.trim());
-  if (!levels) throw new Error(`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`);
+  if (!levels) throw new ConfigError('seed', [`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`]);
   if (o.bbox === undefined && o.coverage === undefined) throw new Error('seed: give --bbox, --coverage, or both');
   const bbox = o.bbox === undefined ? undefined : parseBbox(o.bbox);
   const maxTiles = o.maxTiles === undefined ? undefined : Number(o.maxTiles);
@@ -81,7 +82,9 @@ async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Pr
   for (const zoom of new Set([levels[0]!, levels.at(-1)!])) {
     const plan = await preflightPlan({ ...mosaic, zoom, output: `${base}.z${zoom}.tif`, image: false }, { sourcesOnWorker });
     if (plan === null) return;
-    if (plan.bounds.crs !== undefined) throw new Error(`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`);
+    if (plan.bounds.crs !== undefined) {
+      throw new ConfigError('seed', [`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`]);
+    }
   }
 }
 
