@@ -464,7 +464,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
             // Made by an earlier version: its runs start mosaics under ids of their own, beside other runs of the output.
             const old = s.workflowType === 'mosaicWorkflow' ? '  (made before one run per output: delete and create it again)' : '';
             const seed = s.workflowType === 'scheduledSeedWorkflow' ? '  (seed)' : '';
-            console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
+            console.log(`${s.scheduleId}  ${s.cron.join(' ')} (${s.timezone})  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
           }
       });
     });
