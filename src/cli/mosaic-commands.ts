@@ -15,10 +15,13 @@ import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { DEFAULT_BATCH_SIZE } from '../messages/mosaic-request';
 import { checkScheduleOverlap, SCHEDULE_OVERLAPS } from '../messages/scheduled-mosaic';
 import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
+import { temporalUnreachable, throughOutages, type OutageOptions } from '../client/server-wait';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
 import type { MosaicProgress, MosaicRequest, MosaicResult } from '../messages/mosaic-types';
 import type { MosaicMemo } from '../messages/search-attributes';
+
+const noop = () => undefined;
 
 export type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Promise<void>) => Promise<void>;
 
@@ -183,6 +186,11 @@ export function waitingLines(): (p: Pick<MosaicProgress, 'waitingFor' | 'waiting
 }
 
 /** Shows a progress bar with counts by status and the breakers' states until the mosaic ends. */
+/** A watch goes on through a server restart, saying so on `stream` (stderr): docs/cli.md. */
+export function outageLines(stream: NodeJS.WritableStream = process.stderr): Omit<OutageOptions, 'what'> {
+  return { say: (line) => void stream.write(`tilebreaker: ${line}\n`) };
+}
+
 export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
   const bar = new SingleBar({
@@ -221,7 +229,7 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
     }
     if (s.status !== 'RUNNING' && started) bar.stop();
   };
-  return watchMosaic(client, workflowId, { onStatus, ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}) });
+  return watchMosaic(client, workflowId, { onStatus, outages: outageLines(stream), ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}) });
 }
 
 function finish(s: MosaicStatus, json: boolean): number {
@@ -248,8 +256,11 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .command('start')
     .description('start a mosaic workflow (from --request FILE and/or flags)')
     .option('--request <file>', 'a mosaic request (YAML or JSON); flags override its fields')
-    .option('--sources <file>', 'sources file (YAML or JSON), read here first to check the request, then by the workers at the same path')
-    .option('--sources-on-worker', 'the sources file exists only on the workers (give its absolute path as they see it): not read here, the workers check it')
+    .option(
+      '--sources <file>',
+      'sources file (YAML or JSON): an absolute path names it on every host; a relative one is read by the workers from their first sources root (and here, to check the request, from this folder when it has a copy)',
+    )
+    .option('--sources-on-worker', 'the sources file exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it')
     .option('--source <name>', 'which source in the sources file')
     .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
     .option('--coverage <file.geojson>', 'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request')
@@ -289,12 +300,13 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           else console.log(`started mosaic ${handle.workflowId} (name ${name}, run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`);
           return;
         }
-        const s = o.watch
-          ? await showMosaicProgress(client, handle.workflowId)
-          : await handle.result().then(
-              () => mosaicStatus(client, handle.workflowId),
-              () => mosaicStatus(client, handle.workflowId),
-            );
+        const ride = { ...outageLines(), what: handle.workflowId };
+        // The run's end, however it ended; only an unreachable server is retried, not a failed run.
+        const ended = () =>
+          handle.result().then(noop, (err: unknown) => {
+            if (temporalUnreachable(err)) throw err;
+          });
+        const s = o.watch ? await showMosaicProgress(client, handle.workflowId) : await throughOutages(ended, ride).then(() => throughOutages(() => mosaicStatus(client, handle.workflowId), ride));
         process.exitCode = finish(s, !!o.json);
       });
     });
@@ -418,7 +430,10 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       '--overlap <policy>',
       `when the output is already being built (by this schedule, another, by hand or a re-drive): ${SCHEDULE_OVERLAPS.join(' | ')} (default skip: the run ends, naming the running one; buffer-*: it waits for it; allow-all: it fails)`,
     )
-    .option('--sources-on-worker', "the request's sourcesFile exists only on the workers (an absolute path as they see it): not read here, the workers check it each night")
+    .option(
+      '--sources-on-worker',
+      "the request's sourcesFile exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it each night",
+    )
     .option('--json', 'print JSON')
     .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; overlap?: string; sourcesOnWorker?: boolean; json?: boolean }) => {
       if (o.name !== undefined) checkMosaicName(o.name, '--name');
@@ -449,7 +464,7 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
             // Made by an earlier version: its runs start mosaics under ids of their own, beside other runs of the output.
             const old = s.workflowType === 'mosaicWorkflow' ? '  (made before one run per output: delete and create it again)' : '';
             const seed = s.workflowType === 'scheduledSeedWorkflow' ? '  (seed)' : '';
-            console.log(`${s.scheduleId}  ${s.cron.join(' ')}  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
+            console.log(`${s.scheduleId}  ${s.cron.join(' ')} (${s.timezone})  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
           }
       });
     });

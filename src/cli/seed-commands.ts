@@ -6,10 +6,12 @@ import { seedExitCode, startSeed } from '../client/seeds';
 import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
-import type { WithClient } from './mosaic-commands';
+import { outageLines, type WithClient } from './mosaic-commands';
+import { TemporalUnreachableError, throughOutages } from '../client/server-wait';
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflightPlan } from './preflight';
 import { errorBody, printError } from './errors';
+import { ConfigError } from '../breaker/config-error';
 
 interface SeedOptions {
   sources: string;
@@ -36,7 +38,7 @@ interface SeedOptions {
 /** A seed request from the flags; the worker validates the rest as it does a mosaic's. */
 export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
   const levels = /^(\d+)(?:-(\d+))?$/.exec(o.levels.trim());
-  if (!levels) throw new Error(`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`);
+  if (!levels) throw new ConfigError('seed', [`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`]);
   if (o.bbox === undefined && o.coverage === undefined) throw new Error('seed: give --bbox, --coverage, or both');
   const bbox = o.bbox === undefined ? undefined : parseBbox(o.bbox);
   const maxTiles = o.maxTiles === undefined ? undefined : Number(o.maxTiles);
@@ -82,7 +84,9 @@ async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Pr
   for (const zoom of new Set([levels[0]!, levels.at(-1)!])) {
     const plan = await preflightPlan({ ...mosaic, zoom, output: `${base}.z${zoom}.tif`, image: false }, { sourcesOnWorker });
     if (plan === null) return;
-    if (plan.bounds.crs !== undefined) throw new Error(`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`);
+    if (plan.bounds.crs !== undefined) {
+      throw new ConfigError('seed', [`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`]);
+    }
   }
 }
 
@@ -134,12 +138,14 @@ export function registerSeedCommand(program: Command, { withLocal, withClient }:
         const handle = await startSeed(client, taskQueue, request, o.id);
         if (!o.json) console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
         try {
-          const result = await handle.result();
+          const result = await throughOutages(() => handle.result(), { ...outageLines(), what: handle.workflowId });
           if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
           else for (const line of summary(result)) console.log(line);
           if (!o.json && result.notStarted.length > 0) console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
           process.exitCode = seedExitCode(result);
         } catch (err) {
+          // Gave up on an unreachable server: the seed was not seen to fail, so exit 2 as any unreachable server.
+          if (err instanceof TemporalUnreachableError) throw err;
           // The cause that says why: a level's failure is a child's, whose own cause names the field and value.
           const chain: { message: string; type?: string }[] = [];
           for (let e: unknown = err instanceof WorkflowFailedError ? err.cause : err; e instanceof Error && chain.length < 6; e = (e as { cause?: unknown }).cause) {

@@ -16,9 +16,24 @@ import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SEARCH_ATTRIBUTES, MOSAIC_SOURCE, 
 
 export const MOSAIC_WORKFLOW_TYPES = ['mosaicWorkflow', 'redriveMosaicWorkflow'] as const;
 
-/** An output, manifest or re-drive path as a key: absolute, without `.tif` / `.manifest.json`. */
+/**
+ * One spelling per location, so two spellings of one output get one id: a local path absolute and normal
+ * (`./out/../out/a.tif` is `<cwd>/out/a.tif`), an object URL's key without empty, `.` or `..` segments. A
+ * location already in that form comes back unchanged, so the ids of existing runs and schedules stay.
+ */
+export function normalLocation(loc: string, cwd = process.cwd()): string {
+  if (!isObjectUrl(loc)) return path.resolve(cwd, loc);
+  const rest = loc.slice('s3://'.length);
+  const slash = rest.indexOf('/');
+  if (slash < 0) return loc;
+  // Resolved from the bucket's root: a `..` cannot climb out of the bucket.
+  const key = path.posix.resolve('/', rest.slice(slash + 1)).slice(1);
+  return `s3://${rest.slice(0, slash)}${key ? `/${key}` : ''}`;
+}
+
+/** An output, manifest or re-drive path as a key: normal (normalLocation), without `.tif` / `.manifest.json`. */
 export function outputKey(file: string): string {
-  return (isObjectUrl(file) ? file : path.resolve(file)).replace(/\.(manifest\.json|tiff?)$/i, '');
+  return normalLocation(file).replace(/\.(manifest\.json|tiff?)$/i, '');
 }
 
 function shortHash(file: string): string {

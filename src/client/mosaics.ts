@@ -1,28 +1,42 @@
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowExecutionDescription, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { capabilitiesFor, isObjectUrl } from '../messages/locations';
+import { capabilitiesFor } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
 import { allServed, type MosaicProgress, type MosaicRequest, type MosaicResult, type RedriveSources } from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import type { MosaicMemo } from '../messages/search-attributes';
-import { legacyMosaicWorkflowId, legacyRedriveWorkflowId, mosaicAttributesRegistered, mosaicWorkflowId, outputKey, redriveWorkflowId, seedLevelOf, seedWorkflowId, startLabels } from './mosaic-names';
+import { throughOutages, type OutageOptions } from './server-wait';
+import {
+  legacyMosaicWorkflowId,
+  legacyRedriveWorkflowId,
+  mosaicAttributesRegistered,
+  mosaicWorkflowId,
+  normalLocation,
+  outputKey,
+  redriveWorkflowId,
+  seedLevelOf,
+  seedWorkflowId,
+  startLabels,
+} from './mosaic-names';
 
 export { mosaicWorkflowId } from './mosaic-names';
 
-/** Paths in a request are the caller's: resolve them here, before a worker elsewhere reads them. */
+/**
+ * Paths in a request are the caller's: the output and store are resolved here (normalLocation: one spelling
+ * of one place, as its id is), before a worker elsewhere writes them. A relative sourcesFile is sent as
+ * written: each worker reads it from its own first sources root, so the file need not sit at one absolute
+ * path on every host.
+ */
 export function resolveRequestPaths(request: MosaicRequest, cwd = process.cwd()): MosaicRequest {
-  // A bucket's object (s3://...) is the same wherever it is named from.
-  const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(cwd, p));
+  const local = (p: string) => normalLocation(p, cwd);
   // Named only when needed: a worker of the release before object storage refuses it rather than write locally.
   const requires = capabilitiesFor([request.output, request.storeRoot]);
   return {
     ...request,
     ...(requires.length ? { requires: [...new Set([...(request.requires ?? []), ...requires])] } : {}),
     output: local(request.output),
-    ...(request.sourcesFile !== undefined ? { sourcesFile: path.resolve(cwd, request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
 }
@@ -151,11 +165,18 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
 
 /**
  * Reads a mosaic's status every `intervalMs` (default 1 s) until it is no longer running, and returns the
- * last one (with `result` when it completed). `onStatus` sees each status read, the last one included.
+ * last one (with `result` when it completed). `onStatus` sees each status read, the last one included. With
+ * `outages`, reads the server cannot answer are retried (throughOutages) instead of ending the watch.
  */
-export async function watchMosaic(client: Client, workflowId: string, opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void> } = {}): Promise<MosaicStatus> {
+export async function watchMosaic(
+  client: Client,
+  workflowId: string,
+  opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void>; outages?: Omit<OutageOptions, 'what'> } = {},
+): Promise<MosaicStatus> {
+  const outages = opts.outages;
   for (;;) {
-    const s = await mosaicStatus(client, workflowId);
+    // With `outages`, a server restart is waited out (the run goes on without us); without, its error is thrown.
+    const s = outages ? await throughOutages(() => mosaicStatus(client, workflowId), { ...outages, what: workflowId }) : await mosaicStatus(client, workflowId);
     await opts.onStatus?.(s);
     if (s.status !== 'RUNNING') return s;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
@@ -277,7 +298,7 @@ export async function startRedrive(
   opts: { waitForMs?: number; replaceMirrors?: boolean } = {},
 ): Promise<string> {
   if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
-  const abs = isObjectUrl(manifestOrOutput) ? manifestOrOutput : path.resolve(manifestOrOutput);
+  const abs = normalLocation(manifestOrOutput);
   let recorded: string | undefined;
   try {
     const m = JSON.parse(readFileSync(`${outputKey(abs)}.manifest.json`, 'utf8')) as { workflowId?: string | null };
@@ -307,7 +328,8 @@ export async function startRedrive(
       args: [
         {
           manifest: abs,
-          ...(sources ? { sources: { ...sources, sourcesFile: path.resolve(sources.sourcesFile) } } : {}),
+          // As written: a relative file is read from the worker's first sources root.
+          ...(sources ? { sources } : {}),
           ...(opts.waitForMs !== undefined ? { waitForMs: opts.waitForMs } : {}),
           ...(opts.replaceMirrors ? { replaceMirrors: true } : {}),
         },

@@ -12,6 +12,8 @@ import type { SeedRequest } from '../messages/seed-types';
 export interface ScheduleSummary {
   scheduleId: string;
   cron: string[];
+  /** The IANA time zone its cron spec is read in (UTC unless given). */
+  timezone: string;
   /** scheduledMosaicWorkflow; mosaicWorkflow for a schedule made before one run per output. */
   workflowType: string | null;
   /** What its runs do when the output is taken (schedules made before one run per output: null). */
@@ -56,7 +58,7 @@ export async function createMosaicSchedule(
     scheduleId,
     spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
     // The server turns cron into calendar specs; keep the words the user wrote for `schedule list`.
-    memo: { cron, output: resolved.output, name, overlap },
+    memo: { cron, timezone: timezone ?? 'UTC', output: resolved.output, name, overlap },
     policies: { overlap: TEMPORAL_OVERLAP[overlap], catchupWindow: '1h' },
     // The launcher carries no Mosaic* search attributes (it is not a mosaic): its mosaic does.
     action: { type: 'startWorkflow', workflowType: 'scheduledMosaicWorkflow', args: [input], taskQueue, workflowId: `mosaic-schedule/${scheduleId}`, memo: { ...runMemo } },
@@ -76,7 +78,7 @@ export async function createSeedSchedule(client: Client, taskQueue: string, sche
   await client.schedule.create({
     scheduleId,
     spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
-    memo: { cron, output: resolved.into, overlap: 'skip' },
+    memo: { cron, timezone: timezone ?? 'UTC', output: resolved.into, overlap: 'skip' },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1h' },
     action: { type: 'startWorkflow', workflowType: 'scheduledSeedWorkflow', args: [input], taskQueue, workflowId: `seed-schedule/${scheduleId}` },
   });
@@ -89,6 +91,7 @@ export async function listSchedules(client: Client): Promise<ScheduleSummary[]> 
     out.push({
       scheduleId: s.scheduleId,
       cron: typeof s.memo?.['cron'] === 'string' ? [s.memo['cron']] : describeSpec(s.spec ?? {}),
+      timezone: await timezoneOf(client, s),
       workflowType: action?.workflowType ?? null,
       overlap: typeof s.memo?.['overlap'] === 'string' ? s.memo['overlap'] : null,
       paused: s.state.paused,
@@ -97,6 +100,15 @@ export async function listSchedules(client: Client): Promise<ScheduleSummary[]> 
     });
   }
   return out;
+}
+
+/** A schedule's time zone: from its memo (schedules made since it is kept there), else from its full description. */
+async function timezoneOf(client: Client, s: { scheduleId: string; memo?: Record<string, unknown> | undefined }): Promise<string> {
+  const kept = s.memo?.['timezone'];
+  if (typeof kept === 'string' && kept) return kept;
+  // The list's own spec may leave the zone out: the schedule's description has it.
+  const described = await client.schedule.getHandle(s.scheduleId).describe();
+  return described.spec.timezone ?? 'UTC';
 }
 
 function describeSpec(spec: { calendars?: unknown[]; intervals?: unknown[] }): string[] {

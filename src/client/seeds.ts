@@ -1,21 +1,20 @@
-import path from 'node:path';
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { capabilitiesFor, isObjectUrl } from '../messages/locations';
+import { capabilitiesFor } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import type { seedWorkflow } from '../workflows/seed';
+import { normalLocation, seedWorkflowId } from './mosaic-names';
 import { EXIT, exitCodeFor } from './mosaics';
-import { seedWorkflowId } from './mosaic-names';
 
 export { seedWorkflowId } from './mosaic-names';
 
 /** The seed as a worker will get it: paths resolved here (as `mosaic start` resolves them), checked before anything starts. */
 export function prepareSeed(request: SeedRequest): SeedRequest {
-  const local = (p: string) => (isObjectUrl(p) ? p : path.resolve(p));
+  // One spelling of one place (so one id); a relative sourcesFile goes as written, for the worker's sources root.
+  const local = (p: string) => normalLocation(p);
   const resolved: SeedRequest = {
     ...request,
     into: local(request.into),
-    ...(request.sourcesFile !== undefined ? { sourcesFile: local(request.sourcesFile) } : {}),
     ...(request.storeRoot !== undefined ? { storeRoot: local(request.storeRoot) } : {}),
   };
   // A worker of a release before object storage refuses the levels instead of writing locally.

@@ -51,3 +51,88 @@ export async function untilServerReady<T>(attempt: () => Promise<T>, opts: Serve
     }
   }
 }
+
+/** gRPC status codes that say the server was not reached, or not in time (as the guard's reachability reads them). */
+const NOT_REACHED = new Set([4 /* DEADLINE_EXCEEDED */, 14 /* UNAVAILABLE */]);
+
+/**
+ * Whether a failed call means the Temporal server is unreachable for now (down, restarting, a network blip):
+ * a gRPC UNAVAILABLE or DEADLINE_EXCEEDED anywhere in the error's causes, or what `serverNotReady` waits out
+ * for a starting worker. An answer (not found, permission denied, a failed workflow) is not.
+ */
+export function temporalUnreachable(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number') return NOT_REACHED.has(code);
+  }
+  return serverNotReady(err);
+}
+
+/** How long a command waiting on a workflow goes on with the server unreachable before it gives up (docs/cli.md). */
+export const DEFAULT_UNREACHABLE_LIMIT_MS = 10 * 60_000;
+
+export interface OutageOptions {
+  /** Where the lines go (stderr in the CLI). */
+  say(line: string): void;
+  /** What is waited for, for the lines: e.g. `mosaic/alps-1a2b3c4d`. */
+  what: string;
+  /** Give up once the server has been unreachable this long (default DEFAULT_UNREACHABLE_LIMIT_MS). */
+  giveUpAfterMs?: number;
+  /** The back-off between tries: from this (default 1 s), doubling up to maxDelayMs (default 10 s). */
+  initialDelayMs?: number;
+  maxDelayMs?: number;
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** A command gave up waiting: the server stayed unreachable past the bound. The workflow may well go on. */
+export class TemporalUnreachableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'TemporalUnreachableError';
+  }
+}
+
+/** The line-worthy reason: the gRPC error's own message (e.g. `14 UNAVAILABLE: No connection established`). */
+function reason(err: unknown): string {
+  for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    if (typeof (e as { code?: unknown }).code === 'number') return e.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Calls `call` until the server answers it. A command that waits on a workflow (watch, --wait, seed) rides out
+ * a server restart this way: while the server is unreachable it says so once, backs off (1 s doubling to
+ * 10 s) and calls again; once the server answers it says so and returns that answer. Past `giveUpAfterMs`
+ * unreachable it throws TemporalUnreachableError. Any other error is thrown at once.
+ */
+export async function throughOutages<T>(call: () => Promise<T>, opts: OutageOptions): Promise<T> {
+  const now = opts.now ?? Date.now;
+  const sleepFor = opts.sleep ?? ((ms: number) => sleep(ms));
+  const limit = opts.giveUpAfterMs ?? DEFAULT_UNREACHABLE_LIMIT_MS;
+  const maxDelay = opts.maxDelayMs ?? 10_000;
+  let delay = opts.initialDelayMs ?? 1_000;
+  let since: number | null = null;
+  for (;;) {
+    try {
+      const out = await call();
+      if (since !== null) opts.say(`Temporal answered again after ${Math.round((now() - since) / 1000)} s; carrying on with ${opts.what}`);
+      return out;
+    } catch (err) {
+      if (!temporalUnreachable(err)) throw err;
+      const first = since === null;
+      since ??= now();
+      const down = now() - since;
+      if (first) opts.say(`Temporal unreachable (${reason(err)}); still waiting for ${opts.what}, retrying (gives up after ${Math.round(limit / 1000)} s unreachable)`);
+      if (down >= limit) {
+        throw new TemporalUnreachableError(
+          `Temporal unreachable for ${Math.round(down / 1000)} s (${reason(err)}); gave up waiting for ${opts.what}, which may still be running: follow it again once the server is back`,
+          { cause: err },
+        );
+      }
+      await sleepFor(Math.min(delay, limit - down));
+      delay = Math.min(maxDelay, delay * 2);
+    }
+  }
+}

@@ -1,5 +1,6 @@
 import { MAX_ZOOM } from '../geo/mercator';
 import type { MosaicRequest, MosaicResult } from './mosaic-types';
+import { ConfigError } from '../breaker/config-error';
 
 /**
  * A seed as a user asks for it: a mosaic request's source, area, fallback and tile store, over a range of
@@ -56,7 +57,8 @@ export interface PackMbtilesResult {
 
 /** The seed's own fields, checked before any level starts; errors name the field and the value. */
 export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: string } {
-  const bad = (field: string, what: string, value: unknown) => new Error(`seed request: ${field}: ${what} (got ${JSON.stringify(value)})`);
+  // A ConfigError, as every refused request is (the CLI prints it as `invalid`, with its issue); same message as before.
+  const bad = (field: string, what: string, value: unknown) => new ConfigError('seed request', [`${field}: ${what} (got ${JSON.stringify(value)})`]);
   if (typeof r !== 'object' || r === null) throw bad('request', 'must be an object', r);
   const lv = r.levels as unknown;
   if (!Array.isArray(lv) || lv.length !== 2 || !lv.every((z) => Number.isInteger(z) && z >= 0 && z <= MAX_ZOOM)) {

@@ -122,3 +122,16 @@ test('"--json" taken as an option\'s value is that value, not the flag: the erro
   assert.equal(r.out, '');
   assert.match(r.err, /--limit: must be a number \(got "--json"\)/);
 });
+
+test('seed refusals of --levels and --into under --json are kind invalid with their issues, as other refused values are', async () => {
+  const area = ['seed', '--sources', path.join(dir, 'unused.yaml'), '--source', 'osm', '--bbox', '5.7,44,6.5,44.6'];
+  const notARange = jsonError(await cli([...area, '--levels', '14-twelve', '--into', path.join(dir, 'a.mbtiles'), '--json']));
+  assert.deepEqual([notARange.kind, notARange.exitCode, notARange.field], ['invalid', 2, '--levels']);
+  assert.deepEqual(notARange.issues, ['--levels: must be a zoom level or a range such as 10-14 (got "14-twelve")']);
+  const inverted = jsonError(await cli([...area, '--levels', '9-3', '--into', path.join(dir, 'a.mbtiles'), '--json']));
+  assert.deepEqual([inverted.kind, inverted.field], ['invalid', 'levels']);
+  assert.deepEqual(inverted.issues, ['levels: the first level must not be after the last (got [9,3])']);
+  const into = jsonError(await cli([...area, '--levels', '3', '--into', path.join(dir, 'a.sqlite'), '--json']));
+  assert.deepEqual([into.kind, into.field], ['invalid', 'into']);
+  assert.match(into.issues?.[0] ?? '', /^into: must be a path or an s3:\/\/ URL ending in \.mbtiles \(got ".*a\.sqlite"\)$/);
+});

@@ -134,6 +134,41 @@ test('schedule create, list --json and delete through the CLI', async () => {
   assert.match(again.err, /no schedule with id "cli-nightly"/);
 });
 
+test('schedule list names the time zone of each cron spec, in text and --json, for schedules made before it was kept too', async () => {
+  const request = path.join(dir, 'zurich.json');
+  writeFileSync(request, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'zurich.tif') }));
+  const c = await cli(['schedule', 'create', 'cli-zurich', '--cron', '30 1 * * *', '--timezone', 'Europe/Zurich', '--request', request]);
+  assert.equal(c.code, 0, c.err);
+  // As an earlier release made it: the zone in the spec only, not in the memo.
+  await env.client.schedule.create({
+    scheduleId: 'cli-old-tokyo',
+    spec: { cronExpressions: ['0 3 * * *'], timezone: 'Asia/Tokyo' },
+    action: { type: 'startWorkflow', workflowType: 'scheduledMosaicWorkflow', taskQueue, args: [] },
+    memo: { cron: '0 3 * * *' },
+    state: { paused: true },
+  });
+  try {
+    const text = await cli(['schedule', 'list']);
+    assert.equal(text.code, 0, text.err);
+    assert.match(text.out, /^cli-zurich {2}30 1 \* \* \* \(Europe\/Zurich\) {2}active/m);
+    assert.match(text.out, /^cli-old-tokyo {2}0 3 \* \* \* \(Asia\/Tokyo\) {2}paused/m);
+    const json = JSON.parse((await cli(['schedule', 'list', '--json'])).out) as { items: { scheduleId: string; timezone: string }[] };
+    assert.deepEqual(
+      json.items
+        .filter((s) => s.scheduleId.startsWith('cli-zurich') || s.scheduleId.startsWith('cli-old-tokyo'))
+        .map((s) => [s.scheduleId, s.timezone])
+        .sort(),
+      [
+        ['cli-old-tokyo', 'Asia/Tokyo'],
+        ['cli-zurich', 'Europe/Zurich'],
+      ],
+    );
+  } finally {
+    await cli(['schedule', 'delete', 'cli-zurich']);
+    await env.client.schedule.getHandle('cli-old-tokyo').delete();
+  }
+});
+
 test('mosaic redrive refuses while the mosaic itself is still running', async () => {
   const slow = await startDemoTileServer({ latencyMs: 300 });
   try {

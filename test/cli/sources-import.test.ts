@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -9,7 +11,7 @@ import { sourcesFromCapabilities } from '../../src/client/capabilities';
 import { packageRoot } from '../../src/client/local-server';
 import { tileUrl } from '../../src/sources/request-url';
 import { parseSource } from '../../src/sources/schema';
-import { startWms, wmsAvailable } from '../helpers/mapserver';
+import { freePort, startWms, wmsAvailable } from '../helpers/mapserver';
 
 // `tilebreaker sources import`: sources from capabilities documents. The WMTS documents are MapProxy's own
 // (mapproxy-util serve-develop with a Web Mercator grid and Swiss LV95, saved under test/fixtures); the WMS
@@ -153,5 +155,52 @@ describe('sources from a WMS capabilities document (MapServer)', { skip: wmsAvai
     } finally {
       await wms.stop();
     }
+  });
+});
+
+describe('reading the document', () => {
+  test('a URL nothing answers names the host and why (connection refused), never its query', async () => {
+    const port = await freePort();
+    const r = await cli(['sources', 'import', `http://127.0.0.1:${port}/wms?SERVICE=WMS&token=hunter2`]);
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, new RegExp(`could not fetch http://127\\.0\\.0\\.1:${port}/wms: 127\\.0\\.0\\.1:${port} refused the connection \\(nothing listens there\\) \\(ECONNREFUSED\\)`));
+    assert.doesNotMatch(r.err, /hunter2|fetch failed/);
+  });
+
+  test('a body that never ends is cut off at 32 MiB, not read to the end first', { timeout: 60_000 }, async () => {
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    let sent = 0;
+    const server = createServer((_req, res) => {
+      // No content-length, and no end: only the cap stops the reader.
+      res.writeHead(200, { 'content-type': 'text/xml' });
+      const more = () => {
+        while (!res.destroyed && res.write(chunk)) sent += chunk.length;
+      };
+      res.on('drain', more);
+      more();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const r = await cli(['sources', 'import', `http://127.0.0.1:${port}/endless.xml`]);
+      assert.equal(r.code, 2, r.err);
+      assert.match(r.err, /endless\.xml sent over \d+ bytes, more than 33554432/);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+    assert.ok(sent < 256 * 1024 * 1024, `${sent} bytes sent`);
+  });
+
+  test('a local file is sized before it is read: over 32 MiB or not a regular file is refused', async () => {
+    const big = path.join(dir, 'big.xml');
+    writeFileSync(big, '');
+    truncateSync(big, 33 * 1024 * 1024);
+    const r = await cli(['sources', 'import', big]);
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, /big\.xml" has 34603008 bytes, more than 33554432/);
+    const folder = await cli(['sources', 'import', dir]);
+    assert.equal(folder.code, 2, folder.err);
+    assert.match(folder.err, /is not a regular file/);
   });
 });

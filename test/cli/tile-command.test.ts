@@ -102,10 +102,26 @@ test('bad input exits 2 and names what was wrong', async () => {
   const none = await tile('5/1/2', '--name', 'good');
   assert.equal(none.code, 2);
   assert.match(none.err, /tile: give the sources file with --sources FILE/);
+  const named = await tile('5/1/2', '--source', 'good');
+  assert.equal(named.code, 2);
+  assert.match(named.err, /tile: give the sources file with --sources FILE \(and the source in it with --source NAME\)/);
 });
 
 test('--sources FILE, as mosaic start and redrive spell it, works for tile too (--source kept as the older spelling)', async () => {
   const r = await tile('5/1/2', '--sources', sources, '--name', 'good');
   assert.equal(r.code, 0, r.err);
   assert.equal((JSON.parse(r.out) as TileJson).outcome, 'success');
+});
+
+test('tile takes --sources FILE --source NAME as mosaic start and seed do, on a file of several sources; the older --source FILE still works, with a note', async () => {
+  const r = await tile('5/1/2', '--sources', sources, '--source', 'down');
+  assert.equal(r.code, 1, r.err);
+  assert.equal((JSON.parse(r.out) as TileJson).url, `${server.url}/status/503/5/1/2.png`);
+  assert.doesNotMatch(r.err, /older spelling/);
+  const old = await tile('5/1/2', '--source', sources, '--name', 'good');
+  assert.equal(old.code, 0, old.err);
+  assert.match(old.err, /tile --source FILE is the older spelling; give --sources FILE --source NAME/);
+  const both = await tile('5/1/2', '--sources', sources, '--source', 'good', '--name', 'down');
+  assert.equal(both.code, 2);
+  assert.match(both.err, /--source "good" and --name "down" name different sources/);
 });

@@ -377,7 +377,7 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
   assert.match(made.out, /^created schedule seed-weekly: seed levels 4-5 into \/.*weekly\.mbtiles, "0 3 \* \* 0" \(Europe\/Zurich\)$/m);
   assert.equal(existsSync(into), false, 'nothing seeded until the schedule runs');
   const listed = await cli(['schedule', 'list']);
-  assert.match(listed.out, /^seed-weekly {2}0 3 \* \* 0 {2}active {2}next \d{4}-.*\(seed\)$/m);
+  assert.match(listed.out, /^seed-weekly {2}0 3 \* \* 0 \(Europe\/Zurich\) {2}active {2}next \d{4}-.*\(seed\)$/m);
   // A run now, as the cron would start one: a seedWorkflow that fills the file.
   const schedule = env.client.schedule.getHandle('seed-weekly');
   await schedule.trigger();
