@@ -41,6 +41,7 @@ import { localBinaries } from '../src/client/local-server';
 import { workflowsPath } from '../src/client/worker';
 import { adminSignal, BREAKER_ENTITY_WORKFLOW, reportSignal, type EntityInput, type OutcomeReport } from '../src/messages/breaker';
 import { temporalProcess, type TemporalProcess } from '../scripts/fleet/temporal-process';
+import { endOnSignals, adopt } from '../src/demo/children';
 
 interface Opts {
   rate: string;
@@ -319,7 +320,7 @@ async function replayFigures(client: Client, workflowId: string, saveTo?: string
 }
 
 async function startWorker(address: string, work: string, nice: number): Promise<ChildProcess> {
-  const child = fork(path.join(__dirname, 'force-open', 'worker-child.js'), [address, 'default', TASK_QUEUE, work], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = adopt(fork(path.join(__dirname, 'force-open', 'worker-child.js'), [address, 'default', TASK_QUEUE, work], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   // A lower priority stands for a busier machine: the worker gets what the rest leaves.
   if (nice && child.pid) setPriority(child.pid, nice);
   await new Promise<void>((resolve, reject) => {
@@ -484,6 +485,8 @@ const program = new Command('bench:entity-restart')
   .option('--backlog <n>', 'first, with the worker stopped, send n reports and time the task that applies them all', '0')
   .option('--cold-worker', 'kill the worker process with the server and start it again after (no workflow cache)', false)
   .action(async (o: Opts) => main(o));
+// Its worker and Temporal server end with it.
+endOnSignals(() => Promise.resolve());
 void program.parseAsync().catch((err: unknown) => {
   console.error(err);
   process.exit(1);

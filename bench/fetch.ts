@@ -19,6 +19,7 @@ import { EndpointPools } from '../src/activities/http/endpoint-pool';
 import { fetchUrl } from '../src/activities/http/fetch-url';
 import { classify } from '../src/activities/validate/classify';
 import { parseSource } from '../src/sources/schema';
+import { adopt, endOnSignals } from '../src/demo/children';
 
 interface Opts {
   tiles: string;
@@ -28,7 +29,7 @@ interface Opts {
 }
 
 async function startServer(latencyMs: number): Promise<{ url: string; bytes: number; stop: () => void }> {
-  const child = fork(path.join(__dirname, 'fetch', 'server-child.js'), [String(latencyMs)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const child = adopt(fork(path.join(__dirname, 'fetch', 'server-child.js'), [String(latencyMs)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] }));
   const line = await new Promise<string>((resolve, reject) => {
     child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()));
     child.once('exit', (code) => reject(new Error(`tile server exited (${code})`)));
@@ -114,6 +115,8 @@ async function main(opts: Opts): Promise<void> {
   if (bad) process.exitCode = 1;
 }
 
+// Its tile server ends with it.
+endOnSignals(() => Promise.resolve());
 new Command('bench:fetch')
   .description('fetch-and-validate throughput vs a plain undici loop, one run, same concurrency')
   .option('--tiles <n>', 'tiles per round', '2000')

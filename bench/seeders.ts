@@ -42,6 +42,7 @@ import { seedWithTilebreaker } from './seeders/tilebreaker-seed';
 import { chooseTileSet, seedExtent, tileCount, tileKey, tilesOf, type TileSet } from './seeders/tileset';
 import { prng } from '../test/helpers/prng';
 import { missingWmsPackages, startBenchWms } from './seeders/wms';
+import { endOnSignals } from '../src/demo/children';
 
 interface Opts {
   concurrency: string;
@@ -492,6 +493,8 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
   return equal;
 }
 
+// The seeding tools it runs end with it.
+endOnSignals(() => Promise.resolve());
 new Command('bench:seeders')
   .description('tilebreaker vs mapproxy-seed vs mapcache_seed on one tile set from MapServer, metatiles and one tile per request, same concurrency, one run')
   .option('--concurrency <n>', 'requests in flight for every tool (tilebreaker concurrency, mapproxy-seed -c, mapcache_seed -n)', '4')

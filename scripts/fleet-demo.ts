@@ -13,6 +13,9 @@
  * S3 server and the tile server at random (seeded: --seed). Last line:
  *   soak: minutes=<f> mosaics=<int> kills=<int> restarts=<int> missing=<int> duplicated=<int>
  * `duplicated`: tiles the tile server served more than once, over all the soak's mosaics.
+ *
+ * SIGINT or SIGTERM stops it: its workers, the Temporal and S3 servers are stopped (killed after 30 s) and its
+ * folder removed; exit status 130 or 143.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +25,7 @@ import { Client, Connection } from '@temporalio/client';
 import { Command } from 'commander';
 import { localBinaries, packageRoot } from '../src/client/local-server';
 import { startMosaic } from '../src/client/mosaics';
+import { endOnSignals } from '../src/demo/children';
 import { startLocalS3, type LocalS3 } from '../src/demo/s3-server';
 import { startDemoTileServer, type DemoTileServer } from '../src/demo/tile-server';
 import { tileBounds } from '../src/geo/mercator';
@@ -48,6 +52,9 @@ interface Stack {
   close(): Promise<void>;
 }
 
+/** The stack running, for a signal to stop. */
+let current: Stack | null = null;
+
 async function stack(latencyMs: number): Promise<Stack> {
   const t0 = Date.now();
   const say = (line: string) => console.log(`[+${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${line}`);
@@ -65,6 +72,7 @@ async function stack(latencyMs: number): Promise<Stack> {
   say(`3 workers, each in its own folder under ${path.join(work, 'workers')}: ${fleet.live.map((w) => `${w.name} (pid ${w.pid})`).join(', ')}`);
   const connection = await Connection.connect({ address: temporal.address });
   const client = new Client({ connection });
+  let closing: Promise<void> | null = null;
   const st: Stack = {
     work,
     s3,
@@ -75,16 +83,21 @@ async function stack(latencyMs: number): Promise<Stack> {
     client,
     connection,
     say,
-    async close() {
-      await fleet.stopAll();
-      await connection.close().catch(() => undefined);
-      await temporal.stop();
-      // The soak replaces the tile server when it restarts it.
-      await st.tiles.close();
-      await s3.stop();
-      rmSync(work, { recursive: true, force: true });
+    close() {
+      // Once: a signal may arrive while the run closes it.
+      closing ??= (async () => {
+        await fleet.stopAll();
+        await connection.close().catch(() => undefined);
+        await temporal.stop();
+        // The soak replaces the tile server when it restarts it.
+        await st.tiles.close();
+        await s3.stop();
+        rmSync(work, { recursive: true, force: true });
+      })();
+      return closing;
     },
   };
+  current = st;
   return st;
 }
 
@@ -275,6 +288,8 @@ new Command('fleet:demo')
   .option('--soak <minutes>', 'instead: repeat mosaics for this long under random faults')
   .option('--seed <n>', 'with --soak: the seed of the faults', '1')
   .action(async (f: { side?: string; latency: string; temporalDown: string; soak?: string; seed: string }) => {
+    // Node would end at once and leave the workers and servers running; children not stopped in time are killed as it exits.
+    endOnSignals(async () => current?.close(), { say: (line) => console.log(`fleet: ${line}`) });
     const latency = whole('--latency', f.latency, 0);
     if (f.soak !== undefined) {
       const minutes = Number(f.soak);

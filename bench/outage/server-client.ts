@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { adopt } from '../../src/demo/children';
 import type { OutagePlan } from './server';
 import type { Schedule, ServerStats } from './types';
 
@@ -15,10 +16,12 @@ export class OutageServerProcess {
   }
 
   static async spawn(tileLatencyMs: number): Promise<OutageServerProcess> {
-    const child = fork(path.join(__dirname, 'server-child.js'), [], {
-      env: { ...process.env, OUTAGE_TILE_LATENCY_MS: String(tileLatencyMs) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
+    const child = adopt(
+      fork(path.join(__dirname, 'server-child.js'), [], {
+        env: { ...process.env, OUTAGE_TILE_LATENCY_MS: String(tileLatencyMs) },
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      }),
+    );
     const ready = await waitFor<{ type: 'ready'; port: number }>(child, 'ready', 30_000);
     return new OutageServerProcess(child, ready.port);
   }

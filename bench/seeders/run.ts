@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import { accessSync, constants, createWriteStream, existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { adopt } from '../../src/demo/children';
 import type { TileSet } from './tileset';
 import { tileKey } from './tileset';
 
@@ -42,11 +43,16 @@ export async function spawnTimed(name: string, cmd: string, args: string[], cwd:
   await new Promise((r) => out.once('open', r));
   const started = performance.now();
   const cpuFile = path.join(cwd, `${name}.cpu`);
-  const child = spawn('bash', ['-c', '"$@"; rc=$?; times > "$SEEDERS_CPU_FILE"; exit $rc', 'bash', cmd, ...args], {
-    cwd,
-    stdio: ['ignore', out, out],
-    env: { ...process.env, SEEDERS_CPU_FILE: cpuFile },
-  });
+  // A process group of its own: the bench's end kills the tool too, not only its bash.
+  const child = adopt(
+    spawn('bash', ['-c', '"$@"; rc=$?; times > "$SEEDERS_CPU_FILE"; exit $rc', 'bash', cmd, ...args], {
+      cwd,
+      stdio: ['ignore', out, out],
+      env: { ...process.env, SEEDERS_CPU_FILE: cpuFile },
+      detached: true,
+    }),
+    { group: true },
+  );
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (c, s) => resolve([c, s]));

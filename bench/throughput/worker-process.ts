@@ -6,12 +6,13 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { adopt } from '../../src/demo/children';
 
 const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
 
 /** `tilebreaker worker [args]` in its own process; resolves once it has connected and is about to poll. */
 export async function workerProcess(env: Record<string, string>, args: string[] = []): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [CLI, 'worker', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = adopt(spawn(process.execPath, [CLI, 'worker', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] }));
   let err = '';
   await new Promise<void>((resolve, reject) => {
     child.stderr.on('data', (d: Buffer) => {

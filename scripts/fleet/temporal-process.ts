@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Connection } from '@temporalio/client';
+import { adopt } from '../../src/demo/children';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { freePort, waitFor } from './ports';
 
@@ -40,7 +41,7 @@ export async function temporalProcess(cli: string, dbFile: string): Promise<Temp
     ...ALL_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${CLI_TYPES[k.type] ?? 'Keyword'}`]),
   ];
   const start = async () => {
-    const c = spawn(cli, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const c = adopt(spawn(cli, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
     c.stderr?.resume();
     child = c;
     await waitFor(`the Temporal server on ${address}`, 60_000, async () => {

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { adopt } from '../../src/demo/children';
 
 const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
 
@@ -29,11 +30,13 @@ export class WorkerFleet {
     const name = `w${++this.count}`;
     const dir = path.join(this.base, name);
     mkdirSync(path.join(dir, 'scratch'), { recursive: true });
-    const child = spawn(process.execPath, [CLI, 'worker', '--fetch-batches', '2'], {
-      cwd: dir,
-      env: { ...process.env, ...this.env, TILEBREAKER_OUTPUT_DIR: dir, TILEBREAKER_SOURCES_DIR: dir, TILEBREAKER_SCRATCH_DIR: path.join(dir, 'scratch'), TILEBREAKER_LOG_LEVEL: 'ERROR' },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = adopt(
+      spawn(process.execPath, [CLI, 'worker', '--fetch-batches', '2'], {
+        cwd: dir,
+        env: { ...process.env, ...this.env, TILEBREAKER_OUTPUT_DIR: dir, TILEBREAKER_SOURCES_DIR: dir, TILEBREAKER_SCRATCH_DIR: path.join(dir, 'scratch'), TILEBREAKER_LOG_LEVEL: 'ERROR' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      }),
+    );
     let err = '';
     await new Promise<void>((resolve, reject) => {
       const onData = (d: Buffer) => {

@@ -5,6 +5,7 @@ import { mkdir } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import path from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { adopt } from './children';
 
 /** Where scripts/setup-s3.sh builds the server. */
 export const s3ServerBinary = (root: string) => path.join(root, '.s3', 'bin', 'versitygw');
@@ -74,9 +75,11 @@ export async function startLocalS3(opts: { root: string; dir: string; bucket?: s
   let child: ChildProcess | null = null;
   const start = async () => {
     // Metadata in a sidecar folder, not extended attributes: any file system will do.
-    const c = spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', '--sidecar', meta, data], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const c = adopt(
+      spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', '--sidecar', meta, data], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      }),
+    );
     c.stderr?.resume();
     child = c;
     await listening(port, Date.now() + (opts.startWithinMs ?? 30_000), c);

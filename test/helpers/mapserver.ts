@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
+import { adopt } from '../../src/demo/children';
 
 /**
  * A real WMS on loopback: MapServer 8 from Debian (cgi-mapserver) behind lighttpd (a CGI front that passes
@@ -205,7 +206,8 @@ cgi.assign = ("" => "")
 setenv.add-environment = ("MAPSERVER_CONFIG_FILE" => "${configFile}")
 `,
   );
-  const child: ChildProcess = spawn(LIGHTTPD, ['-D', '-f', conf], { stdio: 'ignore' });
+  // Killed as this process exits, should it end before stopping it (a bench stopped with Ctrl-C).
+  const child: ChildProcess = adopt(spawn(LIGHTTPD, ['-D', '-f', conf], { stdio: 'ignore' }));
   await waitForPort(port, child);
   return { url: `http://127.0.0.1:${port}/cgi-bin/mapserv`, port, child };
 }

@@ -20,6 +20,8 @@ import { classify, type Verdict } from '../validate/classify';
 import { judgeRequestFault, processShapes, requestShape, shapeKey, wantsRecord, type ShapeMemory } from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
+import { ApplicationFailure } from '@temporalio/common';
+import { attemptLease } from './heartbeat-lease';
 import { setTimeout as delay } from 'node:timers/promises';
 import { confineLocation } from '../confine/confine-location';
 import { isObjectUrl, locationWithin } from '../storage/location';
@@ -175,10 +177,16 @@ export function makeFetchBatch(deps: FetchDeps) {
     let active = 0;
     /** Loops waiting for a request to answer. */
     const waiters: (() => void)[] = [];
+    // Whether the server still takes this attempt's heartbeats: cut off for longer than its heartbeat timeout,
+    // its batch may already run again elsewhere, so it starts no further request (heartbeat-lease.ts).
+    const lease = attemptLease(ctx, deps.now ?? Date.now);
+    const halted = () => ctx?.cancellationSignal.aborted === true || lease?.lost() != null;
     const onDecision = (d: GuardDecision) => {
       if (d.kind === 'proceed') allowance = d.allowance;
     };
     const beat = (force = false) => {
+      // At its own pace (a third of the heartbeat timeout).
+      lease?.beat({ results });
       if (!ctx || (!force && Date.now() - lastBeat < BEAT_EVERY_MS)) return;
       lastBeat = Date.now();
       ctx.heartbeat({ results });
@@ -210,14 +218,14 @@ export function makeFetchBatch(deps: FetchDeps) {
         if (u >= units.length) return;
         const unit = units[u]!;
         if (unit.members.every((i) => results[i])) continue;
-        if (ctx?.cancellationSignal.aborted) return;
+        if (halted()) return;
         if (input.keepFetchedSince !== undefined && (await keptFresh(store, input, unit.members, input.keepFetchedSince, results))) {
           beat();
           continue;
         }
         const shape = requestShape(input.source, unit.url);
-        while (!known(shape) && probing.has(shape) && !stopped.has(shape) && !ctx?.cancellationSignal.aborted) await sleep(50);
-        if (ctx?.cancellationSignal.aborted) return;
+        while (!known(shape) && probing.has(shape) && !stopped.has(shape) && !halted()) await sleep(50);
+        if (halted()) return;
         const stop = stopped.get(shape);
         if (stop !== undefined) {
           for (const i of unit.members) results[i] ??= { ...input.tiles[i]!, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: stop };
@@ -227,6 +235,10 @@ export function makeFetchBatch(deps: FetchDeps) {
         if (solo) probing.add(shape);
         // Woken as soon as a request answers; the timer also notices the ramp's allowance growing.
         while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 50)));
+        if (halted()) {
+          if (solo) probing.delete(shape);
+          return;
+        }
         active++;
         // Counted in flight until its last answer is in; storing it (a disk or a bucket) is not a request.
         let requesting = true;
@@ -260,6 +272,8 @@ export function makeFetchBatch(deps: FetchDeps) {
     // Also beat while no tile finishes (one slow tile at concurrency 1, a wait for a connection slot or the
     // breaker), well within the batch's short heartbeat timeout, so only a lost worker's batch is retried.
     const pulse = ctx ? setInterval(() => beat(true), PULSE_MS) : null;
+    // The first confirmation goes out before any request: an attempt the server has already given up on learns it at once.
+    lease?.beat({ results });
     try {
       // Twice as many loops as requests allowed in flight: while one stores its tiles (a PUT to a bucket takes
       // as long as a request), another requests; `active` still bounds the requests.
@@ -268,6 +282,12 @@ export function makeFetchBatch(deps: FetchDeps) {
       if (pulse) clearInterval(pulse);
     }
     beat(true);
+    const lost = lease?.lost();
+    if (lost) {
+      // Its finished tiles are in the heartbeat and the caller's checkpoint; the attempt that has the batch now
+      // resumes from them. Retryable: should the server still know this attempt, its retry does the rest.
+      throw ApplicationFailure.retryable(`fetch batch stopped starting requests: ${lost}`, 'HeartbeatLost');
+    }
     // Cancelled: unfinished tiles are accounted for too.
     return results.map((r, i) => r ?? { ...input.tiles[i]!, status: 'deferred', reason: 'activity cancelled before this tile', attempts: 0 });
   };
