@@ -8,9 +8,9 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import type { Client } from '@temporalio/client';
 import sharp from 'sharp';
 import { objectStorage, type Storage } from '../../src/activities/storage/storage';
-import { resetS3Client } from '../../src/activities/storage/s3-client';
 import { packageRoot } from '../../src/client/local-server';
 import { MosaicsView } from '../../src/console/mosaics-view';
+import { useS3Env } from '../helpers/s3-env';
 import { startLocalS3, type LocalS3 } from '../../src/demo/s3-server';
 
 // The console's reads of a mosaic in a bucket, on the S3 test server: sizes checked before reading, previews
@@ -18,23 +18,15 @@ import { startLocalS3, type LocalS3 } from '../../src/demo/s3-server';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-console-s3-'));
 let s3: LocalS3;
-const saved: Record<string, string | undefined> = {};
+let restoreEnv: () => void = () => undefined;
 
 before(async () => {
   s3 = await startLocalS3({ root: packageRoot(__dirname), dir: path.join(dir, 's3'), bucket: 'mosaics' });
   // The console's own S3 client reads the AWS SDK's variables, as on a console host.
-  for (const [k, v] of Object.entries(s3.env)) {
-    saved[k] = process.env[k];
-    process.env[k] = v;
-  }
-  resetS3Client();
+  restoreEnv = useS3Env(s3.env);
 });
 after(async () => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  resetS3Client();
+  restoreEnv();
   await s3?.stop();
   rmSync(dir, { recursive: true, force: true });
 });

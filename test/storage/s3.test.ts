@@ -14,13 +14,13 @@ import { ObjectTileStore } from '../../src/activities/store/object-tile-store';
 import { openCheckpoint, removeCheckpoints } from '../../src/activities/mosaic/batch-checkpoint';
 import { objectStorage } from '../../src/activities/storage/storage';
 import { joinLocation, locationWithin, objectUrlRefusal, parentLocation } from '../../src/activities/storage/location';
-import { resetS3Client } from '../../src/activities/storage/s3-client';
 import { packageRoot } from '../../src/client/local-server';
 import { startMosaic } from '../../src/client/mosaics';
 import { seedExitCode, startSeed } from '../../src/client/seeds';
 import type { SeedRequest } from '../../src/messages/seed-types';
 import Database from 'better-sqlite3';
 import { createWorker } from '../../src/client/worker';
+import { useS3Env } from '../helpers/s3-env';
 import { startLocalS3, type LocalS3 } from '../../src/demo/s3-server';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import type { MosaicResult } from '../../src/messages/mosaic-types';
@@ -35,16 +35,12 @@ let worker: Worker;
 let running: Promise<void>;
 let tiles: DemoTileServer;
 const taskQueue = uniqueTaskQueue('s3');
-const saved: Record<string, string | undefined> = {};
+let restoreEnv: () => void = () => undefined;
 
 before(async () => {
   s3 = await startLocalS3({ root: packageRoot(__dirname), dir: path.join(dir, 's3'), bucket: 'mosaics' });
   // The worker in this process reads the AWS SDK's own variables, as a worker in a fleet would.
-  for (const [k, v] of Object.entries(s3.env)) {
-    saved[k] = process.env[k];
-    process.env[k] = v;
-  }
-  resetS3Client();
+  restoreEnv = useS3Env(s3.env);
   tiles = await startDemoTileServer({ latencyMs: 2 });
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
   worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: { ...TEST_ROOTS, buckets: ['s3://mosaics/nightly'] } });
@@ -57,11 +53,7 @@ after(async () => {
   await env?.teardown();
   await tiles?.close();
   await s3?.stop();
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  resetS3Client();
+  restoreEnv();
   rmSync(dir, { recursive: true, force: true });
 });
 
