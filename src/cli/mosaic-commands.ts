@@ -131,6 +131,7 @@ function printResult(result: MosaicResult, json: boolean): void {
   }
   console.log(summaryLine(result));
   if (result.configError !== undefined) console.log(`  ${result.configError}`);
+  if (result.earlierCopies) console.log(`  ${result.earlierCopies} of the gaps drawn from their last good copy in the tile store (mask: stale; a re-drive fetches them)`);
   for (const f of result.files) console.log(`  ${f}`);
 }
 

@@ -253,8 +253,10 @@ export interface ManifestTile {
   pass: number;
   /** Failed because the source is misconfigured (a wrong layer, credentials), not because the server failed. */
   configError?: true;
-  /** The stored tile drawn into the mosaic (ok and stale tiles), or the chunk holding it at `region`. */
+  /** The stored tile drawn into the mosaic (ok and stale tiles, gaps drawn from an earlier copy), or the chunk holding it at `region`. */
   path?: string;
+  /** A gap (dead-lettered or failed) drawn from its last good copy in the tile store, fetched then (ISO 8601). */
+  earlierCopyFetchedAt?: string;
   region?: { left: number; top: number };
   /** Who served it: the source (`primary`), one of its mirrors, a stale copy or a hole; absent for a tile not served. */
   tier?: 'primary' | `mirror:${string}` | 'stale' | 'hole';
@@ -314,6 +316,8 @@ export interface MosaicResult {
   partial: boolean;
   /** A tile failed with a configuration error (the first such reason): the source needs fixing (exit 4). */
   configError?: string;
+  /** Gaps drawn from their last good copy in the tile store (their tiles keep their status: a re-drive fetches them). */
+  earlierCopies?: number;
 }
 
 /** Every tile served fresh, except those outside the coverage (results from before coverages have no `outside`). */

@@ -10,7 +10,7 @@ import type { Worker } from '@temporalio/worker';
 import sharp from 'sharp';
 import { gridBounds, planMosaic } from '../../src/activities/mosaic/plan';
 import { breakerKey, breakerWorkflowId } from '../../src/breaker';
-import { mosaicStatus, startMosaic } from '../../src/client/mosaics';
+import { exitCodeFor, mosaicStatus, startMosaic } from '../../src/client/mosaics';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../../src/client/schedules';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
@@ -204,6 +204,34 @@ test('stale: with the renderer down from the start, refused tiles are served fro
   // Stale tiles are drawn: the mosaic has no transparent stale cell.
   const mask = await sharp(result.mask).raw().toBuffer({ resolveWithObject: true });
   assert.equal(mask.data[m.tiles.find((t) => t.status === 'stale')!.i * mask.info.channels], 160);
+  s.setDown(false);
+  await resetBreaker(s);
+});
+
+test('a re-run that meets an outage draws its gaps from their earlier copies in the store, marked as such: the image keeps what it had', async () => {
+  const s = await server({ latencyMs: 2 });
+  const req = request(s, 'rerun', { storeRoot: path.join(dir, 'rerun-store') });
+  const first = await run(req, `mosaic-rerun1-${process.pid}`);
+  assert.equal(first.counts.ok, 130);
+  const before = await sharp(first.output).raw().toBuffer();
+  s.setDown(true);
+  const result = await run(req, `mosaic-rerun2-${process.pid}`);
+  const m = readManifest(result) as ReturnType<typeof readManifest> & { earlierCopies: number };
+  assert.equal(assertAccounted(m), null);
+  // Nothing was served: every tile is a gap, and a re-drive's business, as before.
+  assert.equal(m.counts.ok + m.counts.stale, 0, JSON.stringify(m.counts));
+  assert.equal(exitCodeFor(result), 3);
+  const gaps = m.tiles.filter((t) => t.status === 'dead-lettered' || t.status === 'failed');
+  assert.equal(gaps.length, 130);
+  assert.ok(
+    gaps.every((t) => t.earlierCopyFetchedAt !== undefined && Date.parse(t.earlierCopyFetchedAt) > 0 && t.path !== undefined),
+    'each gap names the copy drawn',
+  );
+  assert.equal(result.earlierCopies, 130);
+  assert.equal(m.earlierCopies, 130);
+  assert.ok((await sharp(result.output).raw().toBuffer()).equals(before), 'the same pixels as the run before');
+  const mask = await sharp(result.mask).raw().toBuffer({ resolveWithObject: true });
+  assert.equal(mask.data[gaps[0]!.i * mask.info.channels], 160, 'the mask marks them drawn from a stale copy');
   s.setDown(false);
   await resetBreaker(s);
 });

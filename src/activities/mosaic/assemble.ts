@@ -1,5 +1,6 @@
 import { maskUrlSecrets } from '../../breaker/redact';
-import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicResult } from '../../messages/mosaic-types';
+import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicPlan, type MosaicResult } from '../../messages/mosaic-types';
+import { openTileStore } from '../store/open-store';
 import { geoTransform, staleSidecars } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { removeCheckpoints } from './batch-checkpoint';
@@ -24,7 +25,38 @@ const MASK = { ok: 255, mirror: 208, stale: 160 } as const;
 export const NOT_WRITTEN_CONFIG_ERROR = 'the run met a configuration error; an image written earlier at the output is left as it was';
 
 /** A tile's mask value. */
-const maskValue = (t: ManifestTile): number => (t.status === 'ok' && t.tier?.startsWith('mirror:') ? MASK.mirror : t.status === 'ok' ? MASK.ok : t.status === 'stale' ? MASK.stale : 0);
+const maskValue = (t: ManifestTile): number =>
+  t.status === 'ok' && t.tier?.startsWith('mirror:') ? MASK.mirror : t.status === 'ok' ? MASK.ok : t.status === 'stale' || t.earlierCopyFetchedAt !== undefined ? MASK.stale : 0;
+
+/** Gaps (dead letters, failures) looked up in the tile store at once. */
+const EARLIER_AT_ONCE = 16;
+
+/**
+ * Marks each gap whose last good copy is in the plan's tile store with that copy (`path`,
+ * `earlierCopyFetchedAt`), to be drawn as a stale tile is; returns how many.
+ */
+async function drawEarlierCopies(plan: MosaicPlan, tiles: ManifestTile[], beat: () => void): Promise<number> {
+  const gaps = tiles.filter((t) => t.status === 'dead-lettered' || t.status === 'failed');
+  if (gaps.length === 0) return 0;
+  const store = openTileStore(plan.storeRoot);
+  let found = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < gaps.length) {
+      const t = gaps[next++]!;
+      // A copy the store cannot give (refused, unreadable) is a gap as before.
+      const copy = await store.get(plan.sourceName, t).catch(() => null);
+      if (copy) {
+        t.path = copy.path;
+        t.earlierCopyFetchedAt = new Date(copy.meta.fetchedAt).toISOString();
+        found++;
+      }
+      if (next % 256 === 0) beat();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(EARLIER_AT_ONCE, gaps.length) }, worker));
+  return found;
+}
 
 /**
  * The assembly activity: the latest record of every planned tile from the journals, the stitched and
@@ -66,6 +98,9 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   }
   // The source needs fixing, not a re-drive as it is: the result and the manifest say so first.
   const configError = tiles.find((t) => t.configError && t.status === 'failed')?.reason ?? null;
+  // A gap the tile store still holds a good copy of is drawn from it, so a run that met a bad night never
+  // draws less than the store had; the tile keeps its status (a re-drive fetches it again) and says so.
+  const earlierCopies = plan.image === false || configError !== null || plan.directChunks ? 0 : await drawEarlierCopies(plan, tiles, () => ctx?.heartbeat({ earlierCopies: 'looking' }));
   const cols = gridCols(plan.grid);
   const rows = gridRows(plan.grid);
   const at = (c: number, r: number) => tiles[r * cols + c]!;
@@ -96,6 +131,8 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     deadline: plan.deadlineAt === null ? null : new Date(plan.deadlineAt).toISOString(),
     total: plan.total,
     counts,
+    /** Gaps drawn from their last good copy in the tile store (each tile says when it was fetched). */
+    earlierCopies,
     /** Served tiles by who served them: `primary`, `mirror:<name>`, `stale`, `hole`. */
     tiers,
     /** The source's mirrors and their contracts as judged at planning (docs/sources.md). */
@@ -136,7 +173,7 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
         tileSize: plan.grid.tileSize,
         tileAt: (c, r) => {
           const t = at(c, r);
-          if ((t.status !== 'ok' && t.status !== 'stale') || !t.path) return null;
+          if ((t.status !== 'ok' && t.status !== 'stale' && t.earlierCopyFetchedAt === undefined) || !t.path) return null;
           // Only files of the plan's tile store are drawn, whatever a journal says.
           if (roots && !locationWithin(isObjectUrl(t.path) ? t.path : path.resolve(t.path), plan.storeRoot)) return null;
           return t.region ? { file: t.path, ...t.region } : t.path;
@@ -165,7 +202,17 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   // A re-drive assembles under the first run's plan: that run's deadline is not the re-drive's.
   const deadlineAt = ctx?.info.workflowType === 'redriveMosaicWorkflow' ? null : plan.deadlineAt;
   await onEnd?.({ mosaic: plan.output, manifest: manifestPath, result: mosaicFinish({ partial: input.partial, deadlineAt, now: Date.now(), tiles }), counts });
-  return { total: plan.total, counts, output: plan.output, files: manifest.files, manifest: manifestPath, mask, partial: input.partial, ...(configError !== null ? { configError } : {}) };
+  return {
+    total: plan.total,
+    counts,
+    output: plan.output,
+    files: manifest.files,
+    manifest: manifestPath,
+    mask,
+    partial: input.partial,
+    ...(configError !== null ? { configError } : {}),
+    ...(earlierCopies > 0 ? { earlierCopies } : {}),
+  };
 }
 
 /** A tile of a store in a bucket, for the stitcher. */
