@@ -15,4 +15,7 @@ if [[ -n "${TILEBREAKER_LIST_TESTS:-}" ]]; then
   printf '%s\n' "${files[@]}"
   exit 0
 fi
+# Workers of this build (in-process and the worker processes tests start) bundle the workflow code once and
+# share the bundle (src/client/worker.ts, TILEBREAKER_WORKFLOW_CACHE), instead of a webpack run for each.
+export TILEBREAKER_WORKFLOW_CACHE="${TILEBREAKER_WORKFLOW_CACHE:-$PWD/.build-workflows}"
 exec node --test --test-concurrency=1 "$@" "${files[@]}"

@@ -1,12 +1,16 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { NativeConnection, Runtime, Worker, type WorkerDeploymentOptions, type WorkerPlugin } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerDeploymentOptions, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps, type Activities } from '../activities';
 import { processIdentity } from '../activities/guard';
 import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';
 import { DEFAULT_FETCH_BATCHES } from './fetch-batches';
 import { unreachableServerError } from './temporal';
-import { deploymentOptions, promoteWhenPolling, type WorkerVersioning } from './versioning';
+import { buildHash, deploymentOptions, promoteWhenPolling, type WorkerVersioning } from './versioning';
 
 export { DEFAULT_FETCH_BATCHES, FETCH_BATCHES_ENV, parseFetchBatches } from './fetch-batches';
 
@@ -96,7 +100,7 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     return await Worker.create({
       ...common,
       taskQueue: opts.taskQueue,
-      workflowsPath,
+      ...(await workflowCode()),
       activities: runtime.activities,
       plugins: [runAlongside('tilebreaker-fetch-worker', fetcher, () => runtime.close()), ...plugins],
     });
@@ -106,6 +110,54 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     await runtime.close();
     throw err;
   }
+}
+
+/**
+ * `TILEBREAKER_WORKFLOW_CACHE`: a folder where workers keep the bundle of this build's workflow code, one file per
+ * build (the compiled code's hash and the SDK's version name it), so the next worker of the same build starts
+ * without bundling (webpack, seconds a worker). Unset: every worker bundles, as the SDK does.
+ */
+export const WORKFLOW_CACHE_ENV = 'TILEBREAKER_WORKFLOW_CACHE';
+
+/** The version of the workflow SDK the bundle is made with (its package.json, beside its main module). */
+function sdkVersion(): string {
+  const main = require.resolve('@temporalio/workflow');
+  for (let dir = path.dirname(main); dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === '@temporalio/workflow' && pkg.version) return pkg.version;
+    } catch {
+      // No package.json here: one folder up.
+    }
+  }
+  return 'unknown';
+}
+
+/** The worker's workflow code: the bundle kept for this build, or the module to bundle. */
+export async function workflowCode(
+  env: NodeJS.ProcessEnv = process.env,
+  build: () => string = () => `${sdkVersion()}-${buildHash()}`,
+): Promise<{ workflowsPath: string } | { workflowBundle: { code: string } }> {
+  const dir = env[WORKFLOW_CACHE_ENV];
+  if (!dir) return { workflowsPath };
+  const file = path.join(path.resolve(dir), `workflows-${build()}.js`);
+  try {
+    return { workflowBundle: { code: await readFile(file, 'utf8') } };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const { code } = await bundleWorkflowCode({ workflowsPath, logger: Runtime.instance().logger });
+  // Renamed into place: a worker reading it meanwhile finds none or all of it.
+  await mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+  try {
+    await writeFile(tmp, code, { flag: 'wx' });
+    await rename(tmp, file);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+  return { workflowBundle: { code } };
 }
 
 export interface CreateFetchWorkerOptions {
