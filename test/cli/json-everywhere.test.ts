@@ -40,7 +40,7 @@ function commandsIn(help: string): string[] {
     .filter((c): c is string => c !== undefined && c !== 'help');
 }
 
-test('every command takes --json (item 13): each leaf command of --help lists it', async () => {
+test('every command takes --json: each leaf command of --help lists it', async () => {
   const top = await cli(['--help']);
   assert.equal(top.code, 0, top.err);
   const missing: string[] = [];
