@@ -67,11 +67,17 @@ function openEarlier(earlier: string | undefined): { db: Database.Database; meta
   }
 }
 
-/** Two bounds' union, west, south, east, north; `b` unread when it is not four numbers. */
-function unionBounds(a: [number, number, number, number], b: string | undefined): [number, number, number, number] {
+type Bounds = [number, number, number, number];
+
+/** A metadata `bounds` value (west, south, east, north), or null when it is not four numbers. */
+function parseBounds(b: string | undefined): Bounds | null {
   const n = (b ?? '').split(',').map(Number);
-  if (n.length !== 4 || !n.every(Number.isFinite)) return a;
-  return [Math.min(a[0], n[0]!), Math.min(a[1], n[1]!), Math.max(a[2], n[2]!), Math.max(a[3], n[3]!)];
+  return n.length === 4 && n.every(Number.isFinite) ? (n as Bounds) : null;
+}
+
+/** Two bounds' union; `a` alone when `b` is null. */
+function unionBounds(a: Bounds, b: Bounds | null): Bounds {
+  return b ? [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[2], b[2]), Math.max(a[3], b[3])] : a;
 }
 
 /**
@@ -155,20 +161,18 @@ export async function writeMbtiles(
         if (kept > 0) {
           const oldMeta = old.meta;
           const z = (k: string) => Number(oldMeta.get(k) ?? NaN);
+          const oldBounds = parseBounds(old.meta.get('bounds'));
           if (count === 0) {
-            minzoom = z('minzoom');
-            maxzoom = z('maxzoom');
-            bounds = unionBounds([180, 85.0511287798066, -180, -85.0511287798066], old.meta.get('bounds'));
+            // Only the earlier tiles: the file says what it said before, or what its tiles say.
+            const range = db.prepare('SELECT MIN(zoom_level) lo, MAX(zoom_level) hi FROM tiles').get() as { lo: number; hi: number };
+            minzoom = Number.isInteger(z('minzoom')) ? z('minzoom') : range.lo;
+            maxzoom = Number.isInteger(z('maxzoom')) ? z('maxzoom') : range.hi;
+            bounds = oldBounds ?? meta.bounds;
           } else {
             if (Number.isInteger(z('minzoom'))) minzoom = Math.min(minzoom, z('minzoom'));
             if (Number.isInteger(z('maxzoom'))) maxzoom = Math.max(maxzoom, z('maxzoom'));
-            bounds = unionBounds(bounds, old.meta.get('bounds'));
+            bounds = unionBounds(bounds, oldBounds);
           }
-          // What the earlier file's metadata lacks, the tiles themselves say.
-          const range = db.prepare('SELECT MIN(zoom_level) lo, MAX(zoom_level) hi FROM tiles').get() as { lo: number; hi: number };
-          if (!Number.isInteger(minzoom)) minzoom = range.lo;
-          if (!Number.isInteger(maxzoom)) maxzoom = range.hi;
-          if (bounds[0] > bounds[2]) bounds = meta.bounds;
         }
       }
     }

@@ -169,11 +169,7 @@ export function objectStorage(client: S3Client): Storage {
         const page = keys.map((k) => k.Key).join('\n');
         if (page === previous) throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
         previous = page;
-        const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } })).catch((err: unknown) => {
-          throw storageError('remove', dir, err);
-        });
-        // Quiet still reports each key it could not delete; what is left would mix with what comes next.
-        if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, keys.length);
+        await deleteKeys(client, bucket, dir, keys);
         if (!out.IsTruncated) return;
       }
     },
@@ -187,10 +183,7 @@ export function objectStorage(client: S3Client): Storage {
           if (o.bucket !== bucket) throw new Error(`storage: cannot remove ${loc} with the files of ${dir} (another bucket)`);
           return { Key: o.key };
         });
-        const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects, Quiet: true } })).catch((err: unknown) => {
-          throw storageError('remove', dir, err);
-        });
-        if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, objects.length);
+        await deleteKeys(client, bucket, dir, objects);
       }
     },
     async stat(loc) {
@@ -262,6 +255,15 @@ async function listObjects(client: S3Client, dir: string, folders: boolean): Pro
     throw storageError('list', dir, err);
   }
   return [...names];
+}
+
+/** One DeleteObjects request (at most 1,000 keys) of the files of `dir`, failing when any key stays. */
+async function deleteKeys(client: S3Client, bucket: string, dir: string, keys: { Key: string }[]): Promise<void> {
+  const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } })).catch((err: unknown) => {
+    throw storageError('remove', dir, err);
+  });
+  // Quiet still reports each key it could not delete; what is left would mix with what comes next.
+  if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, keys.length);
 }
 
 /** DeleteObjects' per-key errors: how many, and the first S3 error code (never the keys or the messages). */
