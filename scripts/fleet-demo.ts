@@ -12,7 +12,8 @@
  * --soak MINUTES repeats mosaics for that long while killing workers and restarting the Temporal server, the
  * S3 server and the tile server at random (seeded: --seed). Last line:
  *   soak: minutes=<f> mosaics=<int> kills=<int> restarts=<int> missing=<int> duplicated=<int>
- * `duplicated`: tiles the tile server served more than once, over all the soak's mosaics.
+ * `duplicated`: tiles the tile server served more than once, over all the soak's mosaics; the line before it
+ * lays each at the fault nearest its first serve: `duplicated by fault: kill= temporal= s3= tiles= none=`.
  *
  * SIGINT or SIGTERM stops it: its workers, the Temporal and S3 servers are stopped (killed after 30 s) and its
  * folder removed; exit status 130 or 143.
@@ -30,6 +31,7 @@ import { startLocalS3, type LocalS3 } from '../src/demo/s3-server';
 import { startDemoTileServer, type DemoTileServer } from '../src/demo/tile-server';
 import { tileBounds } from '../src/geo/mercator';
 import type { MosaicRequest } from '../src/messages/mosaic-types';
+import { duplicatesByFault, type FaultWindow } from './fleet/duplicates';
 import { batchesByWorker, missingTiles } from './fleet/measure';
 import { temporalProcess, type TemporalProcess } from './fleet/temporal-process';
 import { WorkerFleet } from './fleet/workers';
@@ -44,7 +46,8 @@ interface Stack {
   s3: LocalS3;
   temporal: TemporalProcess;
   tiles: DemoTileServer;
-  served: Map<string, number>;
+  /** When each tile was served (ms), by its path. */
+  served: Map<string, number[]>;
   fleet: WorkerFleet;
   client: Client;
   connection: Connection;
@@ -64,8 +67,8 @@ async function stack(latencyMs: number): Promise<Stack> {
   const s3 = await startLocalS3({ root: packageRoot(__dirname), dir: path.join(work, 's3'), bucket: BUCKET });
   const temporal = await temporalProcess(cli, path.join(work, 'temporal.sqlite'));
   await temporal.start();
-  const served = new Map<string, number>();
-  const tiles = await startDemoTileServer({ latencyMs, onServed: (p) => served.set(p, (served.get(p) ?? 0) + 1) });
+  const served = new Map<string, number[]>();
+  const tiles = await startDemoTileServer({ latencyMs, onServed: servedInto(served) });
   say(`Temporal on ${temporal.address}, S3 on ${s3.endpoint} (bucket ${BUCKET}), tile server on ${tiles.url}`);
   const fleet = new WorkerFleet(path.join(work, 'workers'), { ...s3.env, TEMPORAL_ADDRESS: temporal.address, TILEBREAKER_TASK_QUEUE: TASK_QUEUE, TILEBREAKER_OUTPUT_BUCKETS: PREFIX });
   for (let i = 0; i < 3; i++) await fleet.start();
@@ -139,7 +142,16 @@ async function closed(st: Stack, workflowId: string, withinMs: number): Promise<
   }
 }
 
-const servedTotal = (st: Stack) => [...st.served.values()].reduce((a, b) => a + b, 0);
+const servedTotal = (st: Stack) => [...st.served.values()].reduce((a, b) => a + b.length, 0);
+
+/** Records each serve's time under the tile's path. */
+function servedInto(served: Map<string, number[]>): (path: string) => void {
+  return (p) => {
+    const times = served.get(p);
+    if (times) times.push(Date.now());
+    else served.set(p, [Date.now()]);
+  };
+}
 
 async function until(st: Stack, served: number): Promise<void> {
   while (servedTotal(st) < served) await delay(100);
@@ -177,7 +189,7 @@ async function demo(o: { side: number; latency: number; temporalDownS: number })
     const seconds = (performance.now() - t0) / 1000;
     st.say(`mosaic ${status}`);
     const { missing, ok } = await missingTiles(st.s3.client, req.output, req.output.replace(/\.tif$/, '.manifest.json'), total, o.side * 256, o.side * 256);
-    const refetched = [...st.served.values()].filter((n) => n > 1).length;
+    const refetched = [...st.served.values()].filter((t) => t.length > 1).length;
     const by = await batchesByWorker(st.client, handle.workflowId);
     const batches = [...by.values()].reduce((a, b) => a + b, 0);
     const busiest = Math.max(0, ...by.values());
@@ -206,6 +218,7 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
   let mosaics = 0;
   let missing = 0;
   let chaos = true;
+  const windows: FaultWindow[] = [];
   const faults = (async () => {
     while (chaos && Date.now() < endAt) {
       await delay(between(10_000, 40_000));
@@ -213,30 +226,38 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
       const pick = Math.floor(rand() * 4);
       if (pick === 0 && st.fleet.live.length > 0) {
         const victim = st.fleet.live[Math.floor(rand() * st.fleet.live.length)]!;
+        const at = Date.now();
         await st.fleet.kill(victim);
+        windows.push({ kind: 'kill', startedAt: at, endedAt: Date.now() });
         const fresh = await st.fleet.start();
         kills++;
         st.say(`fault: ${victim.name} killed with SIGKILL; ${fresh.name} started`);
       } else if (pick === 1) {
         const s = between(5, 30);
+        const at = Date.now();
         await st.temporal.stop();
         await delay(s * 1_000);
         await st.temporal.start();
+        windows.push({ kind: 'temporal', startedAt: at, endedAt: Date.now() });
         restarts++;
         st.say(`fault: Temporal server down ${s.toFixed(0)} s, restarted`);
       } else if (pick === 2) {
         const s = between(1, 5);
+        const at = Date.now();
         await st.s3.stop(true);
         await delay(s * 1_000);
         await st.s3.start();
+        windows.push({ kind: 's3', startedAt: at, endedAt: Date.now() });
         restarts++;
         st.say(`fault: S3 server killed, down ${s.toFixed(1)} s, restarted`);
       } else {
         const s = between(1, 10);
         const port = Number(new URL(st.tiles.url).port);
+        const at = Date.now();
         await st.tiles.close();
         await delay(s * 1_000);
-        st.tiles = await startDemoTileServer({ latencyMs: o.latency, port, onServed: (p) => st.served.set(p, (st.served.get(p) ?? 0) + 1) });
+        st.tiles = await startDemoTileServer({ latencyMs: o.latency, port, onServed: servedInto(st.served) });
+        windows.push({ kind: 'tiles', startedAt: at, endedAt: Date.now() });
         restarts++;
         st.say(`fault: tile server down ${s.toFixed(1)} s, restarted on the same port`);
       }
@@ -257,9 +278,15 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
     chaos = false;
     await faults;
   }
-  const duplicated = [...st.served.values()].filter((n) => n > 1).length;
+  const duplicated = [...st.served.values()].filter((t) => t.length > 1).length;
+  const by = duplicatesByFault(st.served, windows);
   const minutes = (Date.now() - t0) / 60_000;
   await st.close();
+  console.log(
+    `duplicated by fault: ${Object.entries(by)
+      .map(([k, n]) => `${k}=${n}`)
+      .join(' ')}`,
+  );
   console.log(`soak: minutes=${minutes.toFixed(1)} mosaics=${mosaics} kills=${kills} restarts=${restarts} missing=${missing} duplicated=${duplicated}`);
 }
 

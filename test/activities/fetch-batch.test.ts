@@ -163,6 +163,35 @@ describe('the batch fetch activity', () => {
     assert.ok(beats.length >= 1, 'progress was heartbeated');
   });
 
+  test('a retried attempt keeps the tiles an earlier one stored but never recorded (killed between storing and its checkpoint); a first attempt, or a copy from before the batch was scheduled, is fetched', async () => {
+    const store = new TileStore(root);
+    const png = await gradientImage(256, 256);
+    const four = [0, 1, 2, 3].map((x) => ({ z: 7, x, y: 9 }));
+    const scheduledAt = Date.now() - 60_000;
+    await store.put('ok', four[0]!, png, { fetchedAt: scheduledAt + 1_000, contentType: 'image/png' });
+    await store.put('ok', four[1]!, png, { fetchedAt: scheduledAt + 2_000, contentType: 'image/png' });
+    // Last night's copy: not this batch's.
+    await store.put('ok', four[2]!, png, { fetchedAt: scheduledAt - 3_600_000, contentType: 'image/png' });
+    const retry = new MockActivityEnvironment({ attempt: 2, scheduledTimestampMs: scheduledAt });
+    let before = server.requests;
+    const results: TileResult[] = await retry.run(fetchTiles, input('ok', 4, { tiles: four }));
+    assert.equal(server.requests - before, 2, 'only the tile stored before the batch and the one never stored were requested');
+    assert.deepEqual(
+      results.map((r) => [r.status, r.attempts]),
+      [
+        ['ok', 0],
+        ['ok', 0],
+        ['ok', 1],
+        ['ok', 1],
+      ],
+    );
+    assert.match(results[0]!.reason, /stored by an earlier attempt of this batch/);
+    // A first attempt has no earlier one: it asks for every tile, stored or not.
+    before = server.requests;
+    await new MockActivityEnvironment({ attempt: 1, scheduledTimestampMs: scheduledAt }).run(fetchTiles, input('ok', 4, { tiles: four }));
+    assert.equal(server.requests - before, 4);
+  });
+
   test("retries' backoff sleeps leave no abort listener on the activity's signal (more than 10 printed MaxListenersExceededWarning)", async () => {
     const env = new MockActivityEnvironment();
     const signal = env.context.cancellationSignal;

@@ -106,3 +106,28 @@ test('a load that finds one of the listed objects gone (another attempt compacti
   assert.deepEqual(loaded, [null, ok(1)]);
   assert.deepEqual((await real.listFiles(prefix)).sort(), ['1000-aaaaaaaa-000000.jsonl', '1000-aaaaaaaa-000001.jsonl']);
 });
+
+test('a checkpoint object the bucket refused goes again, first, with the next: every record of the attempt is read back, in order', async () => {
+  const journal = 's3://mosaics/nightly/refused.work/journal-run';
+  const real = objectStorage(s3.client);
+  let refuse = 1;
+  const flaky: Storage = {
+    ...real,
+    async write(loc, body, opts) {
+      if (refuse-- > 0) throw new Error(`storage: cannot write ${loc} (ECONNREFUSED)`);
+      return real.write(loc, body, opts);
+    },
+  };
+  const warnings: string[] = [];
+  const tiles = [0, 1].map((x) => ({ z: 9, x, y: 1 }));
+  const checkpoint = ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', (w) => warnings.push(w), flaky);
+  checkpoint.append([0, 1], [hole(0), hole(1)]);
+  await new Promise((r) => setTimeout(r, 1_500));
+  // The first object was refused; the tile's later record must still win over the one that goes with it.
+  checkpoint.append([0], [ok(0), null]);
+  await checkpoint.close();
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /not written yet \(storage: cannot write .*\(ECONNREFUSED\)\): tried again with the next/);
+  const loaded = await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', () => assert.fail('no warning expected'), real).load(tiles);
+  assert.deepEqual(loaded, [ok(0), hole(1)]);
+});

@@ -13,6 +13,7 @@ import { ConfigError } from '../../src/breaker/config-error';
 import { ObjectTileStore } from '../../src/activities/store/object-tile-store';
 import { openCheckpoint, removeCheckpoints } from '../../src/activities/mosaic/batch-checkpoint';
 import { objectStorage } from '../../src/activities/storage/storage';
+import { s3Client } from '../../src/activities/storage/s3-client';
 import { joinLocation, locationWithin, objectUrlRefusal, parentLocation } from '../../src/activities/storage/location';
 import { packageRoot } from '../../src/client/local-server';
 import { startMosaic } from '../../src/client/mosaics';
@@ -155,6 +156,29 @@ test('the tile store in a bucket: tiles round-trip with their validators, the ne
   const chunk = await store.putChunk('osm', 3, { url: 'http://x/wms?bbox=1', width: 512, height: 512 }, png, 'image/png');
   assert.match(chunk, /^s3:\/\/mosaics\/store\/osm\/chunks\/3\/512x512-[0-9a-f]{24}\.png$/);
   await assert.rejects(store.put('../etc', t, png, { fetchedAt: 0, contentType: 'image/png' }), /source name/);
+});
+
+test('a bucket killed for 3 s under 48 tile writes at once: every write waits it out and lands, none fails (a failed one would be fetched again)', async () => {
+  // The worker's own client (the SDK's variables, set for this file), with its retries.
+  const store = new ObjectTileStore('s3://mosaics/restart', s3Client());
+  const png = await sharp({ create: { width: 256, height: 256, channels: 4, background: '#cc6633' } })
+    .png()
+    .toBuffer();
+  await s3.stop(true);
+  const writes = Array.from({ length: 48 }, (_, i) =>
+    store.put('osm', { z: 6, x: i, y: 7 }, png, { fetchedAt: Date.now(), contentType: 'image/png' }).then(
+      () => 'ok',
+      (err: Error) => err.message,
+    ),
+  );
+  await new Promise((r) => setTimeout(r, 3_000));
+  await s3.start();
+  const outcomes = await Promise.all(writes);
+  assert.deepEqual(
+    outcomes.filter((o) => o !== 'ok'),
+    [],
+  );
+  for (let i = 0; i < 48; i++) assert.ok(await store.get('osm', { z: 6, x: i, y: 7 }), `tile 6/${i}/7 is in the bucket`);
 });
 
 test('a mosaic into a bucket: plan, journals, tile store, mask, manifest and GeoTIFF all in the bucket, every tile accounted for; a re-drive reads it back', async () => {

@@ -191,6 +191,12 @@ export function makeFetchBatch(deps: FetchDeps) {
       lastBeat = Date.now();
       ctx.heartbeat({ results });
     };
+    // A retry also keeps what an earlier attempt of this batch stored but did not record (killed, or cut off,
+    // between storing a tile and its checkpoint): a tile the store holds from since the batch was scheduled is
+    // not asked of the server again. Refresh mode keeps more.
+    const retrySince = ctx && ctx.info.attempt > 1 ? ctx.info.scheduledTimestampMs : undefined;
+    const keepSince = input.keepFetchedSince ?? retrySince;
+    const keepWhy = input.keepFetchedSince !== undefined ? 'within the refresh age' : 'stored by an earlier attempt of this batch';
     // One request per unit: a tile, or the tiles of one metatile (WMS sources with `metatile`).
     // Only the tiles not finished yet (a resumed batch): a metatile partly done before is fetched for the rest.
     const pending = input.tiles.map((_, i) => i).filter((i) => !results[i]);
@@ -219,7 +225,7 @@ export function makeFetchBatch(deps: FetchDeps) {
         const unit = units[u]!;
         if (unit.members.every((i) => results[i])) continue;
         if (halted()) return;
-        if (input.keepFetchedSince !== undefined && (await keptFresh(store, input, unit.members, input.keepFetchedSince, results))) {
+        if (keepSince !== undefined && (await keptFresh(store, input, unit.members, keepSince, results, keepWhy))) {
           beat();
           continue;
         }
@@ -633,10 +639,11 @@ function refused(
 }
 
 /**
- * Refresh mode: the unit's tiles as the store holds them, when every one was fetched at or after `since` (a
- * metatile is kept only whole, as it is fetched whole). True when they were recorded ok with no request.
+ * Refresh mode, or a retry: the unit's tiles as the store holds them, when every one was fetched at or after
+ * `since` (a metatile is kept only whole, as it is fetched whole). True when they were recorded ok with no
+ * request, `why` in their reason.
  */
-async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[], since: number, results: (TileResult | null)[]): Promise<boolean> {
+async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[], since: number, results: (TileResult | null)[], why: string): Promise<boolean> {
   let stored: (StoredTile | null)[];
   try {
     stored = await Promise.all(members.map((i) => store.get(input.sourceName, input.tiles[i]!)));
@@ -652,7 +659,7 @@ async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[]
     results[i] = {
       ...input.tiles[i]!,
       status: 'ok',
-      reason: `kept: in the store since ${new Date(s.meta.fetchedAt).toISOString()}, within the refresh age`,
+      reason: `kept: in the store since ${new Date(s.meta.fetchedAt).toISOString()}, ${why}`,
       attempts: 0,
       path: s.path,
       bytes: s.meta.bytes,

@@ -121,7 +121,7 @@ export class BatchCheckpoint implements Checkpoint {
  * The same in a bucket, where nothing can be appended to: what finished is gathered for up to a second and
  * written as one object, `<batch id>.checkpoint/<attempt>-<n>.jsonl`, so a batch costs a PUT a second at
  * most; a retry lists them all and reads LOAD_READS at a time, heartbeating as it goes (a 30-minute attempt
- * leaves 1,800). A SIGKILL loses at most that second's tiles.
+ * leaves 1,800). A SIGKILL loses at most that second's records (a retry finds their tiles in the store).
  */
 export class ObjectCheckpoint implements Checkpoint {
   private pending: string[] = [];
@@ -227,22 +227,35 @@ export class ObjectCheckpoint implements Checkpoint {
   }
 
   async close(): Promise<void> {
-    this.flush();
-    await this.writing;
+    // Lines a failed write put back get one more try here: once closed, no timer writes them.
+    for (let i = 0; i < 2 && (i === 0 || this.pending.length > 0); i++) {
+      this.flush();
+      await this.writing;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
   }
 
   private flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.pending.length === 0) return;
-    const text = `${this.pending.join('\n')}\n`;
+    const lines = this.pending;
     this.pending = [];
     const loc = joinLocation(this.prefix, `${this.attempt}-${String(this.seq++).padStart(6, '0')}.jsonl`);
     this.writing = this.writing.then(() =>
-      this.storage.write(loc, Buffer.from(text), { contentType: 'application/x-ndjson' }).catch((err: unknown) => {
-        // The heartbeats still carry the results; a later object would not make up for a missing one.
-        this.failed = true;
-        this.warn(`checkpoint ${this.prefix} cannot be written (${(err as Error).name}): a retry resumes from heartbeats only`);
+      this.storage.write(loc, Buffer.from(`${lines.join('\n')}\n`), { contentType: 'application/x-ndjson' }).catch((err: unknown) => {
+        // The bucket stayed away past the client's retries: these lines go again, first, with the next
+        // object (a later record of a tile still follows an earlier one). Given up only past what a batch writes.
+        this.pending = [...lines, ...this.pending];
+        if (this.pending.reduce((n, l) => n + l.length, 0) > MAX_BYTES) {
+          this.failed = true;
+          this.pending = [];
+          this.warn(`checkpoint ${this.prefix} cannot be written (${(err as Error).message}): a retry resumes from heartbeats only`);
+          return;
+        }
+        this.warn(`checkpoint ${this.prefix} not written yet (${(err as Error).message}): tried again with the next`);
+        this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
       }),
     );
   }

@@ -1,4 +1,5 @@
 import { S3Client } from '@aws-sdk/client-s3';
+import { StoreRetry } from './s3-retry';
 
 /** `TILEBREAKER_S3_PATH_STYLE=1`: `http://host/bucket/key` addressing, for S3-compatible servers other than AWS. */
 export const S3_PATH_STYLE_ENV = 'TILEBREAKER_S3_PATH_STYLE';
@@ -19,9 +20,9 @@ export function s3Client(env: NodeJS.ProcessEnv = process.env): S3Client {
   shared = new S3Client({
     region: env['AWS_REGION'] || env['AWS_DEFAULT_REGION'] || 'us-east-1',
     forcePathStyle: pathStyle === '1' || pathStyle === 'true',
-    // The SDK's backoff (100 ms doubling) over 8 attempts rides out about 12 s of a store restarting, so a
-    // short blip does not fail a whole batch; longer ones fail it, and its retry resumes.
-    maxAttempts: 8,
+    // A store restarting is waited out (about 30 s, each call on its own): a tile already fetched is stored,
+    // not fetched again by a retried batch. Longer outages fail the batch, and its retry resumes.
+    retryStrategy: new StoreRetry(),
   });
   return shared;
 }

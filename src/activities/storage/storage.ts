@@ -276,5 +276,7 @@ function notRemoved(dir: string, errors: readonly { Code?: string | undefined }[
 export function storageError(what: string, loc: string, err: unknown): Error {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number }; code?: string };
   const status = e.$metadata?.httpStatusCode;
-  return new Error(`storage: cannot ${what} ${loc} (${e.name ?? e.code ?? 'error'}${status ? `, HTTP ${status}` : ''})`, { cause: err });
+  // A network failure is a plain Error: its code (ECONNREFUSED, ECONNRESET) says more than its name.
+  const name = e.name === 'Error' && typeof e.code === 'string' ? e.code : (e.name ?? e.code ?? 'error');
+  return new Error(`storage: cannot ${what} ${loc} (${name}${status ? `, HTTP ${status}` : ''})`, { cause: err });
 }
