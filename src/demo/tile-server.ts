@@ -152,11 +152,15 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
         return;
       }
       const send = (png: Buffer) => {
-        stats.ok++;
-        if (served.has(req.url!)) stats.repeats++;
-        else served.add(req.url!);
-        opts.onServed?.(req.url!);
         const validators = opts.validators ? { etag, 'last-modified': drawnAt.toUTCString() } : {};
+        // Served once the whole answer has gone out: a request whose connection was closed under it (the
+        // server restarted while it rendered) was not served, and asking again is no duplicate.
+        res.once('finish', () => {
+          stats.ok++;
+          if (served.has(req.url!)) stats.repeats++;
+          else served.add(req.url!);
+          opts.onServed?.(req.url!);
+        });
         res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600', ...validators }).end(png);
       };
       const fail = (err: unknown) => {

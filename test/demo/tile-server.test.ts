@@ -132,3 +132,30 @@ test('tiles are served from a cache until a redraw, which gives every tile new b
   await old.arrayBuffer();
   assert.ok(s.tileBytes > 2_000 && s.tileBytes < 30_000, `a typical tile is ${s.tileBytes} bytes`);
 });
+
+test('a tile is counted served once its answer has gone out: requests the server was closed under while it rendered are not (the fleet soak counts duplicates by it)', async () => {
+  const served: string[] = [];
+  const slow = await startDemoTileServer({ latencyMs: 300, onServed: (p) => served.push(p) });
+  const asked = ['/5/16/10.png', '/5/16/11.png', '/5/17/10.png'].map((p) =>
+    fetch(`${slow.url}${p}`).then(
+      (r) => r.status,
+      () => 'reset',
+    ),
+  );
+  // Mid-render: every connection is closed under its request.
+  await new Promise((r) => setTimeout(r, 100));
+  await slow.close();
+  assert.deepEqual(await Promise.all(asked), ['reset', 'reset', 'reset']);
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(served.length, 0, `counted served: ${served.join(', ')}`);
+  assert.equal(slow.stats.ok, 0);
+  // A server that stays up counts what it answers.
+  const steady = await startDemoTileServer({ onServed: (p) => served.push(p) });
+  try {
+    assert.equal((await fetch(`${steady.url}/5/16/10.png`)).status, 200);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual([...served], ['/5/16/10.png']);
+  } finally {
+    await steady.close();
+  }
+});
