@@ -7,7 +7,7 @@ import { defineConfig, globalIgnores } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  globalIgnores(['dist/', 'out/', '.temporal/', '.build-releases/']),
+  globalIgnores(['dist/', 'out/', '.temporal/', '.build-releases/', '.build-workflows/', '.s3/', '.node24/']),
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {
