@@ -2,10 +2,14 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test, type TestContext } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import sharp from 'sharp';
 import { DEFAULT_TOLERANCE, gridMismatch, measureAgreement, type Agreement, type NamedSource } from '../../src/activities/mirror/contract';
 import { judgeMirrors } from '../../src/activities/mirror/judge';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
+import { startDemoTileServer } from '../../src/demo/tile-server';
 import { tileBounds } from '../../src/geo/mercator';
 import { tileUrl, type TileAddress } from '../../src/sources/request-url';
 import { parseSource, type SourceInput } from '../../src/sources/schema';
@@ -51,6 +55,35 @@ describe('gridMismatch: the grid and format a mirror must share with its primary
     assert.equal(same!.usable, false);
     assert.equal(same!.reason, 'mirror "osm-copy": shares the primary\'s breaker https://a.example:443 (the same scheme, host and port); give one of them a breakerPartition, or use another host');
     assert.equal(same!.agreement, undefined, 'refused before any fetch');
+  });
+
+  test('two mirrors judged for one plan ask the primary for each sample tile once, and agree with it', async () => {
+    const primaryServed: string[] = [];
+    const primaryServer = await startDemoTileServer({ onServed: (p) => primaryServed.push(p) });
+    const mirrorServer = await startDemoTileServer();
+    const otherMirror = await startDemoTileServer();
+    const store = mkdtempSync(path.join(tmpdir(), 'tilebreaker-mirror-store-'));
+    try {
+      const plan = { sourceName: 'demo', source: xyz({ url: primaryServer.template }), grid: { z: 10, xMin: 530, xMax: 537, yMin: 355, yMax: 362, tileSize: 256 }, storeRoot: store };
+      const judged = await judgeMirrors(plan, [
+        { name: 'copy-a', source: xyz({ url: mirrorServer.template }) },
+        { name: 'copy-b', source: xyz({ url: otherMirror.template }) },
+      ]);
+      assert.deepEqual(
+        judged.map((m) => [m.name, m.usable, m.agreement?.tiles]),
+        [
+          ['copy-a', true, 4],
+          ['copy-b', true, 4],
+        ],
+      );
+      assert.equal(primaryServed.length, 4, `the primary served ${primaryServed.join(', ')}`);
+      assert.equal(new Set(primaryServed).size, 4);
+    } finally {
+      await primaryServer.close();
+      await mirrorServer.close();
+      await otherMirror.close();
+      rmSync(store, { recursive: true, force: true });
+    }
   });
 
   test('PNG, JPEG and WebP are compatible with each other', () => {

@@ -127,7 +127,15 @@ export interface AgreementOptions {
   /** Connection pools to use; by default a private set, closed at the end. */
   pools?: EndpointPools;
   env?: NodeJS.ProcessEnv;
+  /**
+   * The primary's sample tiles as fetched, by tile: measurements of several mirrors against one primary that
+   * share it ask the primary for each sample once.
+   */
+  primarySamples?: Map<string, Promise<Pixels>>;
 }
+
+/** A sample tile as RGBA, or why there is none. */
+type Pixels = { rgba: Buffer } | { reason: string };
 
 /**
  * Fetches `tiles` from both sources (one tile at a time, both sides at once) and compares their pixels as
@@ -144,9 +152,19 @@ export async function measureAgreement(primary: NamedSource, mirror: NamedSource
   if (grid) return result(grid);
   if (tiles.length === 0) return result('inconclusive: no sample tiles');
   const pools = opts.pools ?? new EndpointPools();
+  const primaryPixels = (tile: TileAddress): Promise<Pixels> => {
+    const cache = opts.primarySamples;
+    const key = tileName(tile);
+    let p = cache?.get(key);
+    if (!p) {
+      p = fetchPixels(primary, tile, pools, opts.env);
+      cache?.set(key, p);
+    }
+    return p;
+  };
   try {
     for (const tile of tiles) {
-      const [a, b] = await Promise.all([fetchPixels(primary, tile, pools, opts.env), fetchPixels(mirror, tile, pools, opts.env)]);
+      const [a, b] = await Promise.all([primaryPixels(tile), fetchPixels(mirror, tile, pools, opts.env)]);
       if ('reason' in a) return result(`inconclusive: primary ${JSON.stringify(primary.name)}: tile ${tileName(tile)}: ${a.reason}`);
       if ('reason' in b) return result(`inconclusive: mirror ${JSON.stringify(mirror.name)}: tile ${tileName(tile)}: ${b.reason}`);
       perTile.push({ tile, ...compare(a.rgba, b.rgba, mirror.source.tileSize, tol) });
@@ -181,7 +199,7 @@ function summarise(perTile: TileAgreement[], tol: AgreementTolerance, reason: st
 }
 
 /** One tile of the source as RGBA at its tile size, or why not (no URL in the reason: a URL may carry a key). */
-async function fetchPixels({ source }: NamedSource, tile: TileAddress, pools: EndpointPools, env: NodeJS.ProcessEnv = process.env): Promise<{ rgba: Buffer } | { reason: string }> {
+async function fetchPixels({ source }: NamedSource, tile: TileAddress, pools: EndpointPools, env: NodeJS.ProcessEnv = process.env): Promise<Pixels> {
   const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
   let url: string;
   try {

@@ -11,6 +11,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { sourceBreakerKey } from '../fetch/fetch-batch';
 import { joinLocation } from '../storage/location';
 import { storageFor } from '../storage/storage';
+import { EndpointPools } from '../http/endpoint-pool';
 import { gridMismatch, measureAgreement, type AgreementOptions } from './contract';
 
 /** A recorded agreement is relied on for at most this long. */
@@ -51,8 +52,15 @@ export async function judgeMirrors(
   opts: AgreementOptions & { now?: number } = {},
 ): Promise<MirrorPlan[]> {
   const now = opts.now ?? Date.now();
-  // Judged side by side: a primary that hangs costs the planner one measurement's time, not one per mirror.
-  return Promise.all(candidates.map((c) => judgeOne(plan, c, opts, now)));
+  // One set of connections, and each of the primary's samples fetched once, whatever the number of mirrors.
+  const pools = opts.pools ?? new EndpointPools();
+  const shared = { ...opts, pools, primarySamples: new Map() };
+  try {
+    // Judged side by side: a primary that hangs costs the planner one measurement's time, not one per mirror.
+    return await Promise.all(candidates.map((c) => judgeOne(plan, c, shared, now)));
+  } finally {
+    if (!opts.pools) await pools.close();
+  }
 }
 
 async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' | 'storeRoot'>, c: MirrorCandidate, opts: AgreementOptions, now: number): Promise<MirrorPlan> {
