@@ -192,6 +192,29 @@ describe('the batch fetch activity', () => {
     assert.equal(server.requests - before, 4);
   });
 
+  test("a tile a mirror serves after the primary's breaker refused its retry: the record counts the primary's request and the mirror's, and keeps the breaker's state", async () => {
+    const primary = source('status/503');
+    const mirror = parseSource({ type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png`, breakerPartition: 'mirror', timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 } });
+    let primaryAsked = 0;
+    const guard = {
+      acquire: (key: string): Promise<GuardDecision> =>
+        Promise.resolve(
+          key === breakerKey(server.url) && primaryAsked++ > 0
+            ? { kind: 'refused', key, state: 'open', retryAfterMs: null, reason: 'breaker open' }
+            : { kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false },
+        ),
+      release: () => undefined,
+      abandon: () => undefined,
+    };
+    const before = server.requests;
+    const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('status/503', 1), source: primary, sourceName: 'mirrored', mirrors: [{ name: 'copy', source: mirror }] });
+    assert.equal(server.requests - before, 2, 'one request to the primary, one to the mirror');
+    assert.equal(r!.status, 'ok');
+    assert.equal(r!.tier, 'mirror:copy');
+    assert.equal(r!.attempts, 2);
+    assert.equal(r!.breakerState, 'open');
+  });
+
   test("retries' backoff sleeps leave no abort listener on the activity's signal (more than 10 printed MaxListenersExceededWarning)", async () => {
     const env = new MockActivityEnvironment();
     const signal = env.context.cancellationSignal;
@@ -471,7 +494,7 @@ describe('the probe and its lease', () => {
     assert.ok(r!.latencyMs! < 1_500, `the probe ran ${r!.latencyMs} ms, past its 1.5 s lease`);
   });
 
-  test('a probe the server dropped unanswered, or a call dropped after a wait, goes once more at once: a server back from a hang answers it', async () => {
+  test('a probe the server dropped unanswered, or a call dropped after a wait, goes once more at once: a server back from a hang answers it, and the record counts both requests', async () => {
     const png = await gradientImage(256, 256);
     // Each request's fate, in order: held 1.2 s then dropped (the hang ending), answered, or dropped at once.
     const script: Array<'hold-drop' | 'ok' | 'drop'> = [];
@@ -500,19 +523,20 @@ describe('the probe and its lease', () => {
       };
       const src = parseSource({ type: 'xyz', url: `${url}/{z}/{x}/{y}.png`, concurrency: 1, timeouts: { connectMs: 1_000, headersMs: 5_000, bodyMs: 5_000, totalMs: 10_000 } });
       const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('dropped-probe', 1), sourceName: `dropped-${script.join('-')}`, source: src, retry: { attempts: 1 } });
-      return { released, status: r!.status, requests: received };
+      // Every request counted in the record, the one sent again too.
+      return { released, status: r!.status, requests: received, attempts: r!.attempts };
     };
     try {
-      assert.deepEqual(await run(['hold-drop', 'ok']), { released: ['success'], status: 'ok', requests: 2 }, 'overtaken by recovery: confirmed');
-      assert.deepEqual(await run(['hold-drop', 'hold-drop']), { released: ['transient'], status: 'failed', requests: 2 }, 'still hanging: one confirmation only');
-      assert.deepEqual(await run(['drop', 'ok']), { released: ['success'], status: 'ok', requests: 2 }, 'dropped at once (the newest held connection): confirmed too');
-      assert.deepEqual(await run(['drop', 'drop', 'ok']), { released: ['transient'], status: 'failed', requests: 2 }, 'dropped again: the failed probe, no third request');
+      assert.deepEqual(await run(['hold-drop', 'ok']), { released: ['success'], status: 'ok', requests: 2, attempts: 2 }, 'overtaken by recovery: confirmed');
+      assert.deepEqual(await run(['hold-drop', 'hold-drop']), { released: ['transient'], status: 'failed', requests: 2, attempts: 2 }, 'still hanging: one confirmation only');
+      assert.deepEqual(await run(['drop', 'ok']), { released: ['success'], status: 'ok', requests: 2, attempts: 2 }, 'dropped at once (the newest held connection): confirmed too');
+      assert.deepEqual(await run(['drop', 'drop', 'ok']), { released: ['transient'], status: 'failed', requests: 2, attempts: 2 }, 'dropped again: the failed probe, no third request');
       // An ordinary call dropped after a wait (the hang's held connections let go) goes once more too, so a
       // short hang does not end in a burst of failures against a server that answers again.
-      assert.deepEqual(await run(['hold-drop', 'ok'], 'proceed'), { released: ['success'], status: 'ok', requests: 2 }, 'a held call overtaken by recovery');
-      assert.deepEqual(await run(['hold-drop', 'hold-drop'], 'proceed'), { released: ['transient'], status: 'failed', requests: 2 }, 'still hanging: one resend');
+      assert.deepEqual(await run(['hold-drop', 'ok'], 'proceed'), { released: ['success'], status: 'ok', requests: 2, attempts: 2 }, 'a held call overtaken by recovery');
+      assert.deepEqual(await run(['hold-drop', 'hold-drop'], 'proceed'), { released: ['transient'], status: 'failed', requests: 2, attempts: 2 }, 'still hanging: one resend');
       // One reset at once is a failing server (a crashed backend behind a proxy), not a recovery: no request more.
-      assert.deepEqual(await run(['drop', 'ok'], 'proceed'), { released: ['transient'], status: 'failed', requests: 1 }, 'reset at once: counted, not resent');
+      assert.deepEqual(await run(['drop', 'ok'], 'proceed'), { released: ['transient'], status: 'failed', requests: 1, attempts: 1 }, 'reset at once: counted, not resent');
     } finally {
       srv.closeAllConnections();
       await new Promise<void>((r) => srv.close(() => r()));

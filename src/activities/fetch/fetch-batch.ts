@@ -369,6 +369,8 @@ async function requestUnit(
   const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
   let verdict: Verdict | null = null;
   let url = unit.url;
+  // Calls sent again at once after the server dropped them unanswered: requests too, in `attempts`.
+  let resent = 0;
   for (let attempt = 1; attempt <= policy.attempts; attempt++) {
     const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
     if (conditional?.meta.etag) headers['if-none-match'] = conditional.meta.etag;
@@ -401,9 +403,9 @@ async function requestUnit(
         const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, d.reason);
         if (mirrored === null) return null;
         const stored = await staleCopies(store, input, tiles, mirrored);
-        return each((t, k) => mirrored[k] ?? refused(input, t, d, stored[k] ?? null, attempt - 1, made));
+        return each((t, k) => servedOrRefused(mirrored[k], refused(input, t, d, stored[k] ?? null, tried.made, made)));
       }
-      tried.made = attempt;
+      tried.made = attempt + resent;
       deadline = AbortSignal.timeout(source.timeouts.totalMs);
       // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
       // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
@@ -422,6 +424,7 @@ async function requestUnit(
       if (decision && resendDropped(decision.kind, x) && !options.signal.aborted) {
         deps.metrics?.request(input.sourceName, key, 'transient', x.latencyMs / 1000);
         deps.guard!.restarted?.(decision);
+        tried.made = attempt + ++resent;
         x = await fetchUrl(url, options);
       }
     } finally {
@@ -448,7 +451,7 @@ async function requestUnit(
       const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, opened.reason);
       if (mirrored === null) return null;
       const stored = await staleCopies(store, input, tiles, mirrored);
-      return each((t, k) => mirrored[k] ?? refused(input, t, opened, stored[k] ?? null, attempt, made));
+      return each((t, k) => servedOrRefused(mirrored[k], refused(input, t, opened, stored[k] ?? null, tried.made, made)));
     }
     if (x.status === 304 && conditional) {
       deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
@@ -462,7 +465,7 @@ async function requestUnit(
         status: 'ok',
         kind: 'success',
         reason: 'not modified since the stored copy',
-        attempts: attempt,
+        attempts: tried.made,
         httpStatus: 304,
         latencyMs: x.latencyMs,
         path: conditional.path,
@@ -507,7 +510,7 @@ async function requestUnit(
         status: 'ok',
         kind: 'success',
         reason: `${v.reason}, kept whole (${tiles.length} tiles)`,
-        attempts: attempt,
+        attempts: tried.made,
         httpStatus: v.httpStatus,
         bytes: x.body.length,
         latencyMs: v.latencyMs,
@@ -530,11 +533,11 @@ async function requestUnit(
       const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
       await markServed(shapes, store, input.sourceName, shape, now());
       const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
-      return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: attempt, httpStatus: v.httpStatus, bytes: saved[k]!.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
+      return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: tried.made, httpStatus: v.httpStatus, bytes: saved[k]!.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
     }
     if (verdict.kind === 'neutral' && !verdict.configError) {
       const v = verdict;
-      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: scrubSecrets(v.reason, secrets), attempts: attempt, httpStatus: v.httpStatus }));
+      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: scrubSecrets(v.reason, secrets), attempts: tried.made, httpStatus: v.httpStatus }));
     }
     const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
     if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
@@ -566,7 +569,7 @@ async function requestUnit(
   const stored = await staleCopies(store, input, tiles, mirrored);
   return failed.map((r, k) => {
     const mirror = mirrored[k];
-    if (mirror) return { ...mirror, attempts: r.attempts + mirror.attempts };
+    if (mirror) return servedOrRefused(mirror, r);
     const copy = stored[k];
     return copy ? { ...r, status: 'stale', reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`, path: copy.path, bytes: copy.meta.bytes } : r;
   });
@@ -611,6 +614,20 @@ async function fromMirrors(
     }
   }
   return out;
+}
+
+/**
+ * A mirror's tile where it served one, else the primary's record. The mirror's record counts the primary's
+ * requests too and keeps the breaker's part (the state that stopped the primary, a call it abandoned).
+ */
+function servedOrRefused(mirror: TileResult | null | undefined, primary: TileResult): TileResult {
+  if (!mirror) return primary;
+  return {
+    ...mirror,
+    attempts: primary.attempts + mirror.attempts,
+    ...(primary.breakerState !== undefined ? { breakerState: primary.breakerState } : {}),
+    ...(primary.abandonedAfterMs !== undefined ? { abandonedAfterMs: primary.abandonedAfterMs } : {}),
+  };
 }
 
 /**
