@@ -83,8 +83,15 @@ export const policyConfigSchema = z
     cooldownMultiplier: z.number().min(1).default(2),
     /** ... up to cooldownMs times this factor (the cap). */
     cooldownMaxFactor: z.number().min(1).default(8),
-    /** Each full period of this length spent closed forgives one consecutive open. */
+    /** Each full period of this length spent closed forgives one consecutive open (without flapWindowMs). */
     cooldownDecayMs: ms(1).default(300_000),
+    /**
+     * One incident is one open: failed probes lengthen it (probeBackoff), and only a trip within this long of
+     * the last close (a server that flaps) grows the next cooldown; a later trip starts from cooldownMs again.
+     * null: every open counts, failed probes too, and cooldownDecayMs forgives them. (A new breaker entity
+     * sets twice its cooldownMs unless told otherwise.)
+     */
+    flapWindowMs: ms(1).nullable().default(null),
     /**
      * After a failed probe, the next probe comes after at most this long (+/- cooldownJitter), however long
      * the grown cooldown: the cooldown decides when testing starts, then the probes test often, so traffic
@@ -176,6 +183,7 @@ export const POLICY_BOUNDS = {
   cooldownMultiplier: { max: 100, label: '100' },
   cooldownMaxFactor: { max: 1_000, label: '1,000' },
   cooldownDecayMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
+  flapWindowMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
   probeIntervalMs: { max: MAX_POLICY_DURATION_MS, label: '30 days' },
   // A probe is one call: an hour is far past any timeout, and a lease its holder never returns blocks the round.
   probeLeaseMs: { max: 3_600_000, label: '1 h' },

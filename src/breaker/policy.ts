@@ -5,7 +5,7 @@
  */
 import { ConfigError } from './config-error';
 import { fastWindowSpanMs, parsePolicyConfig, probeLatencyLimitMs, type PolicyConfig } from './config';
-import { cooldownDurationMs, decayedOpens, maxCooldownMs } from './cooldown';
+import { cooldownDurationMs, maxCooldownMs, opensFor } from './cooldown';
 import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
@@ -379,9 +379,11 @@ function onConfigure(out: Recorder, patch: object, newRound: boolean, bounded: b
 function open(out: Recorder, reason: TransitionReason, detail: string, rand: number, f?: WindowFigures): void {
   const s = out.state;
   const now = out.now;
-  const opens = decayedOpens(s.config, s.consecutiveOpens, s.closedAt, now) + 1;
-  let cooldownMs = cooldownDurationMs(s.config, opens, rand);
+  const opens = opensFor(s.config, s.consecutiveOpens, s.closedAt, now);
   const failedTrials = reason === 'probe-failed' ? (s.failedTrials ?? 0) + 1 : 0;
+  // Where failed probes are not opens, each still grows the incident's cooldown as one did.
+  const grown = (s.config as Partial<PolicyConfig>).flapWindowMs != null ? failedTrials : 0;
+  let cooldownMs = cooldownDurationMs(s.config, opens + grown, rand);
   // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown; each
   // failed trial in a row waits probeBackoff times longer, up to the cooldown's cap factor.
   const interval = (s.config as Partial<PolicyConfig>).probeIntervalMs;

@@ -40,11 +40,13 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // window reaches back a p95 latency, and the view gives the fleet's stall threshold (runs before replay without).
   // Then the policy's bounds (a cooldown of 1e15 ms asked the server for a timer it refuses): a start input out of
   // them runs on defaults, a configure out of them is refused whole (runs before replay what they accepted).
+  // Then one incident is one open: failed probes no longer count as opens (runs before replay with them counted).
   const later = {
     trialBackoff: patched('probe-backoff'),
     slowCalls: patched('slow-calls'),
     renderTimeStalls: patched('render-time-stalls'),
     configBounds: patched('config-bounds'),
+    oneIncident: patched('one-incident'),
   };
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it

@@ -187,3 +187,46 @@ describe('k-of-n half-open trials (probeTrials)', () => {
     assert.equal(r.state.probeFailures, 0);
   });
 });
+
+/** Trips at `at`, fails one probe, then closes on `probesToClose` successful probes: the state, closed. */
+function incident(s: PolicyState, at: number): { state: PolicyState; trip: number; afterProbe: number } {
+  let r = step(s, { type: 'report', counts: { transient: 20 } }, at, 0.5);
+  const trip = r.transitions.find((t) => t.to === 'open')!.cooldownMs!;
+  let afterProbe = -1;
+  for (let i = 0; r.state.phase !== 'closed'; i++) {
+    const when = r.state.cooldownUntil ?? r.state.openedAt! + 1;
+    r = step(r.state, { type: 'probe-request', requestId: `p${at}-${i}`, requester: 'w' }, when, 0.5);
+    const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
+    r = step(r.state, { type: 'probe-result', generation, outcome: i === 0 ? 'transient' : 'success' }, when + 100, 0.5);
+    if (i === 0) afterProbe = r.transitions.find((t) => t.reason === 'probe-failed')!.cooldownMs!;
+    assert.ok(i < 10, 'the incident closes');
+  }
+  return { state: r.state, trip, afterProbe };
+}
+
+describe('one incident is one open (flapWindowMs)', () => {
+  const base = { cooldownMs: 30_000, cooldownJitter: 0, probesToClose: 1, cooldownDecayMs: 300_000 };
+
+  test('two hangs 90 s apart, each with a failed probe: the second trip waits the base cooldown again; without flapWindowMs it waited four times that', () => {
+    const one = incident(initialState(parsePolicyConfig({ ...base, flapWindowMs: 60_000 })), T0);
+    assert.deepEqual([one.trip, one.afterProbe], [30_000, 60_000], 'the failed probe still lengthens its own incident');
+    assert.equal(one.state.consecutiveOpens, 1, 'the failed probe is not another open');
+    const two = incident(one.state, one.state.closedAt! + 90_000);
+    assert.equal(two.trip, 30_000);
+
+    const before = incident(initialState(parsePolicyConfig(base)), T0);
+    assert.equal(before.state.consecutiveOpens, 2);
+    assert.equal(incident(before.state, before.state.closedAt! + 90_000).trip, 120_000);
+  });
+
+  test('a server that flaps (trips again within the window of closing) waits longer each time, and starts over once it stays closed longer', () => {
+    let s = initialState(parsePolicyConfig({ ...base, flapWindowMs: 60_000 }));
+    const trips: number[] = [];
+    for (const gap of [0, 20_000, 20_000, 61_000]) {
+      const r = incident(s, (s.closedAt ?? T0) + gap);
+      trips.push(r.trip);
+      s = r.state;
+    }
+    assert.deepEqual(trips, [30_000, 60_000, 120_000, 30_000]);
+  });
+});

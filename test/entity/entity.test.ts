@@ -105,7 +105,8 @@ describe('cooldown and probes', () => {
     const [reopen] = await h.query(transitionsQuery, 1);
     assert.deepEqual([reopen!.from, reopen!.to, reopen!.reason, reopen!.cooldownMs], ['half-open', 'open', 'probe-failed', 120_000]);
     const status = await h.query(statusQuery);
-    assert.deepEqual([status.permit.allow, status.permit.retryAfterMs, status.consecutiveOpens], [false, 120_000, 2]);
+    // Doubled as its incident grows, yet one open: a failed probe is not another incident.
+    assert.deepEqual([status.permit.allow, status.permit.retryAfterMs, status.consecutiveOpens], [false, 120_000, 1]);
   });
 
   test('by default a failed probe re-opens for 5 s, not the doubled 120 s: the next probe tests again soon', async () => {
@@ -119,7 +120,29 @@ describe('cooldown and probes', () => {
     const [reopen] = await h.query(transitionsQuery, 1);
     assert.deepEqual([reopen!.reason, reopen!.cooldownMs], ['probe-failed', 5_000]);
     const status = await h.query(statusQuery);
-    assert.deepEqual([status.config.probeIntervalMs, status.consecutiveOpens], [5_000, 2], 'the opens still count: the next trip from closed waits longer');
+    assert.deepEqual([status.config.probeIntervalMs, status.consecutiveOpens], [5_000, 1], 'one incident, one open: the next trip from closed waits longer only if it comes within the flap window');
+  });
+
+  test('a new entity: one incident is one open: a second hang 90 s after the first closed, its probe failed, waits the base cooldown again', async () => {
+    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 30_000, cooldownJitter: 0, probesToClose: 1 }, options: noSA });
+    let id = 0;
+    const hang = async () => {
+      await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
+      await waitForView(env, h, (v) => v.state === 'open', { stepMs: 100, maxSteps: 50 });
+      await probeOnce(env, h, `i${++id}`, 'transient');
+      await probeOnce(env, h, `i${++id}`, 'success');
+      await waitForView(env, h, (v) => v.state === 'closed', { stepMs: 100, maxSteps: 50 });
+    };
+    await hang();
+    await env.sleep(90_000);
+    await hang();
+    const trips = (await h.query(transitionsQuery, 20)).filter((t) => t.from === 'closed' && t.to === 'open').reverse();
+    assert.deepEqual(
+      trips.map((t) => t.cooldownMs),
+      [30_000, 30_000],
+    );
+    const status = await h.query(statusQuery);
+    assert.equal(status.config.flapWindowMs, 60_000, "a new entity's flap window: twice its cooldown");
   });
 
   test('a new entity backs off its failed trials (5, 10, 20 s, ... up to 8x) and a k-of-n round closes on 2 of 3', async () => {

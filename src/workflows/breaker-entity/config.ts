@@ -1,5 +1,5 @@
 import { log } from '@temporalio/workflow';
-import { ConfigError, initialState, parsePolicyConfig, type PolicyState } from '../../breaker';
+import { ConfigError, initialState, parsePolicyConfig, POLICY_BOUNDS, type PolicyState } from '../../breaker';
 import type { EntityInput, EntityOptions } from '../../messages/breaker';
 
 const DEFAULTS: Required<EntityOptions> = {
@@ -44,6 +44,8 @@ export interface LaterDefaults {
   renderTimeStalls?: boolean;
   /** Configurations held to POLICY_BOUNDS: the start input's and every configure's (the 'config-bounds' patch). */
   configBounds?: boolean;
+  /** flapWindowMs twice the cooldown: one incident is one open (the 'one-incident' patch). */
+  oneIncident?: boolean;
 }
 
 /**
@@ -64,6 +66,8 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   if (later.slowCalls && !(config && 'slowCallMs' in config)) parsed.slowCallMs = DEFAULT_SLOW_CALL_MS;
   // And one recorded before the fast window followed the latency replays with a one-second fast window.
   if (later.renderTimeStalls && !(config && 'fastWindowFollowsLatency' in config)) parsed.fastWindowFollowsLatency = true;
+  // And one recorded before incidents replays with every failed probe an open, forgiven only by cooldownDecayMs.
+  if (later.oneIncident && !(config && 'flapWindowMs' in config)) parsed.flapWindowMs = Math.min(2 * parsed.cooldownMs, POLICY_BOUNDS.flapWindowMs.max);
   return initialState(parsed);
 }
 
