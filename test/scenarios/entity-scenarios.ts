@@ -86,6 +86,24 @@ export const entityFailedTrials: EntityScenario = async ({ env, client, taskQueu
 };
 
 /**
+ * One incident is one open (a new entity's flap window): a trip, a failed probe, a close; 90 s later a second
+ * trip waits the base cooldown again, not one grown by the first incident's failed probe.
+ */
+export const entityOneIncident: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-one-incident', config: { cooldownMs: 30_000, probesToClose: 1 }, options: idle });
+  for (const incident of [1, 2]) {
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
+    await waitForView(env, h, (v) => v.state === 'open');
+    await probeOnce(env, h, `i${incident}-1`, 'transient');
+    await probeOnce(env, h, `i${incident}-2`, 'success');
+    if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
+    if (incident === 1) await env.sleep(90_000);
+  }
+  await h.result();
+  return h;
+};
+
+/**
  * The slow-call rate (a new entity's default threshold, 10 s): reports of slow successes trip it, a probe
  * slower than the threshold fails, two fast ones close it, and the entity finishes idle.
  */
@@ -317,6 +335,7 @@ export const entityScenarios = {
   'entity-signal-validation': entitySignalValidation,
   'entity-quorum': entityQuorum,
   'entity-failed-trials': entityFailedTrials,
+  'entity-one-incident': entityOneIncident,
   'entity-slow-calls': entitySlowCalls,
   'entity-render-time-stalls': entityRenderTimeStalls,
   'entity-compact-carry': entityCompactCarry,
