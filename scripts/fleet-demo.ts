@@ -31,7 +31,7 @@ import { startLocalS3, type LocalS3 } from '../src/demo/s3-server';
 import { startDemoTileServer, type DemoTileServer } from '../src/demo/tile-server';
 import { tileBounds } from '../src/geo/mercator';
 import type { MosaicRequest } from '../src/messages/mosaic-types';
-import { duplicatesByFault, type FaultWindow } from './fleet/duplicates';
+import { duplicatesByFault, type FaultKind, type FaultWindow } from './fleet/duplicates';
 import { batchesByWorker, missingTiles } from './fleet/measure';
 import { temporalProcess, type TemporalProcess } from './fleet/temporal-process';
 import { WorkerFleet } from './fleet/workers';
@@ -219,6 +219,12 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
   let missing = 0;
   let chaos = true;
   const windows: FaultWindow[] = [];
+  /** Runs one fault, keeping its window: the duplicates' causes are read from them. */
+  const strike = async (kind: FaultKind, run: () => Promise<void>) => {
+    const startedAt = Date.now();
+    await run();
+    windows.push({ kind, startedAt, endedAt: Date.now() });
+  };
   const faults = (async () => {
     while (chaos && Date.now() < endAt) {
       await delay(between(10_000, 40_000));
@@ -226,38 +232,36 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
       const pick = Math.floor(rand() * 4);
       if (pick === 0 && st.fleet.live.length > 0) {
         const victim = st.fleet.live[Math.floor(rand() * st.fleet.live.length)]!;
-        const at = Date.now();
-        await st.fleet.kill(victim);
-        windows.push({ kind: 'kill', startedAt: at, endedAt: Date.now() });
+        await strike('kill', () => st.fleet.kill(victim));
         const fresh = await st.fleet.start();
         kills++;
         st.say(`fault: ${victim.name} killed with SIGKILL; ${fresh.name} started`);
       } else if (pick === 1) {
         const s = between(5, 30);
-        const at = Date.now();
-        await st.temporal.stop();
-        await delay(s * 1_000);
-        await st.temporal.start();
-        windows.push({ kind: 'temporal', startedAt: at, endedAt: Date.now() });
+        await strike('temporal', async () => {
+          await st.temporal.stop();
+          await delay(s * 1_000);
+          await st.temporal.start();
+        });
         restarts++;
         st.say(`fault: Temporal server down ${s.toFixed(0)} s, restarted`);
       } else if (pick === 2) {
         const s = between(1, 5);
-        const at = Date.now();
-        await st.s3.stop(true);
-        await delay(s * 1_000);
-        await st.s3.start();
-        windows.push({ kind: 's3', startedAt: at, endedAt: Date.now() });
+        await strike('s3', async () => {
+          await st.s3.stop(true);
+          await delay(s * 1_000);
+          await st.s3.start();
+        });
         restarts++;
         st.say(`fault: S3 server killed, down ${s.toFixed(1)} s, restarted`);
       } else {
         const s = between(1, 10);
         const port = Number(new URL(st.tiles.url).port);
-        const at = Date.now();
-        await st.tiles.close();
-        await delay(s * 1_000);
-        st.tiles = await startDemoTileServer({ latencyMs: o.latency, port, onServed: servedInto(st.served) });
-        windows.push({ kind: 'tiles', startedAt: at, endedAt: Date.now() });
+        await strike('tiles', async () => {
+          await st.tiles.close();
+          await delay(s * 1_000);
+          st.tiles = await startDemoTileServer({ latencyMs: o.latency, port, onServed: servedInto(st.served) });
+        });
         restarts++;
         st.say(`fault: tile server down ${s.toFixed(1)} s, restarted on the same port`);
       }

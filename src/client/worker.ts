@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerDeploymentOptions, type WorkerPlugin } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps, type Activities } from '../activities';
+import { atomicWrite } from '../activities/store/atomic-write';
 import { processIdentity } from '../activities/guard';
 import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';
@@ -119,18 +119,9 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
  */
 export const WORKFLOW_CACHE_ENV = 'TILEBREAKER_WORKFLOW_CACHE';
 
-/** The version of the workflow SDK the bundle is made with (its package.json, beside its main module). */
+/** The version of the workflow SDK the bundle is made with. */
 function sdkVersion(): string {
-  const main = require.resolve('@temporalio/workflow');
-  for (let dir = path.dirname(main); dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === '@temporalio/workflow' && pkg.version) return pkg.version;
-    } catch {
-      // No package.json here: one folder up.
-    }
-  }
-  return 'unknown';
+  return (JSON.parse(readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** The worker's workflow code: the bundle kept for this build, or the module to bundle. */
@@ -149,14 +140,7 @@ export async function workflowCode(
   const { code } = await bundleWorkflowCode({ workflowsPath, logger: Runtime.instance().logger });
   // Renamed into place: a worker reading it meanwhile finds none or all of it.
   await mkdir(path.dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-  try {
-    await writeFile(tmp, code, { flag: 'wx' });
-    await rename(tmp, file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+  await atomicWrite(file, Buffer.from(code));
   return { workflowBundle: { code } };
 }
 
