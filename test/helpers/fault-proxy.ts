@@ -38,6 +38,8 @@ export interface FaultPlan extends FaultOptions {
 
 export interface ReceivedRequest {
   at: number;
+  /** An entity's self-probe (user agent `tilebreaker-probe`), not a tile a run asked for. */
+  selfProbe?: true;
   mode: FaultMode;
   /** pass: how long the upstream took to answer in full (ms), once it has. */
   upstreamMs?: number;
@@ -143,7 +145,7 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
       if (plan.forMs !== undefined) endTimer = setTimeout(() => void end(), plan.forMs);
       else finish();
     }
-    const entry: ReceivedRequest = { at: Date.now(), mode };
+    const entry: ReceivedRequest = { at: Date.now(), mode, ...(req.headers['user-agent'] === 'tilebreaker-probe' ? { selfProbe: true as const } : {}) };
     log.push(entry);
     switch (mode) {
       case 'pass':
