@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../../src/client/local-server';
 
@@ -31,17 +31,33 @@ export function buildRelease(ref: string = PREVIOUS_RELEASE, root: string = pack
   const cli = path.join(dir, 'dist', 'src', 'cli', 'main.js');
   const marker = path.join(dir, '.built');
   if (existsSync(marker) && existsSync(cli)) return { commit, dir, cli, buildMs: 0 };
+  // Built aside and renamed into place: two test files may build the same release at once (tests run files
+  // in parallel), and one must never remove or overwrite the files the other is compiling or running.
   const started = Date.now();
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
+  const aside = `${dir}.building-${process.pid}`;
+  rmSync(aside, { recursive: true, force: true });
+  mkdirSync(aside, { recursive: true });
   const archive = execFileSync('git', ['-C', root, 'archive', '--format=tar', commit], { maxBuffer: 512 * 1024 * 1024 });
-  execFileSync('tar', ['-x', '-C', dir], { input: archive });
-  symlinkSync(realpathSync(path.join(root, 'node_modules')), path.join(dir, 'node_modules'), 'dir');
-  writeFileSync(path.join(dir, 'tsconfig.release.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src/**/*.ts'], compilerOptions: { declaration: false, sourceMap: false } }));
-  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.release.json'], { cwd: dir, encoding: 'utf8' });
-  if (tsc.status !== 0 || !existsSync(cli)) throw new Error(`building ${commit} in ${dir} failed (tsc exit ${tsc.status}): ${(tsc.stdout + tsc.stderr).slice(-2_000)}`);
+  execFileSync('tar', ['-x', '-C', aside], { input: archive });
+  symlinkSync(realpathSync(path.join(root, 'node_modules')), path.join(aside, 'node_modules'), 'dir');
+  writeFileSync(path.join(aside, 'tsconfig.release.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src/**/*.ts'], compilerOptions: { declaration: false, sourceMap: false } }));
+  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.release.json'], { cwd: aside, encoding: 'utf8' });
+  if (tsc.status !== 0 || !existsSync(path.join(aside, 'dist', 'src', 'cli', 'main.js'))) {
+    rmSync(aside, { recursive: true, force: true });
+    throw new Error(`building ${commit} in ${aside} failed (tsc exit ${tsc.status}): ${(tsc.stdout + tsc.stderr).slice(-2_000)}`);
+  }
   const buildMs = Date.now() - started;
-  writeFileSync(marker, JSON.stringify({ commit, buildMs, at: new Date().toISOString() }));
+  writeFileSync(path.join(aside, '.built'), JSON.stringify({ commit, buildMs, at: new Date().toISOString() }));
+  // A half-built folder from an interrupted run of the old way is removed; a finished one (another file's build
+  // that won the race) is kept, and this build is dropped.
+  if (existsSync(dir) && !existsSync(marker)) rmSync(dir, { recursive: true, force: true });
+  try {
+    renameSync(aside, dir);
+  } catch (err) {
+    rmSync(aside, { recursive: true, force: true });
+    if (!existsSync(marker)) throw err;
+    return { commit, dir, cli, buildMs: 0 };
+  }
   return { commit, dir, cli, buildMs };
 }
 
