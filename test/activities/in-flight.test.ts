@@ -70,3 +70,58 @@ describe('the stall threshold', () => {
     assert.equal(calls.end(stalled, null), 2);
   });
 });
+
+describe('a key that stopped answering', () => {
+  // Learned: 2-3 s answers (p95 about 2.95 s; the stall threshold 1.5 x that, about 4.4 s).
+  const renderer = () => learned(Array.from({ length: 32 }, (_, i) => 2_000 + Math.round((i * 1_000) / 31)));
+
+  test('once a call has stalled and none sent after it has answered, the calls sent since count at the p95', () => {
+    const calls = renderer();
+    const t = calls.thresholdMs(KEY);
+    // The hang begins at 1 000: a call sent before it answers at 2 500; four sent after it hang.
+    const before = {};
+    calls.start(before, KEY, 0);
+    calls.end(before, { latencyMs: 2_500 });
+    const hung = [1_000, 1_800, 2_400, 3_400].map((at) => {
+      const d = {};
+      calls.start(d, KEY, at);
+      return d;
+    });
+    assert.equal(calls.sweep(1_000 + t - 10).get(KEY), undefined, 'nothing has waited the threshold yet');
+    // The first hung call stalls; the second (age about 4.1 s) and third (3.05 s) are past the p95: three at once.
+    assert.equal(calls.sweep(1_000 + t).get(KEY), 3);
+    // The fourth passes the p95 later and counts then; nothing counts twice.
+    assert.equal(calls.sweep(3_400 + 3_000).get(KEY), 1);
+    assert.equal(calls.sweep(3_400 + 3_100).get(KEY), undefined);
+    assert.deepEqual(
+      hung.map((d) => calls.end(d, null)),
+      [1, 1, 1, 1],
+    );
+  });
+
+  test('a call past the threshold among later calls that answered (one slow render) lowers nothing', () => {
+    const calls = renderer();
+    const t = calls.thresholdMs(KEY);
+    const slow = {};
+    calls.start(slow, KEY, 0);
+    const later = {};
+    calls.start(later, KEY, 500);
+    calls.end(later, { latencyMs: 2_400 });
+    const waiting = {};
+    calls.start(waiting, KEY, 1_000);
+    // The slow call stalls; `waiting` is past the p95 but a call sent after the slow one has answered.
+    assert.equal(calls.sweep(t).get(KEY), 1);
+    assert.equal(calls.end(waiting, { latencyMs: t - 900 }), 0);
+    assert.equal(calls.end(slow, null), 1);
+  });
+
+  test('before this process has learned the latency, only the threshold counts', () => {
+    const calls = new InFlightCalls();
+    const a = {};
+    const b = {};
+    calls.start(a, KEY, 0);
+    calls.start(b, KEY, 2_000);
+    assert.equal(calls.sweep(5_000).get(KEY), 1, 'a at the initial 5 s; b, 3 s old, is not judged by a p95 it does not know');
+    assert.equal(calls.sweep(7_000).get(KEY), 1);
+  });
+});

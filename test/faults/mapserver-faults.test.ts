@@ -54,7 +54,10 @@ const METATILED = { tiles: 256, batchSize: 64 } as const;
 /** The quick cases' timeouts: shorter than a slow answer (SLOW_MS), so a slow server fails its calls. */
 const QUICK_TIMEOUTS = { connectMs: 1_000, headersMs: 2_500, bodyMs: 2_500, totalMs: 3_000 };
 
-function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, concurrency = 4, metatiled = false, timeouts = QUICK_TIMEOUTS): MosaicRequest {
+/** A night's metatiled run: zoom Z + 2 over the same extent, 1,024 tiles in 64 GetMaps of 4 x 4 with a 64 px buffer. */
+const NIGHT = { tiles: 1024, batchSize: 64 } as const;
+
+function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, concurrency = 4, metatiled: boolean | 'night' = false, timeouts = QUICK_TIMEOUTS): MosaicRequest {
   return {
     source: {
       type: 'wms',
@@ -67,15 +70,15 @@ function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, conc
       // Per worker and endpoint (the connection pool's size too): 4 calls in flight, the volume floor's 5 apart.
       concurrency,
       // A metatiled case keeps the product's timeouts (15 s for headers): a hang must trip on its stalls, long before.
-      ...(metatiled ? { metatile: { size: [4, 4] as [number, number] } } : { timeouts }),
+      ...(metatiled ? { metatile: { size: [4, 4] as [number, number], ...(metatiled === 'night' ? { buffer: 64 } : {}) } } : { timeouts }),
     },
     sourceName: 'fixture',
     crs: 'EPSG:3857',
     bbox: [1, 1, SIDE - 1, SIDE - 1],
-    zoom: metatiled ? Z + 1 : Z,
+    zoom: metatiled === 'night' ? Z + 2 : metatiled ? Z + 1 : Z,
     output: path.join(dir, `${name}.tif`),
     storeRoot: store,
-    batchSize: metatiled ? METATILED.batchSize : 8,
+    batchSize: metatiled === 'night' ? NIGHT.batchSize : metatiled ? METATILED.batchSize : 8,
     parallelBatches: 2,
     fallback,
     ...(fallback === 'wait' ? { deadline: '2m' } : {}),
@@ -123,9 +126,10 @@ async function runCase(
   t: TestContext,
   mode: FaultMode,
   fallback: FallbackPolicy,
-  opts: { forMs?: number; afterRequests?: number; concurrency?: number; label?: string; metatiled?: boolean; timeouts?: typeof QUICK_TIMEOUTS } = {},
+  opts: { forMs?: number; afterRequests?: number; concurrency?: number; label?: string; metatiled?: boolean | 'night'; timeouts?: typeof QUICK_TIMEOUTS; renderMs?: () => number } = {},
 ): Promise<CaseResult> {
   const proxy = await startFaultProxy(wms.url);
+  if (opts.renderMs) proxy.renderTime(opts.renderMs);
   const started = Date.now();
   try {
     const forMs = opts.forMs ?? (fallback === 'wait' ? WAIT_FAULT_MS : undefined);
@@ -176,7 +180,7 @@ async function runCase(
     t.diagnostic(row);
     if (trip) t.diagnostic(`trip: ${trip.detail}`);
     assert.equal(assertAccounted(manifest), null, 'every planned tile is in the manifest once');
-    assert.equal(manifest.total, opts.metatiled ? METATILED.tiles : TILES);
+    assert.equal(manifest.total, opts.metatiled === 'night' ? NIGHT.tiles : opts.metatiled ? METATILED.tiles : TILES);
     return out;
   } finally {
     await proxy.close();
@@ -358,5 +362,21 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     // The hung GetMaps were abandoned when the breaker opened, not waited out to the 15 s header timeout.
     const abandoned = r.manifest.tiles.filter((x) => x.abandonedAfterMs !== undefined);
     assert.ok(abandoned.length > 0 && abandoned.every((x) => x.abandonedAfterMs! < 15_000), JSON.stringify(abandoned.slice(0, 2)));
+  });
+
+  test('a hang on a renderer that takes 2-3 s, a dozen GetMaps into a night (8 in flight): the stalls trip the fast window, though the answers of the GetMaps already rendering still land', async (t) => {
+    // The proxy holds each GetMap 2-3 s before MapServer draws it. After 13 answers every new GetMap hangs;
+    // the 8 in flight finish over the next render time. The whole window then holds 13 successes: judged there,
+    // the hang needed 13 stalls (12-13 s). Judged together in a fast window that reaches back a p95, as soon
+    // as a call has stalled and nothing sent after it has answered, it trips within the stall threshold and
+    // about a render time more (bench:renderer-hang measures it: 5-6 s).
+    let seed = 7;
+    const renderMs = () => 2_000 + 1_000 * ((seed = (seed * 16807) % 2147483647) / 2147483647);
+    const r = await runCase(t, 'hang', 'fail-fast', { afterRequests: 13, metatiled: 'night', concurrency: 8, label: 'hang 2-3 s renders', renderMs });
+    assert.ok(r.trip, 'the breaker tripped');
+    assert.match(r.trip.detail, /in the newest \d+ samples/, 'the fast window tripped, not the whole window');
+    assert.ok(r.tripS! <= (2 * r.p95Ms) / 1000 + 3, `tripped ${r.tripS} s after the hang started (p95 ${r.p95Ms} ms)`);
+    const c = r.manifest.counts;
+    assert.deepEqual([c.ok + c['dead-lettered'], c.failed, r.exit], [NIGHT.tiles, 0, 3], JSON.stringify(c));
   });
 });

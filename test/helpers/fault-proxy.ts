@@ -60,6 +60,11 @@ export interface FaultProxy {
   readonly dropped: number;
   /** Switches mode now (leaving hang drops the held connections; refused closes the listener). */
   set(mode: FaultMode, opts?: FaultOptions): Promise<void>;
+  /**
+   * A slow renderer: each request received in pass mode is held this long (ms, drawn per request) before it
+   * is forwarded, whatever the mode becomes meanwhile (a request already rendering finishes). Null: none.
+   */
+  renderTime(draw: (() => number) | null): void;
   /** Arms a fault: it starts after `afterRequests` requests and, with `forMs`, ends by itself. */
   schedule(plan: FaultPlan): void;
   /** Resolves once an armed or timed fault has ended (at once when none is pending). */
@@ -106,6 +111,7 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
   let opts: Required<FaultOptions> = { slowMs: 4_000, retryAfterS: 1 };
   let armed: FaultPlan | null = null;
   let armedAt = 0;
+  let render: (() => number) | null = null;
   let endTimer: NodeJS.Timeout | null = null;
   let pending: Promise<void> = Promise.resolve();
   let settle: (() => void) | null = null;
@@ -148,8 +154,16 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
     const entry: ReceivedRequest = { at: Date.now(), mode, ...(req.headers['user-agent'] === 'tilebreaker-probe' ? { selfProbe: true as const } : {}) };
     log.push(entry);
     switch (mode) {
-      case 'pass':
-        return forward(req, res, entry);
+      case 'pass': {
+        if (!render) return forward(req, res, entry);
+        const started = Date.now();
+        const t = setTimeout(() => {
+          forward(req, res);
+          res.on('finish', () => (entry.upstreamMs = Date.now() - started));
+        }, render());
+        res.on('close', () => clearTimeout(t));
+        return;
+      }
       case 'hang':
         hung.add(res);
         res.on('close', () => hung.delete(res));
@@ -237,6 +251,9 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
       return times.dropped;
     },
     set,
+    renderTime(draw) {
+      render = draw;
+    },
     schedule(plan) {
       armed = plan;
       armedAt = log.length;

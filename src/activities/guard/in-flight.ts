@@ -46,6 +46,14 @@ interface KeyCalls {
   /** Latencies of recent successes (ms), a ring of LEARNED. */
   latencies: number[];
   next: number;
+  /** When the newest-sent call that succeeded was sent (-Infinity: none yet). */
+  answeredSentAt: number;
+}
+
+/** A key's thresholds at one sweep: a call's stall age, and the p95 of its learned latency (null: not learned). */
+interface Thresholds {
+  stallMs: number;
+  p95Ms: number | null;
 }
 
 /**
@@ -100,6 +108,7 @@ export class InFlightCalls {
     if (success) {
       k.latencies[k.next] = success.latencyMs;
       k.next = (k.next + 1) % LEARNED;
+      k.answeredSentAt = Math.max(k.answeredSentAt, call.startedAt);
     }
     return call.stalls;
   }
@@ -109,21 +118,28 @@ export class InFlightCalls {
    * view): until this process has learned the key's latency, the threshold is at least that.
    */
   thresholdMs(key: string, fleetMs?: number): number {
+    return this.thresholds(key, fleetMs).stallMs;
+  }
+
+  private thresholds(key: string, fleetMs?: number): Thresholds {
     const lat = this.keys.get(key)?.latencies ?? [];
     // The fleet's figure may only lengthen the wait: one host's fleet may fetch 50 ms cached tiles while this
     // process asks for 3 s metatiles, and its calls must not count as stalls before it has learned them.
-    if (lat.length < MIN_LEARNED) return Math.max(this.floorMs, this.initialMs, fleetMs ?? 0);
+    if (lat.length < MIN_LEARNED) return { stallMs: Math.max(this.floorMs, this.initialMs, fleetMs ?? 0), p95Ms: null };
     const sorted = [...lat].sort((a, b) => a - b);
     const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)]!;
     const mean = lat.reduce((a, b) => a + b, 0) / lat.length;
     const deviation = lat.reduce((a, b) => a + Math.abs(b - mean), 0) / lat.length;
-    return Math.max(this.floorMs, stallAfterMs(p95, deviation, this.deviations));
+    const stallMs = Math.max(this.floorMs, stallAfterMs(p95, deviation, this.deviations));
+    return { stallMs, p95Ms: Math.min(stallMs, Math.max(this.floorMs, p95)) };
   }
 
   /** New stall periods reached by `now`, per key: each is one transient failure to report. `fleetMs` as thresholdMs's. */
   sweep(now: number, fleetMs: (key: string) => number | undefined = () => undefined): Map<string, number> {
     const out = new Map<string, number>();
-    const thresholds = new Map<string, number>();
+    const thresholds = new Map<string, Thresholds>();
+    const unanswered = new Set<string>();
+    const live: Call[] = [];
     for (const [decision, call] of this.calls) {
       const age = now - call.startedAt;
       if (age > FORGET_AFTER_MS) {
@@ -131,8 +147,19 @@ export class InFlightCalls {
         continue;
       }
       let t = thresholds.get(call.key);
-      if (t === undefined) thresholds.set(call.key, (t = this.thresholdMs(call.key, fleetMs(call.key))));
-      const due = call.before + Math.floor(age / t);
+      if (t === undefined) thresholds.set(call.key, (t = this.thresholds(call.key, fleetMs(call.key))));
+      if (age >= t.stallMs && call.startedAt >= this.entry(call.key).answeredSentAt) unanswered.add(call.key);
+      live.push(call);
+    }
+    for (const call of live) {
+      const t = thresholds.get(call.key)!;
+      const age = now - call.startedAt;
+      let due = call.before + Math.floor(age / t.stallMs);
+      // The key stopped answering (a call has stalled and none sent after it has answered): a call sent since
+      // the last answered one is stalled once past the p95, the age by which healthy calls have answered; its
+      // later periods run as before. The hang's calls are then judged over one p95, not over a render time
+      // plus the threshold, while the answers of calls sent before the hang still land.
+      if (due === call.before && t.p95Ms !== null && age >= t.p95Ms && unanswered.has(call.key) && call.startedAt >= this.entry(call.key).answeredSentAt) due++;
       if (due > call.stalls) {
         out.set(call.key, (out.get(call.key) ?? 0) + due - call.stalls);
         call.stalls = due;
@@ -191,7 +218,7 @@ export class InFlightCalls {
   private entry(key: string): KeyCalls {
     let k = this.keys.get(key);
     if (!k) {
-      k = { active: 0, peak: 0, latencies: [], next: 0 };
+      k = { active: 0, peak: 0, latencies: [], next: 0, answeredSentAt: -Infinity };
       this.keys.set(key, k);
     }
     return k;
