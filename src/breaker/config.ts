@@ -31,6 +31,12 @@ export const policyConfigSchema = z
      * fastWindowMs whatever the latency. (A new breaker entity sets true unless told otherwise.)
      */
     fastWindowFollowsLatency: z.boolean().default(false),
+    /**
+     * ... as soon as the window holds as many latency samples as the sample floor in force (minSamples, as the
+     * fleet's concurrency lowers it), not latencyMinSamples: one worker early in a night has a dozen answers,
+     * and its stalls must be judged together then too. (A new breaker entity sets true unless told otherwise.)
+     */
+    fastWindowFollowsFloor: z.boolean().default(false),
     /** Samples the fast window needs (counted like minSamples; at least minSamples). Default: 2 x minSamples. */
     fastMinSamples: ms(1).optional(),
     /** No rule trips on fewer health-relevant samples than this in the window. */
@@ -234,10 +240,13 @@ export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
 /**
  * How far back the fast window may reach when the window's p95 latency is `p95Ms` (null: unknown): fastWindowMs,
  * or that p95 when fastWindowFollowsLatency and it is longer, at most a quarter of windowMs. Off (0) stays off.
+ * `config` is the one in force (floorsFor's): with fastWindowFollowsFloor its minSamples is the floor that
+ * latencySamples must reach.
  */
 export function fastWindowSpanMs(config: PolicyConfig, p95Ms: number | null, latencySamples: number): number {
   const follows = (config as Partial<PolicyConfig>).fastWindowFollowsLatency ?? false;
-  if (config.fastWindowMs === 0 || !follows || p95Ms === null || latencySamples < config.latencyMinSamples) return config.fastWindowMs;
+  const needed = ((config as Partial<PolicyConfig>).fastWindowFollowsFloor ?? false) ? Math.min(config.latencyMinSamples, config.minSamples) : config.latencyMinSamples;
+  if (config.fastWindowMs === 0 || !follows || p95Ms === null || latencySamples < needed) return config.fastWindowMs;
   // At most a quarter of the window: the fast window judges the newest samples, not a slow endpoint's whole window.
   return Math.max(config.fastWindowMs, Math.min(Math.floor(config.windowMs / 4), Math.ceil(p95Ms)));
 }

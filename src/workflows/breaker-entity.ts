@@ -41,12 +41,14 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // Then the policy's bounds (a cooldown of 1e15 ms asked the server for a timer it refuses): a start input out of
   // them runs on defaults, a configure out of them is refused whole (runs before replay what they accepted).
   // Then one incident is one open: failed probes no longer count as opens (runs before replay with them counted).
+  // Then the fast window follows the latency from the sample floor in force (runs before: from latencyMinSamples).
   const later = {
     trialBackoff: patched('probe-backoff'),
     slowCalls: patched('slow-calls'),
     renderTimeStalls: patched('render-time-stalls'),
     configBounds: patched('config-bounds'),
     oneIncident: patched('one-incident'),
+    stallSpan: patched('stall-span'),
   };
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it

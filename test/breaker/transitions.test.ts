@@ -296,6 +296,26 @@ describe('the fast window on a renderer that takes seconds', () => {
     assert.ok(steps.every((r) => r.transitions.length === 0));
   });
 
+  test('with fastWindowFollowsFloor one worker early in a night (13 answers, 8 calls in flight) has its stalls judged together too', () => {
+    // 13 answers of 2.5-3.5 s, then the 8 calls in flight stall over 1.5 s: the window holds 13 latency samples,
+    // under latencyMinSamples (20) but at the floor the fleet's 8 calls in flight bring minSamples down to.
+    const worker = (input: PolicyConfigInput) => {
+      let s = fresh({ fastWindowFollowsLatency: true, smallFleetFloor: 3, ...input });
+      for (let i = 0; i < 13; i++) s = go(s, { type: 'report', counts: { success: 1 }, latency: histogramOf([2_500 + 80 * i]), concurrency: 8 }, T0 + i * 600).state;
+      const out: StepResult[] = [];
+      [3, 2, 2, 1].forEach((transient, i) => out.push(go(i ? out[i - 1]!.state : s, { type: 'report', counts: { transient }, concurrency: 8 }, T0 + 13_000 + i * 500)));
+      return out;
+    };
+    const steps = worker({ fastWindowFollowsFloor: true });
+    const t = only(steps[3]!.transitions);
+    assert.match(t.detail, /8\/8 failed .* in the newest 8 samples/);
+    assert.ok(steps.slice(0, 3).every((r) => r.transitions.length === 0));
+    assert.ok(
+      worker({}).every((r) => r.transitions.length === 0),
+      'without it the fast window is one second until 20 latency samples: 5 stalls in it, and 8 of 21 in the whole window',
+    );
+  });
+
   test('a fast endpoint keeps its one-second fast window', () => {
     let s = fresh({ fastWindowFollowsLatency: true });
     for (let i = 0; i < 20; i++) s = report(s, T0 + i * 1_000, { success: 40 }, { latency: histogramOf(Array.from({ length: 40 }, () => 30)) }).state;

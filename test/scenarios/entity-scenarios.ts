@@ -143,6 +143,30 @@ export const entityRenderTimeStalls: EntityScenario = async ({ env, client, task
   return h;
 };
 
+/**
+ * One worker early in a night (8 calls in flight, 13 answers of 2.5-3.5 s) on a renderer that hangs: its stalls,
+ * which arrive over 1.5 s, trip the breaker in a fast window that reaches back the p95 latency, though the window
+ * holds fewer latency samples than latencyMinSamples; then a probe closes it.
+ */
+export const entityStallSpan: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-stall-span', config: { cooldownMs: 60_000, probesToClose: 1 }, options: idle });
+  for (let i = 0; i < 13; i++) {
+    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 1 }, latency: histogramOf([2_500 + 80 * i]), inFlight: 8 });
+    await env.sleep(600);
+  }
+  await env.sleep(4_000);
+  for (const stalls of [3, 2, 2, 1]) {
+    if ((await h.query(viewQuery)).state !== 'closed') break;
+    await h.signal(reportSignal, { reporter: 'w1', counts: { transient: stalls }, stalled: stalls, inFlight: 8 });
+    await env.sleep(500);
+  }
+  await waitForView(env, h, (v) => v.state === 'open');
+  await probeOnce(env, h, 's1', 'success', 2_600);
+  if ((await h.query(viewQuery)).state !== 'closed') throw new Error('did not close');
+  await h.result();
+  return h;
+};
+
 /** Operator actions, then a burst of reports that makes the entity continue as new: the first run's history. */
 export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, taskQueue }) => {
   const h = await startEntity(client, taskQueue, {
@@ -338,6 +362,7 @@ export const entityScenarios = {
   'entity-one-incident': entityOneIncident,
   'entity-slow-calls': entitySlowCalls,
   'entity-render-time-stalls': entityRenderTimeStalls,
+  'entity-stall-span': entityStallSpan,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,

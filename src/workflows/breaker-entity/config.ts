@@ -46,6 +46,8 @@ export interface LaterDefaults {
   configBounds?: boolean;
   /** flapWindowMs twice the cooldown: one incident is one open (the 'one-incident' patch). */
   oneIncident?: boolean;
+  /** fastWindowFollowsFloor: a small fleet's stalls judged over a render time early in a run (the 'stall-span' patch). */
+  stallSpan?: boolean;
 }
 
 /**
@@ -68,6 +70,8 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   if (later.renderTimeStalls && !(config && 'fastWindowFollowsLatency' in config)) parsed.fastWindowFollowsLatency = true;
   // And one recorded before incidents replays with every failed probe an open, forgiven only by cooldownDecayMs.
   if (later.oneIncident && !(config && 'flapWindowMs' in config)) parsed.flapWindowMs = Math.min(2 * parsed.cooldownMs, POLICY_BOUNDS.flapWindowMs.max);
+  // And one recorded before it replays with the fast window following the latency only from latencyMinSamples.
+  if (later.stallSpan && !(config && 'fastWindowFollowsFloor' in config)) parsed.fastWindowFollowsFloor = true;
   return initialState(parsed);
 }
 
