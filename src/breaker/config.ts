@@ -85,6 +85,12 @@ export const policyConfigSchema = z
     cooldownMs: ms(1).default(30_000),
     /** Cooldowns vary by +/- this fraction, so a fleet's probes do not line up. */
     cooldownJitter: fraction.lt(1).default(0.2),
+    /**
+     * A failure that came with a Retry-After (a 503 asking to wait) pauses the whole fleet until then, as a 429's
+     * wait does (capped at the longest cooldown; nothing counts less as a failure): the server is spared by the
+     * breaker, not by each call sleeping on its own. (A new breaker entity sets true unless told otherwise.)
+     */
+    retryAfterPauses: z.boolean().default(false),
     /** Each consecutive open multiplies the cooldown by this ... */
     cooldownMultiplier: z.number().min(1).default(2),
     /** ... up to cooldownMs times this factor (the cap). */

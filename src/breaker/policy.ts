@@ -231,7 +231,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   const failed = failedOf(event.counts) + (earlier ? failedOf(earlier.counts) : 0);
   const hint = event.retryAfterMs && failed > 0 ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs) : s.retryAfterHintUntil;
   out.patch({ window, retryAfterHintUntil: hint });
-  pace(out, event);
+  pace(out, event, failed);
   if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
   if (s.phase === 'closed') {
     const floors = floorsFor(s.config, event.concurrency);
@@ -255,13 +255,18 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
 }
 
 /**
- * A 429 asked to wait: the whole fleet pauses the endpoint until then (the latest such time wins), whatever the
- * phase, with no transition and nothing counted as a failure (the window counts the 429 as rate-limited). Capped
- * at the longest cooldown, so a server asking for a day does not park the fleet for one.
+ * A 429 asked to wait (or, with retryAfterPauses, a failure came with a Retry-After): the whole fleet pauses the
+ * endpoint until then (the latest such time wins), whatever the phase, with no transition (a 429 counts as
+ * rate-limited, a failure as the failure it is). Capped at the longest cooldown, so a server asking for a day
+ * does not park the fleet for one.
  */
-function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>): void {
-  const ms = event.rateLimitedForMs;
-  if (!(typeof ms === 'number' && Number.isFinite(ms) && ms > 0) || !((event.counts['rate-limited'] ?? 0) > 0)) return;
+function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, failed: number): void {
+  const waits: number[] = [];
+  if ((event.counts['rate-limited'] ?? 0) > 0) waits.push(event.rateLimitedForMs ?? 0);
+  // A failure's Retry-After (a 503 asking to wait), in entities that pause on it.
+  if (failed > 0 && ((out.state.config as Partial<PolicyConfig>).retryAfterPauses ?? false)) waits.push(event.retryAfterMs ?? 0);
+  const ms = Math.max(0, ...waits.filter((w) => typeof w === 'number' && Number.isFinite(w)));
+  if (!(ms > 0)) return;
   const until = out.now + Math.min(Math.round(ms), maxCooldownMs(out.state.config));
   if (until > (out.state.pacedUntil ?? 0)) out.patch({ pacedUntil: until });
 }

@@ -282,7 +282,7 @@ function listDetail(b: ListedBreaker, now: number): string {
     case 'half-open':
       return `probes ${v.probesOutstanding}/${v.maxConcurrentProbes} out (generation ${v.generation})`;
     case 'closed':
-      if (pausedForMs(v, now) > 0) return `paced (429) until ${when(v.pacedUntil!, now)}`;
+      if (pausedForMs(v, now) > 0) return `paced (Retry-After) until ${when(v.pacedUntil!, now)}`;
       return v.rampStartedAt !== null && v.rampStartedAt + v.rampMs > now ? `ramping up since ${iso(v.rampStartedAt)}` : '';
     case 'forced-closed':
       return `forced closed: ${FORCED_CLOSED}`;
@@ -342,7 +342,7 @@ export function formatShow(shown: ShownBreaker, now: number): string {
   if (v.state === 'forced-closed') state += `: ${FORCED_CLOSED}`;
   if (v.mode === 'metrics-only') state += ` (phase ${v.phase} in the shadow)`;
   // A 429's Retry-After: the fleet holds its calls, though the breaker lets them through.
-  if (pausedForMs(v, now) > 0) state += `, paced (429) until ${when(v.pacedUntil!, now)}`;
+  if (pausedForMs(v, now) > 0) state += `, paced (Retry-After) until ${when(v.pacedUntil!, now)}`;
   const p = shown.permitNow;
   const permit = p.allow
     ? `allow${p.allowance < 1 ? `, allowance ${pct(p.allowance)} of normal concurrency (ramp)` : ''}`

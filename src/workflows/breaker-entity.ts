@@ -42,6 +42,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
   // them runs on defaults, a configure out of them is refused whole (runs before replay what they accepted).
   // Then one incident is one open: failed probes no longer count as opens (runs before replay with them counted).
   // Then the fast window follows the latency from the sample floor in force (runs before: from latencyMinSamples).
+  // Then a failure's Retry-After pauses the fleet as a 429's does (runs before: only the next cooldown's least).
   const later = {
     trialBackoff: patched('probe-backoff'),
     slowCalls: patched('slow-calls'),
@@ -49,6 +50,7 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     configBounds: patched('config-bounds'),
     oneIncident: patched('one-incident'),
     stallSpan: patched('stall-span'),
+    retryAfterPause: patched('retry-after-pause'),
   };
   const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it

@@ -422,7 +422,7 @@ describe('the guard decision: examples', () => {
       kind: 'refuse',
       state: 'closed',
       retryAfterMs: 40_000,
-      reason: `paced: the endpoint answered 429 and asked to wait until ${new Date(T0 + 40_000).toISOString()}`,
+      reason: `paced: the endpoint asked to wait (Retry-After) until ${new Date(T0 + 40_000).toISOString()}`,
     });
   });
 

@@ -70,3 +70,26 @@ describe("a 429's Retry-After paces the whole fleet (policy)", () => {
     assert.equal('pacedUntil' in breakerView(r.state), false);
   });
 });
+
+describe("a failure's Retry-After (retryAfterPauses)", () => {
+  const failing = (input = {}) => initialState(parsePolicyConfig({ minSamples: 50, ...input }));
+
+  test('pauses the fleet as a 429 does, and the failures still count', () => {
+    const r = step(failing({ retryAfterPauses: true }), { type: 'report', counts: { transient: 8 }, retryAfterMs: 20_000 }, T0, 0.5);
+    assert.equal(r.state.pacedUntil, T0 + 20_000);
+    assert.equal(breakerView(r.state).pacedUntil, T0 + 20_000);
+    assert.deepEqual(r.transitions, []);
+    assert.equal(windowFigures(r.state, T0).failures, 8);
+  });
+
+  test('without it (entities before it) only the next cooldown hears of it', () => {
+    const r = step(failing(), { type: 'report', counts: { transient: 8 }, retryAfterMs: 20_000 }, T0, 0.5);
+    assert.equal(r.state.pacedUntil ?? null, null);
+    assert.equal(r.state.retryAfterHintUntil, T0 + 20_000);
+  });
+
+  test('a Retry-After on successes alone pauses nothing', () => {
+    const r = step(failing({ retryAfterPauses: true }), { type: 'report', counts: { success: 8 }, retryAfterMs: 20_000 }, T0, 0.5);
+    assert.equal(r.state.pacedUntil ?? null, null);
+  });
+});

@@ -167,6 +167,22 @@ export const entityStallSpan: EntityScenario = async ({ env, client, taskQueue }
   return h;
 };
 
+/**
+ * A 503's Retry-After under a closed breaker (a new entity): the failures pause the fleet as a 429 does, the
+ * pause ends, the endpoint answers again and the entity finishes idle, never having opened.
+ */
+export const entityRetryAfterPause: EntityScenario = async ({ env, client, taskQueue }) => {
+  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-retry-after-pause', config: { minSamples: 20 }, options: idle });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 30 } });
+  await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 4 }, retryAfterMs: 20_000 });
+  await waitForView(env, h, (v) => v.pacedUntil !== undefined);
+  await env.sleep(30_000);
+  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 10 } });
+  await waitForView(env, h, (v) => v.pacedUntil === undefined && v.state === 'closed');
+  await h.result();
+  return h;
+};
+
 /** Operator actions, then a burst of reports that makes the entity continue as new: the first run's history. */
 export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, taskQueue }) => {
   const h = await startEntity(client, taskQueue, {
@@ -363,6 +379,7 @@ export const entityScenarios = {
   'entity-slow-calls': entitySlowCalls,
   'entity-render-time-stalls': entityRenderTimeStalls,
   'entity-stall-span': entityStallSpan,
+  'entity-retry-after-pause': entityRetryAfterPause,
   'entity-compact-carry': entityCompactCarry,
   'entity-rate-limited-pacing': entityRateLimitedPacing,
   'entity-rate-limit': entityRateLimit,

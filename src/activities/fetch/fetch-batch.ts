@@ -103,7 +103,7 @@ export interface TileResult extends TileAddress {
 export interface FetchDeps {
   pools: EndpointPools;
   /** The process's guard (only what a batch uses of it, so tests can watch the outcomes); absent: no breaker. */
-  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe' | 'restarted'>>;
+  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe' | 'restarted' | 'waitOutPause'>>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
   /**
@@ -381,8 +381,10 @@ async function requestUnit(
       // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
       return each((t) => ({ ...t, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message }));
     }
-    // A connection slot first (queued here, not in the pool): the breaker decides, and the clocks start, only
-    // when the request can go out at once.
+    // A pause the endpoint asked for (its Retry-After, to this process or the fleet) is waited out holding no
+    // connection; then a connection slot (queued here, not in the pool): the breaker decides, and the clocks
+    // start, only when the request can go out at once.
+    if (useBreaker) await deps.guard!.waitOutPause?.(key, signal);
     const slot = await deps.pools.slot(source, url, signal);
     if (!slot) return null;
     let decision: GuardDecision | null;
@@ -541,7 +543,10 @@ async function requestUnit(
     }
     const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
     if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
-    await sleep(backoffMs(attempt - 1, policy, verdict.retryAfterMs ?? 0), signal);
+    // Under the breaker a Retry-After is the guard's pause, the fleet's (waited out above, before the next
+    // decision); without one, this call waits it out itself.
+    const pausedByGuard = useBreaker && deps.guard!.waitOutPause !== undefined;
+    await sleep(backoffMs(attempt - 1, policy, pausedByGuard ? 0 : (verdict.retryAfterMs ?? 0)), signal);
   }
   const v = verdict!;
   const redacted = redactUrl(url, source.auth);

@@ -138,7 +138,7 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
   if (p.share === undefined && !p.paced && (p.pauseWaited || view === undefined || permitFor(view ?? CLOSED_VIEW, now).allow)) {
     const seen = view === undefined ? own.lastView : view;
     const left = pauseLeftMs(own.pausedUntil, seen, now);
-    if (left > o.maxPaceWaitMs) return { step: refuse(seen?.state ?? 'closed', left, `paced: the endpoint answered 429 and asked to wait until ${timeText(now + left)}`) };
+    if (left > o.maxPaceWaitMs) return { step: refuse(seen?.state ?? 'closed', left, `paced: the endpoint asked to wait (Retry-After) until ${timeText(now + left)}`) };
     if (left > 0) return { step: { kind: 'wait', untilMs: now + left, why: 'paused', then: 'reread' } };
   }
 

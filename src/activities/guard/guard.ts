@@ -1,5 +1,5 @@
 import { maxCooldownMs, parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
-import { nextStep, START, type DecideOptions, type FinalStep, type OwnState, type Progress } from './decide';
+import { nextStep, pauseLeftMs, START, type DecideOptions, type FinalStep, type OwnState, type Progress } from './decide';
 import { isFailure } from '../../breaker';
 import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
@@ -348,8 +348,9 @@ export class BreakerGuard {
     // The worker's own failure (its resolver, sockets, proxy) says nothing of the endpoint: a probe token goes
     // back as neutral (released, not counted), an ordinary call is not reported.
     if (outcome.kind === 'local') outcome = { ...outcome, kind: 'neutral' };
-    // This process stops at once; the report carries the wait to the entity, which pauses the fleet.
-    if (outcome.kind === 'rate-limited' && outcome.retryAfterMs) this.pauses.rateLimited(decision.key, outcome.retryAfterMs, Date.now());
+    // This process stops at once; the report carries the wait to the entity, which pauses the fleet. A failure's
+    // Retry-After (a 503 asking to wait) holds this process as a 429's does.
+    if ((outcome.kind === 'rate-limited' || isFailure(outcome.kind)) && outcome.retryAfterMs) this.pauses.rateLimited(decision.key, outcome.retryAfterMs, Date.now());
     if (decision.kind === 'probe') {
       this.probes.result(decision, outcome);
       return;
@@ -361,6 +362,21 @@ export class BreakerGuard {
     // Counted while it stalled: its end as a failure (a timeout, a dropped connection) says nothing new.
     if (stalls && isFailure(outcome.kind)) return;
     this.reports.add(decision.key, outcome);
+  }
+
+  /**
+   * Waits out the pause the endpoint asked for (this process's own, or the fleet's as last read), before a call
+   * takes a connection: up to maxPaceWaitMs, the rest is the decision's to refuse. Then the decision that follows
+   * reads the entity afresh: the breaker may have opened meanwhile, and a view cached from before the wait must
+   * not send a request after the open.
+   */
+  async waitOutPause(key: string, signal?: AbortSignal): Promise<void> {
+    const now = Date.now();
+    const left = pauseLeftMs(this.pauses.until(key, now), this.views.last(key) ?? null, now);
+    if (left <= 0) return;
+    this.stats.paced++;
+    await sleep(Math.min(left, this.o.maxPaceWaitMs), undefined, signal ? { signal } : undefined).catch(() => undefined);
+    this.views.invalidate(key);
   }
 
   /** Calls to `key` in flight longer than this count as failures while they wait. */

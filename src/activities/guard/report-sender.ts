@@ -67,8 +67,8 @@ export class ReportSender {
     const kr = this.entry(key);
     if ('stalls' in outcome) kr.buffer.addStalls(outcome.stalls);
     else kr.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
-    // A 429 asked to wait: the rest of the fleet pauses only once the entity hears of it, so it goes now.
-    if (!('stalls' in outcome) && outcome.kind === 'rate-limited' && outcome.retryAfterMs && !kr.pacing && !this.closed) {
+    // A 429 (or a failure) asked to wait: the rest of the fleet pauses only once the entity hears of it, so it goes now.
+    if (!('stalls' in outcome) && (outcome.kind === 'rate-limited' || isFailure(outcome.kind)) && outcome.retryAfterMs && !kr.pacing && !this.closed) {
       kr.pacing = true;
       const timer = setTimeout(() => {
         this.timers.delete(timer);

@@ -48,6 +48,8 @@ export interface LaterDefaults {
   oneIncident?: boolean;
   /** fastWindowFollowsFloor: a small fleet's stalls judged over a render time early in a run (the 'stall-span' patch). */
   stallSpan?: boolean;
+  /** retryAfterPauses: a failure's Retry-After pauses the fleet (the 'retry-after-pause' patch). */
+  retryAfterPause?: boolean;
 }
 
 /**
@@ -72,6 +74,8 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   if (later.oneIncident && !(config && 'flapWindowMs' in config)) parsed.flapWindowMs = Math.min(2 * parsed.cooldownMs, POLICY_BOUNDS.flapWindowMs.max);
   // And one recorded before it replays with the fast window following the latency only from latencyMinSamples.
   if (later.stallSpan && !(config && 'fastWindowFollowsFloor' in config)) parsed.fastWindowFollowsFloor = true;
+  // And one recorded before it replays with a 503's Retry-After heard only as the next cooldown's least.
+  if (later.retryAfterPause && !(config && 'retryAfterPauses' in config)) parsed.retryAfterPauses = true;
   return initialState(parsed);
 }
 
