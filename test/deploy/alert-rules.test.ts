@@ -61,7 +61,7 @@ test('every alert has a severity, a summary, a runbook entry in docs/alerts.md a
   }
 });
 
-test('one page per incident: in the 30-minute outage case, every critical alert is asserted, and only StuckOpen fires, once', { skip }, () => {
+test('one page per incident: in the 40-minute outage case, every critical alert is asserted, and only StuckOpen fires, once', { skip }, () => {
   const rules = parse(readFileSync(path.join(deploy, 'alerts.yml'), 'utf8')) as { groups: { rules: { alert?: string; labels?: { severity?: string } }[] }[] };
   const critical = rules.groups
     .flatMap((g) => g.rules)
@@ -71,8 +71,8 @@ test('one page per incident: in the 30-minute outage case, every critical alert 
   const file = parse(readFileSync(path.join(deploy, 'alerts.test.yml'), 'utf8')) as {
     tests: { input_series: { series: string }[]; alert_rule_test?: { eval_time: string; alertname: string; exp_alerts: { exp_labels: Record<string, string> }[] }[] }[];
   };
-  const outage = file.tests.find((g) => g.input_series.some((x) => x.series.includes('endpoint="http://outage-30m:80"')));
-  assert.ok(outage?.alert_rule_test, 'alerts.test.yml has the 30-minute outage case (endpoint http://outage-30m:80)');
+  const outage = file.tests.find((g) => g.input_series.some((x) => x.series.includes('endpoint="http://outage-40m:80"')));
+  assert.ok(outage?.alert_rule_test, 'alerts.test.yml has the 40-minute outage case (endpoint http://outage-40m:80)');
   const cases = outage.alert_rule_test;
   // The moments the page is expected: StuckOpen firing for that endpoint, and for nothing else.
   const paged = cases.filter((c) => c.alertname === 'TilebreakerStuckOpen' && c.exp_alerts.length > 0);
@@ -80,13 +80,13 @@ test('one page per incident: in the 30-minute outage case, every critical alert 
   for (const p of paged) {
     assert.deepEqual(
       p.exp_alerts.map((a) => a.exp_labels['endpoint']),
-      ['http://outage-30m:80'],
+      ['http://outage-40m:80'],
       `at ${p.eval_time}`,
     );
     for (const alert of critical.filter((a) => a !== 'TilebreakerStuckOpen')) {
       const c = cases.find((x) => x.alertname === alert && x.eval_time === p.eval_time);
-      assert.ok(c, `the 30-minute outage case asserts ${alert} at ${p.eval_time} (a critical alert: it must not page a second time for one outage)`);
-      assert.deepEqual(c.exp_alerts, [], `${alert} fires at ${p.eval_time} in the 30-minute outage: a second page`);
+      assert.ok(c, `the 40-minute outage case asserts ${alert} at ${p.eval_time} (a critical alert: it must not page a second time for one outage)`);
+      assert.deepEqual(c.exp_alerts, [], `${alert} fires at ${p.eval_time} in the 40-minute outage: a second page`);
     }
   }
   // No flapping at any of those moments.
