@@ -118,7 +118,7 @@ describe('the guard', () => {
     const refused = await g.acquire(key);
     assert.ok(refused.kind === 'refused' && refused.state === 'closed', JSON.stringify(refused));
     assert.ok(refused.retryAfterMs !== null && refused.retryAfterMs > 4_000 && refused.retryAfterMs <= 5_000, JSON.stringify(refused));
-    assert.match(refused.reason, /^paced: the endpoint asked to wait (Retry-After) until /);
+    assert.match(refused.reason, /^paced: the endpoint asked to wait \(Retry-After\) until /);
     // A server asking for a day holds this process no longer than the policy's longest cooldown (288 s).
     const other = breakerKey(host());
     g.release(await g.acquire(other), { kind: 'rate-limited', retryAfterMs: 86_400_000 });
