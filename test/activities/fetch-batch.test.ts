@@ -473,6 +473,35 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
       rmSync(stores, { recursive: true, force: true });
     }
   });
+  test("a night that writes a dated output (a new tile store) judges a vanished layer by the source's record under the output root, not by its new store", async () => {
+    const t = Date.UTC(2001, 1, 3, 12);
+    const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-ledger-'));
+    const roots = { sources: [root], outputs: [root] };
+    try {
+      // A success records the shape in its tile store and under the root, for every output beneath it.
+      const first = await makeFetchBatch({ pools, shapes: new ShapeMemory(), now: () => t - 24 * 3_600_000, roots })(input('ok', 4, { storeRoot: path.join(root, '2001-02-02', 'night.tiles') }));
+      assert.ok(first.every((r) => r.status === 'ok'));
+      const key = shapeKey(requestShape(source('ok'), ''));
+      assert.equal(await new TileStore(path.join(root, '.tilebreaker-served')).servedAt('ok', key), t - 24 * 3_600_000);
+      // Tonight's output is new: its store has no record, the root's does (the layer served last night).
+      const route = 'se-130-layer';
+      await new TileStore(path.join(root, '.tilebreaker-served')).markServed(route, shapeKey(requestShape(source(route), '')), t - 24 * 3_600_000);
+      const tonight = { storeRoot: path.join(root, '2001-02-03', 'night.tiles') };
+      const { guard, counted } = recording();
+      const results = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t, roots })(input(route, 4, tonight));
+      assert.deepEqual(
+        results.map((r) => [r.status, r.kind, r.configError]),
+        Array(4).fill(['failed', 'service-exception', undefined]),
+      );
+      assert.match(results[0]!.reason, /^systemic: LayerNotDefined for a request last served 24 h ago \(recorded in the records under the output root\)/);
+      assert.deepEqual(counted, Array(8).fill('service-exception'));
+      // Without the worker's roots (as before), the new store alone has no record: configuration.
+      const alone = await makeFetchBatch({ pools, guard: recording().guard, shapes: new ShapeMemory(), now: () => t })(input(route, 1, { storeRoot: path.join(root, '2001-02-04', 'night.tiles') }));
+      assert.equal(alone[0]!.configError, true);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('the probe and its lease', () => {

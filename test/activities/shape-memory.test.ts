@@ -81,11 +81,11 @@ describe('request shapes and the systemic / configuration judgement', () => {
   test('a shape the tile store records served within 8 days is systemic too, the reason says so; past that, or with no record, configuration', () => {
     const fresh = new ShapeMemory();
     assert.equal(SERVED_RECORD_WITHIN_MS, 8 * 24 * 3_600_000);
-    const night = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', T0 - 9 * 3_600_000);
+    const night = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', { at: T0 - 9 * 3_600_000, where: 'the tile store' });
     assert.deepEqual([night.systemic, night.configError, night.verdict.kind], [true, false, 'service-exception']);
     assert.match(night.verdict.reason, /^systemic: LayerNotDefined for a request last served 9 h ago \(recorded in the tile store\)/);
-    assert.equal(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', T0 - SERVED_RECORD_WITHIN_MS).systemic, true);
-    const old = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', T0 - SERVED_RECORD_WITHIN_MS - 1);
+    assert.equal(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', { at: T0 - SERVED_RECORD_WITHIN_MS, where: 'the tile store' }).systemic, true);
+    const old = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', { at: T0 - SERVED_RECORD_WITHIN_MS - 1, where: 'the tile store' });
     assert.deepEqual([old.systemic, old.configError], [false, true]);
     assert.match(old.verdict.reason, /the tile store last recorded it served 8 d ago/);
     assert.match(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads').verdict.reason, /has not succeeded in this worker; the tile store has no record of it served/);

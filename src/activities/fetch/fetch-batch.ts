@@ -13,6 +13,7 @@ import type { EndpointPools } from '../http/endpoint-pool';
 import { fetchUrl } from '../http/fetch-url';
 import { redirectPolicy } from '../http/redirects';
 import { openTileStore } from '../store/open-store';
+import { servedLedgerRoot } from '../store/served-ledger';
 import { StoreEscapeError } from '../store/store-bounds';
 import type { StoredTile, Tiles } from '../store/tiles';
 import { storageFor } from '../storage/storage';
@@ -168,6 +169,9 @@ export function makeFetchBatch(deps: FetchDeps) {
       for (const m of input.mirrors ?? []) await checkCredentialedSource(m.source, m.name, input.sourcesFile, deps.roots, 'fetch batch');
     }
     const store = openTileStore(storeRoot);
+    // The served records that follow the source across outputs (served-ledger.ts); none without roots.
+    const ledgerRoot = deps.roots ? servedLedgerRoot(storeRoot, deps.roots) : null;
+    const served: ServedRecords = { store, ledger: ledgerRoot === null ? null : openTileStore(ledgerRoot) };
     const key = sourceBreakerKey(input.source);
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
     let next = 0;
@@ -214,7 +218,8 @@ export function makeFetchBatch(deps: FetchDeps) {
     // failing for its configuration: its units need not go one by one (with mirrors, each such unit is fetched
     // from a mirror, which must not be serialised behind the others).
     const refusedShapes = new Set<string>();
-    const known = (shape: string) => refusedShapes.has(shape) || shapes.served(shape) || shapes.recorded(recordOf(store, input.sourceName, shape), now()) !== null;
+    const known = (shape: string) =>
+      refusedShapes.has(shape) || shapes.served(shape) || [served.store, served.ledger].some((t) => t !== null && shapes.recorded(recordOf(t, input.sourceName, shape), now()) !== null);
     const probing = new Set<string>();
     const configErrors = new Map<string, number>();
     const stopped = new Map<string, string>();
@@ -256,7 +261,7 @@ export function makeFetchBatch(deps: FetchDeps) {
           requesting = false;
         };
         try {
-          const out = await fetchUnit(deps, store, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 }, answered);
+          const out = await fetchUnit(deps, served, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 }, answered);
           if (out) {
             unit.members.forEach((i, k) => (results[i] = out[k]!));
             resume.onFinished?.(unit.members, results);
@@ -302,29 +307,50 @@ export function makeFetchBatch(deps: FetchDeps) {
 /** A shape's served record in a tile store, as this process's memory names it. */
 const recordOf = (store: Tiles, sourceName: string, shape: string) => `${store.root}\n${sourceName}\n${shape}`;
 
+/** The stores a shape's served record is written to and read from: the tile store, and the source's ledger. */
+interface ServedRecords {
+  store: Tiles;
+  ledger: Tiles | null;
+}
+
 /**
- * Records in the store that the shape was served: on its first success in this process, then at most every
- * MARK_EVERY_MS, so it costs nothing per tile. A write that fails costs only the record (the next success tries
- * again): the tiles were stored, or not, on their own.
+ * Records that the shape was served, in the tile store and in the ledger under the output root: on its first
+ * success in this process, then at most every MARK_EVERY_MS each, so it costs nothing per tile. A write that
+ * fails costs only the record (the next success tries again): the tiles were stored, or not, on their own.
  */
-async function markServed(shapes: ShapeMemory, store: Tiles, sourceName: string, shape: string, now: number): Promise<void> {
-  const where = recordOf(store, sourceName, shape);
-  if (!shapes.claimMark(where, now)) return;
-  try {
-    await store.markServed(sourceName, shapeKey(shape), now);
-  } catch {
-    shapes.releaseMark(where);
+async function markServed(shapes: ShapeMemory, served: ServedRecords, sourceName: string, shape: string, now: number): Promise<void> {
+  for (const t of [served.store, served.ledger]) {
+    if (t === null) continue;
+    const where = recordOf(t, sourceName, shape);
+    if (!shapes.claimMark(where, now)) continue;
+    try {
+      await t.markServed(sourceName, shapeKey(shape), now);
+    } catch {
+      shapes.releaseMark(where);
+    }
   }
 }
 
-/** When the store records the shape served (a read of the last minute that found it is not repeated), or null. */
-async function recordedServed(shapes: ShapeMemory, store: Tiles, sourceName: string, shape: string, now: number): Promise<number | null> {
-  const where = recordOf(store, sourceName, shape);
-  const known = shapes.recorded(where, now);
-  if (known !== null) return known;
-  const at = await store.servedAt(sourceName, shapeKey(shape));
-  if (at !== null) shapes.noteRecord(where, at, now);
-  return at;
+/**
+ * When the shape was last recorded served, and where: the tile store's record, else the ledger's (a read of the
+ * last minute that found one is not repeated); null when neither has one.
+ */
+async function recordedServed(shapes: ShapeMemory, served: ServedRecords, sourceName: string, shape: string, now: number): Promise<{ at: number; where: string } | null> {
+  let latest: { at: number; where: string } | null = null;
+  for (const [t, where] of [
+    [served.store, 'the tile store'],
+    [served.ledger, 'the records under the output root'],
+  ] as const) {
+    if (t === null) continue;
+    const name = recordOf(t, sourceName, shape);
+    let at = shapes.recorded(name, now);
+    if (at === null) {
+      at = await t.servedAt(sourceName, shapeKey(shape)).catch(() => null);
+      if (at !== null) shapes.noteRecord(name, at, now);
+    }
+    if (at !== null && (latest === null || at > latest.at)) latest = { at, where };
+  }
+  return latest;
 }
 
 /**
@@ -344,7 +370,7 @@ async function fetchUnit(...args: Parameters<typeof requestUnit>): Promise<TileR
 
 async function requestUnit(
   deps: FetchDeps,
-  store: Tiles,
+  stores: ServedRecords,
   input: FetchBatchInput,
   unit: RequestUnit,
   key: string,
@@ -357,6 +383,7 @@ async function requestUnit(
   answered: () => void = () => undefined,
 ): Promise<TileResult[] | null> {
   const { source } = input;
+  const store = stores.store;
   const tiles = unit.members.map((i) => input.tiles[i]!);
   const each = (f: (t: TileAddress, k: number) => TileResult) => tiles.map(f);
   // Conditional refreshes are per tile: a metatile is always fetched whole.
@@ -460,7 +487,7 @@ async function requestUnit(
       shapes.succeeded(shape, now());
       if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
       answered();
-      await markServed(shapes, store, input.sourceName, shape, now());
+      await markServed(shapes, stores, input.sourceName, shape, now());
       await renew(store, input.sourceName, tiles[0]!, conditional, now());
       return each((t) => ({
         ...t,
@@ -487,7 +514,7 @@ async function requestUnit(
     // store records it for the fleet and earlier runs), otherwise the configuration's. The store is read only
     // for such a fault that this process's memory cannot judge: rare.
     const judgedAt = now();
-    const recordedAt = wantsRecord(classified, shape, shapes, judgedAt) ? await recordedServed(shapes, store, input.sourceName, shape, judgedAt) : null;
+    const recordedAt = wantsRecord(classified, shape, shapes, judgedAt) ? await recordedServed(shapes, stores, input.sourceName, shape, judgedAt) : null;
     const judged = judgeRequestFault(classified, shape, shapes, judgedAt, input.sourceName, recordedAt);
     verdict = judged.verdict;
     deps.metrics?.request(input.sourceName, key, verdict.kind, x.latencyMs / 1000);
@@ -505,7 +532,7 @@ async function requestUnit(
       const v = verdict;
       answered();
       const file = await store.putChunk(input.sourceName, tiles[0]!.z, unit, x.body, source.format);
-      await markServed(shapes, store, input.sourceName, shape, now());
+      await markServed(shapes, stores, input.sourceName, shape, now());
       const m = unit.meta!;
       return each((t, k) => ({
         ...t,
@@ -533,7 +560,7 @@ async function requestUnit(
         height: source.tileSize,
       };
       const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
-      await markServed(shapes, store, input.sourceName, shape, now());
+      await markServed(shapes, stores, input.sourceName, shape, now());
       const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
       return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: tried.made, httpStatus: v.httpStatus, bytes: saved[k]!.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
     }
@@ -610,7 +637,18 @@ async function fromMirrors(
     if (!left.length) break;
     const mirrorInput: FetchBatchInput = { ...input, sourceName: m.name, source: m.source, tiles: left.map((k) => tiles[k]!), whenRefused: 'defer', conditional: false, mirrors: [] };
     for (const unit of requestUnits(m.source, mirrorInput.tiles)) {
-      const got = await requestUnit(deps, store, mirrorInput, unit, sourceBreakerKey(m.source), input.breaker !== false && deps.guard !== undefined, policy, () => undefined, signal, { made: 0 });
+      const got = await requestUnit(
+        deps,
+        { store, ledger: null },
+        mirrorInput,
+        unit,
+        sourceBreakerKey(m.source),
+        input.breaker !== false && deps.guard !== undefined,
+        policy,
+        () => undefined,
+        signal,
+        { made: 0 },
+      );
       if (got === null) return null;
       unit.members.forEach((j, n) => {
         const r = got[n]!;

@@ -135,6 +135,12 @@ function agoText(ms: number): string {
   return `${Math.round(s / 86_400)} d`;
 }
 
+/** When a shape was last recorded served, and in which records (named in the verdict's reason). */
+export interface ServedRecord {
+  at: number;
+  where: string;
+}
+
 /**
  * Judges a request-blaming fault: SYSTEMIC (reclassified `service-exception`: counted by the breaker, retried,
  * dead-lettered) when the shape succeeded within SYSTEMIC_WITHIN_MS of `now` in this process, or when the tile
@@ -142,7 +148,9 @@ function agoText(ms: number): string {
  * CONFIGURATION error (`configError`, reason "configuration error: ..." naming the code and the source). Other
  * verdicts pass.
  */
-export function judgeRequestFault(verdict: Verdict, shape: string, memory: ShapeMemory, now: number, sourceName: string, recordedAt: number | null = null): Judgement {
+export function judgeRequestFault(verdict: Verdict, shape: string, memory: ShapeMemory, now: number, sourceName: string, record: ServedRecord | null = null): Judgement {
+  const recordedAt = record?.at ?? null;
+  const where = record?.where ?? 'the tile store';
   if (!isRequestFault(verdict)) return { verdict, systemic: false, configError: verdict.configError === true };
   const code = verdict.exceptionCode ?? 'request fault';
   const last = memory.lastSuccess(shape);
@@ -156,12 +164,12 @@ export function judgeRequestFault(verdict: Verdict, shape: string, memory: Shape
   }
   if (recordedAt !== null && now - recordedAt <= SERVED_RECORD_WITHIN_MS) {
     return {
-      verdict: { ...verdict, kind: 'service-exception', reason: `systemic: ${code} for a request last served ${agoText(now - recordedAt)} ago (recorded in the tile store) (${verdict.reason})` },
+      verdict: { ...verdict, kind: 'service-exception', reason: `systemic: ${code} for a request last served ${agoText(now - recordedAt)} ago (recorded in ${where}) (${verdict.reason})` },
       systemic: true,
       configError: false,
     };
   }
-  const stored = recordedAt === null ? 'the tile store has no record of it served' : `the tile store last recorded it served ${agoText(now - recordedAt)} ago`;
+  const stored = recordedAt === null ? 'the tile store has no record of it served' : `${where} last recorded it served ${agoText(now - recordedAt)} ago`;
   const never = `${last === null ? 'has not succeeded in this worker' : `last succeeded ${Math.round((now - last) / 60_000)} min ago`}; ${stored}`;
   return {
     verdict: { ...verdict, configError: true, reason: `configuration error: ${code} for source ${JSON.stringify(sourceName)} (its request ${never}): ${verdict.reason}` },
