@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { getEventListeners } from 'node:events';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createServer } from 'node:http';
@@ -500,6 +500,19 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
       assert.equal(alone[0]!.configError, true);
     } finally {
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+  test('a symlink planted where the served records under the root go leads nowhere: the batch is fetched, nothing is written outside the roots', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-ledger-'));
+    const outside = mkdtempSync(path.join(tmpdir(), 'tilebreaker-outside-'));
+    try {
+      symlinkSync(outside, path.join(root, '.tilebreaker-served'));
+      const results = await makeFetchBatch({ pools, shapes: new ShapeMemory(), roots: { sources: [root], outputs: [root] } })(input('ok', 4, { storeRoot: path.join(root, 'night.tiles') }));
+      assert.ok(results.every((r) => r.status === 'ok'));
+      assert.deepEqual(readdirSync(outside), []);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+      rmSync(outside, { recursive: true, force: true });
     }
   });
 });

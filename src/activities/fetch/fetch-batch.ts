@@ -170,7 +170,9 @@ export function makeFetchBatch(deps: FetchDeps) {
     }
     const store = openTileStore(storeRoot);
     // The served records that follow the source across outputs (served-ledger.ts); none without roots.
-    const ledgerRoot = deps.roots ? servedLedgerRoot(storeRoot, deps.roots) : null;
+    // Confined as the store is (a symlink planted there must not lead out of the roots); refused, it is not kept.
+    const ledgerAt = deps.roots ? servedLedgerRoot(storeRoot, deps.roots) : null;
+    const ledgerRoot = ledgerAt === null || !deps.roots ? null : await confineLocation(ledgerAt, deps.roots, 'served records', 'fetch batch').catch(() => null);
     const served: ServedRecords = { store, ledger: ledgerRoot === null ? null : openTileStore(ledgerRoot) };
     const key = sourceBreakerKey(input.source);
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
