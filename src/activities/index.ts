@@ -86,7 +86,7 @@ export function createActivityRuntime(deps: ActivityDeps) {
   return {
     activities: {
       // Labelled with the probing entity's key (its workflow id is breaker/<key>).
-      probeEndpoint: (spec: ProbeSpec) => probeEndpoint(spec, metrics, entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId)),
+      probeEndpoint: (spec: ProbeSpec) => probeEndpoint(spec, metrics, entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId), roots),
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),

@@ -69,6 +69,10 @@ export const probeSpecSchema = z.object({
     .optional(),
   okStatuses: z.array(z.number().int().min(100).max(599)).max(20).optional(),
   contentTypePrefix: z.string().max(100).optional(),
+  source: z
+    .object({ file: z.string().min(1).max(4_096), name: z.string().min(1).max(200) })
+    .strict()
+    .optional(),
 });
 
 const countsSchema = z.object(Object.fromEntries(OUTCOME_KINDS.map((k) => [k, count.optional()])) as Record<(typeof OUTCOME_KINDS)[number], z.ZodOptional<typeof count>>);

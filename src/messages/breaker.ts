@@ -29,6 +29,12 @@ export interface ProbeSpec {
   timeoutMs?: number;
   /** Headers to send (no credentials: specs are stored in workflow history). */
   headers?: Record<string, string>;
+  /**
+   * A source in a sources file under the worker's sources roots: the probe sends its headers and credentials,
+   * read on the worker at probe time (the spec names the file and the source, and carries no secret), and only
+   * to that source's own endpoint. How a source with credentials probes on its own.
+   */
+  source?: ProbeSource;
   /** Statuses that count as healthy whatever the body; default: none (the answer is judged like a tile). */
   okStatuses?: number[];
   /**
@@ -36,6 +42,12 @@ export interface ProbeSpec {
    * tile must. Another type (e.g. "text/xml" for GetCapabilities): a 2xx of that type is healthy.
    */
   contentTypePrefix?: string;
+}
+
+/** The sources file and source whose headers and credentials a probe sends. */
+export interface ProbeSource {
+  file: string;
+  name: string;
 }
 
 /** The self-probe activity's answer. */

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -79,6 +81,55 @@ test('a half-open breaker with no traffic probes the tile server by itself, clos
   assert.ok(exit, 'the entity ended idle');
   assert.equal(exit.reason, 'idle');
   assert.ok(exit.counters.selfProbes >= 3);
+});
+
+test('a source with credentials probes by itself too: the entity keeps its sources file and name, never the token, and its probes send the token', async () => {
+  // The demo tile server behind a front that wants a bearer token; the token is in the worker's environment.
+  const upstream = await startDemoTileServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 });
+  const token = 'probe-t0ken-' + process.pid;
+  let authorized = 0;
+  const front = createServer((req, res) => {
+    if (req.headers.authorization !== `Bearer ${token}`) return void res.writeHead(401).end('token required');
+    authorized++;
+    const up = httpRequest(`${upstream.url}${req.url}`, { headers: { 'user-agent': req.headers['user-agent'] ?? '' } }, (a) => {
+      res.writeHead(a.statusCode ?? 502, a.headers);
+      a.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    up.end();
+  });
+  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+  const origin = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+  const file = path.join(dir, 'secured-sources.yaml');
+  writeFileSync(
+    file,
+    `sources:\n  secured:\n    type: xyz\n    url: ${origin}/{z}/{x}/{y}.png\n    concurrency: 2\n    auth: { type: bearer, tokenEnv: TB_SHIPPED_PROBE_TOKEN }\n    timeouts: { connectMs: 1000, headersMs: 2000, bodyMs: 2000, totalMs: 3000 }\n`,
+  );
+  process.env['TB_SHIPPED_PROBE_TOKEN'] = token;
+  try {
+    const { source: _inline, ...rest } = demoRequest(upstream, dir, 'secured', { fallback: 'fail-fast' });
+    const req = { ...rest, sourcesFile: file, sourceName: 'secured' };
+    const result = await (await startMosaic(env.client, taskQueue, req, `mosaic-secured-probe-${process.pid}`)).result();
+    assert.ok(readManifest(result).counts['dead-lettered'] > 0 && upstream.isDown());
+    const handle = env.client.workflow.getHandle(breakerWorkflowId(breakerKey(origin)));
+    const tripped = await handle.query(statusQuery);
+    assert.notEqual(tripped.view.state, 'closed');
+    assert.deepEqual(tripped.probe?.source, { file, name: 'secured' }, 'the probe names the source');
+    assert.doesNotMatch(JSON.stringify(await handle.fetchHistory()), new RegExp(token), "the token is nowhere in the entity's history");
+    const before = authorized;
+    upstream.setDown(false);
+    let status: BreakerStatus = tripped;
+    for (let i = 0; i < 240 && status.view.state !== 'closed'; i++) {
+      await delay(250);
+      status = await handle.query(statusQuery);
+    }
+    assert.equal(status.view.state, 'closed', `closed by its own probes; last: ${JSON.stringify(status.view)}`);
+    assert.ok(authorized - before >= 3, 'the probes went through the front with the token');
+  } finally {
+    delete process.env['TB_SHIPPED_PROBE_TOKEN'];
+    front.close();
+    await upstream.close();
+  }
 });
 
 test('a learned probe carries nothing secret and is only ever http(s)', () => {

@@ -524,9 +524,14 @@ async function requestUnit(
       verdict = { ...verdict, reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}` };
     }
     if (verdict.kind === 'success') shapes.succeeded(shape, now());
-    // A good tile's URL is the entity's self-probe (a URL this worker fetches anyway), from a source that sends
-    // no credentials and no extra headers: the probe sends neither, and its spec is stored in the entity's history.
-    if (verdict.kind === 'success' && decision && !source.auth && !Object.keys(source.headers).length) deps.guard!.learnProbe?.(key, unit.url, source.userAgent);
+    // A good tile's URL is the entity's self-probe (a URL this worker fetches anyway). The spec is stored in the
+    // entity's history: a source with credentials or extra headers is named by its sources file instead, and the
+    // probe reads them there on the worker (without a sources file, it gets no self-probe).
+    if (verdict.kind === 'success' && decision) {
+      const plain = !source.auth && !Object.keys(source.headers).length;
+      if (plain) deps.guard!.learnProbe?.(key, unit.url, source.userAgent);
+      else if (input.sourcesFile !== undefined) deps.guard!.learnProbe?.(key, unit.url, source.userAgent, { file: input.sourcesFile, name: input.sourceName });
+    }
     // A configuration error says nothing about the endpoint's health: never counted toward the host's breaker.
     const counted = judged.configError ? 'neutral' : verdict.kind;
     if (decision) deps.guard!.release(decision, { kind: counted, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });

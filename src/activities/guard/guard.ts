@@ -5,7 +5,7 @@ import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
 import { LearnedProbes } from './learned-probes';
-import type { ProbeSpec } from '../../messages/breaker';
+import type { ProbeSource, ProbeSpec } from '../../messages/breaker';
 import { probeSpecSchema } from '../../messages/breaker-validation';
 import { Pacer } from './pacer';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -169,11 +169,12 @@ export class BreakerGuard {
   }
 
   /**
-   * A URL this process fetched from `key`'s endpoint with success, from a source with no credentials or extra
-   * headers: the entity's self-probe, unless the options name one (learned-probes.ts says what is kept).
+   * A URL this process fetched from `key`'s endpoint with success: the entity's self-probe, unless the options
+   * name one (learned-probes.ts says what is kept). `source`: the sources file and source whose credentials or
+   * headers it was sent with, which the probe reads again on the worker.
    */
-  learnProbe(key: string, url: string, userAgent?: string): void {
-    if (this.o.probe === undefined && this.o.learnProbes !== false) this.learned.learn(key, url, userAgent);
+  learnProbe(key: string, url: string, userAgent?: string, source?: ProbeSource): void {
+    if (this.o.probe === undefined && this.o.learnProbes !== false) this.learned.learn(key, url, userAgent, source);
   }
 
   /**
