@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -12,15 +10,13 @@ import { breakerKey, breakerWorkflowId } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { statusQuery, transitionsQuery } from '../../src/messages/breaker';
 import { parseSource } from '../../src/sources/schema';
-import { gradientImage } from '../helpers/images';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+import { startWaitAskingServer, whenPausePublished } from '../helpers/wait-asking-server';
 
 /** Requests before the server starts limiting, how long it answers every request 429, and its Retry-After. */
 const LIMIT_FROM_REQUEST = 40;
 const LIMITED_MS = 1_000;
 const RETRY_AFTER_MS = 2_000;
-/** The server's own latency per answer. */
-const LATENCY_MS = 20;
 /**
  * The guards' view cache (cacheTtlMs). Another worker learns of the pause from the entity: the report goes
  * after failureFlushMs (50 ms), the entity publishes it in a workflow task, and the worker sees it at its next
@@ -32,51 +28,12 @@ const FLEET_HEARS_WITHIN_MS = 1_500;
 /** A request already sent when its worker received the 429 (the answer and the next request cross on the wire). */
 const IN_FLIGHT_MS = 50;
 
-interface Hit {
-  at: number;
-  worker: string;
-  /** 429: when the answer went out. */
-  status: number;
-  answeredAt: number;
-}
-
-/**
- * A tile server that answers every request 429 with `Retry-After: 2` for LIMITED_MS once it has served
- * LIMIT_FROM_REQUEST requests, and a good tile otherwise; it logs every request with the worker that sent it.
- */
-async function rateLimitingServer(): Promise<{ url: string; hits: Hit[]; firstLimited: Promise<number>; close(): Promise<void> }> {
-  const png = await gradientImage(256, 256, 'png');
-  const hits: Hit[] = [];
-  let limitedFrom: number | null = null;
-  let answered: (at: number) => void = () => {};
-  const firstLimited = new Promise<number>((resolve) => (answered = resolve));
-  const server: Server = createServer((req, res) => {
-    const hit: Hit = { at: Date.now(), worker: String(req.headers['x-worker']), status: 200, answeredAt: 0 };
-    if (hits.length >= LIMIT_FROM_REQUEST) limitedFrom ??= hit.at;
-    if (limitedFrom !== null && hit.at - limitedFrom < LIMITED_MS) hit.status = 429;
-    hits.push(hit);
-    setTimeout(() => {
-      hit.answeredAt = Date.now();
-      if (hit.status === 429) answered(hit.answeredAt);
-      if (hit.status === 429) res.writeHead(429, { 'content-type': 'text/plain', 'retry-after': String(RETRY_AFTER_MS / 1000) }).end('slow down');
-      else res.writeHead(200, { 'content-type': 'image/png' }).end(png);
-    }, LATENCY_MS);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    hits,
-    firstLimited,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
-  };
-}
-
 test("a 429's Retry-After pauses the whole fleet (two workers) without opening the breaker, and the fetch completes", async () => {
   const env = await devServerEnv();
   const taskQueue = uniqueTaskQueue('rate-limited-fleet');
   const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
   const running = worker.run();
-  const server = await rateLimitingServer();
+  const server = await startWaitAskingServer({ from: LIMIT_FROM_REQUEST, forMs: LIMITED_MS, status: 429, retryAfterS: RETRY_AFTER_MS / 1000 });
   const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-429-'));
   const workers = ['w1', 'w2'].map((name) => {
     const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: name, cacheTtlMs: VIEW_TTL_MS, entityOptions: { searchAttributes: false } });
@@ -105,16 +62,8 @@ test("a 429's Retry-After pauses the whole fleet (two workers) without opening t
     const handle = env.client.workflow.getHandle(breakerWorkflowId(breakerKey(server.url)));
     const late = (async () => {
       const early = await fetch(1, 0, 5);
-      const firstAt = await server.firstLimited;
-      let heardAt = 0;
-      while (!heardAt && Date.now() < firstAt + RETRY_AFTER_MS) {
-        const v = await handle.query(statusQuery).then(
-          (st) => st.view,
-          () => null,
-        );
-        if (v?.pacedUntil !== undefined) heardAt = Date.now();
-        else await new Promise((r) => setTimeout(r, 20));
-      }
+      const firstAt = (await server.first).answeredAt;
+      const heardAt = await whenPausePublished(handle, firstAt + RETRY_AFTER_MS);
       const startedAt = Date.now();
       return { early, later: heardAt ? await fetch(1, 1, 30) : [], startedAt, heardAt };
     })();

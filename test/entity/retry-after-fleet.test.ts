@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -14,8 +12,8 @@ import { breakerKey, breakerWorkflowId, type PolicyConfigInput } from '../../src
 import { createWorker } from '../../src/client/worker';
 import { statusQuery, transitionsQuery } from '../../src/messages/breaker';
 import { parseSource } from '../../src/sources/schema';
-import { gradientImage } from '../helpers/images';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
+import { startWaitAskingServer, whenPausePublished } from '../helpers/wait-asking-server';
 
 /** The guards' view cache (cacheTtlMs): a worker sees what the entity published at its next read. */
 const VIEW_TTL_MS = 250;
@@ -23,41 +21,6 @@ const VIEW_TTL_MS = 250;
 const FLEET_HEARS_WITHIN_MS = 1_500;
 /** A request already sent when its worker received the 503 (the answer and the next request cross on the wire). */
 const IN_FLIGHT_MS = 50;
-
-interface Hit {
-  at: number;
-  worker: string;
-  status: number;
-  answeredAt: number;
-}
-
-/** Answers 503 with `Retry-After` for `forMs` once it has served `from` requests, a good tile otherwise; logs each request. */
-async function unavailableServer(from: number, forMs: number, retryAfterS: number): Promise<{ url: string; hits: Hit[]; first: Promise<Hit>; close(): Promise<void> }> {
-  const png = await gradientImage(256, 256, 'png');
-  const hits: Hit[] = [];
-  let since: number | null = null;
-  let answered: (h: Hit) => void = () => {};
-  const first = new Promise<Hit>((resolve) => (answered = resolve));
-  const server: Server = createServer((req, res) => {
-    const hit: Hit = { at: Date.now(), worker: String(req.headers['x-worker']), status: 200, answeredAt: 0 };
-    if (hits.length >= from) since ??= hit.at;
-    if (since !== null && hit.at - since < forMs) hit.status = 503;
-    hits.push(hit);
-    setTimeout(() => {
-      hit.answeredAt = Date.now();
-      if (hit.status === 503) answered(hit);
-      if (hit.status === 503) res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': String(retryAfterS) }).end('renderer unavailable');
-      else res.writeHead(200, { 'content-type': 'image/png' }).end(png);
-    }, 20);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    hits,
-    first,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
-  };
-}
 
 let env: TestWorkflowEnvironment;
 let worker: Worker;
@@ -109,7 +72,7 @@ function fleet(url: string, config: PolicyConfigInput = {}) {
 
 test("a 503's Retry-After under a closed breaker pauses the whole fleet at once: no worker sends until it has passed, and the failures count", async () => {
   const RETRY_AFTER_MS = 2_000;
-  const server = await unavailableServer(40, 1_000, RETRY_AFTER_MS / 1000);
+  const server = await startWaitAskingServer({ from: 40, forMs: 1_000, status: 503, retryAfterS: RETRY_AFTER_MS / 1000 });
   const { workers, fetch, close } = fleet(server.url);
   const handle = env.client.workflow.getHandle(breakerWorkflowId(breakerKey(server.url)));
   try {
@@ -117,15 +80,7 @@ test("a 503's Retry-After under a closed breaker pauses the whole fleet at once:
     const late = (async () => {
       const early = await fetch(1, 0, 5);
       const first = await server.first;
-      let heardAt = 0;
-      while (!heardAt && Date.now() < first.answeredAt + RETRY_AFTER_MS) {
-        const v = await handle.query(statusQuery).then(
-          (st) => st.view,
-          () => null,
-        );
-        if (v?.pacedUntil !== undefined) heardAt = Date.now();
-        else await new Promise((r) => setTimeout(r, 20));
-      }
+      const heardAt = await whenPausePublished(handle, first.answeredAt + RETRY_AFTER_MS);
       const startedAt = Date.now();
       return { early, later: heardAt ? await fetch(1, 1, 30) : [], startedAt, heardAt };
     })();
@@ -167,7 +122,7 @@ test("a 503's Retry-After under a closed breaker pauses the whole fleet at once:
 
 test('a 503 with Retry-After that goes on opens the breaker after the pauses, and no request leaves once it has', async () => {
   // 503s with Retry-After 1 s for 6 s: each pause ends in retries that fail again, until the fast window trips.
-  const server = await unavailableServer(30, 6_000, 1);
+  const server = await startWaitAskingServer({ from: 30, forMs: 6_000, status: 503, retryAfterS: 1 });
   const { fetch, close } = fleet(server.url, { minSamples: 6, quorum: 1, cooldownMs: 10_000 });
   const handle = env.client.workflow.getHandle(breakerWorkflowId(breakerKey(server.url)));
   try {
