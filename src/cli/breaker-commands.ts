@@ -360,9 +360,9 @@ export function formatShow(shown: ShownBreaker, now: number): string {
     `  opened at    ${iso(s.openedAt)}, consecutive opens ${s.consecutiveOpens}${s.failedTrials ? `, failed trials in a row ${s.failedTrials}` : ''}`,
     `  probes       ${s.probes.length ? s.probes.map((t) => `generation ${t.generation} held by ${t.holder}, lease until ${iso(t.leaseUntil)}`).join('; ') : 'none out'}` +
       `${s.probeSuccesses ? `; ${s.probeSuccesses} successful${c.probeTrials ? '' : ' in a row'}` : ''}${s.probeFailures ? `; ${s.probeFailures} failed this round` : ''}`,
-    `  self-probe   ${s.probe ? s.probe.url : 'none configured'}`,
+    `  self-probe   ${s.probe ? s.probe.url + (s.probe.source ? ` (headers and credentials of source ${JSON.stringify(s.probe.source.name)} in ${s.probe.source.file})` : '') : 'none configured'}`,
     `  config       window ${formatDuration(c.windowMs)}, min ${c.minSamples} samples, trip at ${pct(c.failureRatio)} failing, cooldown ${formatDuration(c.cooldownMs)} ` +
-      `(x${c.cooldownMultiplier} per consecutive open, cap x${c.cooldownMaxFactor}), ${c.probesToClose}${c.probeTrials ? ` of ${c.probeTrials}` : ''} probes to close${c.probeBackoff && c.probeBackoff > 1 && c.probeIntervalMs ? `, failed trials wait ${formatDuration(c.probeIntervalMs)} x${c.probeBackoff} each (cap x${c.cooldownMaxFactor})` : ''}, ramp ${formatDuration(c.rampMs)}`,
+      `(x${c.cooldownMultiplier} ${flapText(c)}, cap x${c.cooldownMaxFactor}), ${c.probesToClose}${c.probeTrials ? ` of ${c.probeTrials}` : ''} probes to close${c.probeBackoff && c.probeBackoff > 1 && c.probeIntervalMs ? `, failed trials wait ${formatDuration(c.probeIntervalMs)} x${c.probeBackoff} each (cap x${c.cooldownMaxFactor})` : ''}, ramp ${formatDuration(c.rampMs)}`,
     `  counters     ${count(counters.reports, 'report')}${counters.lateReports ? ` (${counters.lateReports} late)` : ''}, ${count(counters.probeRequests, 'probe request')}, ` +
       `${count(counters.selfProbes, 'self-probe')}, ${count(counters.ignoredResults, 'ignored probe result')}, ${count(counters.refusedSignals ?? 0, 'refused signal')}, ` +
       `${counters.continuedAsNew} continue-as-new`,
@@ -409,4 +409,9 @@ export function formatAdmin(r: AdminResult, now: number, command: string = r.act
   if (r.transition) lines.push(...formatTransitionLog([r.transition]));
   else if (r.confirmed) lines.push(`  (it was already ${v.state}: no transition recorded)`);
   return lines.join('\n');
+}
+
+/** How the cooldown grows: per trip soon after a close (one incident is one open), or per open (entities before it). */
+function flapText(c: { flapWindowMs?: number | null }): string {
+  return c.flapWindowMs ? `per trip within ${formatDuration(c.flapWindowMs)} of a close` : 'per consecutive open';
 }
