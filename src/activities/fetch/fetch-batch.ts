@@ -347,7 +347,8 @@ async function recordedServed(shapes: ShapeMemory, served: ServedRecords, source
     const name = recordOf(t, sourceName, shape);
     let at = shapes.recorded(name, now);
     if (at === null) {
-      at = await t.servedAt(sourceName, shapeKey(shape)).catch(() => null);
+      // The ledger is a second opinion: one that cannot be read is none (the tile store's errors stand).
+      at = t === served.ledger ? await t.servedAt(sourceName, shapeKey(shape)).catch(() => null) : await t.servedAt(sourceName, shapeKey(shape));
       if (at !== null) shapes.noteRecord(name, at, now);
     }
     if (at !== null && (latest === null || at > latest.at)) latest = { at, where };

@@ -367,16 +367,16 @@ export class BreakerGuard {
 
   /**
    * Waits out the pause the endpoint asked for (this process's own, or the fleet's as last read), before a call
-   * takes a connection: up to maxPaceWaitMs, the rest is the decision's to refuse. Then the decision that follows
-   * reads the entity afresh: the breaker may have opened meanwhile, and a view cached from before the wait must
-   * not send a request after the open.
+   * takes a connection; one longer than maxPaceWaitMs is the decision's to refuse at once. Then the decision
+   * that follows reads the entity afresh: the breaker may have opened meanwhile, and a view cached from before
+   * the wait must not send a request after the open.
    */
   async waitOutPause(key: string, signal?: AbortSignal): Promise<void> {
     const now = Date.now();
     const left = pauseLeftMs(this.pauses.until(key, now), this.views.last(key) ?? null, now);
-    if (left <= 0) return;
+    if (left <= 0 || left > this.o.maxPaceWaitMs) return;
     this.stats.paced++;
-    await sleep(Math.min(left, this.o.maxPaceWaitMs), undefined, signal ? { signal } : undefined).catch(() => undefined);
+    await sleep(left, undefined, signal ? { signal } : undefined).catch(() => undefined);
     this.views.invalidate(key);
   }
 
