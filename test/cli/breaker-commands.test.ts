@@ -264,6 +264,8 @@ test('the CLI: breaker list --json and breaker show against the server', async (
   assert.equal(show.code, 0, show.err);
   assert.match(show.out, new RegExp(`^breaker ${failingKey.replace(/[.]/g, '\\.')}$`, 'm'));
   assert.match(show.out, /^ {2}state {8}open, cooldown ends \d{4}-\d\d-\d\dT/m);
+  // A new entity's cooldown grows only for a trip soon after a close (one incident is one open).
+  assert.match(show.out, /^ {2}config .*\(x2 per trip within [^,]+ of a close, cap x\d+\)/m);
   assert.match(show.out, /^ {2}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z {2}closed -> open {2}failure-ratio: /m);
 
   const showJson = await cliRun(['breaker', 'show', failingKey, '--json', '--limit', '1'], serverEnv());
