@@ -20,7 +20,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, InvalidArgumentError } from 'commander';
-import { breakerKey, stallAfterMs, type TransitionRecord } from '../src/breaker';
+import { breakerKey, type TransitionRecord } from '../src/breaker';
+import { InFlightCalls } from '../src/activities/guard/in-flight';
 import { adminBreaker, breakerTransitions } from '../src/client/breakers';
 import { exitCodeFor, startMosaic } from '../src/client/mosaics';
 import { resolution } from '../src/geo/mercator';
@@ -60,11 +61,15 @@ function p95(values: number[]): number {
   return sorted[Math.max(0, Math.ceil(0.95 * sorted.length) - 1)] ?? 0;
 }
 
+/** The stall threshold a guard that saw these answers would use: the guard's own rule (in-flight.ts). */
 function thresholdOf(values: number[]): number {
-  if (!values.length) return 0;
-  const mean = values.reduce((a, b) => a + b, 0) / values.length;
-  const dev = values.reduce((a, b) => a + Math.abs(b - mean), 0) / values.length;
-  return stallAfterMs(p95(values), dev);
+  const calls = new InFlightCalls();
+  for (const latencyMs of values) {
+    const call = {};
+    calls.start(call, 'run', 0);
+    calls.end(call, { latencyMs });
+  }
+  return calls.thresholdMs('run');
 }
 
 /** N busy processes, so the run meets a loaded machine as the nights do. */

@@ -348,7 +348,8 @@ async function recordedServed(shapes: ShapeMemory, served: ServedRecords, source
     let at = shapes.recorded(name, now);
     if (at === null) {
       // The ledger is a second opinion: one that cannot be read is none (the tile store's errors stand).
-      at = t === served.ledger ? await t.servedAt(sourceName, shapeKey(shape)).catch(() => null) : await t.servedAt(sourceName, shapeKey(shape));
+      const read = t.servedAt(sourceName, shapeKey(shape));
+      at = await (t === served.ledger ? read.catch(() => null) : read);
       if (at !== null) shapes.noteRecord(name, at, now);
     }
     if (at !== null && (latest === null || at > latest.at)) latest = { at, where };
