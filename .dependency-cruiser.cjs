@@ -28,7 +28,8 @@ module.exports = {
     {
       name: 'no-circular',
       severity: 'error',
-      comment: 'An import circle (type-only imports count too). Move what both sides need into a lower module, e.g. src/messages.',
+      comment:
+        'An import circle (type-only imports count too). Move what both sides need into a lower module, e.g. src/messages.',
       from: { path: '^src/' },
       to: { circular: true },
     },
@@ -49,14 +50,16 @@ module.exports = {
     {
       name: 'sources-imports-only-geo-and-config-error',
       severity: 'error',
-      comment: 'src/sources may import src/geo and src/breaker/config-error.ts (the error every configuration problem is reported with), nothing else of ours.',
+      comment:
+        'src/sources may import src/geo and src/breaker/config-error.ts (the error every configuration problem is reported with), nothing else of ours.',
       from: { path: '^src/sources/' },
       to: { path: '^src/', pathNot: ['^src/(sources|geo)/', '^src/breaker/config-error[.]ts$'] },
     },
     {
       name: 'messages-import-only-pure-floors',
       severity: 'error',
-      comment: 'src/messages sits below workflows, activities and clients: it imports itself and the pure floors (src/breaker, src/sources, src/geo).',
+      comment:
+        'src/messages sits below workflows, activities and clients: it imports itself and the pure floors (src/breaker, src/sources, src/geo).',
       from: { path: '^src/messages/' },
       to: { path: '^src/', pathNot: '^src/(messages|breaker|sources|geo)/' },
     },
@@ -72,7 +75,8 @@ module.exports = {
     {
       name: 'activities-not-up',
       severity: 'error',
-      comment: 'Activities are below workflows and clients: take message definitions from src/messages, never from src/workflows, src/client or src/cli.',
+      comment:
+        'Activities are below workflows and clients: take message definitions from src/messages, never from src/workflows, src/client or src/cli.',
       from: { path: '^src/activities/' },
       to: { path: '^src/(workflows|client|cli)/' },
     },
@@ -86,7 +90,8 @@ module.exports = {
     {
       name: 'nothing-imports-entry-points',
       severity: 'error',
-      comment: "src/index.ts and src/api/ are the package's entry points (re-exports for users): import the module that defines a thing instead.",
+      comment:
+        "src/index.ts and src/api/ are the package's entry points (re-exports for users): import the module that defines a thing instead.",
       from: { path: '^src/' },
       to: { path: ['^src/index[.]ts$', '^src/api/'] },
     },
@@ -97,7 +102,13 @@ module.exports = {
         '`tilebreaker` (src/index.ts) is the client side: it must not reach the worker, the activities, the test server, sharp or undici. ' +
         'Put what a client needs in src/client, src/messages or a pure floor; worker-side exports go in src/api/activities.ts.',
       from: { path: '^src/index[.]ts$' },
-      to: { path: ['^src/(activities|api|cli)/', '^node_modules/(@temporalio/(worker|testing|activity|core-bridge)|sharp|undici)/'], reachable: true },
+      to: {
+        path: [
+          '^src/(activities|api|cli)/',
+          '^node_modules/(@temporalio/(worker|testing|activity|core-bridge)|sharp|undici)/',
+        ],
+        reachable: true,
+      },
     },
     {
       name: 'pure-floors-no-node',
@@ -109,7 +120,8 @@ module.exports = {
     {
       name: 'messages-only-temporal-definitions',
       severity: 'error',
-      comment: 'src/messages takes only definitions from Temporal (@temporalio/workflow, @temporalio/common): clients and workflows both load it.',
+      comment:
+        'src/messages takes only definitions from Temporal (@temporalio/workflow, @temporalio/common): clients and workflows both load it.',
       from: { path: '^src/messages/' },
       to: { path: '^node_modules/@temporalio/', pathNot: '^node_modules/@temporalio/(workflow|common)/' },
     },

@@ -22,13 +22,29 @@ export default defineConfig(
     rules: {
       // A leading _ marks a name unused on purpose (`const { file: _file, ...meta } = x`, `for (const _ of list)`), where
       // tsc's noUnusedLocals accepts it too: in destructuring, loops and catch; tsc still reports a plain `const _x`.
-      '@typescript-eslint/no-unused-vars': ['error', { varsIgnorePattern: '^_', argsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          varsIgnorePattern: '^_',
+          argsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+        },
+      ],
       // `let { state, now } = start()` where only state changes: one destructuring, not a const and a let.
       'prefer-const': ['error', { destructuring: 'all' }],
       // node:test's test(), describe() and their hooks return promises the runner itself awaits.
       '@typescript-eslint/no-floating-promises': [
         'error',
-        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }] },
+        {
+          allowForKnownSafeCalls: [
+            {
+              from: 'package',
+              package: 'node:test',
+              name: ['test', 'it', 'describe', 'suite', 'before', 'after', 'beforeEach', 'afterEach'],
+            },
+          ],
+        },
       ],
     },
   },

@@ -8,7 +8,14 @@
  * Prints one line per state: `carried: state=<name> before-bytes=<int> bytes=<int> transitions=<int>`.
  */
 import { defaultPayloadConverter } from '@temporalio/common';
-import { histogramOf, initialState, parsePolicyConfig, record, type ProbeDecision, type TransitionRecord } from '../src/breaker';
+import {
+  histogramOf,
+  initialState,
+  parsePolicyConfig,
+  record,
+  type ProbeDecision,
+  type TransitionRecord,
+} from '../src/breaker';
 import type { CarriedState, EntityInput } from '../src/messages/breaker';
 import { carry, restore } from '../src/workflows/breaker-entity/carry';
 import { worstCarried, WORST_CONFIG } from '../test/helpers/carried-worst-case';
@@ -20,7 +27,13 @@ function defaultAtCapacity(): CarriedState {
   let window = initialState(config).window;
   // 60 workers, one report a second each, 150 ms tiles.
   for (let t = T0 - config.windowMs; t <= T0; t += 1_000 / 60) {
-    window = record(window, t, { success: 7, transient: 1 }, histogramOf([90, 120, 150, 150, 180, 200, 220, 260]), config);
+    window = record(
+      window,
+      t,
+      { success: 7, transient: 1 },
+      histogramOf([90, 120, 150, 150, 180, 200, 220, 260]),
+      config,
+    );
   }
   const figures = {
     successes: 1_400,
@@ -39,7 +52,12 @@ function defaultAtCapacity(): CarriedState {
   const guard = (i: number) => `worker-${4_000 + i}@tiles-worker-7f9c6d5b8-x2k4q-${(0xabc000 + i).toString(16)}`;
   // A flapping day: trip, cooldown, failed probe, ... (the default log keeps 500).
   const kinds: Pick<TransitionRecord, 'from' | 'to' | 'reason' | 'detail'>[] = [
-    { from: 'closed', to: 'open', reason: 'failure-ratio', detail: '1600/3000 failed (53.3% >= 50%; 1600 transient, 0 service-exception) in the newest 40 samples' },
+    {
+      from: 'closed',
+      to: 'open',
+      reason: 'failure-ratio',
+      detail: '1600/3000 failed (53.3% >= 50%; 1600 transient, 0 service-exception) in the newest 40 samples',
+    },
     { from: 'open', to: 'half-open', reason: 'cooldown-elapsed', detail: 'cooldown of 30000 ms elapsed' },
     { from: 'half-open', to: 'open', reason: 'probe-failed', detail: `probe 17 by ${guard(3)} failed: transient` },
   ];
@@ -47,8 +65,13 @@ function defaultAtCapacity(): CarriedState {
     const k = kinds[i % kinds.length]!;
     return { at: T0 - i * 30_000, ...k, ...(k.to === 'open' ? { figures, cooldownMs: 30_000 } : {}) };
   });
-  const probes = [{ generation: 300, requestId: `${guard(1)}/${T0}/7`, holder: guard(1), grantedAt: T0, leaseUntil: T0 + 30_000 }];
-  const decisions: [string, ProbeDecision][] = Array.from({ length: 256 }, (_, i) => [`${guard(i % 60)}/${T0 - i}/${i}`, { kind: 'denied', reason: 'busy', retryAfterMs: 12_345 }]);
+  const probes = [
+    { generation: 300, requestId: `${guard(1)}/${T0}/7`, holder: guard(1), grantedAt: T0, leaseUntil: T0 + 30_000 },
+  ];
+  const decisions: [string, ProbeDecision][] = Array.from({ length: 256 }, (_, i) => [
+    `${guard(i % 60)}/${T0 - i}/${i}`,
+    { kind: 'denied', reason: 'busy', retryAfterMs: 12_345 },
+  ]);
   return {
     policy: { ...initialState(config), window, probes, lastGeneration: 300 },
     log,
@@ -63,7 +86,12 @@ function defaultAtCapacity(): CarriedState {
 }
 
 function bytes(config: EntityInput['config'], carried: CarriedState): number {
-  const input: EntityInput = { key: 'https://tiles.example.com:443', ...(config ? { config } : {}), probe: { url: 'https://tiles.example.com/0/0/0.png' }, carried };
+  const input: EntityInput = {
+    key: 'https://tiles.example.com:443',
+    ...(config ? { config } : {}),
+    probe: { url: 'https://tiles.example.com/0/0/0.png' },
+    carried,
+  };
   return defaultPayloadConverter.toPayload(input).data!.length;
 }
 
@@ -72,5 +100,7 @@ for (const [name, config, old] of [
   ['largest', WORST_CONFIG, worstCarried(T0)],
 ] as const) {
   const bounded = carry(restore(old), T0);
-  console.log(`carried: state=${name} before-bytes=${bytes(config, old)} bytes=${bytes(config, bounded)} transitions=${restore(bounded).log.length}`);
+  console.log(
+    `carried: state=${name} before-bytes=${bytes(config, old)} bytes=${bytes(config, bounded)} transitions=${restore(bounded).log.length}`,
+  );
 }

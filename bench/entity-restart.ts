@@ -39,7 +39,13 @@ import { Command } from 'commander';
 import { breakerKey, breakerWorkflowId, LATENCY_BUCKETS, type BreakerView } from '../src/breaker';
 import { localBinaries } from '../src/client/local-server';
 import { workflowsPath } from '../src/client/worker';
-import { adminSignal, BREAKER_ENTITY_WORKFLOW, reportSignal, type EntityInput, type OutcomeReport } from '../src/messages/breaker';
+import {
+  adminSignal,
+  BREAKER_ENTITY_WORKFLOW,
+  reportSignal,
+  type EntityInput,
+  type OutcomeReport,
+} from '../src/messages/breaker';
 import { temporalProcess, type TemporalProcess } from '../scripts/fleet/temporal-process';
 import { endOnSignals, adopt } from '../src/demo/children';
 
@@ -74,7 +80,13 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 
 const TASK_QUEUE = 'bench-entity-restart';
 /** The workflow task events --debug lists, by EventType number. */
-const TASK_EVENT: Record<number, string> = { 5: 'task-scheduled', 6: 'task-started', 7: 'task-completed', 8: 'task-timed-out', 9: 'task-failed' };
+const TASK_EVENT: Record<number, string> = {
+  5: 'task-scheduled',
+  6: 'task-started',
+  7: 'task-completed',
+  8: 'task-timed-out',
+  9: 'task-failed',
+};
 /** How long the bench waits for the force-open to show before it gives up on a restart. */
 const APPLY_LIMIT_MS = 240_000;
 
@@ -88,7 +100,10 @@ function report(reporter: string, n: number, everyMs: number): OutcomeReport {
   const latency = new Array<number>(LATENCY_BUCKETS).fill(0);
   latency[12 + (n % 5)] = 8 + (n % 7);
   latency[18] = 2;
-  const counts = n % 11 === 0 ? { success: latency.reduce((a, b) => a + b, 0) - 1, transient: 1 } : { success: latency.reduce((a, b) => a + b, 0) };
+  const counts =
+    n % 11 === 0
+      ? { success: latency.reduce((a, b) => a + b, 0) - 1, transient: 1 }
+      : { success: latency.reduce((a, b) => a + b, 0) };
   return { reporter, counts, latency, inFlight: 2 + (n % 3), everyMs };
 }
 
@@ -162,7 +177,8 @@ function handOvers(all: History[]): { n: number; failed: number; gapsMs: number[
 /** Every run of the entity, oldest first. */
 async function histories(client: Client, workflowId: string): Promise<History[]> {
   const runs: { runId: string; start: number }[] = [];
-  for await (const e of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(workflowId)}` })) runs.push({ runId: e.runId, start: e.startTime.getTime() });
+  for await (const e of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(workflowId)}` }))
+    runs.push({ runId: e.runId, start: e.startTime.getTime() });
   runs.sort((a, b) => a.start - b.start);
   const out: History[] = [];
   for (const r of runs) out.push(await client.workflow.getHandle(workflowId, r.runId).fetchHistory());
@@ -177,7 +193,11 @@ async function untilAccepted(what: string, fn: () => Promise<unknown>, withinMs 
       await fn();
       return;
     } catch (err) {
-      if (Date.now() > end) throw new Error(`${what} was not accepted within ${withinMs / 1000} s: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      if (Date.now() > end)
+        throw new Error(
+          `${what} was not accepted within ${withinMs / 1000} s: ${err instanceof Error ? err.message : String(err)}`,
+          { cause: err },
+        );
       await sleep(100);
     }
   }
@@ -187,7 +207,15 @@ async function untilAccepted(what: string, fn: () => Promise<unknown>, withinMs 
  * One restart: kill, wait `downMs`, start again, force-open at once, read how long it took to show, and what
  * the histories say about the workflow tasks after the kill.
  */
-async function restartOnce(temporal: TemporalProcess, client: Client, key: string, downMs: number, label: string, worker: WorkerSlot, debug = false): Promise<Figures> {
+async function restartOnce(
+  temporal: TemporalProcess,
+  client: Client,
+  key: string,
+  downMs: number,
+  label: string,
+  worker: WorkerSlot,
+  debug = false,
+): Promise<Figures> {
   const workflowId = breakerWorkflowId(key);
   const handle = client.workflow.getHandle(workflowId);
   const { historyLength } = await viewOf(handle);
@@ -201,7 +229,9 @@ async function restartOnce(temporal: TemporalProcess, client: Client, key: strin
       if (debug) console.log(`    worker process polling again at ready+${Date.now() - readyAt} ms`);
     });
   await untilAccepted('the force-open signal', () =>
-    client.connection.withDeadline(Date.now() + 5_000, () => handle.signal(adminSignal, { action: 'force-open', reason: 'bench:entity-restart', actor: 'bench' })),
+    client.connection.withDeadline(Date.now() + 5_000, () =>
+      handle.signal(adminSignal, { action: 'force-open', reason: 'bench:entity-restart', actor: 'bench' }),
+    ),
   );
   const sentAt = Date.now();
   let appliedAt: number | null = null;
@@ -241,7 +271,9 @@ async function restartOnce(temporal: TemporalProcess, client: Client, key: strin
             : e.workflowTaskFailedEventAttributes
               ? `cause ${e.workflowTaskFailedEventAttributes.cause} ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`
               : '';
-        console.log(`    event ${String(e.eventId)} ${TASK_EVENT[Number(e.eventType)] ?? String(e.eventType)} at ready${at >= readyAt ? '+' : ''}${Math.round(at - readyAt)} ms ${detail}`);
+        console.log(
+          `    event ${String(e.eventId)} ${TASK_EVENT[Number(e.eventType)] ?? String(e.eventType)} at ready${at >= readyAt ? '+' : ''}${Math.round(at - readyAt)} ms ${detail}`,
+        );
       }
       const done = e.workflowTaskCompletedEventAttributes;
       if (done) {
@@ -269,7 +301,9 @@ async function restartOnce(temporal: TemporalProcess, client: Client, key: strin
         .map((l) => l.toFixed(2))
         .join(' ')}`,
   );
-  await untilAccepted('the reset signal', () => handle.signal(adminSignal, { action: 'reset', reason: 'bench:entity-restart', actor: 'bench' }));
+  await untilAccepted('the reset signal', () =>
+    handle.signal(adminSignal, { action: 'reset', reason: 'bench:entity-restart', actor: 'bench' }),
+  );
   return f;
 }
 
@@ -304,12 +338,21 @@ function workerSlot(address: string, work: string, cold: boolean, nice: number):
  * How long a worker with no cache takes to replay the longest run of `workflowId` (what a task that lost its
  * worker's cache costs): the second of two replays on one bundle, and the run's report signals.
  */
-async function replayFigures(client: Client, workflowId: string, saveTo?: string): Promise<{ events: number; reports: number; ms: number }> {
+async function replayFigures(
+  client: Client,
+  workflowId: string,
+  saveTo?: string,
+): Promise<{ events: number; reports: number; ms: number }> {
   const all = await histories(client, workflowId);
   const h = all.reduce((a, b) => ((b.events?.length ?? 0) > (a.events?.length ?? 0) ? b : a));
   if (saveTo) await writeFile(saveTo, historyToJSON(h));
-  const reports = (h.events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'report').length;
-  const workflowBundle = await bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  const reports = (h.events ?? []).filter(
+    (e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'report',
+  ).length;
+  const workflowBundle = await bundleWorkflowCode({
+    workflowsPath,
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+  });
   let ms = 0;
   for (let i = 0; i < 2; i++) {
     const t0 = performance.now();
@@ -320,7 +363,11 @@ async function replayFigures(client: Client, workflowId: string, saveTo?: string
 }
 
 async function startWorker(address: string, work: string, nice: number): Promise<ChildProcess> {
-  const child = adopt(fork(path.join(__dirname, 'force-open', 'worker-child.js'), [address, 'default', TASK_QUEUE, work], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  const child = adopt(
+    fork(path.join(__dirname, 'force-open', 'worker-child.js'), [address, 'default', TASK_QUEUE, work], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
+  );
   // A lower priority stands for a busier machine: the worker gets what the rest leaves.
   if (nice && child.pid) setPriority(child.pid, nice);
   await new Promise<void>((resolve, reject) => {
@@ -343,7 +390,10 @@ async function untilHistory(client: Client, key: string, events: number): Promis
 
 /** A fresh entity on `key`, started as a guard starts one (signal-with-start with its first report). */
 async function startEntity(client: Client, key: string, o: Opts): Promise<void> {
-  const input: EntityInput = { key, ...(o.maxHistoryEvents ? { options: { maxHistoryEvents: Number(o.maxHistoryEvents) } } : {}) };
+  const input: EntityInput = {
+    key,
+    ...(o.maxHistoryEvents ? { options: { maxHistoryEvents: Number(o.maxHistoryEvents) } } : {}),
+  };
   await client.workflow.signalWithStart(BREAKER_ENTITY_WORKFLOW, {
     workflowId: breakerWorkflowId(key),
     taskQueue: TASK_QUEUE,
@@ -367,7 +417,12 @@ async function backlogOnce(client: Client, key: string, n: number, worker: Worke
   const handle = client.workflow.getHandle(breakerWorkflowId(key));
   await worker.kill();
   const ids = Array.from({ length: 60 }, (_, i) => `bench-${i}@${process.pid}`);
-  for (let i = 0; i < n; i += 50) await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, j) => handle.signal(reportSignal, report(ids[(i + j) % 60]!, i + j, 8_000))));
+  for (let i = 0; i < n; i += 50)
+    await Promise.all(
+      Array.from({ length: Math.min(50, n - i) }, (_, j) =>
+        handle.signal(reportSignal, report(ids[(i + j) % 60]!, i + j, 8_000)),
+      ),
+    );
   const { historyLength } = await viewOf(handle);
   const startedAt = Date.now();
   await worker.start();
@@ -426,7 +481,13 @@ async function main(o: Opts): Promise<void> {
     if (Number(o.backlog) > 0) {
       const bkey = breakerKey('http://backlog.bench.invalid/{z}/{x}/{y}.png');
       await startEntity(client, bkey, o);
-      await backlogOnce(client, bkey, Number(o.backlog), worker, o.saveHistory ? `${o.saveHistory}.backlog.json` : undefined);
+      await backlogOnce(
+        client,
+        bkey,
+        Number(o.backlog),
+        worker,
+        o.saveHistory ? `${o.saveHistory}.backlog.json` : undefined,
+      );
       if (Number(o.restarts) === 0) return;
     }
     const key = breakerKey('http://loaded.bench.invalid/{z}/{x}/{y}.png');
@@ -438,7 +499,9 @@ async function main(o: Opts): Promise<void> {
         await sleep(Number(k === 1 ? o.warmup : o.settle) * 1000);
         // The worst moment: the run near its history limit (its first task after the restart continues as new).
         await untilHistory(client, key, Number(o.killAtEvents));
-        runs.push(await restartOnce(temporal, client, key, Number(o.down) * 1000, `restart ${k} under load`, worker, o.debug));
+        runs.push(
+          await restartOnce(temporal, client, key, Number(o.down) * 1000, `restart ${k} under load`, worker, o.debug),
+        );
       }
     } finally {
       await load.stop();
@@ -446,12 +509,20 @@ async function main(o: Opts): Promise<void> {
     const { sent, failed } = load.counts();
     console.log(`  reports: ${sent} delivered, ${failed} failed or dropped`);
     const ho = handOvers(await histories(client, breakerWorkflowId(key)));
-    const q = (p: number) => (ho.gapsMs.length ? Math.round(ho.gapsMs[Math.min(ho.gapsMs.length - 1, Math.ceil(p * ho.gapsMs.length) - 1)]!) : NaN);
-    console.log(`  continue-as-new: ${ho.n} hand-overs, ${ho.failed} of their tasks failed; gap p50 ${q(0.5)} ms, max ${q(1)} ms (restarts included)`);
+    const q = (p: number) =>
+      ho.gapsMs.length
+        ? Math.round(ho.gapsMs[Math.min(ho.gapsMs.length - 1, Math.ceil(p * ho.gapsMs.length) - 1)]!)
+        : NaN;
+    console.log(
+      `  continue-as-new: ${ho.n} hand-overs, ${ho.failed} of their tasks failed; gap p50 ${q(0.5)} ms, max ${q(1)} ms (restarts included)`,
+    );
     const r = await replayFigures(client, breakerWorkflowId(key), o.saveHistory);
-    console.log(`  replay of the longest run without a cache: ${r.events} events, ${r.reports} reports, ${Math.round(r.ms)} ms (${(r.ms / Math.max(1, r.reports)).toFixed(2)} ms a report)`);
+    console.log(
+      `  replay of the longest run without a cache: ${r.events} events, ${r.reports} reports, ${Math.round(r.ms)} ms (${(r.ms / Math.max(1, r.reports)).toFixed(2)} ms a report)`,
+    );
     const worst = <K extends keyof Figures>(k: K) => Math.max(...runs.map((r) => r[k] ?? Number.POSITIVE_INFINITY));
-    const int = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? 'NaN' : String(Math.round(v)));
+    const int = (v: number | null | undefined) =>
+      v === null || v === undefined || !Number.isFinite(v) ? 'NaN' : String(Math.round(v));
     console.log(
       `restart: rate=${rate} first-task-ms=${int(worst('firstTaskMs'))} applied-ms=${int(worst('appliedMs'))} task-timeouts=${int(worst('taskTimeouts'))} ` +
         `history-events=${int(worst('historyEvents'))} replay-ms=${int(r.ms)} idle-first-task-ms=${int(idle?.firstTaskMs)}`,
@@ -482,8 +553,16 @@ const program = new Command('bench:entity-restart')
   .option('--debug', "list the entity's workflow task events after each kill", false)
   .option('--worker-nice <n>', "the worker process's nice value (a busier machine, for the worker)", '0')
   .option('--kill-at-events <n>', "kill the server once the entity's run has this many events (0: at once)", '950')
-  .option('--backlog <n>', 'first, with the worker stopped, send n reports and time the task that applies them all', '0')
-  .option('--cold-worker', 'kill the worker process with the server and start it again after (no workflow cache)', false)
+  .option(
+    '--backlog <n>',
+    'first, with the worker stopped, send n reports and time the task that applies them all',
+    '0',
+  )
+  .option(
+    '--cold-worker',
+    'kill the worker process with the server and start it again after (no workflow cache)',
+    false,
+  )
   .action(async (o: Opts) => main(o));
 // Its worker and Temporal server end with it.
 endOnSignals(() => Promise.resolve());

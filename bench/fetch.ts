@@ -29,7 +29,11 @@ interface Opts {
 }
 
 async function startServer(latencyMs: number): Promise<{ url: string; bytes: number; stop: () => void }> {
-  const child = adopt(fork(path.join(__dirname, 'fetch', 'server-child.js'), [String(latencyMs)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] }));
+  const child = adopt(
+    fork(path.join(__dirname, 'fetch', 'server-child.js'), [String(latencyMs)], {
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    }),
+  );
   const line = await new Promise<string>((resolve, reject) => {
     child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()));
     child.once('exit', (code) => reject(new Error(`tile server exited (${code})`)));
@@ -83,7 +87,13 @@ async function main(opts: Opts): Promise<void> {
       const tiles = Array.from({ length: n }, (_, i) => ({ z: 12, x: i % 4096, y: Math.floor(i / 4096) }));
       const batch = 256;
       for (let b = 0; b < n; b += batch) {
-        const results = await fetchTiles({ sourceName: 'bench', source, tiles: tiles.slice(b, b + batch), storeRoot: store, breaker: false });
+        const results = await fetchTiles({
+          sourceName: 'bench',
+          source,
+          tiles: tiles.slice(b, b + batch),
+          storeRoot: store,
+          breaker: false,
+        });
         bad += results.filter((r) => r.status !== 'ok').length;
       }
       return (n / (performance.now() - started)) * 1000;
@@ -104,14 +114,22 @@ async function main(opts: Opts): Promise<void> {
   const plain = median(figures.plain);
   const validated = median(figures.validated);
   const activity = median(figures.activity);
-  console.log(`bench:fetch: ${n} tiles of ${server.bytes} bytes (256 px PNG) per round, concurrency ${concurrency}, server latency ${latencyMs} ms, ${rounds} rounds, medians`);
+  console.log(
+    `bench:fetch: ${n} tiles of ${server.bytes} bytes (256 px PNG) per round, concurrency ${concurrency}, server latency ${latencyMs} ms, ${rounds} rounds, medians`,
+  );
   for (const m of Object.keys(modes) as Mode[]) {
-    console.log(`  ${m.padEnd(10)} ${median(figures[m]).toFixed(0).padStart(6)} tiles/s   rounds: ${figures[m].map((x) => x.toFixed(0)).join(' ')}`);
+    console.log(
+      `  ${m.padEnd(10)} ${median(figures[m]).toFixed(0).padStart(6)} tiles/s   rounds: ${figures[m].map((x) => x.toFixed(0)).join(' ')}`,
+    );
   }
   console.log(`  invalid results: ${bad} (must be 0)`);
   const cost = 1 - validated / plain;
-  console.log(`fetch: validated=${validated.toFixed(0)} plain=${plain.toFixed(0)} ratio=${(validated / plain).toFixed(3)} validation-cost=${(cost * 100).toFixed(1)}% activity=${activity.toFixed(0)}`);
-  console.log(`target: validation costs at most 15% of throughput at concurrency 32: ${cost <= 0.15 ? 'met' : 'MISSED'}`);
+  console.log(
+    `fetch: validated=${validated.toFixed(0)} plain=${plain.toFixed(0)} ratio=${(validated / plain).toFixed(3)} validation-cost=${(cost * 100).toFixed(1)}% activity=${activity.toFixed(0)}`,
+  );
+  console.log(
+    `target: validation costs at most 15% of throughput at concurrency 32: ${cost <= 0.15 ? 'met' : 'MISSED'}`,
+  );
   if (bad) process.exitCode = 1;
 }
 

@@ -51,7 +51,10 @@ async function startTileServer(latencyMs: number): Promise<{ url: string; arriva
   const arrivals: number[] = [];
   const server = createServer((req, res) => {
     arrivals.push(Date.now());
-    setTimeout(() => res.writeHead(200, { 'content-type': 'image/png', 'content-length': png.length }).end(png), latencyMs);
+    setTimeout(
+      () => res.writeHead(200, { 'content-type': 'image/png', 'content-length': png.length }).end(png),
+      latencyMs,
+    );
   });
   server.keepAliveTimeout = 60_000;
   server.listen(0, '127.0.0.1');
@@ -61,7 +64,9 @@ async function startTileServer(latencyMs: number): Promise<{ url: string; arriva
 }
 
 async function startWorker(address: string, namespace: string, taskQueue: string, work: string): Promise<ChildProcess> {
-  const child = fork(path.join(__dirname, 'force-open', 'worker-child.js'), [address, namespace, taskQueue, work], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(path.join(__dirname, 'force-open', 'worker-child.js'), [address, namespace, taskQueue, work], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   await new Promise<void>((resolve, reject) => {
     child.once('message', () => resolve());
     child.once('exit', (code) => reject(new Error(`worker process exited (${code})`)));
@@ -73,7 +78,11 @@ async function startWorker(address: string, namespace: string, taskQueue: string
 function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
     execFile(process.execPath, [CLI, ...args], { env, timeout: 120_000 }, (err, out, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      const code = err
+        ? typeof (err as { code?: unknown }).code === 'number'
+          ? (err as { code: number }).code
+          : 1
+        : 0;
       resolve({ code, out: String(out), err: String(stderr) });
     });
   });
@@ -90,7 +99,8 @@ async function untilRequests(arrivals: number[], n: number, timeoutMs: number): 
   const target = arrivals.length + n;
   const end = Date.now() + timeoutMs;
   while (arrivals.length < target) {
-    if (Date.now() > end) throw new Error(`only ${arrivals.length - (target - n)} of ${n} requests arrived within ${timeoutMs} ms`);
+    if (Date.now() > end)
+      throw new Error(`only ${arrivals.length - (target - n)} of ${n} requests arrived within ${timeoutMs} ms`);
     await sleep(20);
   }
 }
@@ -103,9 +113,13 @@ async function main(o: Opts): Promise<void> {
   const temporal = await startEmbeddedServer({ dbFile: path.join(work, 'temporal.sqlite') });
   const taskQueue = 'bench-force-open';
   const children: ChildProcess[] = [];
-  const client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
+  const client = new Client({
+    connection: await Connection.connect({ address: temporal.address }),
+    namespace: temporal.namespace,
+  });
   try {
-    for (let i = 0; i < workers; i++) children.push(await startWorker(temporal.address, temporal.namespace, taskQueue, work));
+    for (let i = 0; i < workers; i++)
+      children.push(await startWorker(temporal.address, temporal.namespace, taskQueue, work));
     const side = 128;
     const [z, x0, y0] = [12, 1900, 1300];
     const nw = tileBounds(z, x0, y0);
@@ -124,21 +138,36 @@ async function main(o: Opts): Promise<void> {
       deadline: '30m',
     });
     const key = breakerKey(template);
-    console.log(`bench:force-open: ${workers} worker processes, one 'wait' mosaic of ${side * side} tiles, concurrency ${o.concurrency} per worker, tile latency ${o.latency} ms; breaker ${key}`);
+    console.log(
+      `bench:force-open: ${workers} worker processes, one 'wait' mosaic of ${side * side} tiles, concurrency ${o.concurrency} per worker, tile latency ${o.latency} ms; breaker ${key}`,
+    );
     let stopMs = 0;
     let requestsAfter = 0;
     let appliedMs = 0;
     let commandMs = 0;
-    const cliEnv = { ...process.env, TEMPORAL_ADDRESS: temporal.address, TEMPORAL_NAMESPACE: temporal.namespace, TILEBREAKER_TASK_QUEUE: taskQueue };
+    const cliEnv = {
+      ...process.env,
+      TEMPORAL_ADDRESS: temporal.address,
+      TEMPORAL_NAMESPACE: temporal.namespace,
+      TILEBREAKER_TASK_QUEUE: taskQueue,
+    };
     for (let k = 1; k <= opens; k++) {
       await untilRequests(tiles.arrivals, 150, 120_000);
       const started = Date.now();
-      const cli = await runCli(['breaker', 'open', key, '--for', '10m', '--reason', 'bench:force-open', '--actor', 'bench', '--json'], cliEnv);
+      const cli = await runCli(
+        ['breaker', 'open', key, '--for', '10m', '--reason', 'bench:force-open', '--actor', 'bench', '--json'],
+        cliEnv,
+      );
       const exited = Date.now();
-      if (cli.code !== 0 && cli.code !== 5) throw new Error(`force-open ${k}: tilebreaker breaker open exited ${cli.code}: ${cli.err.trim()}`);
+      if (cli.code !== 0 && cli.code !== 5)
+        throw new Error(`force-open ${k}: tilebreaker breaker open exited ${cli.code}: ${cli.err.trim()}`);
       // Exit 5: sent, not yet confirmed; the transition is read once the entity has applied it.
       const r = JSON.parse(cli.out) as Partial<AdminResult> & { sentAt: number };
-      const transition = r.transition ?? (await breakerTransitions(client, key, { limit: 5 })).find((t) => t.reason === 'forced-open' && t.actor === 'bench' && t.at >= r.sentAt - 30_000);
+      const transition =
+        r.transition ??
+        (await breakerTransitions(client, key, { limit: 5 })).find(
+          (t) => t.reason === 'forced-open' && t.actor === 'bench' && t.at >= r.sentAt - 30_000,
+        );
       if (!transition) throw new Error(`force-open ${k}: no transition recorded (exit ${cli.code})`);
       const at = transition.at;
       // Requests that were already on their way when the signal landed finish; none may start afterwards.
@@ -158,7 +187,9 @@ async function main(o: Opts): Promise<void> {
       await adminBreaker(client, key, 'reset', { reason: 'bench:force-open', actor: 'bench' });
     }
     await handle.cancel();
-    console.log(`force-open: workers=${workers} opens=${opens} stop-ms=${stopMs} requests-after=${requestsAfter} applied-ms=${appliedMs} command-ms=${commandMs}`);
+    console.log(
+      `force-open: workers=${workers} opens=${opens} stop-ms=${stopMs} requests-after=${requestsAfter} applied-ms=${appliedMs} command-ms=${commandMs}`,
+    );
   } finally {
     for (const c of children) c.disconnect();
     await Promise.all(children.filter((c) => c.exitCode === null).map((c) => once(c, 'exit')));

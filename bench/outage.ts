@@ -31,7 +31,9 @@ function num(min: number, integer = false) {
   return (value: string): number => {
     const n = Number(value);
     if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
-      throw new InvalidArgumentError(`expected ${integer ? 'an integer' : 'a number'} >= ${min} (got ${JSON.stringify(value)})`);
+      throw new InvalidArgumentError(
+        `expected ${integer ? 'an integer' : 'a number'} >= ${min} (got ${JSON.stringify(value)})`,
+      );
     }
     return n;
   };
@@ -43,7 +45,8 @@ function modeList(value: string): ModeName[] {
     .map((m) => m.trim())
     .filter(Boolean);
   for (const m of modes) {
-    if (!(MODES as readonly string[]).includes(m)) throw new InvalidArgumentError(`unknown mode ${JSON.stringify(m)} (modes: ${MODES.join(', ')})`);
+    if (!(MODES as readonly string[]).includes(m))
+      throw new InvalidArgumentError(`unknown mode ${JSON.stringify(m)} (modes: ${MODES.join(', ')})`);
   }
   if (!modes.length) throw new InvalidArgumentError('name at least one mode');
   return modes as ModeName[];
@@ -78,7 +81,9 @@ interface CliOptions {
 }
 
 const program = new Command('bench:outage')
-  .description('outage benchmark: shared (tilebreaker) vs per-process (cockatiel) vs retry-only breakers, one local tile server')
+  .description(
+    'outage benchmark: shared (tilebreaker) vs per-process (cockatiel) vs retry-only breakers, one local tile server',
+  )
   .addOption(
     new Option(
       '--scenario <name>',
@@ -94,7 +99,11 @@ const program = new Command('bench:outage')
   .option('--outage <s>', 'outage length, seconds', num(0.5), 40)
   .option('--recovery <s>', 'recovered phase after the outage, seconds', num(0.5), 15)
   .option('--cooldown <ms>', 'breaker cooldown (both breaker modes), ms', num(1, true), 1000)
-  .addOption(new Option('--kind <kind>', 'outage kind: 503 answers, refused connections, or a hang (accepted, never answered)').choices(OUTAGE_KINDS).default('503'))
+  .addOption(
+    new Option('--kind <kind>', 'outage kind: 503 answers, refused connections, or a hang (accepted, never answered)')
+      .choices(OUTAGE_KINDS)
+      .default('503'),
+  )
   .option('--retry-after <s>', 'Retry-After (seconds) on the 503 answers (default: none)', num(0, true))
   .option('--tile-latency <ms>', 'mean render time of a healthy tile, ms (each takes 0.5x..1.5x)', num(0), 150)
   .option('--latency-ms <ms>', 'the same as --tile-latency (a server that renders in about this long)', num(0))
@@ -109,8 +118,14 @@ const program = new Command('bench:outage')
   .option('--ramp <ms>', "shared: the entity's ramp after recovery, ms (default: the project's default)", num(0, true))
   .option('--modes <list>', `modes to run, in order (${MODES.join(',')})`, modeList, [...MODES])
   .option('--json <file>', 'also write every figure as JSON to this file')
-  .option('--debug', "shared: print the intervals overlapping at each half-open peak, with the entity's transitions around it")
-  .option('--dump-raw <file>', 'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file');
+  .option(
+    '--debug',
+    "shared: print the intervals overlapping at each half-open peak, with the entity's transitions around it",
+  )
+  .option(
+    '--dump-raw <file>',
+    'shared: write the raw recording (attempts, views, server requests, transitions) as JSON to this file',
+  );
 
 async function main(): Promise<void> {
   program.parse();
@@ -118,16 +133,26 @@ async function main(): Promise<void> {
   if (o.scenario === 'poisoned') {
     Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
     const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
-    return runPoisonedScenario({ workers: o.workers, durationMs: 20_000, tileLatencyMs: o.tileLatency, badWorker: Math.floor(o.workers / 3) }, log);
+    return runPoisonedScenario(
+      { workers: o.workers, durationMs: 20_000, tileLatencyMs: o.tileLatency, badWorker: Math.floor(o.workers / 3) },
+      log,
+    );
   }
   if (o.scenario === 'flaky-recovery') {
     Runtime.install({ logger: new DefaultLogger((process.env.TILEBREAKER_LOG_LEVEL as 'INFO' | undefined) ?? 'WARN') });
     const log = (m: string) => console.error(`[bench:outage ${new Date().toISOString().slice(11, 19)}] ${m}`);
     const given = (name: string) => program.getOptionValueSource(name) !== 'default';
-    const f = await runFlakyRecoveryScenario({ ...FLAKY_RECOVERY_DEFAULTS, trials: o.trials, ...(given('workers') ? { workers: o.workers } : {}), log });
+    const f = await runFlakyRecoveryScenario({
+      ...FLAKY_RECOVERY_DEFAULTS,
+      trials: o.trials,
+      ...(given('workers') ? { workers: o.workers } : {}),
+      log,
+    });
     for (const [mode, seconds] of Object.entries(f.seconds)) {
       const mean = seconds.reduce((a, b) => a + b, 0) / Math.max(1, seconds.length);
-      log(`flaky-recovery: ${mode}: mean ${mean.toFixed(2)} s; per trial ${seconds.map((s) => s.toFixed(1)).join(' ')}; cut off ${f.cutOff[mode as keyof typeof f.cutOff]}`);
+      log(
+        `flaky-recovery: ${mode}: mean ${mean.toFixed(2)} s; per trial ${seconds.map((s) => s.toFixed(1)).join(' ')}; cut off ${f.cutOff[mode as keyof typeof f.cutOff]}`,
+      );
     }
     console.log(flakyRecoveryLine(f));
     return;
@@ -137,7 +162,8 @@ async function main(): Promise<void> {
     if (o.kind !== 'hang') program.error(`error: --hang-s needs --kind hang (got --kind ${o.kind})`);
     o.outage = o.hangS;
   }
-  if (o.failureRatio >= 1) throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
+  if (o.failureRatio >= 1)
+    throw new InvalidArgumentError(`--failure-ratio must be < 1 for cockatiel (got ${o.failureRatio})`);
   const scenario: Scenario = {
     workers: o.workers,
     healthyMs: o.healthy * 1000,
@@ -181,7 +207,14 @@ async function main(): Promise<void> {
     try {
       const extras = await runSharedMode(makeModeContext('shared', scenario, server, recorder, log));
       const stats = await server.stats();
-      baseline = computeFigures({ mode: 'shared', scenario, recorder, server: stats, wallMs: now() - started, entityTransitions: extras.transitions }).outageRequests;
+      baseline = computeFigures({
+        mode: 'shared',
+        scenario,
+        recorder,
+        server: stats,
+        wallMs: now() - started,
+        entityTransitions: extras.transitions,
+      }).outageRequests;
       log(`mirror: the shared-mode baseline's outage requests ${outageSpread(stats)}`);
     } catch (err) {
       log(`mirror: the shared-mode baseline FAILED: ${err instanceof Error ? err.message : String(err)}`);
@@ -189,9 +222,13 @@ async function main(): Promise<void> {
       await server.close();
     }
     const f = await runMirrorScenario(scenario, log);
-    log(`mirror: ${f.mirrorRequests} requests reached the mirror; ${f.other} tiles neither served nor holes${f.otherReason ? ` (first: ${f.otherReason})` : ''}`);
+    log(
+      `mirror: ${f.mirrorRequests} requests reached the mirror; ${f.other} tiles neither served nor holes${f.otherReason ? ` (first: ${f.otherReason})` : ''}`,
+    );
     console.log(`baseline: shared mode, no mirror, the same outage: outage-requests=${baseline ?? 'n/a'}`);
-    console.log(`target: holes=0 ${f.holes === 0 ? 'met' : 'MISSED'}; primary-requests-during-outage <= shared ${baseline !== null && f.primaryRequestsDuringOutage <= baseline ? 'met' : 'MISSED'}`);
+    console.log(
+      `target: holes=0 ${f.holes === 0 ? 'met' : 'MISSED'}; primary-requests-during-outage <= shared ${baseline !== null && f.primaryRequestsDuringOutage <= baseline ? 'met' : 'MISSED'}`,
+    );
     console.log(mirrorLine(f));
     return;
   }
@@ -233,7 +270,14 @@ async function main(): Promise<void> {
       if (mode === 'shared' && o.dumpRaw)
         writeFileSync(
           o.dumpRaw,
-          JSON.stringify({ scenario, attempts: recorder.attempts, views: recorder.views, server: stats, transitions: sharedExtras?.transitions ?? [], entityRuns: sharedExtras?.entityRuns ?? [] }),
+          JSON.stringify({
+            scenario,
+            attempts: recorder.attempts,
+            views: recorder.views,
+            server: stats,
+            transitions: sharedExtras?.transitions ?? [],
+            entityRuns: sharedExtras?.entityRuns ?? [],
+          }),
         );
     } catch (err) {
       log(`${mode}: FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
@@ -253,12 +297,18 @@ async function main(): Promise<void> {
           `${g.reportsSent} reports (${g.reportErrors} errors), ${g.probesGranted} probes granted, ${g.refused} refusals, ` +
           `${sharedExtras.failOpen} fail-open calls, ${sharedExtras.deferred} tiles deferred by the ramp, ${g.stalled} stall failures counted, ${g.shed} stalled calls abandoned on the trip`,
       );
-      console.log(sharedExtras.entityTasks ? entityTaskLine(sharedExtras.entityTasks) : '  entity workflow tasks: n/a (its histories could not be read; see the log above)');
+      console.log(
+        sharedExtras.entityTasks
+          ? entityTaskLine(sharedExtras.entityTasks)
+          : '  entity workflow tasks: n/a (its histories could not be read; see the log above)',
+      );
       console.log(`  policy: ${JSON.stringify(sharedPolicyConfig(scenario))}`);
     }
     if (mode === 'per-process' && f) {
       const c = cockatielBreakerOptions(scenario.breaker);
-      console.log(`  cockatiel 3.2.1 per worker: SamplingBreaker({ threshold: ${c.threshold}, duration: ${c.duration}, minimumRps: ${c.minimumRps.toFixed(6)} }), halfOpenAfter: ${c.halfOpenAfter}`);
+      console.log(
+        `  cockatiel 3.2.1 per worker: SamplingBreaker({ threshold: ${c.threshold}, duration: ${c.duration}, minimumRps: ${c.minimumRps.toFixed(6)} }), halfOpenAfter: ${c.halfOpenAfter}`,
+      );
     }
     console.log('');
   }
@@ -267,18 +317,26 @@ async function main(): Promise<void> {
     `  the retry policy under every mode: ${scenario.retry.attempts} attempts, full-jitter backoff U[0, min(${scenario.retry.capMs}, ${scenario.retry.baseMs} x 2^k)) ms; ` +
       `a half-open probe gets ${scenario.probeAttempts} attempt(s); a refused worker waits min(max(retry-after or 200, 10), 1000) ms.`,
   );
-  console.log('  each simulated worker has its own undici Agent (keep-alive pool), its own breaker or guard; nothing shared in memory but the process.');
+  console.log(
+    '  each simulated worker has its own undici Agent (keep-alive pool), its own breaker or guard; nothing shared in memory but the process.',
+  );
   if (o.modes.includes('per-process')) {
     console.log('per-process (cockatiel) differences from our policy that remain:');
     for (const d of PER_PROCESS_DIFFERENCES) console.log(`  - ${d}`);
   }
   if (scenario.outageKind === 'refused' && o.modes.includes('shared')) {
-    console.log("note: in a refused outage the entity's own probes are refused before the server can count them; they are missing from the shared counts.");
+    console.log(
+      "note: in a refused outage the entity's own probes are refused before the server can count them; they are missing from the shared counts.",
+    );
   }
   const final = finalFigures(figures);
   console.log('');
   for (const line of targetLines(figures, final, scenario.tileLatencyMs)) console.log(line);
-  if (o.json) writeFileSync(o.json, JSON.stringify({ scenario, figures, final, shared: sharedExtras ? { ...sharedExtras } : null }, null, 2));
+  if (o.json)
+    writeFileSync(
+      o.json,
+      JSON.stringify({ scenario, figures, final, shared: sharedExtras ? { ...sharedExtras } : null }, null, 2),
+    );
   console.log(finalLine(final));
 }
 

@@ -7,7 +7,14 @@
  * latency histogram in every bucket. Prints one line per configuration:
  *   `step: config=<name> buckets=<int> us-per-report=<float>`
  */
-import { histogramOf, parsePolicyConfig, step, initialState, type PolicyConfigInput, type PolicyState } from '../src/breaker';
+import {
+  histogramOf,
+  parsePolicyConfig,
+  step,
+  initialState,
+  type PolicyConfigInput,
+  type PolicyState,
+} from '../src/breaker';
 
 const T0 = Date.UTC(2001, 0, 1);
 
@@ -18,7 +25,8 @@ function measure(name: string, input: PolicyConfigInput): void {
   const latency = histogramOf(Array.from({ length: 60 }, (_, i) => 1.2 ** i));
   const buckets = Math.floor(config.windowMs / config.bucketMs);
   let now = T0;
-  for (let i = 0; i < buckets; i++, now += config.bucketMs) s = step(s, { type: 'report', counts: { success: 60 }, latency }, now, 0.5).state;
+  for (let i = 0; i < buckets; i++, now += config.bucketMs)
+    s = step(s, { type: 'report', counts: { success: 60 }, latency }, now, 0.5).state;
   const reports = 2_000;
   const started = process.hrtime.bigint();
   for (let i = 0; i < reports; i++) {

@@ -38,7 +38,8 @@ const SIDE = 32 * 256 * resolution(Z);
 function num(min: number) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isFinite(n) || n < min) throw new InvalidArgumentError(`expected a number >= ${min} (got ${JSON.stringify(value)})`);
+    if (!Number.isFinite(n) || n < min)
+      throw new InvalidArgumentError(`expected a number >= ${min} (got ${JSON.stringify(value)})`);
     return n;
   };
 }
@@ -81,15 +82,33 @@ async function main(): Promise<void> {
   const o = new Command('bench:renderer-hang')
     .description('a hang on a real MapServer that renders in seconds, metatiled, under the default breaker')
     .option('--runs <n>', 'hangs, one mosaic each, against the same worker and breaker', num(1), 3)
-    .option('--render-ms <ms>', 'mean render time the proxy adds before MapServer draws (each 0.8x..1.2x)', num(0), 2500)
+    .option(
+      '--render-ms <ms>',
+      'mean render time the proxy adds before MapServer draws (each 0.8x..1.2x)',
+      num(0),
+      2500,
+    )
     .option('--after <n>', 'GetMaps answered before the hang', num(0), 13)
     .option('--hang-s <s>', 'how long the hang lasts', num(1), 20)
     .option('--load <n>', 'busy processes beside the run', num(0), 2)
     .option('--seed <n>', 'seed of the render times', num(0), 1)
-    .option('--slowdown <factor>', 'instead of a hang: after --after GetMaps, every render takes this many times as long (a renderer slowed, not stopped; the breaker should stay closed)', num(1))
+    .option(
+      '--slowdown <factor>',
+      'instead of a hang: after --after GetMaps, every render takes this many times as long (a renderer slowed, not stopped; the breaker should stay closed)',
+      num(1),
+    )
     .parse()
-    .opts<{ runs: number; renderMs: number; after: number; hangS: number; load: number; seed: number; slowdown?: number }>();
-  if (!wmsAvailable()) throw new Error('bench:renderer-hang needs cgi-mapserver, lighttpd and gdal-bin (.ci/run installs them)');
+    .opts<{
+      runs: number;
+      renderMs: number;
+      after: number;
+      hangS: number;
+      load: number;
+      seed: number;
+      slowdown?: number;
+    }>();
+  if (!wmsAvailable())
+    throw new Error('bench:renderer-hang needs cgi-mapserver, lighttpd and gdal-bin (.ci/run installs them)');
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const log = (m: string) => console.error(`[bench:renderer-hang ${new Date().toISOString().slice(11, 19)}] ${m}`);
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-renderer-hang-'));
@@ -117,7 +136,14 @@ async function main(): Promise<void> {
       if (o.slowdown === undefined) proxy.schedule({ mode: 'hang', afterRequests: o.after, forMs: o.hangS * 1000 });
       else slowFrom = before + o.after;
       const request: MosaicRequest = {
-        source: { type: 'wms', url: proxy.url, version: '1.3.0', layers: ['quadrants'], transparent: false, metatile: { size: [4, 4], buffer: 64 } },
+        source: {
+          type: 'wms',
+          url: proxy.url,
+          version: '1.3.0',
+          layers: ['quadrants'],
+          transparent: false,
+          metatile: { size: [4, 4], buffer: 64 },
+        },
         sourceName: 'renderer',
         crs: 'EPSG:3857',
         bbox: [1, 1, SIDE - 1, SIDE - 1],
@@ -127,14 +153,24 @@ async function main(): Promise<void> {
         fallback: 'wait',
         deadline: '15m',
       };
-      const handle = await startMosaic(temporal.client, temporal.taskQueue, request, `renderer-hang-${process.pid}-${run}`);
+      const handle = await startMosaic(
+        temporal.client,
+        temporal.taskQueue,
+        request,
+        `renderer-hang-${process.pid}-${run}`,
+      );
       const result = await handle.result();
       await proxy.settled();
       const manifest = readManifest(result);
       const startedAt = o.slowdown === undefined ? proxy.faultStartedAt! : (slowAt ?? Date.now());
       const recoveredAt = o.slowdown === undefined ? (proxy.recoveredAt ?? Date.now()) : Date.now();
-      const transitions: TransitionRecord[] = (await breakerTransitions(temporal.client, key)).filter((t) => t.at >= since).reverse();
-      const trip = transitions.find((t) => t.from === 'closed' && t.to === 'open' && t.at >= (o.slowdown === undefined ? startedAt : since)) ?? null;
+      const transitions: TransitionRecord[] = (await breakerTransitions(temporal.client, key))
+        .filter((t) => t.at >= since)
+        .reverse();
+      const trip =
+        transitions.find(
+          (t) => t.from === 'closed' && t.to === 'open' && t.at >= (o.slowdown === undefined ? startedAt : since),
+        ) ?? null;
       const answers = proxy.log
         .slice(before)
         .filter((r) => r.at < startedAt && r.upstreamMs !== undefined && !r.selfProbe)
@@ -143,7 +179,8 @@ async function main(): Promise<void> {
         tripS: trip ? (trip.at - startedAt) / 1000 : null,
         reason: trip ? trip.detail : 'no trip',
         afterOpen: trip ? proxy.log.filter((r) => r.at > trip.at && r.at < recoveredAt && !r.selfProbe).length : 0,
-        afterRecoveryOpens: transitions.filter((t) => t.from === 'closed' && t.to === 'open' && t.at > recoveredAt).length,
+        afterRecoveryOpens: transitions.filter((t) => t.from === 'closed' && t.to === 'open' && t.at > recoveredAt)
+          .length,
         statuses: Object.entries(manifest.counts)
           .filter(([, n]) => n > 0)
           .map(([s, n]) => `${s}=${n}`)
@@ -170,8 +207,14 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   const trips = runs.map((r) => (r.tripS === null ? -1 : r.tripS));
-  if (o.slowdown === undefined) console.log(`target: each hang opens the breaker within 8 s: ${trips.every((s) => s >= 0 && s <= 8) ? 'met' : 'MISSED'}`);
-  else console.log(`target: a renderer ${o.slowdown}x slower never opens the breaker: ${trips.every((s) => s < 0) ? 'met' : 'MISSED'}`);
+  if (o.slowdown === undefined)
+    console.log(
+      `target: each hang opens the breaker within 8 s: ${trips.every((s) => s >= 0 && s <= 8) ? 'met' : 'MISSED'}`,
+    );
+  else
+    console.log(
+      `target: a renderer ${o.slowdown}x slower never opens the breaker: ${trips.every((s) => s < 0) ? 'met' : 'MISSED'}`,
+    );
   console.log(
     `renderer-hang: trip-s=${trips.map((s) => s.toFixed(2)).join(',')} max=${Math.max(...trips).toFixed(2)} ` +
       `threshold-s=${runs.map((r) => (r.thresholdMs / 1000).toFixed(2)).join(',')} ` +

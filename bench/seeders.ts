@@ -57,7 +57,14 @@ interface Opts {
   keep?: boolean;
 }
 
-const TOOLS = ['tilebreaker-meta', 'mapproxy-meta', 'mapcache-meta', 'tilebreaker-1x1', 'mapproxy-1x1', 'mapcache-1x1'] as const;
+const TOOLS = [
+  'tilebreaker-meta',
+  'mapproxy-meta',
+  'mapcache-meta',
+  'tilebreaker-1x1',
+  'mapproxy-1x1',
+  'mapcache-1x1',
+] as const;
 type Tool = (typeof TOOLS)[number];
 const FINAL: Tool[] = ['tilebreaker-meta', 'mapproxy-meta', 'mapcache-meta', 'tilebreaker-1x1', 'mapproxy-1x1'];
 
@@ -89,7 +96,10 @@ function selectTools(spec: string): Tool[] {
     .map((s) => s.trim())
     .filter(Boolean)) {
     const hits = raw === 'all' ? [...TOOLS] : TOOLS.filter((t) => t === raw || family(t) === raw || mode(t) === raw);
-    if (!hits.length) throw new Error(`--tools: unknown ${JSON.stringify(raw)} (one of ${TOOLS.join(', ')}, a family: tilebreaker, mapproxy, mapcache, a mode: meta, 1x1, or all)`);
+    if (!hits.length)
+      throw new Error(
+        `--tools: unknown ${JSON.stringify(raw)} (one of ${TOOLS.join(', ')}, a family: tilebreaker, mapproxy, mapcache, a mode: meta, 1x1, or all)`,
+      );
     hits.forEach((t) => want.add(t));
   }
   return TOOLS.filter((t) => want.has(t));
@@ -125,7 +135,14 @@ function getMapUrl(base: string, layers: string, bbox: [number, number, number, 
  * tiles one after the other, then the same number at the bench's concurrency, then one metatile. Warms the
  * page cache and the proxy's connections too, so the first tool measured is not the one that pays for it.
  */
-async function calibrate(proxy: CountingProxy, layers: string, ts: TileSet, concurrency: number, meta: number, buffer: number): Promise<string[]> {
+async function calibrate(
+  proxy: CountingProxy,
+  layers: string,
+  ts: TileSet,
+  concurrency: number,
+  meta: number,
+  buffer: number,
+): Promise<string[]> {
   const tile = (i: number) => {
     const x = ts.xMin + ((i * 7) % (ts.xMax - ts.xMin + 1));
     const y = ts.yMin + ((i * 5) % (ts.yMax - ts.yMin + 1));
@@ -135,7 +152,8 @@ async function calibrate(proxy: CountingProxy, layers: string, ts: TileSet, conc
   const get = async (url: string) => {
     const res = await fetch(url);
     const body = Buffer.from(await res.arrayBuffer());
-    if (!String(res.headers.get('content-type')).startsWith('image/')) throw new Error(`calibration GetMap failed: ${res.status} ${body.toString('utf8', 0, 300)}`);
+    if (!String(res.headers.get('content-type')).startsWith('image/'))
+      throw new Error(`calibration GetMap failed: ${res.status} ${body.toString('utf8', 0, 300)}`);
     return body.length;
   };
   const n = Math.max(8, concurrency * 4);
@@ -177,11 +195,14 @@ async function main(opts: Opts): Promise<void> {
   const sample = Number(opts.sample);
   const rounds = Number(opts.rounds);
   const levelsCount = Number(opts.seedLevels);
-  if (!Number.isInteger(levelsCount) || levelsCount < 0 || levelsCount > 4) throw new Error(`--seed-levels must be an integer 0..4 (got ${JSON.stringify(opts.seedLevels)})`);
-  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 9) throw new Error(`--rounds must be an integer 1..9 (got ${JSON.stringify(opts.rounds)})`);
+  if (!Number.isInteger(levelsCount) || levelsCount < 0 || levelsCount > 4)
+    throw new Error(`--seed-levels must be an integer 0..4 (got ${JSON.stringify(opts.seedLevels)})`);
+  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 9)
+    throw new Error(`--rounds must be an integer 1..9 (got ${JSON.stringify(opts.rounds)})`);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency must be a positive integer');
   if (!Number.isInteger(meta) || meta < 2 || meta > 16) throw new Error('--meta must be an integer 2..16');
-  if (!Number.isInteger(buffer) || buffer < 0 || buffer > 512) throw new Error('--buffer must be an integer 0..512 (pixels)');
+  if (!Number.isInteger(buffer) || buffer < 0 || buffer > 512)
+    throw new Error('--buffer must be an integer 0..512 (pixels)');
   const tools = selectTools(opts.tools);
   const missing = missingPackages(tools);
   if (missing.length) {
@@ -212,7 +233,9 @@ async function main(opts: Opts): Promise<void> {
     for (const line of await calibrate(proxy, wms.layers, ts, concurrency, meta, buffer)) console.log(`  ${line}`);
 
     // With several rounds the order rotates, so no tool always runs first (after the calibration) or last.
-    const runs = Array.from({ length: rounds }, (_, r) => tools.map((_, i) => tools[(i + r) % tools.length]!).map((tool) => ({ tool, round: r + 1 }))).flat();
+    const runs = Array.from({ length: rounds }, (_, r) =>
+      tools.map((_, i) => tools[(i + r) % tools.length]!).map((tool) => ({ tool, round: r + 1 })),
+    ).flat();
     for (const { tool, round } of runs) {
       const dir = path.join(work, rounds > 1 ? `${tool}-r${round}` : tool);
       mkdirSync(dir, { recursive: true });
@@ -232,7 +255,15 @@ async function main(opts: Opts): Promise<void> {
         const started = performance.now();
         const cpu0 = process.cpuUsage();
         try {
-          const r = await seedWithTilebreaker({ wmsUrl: proxy.url, layers: wms.layers, version: '1.1.1', ...ts, concurrency, metatile, storeRoot: root });
+          const r = await seedWithTilebreaker({
+            wmsUrl: proxy.url,
+            layers: wms.layers,
+            version: '1.1.1',
+            ...ts,
+            concurrency,
+            metatile,
+            storeRoot: root,
+          });
           ok = r.failed === 0;
           note = `reported ${r.tiles} tiles, ${r.failed} failed`;
           for (const [x, y] of tilesOf(ts)) files.set(tileKey(x, y), r.tilePath(ts.z, x, y));
@@ -244,7 +275,14 @@ async function main(opts: Opts): Promise<void> {
         const cpu = process.cpuUsage(cpu0);
         toolCpu = (cpu.user + cpu.system) / 1e6;
       } else if (family(tool) === 'mapproxy') {
-        const cfg = writeMapproxyConfig({ dir, wmsUrl: proxy.url, layers: wms.layers, levels: [ts.z], extent: seedExtent(ts), metatile });
+        const cfg = writeMapproxyConfig({
+          dir,
+          wmsUrl: proxy.url,
+          layers: wms.layers,
+          levels: [ts.z],
+          extent: seedExtent(ts),
+          metatile,
+        });
         root = cfg.tileRoot;
         const run = await spawnTimed('mapproxy-seed', which('mapproxy-seed')!, mapproxySeedArgs(cfg, concurrency), dir);
         seconds = run.seconds;
@@ -257,11 +295,18 @@ async function main(opts: Opts): Promise<void> {
         const m = metatile ? meta : 1;
         const { extent, corrected } = mapcacheExtent(ts, m);
         if ((m & (m - 1)) !== 0) corrected.push('-i scanline (drill-down takes only powers of two)');
-        const run = await spawnTimed('mapcache_seed', which('mapcache_seed')!, mapcacheSeedArgs(cfg.xml, ts, extent, concurrency, m), dir);
+        const run = await spawnTimed(
+          'mapcache_seed',
+          which('mapcache_seed')!,
+          mapcacheSeedArgs(cfg.xml, ts, extent, concurrency, m),
+          dir,
+        );
         seconds = run.seconds;
         toolCpu = run.cpu;
         ok = run.code === 0;
-        note = [corrected.length ? corrected.join(', ') : '', ok ? '' : `exit ${run.code ?? run.signal}: ${run.tail}`].filter(Boolean).join('; ');
+        note = [corrected.length ? corrected.join(', ') : '', ok ? '' : `exit ${run.code ?? run.signal}: ${run.tail}`]
+          .filter(Boolean)
+          .join('; ');
       }
       const stats = await proxy.stats();
       await new Promise((r) => setTimeout(r, 100)); // lighttpd reaps the last mapserv
@@ -277,10 +322,13 @@ async function main(opts: Opts): Promise<void> {
         if (!files.size) files = disk.inSet;
         if (missingPaths) note += `; ${missingPaths} tilePath()s not found on disk`;
       }
-      if (stats.notImage || stats.failed) note += `; ${stats.notImage} non-image answers, ${stats.failed} failed requests`;
+      if (stats.notImage || stats.failed)
+        note += `; ${stats.notImage} non-image answers, ${stats.failed} failed requests`;
       if (!ok || disk.inSet.size !== n) failed = true;
       results.push({ tool, round, seconds, ok, note, disk, stats, cpu, files });
-      console.log(`  ran ${tool}${rounds > 1 ? ` (round ${round})` : ''}: ${seconds.toFixed(1)} s${note ? ` (${note.replace(/^; /, '')})` : ''}`);
+      console.log(
+        `  ran ${tool}${rounds > 1 ? ` (round ${round})` : ''}: ${seconds.toFixed(1)} s${note ? ` (${note.replace(/^; /, '')})` : ''}`,
+      );
     }
 
     report(results, ts, concurrency, rounds);
@@ -294,7 +342,12 @@ async function main(opts: Opts): Promise<void> {
     if (!equal) failed = true;
     // The median over the rounds that seeded the whole set (the only run with one round); with an even count,
     // the mean of the middle two.
-    const tps = (t: Tool) => median(results.filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n).map((r) => r.disk.inSet.size / r.seconds));
+    const tps = (t: Tool) =>
+      median(
+        results
+          .filter((x) => x.tool === t && x.ok && x.disk.inSet.size === n)
+          .map((r) => r.disk.inSet.size / r.seconds),
+      );
     if (rounds > 1) {
       console.log('');
       for (const t of tools)
@@ -330,7 +383,8 @@ async function main(opts: Opts): Promise<void> {
       }
       if (levelRuns.some((x) => !x.ok)) failed = true;
     }
-    const levelTps = (t: SeedTool) => median(levelRuns.filter((x) => x.tool === t && x.ok).map((x) => x.stored / x.seconds));
+    const levelTps = (t: SeedTool) =>
+      median(levelRuns.filter((x) => x.tool === t && x.ok).map((x) => x.stored / x.seconds));
     console.log(`seeders: ${FINAL.map((t) => `${t}=${tps(t)}`).join(' ')}`);
     if (levelsCount > 0) console.log(`seed-levels: ${SEED_TOOLS.map((t) => `${t}=${levelTps(t)}`).join(' ')}`);
     if (failed) process.exitCode = 1;
@@ -373,9 +427,15 @@ function report(results: Result[], ts: TileSet, concurrency: number, rounds: num
         `${f(s.bytesOut / 1e6).padStart(6)} ${f(window).padStart(6)} ${String(s.peakMapserv).padStart(7)} ${f(r.cpu.tool).padStart(11)} ${f(r.cpu.server).padStart(7)} ${f(r.cpu.proxy).padStart(5)} ${f(r.cpu.other).padStart(5)}  ${disk.padEnd(22)}  ${sizes}${r.ok ? '' : '  FAILED'}`,
     );
   }
-  console.log(`  seconds: wall clock, process spawn to exit for mapproxy-seed/mapcache_seed (Python/C start-up included), the seedWithTilebreaker call for tilebreaker (in this process);`);
-  console.log(`  tiles/s: tiles of the set on disk / seconds; WMS s: first request to last response at the proxy; peak: most requests in flight at the proxy (each tool was given ${concurrency});`);
-  console.log(`  procs: most mapserv processes alive at once under lighttpd (sampled every 10 ms; one that has sent its answer may still be exiting as the next starts);`);
+  console.log(
+    `  seconds: wall clock, process spawn to exit for mapproxy-seed/mapcache_seed (Python/C start-up included), the seedWithTilebreaker call for tilebreaker (in this process);`,
+  );
+  console.log(
+    `  tiles/s: tiles of the set on disk / seconds; WMS s: first request to last response at the proxy; peak: most requests in flight at the proxy (each tool was given ${concurrency});`,
+  );
+  console.log(
+    `  procs: most mapserv processes alive at once under lighttpd (sampled every 10 ms; one that has sent its answer may still be exiting as the next starts);`,
+  );
   console.log(
     `  MB out: bytes MapServer sent; CPU s: user+system of the tool (all processes/threads), of lighttpd + every mapserv, of the proxy, and of everything else on the machine (${cpus().length} cores in all)`,
   );
@@ -395,7 +455,9 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
     picks.push(t);
   }
   console.log('');
-  console.log(`  pixels: ${picks.length} random tiles of the set decoded (sharp, RGBA 8-bit) and compared; max abs channel difference, pixels that differ`);
+  console.log(
+    `  pixels: ${picks.length} random tiles of the set decoded (sharp, RGBA 8-bit) and compared; max abs channel difference, pixels that differ`,
+  );
   let equal = true;
   const kinds = new Map<Tool, Set<string>>();
   const compare = async (a: Result, b: Result, informational: boolean) => {
@@ -435,7 +497,9 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
     const same = missing === 0 && notPng === 0 && maxAbs === 0;
     const head = `  ${`${a.tool} vs ${b.tool}`.padEnd(36)} ${tiles} compared${missing ? `, ${missing} missing/undecodable` : ''}: max abs diff ${maxAbs}, ${differing} tiles differ`;
     if (informational || same) {
-      console.log(head + (informational ? '  (different requests: labels and line ends placed per request)' : '  equal'));
+      console.log(
+        head + (informational ? '  (different requests: labels and line ends placed per request)' : '  equal'),
+      );
       return;
     }
     // Why: for each differing tile (up to 32), each tool's own GetMap sent again straight to lighttpd, and the
@@ -446,7 +510,14 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
     let requests = 0; // the tools asked for different GetMaps (metatile extent or size) covering the tile
     let bboxApart = 0;
     for (const [x, y] of checked) {
-      const at = await attribute(wmsUrl, ts.z, x, y, { queries: a.stats.queries, file: a.files.get(tileKey(x, y))! }, { queries: b.stats.queries, file: b.files.get(tileKey(x, y))! });
+      const at = await attribute(
+        wmsUrl,
+        ts.z,
+        x,
+        y,
+        { queries: a.stats.queries, file: a.files.get(tileKey(x, y))! },
+        { queries: b.stats.queries, file: b.files.get(tileKey(x, y))! },
+      );
       if (!at) {
         lines.push(`    ${ts.z}/${x}/${y}: no covering GetMap found for one of the two`);
         continue;
@@ -470,8 +541,14 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
     if (!ok) equal = false;
     const why: string[] = [];
     const tiles_ = (k: number) => `${k} tile${k === 1 ? '' : 's'}`;
-    if (digits) why.push(`${tiles_(digits)}: MapServer draws the two tools' BBOX strings (at most ${bboxApart.toExponential(1)} m apart) differently`);
-    if (requests) why.push(`${tiles_(requests)}: the tools asked for GetMaps of a different extent or size (metatiles cut differently)`);
+    if (digits)
+      why.push(
+        `${tiles_(digits)}: MapServer draws the two tools' BBOX strings (at most ${bboxApart.toExponential(1)} m apart) differently`,
+      );
+    if (requests)
+      why.push(
+        `${tiles_(requests)}: the tools asked for GetMaps of a different extent or size (metatiles cut differently)`,
+      );
     console.log(
       head +
         (ok
@@ -496,16 +573,34 @@ async function comparePixels(results: Result[], ts: TileSet, sample: number, wms
 // The seeding tools it runs end with it.
 endOnSignals(() => Promise.resolve());
 new Command('bench:seeders')
-  .description('tilebreaker vs mapproxy-seed vs mapcache_seed on one tile set from MapServer, metatiles and one tile per request, same concurrency, one run')
-  .option('--concurrency <n>', 'requests in flight for every tool (tilebreaker concurrency, mapproxy-seed -c, mapcache_seed -n)', '4')
+  .description(
+    'tilebreaker vs mapproxy-seed vs mapcache_seed on one tile set from MapServer, metatiles and one tile per request, same concurrency, one run',
+  )
+  .option(
+    '--concurrency <n>',
+    'requests in flight for every tool (tilebreaker concurrency, mapproxy-seed -c, mapcache_seed -n)',
+    '4',
+  )
   .option('--zoom <z>', 'zoom of the tile set', '14')
   .option('--side <n>', 'tiles per side of the square tile set (aligned to it)', '32')
   .option('--meta <n>', 'metatile size in tiles (n x n) for the *-meta runs', '4')
-  .option('--buffer <px>', "metatile buffer in pixels, the same in every tool (80: MapProxy's default; mapcache's is 0)", '80')
-  .option('--tools <list>', `comma list: ${TOOLS.join(', ')}, or tilebreaker, mapproxy, mapcache, meta, 1x1, all`, 'all')
+  .option(
+    '--buffer <px>',
+    "metatile buffer in pixels, the same in every tool (80: MapProxy's default; mapcache's is 0)",
+    '80',
+  )
+  .option(
+    '--tools <list>',
+    `comma list: ${TOOLS.join(', ')}, or tilebreaker, mapproxy, mapcache, meta, 1x1, all`,
+    'all',
+  )
   .option('--sample <n>', 'tiles compared pixel by pixel (0: all)', '16')
   .option('--rounds <n>', 'run every tool this many times, in a rotating order; the last line gives medians', '1')
-  .option('--seed-levels <n>', 'then seed the same area over this many levels (the zoom and those above it), each tool into its own cache; 0: skip', '3')
+  .option(
+    '--seed-levels <n>',
+    'then seed the same area over this many levels (the zoom and those above it), each tool into its own cache; 0: skip',
+    '3',
+  )
   .option('--keep', 'keep the tiles, configs and logs (the directory is printed)')
   .action((opts: Opts) => main(opts))
   .parseAsync()

@@ -76,7 +76,12 @@ async function fill(store: Tiles, plan: MosaicPlan, images: Buffer[]): Promise<v
       while (next < plan.total) {
         const i = next++;
         const t = tileOf(plan.grid, i);
-        const { path: p } = await store.put('bench', t, images[i % images.length]!, { fetchedAt: Date.now(), contentType: 'image/png', width: 256, height: 256 });
+        const { path: p } = await store.put('bench', t, images[i % images.length]!, {
+          fetchedAt: Date.now(),
+          contentType: 'image/png',
+          width: 256,
+          height: 256,
+        });
         tiles[i] = { i, ...t, status: 'ok', reason: 'fetched', attempts: 1, pass: 0, path: p };
       }
     }),
@@ -84,7 +89,12 @@ async function fill(store: Tiles, plan: MosaicPlan, images: Buffer[]): Promise<v
   await writeJournal(plan.journalDir, { batchId: 'p0-all', pass: 0, writtenAt: Date.now(), tiles });
 }
 
-async function assemble(plan: MosaicPlan, work: string, scratch: string, env: Record<string, string>): Promise<{ seconds: number; maxRssMb: number; scratchPeakMb: number }> {
+async function assemble(
+  plan: MosaicPlan,
+  work: string,
+  scratch: string,
+  env: Record<string, string>,
+): Promise<{ seconds: number; maxRssMb: number; scratchPeakMb: number }> {
   const planFile = path.join(work, `plan-${Date.now()}.json`);
   writeFileSync(planFile, JSON.stringify(plan));
   let peak = 0;
@@ -105,7 +115,8 @@ async function assemble(plan: MosaicPlan, work: string, scratch: string, env: Re
 async function main(o: { tiles: string }): Promise<void> {
   const tiles = Number(o.tiles);
   const side = Math.sqrt(tiles);
-  if (!Number.isInteger(side) || side < 2) throw new Error(`bench:stitch: --tiles must be a square number of at least 4 (got ${JSON.stringify(o.tiles)})`);
+  if (!Number.isInteger(side) || side < 2)
+    throw new Error(`bench:stitch: --tiles must be a square number of at least 4 (got ${JSON.stringify(o.tiles)})`);
   const z = 12;
   const [x0, y0] = [2000, 1300];
   const nw = tileBounds(z, x0, y0);
@@ -126,7 +137,9 @@ async function main(o: { tiles: string }): Promise<void> {
       output,
       maxTiles: tiles,
     });
-    console.log(`bench:stitch: ${side} x ${side} = ${tiles} tiles of 256 px (${side * 256} px a side); S3: Versity S3 Gateway on ${s3.endpoint}`);
+    console.log(
+      `bench:stitch: ${side} x ${side} = ${tiles} tiles of 256 px (${side * 256} px a side); S3: Versity S3 Gateway on ${s3.endpoint}`,
+    );
     const images = await tileImages(64);
     const localPlan = await planMosaic(request(path.join(work, 'local', 'mosaic.tif')));
     let t0 = performance.now();
@@ -141,7 +154,9 @@ async function main(o: { tiles: string }): Promise<void> {
     await fill(new ObjectTileStore(s3Plan.storeRoot, s3Client()), s3Plan, images);
     console.log(`  bucket tile store filled in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     const remote = await assemble(s3Plan, work, scratch, s3.env);
-    console.log(`  bucket -> bucket: ${remote.seconds.toFixed(1)} s, peak RSS ${Math.round(remote.maxRssMb)} MB, scratch folder peak ${Math.round(remote.scratchPeakMb)} MB`);
+    console.log(
+      `  bucket -> bucket: ${remote.seconds.toFixed(1)} s, peak RSS ${Math.round(remote.maxRssMb)} MB, scratch folder peak ${Math.round(remote.scratchPeakMb)} MB`,
+    );
     console.log(`targets: peak RSS at most 1536 MB: ${remote.maxRssMb <= 1536 ? 'met' : 'MISSED'}`);
     console.log(
       `stitch: tiles=${tiles} rss-mb=${Math.round(remote.maxRssMb)} scratch-peak-mb=${Math.round(remote.scratchPeakMb)} seconds=${remote.seconds.toFixed(1)} local-rss-mb=${Math.round(local.maxRssMb)} local-seconds=${local.seconds.toFixed(1)} store=s3`,

@@ -58,18 +58,33 @@ type Flags = Partial<Opts> & { workers?: string; fetchBatches?: string; store?: 
 
 /** The defaults of each mode: the orchestration-cost run, and --workers (latency-bound, one worker not CPU-bound). */
 // The batch size is the product's default: the history figure is what a mosaic started with defaults costs.
-const DEFAULTS: Opts = { side: '64', concurrency: '8', batches: '4', batchSize: String(DEFAULT_BATCH_SIZE), latency: '10', metricsRounds: '3' };
-const SCALE_DEFAULTS: Omit<Opts, 'metricsRounds'> = { side: '32', concurrency: '2', batches: '6', batchSize: '32', latency: '50' };
+const DEFAULTS: Opts = {
+  side: '64',
+  concurrency: '8',
+  batches: '4',
+  batchSize: String(DEFAULT_BATCH_SIZE),
+  latency: '10',
+  metricsRounds: '3',
+};
+const SCALE_DEFAULTS: Omit<Opts, 'metricsRounds'> = {
+  side: '32',
+  concurrency: '2',
+  batches: '6',
+  batchSize: '32',
+  latency: '50',
+};
 
 function count(flag: string, value: string, min: number): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new Error(`bench:throughput: ${flag} must be a whole number >= ${min} (got ${JSON.stringify(value)})`);
+  if (!Number.isInteger(n) || n < min)
+    throw new Error(`bench:throughput: ${flag} must be a whole number >= ${min} (got ${JSON.stringify(value)})`);
   return n;
 }
 
 function dispatch(f: Flags): Promise<void> {
   if (f.store !== undefined && f.store !== 'local') {
-    if (f.store !== 's3') throw new Error(`bench:throughput: --store must be local or s3 (got ${JSON.stringify(f.store)})`);
+    if (f.store !== 's3')
+      throw new Error(`bench:throughput: --store must be local or s3 (got ${JSON.stringify(f.store)})`);
     if (f.workers !== undefined || f.metricsRounds !== undefined || f.blockTiles !== undefined)
       throw new Error('bench:throughput: --store s3 runs alone (no --workers, --metrics-rounds or --block-tiles)');
     const o = { ...DEFAULTS, ...f };
@@ -87,8 +102,12 @@ function dispatch(f: Flags): Promise<void> {
     const o = { ...DEFAULTS, ...f };
     return main(o, count('--metrics-rounds', o.metricsRounds, 0));
   }
-  if (f.blockTiles !== undefined) throw new Error('bench:throughput: --block-tiles is not used with --workers (the mosaic runs in one workflow)');
-  if (f.metricsRounds !== undefined) throw new Error('bench:throughput: --metrics-rounds is not used with --workers (the metrics comparison runs after the default one)');
+  if (f.blockTiles !== undefined)
+    throw new Error('bench:throughput: --block-tiles is not used with --workers (the mosaic runs in one workflow)');
+  if (f.metricsRounds !== undefined)
+    throw new Error(
+      'bench:throughput: --metrics-rounds is not used with --workers (the metrics comparison runs after the default one)',
+    );
   const o = { ...SCALE_DEFAULTS, ...f };
   return runScale({
     workers: count('--workers', f.workers, 2),
@@ -157,13 +176,22 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
     const plan = await planMosaic({ ...request(name), breaker: false });
     const starts = Array.from({ length: Math.ceil(total / plan.batchSize) }, (_, k) => k * plan.batchSize);
     await inPool(starts, plan.parallelBatches, async (start) => {
-      await fetchBatch({ plan, tiles: { start, count: Math.min(plan.batchSize, total - start) }, pass: 0, batchId: `p0-b0-${start}`, whenRefused: 'defer', final: true });
+      await fetchBatch({
+        plan,
+        tiles: { start, count: Math.min(plan.batchSize, total - start) },
+        pass: 0,
+        batchId: `p0-b0-${start}`,
+        whenRefused: 'defer',
+        final: true,
+      });
     });
     const fetchS = (performance.now() - t0) / 1000;
     const r = await assembleMosaic({ plan, partial: false });
     const s = (performance.now() - t0) / 1000;
     await pools.close();
-    console.log(`  plain (${name.padEnd(7)}) ${s.toFixed(1)} s: fetch ${fetchS.toFixed(1)} s, assemble ${(s - fetchS).toFixed(1)} s; ok ${r.counts.ok}/${total}`);
+    console.log(
+      `  plain (${name.padEnd(7)}) ${s.toFixed(1)} s: fetch ${fetchS.toFixed(1)} s, assemble ${(s - fetchS).toFixed(1)} s; ok ${r.counts.ok}/${total}`,
+    );
     return { s, fetchS };
   };
   const plainA = await plainRun('plain-1');
@@ -174,7 +202,13 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   const client = new Client({ connection, namespace: temporal.namespace });
   const nativeConnection = await NativeConnection.connect({ address: temporal.address });
   const taskQueue = 'bench-throughput';
-  const worker = await createWorker({ connection: nativeConnection, client, namespace: temporal.namespace, taskQueue, roots: { sources: [work], outputs: [work] } });
+  const worker = await createWorker({
+    connection: nativeConnection,
+    client,
+    namespace: temporal.namespace,
+    taskQueue,
+    roots: { sources: [work], outputs: [work] },
+  });
   const running = worker.run();
   let result: MosaicResult;
   let t: number;
@@ -225,10 +259,21 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   let cog: CogFigures;
   try {
     // The second plain run's tiles, written as a COG both ways.
-    cog = await runCog({ storeRoot: path.join(work, 'plain-2', 'mosaic.tiles'), source: 'bench', z, x0, y0, side, bounds: { minX: nw.minX, minY: se.minY, maxX: se.maxX, maxY: nw.maxY }, work });
+    cog = await runCog({
+      storeRoot: path.join(work, 'plain-2', 'mosaic.tiles'),
+      source: 'bench',
+      z,
+      x0,
+      y0,
+      side,
+      bounds: { minX: nw.minX, minY: se.minY, maxX: se.maxX, maxY: nw.maxY },
+      work,
+    });
     console.log(
       `  COG of the same ${side * 256} px square: tilebreaker's stitch ${cog.tilebreakerS.toFixed(2)} s (validator: ${cog.valid.tilebreaker ?? 'not installed'}), ` +
-        (cog.gdalS === null ? 'gdal_translate not installed' : `gdal_translate -of COG from a VRT of the tiles ${cog.gdalS.toFixed(2)} s (validator: ${cog.valid.gdal ?? 'not installed'})`),
+        (cog.gdalS === null
+          ? 'gdal_translate not installed'
+          : `gdal_translate -of COG from a VRT of the tiles ${cog.gdalS.toFixed(2)} s (validator: ${cog.valid.gdal ?? 'not installed'})`),
     );
     if (metricsRounds > 0) metrics = await runMetricsOverhead({ rounds: metricsRounds, tiles: total, request, work });
   } finally {
@@ -242,25 +287,50 @@ async function main(o: Opts, metricsRounds: number): Promise<void> {
   // A fast file that is not a valid COG is no result: both must pass the validator (where it is installed).
   const invalid = Object.entries(cog.valid).filter(([, v]) => v !== null && v !== 'valid');
   const cogVerdict =
-    cog.gdalS === null ? 'n/a (no GDAL figure)' : invalid.length > 0 ? `MISSED (not a valid COG: ${invalid.map(([k, v]) => `${k}: ${v}`).join('; ')})` : cogRatio <= 1 ? 'met' : 'MISSED';
+    cog.gdalS === null
+      ? 'n/a (no GDAL figure)'
+      : invalid.length > 0
+        ? `MISSED (not a valid COG: ${invalid.map(([k, v]) => `${k}: ${v}`).join('; ')})`
+        : cogRatio <= 1
+          ? 'met'
+          : 'MISSED';
   console.log(`cog target: ratio <= 1.0, both valid COGs: ${cogVerdict}`);
   if (metrics) console.log(metricsLine(metrics));
-  console.log(`cog: tilebreaker-s=${cog.tilebreakerS.toFixed(2)} gdal-s=${cog.gdalS === null ? -1 : cog.gdalS.toFixed(2)} ratio=${cog.gdalS === null ? -1 : cogRatio.toFixed(3)}`);
-  console.log(`throughput: orchestrated=${orchestrated.toFixed(1)} plain=${plain.toFixed(1)} ratio=${(orchestrated / plain).toFixed(3)} history-events-per-1000-tiles=${perK}`);
+  console.log(
+    `cog: tilebreaker-s=${cog.tilebreakerS.toFixed(2)} gdal-s=${cog.gdalS === null ? -1 : cog.gdalS.toFixed(2)} ratio=${cog.gdalS === null ? -1 : cogRatio.toFixed(3)}`,
+  );
+  console.log(
+    `throughput: orchestrated=${orchestrated.toFixed(1)} plain=${plain.toFixed(1)} ratio=${(orchestrated / plain).toFixed(3)} history-events-per-1000-tiles=${perK}`,
+  );
 }
 
 new Command('bench:throughput')
   .option('--side <n>', 'tiles per side of the square mosaic (default 64; with --workers 32)')
-  .option('--concurrency <n>', 'the source concurrency: requests in flight per worker process (default 8; with --workers 2)')
+  .option(
+    '--concurrency <n>',
+    'the source concurrency: requests in flight per worker process (default 8; with --workers 2)',
+  )
   .option('--batches <n>', 'batches in flight (default 4; with --workers 6)')
   .option('--batch-size <n>', `tiles per batch (default ${DEFAULT_BATCH_SIZE}, the product's; with --workers 32)`)
   .option('--latency <ms>', 'tile server latency per request (default 10; with --workers 50)')
   .option('--block-tiles <n>', "tiles per child workflow (default: the planner's, 16384)")
-  .option('--metrics-rounds <n>', 'rounds of the metrics comparison after it: worker processes with metrics off, then on (default 3; 0 skips it)')
-  .option('--fetch-batches <n>', "with --workers: each worker's cap on fetch batches at once (default: the worker's, 2)")
-  .option('--store <local|s3>', 'with s3, instead: the same mosaic with everything on the local disk, then in a bucket on a loopback S3 server, alternating (last line store: ...)')
+  .option(
+    '--metrics-rounds <n>',
+    'rounds of the metrics comparison after it: worker processes with metrics off, then on (default 3; 0 skips it)',
+  )
+  .option(
+    '--fetch-batches <n>',
+    "with --workers: each worker's cap on fetch batches at once (default: the worker's, 2)",
+  )
+  .option(
+    '--store <local|s3>',
+    'with s3, instead: the same mosaic with everything on the local disk, then in a bucket on a loopback S3 server, alternating (last line store: ...)',
+  )
   .option('--rounds <n>', 'with --store s3: runs of each (default 2)')
-  .option('--workers <n>', 'instead: the same mosaic with 1 worker process, then with N (fetch phases, batches per worker; last line scale: ...)')
+  .option(
+    '--workers <n>',
+    'instead: the same mosaic with 1 worker process, then with N (fetch phases, batches per worker; last line scale: ...)',
+  )
   .action((f: Flags) => dispatch(f))
   .parseAsync()
   .catch((err: unknown) => {

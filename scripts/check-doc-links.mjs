@@ -16,7 +16,9 @@ const defaults = [
     .filter((f) => f.endsWith('.md'))
     .map((f) => `docs/${f}`),
 ];
-const files = (process.argv.length > 2 ? process.argv.slice(2) : defaults).filter((f) => existsSync(path.resolve(root, f)));
+const files = (process.argv.length > 2 ? process.argv.slice(2) : defaults).filter((f) =>
+  existsSync(path.resolve(root, f)),
+);
 
 /** The text outside fenced code blocks and inline code, line by line (line numbers kept). */
 function prose(text) {
@@ -86,5 +88,7 @@ for (const rel of files) {
 const out = (line) => process.stdout.write(`${line}\n`);
 for (const o of outside) out(`outside the repository: ${o}`);
 for (const p of problems) out(p);
-out(`${files.length} files, ${checked} relative links, ${problems.length} broken, ${outside.length} outside the repository`);
+out(
+  `${files.length} files, ${checked} relative links, ${problems.length} broken, ${outside.length} outside the repository`,
+);
 process.exit(problems.length ? 1 : 0);

@@ -70,9 +70,16 @@ async function stack(latencyMs: number): Promise<Stack> {
   const served = new Map<string, number[]>();
   const tiles = await startDemoTileServer({ latencyMs, onServed: servedInto(served) });
   say(`Temporal on ${temporal.address}, S3 on ${s3.endpoint} (bucket ${BUCKET}), tile server on ${tiles.url}`);
-  const fleet = new WorkerFleet(path.join(work, 'workers'), { ...s3.env, TEMPORAL_ADDRESS: temporal.address, TILEBREAKER_TASK_QUEUE: TASK_QUEUE, TILEBREAKER_OUTPUT_BUCKETS: PREFIX });
+  const fleet = new WorkerFleet(path.join(work, 'workers'), {
+    ...s3.env,
+    TEMPORAL_ADDRESS: temporal.address,
+    TILEBREAKER_TASK_QUEUE: TASK_QUEUE,
+    TILEBREAKER_OUTPUT_BUCKETS: PREFIX,
+  });
   for (let i = 0; i < 3; i++) await fleet.start();
-  say(`3 workers, each in its own folder under ${path.join(work, 'workers')}: ${fleet.live.map((w) => `${w.name} (pid ${w.pid})`).join(', ')}`);
+  say(
+    `3 workers, each in its own folder under ${path.join(work, 'workers')}: ${fleet.live.map((w) => `${w.name} (pid ${w.pid})`).join(', ')}`,
+  );
   const connection = await Connection.connect({ address: temporal.address });
   const client = new Client({ connection });
   let closing: Promise<void> | null = null;
@@ -137,7 +144,8 @@ async function closed(st: Stack, workflowId: string, withinMs: number): Promise<
         () => null,
       );
     if (status !== null && status !== 'RUNNING') return status;
-    if (Date.now() > deadline) throw new Error(`fleet: ${workflowId} did not finish within ${Math.round(withinMs / 60_000)} min`);
+    if (Date.now() > deadline)
+      throw new Error(`fleet: ${workflowId} did not finish within ${Math.round(withinMs / 60_000)} min`);
     await delay(500);
   }
 }
@@ -169,7 +177,9 @@ async function demo(o: { side: number; latency: number; temporalDownS: number })
     const victim = st.fleet.live[1]!;
     await st.fleet.kill(victim);
     const fresh = await st.fleet.start();
-    st.say(`${victim.name} killed with SIGKILL at ${servedTotal(st)} tiles served; ${fresh.name} (pid ${fresh.pid}) started`);
+    st.say(
+      `${victim.name} killed with SIGKILL at ${servedTotal(st)} tiles served; ${fresh.name} (pid ${fresh.pid}) started`,
+    );
     await until(st, Math.round(total * 0.3));
     await st.s3.stop();
     st.say(`S3 server stopped at ${servedTotal(st)} tiles served`);
@@ -182,19 +192,30 @@ async function demo(o: { side: number; latency: number; temporalDownS: number })
     st.say(`Temporal server stopped at ${servedBefore} tiles served, for ${o.temporalDownS} s`);
     await delay(o.temporalDownS * 1_000);
     await st.temporal.start();
-    st.say(`Temporal server started again on its database (${servedTotal(st) - servedBefore} tiles served while it was down)`);
+    st.say(
+      `Temporal server started again on its database (${servedTotal(st) - servedBefore} tiles served while it was down)`,
+    );
     st.tiles.scheduleOutage(Math.round(total * 0.15), 8_000);
     st.say('the tile server will go down for 8 s in a while');
     const status = await closed(st, handle.workflowId, 20 * 60_000);
     const seconds = (performance.now() - t0) / 1000;
     st.say(`mosaic ${status}`);
-    const { missing, ok } = await missingTiles(st.s3.client, req.output, req.output.replace(/\.tif$/, '.manifest.json'), total, o.side * 256, o.side * 256);
+    const { missing, ok } = await missingTiles(
+      st.s3.client,
+      req.output,
+      req.output.replace(/\.tif$/, '.manifest.json'),
+      total,
+      o.side * 256,
+      o.side * 256,
+    );
     const refetched = [...st.served.values()].filter((t) => t.length > 1).length;
     const by = await batchesByWorker(st.client, handle.workflowId);
     const batches = [...by.values()].reduce((a, b) => a + b, 0);
     const busiest = Math.max(0, ...by.values());
     st.say(`fetch batches by worker: ${[...by.entries()].map(([id, n]) => `${st.fleet.nameOf(id)} ${n}`).join(', ')}`);
-    st.say(`tile requests: ${st.tiles.stats.requests} (${st.tiles.stats.whileDown} while it was down); ${refetched} tiles served more than once`);
+    st.say(
+      `tile requests: ${st.tiles.stats.requests} (${st.tiles.stats.whileDown} while it was down); ${refetched} tiles served more than once`,
+    );
     console.log(
       `targets: missing=0: ${missing === 0 ? 'met' : 'MISSED'}; refetched <= 64: ${refetched <= 64 ? 'met' : 'MISSED'}; busiest-share <= 0.6: ${batches && busiest / batches <= 0.6 ? 'met' : 'MISSED'}`,
     );
@@ -273,7 +294,14 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
       const handle = await startWithRetry(st, req);
       const status = await closed(st, handle, 30 * 60_000);
       const total = o.side * o.side;
-      const m = await missingTiles(st.s3.client, req.output, req.output.replace(/\.tif$/, '.manifest.json'), total, o.side * 256, o.side * 256);
+      const m = await missingTiles(
+        st.s3.client,
+        req.output,
+        req.output.replace(/\.tif$/, '.manifest.json'),
+        total,
+        o.side * 256,
+        o.side * 256,
+      );
       missing += m.missing;
       mosaics++;
       st.say(`mosaic ${mosaics} ${status}: ok ${m.ok}/${total}, missing ${m.missing}`);
@@ -291,7 +319,9 @@ async function soak(o: { minutes: number; side: number; latency: number; seed: n
       .map(([k, n]) => `${k}=${n}`)
       .join(' ')}`,
   );
-  console.log(`soak: minutes=${minutes.toFixed(1)} mosaics=${mosaics} kills=${kills} restarts=${restarts} missing=${missing} duplicated=${duplicated}`);
+  console.log(
+    `soak: minutes=${minutes.toFixed(1)} mosaics=${mosaics} kills=${kills} restarts=${restarts} missing=${missing} duplicated=${duplicated}`,
+  );
 }
 
 /** Starts a mosaic, waiting out a Temporal server that is down at that moment; its workflow id. */
@@ -308,7 +338,8 @@ async function startWithRetry(st: Stack, req: MosaicRequest): Promise<string> {
 
 function whole(flag: string, v: string, min: number): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new Error(`fleet: ${flag} must be a whole number >= ${min} (got ${JSON.stringify(v)})`);
+  if (!Number.isInteger(n) || n < min)
+    throw new Error(`fleet: ${flag} must be a whole number >= ${min} (got ${JSON.stringify(v)})`);
   return n;
 }
 
@@ -324,10 +355,15 @@ new Command('fleet:demo')
     const latency = whole('--latency', f.latency, 0);
     if (f.soak !== undefined) {
       const minutes = Number(f.soak);
-      if (!(minutes > 0)) throw new Error(`fleet: --soak must be a positive number of minutes (got ${JSON.stringify(f.soak)})`);
+      if (!(minutes > 0))
+        throw new Error(`fleet: --soak must be a positive number of minutes (got ${JSON.stringify(f.soak)})`);
       await soak({ minutes, side: whole('--side', f.side ?? '32', 2), latency, seed: whole('--seed', f.seed, 0) });
     } else {
-      await demo({ side: whole('--side', f.side ?? '64', 2), latency, temporalDownS: whole('--temporal-down', f.temporalDown, 0) });
+      await demo({
+        side: whole('--side', f.side ?? '64', 2),
+        latency,
+        temporalDownS: whole('--temporal-down', f.temporalDown, 0),
+      });
     }
   })
   .parseAsync()

@@ -22,12 +22,20 @@ import { entityScenarios, type EntityScenario } from '../test/scenarios/entity-s
 import { mosaicScenarios, SCENARIO_BREAKER } from '../test/scenarios/mosaic-scenarios';
 
 const drillOutage: EntityScenario = async ({ client, taskQueue }) => {
-  const handle = await client.workflow.start(breakerDrillWorkflow, { args: [outageDrill()], taskQueue, workflowId: 'drill-outage' });
+  const handle = await client.workflow.start(breakerDrillWorkflow, {
+    args: [outageDrill()],
+    taskQueue,
+    workflowId: 'drill-outage',
+  });
   await handle.result();
   return handle;
 };
 
-const scenarios: Record<string, EntityScenario> = { 'drill-outage': drillOutage, ...entityScenarios, ...mosaicScenarios };
+const scenarios: Record<string, EntityScenario> = {
+  'drill-outage': drillOutage,
+  ...entityScenarios,
+  ...mosaicScenarios,
+};
 type ScenarioName = keyof typeof scenarios;
 
 const historiesDir = path.join(packageRoot(), 'test', 'histories');
@@ -52,7 +60,9 @@ async function save(handle: WorkflowHandle, name: string): Promise<void> {
         ];
   for (const [history, file] of runs.map(([h, n]) => [h, path.join(historiesDir, `${n}.json`)] as const)) {
     saveHistory(history, file);
-    console.log(`recorded ${history.events?.length ?? 0} events of ${handle.workflowId} to ${path.relative(process.cwd(), file)}`);
+    console.log(
+      `recorded ${history.events?.length ?? 0} events of ${handle.workflowId} to ${path.relative(process.cwd(), file)}`,
+    );
   }
 }
 
@@ -71,7 +81,14 @@ async function recordScenario(name: ScenarioName): Promise<void> {
   try {
     const taskQueue = uniqueTaskQueue(name);
     // Entity scenarios configure their entities; mosaic scenarios get entities from the guard, with this policy.
-    const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: SCENARIO_BREAKER, roots: TEST_ROOTS });
+    const worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+      breaker: SCENARIO_BREAKER,
+      roots: TEST_ROOTS,
+    });
     await worker.runUntil(async () => save(await scenario({ env, client: env.client, taskQueue }), name));
   } finally {
     await env.teardown();
@@ -81,10 +98,19 @@ async function recordScenario(name: ScenarioName): Promise<void> {
 async function recordExisting(workflowId: string, runId: string | undefined, name: string): Promise<void> {
   const conn = connectionConfigFromEnv();
   if (!conn.address) throw new Error('--workflow-id needs TEMPORAL_ADDRESS to name the server that ran it');
-  const connection = await Connection.connect({ address: conn.address, tls: conn.tls, ...(conn.apiKey ? { apiKey: conn.apiKey } : {}) });
+  const connection = await Connection.connect({
+    address: conn.address,
+    tls: conn.tls,
+    ...(conn.apiKey ? { apiKey: conn.apiKey } : {}),
+  });
   try {
     const client = new Client({ connection, namespace: conn.namespace });
-    const { file, events } = await recordHistory(client, workflowId, path.join(historiesDir, `${name}.json`), runId !== undefined ? { runId } : {});
+    const { file, events } = await recordHistory(
+      client,
+      workflowId,
+      path.join(historiesDir, `${name}.json`),
+      runId !== undefined ? { runId } : {},
+    );
     console.log(`recorded ${events} events of ${workflowId} to ${path.relative(process.cwd(), file)}`);
   } finally {
     await connection.close();
@@ -94,7 +120,10 @@ async function recordExisting(workflowId: string, runId: string | undefined, nam
 const program = new Command('record-history')
   .description('record a finished workflow history into test/histories/ for the replay test')
   .option('--all', 'record every built-in scenario')
-  .option('--scenario <name>', `run a built-in scenario on the time-skipping server (${Object.keys(scenarios).join(', ')})`)
+  .option(
+    '--scenario <name>',
+    `run a built-in scenario on the time-skipping server (${Object.keys(scenarios).join(', ')})`,
+  )
   .option('--workflow-id <id>', 'record a finished run from the server at TEMPORAL_ADDRESS')
   .option('--run-id <id>', 'with --workflow-id: a specific run')
   .option('--name <name>', 'file name (without .json) under test/histories/')
@@ -102,7 +131,10 @@ const program = new Command('record-history')
     if (opts.all) {
       for (const name of Object.keys(scenarios)) await recordScenario(name);
     } else if (opts.scenario) {
-      if (!(opts.scenario in scenarios)) program.error(`--scenario: unknown scenario ${JSON.stringify(opts.scenario)}; known: ${Object.keys(scenarios).join(', ')}`);
+      if (!(opts.scenario in scenarios))
+        program.error(
+          `--scenario: unknown scenario ${JSON.stringify(opts.scenario)}; known: ${Object.keys(scenarios).join(', ')}`,
+        );
       await recordScenario(opts.scenario);
     } else if (opts.workflowId) {
       await recordExisting(opts.workflowId, opts.runId, opts.name ?? opts.workflowId.replace(/[^\w.-]+/g, '_'));

@@ -27,7 +27,14 @@ export {
   type MosaicStatus,
   type StartMosaicOptions,
 } from './client/mosaics';
-export { listMosaics, mosaicWorkflowId, resolveMosaicId, LIST_STATUSES, type ListedMosaic, type MosaicListResult } from './client/mosaic-names';
+export {
+  listMosaics,
+  mosaicWorkflowId,
+  resolveMosaicId,
+  LIST_STATUSES,
+  type ListedMosaic,
+  type MosaicListResult,
+} from './client/mosaic-names';
 export { checkMosaicName, defaultMosaicName } from './messages/mosaic-names';
 // Seeds: zoom levels into MBTiles
 export { seedExitCode, seedWorkflowId, startSeed } from './client/seeds';
@@ -82,7 +89,14 @@ export {
 export { breakerKey, breakerWorkflowId, isCanonicalKey, isNamedKey, namedBreakerKey } from './breaker/key';
 /** The pure breaker policy: its state machine (`step`), configuration, rules and types. */
 export * as breaker from './breaker';
-export type { BreakerStateName, BreakerView, PolicyConfig, PolicyConfigInput, Permit, TransitionRecord } from './breaker';
+export type {
+  BreakerStateName,
+  BreakerView,
+  PolicyConfig,
+  PolicyConfigInput,
+  Permit,
+  TransitionRecord,
+} from './breaker';
 // The entity's signals, queries and payload types.
 export * from './messages/breaker';
 export {
@@ -100,8 +114,21 @@ export {
   type MosaicMemo,
   type MosaicStatusName,
 } from './messages/search-attributes';
-export { drillStatusQuery, type DrillInput, type DrillResult, type DrillStatus, type DrillStep } from './messages/drill';
+export {
+  drillStatusQuery,
+  type DrillInput,
+  type DrillResult,
+  type DrillStatus,
+  type DrillStep,
+} from './messages/drill';
 
 // Tile sources
-export { parseSource, parseSourcesFile, sourceSchema, type SourceConfig, type SourceInput, type SourcesFile } from './sources/schema';
+export {
+  parseSource,
+  parseSourcesFile,
+  sourceSchema,
+  type SourceConfig,
+  type SourceInput,
+  type SourcesFile,
+} from './sources/schema';
 export { geographicBbox, getMapUrl, tileUrl, type TileAddress } from './sources/request-url';

@@ -12,7 +12,13 @@ async function main(): Promise<void> {
   const [address, namespace, taskQueue, work] = process.argv.slice(2) as [string, string, string, string];
   const client = new Client({ connection: await Connection.connect({ address }), namespace });
   const connection = await NativeConnection.connect({ address });
-  const worker = await createWorker({ connection, client, namespace, taskQueue, roots: { sources: [work], outputs: [work] } });
+  const worker = await createWorker({
+    connection,
+    client,
+    namespace,
+    taskQueue,
+    roots: { sources: [work], outputs: [work] },
+  });
   process.on('disconnect', () => worker.shutdown());
   const running = worker.run();
   process.send?.('ready');

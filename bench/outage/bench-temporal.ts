@@ -24,7 +24,11 @@ export interface BenchTemporal {
   close(onWorkerError?: (message: string) => void): Promise<void>;
 }
 
-export async function startBenchTemporal(name: string, log: (message: string) => void, opts: { roots?: CreateWorkerOptions['roots'] } = {}): Promise<BenchTemporal> {
+export async function startBenchTemporal(
+  name: string,
+  log: (message: string) => void,
+  opts: { roots?: CreateWorkerOptions['roots'] } = {},
+): Promise<BenchTemporal> {
   const conn = connectionConfigFromEnv();
   let embedded: EmbeddedServer | undefined;
   const dbDir = mkdtempSync(path.join(tmpdir(), `tilebreaker-${name}-`));
@@ -37,7 +41,13 @@ export async function startBenchTemporal(name: string, log: (message: string) =>
   const { client, connection } = await connectClient({ ...conn, address, namespace });
   const workerConnection = await connectWorker({ ...conn, address, namespace });
   const taskQueue = `tilebreaker-bench-${name}-${process.pid}-${Date.now()}`;
-  const worker = await createWorker({ connection: workerConnection, client, namespace, taskQueue, ...(opts.roots ? { roots: opts.roots } : {}) });
+  const worker = await createWorker({
+    connection: workerConnection,
+    client,
+    namespace,
+    taskQueue,
+    ...(opts.roots ? { roots: opts.roots } : {}),
+  });
   const running = worker.run();
   return {
     client,

@@ -26,7 +26,8 @@ type HistoryEvent = NonNullable<History['events']>[number];
 /** Every run of `workflowId` (by visibility: a continue-as-new's runs share the workflow id), then their figures. */
 export async function entityTaskFigures(client: Client, workflowId: string): Promise<EntityTaskFigures> {
   const runIds: string[] = [];
-  for await (const e of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(workflowId)}` })) runIds.push(e.runId);
+  for await (const e of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(workflowId)}` }))
+    runIds.push(e.runId);
   const histories: History[] = [];
   for (const runId of runIds) histories.push(await client.workflow.getHandle(workflowId, runId).fetchHistory());
   return taskFigures(histories);
@@ -58,7 +59,15 @@ export function taskFigures(histories: readonly History[]): EntityTaskFigures {
   }
   spans.sort((a, b) => a - b);
   const q = (p: number) => (spans.length ? spans[Math.min(spans.length - 1, Math.ceil(p * spans.length) - 1)]! : null);
-  return { n: spans.length, p50Ms: q(0.5), p99Ms: q(0.99), maxMs: spans.length ? spans[spans.length - 1]! : null, timeouts, runs: histories.length, carriedBytes };
+  return {
+    n: spans.length,
+    p50Ms: q(0.5),
+    p99Ms: q(0.99),
+    maxMs: spans.length ? spans[spans.length - 1]! : null,
+    timeouts,
+    runs: histories.length,
+    carriedBytes,
+  };
 }
 
 /** The detail line the benchmark prints. */

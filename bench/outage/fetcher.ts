@@ -29,7 +29,12 @@ export class WorkerFetcher {
   }
 
   /** One attempt at one tile URL. Never throws: transport errors become outcomes. */
-  async attempt(url: string, probe: boolean, signal?: AbortSignal, decision?: AttemptRecord['decision']): Promise<AttemptOutcome> {
+  async attempt(
+    url: string,
+    probe: boolean,
+    signal?: AbortSignal,
+    decision?: AttemptRecord['decision'],
+  ): Promise<AttemptOutcome> {
     const start = this.recorder.attemptStarted();
     let status = 0;
     let error: AttemptError | null = null;
@@ -39,7 +44,11 @@ export class WorkerFetcher {
       const res = await request(url, {
         dispatcher: this.agent,
         method: 'GET',
-        headers: { 'x-sim-mode': this.mode, 'x-sim-worker': String(this.worker), ...(probe ? { 'x-sim-probe': '1' } : {}) },
+        headers: {
+          'x-sim-mode': this.mode,
+          'x-sim-worker': String(this.worker),
+          ...(probe ? { 'x-sim-probe': '1' } : {}),
+        },
         ...(signal ? { signal } : {}),
       });
       status = res.statusCode;
@@ -52,7 +61,16 @@ export class WorkerFetcher {
       outcome = error === 'aborted' ? 'neutral' : 'transient';
     }
     const end = this.recorder.attemptFinished();
-    const record: AttemptRecord = { worker: this.worker, start, end, status, error, outcome, probe, ...(decision ? { decision } : {}) };
+    const record: AttemptRecord = {
+      worker: this.worker,
+      start,
+      end,
+      status,
+      error,
+      outcome,
+      probe,
+      ...(decision ? { decision } : {}),
+    };
     this.recorder.attempts.push(record);
     return { kind: outcome, latencyMs: end - start, error, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   }
@@ -85,7 +103,11 @@ function transportError(err: unknown): AttemptError {
   const code = (err as { code?: string } | null)?.code;
   if (code === 'ECONNREFUSED') return 'refused';
   if (code === 'ECONNRESET' || code === 'EPIPE' || err instanceof errors.SocketError) return 'reset';
-  if (err instanceof errors.ConnectTimeoutError || err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError) {
+  if (
+    err instanceof errors.ConnectTimeoutError ||
+    err instanceof errors.HeadersTimeoutError ||
+    err instanceof errors.BodyTimeoutError
+  ) {
     return 'timeout';
   }
   return 'error';

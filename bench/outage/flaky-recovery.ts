@@ -43,7 +43,14 @@ export interface FlakyRecoveryOptions {
   log(message: string): void;
 }
 
-export const FLAKY_RECOVERY_DEFAULTS: Omit<FlakyRecoveryOptions, 'log'> = { trials: 8, workers: 4, healthyMs: 2_000, outageMs: 3_000, maxRecoveryMs: 120_000, failShare: 1 / 3 };
+export const FLAKY_RECOVERY_DEFAULTS: Omit<FlakyRecoveryOptions, 'log'> = {
+  trials: 8,
+  workers: 4,
+  healthyMs: 2_000,
+  outageMs: 3_000,
+  maxRecoveryMs: 120_000,
+  failShare: 1 / 3,
+};
 
 const MODES = {
   consecutive: {},
@@ -105,14 +112,19 @@ export async function runFlakyRecoveryScenario(o: FlakyRecoveryOptions): Promise
   const temporal = await startBenchTemporal('flaky-recovery', (m) => o.log(m));
   const { client, taskQueue } = temporal;
   const tile = await makeTilePng();
-  const figures: FlakyRecoveryFigures = { seconds: { consecutive: [], 'k-of-n': [], 'consecutive-2': [] }, cutOff: { consecutive: 0, 'k-of-n': 0, 'consecutive-2': 0 } };
+  const figures: FlakyRecoveryFigures = {
+    seconds: { consecutive: [], 'k-of-n': [], 'consecutive-2': [] },
+    cutOff: { consecutive: 0, 'k-of-n': 0, 'consecutive-2': 0 },
+  };
   try {
     for (let trial = 0; trial < o.trials; trial++) {
       for (const mode of Object.keys(MODES) as FlakyMode[]) {
         const s = await runTrial(o, mode, trial, tile, client, taskQueue);
         figures.seconds[mode].push(s.seconds);
         if (s.cutOff) figures.cutOff[mode]++;
-        o.log(`flaky-recovery: trial ${trial + 1}/${o.trials} ${mode}: ${s.cutOff ? 'NOT closed within' : 'closed after'} ${s.seconds.toFixed(2)} s; ${s.detail}`);
+        o.log(
+          `flaky-recovery: trial ${trial + 1}/${o.trials} ${mode}: ${s.cutOff ? 'NOT closed within' : 'closed after'} ${s.seconds.toFixed(2)} s; ${s.detail}`,
+        );
       }
     }
   } finally {
@@ -133,7 +145,10 @@ async function runTrial(
   const baseUrl = await server.listen();
   const key = breakerKey(baseUrl);
   const config: PolicyConfigInput = { minSamples: 10, cooldownMs: 1_000, ...MODES[mode] };
-  const guards = Array.from({ length: o.workers }, (_, w) => new BreakerGuard({ client, taskQueue, reporter: `flaky-${mode}-${trial}-${w}`, config }));
+  const guards = Array.from(
+    { length: o.workers },
+    (_, w) => new BreakerGuard({ client, taskQueue, reporter: `flaky-${mode}-${trial}-${w}`, config }),
+  );
   let stop = false;
   const loops = guards.map(async (guard, w) => {
     for (let seq = 0; !stop; seq++) {
@@ -164,7 +179,9 @@ async function runTrial(
     const recoverAt = now();
     while (now() - recoverAt < o.maxRecoveryMs) {
       await sleep(250);
-      const closed = (await handle.query(transitionsQuery)).filter((t) => t.to === 'closed' && t.reason === 'probes-succeeded' && t.at >= recoverAt).sort((a, b) => a.at - b.at)[0];
+      const closed = (await handle.query(transitionsQuery))
+        .filter((t) => t.to === 'closed' && t.reason === 'probes-succeeded' && t.at >= recoverAt)
+        .sort((a, b) => a.at - b.at)[0];
       if (closed) {
         seconds = (closed.at - recoverAt) / 1000;
         cutOff = false;

@@ -42,7 +42,13 @@ export function tileUrl(baseUrl: string, worker: number, seq: number): string {
   return `${baseUrl}/12/${n % 4096}/${Math.floor(n / 4096) % 4096}.png`;
 }
 
-export function makeModeContext(mode: ModeName, scenario: Scenario, server: OutageServerProcess, recorder: ModeRecorder, log: (message: string) => void): ModeContext {
+export function makeModeContext(
+  mode: ModeName,
+  scenario: Scenario,
+  server: OutageServerProcess,
+  recorder: ModeRecorder,
+  log: (message: string) => void,
+): ModeContext {
   return {
     mode,
     scenario,

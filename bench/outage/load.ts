@@ -88,7 +88,8 @@ class CallCounter {
     const at = now();
     this.signals.push(at);
     const r = arg as Partial<OutcomeReport> | undefined;
-    if ((r?.counts?.transient ?? 0) + (r?.counts?.['service-exception'] ?? 0) > 0 || r?.stalled) this.failureSignals.push(at);
+    if ((r?.counts?.transient ?? 0) + (r?.counts?.['service-exception'] ?? 0) > 0 || r?.stalled)
+      this.failureSignals.push(at);
   }
 }
 
@@ -115,8 +116,22 @@ export async function runLoadScenario(o: LoadOptions): Promise<LoadFigures[]> {
 }
 
 /** `client` counts the guards' calls; `plain` reads the entity's record afterwards, uncounted. */
-async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue: string, counter: CallCounter): Promise<LoadFigures> {
-  const scenario: Scenario = { ...o.base, workers: o.workers, healthyMs: o.healthyMs, outageMs: o.outageMs, recoveryMs: 1_000, outageKind: '503', retryAfterSec: null };
+async function runOnce(
+  o: LoadOptions,
+  client: Client,
+  plain: Client,
+  taskQueue: string,
+  counter: CallCounter,
+): Promise<LoadFigures> {
+  const scenario: Scenario = {
+    ...o.base,
+    workers: o.workers,
+    healthyMs: o.healthyMs,
+    outageMs: o.outageMs,
+    recoveryMs: 1_000,
+    outageKind: '503',
+    retryAfterSec: null,
+  };
   const server = await OutageServerProcess.spawn(o.tileLatencyMs);
   const recorder = new ModeRecorder('shared');
   const ctx = makeModeContext('shared', scenario, server, recorder, (m) => o.log(m));
@@ -126,7 +141,13 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
   try {
     const schedule = await ctx.runFleet((fetcher) => {
       const w = fetcher.worker;
-      const guard = new BreakerGuard({ client, taskQueue, reporter: `load-${w}`, config, logger: { warn: (m) => recorder.error(`guard load-${w}: ${m}`) } });
+      const guard = new BreakerGuard({
+        client,
+        taskQueue,
+        reporter: `load-${w}`,
+        config,
+        logger: { warn: (m) => recorder.error(`guard load-${w}: ${m}`) },
+      });
       return {
         async step(seq, deadline) {
           const decision: GuardDecision = await guard.acquire(key);
@@ -138,13 +159,22 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
           recorder.view(w, decision.kind);
           const probe = decision.kind === 'probe';
           const signal = decision.kind === 'proceed' ? decision.signal : undefined;
-          const { last } = await withRetry(() => fetcher.attempt(tileUrl(ctx.baseUrl, w, seq), probe, signal), scenario.retry, probe ? 1 : scenario.retry.attempts, deadline);
+          const { last } = await withRetry(
+            () => fetcher.attempt(tileUrl(ctx.baseUrl, w, seq), probe, signal),
+            scenario.retry,
+            probe ? 1 : scenario.retry.attempts,
+            deadline,
+          );
           if (signal?.aborted) {
             guard.abandon(decision);
             recorder.view(w, 'refused');
             return;
           }
-          guard.release(decision, { kind: last.kind, latencyMs: last.latencyMs, ...(last.retryAfterMs !== undefined ? { retryAfterMs: last.retryAfterMs } : {}) });
+          guard.release(decision, {
+            kind: last.kind,
+            latencyMs: last.latencyMs,
+            ...(last.retryAfterMs !== undefined ? { retryAfterMs: last.retryAfterMs } : {}),
+          });
         },
         async close() {
           await guard.close();
@@ -155,7 +185,8 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
     const healthyS = (outageAt - startAt) / 1000;
     const runS = (endAt - startAt) / 1000;
     const firstRefusal = new Map<number, number>();
-    for (const v of recorder.views) if (v.kind === 'refused' && v.at >= outageAt && !firstRefusal.has(v.worker)) firstRefusal.set(v.worker, v.at);
+    for (const v of recorder.views)
+      if (v.kind === 'refused' && v.at >= outageAt && !firstRefusal.has(v.worker)) firstRefusal.set(v.worker, v.at);
     const neverRefused = o.workers - firstRefusal.size;
     const signals = between(counter.signals, startAt, endAt);
     const describes = between(counter.describes, startAt, endAt);
@@ -180,7 +211,10 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
     const tasks = await entityTaskFigures(plain, breakerWorkflowId(key)).catch(() => null);
     o.log(`load: ${o.workers} workers: ${tasks ? entityTaskLine(tasks).trim() : 'entity workflow tasks: n/a'}`);
     const refusedAfter = [...firstRefusal.values()].map((t) => t - outageAt).sort((a, b) => a - b);
-    const pct = (q: number) => (refusedAfter.length ? refusedAfter[Math.min(refusedAfter.length - 1, Math.floor(q * refusedAfter.length))]!.toFixed(0) : 'n/a');
+    const pct = (q: number) =>
+      refusedAfter.length
+        ? refusedAfter[Math.min(refusedAfter.length - 1, Math.floor(q * refusedAfter.length))]!.toFixed(0)
+        : 'n/a';
     const f: LoadFigures = {
       workers: o.workers,
       signalsPerS: between(counter.signals, startAt, outageAt) / healthyS,
@@ -205,7 +239,9 @@ async function runOnce(o: LoadOptions, client: Client, plain: Client, taskQueue:
     );
     const per5s: number[] = [];
     for (let t = startAt; t < endAt; t += 5_000) per5s.push(between(counter.signals, t, Math.min(endAt, t + 5_000)));
-    o.log(`load: ${o.workers} workers: signals per 5 s from the start (the outage from ${Math.round((outageAt - startAt) / 1000)} s): ${per5s.join(' ')}`);
+    o.log(
+      `load: ${o.workers} workers: signals per 5 s from the start (the outage from ${Math.round((outageAt - startAt) / 1000)} s): ${per5s.join(' ')}`,
+    );
     return f;
   } finally {
     await server.close();

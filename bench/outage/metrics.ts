@@ -72,7 +72,14 @@ export interface ModeFigures {
 /** How long after the server's recovery an open counts as one the recovery caused (ms). */
 export const AFTER_RECOVERY_MS = 5_000;
 
-export function computeFigures(args: { mode: ModeName; scenario: Scenario; recorder: ModeRecorder; server: ServerStats; wallMs: number; entityTransitions?: TransitionRecord[] }): ModeFigures {
+export function computeFigures(args: {
+  mode: ModeName;
+  scenario: Scenario;
+  recorder: ModeRecorder;
+  server: ServerStats;
+  wallMs: number;
+  entityTransitions?: TransitionRecord[];
+}): ModeFigures {
   const { mode, scenario, recorder, server } = args;
   const schedule = server.schedule;
   const O = schedule.outageAt;
@@ -81,7 +88,8 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
   const inOutage = (t: number) => t >= O && t < E;
 
   const outagePhase = SERVER_PHASES.indexOf('outage');
-  const entityProbesOutage = mode === 'shared' ? server.requests.filter((r) => r[2] < 0 && r[3] === outagePhase).length : 0;
+  const entityProbesOutage =
+    mode === 'shared' ? server.requests.filter((r) => r[2] < 0 && r[3] === outagePhase).length : 0;
   const entityProbeTimes = mode === 'shared' ? server.requests.filter((r) => r[2] < 0).map((r) => r[0]) : [];
   const clientOutageAttempts = attempts.filter((a) => inOutage(a.start)).length;
 
@@ -96,28 +104,49 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
   const fleetTripAt = firstTrip.size === scenario.workers ? Math.max(...tripTimes) : null;
   const entityOpenAt = args.entityTransitions?.find((t) => t.to === 'open' && inOutage(t.at))?.at ?? null;
 
-  const countIn = (from: number, to: number) => attempts.filter((a) => a.start >= from && a.start < to).length + entityProbeTimes.filter((t) => t >= from && t < to).length;
+  const countIn = (from: number, to: number) =>
+    attempts.filter((a) => a.start >= from && a.start < to).length +
+    entityProbeTimes.filter((t) => t >= from && t < to).length;
   const detectionCost = fleetTripAt !== null ? countIn(O, fleetTripAt) : null;
   const afterTripRequests = fleetTripAt !== null ? countIn(fleetTripAt, E) : null;
   const cooldownsInOutage = scenario.outageMs / scenario.breaker.cooldownMs;
   const probesPerCooldown = afterTripRequests !== null ? afterTripRequests / cooldownsInOutage : null;
-  const probesPerCooldownAfterTrip = afterTripRequests !== null && fleetTripAt !== null && E > fleetTripAt ? afterTripRequests / ((E - fleetTripAt) / scenario.breaker.cooldownMs) : null;
+  const probesPerCooldownAfterTrip =
+    afterTripRequests !== null && fleetTripAt !== null && E > fleetTripAt
+      ? afterTripRequests / ((E - fleetTripAt) / scenario.breaker.cooldownMs)
+      : null;
 
   // Half-open, fleet view: from the fleet-wide trip to the first ordinary (non-probe) attempt after recovery.
   let halfOpenWindow: [number, number] | null = null;
   if (fleetTripAt !== null) {
-    const firstOrdinary = attempts.filter((a) => a.start >= E && !a.probe).reduce((m, a) => Math.min(m, a.start), schedule.endAt);
+    const firstOrdinary = attempts
+      .filter((a) => a.start >= E && !a.probe)
+      .reduce((m, a) => Math.min(m, a.start), schedule.endAt);
     halfOpenWindow = [fleetTripAt, firstOrdinary];
   }
   const clientIntervals = attempts.map((a): [number, number] => [a.start, a.end]);
-  const serverIntervals = server.requests.map((r): [number, number] => [r[0], Number.isNaN(r[1]) ? schedule.endAt : r[1]]);
+  const serverIntervals = server.requests.map((r): [number, number] => [
+    r[0],
+    Number.isNaN(r[1]) ? schedule.endAt : r[1],
+  ]);
   const peakInFlightHalfOpen = halfOpenWindow ? peakConcurrent(clientIntervals, [halfOpenWindow]) : null;
   const serverPeakInFlightHalfOpen = halfOpenWindow ? peakConcurrent(serverIntervals, [halfOpenWindow]) : null;
 
-  const entityHalfOpen = halfOpenIntervals(args.entityTransitions ?? [], schedule.endAt).filter(([a, b]) => b > O && a < schedule.endAt);
-  const peakInFlightEntityHalfOpen = args.entityTransitions ? peakConcurrent([...clientIntervals, ...serverIntervals.filter((_, i) => server.requests[i]![2] < 0)], entityHalfOpen) : null;
-  const ordinaryInHalfOpen = attempts.filter((a) => !a.probe && entityHalfOpen.some(([from, to]) => a.start >= from && a.start < to));
-  const afterTrip = ordinaryInHalfOpen.filter((a) => firstTripAt !== null && a.decision !== undefined && a.decision.at >= firstTripAt);
+  const entityHalfOpen = halfOpenIntervals(args.entityTransitions ?? [], schedule.endAt).filter(
+    ([a, b]) => b > O && a < schedule.endAt,
+  );
+  const peakInFlightEntityHalfOpen = args.entityTransitions
+    ? peakConcurrent(
+        [...clientIntervals, ...serverIntervals.filter((_, i) => server.requests[i]![2] < 0)],
+        entityHalfOpen,
+      )
+    : null;
+  const ordinaryInHalfOpen = attempts.filter(
+    (a) => !a.probe && entityHalfOpen.some(([from, to]) => a.start >= from && a.start < to),
+  );
+  const afterTrip = ordinaryInHalfOpen.filter(
+    (a) => firstTripAt !== null && a.decision !== undefined && a.decision.at >= firstTripAt,
+  );
   const ordinaryInEntityHalfOpen =
     args.entityTransitions && attempts.some((a) => a.decision)
       ? {
@@ -135,9 +164,18 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
     .sort((a, b) => a - b);
   const warmFrom = schedule.startAt + 1_000;
   const healthyRatePerS = (successEnds.filter((t) => t >= warmFrom && t < O).length / Math.max(1, O - warmFrom)) * 1000;
-  const recoveryMs = timeToRate(successEnds, E, schedule.endAt, (FULL_TRAFFIC_SHARE * healthyRatePerS * RATE_WINDOW_MS) / 1000);
+  const recoveryMs = timeToRate(
+    successEnds,
+    E,
+    schedule.endAt,
+    (FULL_TRAFFIC_SHARE * healthyRatePerS * RATE_WINDOW_MS) / 1000,
+  );
   const floor = attempts.filter((a) => a.start < O && a.end > O).length + Math.floor(cooldownsInOutage);
-  const afterRecoveryOpens = args.entityTransitions ? args.entityTransitions.filter((t) => t.to === 'open' && t.from !== 'open' && t.at >= E && t.at < E + AFTER_RECOVERY_MS).length : null;
+  const afterRecoveryOpens = args.entityTransitions
+    ? args.entityTransitions.filter(
+        (t) => t.to === 'open' && t.from !== 'open' && t.at >= E && t.at < E + AFTER_RECOVERY_MS,
+      ).length
+    : null;
 
   return {
     mode,
@@ -181,7 +219,10 @@ export function computeFigures(args: { mode: ModeName; scenario: Scenario; recor
  * The most intervals overlapping at any instant inside the windows. An interval is [start, end); one that
  * ends exactly when another starts does not overlap it.
  */
-export function peakConcurrent(intervals: ReadonlyArray<readonly [number, number]>, windows: ReadonlyArray<readonly [number, number]>): number {
+export function peakConcurrent(
+  intervals: ReadonlyArray<readonly [number, number]>,
+  windows: ReadonlyArray<readonly [number, number]>,
+): number {
   let peak = 0;
   for (const [from, to] of windows) {
     if (!(to > from)) continue;

@@ -36,7 +36,10 @@ export interface MirrorFigures {
 
 /** Where a server's outage requests fell: its onset (before the breaker opens) against the probes later on. */
 export function outageSpread(stats: ServerStats): string {
-  const at = (from: number, to: number) => stats.requests.filter(([t, , , phase]) => phase === 2 && t >= stats.schedule.outageAt + from && t < stats.schedule.outageAt + to).length;
+  const at = (from: number, to: number) =>
+    stats.requests.filter(
+      ([t, , , phase]) => phase === 2 && t >= stats.schedule.outageAt + from && t < stats.schedule.outageAt + to,
+    ).length;
   return `first 2 s ${at(0, 2_000)}, 2-5 s ${at(2_000, 5_000)}, after 5 s ${at(5_000, Infinity)}`;
 }
 
@@ -55,7 +58,15 @@ export async function runMirrorScenario(scenario: Scenario, log: (message: strin
   const mirror = await OutageServerProcess.spawn(scenario.tileLatencyMs);
   const temporal = await startBenchTemporal('mirror', log);
   const store = mkdtempSync(path.join(tmpdir(), 'tilebreaker-bench-mirror-'));
-  const f: MirrorFigures = { tiles: 0, primary: 0, mirror: 0, holes: 0, other: 0, primaryRequestsDuringOutage: 0, mirrorRequests: 0 };
+  const f: MirrorFigures = {
+    tiles: 0,
+    primary: 0,
+    mirror: 0,
+    holes: 0,
+    other: 0,
+    primaryRequestsDuringOutage: 0,
+    mirrorRequests: 0,
+  };
   const source = (base: string) => parseSource({ type: 'xyz', url: `${base}/{z}/{x}/{y}.png`, concurrency: 1 });
   const input = (tile: { z: number; x: number; y: number }): FetchBatchInput => ({
     sourceName: 'primary',
@@ -89,7 +100,9 @@ export async function runMirrorScenario(scenario: Scenario, log: (message: strin
     return { guard, pools, fetch: makeFetchBatch({ pools, guard }) };
   });
   try {
-    log(`mirror: primary ${primary.baseUrl}, mirror ${mirror.baseUrl}, Temporal ${temporal.address}; ${scenario.workers} workers`);
+    log(
+      `mirror: primary ${primary.baseUrl}, mirror ${mirror.baseUrl}, Temporal ${temporal.address}; ${scenario.workers} workers`,
+    );
     const total = scenario.healthyMs + scenario.outageMs + scenario.recoveryMs;
     await mirror.start({ healthyMs: total + 60_000, outageMs: 0, recoveryMs: 0, kind: '503', retryAfterSec: null });
     const schedule = await primary.start({

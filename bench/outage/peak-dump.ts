@@ -14,7 +14,11 @@ interface Member {
 }
 
 /** The instant of the highest overlap of `items` inside `windows` (the first such), and the items overlapping then. */
-export function peakMembers<T>(items: readonly T[], span: (t: T) => readonly [number, number], windows: ReadonlyArray<readonly [number, number]>): { at: number; members: T[] } | null {
+export function peakMembers<T>(
+  items: readonly T[],
+  span: (t: T) => readonly [number, number],
+  windows: ReadonlyArray<readonly [number, number]>,
+): { at: number; members: T[] } | null {
   let best: { at: number; members: T[] } | null = null;
   for (const [from, to] of windows) {
     if (!(to > from)) continue;
@@ -30,7 +34,8 @@ export function peakMembers<T>(items: readonly T[], span: (t: T) => readonly [nu
     for (const [t, d, i] of events) {
       if (d > 0) open.add(i);
       else open.delete(i);
-      if (d > 0 && (!best || open.size > best.members.length)) best = { at: t, members: [...open].map((j) => items[j]!) };
+      if (d > 0 && (!best || open.size > best.members.length))
+        best = { at: t, members: [...open].map((j) => items[j]!) };
     }
   }
   return best;
@@ -51,16 +56,38 @@ export function peakDump(args: {
   const O = server.schedule.outageAt;
   const endAt = server.schedule.endAt;
   const rel = (t: number) => `${t - O >= 0 ? '+' : ''}${((t - O) / 1000).toFixed(3)}`;
-  const client: Member[] = attempts.map((a) => ({ side: 'client', worker: a.worker, probe: a.probe, start: a.start, end: a.end, decision: a.decision, status: a.status }));
-  const serverSide: Member[] = server.requests.map((r) => ({ side: 'server', worker: r[2], probe: r[2] < 0, start: r[0], end: Number.isNaN(r[1]) ? endAt : r[1] }));
+  const client: Member[] = attempts.map((a) => ({
+    side: 'client',
+    worker: a.worker,
+    probe: a.probe,
+    start: a.start,
+    end: a.end,
+    decision: a.decision,
+    status: a.status,
+  }));
+  const serverSide: Member[] = server.requests.map((r) => ({
+    side: 'server',
+    worker: r[2],
+    probe: r[2] < 0,
+    start: r[0],
+    end: Number.isNaN(r[1]) ? endAt : r[1],
+  }));
   const entityHalfOpen = halfOpenIntervals([...transitions], endAt).filter(([a, b]) => b > O && a < endAt);
   const span = (m: Member) => [m.start, m.end] as const;
   const peaks: Array<[string, ReturnType<typeof peakMembers<Member>>]> = [
     ['client, fleet half-open window', args.halfOpenWindow ? peakMembers(client, span, [args.halfOpenWindow]) : null],
-    ['server, fleet half-open window', args.halfOpenWindow ? peakMembers(serverSide, span, [args.halfOpenWindow]) : null],
-    ["entity's half-open intervals", peakMembers([...client, ...serverSide.filter((m) => m.worker < 0)], span, entityHalfOpen)],
+    [
+      'server, fleet half-open window',
+      args.halfOpenWindow ? peakMembers(serverSide, span, [args.halfOpenWindow]) : null,
+    ],
+    [
+      "entity's half-open intervals",
+      peakMembers([...client, ...serverSide.filter((m) => m.worker < 0)], span, entityHalfOpen),
+    ],
   ];
-  const runs = (args.runs ?? []).map((r) => `${rel(r.startedAt)}/${r.firstTaskDoneAt === null ? '-' : rel(r.firstTaskDoneAt)}`).join(', ');
+  const runs = (args.runs ?? [])
+    .map((r) => `${rel(r.startedAt)}/${r.firstTaskDoneAt === null ? '-' : rel(r.firstTaskDoneAt)}`)
+    .join(', ');
   const out: string[] = [
     `entity runs (started/first task done): ${runs || 'n/a'}`,
     `peak dump (times in s from the outage's start; fleet half-open window ${args.halfOpenWindow ? args.halfOpenWindow.map(rel).join(' .. ') : 'none'})`,
@@ -73,12 +100,19 @@ export function peakDump(args: {
     out.push(`  ${name}: ${p.members.length} at ${rel(p.at)}`);
     if (p.members.length < 2) continue;
     for (const m of p.members) {
-      const d = m.decision ? ` decided ${rel(m.decision.at)} as ${m.decision.state}${m.decision.failOpen ? ' FAIL-OPEN' : ''}` : '';
-      out.push(`    ${m.side} worker ${m.worker} ${m.probe ? 'PROBE' : 'ordinary'} ${rel(m.start)} .. ${rel(m.end)}${m.status !== undefined ? ` status ${m.status}` : ''}${d}`);
+      const d = m.decision
+        ? ` decided ${rel(m.decision.at)} as ${m.decision.state}${m.decision.failOpen ? ' FAIL-OPEN' : ''}`
+        : '';
+      out.push(
+        `    ${m.side} worker ${m.worker} ${m.probe ? 'PROBE' : 'ordinary'} ${rel(m.start)} .. ${rel(m.end)}${m.status !== undefined ? ` status ${m.status}` : ''}${d}`,
+      );
     }
-    for (const t of transitions.filter((t) => Math.abs(t.at - p.at) <= 3_000)) out.push(`    entity ${rel(t.at)} ${t.from} -> ${t.to} (${t.reason}: ${t.detail})`);
+    for (const t of transitions.filter((t) => Math.abs(t.at - p.at) <= 3_000))
+      out.push(`    entity ${rel(t.at)} ${t.from} -> ${t.to} (${t.reason}: ${t.detail})`);
     for (const r of (args.runs ?? []).filter((r) => Math.abs(r.startedAt - p.at) <= 3_000)) {
-      out.push(`    entity run started ${rel(r.startedAt)} (continue-as-new), first task done ${r.firstTaskDoneAt === null ? 'never' : rel(r.firstTaskDoneAt)}`);
+      out.push(
+        `    entity run started ${rel(r.startedAt)} (continue-as-new), first task done ${r.firstTaskDoneAt === null ? 'never' : rel(r.firstTaskDoneAt)}`,
+      );
     }
   }
   return out;

@@ -54,7 +54,11 @@ export interface PoisonedFigures {
 
 /** A resolver that fails every lookup, as a worker's broken /etc/resolv.conf or DNS server would. */
 function failingLookup(host: string, _opts: unknown, cb: (err: Error) => void): void {
-  const err = Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: host });
+  const err = Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), {
+    code: 'ENOTFOUND',
+    syscall: 'getaddrinfo',
+    hostname: host,
+  });
   process.nextTick(() => cb(err));
 }
 
@@ -119,7 +123,8 @@ async function runMode(mode: ModeName, o: PoisonedOptions, log: (m: string) => v
   }
   fig.badRequests = bad.attempts;
   fig.goodRequests = recorder.attempts.length;
-  if (bad.firstFailureAt !== null && badRefusedAt !== null) fig.quarantineS = (badRefusedAt - bad.firstFailureAt) / 1000;
+  if (bad.firstFailureAt !== null && badRefusedAt !== null)
+    fig.quarantineS = (badRefusedAt - bad.firstFailureAt) / 1000;
   if (recorder.errors) log(`${mode}: ${recorder.errors} errors: ${recorder.notes.join(' | ')}`);
   return fig;
 }
@@ -141,7 +146,13 @@ async function runShared(
   try {
     await ctx.runFleet((fetcher) => {
       const w = fetcher.worker;
-      const guard = new BreakerGuard({ client, taskQueue, reporter: `sim-${w}`, config, logger: { warn: () => undefined } });
+      const guard = new BreakerGuard({
+        client,
+        taskQueue,
+        reporter: `sim-${w}`,
+        config,
+        logger: { warn: () => undefined },
+      });
       return {
         async step(seq, deadline) {
           const decision = await guard.acquire(key);
@@ -153,7 +164,12 @@ async function runShared(
           const { last } =
             w === o.badWorker
               ? await withRetry(() => bad.attempt(seq), ctx.scenario.retry, ctx.scenario.retry.attempts, deadline)
-              : await withRetry(() => fetcher.attempt(tileUrl(ctx.baseUrl, w, seq), decision.kind === 'probe'), ctx.scenario.retry, ctx.scenario.retry.attempts, deadline);
+              : await withRetry(
+                  () => fetcher.attempt(tileUrl(ctx.baseUrl, w, seq), decision.kind === 'probe'),
+                  ctx.scenario.retry,
+                  ctx.scenario.retry.attempts,
+                  deadline,
+                );
           guard.release(decision, { kind: last.kind, latencyMs: last.latencyMs });
           // A local failure is instant: a real batch's next tile goes through the slot and the guard again.
           if (last.kind !== 'success') await sleep(5);
@@ -179,7 +195,13 @@ async function runShared(
 }
 
 /** One cockatiel breaker per worker, as the outage benchmark's per-process mode sets it. */
-async function runPerProcess(ctx: ReturnType<typeof makeModeContext>, o: PoisonedOptions, bad: PoisonedFetcher, refusedBy: (worker: number) => void, fig: PoisonedFigures): Promise<void> {
+async function runPerProcess(
+  ctx: ReturnType<typeof makeModeContext>,
+  o: PoisonedOptions,
+  bad: PoisonedFetcher,
+  refusedBy: (worker: number) => void,
+  fig: PoisonedFigures,
+): Promise<void> {
   const opts = cockatielBreakerOptions(ctx.scenario.breaker);
   await ctx.runFleet((fetcher) => {
     const w = fetcher.worker;
@@ -196,7 +218,12 @@ async function runPerProcess(ctx: ReturnType<typeof makeModeContext>, o: Poisone
             const { last } =
               w === o.badWorker
                 ? await withRetry(() => bad.attempt(seq), ctx.scenario.retry, ctx.scenario.retry.attempts, deadline)
-                : await withRetry(() => fetcher.attempt(tileUrl(ctx.baseUrl, w, seq), false), ctx.scenario.retry, ctx.scenario.retry.attempts, deadline);
+                : await withRetry(
+                    () => fetcher.attempt(tileUrl(ctx.baseUrl, w, seq), false),
+                    ctx.scenario.retry,
+                    ctx.scenario.retry.attempts,
+                    deadline,
+                  );
             // A per-process breaker cannot tell the worker's own failures from the endpoint's: it counts both.
             if (isFailure(last.kind) || last.kind === 'local') throw new Error(`tile failed: ${last.kind}`);
           });
@@ -222,7 +249,9 @@ function figuresLine(name: string, f: PoisonedFigures, quarantineName: string): 
 
 /** Runs both modes and prints the report; the last line is the `poisoned: ...` line. */
 export async function runPoisonedScenario(o: PoisonedOptions, log: (m: string) => void): Promise<void> {
-  log(`poisoned: ${o.workers} workers, ${o.durationMs / 1000} s against a healthy server; worker ${o.badWorker} fails every call locally (its resolver: ENOTFOUND)`);
+  log(
+    `poisoned: ${o.workers} workers, ${o.durationMs / 1000} s against a healthy server; worker ${o.badWorker} fails every call locally (its resolver: ENOTFOUND)`,
+  );
   const perProcess = await runMode('per-process', o, log);
   log('per-process: done');
   const shared = await runMode('shared', o, log);
@@ -231,7 +260,9 @@ export async function runPoisonedScenario(o: PoisonedOptions, log: (m: string) =
   console.log(
     `shared: ${shared.goodRequests} requests of healthy workers; the entity declined ${shared.declined ?? 0} trips (quorum not met); reporters it saw failing alone: ${(shared.loneFailers ?? []).join(', ') || 'none'}`,
   );
-  console.log(`per-process (cockatiel, one breaker per worker): ${perProcess.goodRequests} requests of healthy workers`);
+  console.log(
+    `per-process (cockatiel, one breaker per worker): ${perProcess.goodRequests} requests of healthy workers`,
+  );
   console.log(figuresLine('per-process', perProcess, 'open-s'));
   console.log(figuresLine('poisoned', shared, 'quarantine-s'));
 }

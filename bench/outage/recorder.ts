@@ -10,7 +10,14 @@ export class ModeRecorder {
   readonly views: BreakerView[] = [];
   private readonly lastView = new Map<number, BreakerViewKind>();
   /** Decisions/refusals counted per kind (not only changes), for the report. */
-  readonly viewCounts: Record<BreakerViewKind, number> = { opened: 0, 'half-open': 0, closed: 0, refused: 0, probe: 0, proceed: 0 };
+  readonly viewCounts: Record<BreakerViewKind, number> = {
+    opened: 0,
+    'half-open': 0,
+    closed: 0,
+    refused: 0,
+    probe: 0,
+    proceed: 0,
+  };
   /** Guard or breaker errors (e.g. the guard failing open), counted and the first few kept. */
   readonly notes: string[] = [];
   errors = 0;

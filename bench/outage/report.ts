@@ -22,7 +22,11 @@ export function modeTable(f: ModeFigures, scenario: Scenario): string {
       : `first worker knew ${rel(f.firstTripAt, O)}, ${f.fleetTripAt !== null ? `all ${f.workersTripped} by ${rel(f.fleetTripAt, O)}` : `only ${f.workersTripped}/${scenario.workers} workers ever`}` +
         (f.entityOpenAt !== null ? `; entity opened ${rel(f.entityOpenAt, O)}` : '') +
         ' (after outage start)';
-  rows.push(['detection cost (requests before fleet-wide trip)', f.detectionCost === null ? 'n/a' : String(f.detectionCost), tripDetail]);
+  rows.push([
+    'detection cost (requests before fleet-wide trip)',
+    f.detectionCost === null ? 'n/a' : String(f.detectionCost),
+    tripDetail,
+  ]);
   rows.push([
     'probes per cooldown during the outage',
     f.probesPerCooldown === null ? 'n/a' : f.probesPerCooldown.toFixed(2),
@@ -36,7 +40,9 @@ export function modeTable(f: ModeFigures, scenario: Scenario): string {
     f.halfOpenWindow === null
       ? `no fleet-wide trip (most in flight during the outage: ${f.peakInFlightOutage})`
       : `client-side, ${rel(f.halfOpenWindow[0], O)} .. ${rel(f.halfOpenWindow[1], O)}; server-side ${f.serverPeakInFlightHalfOpen}` +
-        (f.peakInFlightEntityHalfOpen !== null ? `; inside the entity's ${f.entityHalfOpenIntervals} half-open intervals ${f.peakInFlightEntityHalfOpen}` : '') +
+        (f.peakInFlightEntityHalfOpen !== null
+          ? `; inside the entity's ${f.entityHalfOpenIntervals} half-open intervals ${f.peakInFlightEntityHalfOpen}`
+          : '') +
         (f.ordinaryInEntityHalfOpen
           ? ` (ordinary calls started in them: ${f.ordinaryInEntityHalfOpen.started}, decided after a worker knew of the trip: ${f.ordinaryInEntityHalfOpen.decidedAfterTrip}, and failing open: ${f.ordinaryInEntityHalfOpen.failOpenAfterTrip})`
           : ''),
@@ -47,7 +53,11 @@ export function modeTable(f: ModeFigures, scenario: Scenario): string {
     `${Math.round(FULL_TRAFFIC_SHARE * 100)}% of the warm-up rate (${f.healthyRatePerS.toFixed(1)} tiles/s) over a trailing ${RATE_WINDOW_MS / 1000} s` +
       (f.recoveryMs === null ? ` not reached in the ${s(scenario.recoveryMs)} recovery phase` : ''),
   ]);
-  rows.push(['total requests', String(f.totalAttempts), `client-side attempts; server handler saw ${f.serverTotal}; failed attempts ${f.failedAttempts}`]);
+  rows.push([
+    'total requests',
+    String(f.totalAttempts),
+    `client-side attempts; server handler saw ${f.serverTotal}; failed attempts ${f.failedAttempts}`,
+  ]);
   rows.push(['wall time', s(f.wallMs), 'this mode, setup and teardown included']);
   const w0 = Math.max(...rows.map((r) => r[0].length));
   const w1 = Math.max(...rows.map((r) => r[1].length));
@@ -60,7 +70,9 @@ export function modeTable(f: ModeFigures, scenario: Scenario): string {
   if (views) lines.push(`  breaker views/decisions: ${views}`);
   if (f.decision) {
     const d = f.decision;
-    lines.push(`  guard.acquire took mean ${d.meanMs.toFixed(1)} ms, p99 ${d.p99Ms.toFixed(1)} ms, max ${d.maxMs.toFixed(0)} ms over ${d.count} decisions`);
+    lines.push(
+      `  guard.acquire took mean ${d.meanMs.toFixed(1)} ms, p99 ${d.p99Ms.toFixed(1)} ms, max ${d.maxMs.toFixed(0)} ms over ${d.count} decisions`,
+    );
   }
   if (f.errors) lines.push(`  errors: ${f.errors} (first: ${f.notes.join(' | ')})`);
   return lines.join('\n');
@@ -115,7 +127,11 @@ export function finalLine(f: FinalFigures): string {
 
 export function finalFigures(figs: Partial<Record<ModeName, ModeFigures>>): FinalFigures {
   const shared = figs.shared;
-  const peaks = shared ? [shared.peakInFlightHalfOpen, shared.serverPeakInFlightHalfOpen, shared.peakInFlightEntityHalfOpen].filter((v): v is number => v !== null) : [];
+  const peaks = shared
+    ? [shared.peakInFlightHalfOpen, shared.serverPeakInFlightHalfOpen, shared.peakInFlightEntityHalfOpen].filter(
+        (v): v is number => v !== null,
+      )
+    : [];
   return {
     outage: {
       shared: shared?.outageRequests ?? null,
@@ -134,24 +150,43 @@ export function finalFigures(figs: Partial<Record<ModeName, ModeFigures>>): Fina
 }
 
 /** The targets, checked against what was measured. */
-export function targetLines(figs: Partial<Record<ModeName, ModeFigures>>, f: FinalFigures, tileLatencyMs: number): string[] {
+export function targetLines(
+  figs: Partial<Record<ModeName, ModeFigures>>,
+  f: FinalFigures,
+  tileLatencyMs: number,
+): string[] {
   const out: string[] = ['targets (shared mode):'];
   const mark = (ok: boolean | null) => (ok === null ? 'n/a ' : ok ? 'met ' : 'MISS');
   const sh = f.outage.shared;
   const pp = f.outage['per-process'];
-  out.push(`  ${mark(sh !== null && pp !== null ? sh * 10 <= pp : null)} outage requests at least 10x below per-process (${sh ?? 'n/a'} vs ${pp ?? 'n/a'})`);
-  out.push(`  ${mark(f.probesPerCooldown !== null ? f.probesPerCooldown <= 1 : null)} at most one probe per cooldown (${f.probesPerCooldown?.toFixed(2) ?? 'n/a'})`);
+  out.push(
+    `  ${mark(sh !== null && pp !== null ? sh * 10 <= pp : null)} outage requests at least 10x below per-process (${sh ?? 'n/a'} vs ${pp ?? 'n/a'})`,
+  );
+  out.push(
+    `  ${mark(f.probesPerCooldown !== null ? f.probesPerCooldown <= 1 : null)} at most one probe per cooldown (${f.probesPerCooldown?.toFixed(2) ?? 'n/a'})`,
+  );
   out.push(`  ${mark(f.maxProbes !== null ? f.maxProbes <= 1 : null)} max-probes = 1 (${f.maxProbes ?? 'n/a'})`);
   out.push(
     `  ${mark(f.detectShared !== null && f.detectPerProcess !== null ? f.detectShared <= f.detectPerProcess : null)} detection cost no higher than per-process (${f.detectShared ?? 'n/a'} vs ${f.detectPerProcess ?? 'n/a'})`,
   );
   const shared = figs.shared;
-  const lag = shared && shared.fleetTripAt !== null && shared.entityOpenAt !== null ? shared.fleetTripAt - shared.entityOpenAt : null;
-  out.push(`  ${mark(lag !== null ? lag <= 2000 : null)} every worker sees the trip within 2 s of the entity opening (${lag !== null ? s(lag) : 'n/a'})`);
+  const lag =
+    shared && shared.fleetTripAt !== null && shared.entityOpenAt !== null
+      ? shared.fleetTripAt - shared.entityOpenAt
+      : null;
+  out.push(
+    `  ${mark(lag !== null ? lag <= 2000 : null)} every worker sees the trip within 2 s of the entity opening (${lag !== null ? s(lag) : 'n/a'})`,
+  );
   // A hang is told from a render only after a few render times: 3 s for a fast server, 8 s for one taking 2 s.
   const tripTargetS = Math.max(3, (4 * tileLatencyMs) / 1000);
-  out.push(`  ${mark(f.tripS !== null ? f.tripS <= tripTargetS : null)} the entity opens within ${tripTargetS} s of the outage's start (trip-s ${f.tripS?.toFixed(2) ?? 'n/a'})`);
-  out.push(`  ${mark(sh !== null && f.floor !== null ? sh <= 2 * f.floor : null)} outage requests at most 2x the floor (${sh ?? 'n/a'} vs floor ${f.floor ?? 'n/a'})`);
-  out.push(`  ${mark(f.afterRecoveryOpens !== null ? f.afterRecoveryOpens === 0 : null)} no open in the 5 s after the recovery (${f.afterRecoveryOpens ?? 'n/a'})`);
+  out.push(
+    `  ${mark(f.tripS !== null ? f.tripS <= tripTargetS : null)} the entity opens within ${tripTargetS} s of the outage's start (trip-s ${f.tripS?.toFixed(2) ?? 'n/a'})`,
+  );
+  out.push(
+    `  ${mark(sh !== null && f.floor !== null ? sh <= 2 * f.floor : null)} outage requests at most 2x the floor (${sh ?? 'n/a'} vs floor ${f.floor ?? 'n/a'})`,
+  );
+  out.push(
+    `  ${mark(f.afterRecoveryOpens !== null ? f.afterRecoveryOpens === 0 : null)} no open in the 5 s after the recovery (${f.afterRecoveryOpens ?? 'n/a'})`,
+  );
   return out;
 }

@@ -51,12 +51,16 @@ export class OutageServerProcess {
 
 function waitFor<T>(child: ChildProcess, type: string, timeoutMs: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => done(new Error(`outage server: no '${type}' message within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => done(new Error(`outage server: no '${type}' message within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const onMessage = (msg: { type: string; message?: string }) => {
       if (msg.type === type) done(null, msg as T);
       else if (msg.type === 'error') done(new Error(`outage server: ${msg.message}`));
     };
-    const onExit = (code: number | null) => done(new Error(`outage server: exited (code ${code}) while waiting for '${type}'`));
+    const onExit = (code: number | null) =>
+      done(new Error(`outage server: exited (code ${code}) while waiting for '${type}'`));
     function done(err: Error | null, value?: T) {
       clearTimeout(timer);
       child.off('message', onMessage);

@@ -38,7 +38,10 @@ export class OutageTileServer {
   private readonly timers: NodeJS.Timeout[] = [];
   private inFlight = 0;
   private readonly byPhase = Object.fromEntries(SERVER_PHASES.map((p) => [p, 0])) as Record<ServerPhase, number>;
-  private readonly peak = Object.fromEntries([...SERVER_PHASES, 'overall'].map((p) => [p, 0])) as Record<ServerPhase | 'overall', number>;
+  private readonly peak = Object.fromEntries([...SERVER_PHASES, 'overall'].map((p) => [p, 0])) as Record<
+    ServerPhase | 'overall',
+    number
+  >;
   private readonly byMode: Record<string, number> = {};
   private readonly byWorker: Record<string, number> = {};
   private readonly requests: Array<[number, number, number, number]> = [];

@@ -57,7 +57,15 @@ export interface SharedModeExtras {
   /** Tiles a worker deferred to honour the ramp allowance. */
   deferred: number;
   failOpen: number;
-  guardStats: { refused: number; probesGranted: number; viewReads: number; reportsSent: number; reportErrors: number; stalled: number; shed: number };
+  guardStats: {
+    refused: number;
+    probesGranted: number;
+    viewReads: number;
+    reportsSent: number;
+    reportErrors: number;
+    stalled: number;
+    shed: number;
+  };
   /** The entity's workflow task latency over every run (null when its histories could not be read). */
   entityTasks: EntityTaskFigures | null;
   /** When each run of the entity started and first completed a task (continue-as-new starts a run). */
@@ -90,8 +98,18 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
         taskQueue,
         reporter: `sim-${w}`,
         config,
-        probe: { url: `${ctx.baseUrl}/0/0/0.png`, headers: { 'x-sim-mode': ENTITY_PROBE_LABEL }, timeoutMs: 5_000, contentTypePrefix: 'image/' },
-        logger: { warn: (message, meta) => recorder.error(`guard sim-${w} at ${new Date(now()).toISOString().slice(11, 23)}: ${message} ${meta ? JSON.stringify(meta) : ''}`) },
+        probe: {
+          url: `${ctx.baseUrl}/0/0/0.png`,
+          headers: { 'x-sim-mode': ENTITY_PROBE_LABEL },
+          timeoutMs: 5_000,
+          contentTypePrefix: 'image/',
+        },
+        logger: {
+          warn: (message, meta) =>
+            recorder.error(
+              `guard sim-${w} at ${new Date(now()).toISOString().slice(11, 23)}: ${message} ${meta ? JSON.stringify(meta) : ''}`,
+            ),
+        },
       });
       // The worker's recent tile time: how long a tile deferred by the ramp waits (see below).
       let tileMs = scenario.tileLatencyMs;
@@ -126,7 +144,11 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
             }
             const probe = decision.kind === 'probe';
             const signal = decision.kind === 'proceed' ? decision.signal : undefined;
-            const meta = { at: decidedAt, state: decision.kind === 'probe' ? 'half-open' : decision.state, failOpen: decision.kind === 'proceed' && decision.failOpen };
+            const meta = {
+              at: decidedAt,
+              state: decision.kind === 'probe' ? 'half-open' : decision.state,
+              failOpen: decision.kind === 'proceed' && decision.failOpen,
+            };
             let last = await fetcher.attempt(url, probe, signal, meta);
             // As the pipeline does (src/activities/fetch/dropped-call.ts): a probe the server dropped unanswered, or
             // a call it dropped after a wait, may have been overtaken by its recovery, so it goes once more at once.
@@ -149,19 +171,31 @@ export async function runSharedMode(ctx: ModeContext): Promise<SharedModeExtras>
             // The retry policy's bound: attempts per tile (a probe's own), the backoff, the deadline.
             if (!isFailure(last.kind) || i + 1 >= (probe ? scenario.probeAttempts : scenario.retry.attempts)) return;
             let wait = backoffMs(i, scenario.retry);
-            if (last.retryAfterMs !== undefined) wait = Math.min(scenario.retry.capMs, Math.max(wait, last.retryAfterMs));
+            if (last.retryAfterMs !== undefined)
+              wait = Math.min(scenario.retry.capMs, Math.max(wait, last.retryAfterMs));
             if (now() + wait >= deadline) return;
             await sleep(wait);
           }
         },
         async close() {
           await guard.close();
-          for (const k of ['refused', 'probesGranted', 'viewReads', 'reportsSent', 'reportErrors', 'stalled', 'shed'] as const) extras.guardStats[k] += guard.stats[k];
+          for (const k of [
+            'refused',
+            'probesGranted',
+            'viewReads',
+            'reportsSent',
+            'reportErrors',
+            'stalled',
+            'shed',
+          ] as const)
+            extras.guardStats[k] += guard.stats[k];
         },
       };
     });
     try {
-      extras.transitions = (await client.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery)).slice().sort((a, b) => a.at - b.at);
+      extras.transitions = (await client.workflow.getHandle(breakerWorkflowId(key)).query(transitionsQuery))
+        .slice()
+        .sort((a, b) => a.at - b.at);
     } catch (err) {
       recorder.error(`transitions query: ${err instanceof Error ? err.message : String(err)}`);
     }

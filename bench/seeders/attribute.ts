@@ -37,7 +37,8 @@ function covering(queries: string[], z: number, x: number, y: number): { req: Re
     const req = parse(query);
     if (!req) continue;
     const [minX, minY, maxX, maxY] = req.bbox;
-    if (cx > minX && cx < maxX && cy > minY && cy < maxY) return { req, left: Math.round((t.minX - minX) / res), top: Math.round((maxY - t.maxY) / res) };
+    if (cx > minX && cx < maxX && cy > minY && cy < maxY)
+      return { req, left: Math.round((t.minX - minX) / res), top: Math.round((maxY - t.maxY) / res) };
   }
   return null;
 }
@@ -45,7 +46,11 @@ function covering(queries: string[], z: number, x: number, y: number): { req: Re
 async function render(base: string, c: { req: Req; left: number; top: number }): Promise<Decoded> {
   const res = await fetch(`${base}?${c.req.query}`);
   const body = Buffer.from(await res.arrayBuffer());
-  const { data, info } = await sharp(body).extract({ left: c.left, top: c.top, width: 256, height: 256 }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await sharp(body)
+    .extract({ left: c.left, top: c.top, width: 256, height: 256 })
+    .ensureAlpha()
+    .raw()
+    .toBuffer({ resolveWithObject: true });
   return { png: true, kind: '', width: info.width, height: info.height, rgba: data };
 }
 
@@ -62,8 +67,11 @@ function paramDiff(a: Req, b: Req): string {
     const vb = mb.get(k);
     if (k === 'BBOX') {
       const d = Math.max(...a.bbox.map((v, i) => Math.abs(v - b.bbox[i]!)));
-      out.push(`BBOX ${va} vs ${vb} (largest difference ${d.toExponential(1)} m = ${(d / ((a.bbox[2] - a.bbox[0]) / a.width)).toExponential(1)} px)`);
-    } else if ((va ?? '').toLowerCase() !== (vb ?? '').toLowerCase()) out.push(`${k}=${va ?? '(none)'} vs ${vb ?? '(none)'}`);
+      out.push(
+        `BBOX ${va} vs ${vb} (largest difference ${d.toExponential(1)} m = ${(d / ((a.bbox[2] - a.bbox[0]) / a.width)).toExponential(1)} px)`,
+      );
+    } else if ((va ?? '').toLowerCase() !== (vb ?? '').toLowerCase())
+      out.push(`${k}=${va ?? '(none)'} vs ${vb ?? '(none)'}`);
   }
   return out.join('; ');
 }
@@ -83,7 +91,14 @@ export interface Attribution {
   params: string;
 }
 
-export async function attribute(wmsUrl: string, z: number, x: number, y: number, a: { queries: string[]; file: string }, b: { queries: string[]; file: string }): Promise<Attribution | null> {
+export async function attribute(
+  wmsUrl: string,
+  z: number,
+  x: number,
+  y: number,
+  a: { queries: string[]; file: string },
+  b: { queries: string[]; file: string },
+): Promise<Attribution | null> {
   const ca = covering(a.queries, z, x, y);
   const cb = covering(b.queries, z, x, y);
   if (!ca || !cb) return null;
@@ -95,7 +110,10 @@ export async function attribute(wmsUrl: string, z: number, x: number, y: number,
   return {
     bboxDecides: diff(swapped, rb).maxAbs === 0,
     bboxDiffM: Math.max(...ca.req.bbox.map((v, i) => Math.abs(v - cb.req.bbox[i]!))),
-    sameGeometry: ca.req.width === cb.req.width && ca.req.height === cb.req.height && Math.max(...ca.req.bbox.map((v, i) => Math.abs(v - cb.req.bbox[i]!))) < resolution(z) / 1000,
+    sameGeometry:
+      ca.req.width === cb.req.width &&
+      ca.req.height === cb.req.height &&
+      Math.max(...ca.req.bbox.map((v, i) => Math.abs(v - cb.req.bbox[i]!))) < resolution(z) / 1000,
     tile: `${z}/${x}/${y}`,
     reproduced: diff(ra, sa).maxAbs === 0 && diff(rb, sb).maxAbs === 0,
     serverDiffers: diff(ra, rb).maxAbs !== 0,

@@ -30,7 +30,8 @@ export interface PixelDiff {
 }
 
 export function diff(a: Decoded, b: Decoded): PixelDiff {
-  if (a.width !== b.width || a.height !== b.height) return { maxAbs: 255, differing: Math.max(a.width * a.height, b.width * b.height), pixels: a.width * a.height };
+  if (a.width !== b.width || a.height !== b.height)
+    return { maxAbs: 255, differing: Math.max(a.width * a.height, b.width * b.height), pixels: a.width * a.height };
   let maxAbs = 0;
   let differing = 0;
   for (let i = 0; i < a.rgba.length; i += 4) {

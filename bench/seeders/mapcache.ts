@@ -78,7 +78,10 @@ export function writeMapcacheConfig(c: MapcacheConfig): { xml: string; tileRoot:
  * bounds shrunk by a quarter pixel, and on an axis whose exclusive max limit (in mapcache's bottom-origin rows
  * for y) is a multiple of meta, its max edge pulled in by one more tile.
  */
-export function mapcacheExtent(ts: TileSet, meta: number): { extent: [number, number, number, number]; corrected: string[] } {
+export function mapcacheExtent(
+  ts: TileSet,
+  meta: number,
+): { extent: [number, number, number, number]; corrected: string[] } {
   const q = resolution(ts.z) / 4;
   const nw = tileBounds(ts.z, ts.xMin, ts.yMin);
   const se = tileBounds(ts.z, ts.xMax, ts.yMax);
@@ -101,7 +104,28 @@ export function mapcacheExtent(ts: TileSet, meta: number): { extent: [number, nu
 }
 
 /** mapcache_seed's default drill-down iteration refuses metatiles that are not a power of two: scanline then. */
-export function mapcacheSeedArgs(xml: string, ts: TileSet, extent: [number, number, number, number], concurrency: number, meta: number): string[] {
+export function mapcacheSeedArgs(
+  xml: string,
+  ts: TileSet,
+  extent: [number, number, number, number],
+  concurrency: number,
+  meta: number,
+): string[] {
   const scanline = (meta & (meta - 1)) !== 0 ? ['-i', 'scanline'] : [];
-  return ['-c', xml, '-t', 'layer', '-g', 'GoogleMapsCompatible', '-z', `${ts.z},${ts.z}`, '-e', extent.join(','), '-n', String(concurrency), ...scanline, '-q'];
+  return [
+    '-c',
+    xml,
+    '-t',
+    'layer',
+    '-g',
+    'GoogleMapsCompatible',
+    '-z',
+    `${ts.z},${ts.z}`,
+    '-e',
+    extent.join(','),
+    '-n',
+    String(concurrency),
+    ...scanline,
+    '-q',
+  ];
 }

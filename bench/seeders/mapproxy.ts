@@ -53,11 +53,17 @@ export function writeMapproxyConfig(c: MapproxyConfig): { mapproxyYaml: string; 
     },
     globals: {
       image: { paletted: false },
-      cache: { base_dir: path.join(c.dir, 'cache_data'), lock_dir: path.join(c.dir, 'locks'), tile_lock_dir: path.join(c.dir, 'tile_locks') },
+      cache: {
+        base_dir: path.join(c.dir, 'cache_data'),
+        lock_dir: path.join(c.dir, 'locks'),
+        tile_lock_dir: path.join(c.dir, 'tile_locks'),
+      },
     },
   };
   const seed = {
-    seeds: { bench: { caches: ['bench_cache'], grids: ['GLOBAL_WEBMERCATOR'], levels: c.levels, coverages: ['tileset'] } },
+    seeds: {
+      bench: { caches: ['bench_cache'], grids: ['GLOBAL_WEBMERCATOR'], levels: c.levels, coverages: ['tileset'] },
+    },
     coverages: { tileset: { bbox: c.extent, srs: 'EPSG:3857' } },
   };
   const mapproxyYaml = path.join(c.dir, 'mapproxy.yaml');

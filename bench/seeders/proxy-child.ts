@@ -39,7 +39,22 @@ export interface ProxyStats {
 
 let s: ProxyStats;
 const reset = () => {
-  s = { requests: 0, getMap: 0, other: 0, notImage: 0, failed: 0, peakInFlight: 0, bytesOut: 0, sizes: {}, samples: [], queries: [], firstStart: 0, lastEnd: 0, inFlight: 0, peakMapserv: 0 };
+  s = {
+    requests: 0,
+    getMap: 0,
+    other: 0,
+    notImage: 0,
+    failed: 0,
+    peakInFlight: 0,
+    bytesOut: 0,
+    sizes: {},
+    samples: [],
+    queries: [],
+    firstStart: 0,
+    lastEnd: 0,
+    inFlight: 0,
+    peakMapserv: 0,
+  };
 };
 reset();
 
@@ -72,13 +87,23 @@ const server = createServer((req, res) => {
     if (stats.samples.length < 2) stats.samples.push(query);
     stats.queries.push(query);
   } else stats.other++;
-  const up = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: url, headers: { ...req.headers, host: upstream.host }, agent }, (ur) => {
-    if (!String(ur.headers['content-type'] ?? '').startsWith('image/')) stats.notImage++;
-    if ((ur.statusCode ?? 500) >= 400) stats.failed++;
-    ur.on('data', (d: Buffer) => (stats.bytesOut += d.length));
-    res.writeHead(ur.statusCode ?? 502, ur.headers);
-    ur.pipe(res);
-  });
+  const up = request(
+    {
+      host: upstream.hostname,
+      port: upstream.port,
+      method: req.method,
+      path: url,
+      headers: { ...req.headers, host: upstream.host },
+      agent,
+    },
+    (ur) => {
+      if (!String(ur.headers['content-type'] ?? '').startsWith('image/')) stats.notImage++;
+      if ((ur.statusCode ?? 500) >= 400) stats.failed++;
+      ur.on('data', (d: Buffer) => (stats.bytesOut += d.length));
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      ur.pipe(res);
+    },
+  );
   up.on('error', (err) => {
     stats.failed++;
     if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });

@@ -17,7 +17,9 @@ export interface CountingProxy {
 /** `serverPid`: lighttpd's, for the peak of mapserv processes running at once. */
 export async function startCountingProxy(upstreamUrl: string, serverPid: number): Promise<CountingProxy> {
   const up = new URL(upstreamUrl);
-  const child = fork(path.join(__dirname, 'proxy-child.js'), [up.origin, String(serverPid)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const child = fork(path.join(__dirname, 'proxy-child.js'), [up.origin, String(serverPid)], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
     child.once('exit', (code) => reject(new Error(`counting proxy exited (${code})`)));

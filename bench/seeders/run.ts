@@ -104,7 +104,8 @@ export function scanTiles(root: string, ts: TileSet): OnDisk {
         if (!m) continue;
         r.total++;
         const [z, x, y] = [Number(m[1]), Number(m[2]), Number(m[3])];
-        if (z === ts.z && x >= ts.xMin && x <= ts.xMax && y >= ts.yMin && y <= ts.yMax) r.inSet.set(tileKey(x, y), full);
+        if (z === ts.z && x >= ts.xMin && x <= ts.xMax && y >= ts.yMin && y <= ts.yMax)
+          r.inSet.set(tileKey(x, y), full);
         else {
           r.extra++;
           if (r.extraExamples.length < 4) r.extraExamples.push(`${z}/${x}/${y}`);

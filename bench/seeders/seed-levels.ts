@@ -74,7 +74,10 @@ export async function seedLevels(o: SeedLevelsOptions): Promise<SeedLevelsRun[]>
   const sets = Array.from({ length: o.levels }, (_, k) => levelSet(o.ts, o.ts.z - o.levels + 1 + k));
   const expected = sets.reduce((a, s) => a + tileCount(s), 0);
   const odd = sets.filter((s) => (s.xMax - s.xMin + 1) % o.meta !== 0);
-  if (odd.length) o.log(`  seed-levels: z${odd.map((s) => s.z).join(', z')} not a whole number of ${o.meta}x${o.meta} metatiles: the tools may cut them differently`);
+  if (odd.length)
+    o.log(
+      `  seed-levels: z${odd.map((s) => s.z).join(', z')} not a whole number of ${o.meta}x${o.meta} metatiles: the tools may cut them differently`,
+    );
   o.log(
     `  seed-levels: z${sets[0]!.z}-${o.ts.z}, ${sets.map((s) => `${s.xMax - s.xMin + 1}x${s.yMax - s.yMin + 1}`).join(' + ')} = ${expected} tiles, ` +
       `${o.meta}x${o.meta} metatiles, buffer ${o.buffer} px, concurrency ${o.concurrency}; tilebreaker into MBTiles (seed workflow, breaker on), mapproxy and mapcache into their file caches`,
@@ -106,7 +109,14 @@ export async function seedLevels(o: SeedLevelsOptions): Promise<SeedLevelsRun[]>
     let run: SeedLevelsRun;
     if (tool === 'tilebreaker') run = await tilebreaker(o, sets, dir, restart);
     else if (tool === 'mapproxy') {
-      const cfg = writeMapproxyConfig({ dir, wmsUrl: o.proxy.url, layers: o.layers, levels: sets.map((s) => s.z), extent: seedExtent(o.ts), metatile: { size: o.meta, buffer: o.buffer } });
+      const cfg = writeMapproxyConfig({
+        dir,
+        wmsUrl: o.proxy.url,
+        layers: o.layers,
+        levels: sets.map((s) => s.z),
+        extent: seedExtent(o.ts),
+        metatile: { size: o.meta, buffer: o.buffer },
+      });
       const t = await spawnTimed('mapproxy-seed', which('mapproxy-seed')!, mapproxySeedArgs(cfg, o.concurrency), dir);
       run = {
         tool,
@@ -118,18 +128,36 @@ export async function seedLevels(o: SeedLevelsOptions): Promise<SeedLevelsRun[]>
         cpu: { tool: t.cpu, server: 0, other: 0 },
       };
     } else {
-      const cfg = writeMapcacheConfig({ dir, wmsUrl: o.proxy.url, layers: o.layers, metatile: { size: o.meta, buffer: o.buffer } });
+      const cfg = writeMapcacheConfig({
+        dir,
+        wmsUrl: o.proxy.url,
+        layers: o.layers,
+        metatile: { size: o.meta, buffer: o.buffer },
+      });
       let seconds = 0;
       let cpu = 0;
       let note = '';
       for (const s of sets) {
         const { extent } = mapcacheExtent(s, o.meta);
-        const t = await spawnTimed(`mapcache_seed-z${s.z}`, which('mapcache_seed')!, mapcacheSeedArgs(cfg.xml, s, extent, o.concurrency, o.meta), dir);
+        const t = await spawnTimed(
+          `mapcache_seed-z${s.z}`,
+          which('mapcache_seed')!,
+          mapcacheSeedArgs(cfg.xml, s, extent, o.concurrency, o.meta),
+          dir,
+        );
         seconds += t.seconds;
         cpu += t.cpu;
         if (t.code !== 0) note += `z${s.z} exit ${t.code ?? t.signal}: ${t.tail}; `;
       }
-      run = { tool, seconds, ...count(cfg.tileRoot), ok: note === '', note, getMap: 0, cpu: { tool: cpu, server: 0, other: 0 } };
+      run = {
+        tool,
+        seconds,
+        ...count(cfg.tileRoot),
+        ok: note === '',
+        note,
+        getMap: 0,
+        cpu: { tool: cpu, server: 0, other: 0 },
+      };
     }
     const stats = await o.proxy.stats();
     run.getMap = stats.getMap;
@@ -152,12 +180,19 @@ export async function seedLevels(o: SeedLevelsOptions): Promise<SeedLevelsRun[]>
 let runtimeInstalled = false;
 
 /** `tilebreaker seed` over the levels into MBTiles, on an embedded dev server; the server's start is not timed. */
-async function tilebreaker(o: SeedLevelsOptions, sets: TileSet[], dir: string, restart: () => void): Promise<SeedLevelsRun> {
+async function tilebreaker(
+  o: SeedLevelsOptions,
+  sets: TileSet[],
+  dir: string,
+  restart: () => void,
+): Promise<SeedLevelsRun> {
   if (!runtimeInstalled) {
     Runtime.install({ logger: new DefaultLogger('WARN') });
     runtimeInstalled = true;
   }
-  const temporal = await startBenchTemporal('seed-levels', (m) => o.log(m), { roots: { sources: [dir], outputs: [dir] } });
+  const temporal = await startBenchTemporal('seed-levels', (m) => o.log(m), {
+    roots: { sources: [dir], outputs: [dir] },
+  });
   const { client, taskQueue } = temporal;
   const sources = path.join(dir, 'sources.yaml');
   writeFileSync(
@@ -186,14 +221,22 @@ async function tilebreaker(o: SeedLevelsOptions, sets: TileSet[], dir: string, r
     restart();
     const started = performance.now();
     try {
-      const handle = await startSeed(client, taskQueue, { sourcesFile: sources, sourceName: 'bench', bbox, levels: [sets[0]!.z, o.ts.z], into });
+      const handle = await startSeed(client, taskQueue, {
+        sourcesFile: sources,
+        sourceName: 'bench',
+        bbox,
+        levels: [sets[0]!.z, o.ts.z],
+        into,
+      });
       const result = await handle.result();
       const seconds = (performance.now() - started) / 1000;
       const db = new Database(into, { readonly: true });
       let stored = 0;
       let extra = 0;
       try {
-        for (const row of db.prepare('SELECT zoom_level z, tile_column x, tile_row r FROM tiles').iterate() as Iterable<{ z: number; x: number; r: number }>) {
+        for (const row of db
+          .prepare('SELECT zoom_level z, tile_column x, tile_row r FROM tiles')
+          .iterate() as Iterable<{ z: number; x: number; r: number }>) {
           const s = sets.find((t) => t.z === row.z);
           const y = tmsY(row.z, row.r);
           if (s && row.x >= s.xMin && row.x <= s.xMax && y >= s.yMin && y <= s.yMax) stored++;
@@ -220,7 +263,9 @@ async function tilebreaker(o: SeedLevelsOptions, sets: TileSet[], dir: string, r
         stored,
         extra,
         ok: exit === 0,
-        note: [exit === 0 ? '' : `exit ${exit}, ${result.missing} missing`, phases.join(', ')].filter(Boolean).join('; '),
+        note: [exit === 0 ? '' : `exit ${exit}, ${result.missing} missing`, phases.join(', ')]
+          .filter(Boolean)
+          .join('; '),
         getMap: 0,
         cpu: { tool: 0, server: 0, other: 0 },
       };

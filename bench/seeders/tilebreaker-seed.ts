@@ -22,7 +22,9 @@ export interface TilebreakerSeedOptions {
   storeRoot: string;
 }
 
-export async function seedWithTilebreaker(o: TilebreakerSeedOptions): Promise<{ tiles: number; failed: number; tilePath(z: number, x: number, y: number): string }> {
+export async function seedWithTilebreaker(
+  o: TilebreakerSeedOptions,
+): Promise<{ tiles: number; failed: number; tilePath(z: number, x: number, y: number): string }> {
   const source = parseSource({
     type: 'wms',
     url: o.wmsUrl,
@@ -39,11 +41,22 @@ export async function seedWithTilebreaker(o: TilebreakerSeedOptions): Promise<{ 
   const pools = new EndpointPools();
   try {
     const fetchTiles = makeFetchBatch({ pools });
-    const results = await fetchTiles({ sourceName: 'bench', source, tiles, storeRoot: o.storeRoot, breaker: false, retry: { attempts: 1 } });
+    const results = await fetchTiles({
+      sourceName: 'bench',
+      source,
+      tiles,
+      storeRoot: o.storeRoot,
+      breaker: false,
+      retry: { attempts: 1 },
+    });
     const failed = results.filter((r) => r.status !== 'ok');
     if (failed.length) console.error(`  tilebreaker: ${failed.length} tiles not ok, first: ${failed[0]!.reason}`);
     const store = new TileStore(o.storeRoot);
-    return { tiles: results.length, failed: failed.length, tilePath: (z, x, y) => `${store.dir('bench', { z, x, y })}/${y}.png` };
+    return {
+      tiles: results.length,
+      failed: failed.length,
+      tilePath: (z, x, y) => `${store.dir('bench', { z, x, y })}/${y}.png`,
+    };
   } finally {
     await pools.close();
   }

@@ -21,7 +21,8 @@ const ANCHOR_LAT = 46.52;
 
 export function chooseTileSet(z: number, side: number): TileSet {
   if (!Number.isInteger(z) || z < 6 || z > 20) throw new Error(`--zoom must be an integer 6..20 (got ${z})`);
-  if (!Number.isInteger(side) || side < 1 || side > 64) throw new Error(`--side must be an integer 1..64 (got ${side})`);
+  if (!Number.isInteger(side) || side < 1 || side > 64)
+    throw new Error(`--side must be an integer 1..64 (got ${side})`);
   const [tx, ty] = lonLatToTile(ANCHOR_LON, ANCHOR_LAT, z);
   const xMin = Math.floor(tx / side) * side;
   const yMin = Math.floor(ty / side) * side;

@@ -111,7 +111,10 @@ interface Feature {
 }
 
 /** Roads (random walks), areas (blobs) and places (points), in EPSG:3857 metres inside `extent`. */
-function vectors(extent: [number, number, number, number], tileM: number): { roads: Feature[]; areas: Feature[]; places: Feature[] } {
+function vectors(
+  extent: [number, number, number, number],
+  tileM: number,
+): { roads: Feature[]; areas: Feature[]; places: Feature[] } {
   const rnd = prng(42);
   const [minX, minY, maxX, maxY] = extent;
   const w = maxX - minX;
@@ -130,7 +133,11 @@ function vectors(extent: [number, number, number, number], tileM: number): { roa
       y = Math.min(maxY, Math.max(minY, y + Math.sin(heading) * len));
       coords.push([x, y]);
     }
-    roads.push({ type: 'Feature', properties: { name: `Road ${i + 1}`, kind: i % 3 }, geometry: { type: 'LineString', coordinates: coords } });
+    roads.push({
+      type: 'Feature',
+      properties: { name: `Road ${i + 1}`, kind: i % 3 },
+      geometry: { type: 'LineString', coordinates: coords },
+    });
   }
   const areas: Feature[] = [];
   for (let i = 0; i < 70; i++) {
@@ -144,10 +151,19 @@ function vectors(extent: [number, number, number, number], tileM: number): { roa
       ring.push([cx + Math.cos(t) * r, cy + Math.sin(t) * r]);
     }
     ring.push(ring[0]!);
-    areas.push({ type: 'Feature', properties: { name: `Area ${i + 1}`, kind: i % 4 }, geometry: { type: 'Polygon', coordinates: [ring] } });
+    areas.push({
+      type: 'Feature',
+      properties: { name: `Area ${i + 1}`, kind: i % 4 },
+      geometry: { type: 'Polygon', coordinates: [ring] },
+    });
   }
   const places: Feature[] = [];
-  for (let i = 0; i < 900; i++) places.push({ type: 'Feature', properties: { name: `Place ${i + 1}`, kind: i % 5 }, geometry: { type: 'Point', coordinates: pt() } });
+  for (let i = 0; i < 900; i++)
+    places.push({
+      type: 'Feature',
+      properties: { name: `Place ${i + 1}`, kind: i % 5 },
+      geometry: { type: 'Point', coordinates: pt() },
+    });
   return { roads, areas, places };
 }
 
@@ -307,7 +323,22 @@ ${[1, 2, 3]
   const v = vectors(extent, res * 256);
   for (const [name, features] of Object.entries(v)) {
     writeFileSync(path.join(dir, `${name}.geojson`), JSON.stringify({ type: 'FeatureCollection', features }));
-    execFileSync('ogr2ogr', ['-q', '-f', 'GPKG', '-a_srs', 'EPSG:3857', ...(name === 'roads' ? [] : ['-update']), '-nln', name, 'vectors.gpkg', `${name}.geojson`], { cwd: dir });
+    execFileSync(
+      'ogr2ogr',
+      [
+        '-q',
+        '-f',
+        'GPKG',
+        '-a_srs',
+        'EPSG:3857',
+        ...(name === 'roads' ? [] : ['-update']),
+        '-nln',
+        name,
+        'vectors.gpkg',
+        `${name}.geojson`,
+      ],
+      { cwd: dir },
+    );
   }
   const labels = existsSync(FONT);
   if (labels) writeFileSync(path.join(dir, 'fonts.txt'), `sans ${FONT}\n`);
@@ -318,7 +349,8 @@ ${[1, 2, 3]
   // lighttpd 1.4 is one event-loop process (server.max-worker is deprecated and left at its default 0) that
   // forks one mapserv per CGI request with no cap of its own on concurrent CGI children; the limits that
   // could bite are connections, so they are set far above the bench's concurrency.
-  const lighttpdNotes = 'one lighttpd process, mod_cgi forks a mapserv per request (no CGI cap), server.max-connections 1024, server.max-keep-alive-requests 100000';
+  const lighttpdNotes =
+    'one lighttpd process, mod_cgi forks a mapserv per request (no CGI cap), server.max-connections 1024, server.max-keep-alive-requests 100000';
   const { url, child } = await startMapservCgi(
     dir,
     config,

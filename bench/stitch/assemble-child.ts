@@ -12,7 +12,9 @@ async function main(): Promise<void> {
   const result = await assembleMosaic({ plan, partial: false });
   const seconds = (performance.now() - t0) / 1000;
   // ru_maxrss is in KiB on Linux.
-  process.stdout.write(`${JSON.stringify({ seconds, maxRssMb: process.resourceUsage().maxRSS / 1024, ok: result.counts.ok })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ seconds, maxRssMb: process.resourceUsage().maxRSS / 1024, ok: result.counts.ok })}\n`,
+  );
 }
 
 main().catch((err: unknown) => {

@@ -49,7 +49,16 @@ export async function runCog(input: CogInput): Promise<CogFigures> {
 
   const ours = join(work, 'cog-tilebreaker.tif');
   let t = performance.now();
-  await stitchMosaic({ cols: side, rows: side, tileSize: 256, tileAt: tile, output: ours, extraFormats: [], sidecars: false, bounds });
+  await stitchMosaic({
+    cols: side,
+    rows: side,
+    tileSize: 256,
+    tileAt: tile,
+    output: ours,
+    extraFormats: [],
+    sidecars: false,
+    bounds,
+  });
   const tilebreakerS = (performance.now() - t) / 1000;
 
   let gdalS: number | null = null;
@@ -57,7 +66,8 @@ export async function runCog(input: CogInput): Promise<CogFigures> {
   if (hasGdal()) {
     const vrt = join(work, 'tiles.vrt');
     const { channels } = await sharp(tile(0, 0)).metadata();
-    if (channels !== 3 && channels !== 4) throw new Error(`bench:throughput cog: tiles of ${channels} channels (3 or 4 expected)`);
+    if (channels !== 3 && channels !== 4)
+      throw new Error(`bench:throughput cog: tiles of ${channels} channels (3 or 4 expected)`);
     writeFileSync(vrt, tilesVrt(side, tile, bounds, channels === 4));
     const [x, xRes, , y, , yRes] = geoTransform(bounds, side * 256, side * 256);
     t = performance.now();
@@ -100,7 +110,11 @@ export async function runCog(input: CogInput): Promise<CogFigures> {
       gdalS = null;
     }
   }
-  return { tilebreakerS, gdalS, valid: { tilebreaker: validate(ours), gdal: gdalS === null ? null : validate(theirs) } };
+  return {
+    tilebreakerS,
+    gdalS,
+    valid: { tilebreaker: validate(ours), gdal: gdalS === null ? null : validate(theirs) },
+  };
 }
 
 /** A VRT of the tiles in their grid: four bands (RGBA), one source per tile and band; RGB tiles are opaque. */
@@ -128,7 +142,9 @@ function tilesVrt(side: number, tile: (c: number, r: number) => string, bounds: 
 
 /** GDAL's COG validator on `file`: "valid", its first complaint, or null when the validator is not installed. */
 function validate(file: string): string | null {
-  const run = spawnSync('/usr/bin/python3', ['-m', 'osgeo_utils.samples.validate_cloud_optimized_geotiff', file], { encoding: 'utf8' });
+  const run = spawnSync('/usr/bin/python3', ['-m', 'osgeo_utils.samples.validate_cloud_optimized_geotiff', file], {
+    encoding: 'utf8',
+  });
   if (run.error || /No module named/.test(run.stderr)) return null;
   if (/is a valid cloud optimized GeoTIFF/.test(run.stdout)) return 'valid';
   return (run.stdout + run.stderr).trim().split('\n').slice(0, 2).join(' ') || `exit ${run.status}`;

@@ -202,8 +202,18 @@ export async function runMetricsOverhead(o: OverheadOpts): Promise<OverheadFigur
       const [from, to] = fetchPhase((await histories(client, id))[0]!);
       // Outputs are large (a 16,384 px TIFF and its tiles): keep one at a time on disk.
       rmSync(path.join(o.work, name), { recursive: true, force: true });
-      const r: OverheadRun = { metrics, round, wallS, fetchS: (to - from) / 1000, cpuS, ok: result.counts.ok, ...(scrapes ? { scrapes } : {}) };
-      const seen = scrapes ? `; ${scrapes.n} scrapes (${scrapes.failed} failed), ${scrapes.withRequests} with tilebreaker_requests_total, largest ${(scrapes.maxBytes / 1024).toFixed(0)} KiB` : '';
+      const r: OverheadRun = {
+        metrics,
+        round,
+        wallS,
+        fetchS: (to - from) / 1000,
+        cpuS,
+        ok: result.counts.ok,
+        ...(scrapes ? { scrapes } : {}),
+      };
+      const seen = scrapes
+        ? `; ${scrapes.n} scrapes (${scrapes.failed} failed), ${scrapes.withRequests} with tilebreaker_requests_total, largest ${(scrapes.maxBytes / 1024).toFixed(0)} KiB`
+        : '';
       console.log(
         `  metrics ${metrics.padEnd(3)} (round ${round}) ${wallS.toFixed(1)} s (${(o.tiles / wallS).toFixed(1)} tiles/s): fetch ${r.fetchS.toFixed(1)} s; worker cpu ${cpuS.toFixed(2)} s; ok ${r.ok}/${o.tiles}${seen}`,
       );

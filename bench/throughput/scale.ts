@@ -92,9 +92,14 @@ function cpuOver(samples: Sample[], from: number, to: number, names: Map<number,
     .map((p) => ({ ...p, used: p.seconds - (a.procs.get(p.pid)?.seconds ?? 0) }))
     .filter((p) => p.used >= 0.05)
     .sort((x, y) => y.used - x.used)
-    .map((p) => `${names.get(p.pid) ?? p.name} ${p.used.toFixed(1)} s (${((p.used / wall) * 100).toFixed(0)} % of a core)`);
-  const busy = b.machine.total > a.machine.total ? (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) : NaN;
-  lines.push(`machine (every process, other sessions' too): ${(busy * 100).toFixed(0)} % of ${availableParallelism()} cores busy`);
+    .map(
+      (p) => `${names.get(p.pid) ?? p.name} ${p.used.toFixed(1)} s (${((p.used / wall) * 100).toFixed(0)} % of a core)`,
+    );
+  const busy =
+    b.machine.total > a.machine.total ? (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) : NaN;
+  lines.push(
+    `machine (every process, other sessions' too): ${(busy * 100).toFixed(0)} % of ${availableParallelism()} cores busy`,
+  );
   return [`over ${wall.toFixed(1)} s`, ...lines];
 }
 
@@ -144,7 +149,10 @@ function batchesByWorker(events: HistoryEvent[][]): Map<string, WorkerBatches> {
         out.set(who, w);
         started.set(String(st.scheduledEventId), { who, at: eventMs(e) });
       }
-      const done = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+      const done =
+        e.activityTaskCompletedEventAttributes ??
+        e.activityTaskFailedEventAttributes ??
+        e.activityTaskTimedOutEventAttributes;
       const from = done ? started.get(String(done.scheduledEventId)) : undefined;
       if (from) out.get(from.who)!.spans.push([from.at, eventMs(e)]);
     }
@@ -210,7 +218,11 @@ export async function runScale(o: ScaleOpts): Promise<void> {
   const capped = o.fetchBatches === undefined ? {} : { TILEBREAKER_FETCH_BATCHES: String(o.fetchBatches) };
   const run = async (n: number, label: string, capEnv: Record<string, string>): Promise<RunResult> => {
     const children = await Promise.all(Array.from({ length: n }, () => workerProcess({ ...env, ...capEnv })));
-    const names = new Map<number, string>([[process.pid, 'bench'], [server.pid, 'tile server'], ...children.map((c) => [c.pid!, `worker-${c.pid}`] as const)]);
+    const names = new Map<number, string>([
+      [process.pid, 'bench'],
+      [server.pid, 'tile server'],
+      ...children.map((c) => [c.pid!, `worker-${c.pid}`] as const),
+    ]);
     // CPU per process and the machine's, sampled through the run: the fetch phase's share is read off afterwards.
     const samples: Sample[] = [];
     const sample = () => samples.push({ at: Date.now(), procs: treeCpu(), machine: machineTicks() });
@@ -244,11 +256,17 @@ export async function runScale(o: ScaleOpts): Promise<void> {
 
   const report = (r: RunResult) => {
     const all = [...r.batches.values()].reduce((a, b) => a + b.count, 0);
-    console.log(`  ${r.workers} worker(s), ${r.label}: fetch ${r.fetchS.toFixed(1)} s (${(total / r.fetchS).toFixed(1)} tiles/s); ok ${r.ok}/${total}`);
+    console.log(
+      `  ${r.workers} worker(s), ${r.label}: fetch ${r.fetchS.toFixed(1)} s (${(total / r.fetchS).toFixed(1)} tiles/s); ok ${r.ok}/${total}`,
+    );
     const byCount = [...r.batches.entries()].sort((a, b) => b[1].count - a[1].count);
     const busy = (w: WorkerBatches) => Math.round((covered(w.spans, ...r.phase) / (r.phase[1] - r.phase[0])) * 100);
-    console.log(`    fetch batches per worker (${all}): ${byCount.map(([who, w]) => `${who} ${w.count} (running a batch ${busy(w)} % of the phase)`).join(', ')}`);
-    console.log(`    the mosaic's workflow tasks: ${[...r.workflowTasks.entries()].map(([who, k]) => `${who} ${k}`).join(', ')}`);
+    console.log(
+      `    fetch batches per worker (${all}): ${byCount.map(([who, w]) => `${who} ${w.count} (running a batch ${busy(w)} % of the phase)`).join(', ')}`,
+    );
+    console.log(
+      `    the mosaic's workflow tasks: ${[...r.workflowTasks.entries()].map(([who, k]) => `${who} ${k}`).join(', ')}`,
+    );
     console.log(`    cpu in the fetch phase ${r.cpuLines[0]}: ${r.cpuLines.slice(1).join('; ')}`);
   };
   const cap = `fetch-batches ${o.fetchBatches ?? 'default'}`;
@@ -271,8 +289,12 @@ export async function runScale(o: ScaleOpts): Promise<void> {
   const counts = [...many.batches.values()].map((w) => w.count);
   const busiest = counts.length ? Math.max(...counts) / counts.reduce((a, b) => a + b, 0) : 1;
   const baseline = Math.min(one.fetchS, uncapped.fetchS);
-  console.log(`1 worker: fetch ${uncapped.fetchS.toFixed(1)} s with no cap, ${one.fetchS.toFixed(1)} s with ${cap}; speedup against the faster`);
+  console.log(
+    `1 worker: fetch ${uncapped.fetchS.toFixed(1)} s with no cap, ${one.fetchS.toFixed(1)} s with ${cap}; speedup against the faster`,
+  );
   const speedup = baseline / many.fetchS;
-  console.log(`targets: speedup >= 2.5: ${speedup >= 2.5 ? 'met' : 'MISSED'}; busiest-share <= 0.5: ${busiest <= 0.5 ? 'met' : 'MISSED'}`);
+  console.log(
+    `targets: speedup >= 2.5: ${speedup >= 2.5 ? 'met' : 'MISSED'}; busiest-share <= 0.5: ${busiest <= 0.5 ? 'met' : 'MISSED'}`,
+  );
   console.log(`scale: workers=${o.workers} speedup=${speedup.toFixed(2)} busiest-share=${busiest.toFixed(2)}`);
 }

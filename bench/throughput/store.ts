@@ -48,7 +48,13 @@ export async function runStore(o: StoreOptions): Promise<void> {
   const client = new Client({ connection, namespace: temporal.namespace });
   const nativeConnection = await NativeConnection.connect({ address: temporal.address });
   const taskQueue = 'bench-store';
-  const worker = await createWorker({ connection: nativeConnection, client, namespace: temporal.namespace, taskQueue, roots: { sources: [work], outputs: [work], buckets: ['s3://bench/runs'] } });
+  const worker = await createWorker({
+    connection: nativeConnection,
+    client,
+    namespace: temporal.namespace,
+    taskQueue,
+    roots: { sources: [work], outputs: [work], buckets: ['s3://bench/runs'] },
+  });
   const running = worker.run();
   console.log(
     `bench:throughput --store s3: ${o.side} x ${o.side} = ${total} tiles of 256 px, ${o.concurrency} requests per batch x ${o.batches} batches in flight, batches of ${o.batchSize}, server latency ${o.latency} ms; S3: Versity S3 Gateway on ${s3.endpoint}`,
@@ -68,12 +74,14 @@ export async function runStore(o: StoreOptions): Promise<void> {
   try {
     for (let round = 1; round <= o.rounds; round++) {
       for (const store of ['local', 's3'] as const) {
-        const output = store === 'local' ? path.join(work, `r${round}`, 'mosaic.tif') : `s3://bench/runs/r${round}/mosaic.tif`;
+        const output =
+          store === 'local' ? path.join(work, `r${round}`, 'mosaic.tif') : `s3://bench/runs/r${round}/mosaic.tif`;
         const id = `bench-store-${store}-${round}-${Date.now()}`;
         const t0 = performance.now();
         const result = await (await startMosaic(client, taskQueue, request(output), id)).result();
         const s = (performance.now() - t0) / 1000;
-        if (result.counts.ok !== total) throw new Error(`bench:throughput: the ${store} run got ${result.counts.ok}/${total} tiles ok`);
+        if (result.counts.ok !== total)
+          throw new Error(`bench:throughput: the ${store} run got ${result.counts.ok}/${total} tiles ok`);
         const [from, to] = fetchPhase((await client.workflow.getHandle(id).fetchHistory()).events ?? []);
         runs[store].push(total / s);
         console.log(

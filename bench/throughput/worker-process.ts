@@ -12,7 +12,12 @@ const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
 
 /** `tilebreaker worker [args]` in its own process; resolves once it has connected and is about to poll. */
 export async function workerProcess(env: Record<string, string>, args: string[] = []): Promise<ChildProcess> {
-  const child = adopt(spawn(process.execPath, [CLI, 'worker', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] }));
+  const child = adopt(
+    spawn(process.execPath, [CLI, 'worker', ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
   let err = '';
   await new Promise<void>((resolve, reject) => {
     child.stderr.on('data', (d: Buffer) => {
@@ -45,7 +50,11 @@ export function procStat(pid: number): { ppid: number; name: string; seconds: nu
   try {
     const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(rest[1]), name: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')), seconds: (Number(rest[11]) + Number(rest[12])) / TICKS };
+    return {
+      ppid: Number(rest[1]),
+      name: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')),
+      seconds: (Number(rest[11]) + Number(rest[12])) / TICKS,
+    };
   } catch {
     return null;
   }

@@ -40,23 +40,29 @@ export async function missingTiles(
     (h) => (h.ContentLength ?? 0) > 0,
     () => false,
   );
-  if (!image || manifest.image !== 'written' || manifest.width !== width || manifest.height !== height) return { missing: total, ok: manifest.counts?.['ok'] ?? 0, manifest };
-  const seen = new Set((manifest.tiles ?? []).map((t) => t.i).filter((i) => Number.isInteger(i) && i >= 0 && i < total));
+  if (!image || manifest.image !== 'written' || manifest.width !== width || manifest.height !== height)
+    return { missing: total, ok: manifest.counts?.['ok'] ?? 0, manifest };
+  const seen = new Set(
+    (manifest.tiles ?? []).map((t) => t.i).filter((i) => Number.isInteger(i) && i >= 0 && i < total),
+  );
   return { missing: total - seen.size, ok: manifest.counts?.['ok'] ?? 0, manifest };
 }
 
 /** Fetch batches by the worker identity that ran them (the attempt that ended each), over a workflow and its children. */
 export async function batchesByWorker(client: Client, workflowId: string): Promise<Map<string, number>> {
   const ids = [workflowId];
-  for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH "${workflowId}/"` })) ids.push(wf.workflowId);
+  for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH "${workflowId}/"` }))
+    ids.push(wf.workflowId);
   const by = new Map<string, number>();
   for (const id of ids) {
     const events = (await client.workflow.getHandle(id).fetchHistory()).events ?? [];
     const fetches = new Set<string>();
     for (const e of events) {
-      if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'fetchMosaicBatch') fetches.add(String(e.eventId));
+      if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'fetchMosaicBatch')
+        fetches.add(String(e.eventId));
       const started = e.activityTaskStartedEventAttributes;
-      if (started && fetches.has(String(started.scheduledEventId))) by.set(started.identity ?? '?', (by.get(started.identity ?? '?') ?? 0) + 1);
+      if (started && fetches.has(String(started.scheduledEventId)))
+        by.set(started.identity ?? '?', (by.get(started.identity ?? '?') ?? 0) + 1);
     }
   }
   return by;

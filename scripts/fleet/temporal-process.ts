@@ -9,7 +9,15 @@ import { adopt } from '../../src/demo/children';
 import { ALL_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { freePort, waitFor } from './ports';
 
-const CLI_TYPES: Record<string, string> = { KEYWORD: 'Keyword', INT: 'Int', TEXT: 'Text', BOOL: 'Bool', DOUBLE: 'Double', DATETIME: 'Datetime', KEYWORD_LIST: 'KeywordList' };
+const CLI_TYPES: Record<string, string> = {
+  KEYWORD: 'Keyword',
+  INT: 'Int',
+  TEXT: 'Text',
+  BOOL: 'Bool',
+  DOUBLE: 'Double',
+  DATETIME: 'Datetime',
+  KEYWORD_LIST: 'KeywordList',
+};
 
 export interface TemporalProcess {
   address: string;

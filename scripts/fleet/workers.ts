@@ -33,7 +33,14 @@ export class WorkerFleet {
     const child = adopt(
       spawn(process.execPath, [CLI, 'worker', '--fetch-batches', '2'], {
         cwd: dir,
-        env: { ...process.env, ...this.env, TILEBREAKER_OUTPUT_DIR: dir, TILEBREAKER_SOURCES_DIR: dir, TILEBREAKER_SCRATCH_DIR: path.join(dir, 'scratch'), TILEBREAKER_LOG_LEVEL: 'ERROR' },
+        env: {
+          ...process.env,
+          ...this.env,
+          TILEBREAKER_OUTPUT_DIR: dir,
+          TILEBREAKER_SOURCES_DIR: dir,
+          TILEBREAKER_SCRATCH_DIR: path.join(dir, 'scratch'),
+          TILEBREAKER_LOG_LEVEL: 'ERROR',
+        },
         stdio: ['ignore', 'ignore', 'pipe'],
       }),
     );
@@ -48,7 +55,9 @@ export class WorkerFleet {
         }
       };
       child.stderr.on('data', onData);
-      child.once('exit', (code) => reject(new Error(`fleet: worker ${name} exited (${code}) before it was ready: ${err}`)));
+      child.once('exit', (code) =>
+        reject(new Error(`fleet: worker ${name} exited (${code}) before it was ready: ${err}`)),
+      );
     });
     const w = { name, pid: child.pid!, child };
     this.live.push(w);

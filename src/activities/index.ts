@@ -17,7 +17,12 @@ import { probeEndpoint } from './probe';
 import { entityKeyOf } from '../breaker/key';
 import { makeMosaicSearchAttributeCheck, makeSearchAttributeCheck } from './search-attributes';
 import { rootsFromEnv, type WorkerRoots } from './confine/roots';
-import type { BreakerActivities, MosaicActivities, ScheduledMosaicActivities, SeedActivities } from '../messages/activities';
+import type {
+  BreakerActivities,
+  MosaicActivities,
+  ScheduledMosaicActivities,
+  SeedActivities,
+} from '../messages/activities';
 import type { PackMbtilesInput } from '../messages/seed-types';
 import type { ProbeSpec } from '../messages/breaker';
 import type { RedriveSources } from '../messages/mosaic-types';
@@ -61,7 +66,9 @@ export function createActivityRuntime(deps: ActivityDeps) {
   // Checked before anything is opened.
   const startWithinMs = deps.fetchQueueStartWithinMs ?? DEFAULT_FETCH_QUEUE_START_WITHIN_MS;
   if (!Number.isSafeInteger(startWithinMs) || startWithinMs < 1_000 || startWithinMs > 86_400_000)
-    throw new Error(`fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`);
+    throw new Error(
+      `fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`,
+    );
   const pools = new EndpointPools();
   const roots = deps.roots ?? rootsFromEnv();
   // The guard's warnings (failing open) go to the worker's logger, as structured entries.
@@ -79,31 +86,60 @@ export function createActivityRuntime(deps: ActivityDeps) {
   const ownQueue = () => asyncLocalStorage.getStore()?.info.taskQueue ?? deps.taskQueue;
   // Where a plan's fetch batches go: the fetch queue if a worker polls it now, else the queue the workflow (and
   // so this planning activity) runs on. Decided in the activity, so the workflow replays it from the history.
-  const routed = (plan: Awaited<ReturnType<typeof planMosaicRun>>) => withFetchQueue(plan, deps.client, ownQueue(), startWithinMs);
+  const routed = (plan: Awaited<ReturnType<typeof planMosaicRun>>) =>
+    withFetchQueue(plan, deps.client, ownQueue(), startWithinMs);
   // The quorum counts hosts: a restarted worker, or a second one on the host, is the same witness.
   const witness = deps.witness ?? witnessIdentity();
-  const guard = new BreakerGuard({ client: deps.client, taskQueue: deps.taskQueue, reporter: identity, witness, logger, metrics, ...deps.breaker });
+  const guard = new BreakerGuard({
+    client: deps.client,
+    taskQueue: deps.taskQueue,
+    reporter: identity,
+    witness,
+    logger,
+    metrics,
+    ...deps.breaker,
+  });
   return {
     activities: {
       // Labelled with the probing entity's key (its workflow id is breaker/<key>).
-      probeEndpoint: (spec: ProbeSpec) => probeEndpoint(spec, metrics, entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId), roots),
+      probeEndpoint: (spec: ProbeSpec) =>
+        probeEndpoint(
+          spec,
+          metrics,
+          entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId),
+          roots,
+        ),
       breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
       mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
       fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),
       // Histories recorded before run tags call it with the request alone.
-      planMosaic: async (request: Parameters<typeof planMosaicRun>[0], runTag?: string) => routed(await planMosaicRun(request, runTag ?? 'run', roots)),
+      planMosaic: async (request: Parameters<typeof planMosaicRun>[0], runTag?: string) =>
+        routed(await planMosaicRun(request, runTag ?? 'run', roots)),
       fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
       assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, onMosaicEnd),
       // A re-drive's batches go where the fleet serves now, not where the first run's did.
-      loadDeadLetters: async (manifestOrOutput: string, sources?: RedriveSources | null, opts?: { replaceMirrors?: boolean }) => {
-        const letters = await loadDeadLetters(manifestOrOutput, sources ?? undefined, roots, opts?.replaceMirrors === true);
+      loadDeadLetters: async (
+        manifestOrOutput: string,
+        sources?: RedriveSources | null,
+        opts?: { replaceMirrors?: boolean },
+      ) => {
+        const letters = await loadDeadLetters(
+          manifestOrOutput,
+          sources ?? undefined,
+          roots,
+          opts?.replaceMirrors === true,
+        );
         return { ...letters, plan: await routed(letters.plan) };
       },
       awaitBreaker: makeAwaitBreaker({ guard }),
       awaitWorkflowClosed: makeAwaitWorkflowClosed(deps.client),
       packMbtiles: (input: PackMbtilesInput) => packMbtiles(input, roots),
       // The workflows schedule these by the contract in src/messages: a drift fails the build here.
-    } satisfies BreakerActivities & MosaicActivities & ScheduledMosaicActivities & SeedActivities & Record<string, ActivityFunction>,
+    } satisfies BreakerActivities &
+      MosaicActivities &
+      ScheduledMosaicActivities &
+      SeedActivities &
+      Record<string, ActivityFunction>,
     roots,
     /** The id this process's guard reports under. */
     identity,

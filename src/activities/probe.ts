@@ -16,7 +16,8 @@ const MAX_PROBE_MS = 60_000;
 /** A probe answer is one tile or a capabilities document: anything larger is cut off (and not a success). */
 const MAX_PROBE_BYTES = 16 * 1024 * 1024;
 let dispatcher: Dispatcher | undefined;
-const probeDispatcher = () => (dispatcher ??= new Agent({ maxResponseSize: MAX_PROBE_BYTES, connect: { timeout: 10_000 } }));
+const probeDispatcher = () =>
+  (dispatcher ??= new Agent({ maxResponseSize: MAX_PROBE_BYTES, connect: { timeout: 10_000 } }));
 
 /**
  * The breaker entity's own probe: one request to the spec's URL, judged as the pipeline judges a tile (the
@@ -24,7 +25,12 @@ const probeDispatcher = () => (dispatcher ??= new Agent({ maxResponseSize: MAX_P
  * GetCapabilities, with `contentTypePrefix: 'text/xml'`) succeeds on a 2xx of that type, and `okStatuses`
  * can name the statuses that count as healthy. Never throws for the endpoint's faults (those are the answer).
  */
-export async function probeEndpoint(spec: ProbeSpec, metrics?: WorkerMetrics, endpoint?: string, roots?: WorkerRoots): Promise<ProbeOutcome> {
+export async function probeEndpoint(
+  spec: ProbeSpec,
+  metrics?: WorkerMetrics,
+  endpoint?: string,
+  roots?: WorkerRoots,
+): Promise<ProbeOutcome> {
   // The entity refuses such specs; a spec stored before it did is still not fetched (no file://, no user:password@).
   const problem = typeof spec?.url === 'string' ? probeUrlProblem(spec.url) : 'must be a string';
   if (problem !== null) return notSent(`its url ${problem}`);
@@ -50,7 +56,12 @@ function originKey(url: string): string | null {
   }
 }
 
-const notSent = (why: string): ProbeOutcome => ({ outcome: 'permanent', latencyMs: 0, httpStatus: null, reason: `probe not sent: ${why}` });
+const notSent = (why: string): ProbeOutcome => ({
+  outcome: 'permanent',
+  latencyMs: 0,
+  httpStatus: null,
+  reason: `probe not sent: ${why}`,
+});
 
 /** What a probe sends: the URL (with a query credential applied), the source's headers, and what masks them. */
 interface Sent {
@@ -65,17 +76,25 @@ interface Sent {
  * sources roots; or why not (a string). Only for the source's own endpoint: the entity's key must be the
  * source's, and the URL on its origin, so a spec cannot pair an operator's credentials with another host.
  */
-async function withSource(spec: ProbeSpec, endpoint: string | undefined, roots: WorkerRoots | undefined): Promise<Sent | string> {
+async function withSource(
+  spec: ProbeSpec,
+  endpoint: string | undefined,
+  roots: WorkerRoots | undefined,
+): Promise<Sent | string> {
   const ref = spec.source!;
   if (!roots) return 'a probe that names a source needs the worker to know its sources roots';
   let source: SourceConfig;
   try {
-    source = (await loadSource(ref.file, ref.name, { roots: roots.sources, subject: 'self-probe', field: 'probe.source.file' })).source;
+    source = (
+      await loadSource(ref.file, ref.name, { roots: roots.sources, subject: 'self-probe', field: 'probe.source.file' })
+    ).source;
   } catch (err) {
     return `its source: ${err instanceof Error ? err.message : String(err)}`;
   }
-  if (endpoint !== undefined && sourceBreakerKey(source) !== endpoint) return `source ${JSON.stringify(ref.name)} is not this breaker's endpoint (${sourceBreakerKey(source)})`;
-  if (originKey(spec.url) !== originKey(source.url)) return `its url is not on source ${JSON.stringify(ref.name)}'s origin`;
+  if (endpoint !== undefined && sourceBreakerKey(source) !== endpoint)
+    return `source ${JSON.stringify(ref.name)} is not this breaker's endpoint (${sourceBreakerKey(source)})`;
+  if (originKey(spec.url) !== originKey(source.url))
+    return `its url is not on source ${JSON.stringify(ref.name)}'s origin`;
   const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
   try {
     const url = applyAuth(source.auth, spec.url, headers);
@@ -99,13 +118,19 @@ async function sendProbe(spec: ProbeSpec, sent: Sent): Promise<ProbeOutcome> {
   const contentType = x.headers['content-type'] ?? '';
   const base = { latencyMs: x.latencyMs, httpStatus: x.status };
   if (!x.error && x.status !== null) {
-    if (spec.okStatuses?.includes(x.status)) return { ...base, outcome: 'success', reason: `HTTP ${x.status} is in okStatuses` };
+    if (spec.okStatuses?.includes(x.status))
+      return { ...base, outcome: 'success', reason: `HTTP ${x.status} is in okStatuses` };
     const nonImage = spec.contentTypePrefix !== undefined && !spec.contentTypePrefix.startsWith('image/');
     if (nonImage && x.status >= 200 && x.status < 300 && contentType.startsWith(spec.contentTypePrefix!)) {
       return { ...base, outcome: 'success', reason: `HTTP ${x.status} ${contentType}, ${x.body.length} bytes` };
     }
   }
-  const v = await classify(x, { width: null, height: null, blankIsFailure: false, ...(sent.secrets ? { secrets: sent.secrets } : {}) });
+  const v = await classify(x, {
+    width: null,
+    height: null,
+    blankIsFailure: false,
+    ...(sent.secrets ? { secrets: sent.secrets } : {}),
+  });
   let { kind, reason } = v;
   if (kind === 'success' && spec.contentTypePrefix && !contentType.startsWith(spec.contentTypePrefix)) {
     // A good image of another type than the probe expects is still not what it asked for.

@@ -1,6 +1,10 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { BREAKER_SEARCH_ATTRIBUTES, MOSAIC_SEARCH_ATTRIBUTES, searchAttributesRegistered } from '../messages/search-attributes';
+import {
+  BREAKER_SEARCH_ATTRIBUTES,
+  MOSAIC_SEARCH_ATTRIBUTES,
+  searchAttributesRegistered,
+} from '../messages/search-attributes';
 
 /** Are all of `keys` registered in this activity's namespace? */
 function registered(client: Client, keys: readonly { name: string }[]): Promise<boolean> {

@@ -40,7 +40,9 @@ export async function loadSource(
 ): Promise<{ name: string; source: SourceConfig; file: string; mirrors: { name: string; source: SourceConfig }[] }> {
   const worker = opts.roots !== undefined;
   const subject = opts.subject ?? 'sources file';
-  const { text, real } = worker ? await readConfined(file, opts.roots!, subject, opts.field ?? 'sourcesFile') : { text: await readLocal(file), real: path.resolve(file) };
+  const { text, real } = worker
+    ? await readConfined(file, opts.roots!, subject, opts.field ?? 'sourcesFile')
+    : { text: await readLocal(file), real: path.resolve(file) };
   const data = parseText(file, text, worker);
   // Quoted only under `sources`, even for the CLI: a file named by mistake is not shown back.
   const { sources } = parseSourcesFile(data, `sources file ${file}`, true);
@@ -48,15 +50,24 @@ export async function loadSource(
   if (name !== undefined) {
     // Own names only: `constructor` or `toString` must not pick something off Object.prototype.
     const source = Object.hasOwn(sources, name) ? sources[name] : undefined;
-    if (!source) throw new ConfigError(`sources file ${file}`, [`no source named ${JSON.stringify(name)} (it has ${names.map((n) => JSON.stringify(n)).join(', ') || 'none'})`]);
+    if (!source)
+      throw new ConfigError(`sources file ${file}`, [
+        `no source named ${JSON.stringify(name)} (it has ${names.map((n) => JSON.stringify(n)).join(', ') || 'none'})`,
+      ]);
     return { name, source, file: real, mirrors: mirrorsOf(source, sources) };
   }
-  if (names.length !== 1) throw new ConfigError(`sources file ${file}`, [`it has ${names.length} sources (${names.join(', ')}); name one with --name (sourceName in a request)`]);
+  if (names.length !== 1)
+    throw new ConfigError(`sources file ${file}`, [
+      `it has ${names.length} sources (${names.join(', ')}); name one with --name (sourceName in a request)`,
+    ]);
   return { name: names[0]!, source: sources[names[0]!]!, file: real, mirrors: mirrorsOf(sources[names[0]!]!, sources) };
 }
 
 /** The sources a source names as its mirrors, in its order (the file's check made sure each exists). */
-function mirrorsOf(source: SourceConfig, sources: Record<string, SourceConfig>): { name: string; source: SourceConfig }[] {
+function mirrorsOf(
+  source: SourceConfig,
+  sources: Record<string, SourceConfig>,
+): { name: string; source: SourceConfig }[] {
   return (source.mirrors ?? []).filter((m) => Object.hasOwn(sources, m)).map((m) => ({ name: m, source: sources[m]! }));
 }
 
@@ -69,14 +80,22 @@ async function readLocal(file: string): Promise<string> {
 }
 
 /** The file's text, after every check that keeps a requester from reading what is not a sources file. */
-async function readConfined(file: string, roots: readonly string[], subject: string, field: string): Promise<{ text: string; real: string }> {
-  if (!EXTENSIONS.test(file)) throw new ConfigError(subject, [`${field}: ${JSON.stringify(file)} must name a .yaml, .yml or .json file`]);
+async function readConfined(
+  file: string,
+  roots: readonly string[],
+  subject: string,
+  field: string,
+): Promise<{ text: string; real: string }> {
+  if (!EXTENSIONS.test(file))
+    throw new ConfigError(subject, [`${field}: ${JSON.stringify(file)} must name a .yaml, .yml or .json file`]);
   const real = await confinePath(file, roots, field, subject);
   const refuse = (why: string): never => {
     throw new ConfigError(subject, [`${field}: ${JSON.stringify(file)} ${why}`]);
   };
   // Non-blocking, so a FIFO cannot hold the activity; the type is checked on the open file, not the name.
-  const handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => refuse(`cannot be read (${err.code ?? 'error'})`));
+  const handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch(
+    (err: NodeJS.ErrnoException) => refuse(`cannot be read (${err.code ?? 'error'})`),
+  );
   try {
     const st = await handle.stat();
     if (!st.isFile()) refuse('is not a regular file');
@@ -84,7 +103,8 @@ async function readConfined(file: string, roots: readonly string[], subject: str
     const buf = Buffer.alloc(st.size);
     const { bytesRead } = await handle.read(buf, 0, st.size, 0);
     const text = buf.subarray(0, bytesRead).toString('utf8');
-    if (text.split('\n').length > MAX_SOURCES_LINES) refuse(`has more than ${MAX_SOURCES_LINES} lines, too many for a sources file`);
+    if (text.split('\n').length > MAX_SOURCES_LINES)
+      refuse(`has more than ${MAX_SOURCES_LINES} lines, too many for a sources file`);
     return { text, real };
   } finally {
     await handle.close();
@@ -106,7 +126,9 @@ function parseText(file: string, text: string, worker: boolean): unknown {
       const first = errors[0];
       // V8's message quotes the text: locate the error with a parser that reports positions instead.
       const at = first ? ` at ${lineCol(text, first.offset)}: ${words(printParseErrorCode(first.error))}` : '';
-      throw new ConfigError(subject, [`not valid JSON${at}${worker || !first ? '' : `:\n\n${maskSecretsInText(codeFrame(text, first.offset))}`}`]);
+      throw new ConfigError(subject, [
+        `not valid JSON${at}${worker || !first ? '' : `:\n\n${maskSecretsInText(codeFrame(text, first.offset))}`}`,
+      ]);
     }
   }
   try {
@@ -114,12 +136,18 @@ function parseText(file: string, text: string, worker: boolean): unknown {
   } catch (err) {
     if (!(err instanceof YAMLParseError)) {
       // yaml stops alias expansion past a bound (a "billion laughs" file); its other errors say nothing safe.
-      throw new ConfigError(subject, [/alias/i.test((err as Error).message) ? 'not valid YAML: too many alias expansions' : 'not valid YAML']);
+      throw new ConfigError(subject, [
+        /alias/i.test((err as Error).message) ? 'not valid YAML: too many alias expansions' : 'not valid YAML',
+      ]);
     }
     const where = err.pos ? ` at ${lineCol(text, err.pos[0])}` : '';
     // yaml's message carries a code frame of the file; its error code says what went wrong without one.
     // The user's own file may show its lines (secrets masked all the same: terminals get pasted into tickets).
-    throw new ConfigError(subject, [worker ? `not valid YAML${where}: ${words(err.code)}` : `not valid YAML: ${maskSecretsInText(err.message.trim())}`]);
+    throw new ConfigError(subject, [
+      worker
+        ? `not valid YAML${where}: ${words(err.code)}`
+        : `not valid YAML: ${maskSecretsInText(err.message.trim())}`,
+    ]);
   }
 }
 

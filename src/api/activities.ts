@@ -29,6 +29,21 @@ export {
 } from '../activities/guard';
 export { OUTPUT_DIR_ENV, rootsFromEnv, SOURCES_DIR_ENV, type WorkerRoots } from '../activities/confine/roots';
 export { loadSource, type SourceReadOptions } from '../activities/sources-file';
-export { connectWorker, createFetchWorker, createWorker, DEFAULT_FETCH_BATCHES, workflowsPath, type CreateFetchWorkerOptions, type CreateWorkerOptions } from '../client/worker';
+export {
+  connectWorker,
+  createFetchWorker,
+  createWorker,
+  DEFAULT_FETCH_BATCHES,
+  workflowsPath,
+  type CreateFetchWorkerOptions,
+  type CreateWorkerOptions,
+} from '../client/worker';
 export { DEFAULT_FETCH_QUEUE_START_WITHIN_MS } from '../activities/mosaic/fetch-queue';
-export { defaultBuildId, defaultDeploymentName, deploymentOptions, promoteWhenPolling, type PromoteOutcome, type WorkerVersioning } from '../client/versioning';
+export {
+  defaultBuildId,
+  defaultDeploymentName,
+  deploymentOptions,
+  promoteWhenPolling,
+  type PromoteOutcome,
+  type WorkerVersioning,
+} from '../client/versioning';

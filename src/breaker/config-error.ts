@@ -25,13 +25,21 @@ export interface ParseOptions {
 }
 
 /** Parses `input` with `schema`; on failure throws a ConfigError naming every bad field and its value. */
-export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, subject: string, opts: ParseOptions = {}): z.output<S> {
+export function parseOrThrow<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  subject: string,
+  opts: ParseOptions = {},
+): z.output<S> {
   const result = schema.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
   // A value with thousands of bad parts (a forged coverage) gets the first few named, not a message of megabytes.
   const issues = result.error.issues;
   const named = issues.slice(0, MAX_ISSUES).map((i) => describeIssue(i, opts.mayQuote?.(i.path) ?? true));
-  throw new ConfigError(subject, issues.length > MAX_ISSUES ? [...named, `and ${issues.length - MAX_ISSUES} more problems`] : named);
+  throw new ConfigError(
+    subject,
+    issues.length > MAX_ISSUES ? [...named, `and ${issues.length - MAX_ISSUES} more problems`] : named,
+  );
 }
 
 /** Problems a ConfigError names one by one. */
@@ -58,7 +66,8 @@ function describeIssue(issue: z.core.$ZodIssue, quote: boolean): string {
 function showValue(value: unknown): string {
   if (value === undefined) return 'nothing';
   // JSON.stringify would print NaN and Infinity as null, throw on a BigInt, and give nothing for a symbol or a function.
-  if ((typeof value === 'number' && !Number.isFinite(value)) || typeof value === 'bigint' || typeof value === 'symbol') return String(value);
+  if ((typeof value === 'number' && !Number.isFinite(value)) || typeof value === 'bigint' || typeof value === 'symbol')
+    return String(value);
   if (typeof value === 'function') return 'a function';
   try {
     const text = JSON.stringify(value);

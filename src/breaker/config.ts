@@ -145,16 +145,36 @@ export const policyConfigSchema = z
   }))
   .superRefine((c, ctx) => {
     if (c.fastMinSamples < c.minSamples) {
-      ctx.addIssue({ code: 'custom', path: ['fastMinSamples'], input: c.fastMinSamples, message: `must be >= minSamples (${c.minSamples})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['fastMinSamples'],
+        input: c.fastMinSamples,
+        message: `must be >= minSamples (${c.minSamples})`,
+      });
     }
     if (c.probeTrials !== null && c.probeTrials < c.probesToClose) {
-      ctx.addIssue({ code: 'custom', path: ['probeTrials'], input: c.probeTrials, message: `must be >= probesToClose (${c.probesToClose}) or null` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['probeTrials'],
+        input: c.probeTrials,
+        message: `must be >= probesToClose (${c.probesToClose}) or null`,
+      });
     }
     if (c.fastWindowMs > c.windowMs) {
-      ctx.addIssue({ code: 'custom', path: ['fastWindowMs'], input: c.fastWindowMs, message: `must be <= windowMs (${c.windowMs})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['fastWindowMs'],
+        input: c.fastWindowMs,
+        message: `must be <= windowMs (${c.windowMs})`,
+      });
     }
     if (c.bucketMs > c.windowMs) {
-      ctx.addIssue({ code: 'custom', path: ['bucketMs'], input: c.bucketMs, message: `must be <= windowMs (${c.windowMs})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['bucketMs'],
+        input: c.bucketMs,
+        message: `must be <= windowMs (${c.windowMs})`,
+      });
     } else if (c.windowMs / c.bucketMs > 600) {
       ctx.addIssue({
         code: 'custom',
@@ -219,7 +239,9 @@ export function policyBoundsIssues(config: Readonly<Record<string, unknown>>): s
   for (const field of ['cooldownMs', 'probeIntervalMs'] as const) {
     const v = config[field];
     if (typeof v === 'number' && v <= POLICY_BOUNDS[field].max && v * factor > MAX_POLICY_DURATION_MS) {
-      issues.push(`${field}: x cooldownMaxFactor (${factor}) must be at most ${MAX_POLICY_DURATION_MS} (30 days), the longest it may grow to (got ${v})`);
+      issues.push(
+        `${field}: x cooldownMaxFactor (${factor}) must be at most ${MAX_POLICY_DURATION_MS} (30 days), the longest it may grow to (got ${v})`,
+      );
     }
   }
   return issues;
@@ -251,7 +273,10 @@ export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
  */
 export function fastWindowSpanMs(config: PolicyConfig, p95Ms: number | null, latencySamples: number): number {
   const follows = (config as Partial<PolicyConfig>).fastWindowFollowsLatency ?? false;
-  const needed = ((config as Partial<PolicyConfig>).fastWindowFollowsFloor ?? false) ? Math.min(config.latencyMinSamples, config.minSamples) : config.latencyMinSamples;
+  const needed =
+    ((config as Partial<PolicyConfig>).fastWindowFollowsFloor ?? false)
+      ? Math.min(config.latencyMinSamples, config.minSamples)
+      : config.latencyMinSamples;
   if (config.fastWindowMs === 0 || !follows || p95Ms === null || latencySamples < needed) return config.fastWindowMs;
   // At most a quarter of the window: the fast window judges the newest samples, not a slow endpoint's whole window.
   return Math.max(config.fastWindowMs, Math.min(Math.floor(config.windowMs / 4), Math.ceil(p95Ms)));

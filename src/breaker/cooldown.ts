@@ -17,7 +17,10 @@ export function cooldownDurationMs(config: PolicyConfig, consecutiveOpens: numbe
   const r = Math.min(Math.max(rand, 0), 1);
   const jittered = Math.round(grown * (1 + config.cooldownJitter * (2 * r - 1)));
   // Whole milliseconds, kept inside the documented bounds after rounding.
-  return Math.min(Math.max(jittered, Math.ceil(config.cooldownMs * (1 - config.cooldownJitter))), maxCooldownMs(config));
+  return Math.min(
+    Math.max(jittered, Math.ceil(config.cooldownMs * (1 - config.cooldownJitter))),
+    maxCooldownMs(config),
+  );
 }
 
 /** The longest an upstream Retry-After may hold the breaker open: the jittered cap. */
@@ -29,7 +32,12 @@ export function maxCooldownMs(config: PolicyConfig): number {
  * Consecutive opens remembered after the breaker has stayed closed from `closedAt` to `now`:
  * each full cooldownDecayMs forgives one.
  */
-export function decayedOpens(config: PolicyConfig, consecutiveOpens: number, closedAt: number | null, now: number): number {
+export function decayedOpens(
+  config: PolicyConfig,
+  consecutiveOpens: number,
+  closedAt: number | null,
+  now: number,
+): number {
   if (closedAt === null) return consecutiveOpens;
   const periods = Math.floor(Math.max(0, now - closedAt) / config.cooldownDecayMs);
   return Math.max(0, consecutiveOpens - periods);

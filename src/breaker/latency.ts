@@ -7,7 +7,10 @@
 const STEPS = [1, 1.25, 1.6, 2, 2.5, 3.15, 4, 5, 6.3, 8];
 
 /** Upper bounds (ms) of every bucket but the last, which holds everything above 100 s. */
-export const LATENCY_BOUNDS_MS: readonly number[] = Object.freeze([...[0, 1, 2, 3, 4].flatMap((decade) => STEPS.map((s) => Math.round(s * 10 ** decade * 100) / 100)), 100_000]);
+export const LATENCY_BOUNDS_MS: readonly number[] = Object.freeze([
+  ...[0, 1, 2, 3, 4].flatMap((decade) => STEPS.map((s) => Math.round(s * 10 ** decade * 100) / 100)),
+  100_000,
+]);
 
 /** Number of counters in a latency histogram (bounds plus overflow). */
 export const LATENCY_BUCKETS = LATENCY_BOUNDS_MS.length + 1;
@@ -58,7 +61,8 @@ export function countAbove(histogram: readonly number[], thresholdMs: number): n
     const lower = i === 0 ? 0 : LATENCY_BOUNDS_MS[i - 1]!;
     const upper = i < LATENCY_BOUNDS_MS.length ? LATENCY_BOUNDS_MS[i]! : Number.POSITIVE_INFINITY;
     if (lower >= thresholdMs) above += count;
-    else if (upper > thresholdMs) above += upper === Number.POSITIVE_INFINITY ? count : (count * (upper - thresholdMs)) / (upper - lower);
+    else if (upper > thresholdMs)
+      above += upper === Number.POSITIVE_INFINITY ? count : (count * (upper - thresholdMs)) / (upper - lower);
   }
   return above;
 }
@@ -104,7 +108,11 @@ export function stallAfterMs(p95Ms: number, meanDeviationMs: number, deviations 
  * stallAfterMs of the samples in a histogram (each taken at its bucket's middle), or null with fewer than
  * `minSamples`: what the fleet's window says when a worker has not yet seen enough calls of its own.
  */
-export function stallAfterOfHistogram(histogram: readonly number[], minSamples: number, deviations = STALL_DEVIATIONS): number | null {
+export function stallAfterOfHistogram(
+  histogram: readonly number[],
+  minSamples: number,
+  deviations = STALL_DEVIATIONS,
+): number | null {
   const total = totalOf(histogram);
   const p95 = percentile(histogram, 0.95);
   if (total < Math.max(1, minSamples) || p95 === null) return null;

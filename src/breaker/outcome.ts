@@ -4,7 +4,14 @@
  * neither. These are the kinds a report counts and the window holds (in this order: the carried window's rows
  * depend on it).
  */
-export const OUTCOME_KINDS = ['success', 'transient', 'service-exception', 'permanent', 'neutral', 'rate-limited'] as const;
+export const OUTCOME_KINDS = [
+  'success',
+  'transient',
+  'service-exception',
+  'permanent',
+  'neutral',
+  'rate-limited',
+] as const;
 export type CountedKind = (typeof OUTCOME_KINDS)[number];
 
 /**

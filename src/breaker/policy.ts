@@ -9,7 +9,17 @@ import { cooldownDurationMs, maxCooldownMs, opensFor } from './cooldown';
 import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
-import type { BreakerStateName, BreakerView, Permit, PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
+import type {
+  BreakerStateName,
+  BreakerView,
+  Permit,
+  PolicyEvent,
+  PolicyState,
+  ProbeDecision,
+  StepResult,
+  TransitionReason,
+  TransitionRecord,
+} from './state';
 import { stallAfterOfHistogram, totalOf } from './latency';
 import { fastFigures, figures, prune, record, recordSpread, windowLatency, type WindowFigures } from './window';
 
@@ -69,22 +79,46 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       }
       // closedAt: null, so time spent forced open does not count as calm time that forgives consecutive opens.
       out.move(
-        { mode: 'forced-open', forcedUntil: durationMs ? now + durationMs : null, probes: [], ...ROUND_RESET, closedAt: null, rampStartedAt: null },
+        {
+          mode: 'forced-open',
+          forcedUntil: durationMs ? now + durationMs : null,
+          probes: [],
+          ...ROUND_RESET,
+          closedAt: null,
+          rampStartedAt: null,
+        },
         'forced-open',
         event.reason ?? (durationMs ? `forced open for ${durationMs} ms` : 'forced open'),
       );
       break;
     }
     case 'force-close':
-      out.move({ ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null }, 'forced-close', event.reason ?? 'forced closed');
+      out.move(
+        { ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null },
+        'forced-close',
+        event.reason ?? 'forced closed',
+      );
       break;
     case 'reset':
       // Generations keep counting: a token granted before the reset must stay stale after it.
       // A pause a 429 asked for ends too (named only when set: states from before pauses carry no such field).
-      out.move({ ...initialState(out.state.config), lastGeneration: out.state.lastGeneration, ...(out.state.pacedUntil != null ? { pacedUntil: null } : {}) }, 'reset', event.reason ?? 'reset', true);
+      out.move(
+        {
+          ...initialState(out.state.config),
+          lastGeneration: out.state.lastGeneration,
+          ...(out.state.pacedUntil != null ? { pacedUntil: null } : {}),
+        },
+        'reset',
+        event.reason ?? 'reset',
+        true,
+      );
       break;
     case 'disable':
-      out.move({ mode: 'metrics-only', forcedUntil: null, probes: [], ...ROUND_RESET }, 'disabled', event.reason ?? 'metrics only: never blocks');
+      out.move(
+        { mode: 'metrics-only', forcedUntil: null, probes: [], ...ROUND_RESET },
+        'disabled',
+        event.reason ?? 'metrics only: never blocks',
+      );
       break;
     case 'enable':
       onEnable(out, event.reason ?? 'automatic mode');
@@ -103,9 +137,11 @@ export function permit(state: PolicyState, now: number): Permit {
 
 /** The earliest moment after `now` at which the state changes by itself (a cooldown, a lease, a timed force-open), or null. */
 export function nextDeadline(s: PolicyState, now: number): number | null {
-  const times = [s.mode !== 'forced-open' && s.phase === 'open' ? s.cooldownUntil : null, s.mode === 'forced-open' ? s.forcedUntil : null, ...s.probes.map((p) => p.leaseUntil)].filter(
-    (t): t is number => t !== null && t > now,
-  );
+  const times = [
+    s.mode !== 'forced-open' && s.phase === 'open' ? s.cooldownUntil : null,
+    s.mode === 'forced-open' ? s.forcedUntil : null,
+    ...s.probes.map((p) => p.leaseUntil),
+  ].filter((t): t is number => t !== null && t > now);
   return times.length ? Math.min(...times) : null;
 }
 
@@ -153,11 +189,23 @@ export function pausedForMs(v: Pick<BreakerView, 'pacedUntil'>, now: number): nu
  * by `now` reads as half-open even if the view still says open: the entity's timer is due, so ask for a probe.
  */
 export function permitFor(v: BreakerView, now: number): Permit {
-  const refuse = (retryAfterMs: number | null): Permit => ({ state: v.state, allow: false, retryAfterMs, allowance: 0, probeRequired: false });
+  const refuse = (retryAfterMs: number | null): Permit => ({
+    state: v.state,
+    allow: false,
+    retryAfterMs,
+    allowance: 0,
+    probeRequired: false,
+  });
   const halfOpen: Permit = { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };
   switch (v.state) {
     case 'closed':
-      return { state: v.state, allow: true, retryAfterMs: null, allowance: rampAllowanceFor(v, now), probeRequired: false };
+      return {
+        state: v.state,
+        allow: true,
+        retryAfterMs: null,
+        allowance: rampAllowanceFor(v, now),
+        probeRequired: false,
+      };
     case 'forced-closed':
     case 'metrics-only':
       return { state: v.state, allow: true, retryAfterMs: null, allowance: 1, probeRequired: false };
@@ -210,13 +258,30 @@ export function advance(state: PolicyState, now: number): StepResult {
   if (s.pacedUntil != null && s.pacedUntil <= now) out.patch({ pacedUntil: null });
   if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
     // Recorded at the moment it became due, not when the next event happened to arrive.
-    out.move({ mode: 'auto', forcedUntil: null, ...halfOpenFields() }, 'force-expired', 'forced open period ended; testing recovery', false, {
-      at: s.forcedUntil,
-    });
-  } else if ((s.mode === 'auto' || s.mode === 'metrics-only') && s.phase === 'open' && s.cooldownUntil !== null && s.cooldownUntil <= now) {
-    out.move(halfOpenFields(), 'cooldown-elapsed', `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`, false, {
-      at: s.cooldownUntil,
-    });
+    out.move(
+      { mode: 'auto', forcedUntil: null, ...halfOpenFields() },
+      'force-expired',
+      'forced open period ended; testing recovery',
+      false,
+      {
+        at: s.forcedUntil,
+      },
+    );
+  } else if (
+    (s.mode === 'auto' || s.mode === 'metrics-only') &&
+    s.phase === 'open' &&
+    s.cooldownUntil !== null &&
+    s.cooldownUntil <= now
+  ) {
+    out.move(
+      halfOpenFields(),
+      'cooldown-elapsed',
+      `cooldown of ${s.cooldownUntil - (s.openedAt ?? s.cooldownUntil)} ms elapsed`,
+      false,
+      {
+        at: s.cooldownUntil,
+      },
+    );
   }
   return out.result();
 }
@@ -226,10 +291,14 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   const now = out.now;
   const { earlier } = event;
   let window = record(s.window, now, event.counts, event.latency, s.config, event.witness || event.reporter);
-  if (earlier) window = recordSpread(window, now, earlier.counts, earlier.latency, earlier.fromAgoMs, earlier.toAgoMs, s.config);
+  if (earlier)
+    window = recordSpread(window, now, earlier.counts, earlier.latency, earlier.fromAgoMs, earlier.toAgoMs, s.config);
   const failedOf = (c: Partial<OutcomeCounts>) => (c.transient ?? 0) + (c['service-exception'] ?? 0);
   const failed = failedOf(event.counts) + (earlier ? failedOf(earlier.counts) : 0);
-  const hint = event.retryAfterMs && failed > 0 ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs) : s.retryAfterHintUntil;
+  const hint =
+    event.retryAfterMs && failed > 0
+      ? Math.max(s.retryAfterHintUntil ?? 0, now + event.retryAfterMs)
+      : s.retryAfterHintUntil;
   out.patch({ window, retryAfterHintUntil: hint });
   pace(out, event, failed);
   if (s.mode !== 'auto' && s.mode !== 'metrics-only') return;
@@ -241,7 +310,10 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
     const quorum = quorumFigures(window, now, floors, span);
     const verdict = shouldTrip(f, floors, fast, quorum);
     if (verdict) {
-      const lowered = floors !== s.config ? ` (sample floors ${floors.minSamples}/${floors.fastMinSamples}: the fleet had ${event.concurrency} calls in flight)` : '';
+      const lowered =
+        floors !== s.config
+          ? ` (sample floors ${floors.minSamples}/${floors.fastMinSamples}: the fleet had ${event.concurrency} calls in flight)`
+          : '';
       open(out, verdict.rule, verdict.detail + lowered, rand, verdict.figures);
     } else {
       const shortfall = quorumShortfall(f, floors, fast, quorum);
@@ -250,7 +322,8 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
   } else if (s.phase === 'half-open' && s.mode === 'metrics-only') {
     // No probes run in metrics-only mode: each report stands in for one, so the shadow phase can recover.
     if (failed > 0) trialFailed(out, `shadow probe: ${failed} failures reported`, rand);
-    else if ((event.counts.success ?? 0) + (earlier?.counts.success ?? 0) > 0) probeSucceeded(out, 'shadow probe: report with successes only');
+    else if ((event.counts.success ?? 0) + (earlier?.counts.success ?? 0) > 0)
+      probeSucceeded(out, 'shadow probe: report with successes only');
   }
 }
 
@@ -264,7 +337,8 @@ function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, fa
   const waits: number[] = [];
   if ((event.counts['rate-limited'] ?? 0) > 0) waits.push(event.rateLimitedForMs ?? 0);
   // A failure's Retry-After (a 503 asking to wait), in entities that pause on it.
-  if (failed > 0 && ((out.state.config as Partial<PolicyConfig>).retryAfterPauses ?? false)) waits.push(event.retryAfterMs ?? 0);
+  if (failed > 0 && ((out.state.config as Partial<PolicyConfig>).retryAfterPauses ?? false))
+    waits.push(event.retryAfterMs ?? 0);
   const ms = Math.max(0, ...waits.filter((w) => typeof w === 'number' && Number.isFinite(w)));
   if (!(ms > 0)) return;
   const until = out.now + Math.min(Math.round(ms), maxCooldownMs(out.state.config));
@@ -278,7 +352,8 @@ function onProbeRequest(out: Recorder, requestId: string, requester: string): Pr
     return { kind: 'denied', reason: 'forced-open', retryAfterMs: s.forcedUntil === null ? null : s.forcedUntil - now };
   }
   if (s.mode !== 'auto' || s.phase === 'closed') return { kind: 'not-needed', state: stateName(s) };
-  if (s.phase === 'open') return { kind: 'denied', reason: 'open', retryAfterMs: Math.max(0, (s.cooldownUntil ?? now) - now) };
+  if (s.phase === 'open')
+    return { kind: 'denied', reason: 'open', retryAfterMs: Math.max(0, (s.cooldownUntil ?? now) - now) };
   // A repeated request (a retried activity, a redelivered signal) gets the token it already holds.
   const held = s.probes.find((p) => p.requestId === requestId);
   if (held) return { kind: 'granted', token: held };
@@ -286,7 +361,13 @@ function onProbeRequest(out: Recorder, requestId: string, requester: string): Pr
     const nextFree = Math.min(...s.probes.map((p) => p.leaseUntil));
     return { kind: 'denied', reason: 'busy', retryAfterMs: nextFree - now };
   }
-  const token = { generation: s.lastGeneration + 1, requestId, holder: requester, grantedAt: now, leaseUntil: now + s.config.probeLeaseMs };
+  const token = {
+    generation: s.lastGeneration + 1,
+    requestId,
+    holder: requester,
+    grantedAt: now,
+    leaseUntil: now + s.config.probeLeaseMs,
+  };
   out.patch({ probes: [...s.probes, token], lastGeneration: token.generation });
   return { kind: 'granted', token };
 }
@@ -303,11 +384,16 @@ function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe
   // the rule again at once (flapping).
   const limit = probeLatencyLimitMs(s.config);
   if (event.outcome === 'success' && limit !== null && event.latencyMs !== undefined && event.latencyMs > limit) {
-    trialFailed(out, `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the ${slowerThan(s.config, limit)}`, rand);
+    trialFailed(
+      out,
+      `probe ${event.generation} by ${token.holder} succeeded in ${Math.round(event.latencyMs)} ms, slower than the ${slowerThan(s.config, limit)}`,
+      rand,
+    );
     return;
   }
   if (isFailure(event.outcome)) {
-    if (event.retryAfterMs) out.patch({ retryAfterHintUntil: Math.max(s.retryAfterHintUntil ?? 0, out.now + event.retryAfterMs) });
+    if (event.retryAfterMs)
+      out.patch({ retryAfterHintUntil: Math.max(s.retryAfterHintUntil ?? 0, out.now + event.retryAfterMs) });
     trialFailed(out, `probe ${event.generation} by ${token.holder} failed: ${event.outcome}`, rand);
   } else if (event.outcome === 'success') {
     out.trial('success');
@@ -318,7 +404,9 @@ function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe
 
 /** Which limit a slow probe broke, for the transition's detail. */
 function slowerThan(config: PolicyConfig, limitMs: number): string {
-  return limitMs === config.slowCallMs ? `slow-call threshold ${Math.round(limitMs)} ms` : `latency budget ${Math.round(limitMs)} ms`;
+  return limitMs === config.slowCallMs
+    ? `slow-call threshold ${Math.round(limitMs)} ms`
+    : `latency budget ${Math.round(limitMs)} ms`;
 }
 
 /** The k-of-n round's size (probeTrials), or null for consecutive successes (and in configs carried from before it). */
@@ -351,8 +439,15 @@ function probeSucceeded(out: Recorder, detail: string): void {
     return;
   }
   const failures = out.state.probeFailures ?? 0;
-  const how = failures > 0 ? `${successes} successful probes of ${successes + failures} trials` : `${successes} consecutive successful probes`;
-  out.move({ ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null }, 'probes-succeeded', `${detail}; ${how}`);
+  const how =
+    failures > 0
+      ? `${successes} successful probes of ${successes + failures} trials`
+      : `${successes} consecutive successful probes`;
+  out.move(
+    { ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null },
+    'probes-succeeded',
+    `${detail}; ${how}`,
+  );
 }
 
 function onEnable(out: Recorder, reason: string): void {
@@ -370,8 +465,10 @@ function onConfigure(out: Recorder, patch: object, newRound: boolean, bounded: b
     const changed = Object.keys(patch).join(', ');
     // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
     // round close on fewer successes or after more trials than either rule allows: the round starts again.
-    const ruleChanged = config.probesToClose !== s.config.probesToClose || probeTrials(config) !== probeTrials(s.config);
-    const restart = newRound && ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || (s.probeFailures ?? 0) > 0);
+    const ruleChanged =
+      config.probesToClose !== s.config.probesToClose || probeTrials(config) !== probeTrials(s.config);
+    const restart =
+      newRound && ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || (s.probeFailures ?? 0) > 0);
     const round = restart ? ROUND_RESET : {};
     const detail = `configuration changed: ${changed}${restart ? '; the probe round starts again' : ''}`;
     out.move({ config, window: prune(s.window, out.now, config), ...round }, 'configured', detail, true);
@@ -392,7 +489,8 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
   // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown; each
   // failed trial in a row waits probeBackoff times longer, up to the cooldown's cap factor.
   const interval = (s.config as Partial<PolicyConfig>).probeIntervalMs;
-  if (reason === 'probe-failed' && interval) cooldownMs = Math.min(cooldownMs, trialWaitMs(s.config, interval, failedTrials, rand));
+  if (reason === 'probe-failed' && interval)
+    cooldownMs = Math.min(cooldownMs, trialWaitMs(s.config, interval, failedTrials, rand));
   if (s.retryAfterHintUntil !== null && s.retryAfterHintUntil > now) {
     cooldownMs = Math.max(cooldownMs, Math.min(s.retryAfterHintUntil - now, maxCooldownMs(s.config)));
   }
@@ -422,7 +520,10 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
  */
 export function trialWaitMs(config: PolicyConfig, intervalMs: number, failedTrials: number, rand: number): number {
   const backoff = (config as Partial<PolicyConfig>).probeBackoff ?? 1;
-  const grown = Math.min(intervalMs * backoff ** Math.max(0, failedTrials - 1), intervalMs * Math.max(1, config.cooldownMaxFactor));
+  const grown = Math.min(
+    intervalMs * backoff ** Math.max(0, failedTrials - 1),
+    intervalMs * Math.max(1, config.cooldownMaxFactor),
+  );
   return Math.max(1, Math.round(grown * (1 + config.cooldownJitter * (2 * rand - 1))));
 }
 
@@ -474,7 +575,13 @@ class Recorder {
   }
 
   /** Patches and records the transition; `always` records even when the state name does not change. */
-  move(fields: Partial<PolicyState>, reason: TransitionReason, detail: string, always = false, extra: Partial<TransitionRecord> = {}): void {
+  move(
+    fields: Partial<PolicyState>,
+    reason: TransitionReason,
+    detail: string,
+    always = false,
+    extra: Partial<TransitionRecord> = {},
+  ): void {
     const before = this.state;
     this.patch(fields);
     const after = this.state;

@@ -62,7 +62,11 @@ export function withReporter(set: readonly number[] | undefined, h: number, cap:
 }
 
 /** The union of two capped sets, capped at `cap`. */
-export function unionCapped(a: readonly number[] | undefined, b: readonly number[] | undefined, cap: number): number[] | undefined {
+export function unionCapped(
+  a: readonly number[] | undefined,
+  b: readonly number[] | undefined,
+  cap: number,
+): number[] | undefined {
   if (!a?.length) return b?.length ? b.slice(0, cap) : undefined;
   let out = a.slice(0, cap);
   for (const h of b ?? []) out = withReporter(out, h, cap);
@@ -73,7 +77,13 @@ export function unionCapped(a: readonly number[] | undefined, b: readonly number
  * Records a report from `reporter` into `bucket` (mutated: record() hands it a fresh copy). Only a report with
  * successes or failures makes its reporter active: one that saw nothing health-relevant vouches for nothing.
  */
-export function noteReporter(bucket: ReporterSets, reporter: string, counts: ReportCounts, config: PolicyConfig, latency?: readonly number[]): void {
+export function noteReporter(
+  bucket: ReporterSets,
+  reporter: string,
+  counts: ReportCounts,
+  config: PolicyConfig,
+  latency?: readonly number[],
+): void {
   const q = quorumOf(config);
   if (q <= 1) return;
   const failed = (counts.transient ?? 0) + (counts['service-exception'] ?? 0);
@@ -88,11 +98,17 @@ export function noteReporter(bucket: ReporterSets, reporter: string, counts: Rep
   // Slow: its own share of calls slower than slowCallMs reaches half the policy's slowCallRatio.
   const slowMs = slowCallMs(config);
   const timed = latency ? totalOf(latency) : 0;
-  if (slowMs !== null && latency && timed > 0 && countAbove(latency, slowMs) / timed >= config.slowCallRatio / 2) bucket.slow = withReporter(bucket.slow, h, q);
+  if (slowMs !== null && latency && timed > 0 && countAbove(latency, slowMs) / timed >= config.slowCallRatio / 2)
+    bucket.slow = withReporter(bucket.slow, h, q);
 }
 
 /** The quorum's figures at `now`, or null when the quorum is off (1). */
-export function quorumFigures(window: readonly ReporterSets[], now: number, config: PolicyConfig, fastSpanMs = config.fastWindowMs): QuorumFigures | null {
+export function quorumFigures(
+  window: readonly ReporterSets[],
+  now: number,
+  config: PolicyConfig,
+  fastSpanMs = config.fastWindowMs,
+): QuorumFigures | null {
   const q = quorumOf(config);
   if (q <= 1) return null;
   const activeFrom = now - Math.min(config.windowMs, QUORUM_ACTIVE_MS);
@@ -112,7 +128,13 @@ export function quorumFigures(window: readonly ReporterSets[], now: number, conf
     if (end > activeFrom) active = unionCapped(active, b.seen, q);
   }
   const a = active?.length ?? 0;
-  return { required: Math.max(1, Math.min(q, a)), failing: failing?.length ?? 0, fastFailing: fast?.length ?? 0, active: a, slow: slow?.length ?? 0 };
+  return {
+    required: Math.max(1, Math.min(q, a)),
+    failing: failing?.length ?? 0,
+    fastFailing: fast?.length ?? 0,
+    active: a,
+    slow: slow?.length ?? 0,
+  };
 }
 
 /** The counts of a report the quorum reads. */

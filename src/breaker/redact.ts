@@ -19,14 +19,19 @@ function isCredentialName(name: string): boolean {
 
 /** A string that looks like a credential whatever its field: shown by its length only. */
 function looksSecret(value: string): boolean {
-  return (TOKEN_LIKE.test(value) && /[0-9]/.test(value) && /[A-Za-z]/.test(value)) || /-----BEGIN [A-Z ]*(KEY|CERTIFICATE)/.test(value);
+  return (
+    (TOKEN_LIKE.test(value) && /[0-9]/.test(value) && /[A-Za-z]/.test(value)) ||
+    /-----BEGIN [A-Z ]*(KEY|CERTIFICATE)/.test(value)
+  );
 }
 
 /** URLs in `text` with their user:password@ and credential-like query parameters masked. */
 export function maskUrlSecrets(text: string): string {
   return text
     .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^/?#\s@"']*@/gi, `$1${MASK}@`)
-    .replace(/([?&])([^=&#\s"']+)=([^&#\s"']*)/g, (m, sep: string, name: string) => (isCredentialName(decodeSafe(name)) ? `${sep}${name}=${MASK}` : m));
+    .replace(/([?&])([^=&#\s"']+)=([^&#\s"']*)/g, (m, sep: string, name: string) =>
+      isCredentialName(decodeSafe(name)) ? `${sep}${name}=${MASK}` : m,
+    );
 }
 
 /**
@@ -36,7 +41,10 @@ export function maskUrlSecrets(text: string): string {
  */
 export function maskSecretsInText(text: string): string {
   return maskUrlSecrets(text)
-    .replace(/(["']?)([A-Za-z0-9_.-]+)\1(\s*[:=]\s*)("[^"\n]*"?|'[^'\n]*'?|[^\s,;}\]]+)/g, (m, q: string, name: string, sep: string) => (isCredentialName(name) ? `${q}${name}${q}${sep}${MASK}` : m))
+    .replace(
+      /(["']?)([A-Za-z0-9_.-]+)\1(\s*[:=]\s*)("[^"\n]*"?|'[^'\n]*'?|[^\s,;}\]]+)/g,
+      (m, q: string, name: string, sep: string) => (isCredentialName(name) ? `${q}${name}${q}${sep}${MASK}` : m),
+    )
     .replace(/[A-Za-z0-9+/_=.~-]{40,}/g, (w) => (looksSecret(w) ? `<${w.length} characters, not shown>` : w));
 }
 
@@ -52,11 +60,15 @@ export function scrubSecrets(text: string, secrets: readonly string[]): string {
  * token-like strings replaced by their length.
  */
 export function redactValue(value: unknown, name?: string, depth = 0): unknown {
-  if (name !== undefined && isCredentialName(name) && value !== undefined && value !== null && value !== '') return MASK;
-  if (typeof value === 'string') return looksSecret(value) ? `<${value.length} characters, not shown>` : maskUrlSecrets(value);
+  if (name !== undefined && isCredentialName(name) && value !== undefined && value !== null && value !== '')
+    return MASK;
+  if (typeof value === 'string')
+    return looksSecret(value) ? `<${value.length} characters, not shown>` : maskUrlSecrets(value);
   if (depth > 4 || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return value.map((v) => redactValue(v, undefined, depth + 1));
-  return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redactValue(v, k, depth + 1)]));
+  return Object.fromEntries(
+    Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redactValue(v, k, depth + 1)]),
+  );
 }
 
 function decodeSafe(s: string): string {

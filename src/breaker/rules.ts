@@ -25,15 +25,29 @@ export interface TripVerdict {
  * window, within the window for the whole; and the
  * slow-call rule that many reporters whose own calls were slow.
  */
-export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null = null, quorum: QuorumFigures | null = null): TripVerdict | null {
+export function shouldTrip(
+  f: WindowFigures,
+  config: PolicyConfig,
+  fast: WindowFigures | null = null,
+  quorum: QuorumFigures | null = null,
+): TripVerdict | null {
   if (fast && ratioTrips(fast, config) && (!quorum || quorum.fastFailing >= quorum.required)) {
-    return { rule: 'failure-ratio', detail: `${ratioDetail(fast, config)} in the newest ${fast.samples} samples${quorumDetail(quorum, 'fast')}`, figures: fast };
+    return {
+      rule: 'failure-ratio',
+      detail: `${ratioDetail(fast, config)} in the newest ${fast.samples} samples${quorumDetail(quorum, 'fast')}`,
+      figures: fast,
+    };
   }
   if (f.samples < config.minSamples) return null;
-  if (ratioTrips(f, config) && (!quorum || quorum.failing >= quorum.required)) return { rule: 'failure-ratio', detail: ratioDetail(f, config) + quorumDetail(quorum, 'whole'), figures: f };
+  if (ratioTrips(f, config) && (!quorum || quorum.failing >= quorum.required))
+    return { rule: 'failure-ratio', detail: ratioDetail(f, config) + quorumDetail(quorum, 'whole'), figures: f };
   const budget = latencyBudgetMs(config);
   if (budget !== null && f.p95Ms !== null && f.latencySamples >= config.latencyMinSamples && f.p95Ms > budget) {
-    return { rule: 'latency', detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples`, figures: f };
+    return {
+      rule: 'latency',
+      detail: `p95 ${Math.round(f.p95Ms)} ms > budget ${Math.round(budget)} ms over ${f.latencySamples} samples`,
+      figures: f,
+    };
   }
   if (slowHolds(f, config) && (!quorum || quorum.slow >= quorum.required)) {
     const n = quorum?.slow ?? 0;
@@ -55,10 +69,21 @@ export function shouldTrip(f: WindowFigures, config: PolicyConfig, fast: WindowF
  * needs ("quorum not met: failures from 1 reporter ..."). Null when no ratio rule holds, or the quorum is met
  * or off. Read only when shouldTrip said no.
  */
-export function quorumShortfall(f: WindowFigures, config: PolicyConfig, fast: WindowFigures | null, quorum: QuorumFigures | null): string | null {
+export function quorumShortfall(
+  f: WindowFigures,
+  config: PolicyConfig,
+  fast: WindowFigures | null,
+  quorum: QuorumFigures | null,
+): string | null {
   if (!quorum) return null;
-  const which = fast && ratioTrips(fast, config) ? { figures: fast, failing: quorum.fastFailing, where: `in the newest ${fast.samples} samples` } : null;
-  const whole = f.samples >= config.minSamples && ratioTrips(f, config) ? { figures: f, failing: quorum.failing, where: 'in the window' } : null;
+  const which =
+    fast && ratioTrips(fast, config)
+      ? { figures: fast, failing: quorum.fastFailing, where: `in the newest ${fast.samples} samples` }
+      : null;
+  const whole =
+    f.samples >= config.minSamples && ratioTrips(f, config)
+      ? { figures: f, failing: quorum.failing, where: 'in the window' }
+      : null;
   const held = which ?? whole;
   if (!held) {
     // The slow-call rule has the same quorum: one worker on a congested link must not open the fleet's breaker.
@@ -99,7 +124,12 @@ export function floorsFor(config: PolicyConfig, concurrency: number | undefined)
 
 /** The slow-call rule holds on `f` (before any quorum). */
 function slowHolds(f: WindowFigures, config: PolicyConfig): boolean {
-  return slowCallMs(config) !== null && f.slowCalls !== undefined && f.latencySamples >= config.latencyMinSamples && f.slowCalls / f.latencySamples >= config.slowCallRatio;
+  return (
+    slowCallMs(config) !== null &&
+    f.slowCalls !== undefined &&
+    f.latencySamples >= config.latencyMinSamples &&
+    f.slowCalls / f.latencySamples >= config.slowCallRatio
+  );
 }
 
 function slowDetail(f: WindowFigures, config: PolicyConfig): string {

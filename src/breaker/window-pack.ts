@@ -42,7 +42,11 @@ export function packWindow(window: RollingWindow, config: PackConfig, now: numbe
       packed = pack(coarsen(window, config.bucketMs, group, keepFrom, cap), config.bucketMs);
     }
   }
-  if (size(packed) > budget) packed = pack(coarsen(window, config.bucketMs, Number.MAX_SAFE_INTEGER, Number.POSITIVE_INFINITY, cap), config.bucketMs);
+  if (size(packed) > budget)
+    packed = pack(
+      coarsen(window, config.bucketMs, Number.MAX_SAFE_INTEGER, Number.POSITIVE_INFINITY, cap),
+      config.bucketMs,
+    );
   return packed;
 }
 
@@ -54,7 +58,8 @@ export function unpackWindow(p: PackedWindow): RollingWindow {
     OUTCOME_KINDS.forEach((kind, i) => (counts[kind] = row[1 + i] ?? 0));
     const latency = emptyHistogram();
     const first = row[7];
-    if (first !== undefined) for (let i = 8; i < row.length && first + i - 8 < latency.length; i++) latency[first + i - 8] = row[i]!;
+    if (first !== undefined)
+      for (let i = 8; i < row.length && first + i - 8 < latency.length; i++) latency[first + i - 8] = row[i]!;
     const sets = who.get(index);
     return {
       start: (p.base + row[0]!) * p.bucketMs,
@@ -80,7 +85,9 @@ function pack(window: RollingWindow, bucketMs: number): PackedWindow {
     return row;
   });
   const who = window.flatMap((b, i): [number, number[], number[], number[]?][] =>
-    b.seen?.length || b.failing?.length || b.slow?.length ? [b.slow?.length ? [i, b.seen ?? [], b.failing ?? [], b.slow] : [i, b.seen ?? [], b.failing ?? []]] : [],
+    b.seen?.length || b.failing?.length || b.slow?.length
+      ? [b.slow?.length ? [i, b.seen ?? [], b.failing ?? [], b.slow] : [i, b.seen ?? [], b.failing ?? []]]
+      : [],
   );
   return { base, bucketMs, rows, ...(who.length ? { who } : {}) };
 }

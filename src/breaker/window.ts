@@ -48,7 +48,14 @@ export function prune(window: RollingWindow, now: number, config: PolicyConfig):
  * Adds counts and a latency histogram at `now` into the window, and with a quorum the reporter that sent them.
  * Returns a new window (input untouched).
  */
-export function record(window: RollingWindow, now: number, counts: Partial<OutcomeCounts>, latency: readonly number[] | undefined, config: PolicyConfig, reporter?: string): RollingWindow {
+export function record(
+  window: RollingWindow,
+  now: number,
+  counts: Partial<OutcomeCounts>,
+  latency: readonly number[] | undefined,
+  config: PolicyConfig,
+  reporter?: string,
+): RollingWindow {
   const start = Math.floor(now / config.bucketMs) * config.bucketMs;
   const pruned = prune(window, now, config);
   const last = pruned[pruned.length - 1];
@@ -92,7 +99,9 @@ export function recordSpread(
   const first = Math.floor((now - kept) / config.bucketMs) * config.bucketMs;
   const last = Math.floor((now - to) / config.bucketMs) * config.bucketMs;
   const slots = (last - first) / config.bucketMs + 1;
-  const byStart = new Map(prune(window, now, config).map((b) => [b.start, { ...b, counts: { ...b.counts }, latency: [...b.latency] }]));
+  const byStart = new Map(
+    prune(window, now, config).map((b) => [b.start, { ...b, counts: { ...b.counts }, latency: [...b.latency] }]),
+  );
   const bucketAt = (start: number): WindowBucket => {
     let b = byStart.get(start);
     if (!b) byStart.set(start, (b = { start, counts: zeroCounts(), latency: emptyHistogram() }));
@@ -133,7 +142,12 @@ export function figures(window: RollingWindow, now: number, config: PolicyConfig
  * the caller widens it: fastWindowSpanMs), up to the first point where they hold fastMinSamples
  * health-relevant samples. Null when they never do (or it is off).
  */
-export function fastFigures(window: RollingWindow, now: number, config: PolicyConfig, spanMs = config.fastWindowMs): WindowFigures | null {
+export function fastFigures(
+  window: RollingWindow,
+  now: number,
+  config: PolicyConfig,
+  spanMs = config.fastWindowMs,
+): WindowFigures | null {
   if (config.fastWindowMs === 0) return null;
   // Newest first, counting samples as it goes: one pass, so a 600-bucket fast window costs 600 additions per
   // report, not the 180,000 bucket sums of re-adding every suffix.

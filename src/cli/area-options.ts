@@ -19,13 +19,17 @@ export function readCoverageFile(file: string): unknown {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`--coverage: ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
+    throw new Error(`--coverage: ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
+      cause: err,
+    });
   }
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
     // The parser's message quotes the text; its position is enough to find the fault.
     const at = /position (\d+)/.exec((err as Error).message)?.[1];
-    throw new Error(`--coverage: ${file}: not valid JSON${at !== undefined ? ` (at character ${at})` : ''}`, { cause: err });
+    throw new Error(`--coverage: ${file}: not valid JSON${at !== undefined ? ` (at character ${at})` : ''}`, {
+      cause: err,
+    });
   }
 }

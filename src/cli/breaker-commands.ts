@@ -36,19 +36,31 @@ export const EXIT_SENT_NOT_CONFIRMED = 5;
  * exits 2); an admin action sent but not yet confirmed exits EXIT_SENT_NOT_CONFIRMED.
  */
 export function registerBreakerCommands(program: Command, withClient: WithClient): Command {
-  const breaker = program.command('breaker').description('list, inspect, force open / closed or reset the fleet-wide breakers at TEMPORAL_ADDRESS');
+  const breaker = program
+    .command('breaker')
+    .description('list, inspect, force open / closed or reset the fleet-wide breakers at TEMPORAL_ADDRESS');
   // A usage error exits 2 (a JSON error under --json): the program's exitOverride and output settings, which
   // commands created from it inherit (src/cli/main.ts).
 
   breaker
     .command('list')
-    .description('list the running breaker entities with their state (by the BreakerState / BreakerKey search attributes)')
-    .option('--state <state>', `only breakers in this state (${BREAKER_STATES.join(', ')}; open includes forced-open)`, parseState)
+    .description(
+      'list the running breaker entities with their state (by the BreakerState / BreakerKey search attributes)',
+    )
+    .option(
+      '--state <state>',
+      `only breakers in this state (${BREAKER_STATES.join(', ')}; open includes forced-open)`,
+      parseState,
+    )
     .option('--json', 'print JSON')
     .action(async (opts: { state?: string; json?: boolean }) => {
       await withClient(async (client) => {
         const result = await listBreakers(client, opts.state !== undefined ? { state: opts.state } : {});
-        console.log(opts.json ? listJson(result.breakers, { query: result.query, filteredBy: result.filteredBy }) : formatList(result, opts.state, Date.now()));
+        console.log(
+          opts.json
+            ? listJson(result.breakers, { query: result.query, filteredBy: result.filteredBy })
+            : formatList(result, opts.state, Date.now()),
+        );
       });
     });
 
@@ -62,7 +74,11 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
     .argument('<key>', keyHelp)
     .option('--partition <name>', partitionHelp)
     .option('--limit <n>', 'transitions to show, most recent first', parseCount, 20)
-    .option('--since <duration>', 'also: time spent open over this last period and each open interval with its reason (e.g. 24h, 7d)', parseDuration)
+    .option(
+      '--since <duration>',
+      'also: time spent open over this last period and each open interval with its reason (e.g. 24h, 7d)',
+      parseDuration,
+    )
     .option('--json', 'print JSON')
     .action(async (key: string, opts: { partition?: string; limit: number; since?: number; json?: boolean }) => {
       const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
@@ -90,80 +106,130 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
       )
       .option('--json', 'print JSON');
     if (action === 'force-open') {
-      cmd.option('--for <duration>', 'open for this long, at most 30d, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)', parseForceOpenFor);
+      cmd.option(
+        '--for <duration>',
+        'open for this long, at most 30d, then test recovery in half-open (e.g. 90s, 10m, 1h30m; default: until closed or reset)',
+        parseForceOpenFor,
+      );
     }
     cmd.option('--confirm-timeout <duration>', confirmHelp, parseDuration);
-    cmd.action(async (key: string, opts: { partition?: string; reason?: string; actor?: string; json?: boolean; for?: number; confirmTimeout?: number }) => {
-      const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
-      await withClient(async (client, taskQueue) => {
-        // The signal goes first; a key with no running entity gets one (a breaker can be opened before a
-        // maintenance window). The read-back follows.
-        const result = await notConfirmed(
-          adminBreaker(client, resolved, action, {
-            taskQueue,
-            ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
-            ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
-            ...(opts.for !== undefined ? { durationMs: opts.for } : {}),
-            ...(opts.confirmTimeout !== undefined ? { confirmTimeoutMs: opts.confirmTimeout } : {}),
-          }),
-          resolved.key,
-          !!opts.json,
-          name,
-        );
-        if (!result) return;
-        // `command`: the command typed (`close` sends a reset), beside `action`, the signal sent.
-        console.log(opts.json ? JSON.stringify({ command: name, ...result }, null, 2) : formatAdmin(result, Date.now(), name));
-        if (!result.confirmed) {
-          sentNotConfirmed(action, result.key, result.sentAt, `its status still reads ${result.status.view.state} (expected ${result.expected})`);
-        }
-      });
-    });
+    cmd.action(
+      async (
+        key: string,
+        opts: {
+          partition?: string;
+          reason?: string;
+          actor?: string;
+          json?: boolean;
+          for?: number;
+          confirmTimeout?: number;
+        },
+      ) => {
+        const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
+        await withClient(async (client, taskQueue) => {
+          // The signal goes first; a key with no running entity gets one (a breaker can be opened before a
+          // maintenance window). The read-back follows.
+          const result = await notConfirmed(
+            adminBreaker(client, resolved, action, {
+              taskQueue,
+              ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
+              ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
+              ...(opts.for !== undefined ? { durationMs: opts.for } : {}),
+              ...(opts.confirmTimeout !== undefined ? { confirmTimeoutMs: opts.confirmTimeout } : {}),
+            }),
+            resolved.key,
+            !!opts.json,
+            name,
+          );
+          if (!result) return;
+          // `command`: the command typed (`close` sends a reset), beside `action`, the signal sent.
+          console.log(
+            opts.json ? JSON.stringify({ command: name, ...result }, null, 2) : formatAdmin(result, Date.now(), name),
+          );
+          if (!result.confirmed) {
+            sentNotConfirmed(
+              action,
+              result.key,
+              result.sentAt,
+              `its status still reads ${result.status.view.state} (expected ${result.expected})`,
+            );
+          }
+        });
+      },
+    );
   };
   // `close` is "back to normal": automatic closed, as `reset` (it trips again on failures). Forcing closed, so
   // that it never trips, is a command of its own, `force-close`: a breaker left forced closed after a
   // maintenance window no longer protects the endpoint, which `close` made easy to miss.
-  admin('open', 'force-open', 'force a breaker open: the fleet stops calling the endpoint (optionally for a duration) until `breaker close` or `reset`');
-  admin('close', 'reset', 'close a breaker: back to automatic, closed with an empty window (ends a forced open or forced closed); it trips again on failures. The same as reset');
-  admin('force-close', 'force-close', 'force a breaker closed: the fleet calls the endpoint whatever its failures; it never trips until `breaker reset` (or `close`)');
-  admin('reset', 'reset', 'reset a breaker to closed in automatic mode, with an empty window (ends a forced state); the same as close');
+  admin(
+    'open',
+    'force-open',
+    'force a breaker open: the fleet stops calling the endpoint (optionally for a duration) until `breaker close` or `reset`',
+  );
+  admin(
+    'close',
+    'reset',
+    'close a breaker: back to automatic, closed with an empty window (ends a forced open or forced closed); it trips again on failures. The same as reset',
+  );
+  admin(
+    'force-close',
+    'force-close',
+    'force a breaker closed: the fleet calls the endpoint whatever its failures; it never trips until `breaker reset` (or `close`)',
+  );
+  admin(
+    'reset',
+    'reset',
+    'reset a breaker to closed in automatic mode, with an empty window (ends a forced state); the same as close',
+  );
 
   breaker
     .command('configure')
-    .description("change fields of a breaker's policy (e.g. maxRequestsPerSecond=20 cooldownMs=60000); the change stays until changed again, also across idle periods")
+    .description(
+      "change fields of a breaker's policy (e.g. maxRequestsPerSecond=20 cooldownMs=60000); the change stays until changed again, also across idle periods",
+    )
     .argument('<key>', keyHelp)
     .argument('<field=value...>', 'policy fields to set (numbers, true/false, or null), the others keep their values')
     .option('--partition <name>', partitionHelp)
     .option('--actor <who>', 'who, for the transition log (recorded as claimed beside the sender)')
     .option('--json', 'print JSON')
     .option('--confirm-timeout <duration>', confirmHelp, parseDuration)
-    .action(async (key: string, pairs: string[], opts: { partition?: string; actor?: string; json?: boolean; confirmTimeout?: number }) => {
-      const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
-      const config = parseAssignments(pairs);
-      // Out of the policy's bounds: refused here, before connecting (exit 2); the rest is checked against the
-      // configuration in force (configureBreaker), and the entity checks both again.
-      checkPolicyBounds(config, 'breaker configure');
-      await withClient(async (client, taskQueue) => {
-        const result = await notConfirmed(
-          configureBreaker(client, resolved, config, {
-            taskQueue,
-            ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
-            ...(opts.confirmTimeout !== undefined ? { confirmTimeoutMs: opts.confirmTimeout } : {}),
-          }),
-          resolved.key,
-          !!opts.json,
-        );
-        if (!result) return;
-        if (opts.json) console.log(JSON.stringify(result, null, 2));
-        else {
-          const changed = Object.keys(config)
-            .map((k) => `${k}=${JSON.stringify((result.status.config as Record<string, unknown>)[k])}`)
-            .join(' ');
-          console.log(`breaker ${result.key}: configure ${result.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; now ${changed}`);
-          if (result.transition) console.log(formatTransitionLog([result.transition]).join('\n'));
-        }
-        if (!result.confirmed) sentNotConfirmed('configure', result.key, result.sentAt, 'the change does not show in its status yet');
-      });
-    });
+    .action(
+      async (
+        key: string,
+        pairs: string[],
+        opts: { partition?: string; actor?: string; json?: boolean; confirmTimeout?: number },
+      ) => {
+        const resolved = resolveBreakerKey(key, opts.partition !== undefined ? { partition: opts.partition } : {});
+        const config = parseAssignments(pairs);
+        // Out of the policy's bounds: refused here, before connecting (exit 2); the rest is checked against the
+        // configuration in force (configureBreaker), and the entity checks both again.
+        checkPolicyBounds(config, 'breaker configure');
+        await withClient(async (client, taskQueue) => {
+          const result = await notConfirmed(
+            configureBreaker(client, resolved, config, {
+              taskQueue,
+              ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
+              ...(opts.confirmTimeout !== undefined ? { confirmTimeoutMs: opts.confirmTimeout } : {}),
+            }),
+            resolved.key,
+            !!opts.json,
+          );
+          if (!result) return;
+          if (opts.json) console.log(JSON.stringify(result, null, 2));
+          else {
+            const changed = Object.keys(config)
+              .map((k) => `${k}=${JSON.stringify((result.status.config as Record<string, unknown>)[k])}`)
+              .join(' ');
+            console.log(
+              `breaker ${result.key}: configure ${result.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; now ${changed}`,
+            );
+            if (result.transition) console.log(formatTransitionLog([result.transition]).join('\n'));
+          }
+          if (!result.confirmed)
+            sentNotConfirmed('configure', result.key, result.sentAt, 'the change does not show in its status yet');
+        });
+      },
+    );
 
   return breaker;
 }
@@ -172,14 +238,34 @@ export function registerBreakerCommands(program: Command, withClient: WithClient
  * An admin action's result, or undefined when it was sent but the entity answered no status query in time:
  * then it says so (as JSON with --json) and sets the exit code. Any other error (nothing was sent) throws.
  */
-async function notConfirmed<R>(action: Promise<R>, key: string, json: boolean, command?: string): Promise<R | undefined> {
+async function notConfirmed<R>(
+  action: Promise<R>,
+  key: string,
+  json: boolean,
+  command?: string,
+): Promise<R | undefined> {
   try {
     return await action;
   } catch (err) {
     if (!(err instanceof AdminNotConfirmedError)) throw err;
     if (json) {
       const { action: name, workflowId, sentAt, why } = err;
-      console.log(JSON.stringify({ ...(command !== undefined ? { command } : {}), key, workflowId, action: name, sent: true, sentAt, confirmed: false, why }, null, 2));
+      console.log(
+        JSON.stringify(
+          {
+            ...(command !== undefined ? { command } : {}),
+            key,
+            workflowId,
+            action: name,
+            sent: true,
+            sentAt,
+            confirmed: false,
+            why,
+          },
+          null,
+          2,
+        ),
+      );
     }
     sentNotConfirmed(err.action, key, err.sentAt, err.why);
     return undefined;
@@ -204,7 +290,10 @@ function parseAssignments(pairs: string[]): Record<string, unknown> {
   const config: Record<string, unknown> = {};
   for (const pair of pairs) {
     const m = /^([A-Za-z][A-Za-z0-9]*)=(.*)$/.exec(pair);
-    if (!m) throw new InvalidArgumentError(`expected field=value, e.g. maxRequestsPerSecond=20 (got ${JSON.stringify(pair)})`);
+    if (!m)
+      throw new InvalidArgumentError(
+        `expected field=value, e.g. maxRequestsPerSecond=20 (got ${JSON.stringify(pair)})`,
+      );
     const [, field, raw] = m as unknown as [string, string, string];
     config[field] = /^(-?\d+(\.\d+)?|true|false|null)$/.test(raw) ? (JSON.parse(raw) as unknown) : raw;
   }
@@ -212,20 +301,25 @@ function parseAssignments(pairs: string[]): Record<string, unknown> {
 }
 
 function parseState(value: string): string {
-  if (!(BREAKER_STATES as readonly string[]).includes(value)) throw new InvalidArgumentError(`must be one of ${BREAKER_STATES.join(', ')}.`);
+  if (!(BREAKER_STATES as readonly string[]).includes(value))
+    throw new InvalidArgumentError(`must be one of ${BREAKER_STATES.join(', ')}.`);
   return value;
 }
 
 function parseCount(value: string): number {
   const n = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number >= 1.');
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError('must be a whole number >= 1.');
   return n;
 }
 
 /** "10m", "90s", "1h30m", "500ms", "2d" -> milliseconds (the same durations a request's deadline takes). */
 export function parseDuration(value: string): number {
   const ms = durationMs(value);
-  if (ms === null) throw new InvalidArgumentError(`not a duration: ${JSON.stringify(value)} (give a number with a unit, e.g. 90s, 10m, 1h30m, 500ms, 2d).`);
+  if (ms === null)
+    throw new InvalidArgumentError(
+      `not a duration: ${JSON.stringify(value)} (give a number with a unit, e.g. 90s, 10m, 1h30m, 500ms, 2d).`,
+    );
   if (!(ms > 0)) throw new InvalidArgumentError(`a duration must be longer than 0 (got ${JSON.stringify(value)}).`);
   return ms;
 }
@@ -233,8 +327,14 @@ export function parseDuration(value: string): number {
 /** `breaker open --for`: a duration of whole milliseconds, at most MAX_FORCE_OPEN_MS (the entity refuses more). */
 export function parseForceOpenFor(value: string): number {
   const ms = parseDuration(value);
-  if (!Number.isSafeInteger(ms)) throw new InvalidArgumentError(`--for must be a whole number of milliseconds (got ${JSON.stringify(value)}, ${ms} ms).`);
-  if (ms > MAX_FORCE_OPEN_MS) throw new InvalidArgumentError(`--for must be at most 30d (got ${JSON.stringify(value)}); to open until closed or reset, leave --for out.`);
+  if (!Number.isSafeInteger(ms))
+    throw new InvalidArgumentError(
+      `--for must be a whole number of milliseconds (got ${JSON.stringify(value)}, ${ms} ms).`,
+    );
+  if (ms > MAX_FORCE_OPEN_MS)
+    throw new InvalidArgumentError(
+      `--for must be at most 30d (got ${JSON.stringify(value)}); to open until closed or reset, leave --for out.`,
+    );
   return ms;
 }
 
@@ -278,12 +378,16 @@ function listDetail(b: ListedBreaker, now: number): string {
     case 'open':
       return v.cooldownUntil !== null ? `cooldown ends ${when(v.cooldownUntil, now)}` : 'cooling down';
     case 'forced-open':
-      return v.forcedUntil !== null ? `forced open until ${when(v.forcedUntil, now)}` : 'forced open until closed or reset';
+      return v.forcedUntil !== null
+        ? `forced open until ${when(v.forcedUntil, now)}`
+        : 'forced open until closed or reset';
     case 'half-open':
       return `probes ${v.probesOutstanding}/${v.maxConcurrentProbes} out (generation ${v.generation})`;
     case 'closed':
       if (pausedForMs(v, now) > 0) return `paced (Retry-After) until ${when(v.pacedUntil!, now)}`;
-      return v.rampStartedAt !== null && v.rampStartedAt + v.rampMs > now ? `ramping up since ${iso(v.rampStartedAt)}` : '';
+      return v.rampStartedAt !== null && v.rampStartedAt + v.rampMs > now
+        ? `ramping up since ${iso(v.rampStartedAt)}`
+        : '';
     case 'forced-closed':
       return `forced closed: ${FORCED_CLOSED}`;
     case 'metrics-only':
@@ -294,9 +398,15 @@ function listDetail(b: ListedBreaker, now: number): string {
 export function formatList(result: ListResult, state: string | undefined, now: number): string {
   const { breakers } = result;
   if (!breakers.length) {
-    return state ? `no running breakers in state ${state}` : 'no running breakers (an entity starts with the first outcome a guard reports for its key)';
+    return state
+      ? `no running breakers in state ${state}`
+      : 'no running breakers (an entity starts with the first outcome a guard reports for its key)';
   }
-  const rows = breakers.map((b) => [`${b.state ?? 'unknown'}${b.stateFrom === 'memo' ? '*' : ''}`, b.key, listDetail(b, now)]);
+  const rows = breakers.map((b) => [
+    `${b.state ?? 'unknown'}${b.stateFrom === 'memo' ? '*' : ''}`,
+    b.key,
+    listDetail(b, now),
+  ]);
   const header = ['STATE', 'KEY', 'DETAIL'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) =>
@@ -305,9 +415,14 @@ export function formatList(result: ListResult, state: string | undefined, now: n
       .join('  ')
       .trimEnd();
   const lines = [line(header), ...rows.map(line)];
-  lines.push('', `${breakers.length} running breaker${breakers.length === 1 ? '' : 's'}${state ? ` in state ${state}` : ''}`);
-  if (breakers.some((b) => b.stateFrom === 'memo')) lines.push("* state from the entity's memo: its BreakerState search attribute is not set");
-  if (result.filteredBy === 'memo') lines.push("(BreakerState is not registered in this namespace: filtered by the entities' memo)");
+  lines.push(
+    '',
+    `${breakers.length} running breaker${breakers.length === 1 ? '' : 's'}${state ? ` in state ${state}` : ''}`,
+  );
+  if (breakers.some((b) => b.stateFrom === 'memo'))
+    lines.push("* state from the entity's memo: its BreakerState search attribute is not set");
+  if (result.filteredBy === 'memo')
+    lines.push("(BreakerState is not registered in this namespace: filtered by the entities' memo)");
   return lines.join('\n');
 }
 
@@ -325,20 +440,28 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 export function formatShow(shown: ShownBreaker, now: number): string {
-  const lines = [`breaker ${shown.key}`, `  workflow     ${shown.workflowId} (run ${shown.runId}, task queue ${shown.taskQueue}, started ${iso(shown.startTime)})`];
+  const lines = [
+    `breaker ${shown.key}`,
+    `  workflow     ${shown.workflowId} (run ${shown.runId}, task queue ${shown.taskQueue}, started ${iso(shown.startTime)})`,
+  ];
   if (!shown.running) {
     lines.push(
       `  state        not running: ${shown.executionStatus}${shown.closeTime ? ` at ${iso(shown.closeTime)}` : ''}` +
         (shown.executionStatus === 'COMPLETED' ? ' (finished idle and closed; the next report starts it again)' : ''),
     );
-    lines.push('', `transitions of that run, most recent first (${shown.transitions.length}):`, ...formatTransitionLog(shown.transitions));
+    lines.push(
+      '',
+      `transitions of that run, most recent first (${shown.transitions.length}):`,
+      ...formatTransitionLog(shown.transitions),
+    );
     return lines.join('\n');
   }
   const s = shown.status;
   const v = s.view;
   let state: string = v.state;
   if (v.state === 'open' && v.cooldownUntil !== null) state += `, cooldown ends ${when(v.cooldownUntil, now)}`;
-  if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
+  if (v.state === 'forced-open')
+    state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
   if (v.state === 'forced-closed') state += `: ${FORCED_CLOSED}`;
   if (v.mode === 'metrics-only') state += ` (phase ${v.phase} in the shadow)`;
   // A 429's Retry-After: the fleet holds its calls, though the breaker lets them through.
@@ -370,7 +493,9 @@ export function formatShow(shown: ShownBreaker, now: number): string {
     ...(s.loneFailers !== undefined
       ? [
           `  quorum       ${c.quorum ?? 1} failing reporters needed; ${count(counters.quorumDeclined ?? 0, 'trip')} declined (quorum not met); failing alone: ` +
-            (s.loneFailers.length ? s.loneFailers.map((l) => `${l.reporter} (${l.count}x, last ${iso(l.at)})`).join(', ') : 'none'),
+            (s.loneFailers.length
+              ? s.loneFailers.map((l) => `${l.reporter} (${l.count}x, last ${iso(l.at)})`).join(', ')
+              : 'none'),
         ]
       : []),
     `  search attrs ${s.searchAttributes === null ? 'not checked yet' : s.searchAttributes ? 'BreakerState / BreakerKey kept current' : 'not kept (not registered in this namespace)'}`,
@@ -389,11 +514,14 @@ export function formatOpenReport(r: OpenReport, periodMs: number): string {
       `(open, half-open or forced open) in ${count(r.intervals.length, 'interval')}`,
   ];
   // The entity keeps a bounded log (and a run that ended idle starts the next with none).
-  if (r.truncated) lines.push(`  (the log starts at ${iso(r.logStartsAt)}: before that the state is taken from its first transition)`);
+  if (r.truncated)
+    lines.push(`  (the log starts at ${iso(r.logStartsAt)}: before that the state is taken from its first transition)`);
   for (const i of r.intervals) {
     const span = `${iso(i.from)} -> ${i.to === null ? 'now (still not closed)' : iso(i.to)}`;
     const reopens = i.reopens ? `, ${count(i.reopens, 'failed probe')}` : '';
-    lines.push(`  ${span}  ${formatDuration(i.ms)}  ${i.reason ?? 'opened before the period'} (open ${formatDuration(i.openMs)}${reopens})`);
+    lines.push(
+      `  ${span}  ${formatDuration(i.ms)}  ${i.reason ?? 'opened before the period'} (open ${formatDuration(i.openMs)}${reopens})`,
+    );
   }
   return lines.join('\n');
 }
@@ -402,10 +530,13 @@ export function formatOpenReport(r: OpenReport, periodMs: number): string {
 export function formatAdmin(r: AdminResult, now: number, command: string = r.action): string {
   const v = r.status.view;
   let state: string = v.state;
-  if (v.state === 'forced-open') state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
+  if (v.state === 'forced-open')
+    state += v.forcedUntil !== null ? ` until ${when(v.forcedUntil, now)}` : ' until closed or reset';
   if (v.state === 'forced-closed') state += `: ${FORCED_CLOSED}`;
   if (v.state === 'closed' && v.mode === 'auto') state += ' (automatic: trips again on failures)';
-  const lines = [`breaker ${r.key}: ${command}${command !== r.action ? ` (${r.action})` : ''} ${r.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; state now ${state}`];
+  const lines = [
+    `breaker ${r.key}: ${command}${command !== r.action ? ` (${r.action})` : ''} ${r.confirmed ? 'done' : 'sent, NOT YET CONFIRMED'}; state now ${state}`,
+  ];
   if (r.transition) lines.push(...formatTransitionLog([r.transition]));
   else if (r.confirmed) lines.push(`  (it was already ${v.state}: no transition recorded)`);
   return lines.join('\n');

@@ -14,15 +14,30 @@ type WithClient = (fn: (ctx: { client: Client; taskQueue: string }) => Promise<v
 export function registerConsoleCommand(program: Command, withClient: WithClient): void {
   program
     .command('console')
-    .description('serve a web page of the breakers (state, timeline, reporters) and mosaics (progress, a map of each tile) at TEMPORAL_ADDRESS, on 127.0.0.1')
-    .option('--port <n>', `port on 127.0.0.1 (default ${DEFAULT_CONSOLE_PORT}, or a free one when that is taken; 0: any free one)`, portOption('--port'))
-    .option('--allow-actions', 'let the page re-drive mosaics and force open, force closed or reset breakers (recorded with this process as the sender); read-only without it')
+    .description(
+      'serve a web page of the breakers (state, timeline, reporters) and mosaics (progress, a map of each tile) at TEMPORAL_ADDRESS, on 127.0.0.1',
+    )
+    .option(
+      '--port <n>',
+      `port on 127.0.0.1 (default ${DEFAULT_CONSOLE_PORT}, or a free one when that is taken; 0: any free one)`,
+      portOption('--port'),
+    )
+    .option(
+      '--allow-actions',
+      'let the page re-drive mosaics and force open, force closed or reset breakers (recorded with this process as the sender); read-only without it',
+    )
     .option('--json', 'print one JSON line with the URL once it serves ({"url", "allowActions"})')
     .action(async (o: { port?: number; allowActions?: boolean; json?: boolean }) => {
       await withClient(async ({ client, taskQueue }) => {
-        const server = await serveConsole(client, taskQueue, { ...(o.port !== undefined ? { port: o.port } : {}), allowActions: !!o.allowActions });
+        const server = await serveConsole(client, taskQueue, {
+          ...(o.port !== undefined ? { port: o.port } : {}),
+          allowActions: !!o.allowActions,
+        });
         if (o.json) console.log(JSON.stringify({ url: server.url, allowActions: !!o.allowActions }));
-        else console.log(`tilebreaker console at ${server.url} (${o.allowActions ? 'actions on' : 'read-only'}); Ctrl-C stops it`);
+        else
+          console.log(
+            `tilebreaker console at ${server.url} (${o.allowActions ? 'actions on' : 'read-only'}); Ctrl-C stops it`,
+          );
         await untilInterrupted();
         await server.close();
       }, 'the console needs');
@@ -34,8 +49,18 @@ export function registerConsoleCommand(program: Command, withClient: WithClient)
  * (TILEBREAKER_OUTPUT_DIR, TILEBREAKER_OUTPUT_BUCKETS). With no port given, DEFAULT_CONSOLE_PORT or, when
  * it is taken, a free one; a port given and taken is an error.
  */
-export async function serveConsole(client: Client, taskQueue: string, opts: { port?: number; allowActions?: boolean } = {}): Promise<ConsoleServer> {
-  const base = { client, taskQueue, roots: rootsFromEnv(), allowActions: !!opts.allowActions, actor: defaultActor().replace(/^cli:/, 'console:') };
+export async function serveConsole(
+  client: Client,
+  taskQueue: string,
+  opts: { port?: number; allowActions?: boolean } = {},
+): Promise<ConsoleServer> {
+  const base = {
+    client,
+    taskQueue,
+    roots: rootsFromEnv(),
+    allowActions: !!opts.allowActions,
+    actor: defaultActor().replace(/^cli:/, 'console:'),
+  };
   if (opts.port !== undefined) return startConsole({ ...base, port: opts.port });
   try {
     return await startConsole({ ...base, port: DEFAULT_CONSOLE_PORT });

@@ -17,7 +17,12 @@ export const DEMO_BREAKER = { config: { minSamples: 6, cooldownMs: 4_000, cooldo
  * which goes down for 12 s after a third of the tiles. Fallback `wait`: refused tiles wait on durable timers
  * for the breaker, so the mosaic still ends whole; the summary shows what the outage cost the server.
  */
-export async function demoMosaic(client: Client, taskQueue: string, outDir: string, opts: { json?: boolean } = {}): Promise<number> {
+export async function demoMosaic(
+  client: Client,
+  taskQueue: string,
+  outDir: string,
+  opts: { json?: boolean } = {},
+): Promise<number> {
   // With --json, stdout carries one JSON object at the end; the progress and the story go to stderr.
   const say = opts.json ? (line: string) => console.error(line) : (line: string) => console.log(line);
   const server = await startDemoTileServer({ latencyMs: 60 });
@@ -40,12 +45,22 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
     // The renderer falls over a third of the way through, for 12 s.
     server.scheduleOutage(Math.round(total / 3), 12_000);
     const started = Date.now();
-    const handle = await startMosaic(client, taskQueue, request, `mosaic/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+    const handle = await startMosaic(
+      client,
+      taskQueue,
+      request,
+      `mosaic/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`,
+    );
     say(`mosaic ${handle.workflowId}: ${request.bbox!.join(',')} at zoom ${request.zoom} from ${server.template}`);
     say(`${total} tiles; the demo tile server goes down for 12 s after ${Math.round(total / 3)} requests\n`);
-    const status = await showMosaicProgress(client, handle.workflowId, { stream: opts.json ? process.stderr : process.stdout });
+    const status = await showMosaicProgress(client, handle.workflowId, {
+      stream: opts.json ? process.stderr : process.stdout,
+    });
     if (!status.result) {
-      if (opts.json) console.log(JSON.stringify({ workflowId: handle.workflowId, status: status.status, failure: status.failure }, null, 2));
+      if (opts.json)
+        console.log(
+          JSON.stringify({ workflowId: handle.workflowId, status: status.status, failure: status.failure }, null, 2),
+        );
       else console.log(`mosaic ended ${status.status}: ${status.failure ?? ''}`);
       return 1;
     }
@@ -62,7 +77,11 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
         seconds,
         result: r,
         breaker: { key, transitions: [...transitions].reverse() },
-        tileServer: { requests: server.stats.requests, whileDown: server.stats.whileDown, outages: server.stats.outages },
+        tileServer: {
+          requests: server.stats.requests,
+          whileDown: server.stats.whileDown,
+          outages: server.stats.outages,
+        },
       };
       console.log(JSON.stringify(doc, null, 2));
       return 0;
@@ -71,9 +90,13 @@ export async function demoMosaic(client: Client, taskQueue: string, outDir: stri
     const rel = (t: number) => `+${((t - t0) / 1000).toFixed(1)}s`;
     console.log(`\nresult: ${summaryLine(r)} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     console.log(`breaker ${key}:`);
-    for (const t of [...transitions].reverse()) console.log(`  ${rel(t.at)}  ${t.from} -> ${t.to}  ${t.reason}: ${t.detail}`);
-    for (const o of server.stats.outages) console.log(`tile server down ${rel(o.startedAt)} .. ${o.endedAt ? rel(o.endedAt) : 'still'}`);
-    console.log(`requests the tile server received: ${server.stats.requests} in all, ${server.stats.whileDown} while it was down`);
+    for (const t of [...transitions].reverse())
+      console.log(`  ${rel(t.at)}  ${t.from} -> ${t.to}  ${t.reason}: ${t.detail}`);
+    for (const o of server.stats.outages)
+      console.log(`tile server down ${rel(o.startedAt)} .. ${o.endedAt ? rel(o.endedAt) : 'still'}`);
+    console.log(
+      `requests the tile server received: ${server.stats.requests} in all, ${server.stats.whileDown} while it was down`,
+    );
     console.log('files:');
     for (const f of r.files) console.log(`  ${path.relative(process.cwd(), f)}`);
     return 0;

@@ -44,7 +44,8 @@ export function fieldOf(message: string): string | undefined {
 /** The JSON body of an error the CLI stops with. */
 export function errorBody(err: unknown, exitCode: number, extra: Partial<CliErrorBody> = {}): CliErrorBody {
   const message = err instanceof Error ? err.message : String(err);
-  const listed = err instanceof Error && err.name === 'ConfigError' ? (err as Error & { issues?: unknown }).issues : undefined;
+  const listed =
+    err instanceof Error && err.name === 'ConfigError' ? (err as Error & { issues?: unknown }).issues : undefined;
   const issues = Array.isArray(listed) ? listed.map(String) : undefined;
   const invalid = issues !== undefined || (err instanceof Error && err.name === 'InvalidArgumentError');
   const field = issues?.[0] !== undefined ? /^([^:\s]+): /.exec(issues[0])?.[1] : fieldOf(message);
@@ -61,7 +62,10 @@ export function errorBody(err: unknown, exitCode: number, extra: Partial<CliErro
 /** A commander usage error's body: its message without commander's "error: " prefix. */
 export function usageBody(err: CommanderError): CliErrorBody {
   // A group named without a subcommand: commander prints the group's help and exits 1, message "(outputHelp)".
-  const message = err.code === 'commander.help' || err.message === '(outputHelp)' ? 'a subcommand is needed: see --help for the list' : err.message.replace(/^error: /, '');
+  const message =
+    err.code === 'commander.help' || err.message === '(outputHelp)'
+      ? 'a subcommand is needed: see --help for the list'
+      : err.message.replace(/^error: /, '');
   const field = fieldOf(message);
   return { message, kind: 'usage', exitCode: 2, ...(field !== undefined ? { field } : {}), code: err.code };
 }

@@ -21,11 +21,15 @@ export interface LogSettings {
 export function logSettings(env: NodeJS.ProcessEnv, defaultLevel: LogLevel): LogSettings {
   const raw = env.TILEBREAKER_LOG_LEVEL?.trim().toUpperCase();
   if (raw !== undefined && raw !== '' && !(LEVELS as readonly string[]).includes(raw)) {
-    throw new Error(`TILEBREAKER_LOG_LEVEL must be one of ${LEVELS.join(', ')} (got ${JSON.stringify(env.TILEBREAKER_LOG_LEVEL)})`);
+    throw new Error(
+      `TILEBREAKER_LOG_LEVEL must be one of ${LEVELS.join(', ')} (got ${JSON.stringify(env.TILEBREAKER_LOG_LEVEL)})`,
+    );
   }
   const format = env.TILEBREAKER_LOG_FORMAT?.trim().toLowerCase() || 'json';
   if (!(FORMATS as readonly string[]).includes(format)) {
-    throw new Error(`TILEBREAKER_LOG_FORMAT must be one of ${FORMATS.join(', ')} (got ${JSON.stringify(env.TILEBREAKER_LOG_FORMAT)})`);
+    throw new Error(
+      `TILEBREAKER_LOG_FORMAT must be one of ${FORMATS.join(', ')} (got ${JSON.stringify(env.TILEBREAKER_LOG_FORMAT)})`,
+    );
   }
   const explicit = raw ? (raw as LogLevel) : null;
   return { level: explicit ?? defaultLevel, sdkLevel: explicit ?? 'WARN', format: format as LogFormat };
@@ -49,11 +53,13 @@ export class LineLogger implements Logger {
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
     const component = meta?.['sdkComponent'] as string | undefined;
     // The fetch worker (src/client/worker.ts) has no workflows by design: the SDK's warning says nothing wrong.
-    if (level === 'WARN' && message === NO_WORKFLOWS && String(meta?.['taskQueue']).endsWith(fetchTaskQueue(''))) level = 'DEBUG';
+    if (level === 'WARN' && message === NO_WORKFLOWS && String(meta?.['taskQueue']).endsWith(fetchTaskQueue('')))
+      level = 'DEBUG';
     const threshold = component === 'worker' || component === 'core' ? this.settings.sdkLevel : this.settings.level;
     if (LEVELS.indexOf(level) < LEVELS.indexOf(threshold)) return;
     const fields: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(meta ?? {})) fields[k] = typeof v === 'bigint' ? String(v) : v instanceof Error ? v.message : v;
+    for (const [k, v] of Object.entries(meta ?? {}))
+      fields[k] = typeof v === 'bigint' ? String(v) : v instanceof Error ? v.message : v;
     const time = this.now().toISOString();
     if (this.settings.format === 'json') {
       this.write(JSON.stringify({ time, level, msg: message, ...fields }));

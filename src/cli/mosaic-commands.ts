@@ -14,7 +14,16 @@ import { LIST_STATUSES, listMosaics, resolveMosaicId, type ListedMosaic } from '
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
 import { DEFAULT_BATCH_SIZE } from '../messages/mosaic-request';
 import { checkScheduleOverlap, SCHEDULE_OVERLAPS } from '../messages/scheduled-mosaic';
-import { cancelMosaic, exitCodeFor, liveCounts, mosaicStatus, startMosaic, startRedrive, watchMosaic, type MosaicStatus } from '../client/mosaics';
+import {
+  cancelMosaic,
+  exitCodeFor,
+  liveCounts,
+  mosaicStatus,
+  startMosaic,
+  startRedrive,
+  watchMosaic,
+  type MosaicStatus,
+} from '../client/mosaics';
 import { temporalUnreachable, throughOutages, type OutageOptions } from '../client/server-wait';
 import { createMosaicSchedule, deleteSchedule, listSchedules } from '../client/schedules';
 import { viewQuery } from '../messages/breaker';
@@ -66,7 +75,10 @@ function readRequestFile(file: string): Partial<MosaicRequest> {
     return (/\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text)) as Partial<MosaicRequest>;
   } catch (err) {
     // The user's own file: the parser's message (and its line) goes with the file's name.
-    throw new Error(`request file ${file}: not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(err as Error).message}`, { cause: err });
+    throw new Error(
+      `request file ${file}: not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }
 
@@ -131,7 +143,10 @@ function printResult(result: MosaicResult, json: boolean): void {
   }
   console.log(summaryLine(result));
   if (result.configError !== undefined) console.log(`  ${result.configError}`);
-  if (result.earlierCopies) console.log(`  ${result.earlierCopies} of the gaps drawn from their last good copy in the tile store (mask: stale; a re-drive fetches them)`);
+  if (result.earlierCopies)
+    console.log(
+      `  ${result.earlierCopies} of the gaps drawn from their last good copy in the tile store (mask: stale; a re-drive fetches them)`,
+    );
   for (const f of result.files) console.log(`  ${f}`);
 }
 
@@ -157,7 +172,8 @@ async function breakerLine(client: Client, keys: string[]): Promise<string> {
 export function waitingLine(p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil'>, now: number): string | null {
   const w = p.waitingFor;
   if (!w) return null;
-  const next = p.waitingUntil !== null ? `next try in ${Math.max(0, Math.round((p.waitingUntil - now) / 1000))} s` : null;
+  const next =
+    p.waitingUntil !== null ? `next try in ${Math.max(0, Math.round((p.waitingUntil - now) / 1000))} s` : null;
   const deadline = w.deadlineAt !== null ? `gives up at ${new Date(w.deadlineAt).toISOString()}` : null;
   const times = [next, deadline].filter((t) => t !== null).join('; ');
   return `waiting for breaker ${w.key} (${w.state})${times ? `: ${times}` : ''}`;
@@ -165,7 +181,9 @@ export function waitingLine(p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil
 
 /** The progress bar's phase: while a wait sleeps, when its next try is (the wait's deadline is waitingLine's). */
 export function barPhase(p: Pick<MosaicProgress, 'phase' | 'waitingUntil'>): string {
-  return p.waitingUntil ? `waiting for the breaker, next try at ${new Date(p.waitingUntil).toISOString().slice(11, 19)}Z` : p.phase;
+  return p.waitingUntil
+    ? `waiting for the breaker, next try at ${new Date(p.waitingUntil).toISOString().slice(11, 19)}Z`
+    : p.phase;
 }
 
 /**
@@ -173,7 +191,10 @@ export function barPhase(p: Pick<MosaicProgress, 'phase' | 'waitingUntil'>): str
  * (breaker, state, deadline), not with every read nor every 1 s retry of a long outage; once tiles have been
  * settled since, a wait is news again.
  */
-export function waitingLines(): (p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil' | 'done'>, now: number) => string | null {
+export function waitingLines(): (
+  p: Pick<MosaicProgress, 'waitingFor' | 'waitingUntil' | 'done'>,
+  now: number,
+) => string | null {
   let last: string | null = null;
   let lastDone = -1;
   return (p, now) => {
@@ -192,10 +213,15 @@ export function outageLines(stream: NodeJS.WritableStream = process.stderr): Omi
   return { say: (line) => void stream.write(`tilebreaker: ${line}\n`) };
 }
 
-export async function showMosaicProgress(client: Client, workflowId: string, opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {}): Promise<MosaicStatus> {
+export async function showMosaicProgress(
+  client: Client,
+  workflowId: string,
+  opts: { intervalMs?: number; stream?: NodeJS.WriteStream } = {},
+): Promise<MosaicStatus> {
   const stream = opts.stream ?? process.stderr;
   const bar = new SingleBar({
-    format: '{bar} {value}/{total} | ok {ok} stale {stale} hole {hole} dead {dead} failed {failed} | {phase} | breaker {breaker} | ETA {etaText}',
+    format:
+      '{bar} {value}/{total} | ok {ok} stale {stale} hole {hole} dead {dead} failed {failed} | {phase} | breaker {breaker} | ETA {etaText}',
     stream,
     hideCursor: true,
     noTTYOutput: true,
@@ -230,7 +256,11 @@ export async function showMosaicProgress(client: Client, workflowId: string, opt
     }
     if (s.status !== 'RUNNING' && started) bar.stop();
   };
-  return watchMosaic(client, workflowId, { onStatus, outages: outageLines(stream), ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}) });
+  return watchMosaic(client, workflowId, {
+    onStatus,
+    outages: outageLines(stream),
+    ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
+  });
 }
 
 function finish(s: MosaicStatus, json: boolean): number {
@@ -241,17 +271,31 @@ function finish(s: MosaicStatus, json: boolean): number {
   // Refused at planning (the request, or the sources file as the worker read it): it could not run, exit 2,
   // which under --json is an error object as every other exit 2 is.
   const refused = s.status !== 'RUNNING' && s.failureType === 'ConfigError';
-  if (json && refused) printError({ message: `mosaic ${s.workflowId}: ${s.failure ?? s.status}`, kind: 'invalid', exitCode: 2, workflowId: s.workflowId }, true);
+  if (json && refused)
+    printError(
+      {
+        message: `mosaic ${s.workflowId}: ${s.failure ?? s.status}`,
+        kind: 'invalid',
+        exitCode: 2,
+        workflowId: s.workflowId,
+      },
+      true,
+    );
   else if (json) console.log(JSON.stringify(s, null, 2));
   else console.log(`mosaic ${s.workflowId}: ${s.status}${s.failure ? `: ${s.failure}` : ''}`);
   if (s.status === 'RUNNING') return 0;
   return refused ? 2 : 1;
 }
 
-export function registerMosaicCommands(program: Command, { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient }): void {
+export function registerMosaicCommands(
+  program: Command,
+  { withClient, withLocal }: { withClient: WithClient; withLocal: WithClient },
+): void {
   const mosaic = program
     .command('mosaic')
-    .description('build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 4 configuration error, 1 failed or cancelled, 2 could not run)');
+    .description(
+      'build, follow and re-drive mosaics (exit codes: 0 every tile ok, 3 done with gaps, 4 configuration error, 1 failed or cancelled, 2 could not run)',
+    );
 
   mosaic
     .command('start')
@@ -261,11 +305,20 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       '--sources <file>',
       'sources file (YAML or JSON): an absolute path names it on every host; a relative one is read by the workers from their first sources root (and here, to check the request, from this folder when it has a copy)',
     )
-    .option('--sources-on-worker', 'the sources file exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it')
+    .option(
+      '--sources-on-worker',
+      'the sources file exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it',
+    )
     .option('--source <name>', 'which source in the sources file')
     .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
-    .option('--coverage <file.geojson>', 'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request')
-    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)')
+    .option(
+      '--coverage <file.geojson>',
+      'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request',
+    )
+    .option(
+      '--crs <crs>',
+      'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)',
+    )
     .option('--zoom <z>', 'zoom level')
     .option('--out <path.tif>', 'output GeoTIFF; manifest, mask and sidecars go beside it')
     .option('--format <list>', 'also write png and/or webp, e.g. png,webp')
@@ -278,13 +331,22 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
     .option('--max-tiles <n>', 'refuse plans larger than this (default 100000)')
     .option('--store <dir>', 'tile store folder (default <out>.tiles)')
-    .option('--refresh-before <age|instant>', 'refresh mode: keep stored tiles fetched within this age (7d, 12h) or since this ISO instant; fetch only older ones, conditionally')
+    .option(
+      '--refresh-before <age|instant>',
+      'refresh mode: keep stored tiles fetched within this age (7d, 12h) or since this ISO instant; fetch only older ones, conditionally',
+    )
     .option('--batch-size <n>', `tiles per fetch activity (default ${DEFAULT_BATCH_SIZE})`)
     .option('--block-tiles <n>', 'tiles per child workflow of a large job (default 16384)')
     .option('--parallel-batches <n>', 'fetch activities in flight per block (default 4)')
     .option('--no-breaker', 'fetch without the fleet-wide breaker')
-    .option('--name <name>', "the mosaic's name, for status, watch, cancel, redrive and list (default: the output's base name, alps for /data/alps.tif)")
-    .option('--id <workflowId>', 'workflow id (default mosaic/<base name>-<hash of the output path>: one run of an output at a time)')
+    .option(
+      '--name <name>',
+      "the mosaic's name, for status, watch, cancel, redrive and list (default: the output's base name, alps for /data/alps.tif)",
+    )
+    .option(
+      '--id <workflowId>',
+      'workflow id (default mosaic/<base name>-<hash of the output path>: one run of an output at a time)',
+    )
     .option('--wait', 'wait for the result and exit with its code')
     .option('--no-wait', 'start it and return (the default without --wait or --watch)')
     .option('--watch', 'show progress until the mosaic ends, then its result')
@@ -295,10 +357,17 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       await preflight(request, { sourcesOnWorker: !!o.sourcesOnWorker, sourcesFrom: sourcesFrom(o) });
       await (o.wait || o.watch ? withLocal : withClient)(async ({ client, taskQueue }) => {
         const name = o.name ?? defaultMosaicName(request.output);
-        const handle = await startMosaic(client, taskQueue, request, { name, ...(o.id !== undefined ? { workflowId: o.id } : {}) });
+        const handle = await startMosaic(client, taskQueue, request, {
+          name,
+          ...(o.id !== undefined ? { workflowId: o.id } : {}),
+        });
         if (!o.wait && !o.watch) {
-          if (o.json) console.log(JSON.stringify({ name, workflowId: handle.workflowId, runId: handle.firstExecutionRunId }));
-          else console.log(`started mosaic ${handle.workflowId} (name ${name}, run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`);
+          if (o.json)
+            console.log(JSON.stringify({ name, workflowId: handle.workflowId, runId: handle.firstExecutionRunId }));
+          else
+            console.log(
+              `started mosaic ${handle.workflowId} (name ${name}, run ${handle.firstExecutionRunId}); follow it with: tilebreaker mosaic watch ${name}`,
+            );
           return;
         }
         const ride = { ...outageLines(), what: handle.workflowId };
@@ -307,7 +376,11 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
           handle.result().then(noop, (err: unknown) => {
             if (temporalUnreachable(err)) throw err;
           });
-        const s = o.watch ? await showMosaicProgress(client, handle.workflowId) : await throughOutages(ended, ride).then(() => throughOutages(() => mosaicStatus(client, handle.workflowId), ride));
+        const s = o.watch
+          ? await showMosaicProgress(client, handle.workflowId)
+          : await throughOutages(ended, ride).then(() =>
+              throughOutages(() => mosaicStatus(client, handle.workflowId), ride),
+            );
         process.exitCode = finish(s, !!o.json);
       });
     });
@@ -354,7 +427,9 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
 
   mosaic
     .command('cancel')
-    .description('cancel a mosaic: once planned, it stops fetching and writes a partial manifest accounting for every tile; while planning, it ends with none')
+    .description(
+      'cancel a mosaic: once planned, it stops fetching and writes a partial manifest accounting for every tile; while planning, it ends with none',
+    )
     .argument('<mosaic>', "the mosaic's name or workflow id")
     .option('--json', 'print JSON')
     .action(async (ref: string, o: { json?: boolean }) => {
@@ -369,56 +444,104 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
 
   mosaic
     .command('list')
-    .description('mosaics and re-drives, newest first: name, status, progress, source, zoom, start time (a visibility query)')
+    .description(
+      'mosaics and re-drives, newest first: name, status, progress, source, zoom, start time (a visibility query)',
+    )
     .option('--status <status>', `only these: ${LIST_STATUSES.join(' | ')}`)
     .option('--name <name>', 'only mosaics of this name')
     .option('--limit <n>', 'at most this many (default 1000)')
     .option('--json', 'print JSON')
     .action(async (o: { status?: string; name?: string; limit?: string; json?: boolean }) => {
       const limit = o.limit === undefined ? undefined : num('--limit', o.limit);
-      if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) throw new Error(`--limit: must be a positive whole number (got ${JSON.stringify(o.limit)})`);
+      if (limit !== undefined && !(Number.isInteger(limit) && limit > 0))
+        throw new Error(`--limit: must be a positive whole number (got ${JSON.stringify(o.limit)})`);
       await withClient(async ({ client }) => {
-        const r = await listMosaics(client, { ...(o.status !== undefined ? { status: o.status } : {}), ...(o.name !== undefined ? { name: o.name } : {}), ...(limit !== undefined ? { limit } : {}) });
-        if (o.json) console.log(listJson(r.mosaics, { more: r.more, limit: r.limit, query: r.query, filteredBy: r.filteredBy }));
+        const r = await listMosaics(client, {
+          ...(o.status !== undefined ? { status: o.status } : {}),
+          ...(o.name !== undefined ? { name: o.name } : {}),
+          ...(limit !== undefined ? { limit } : {}),
+        });
+        if (o.json)
+          console.log(listJson(r.mosaics, { more: r.more, limit: r.limit, query: r.query, filteredBy: r.filteredBy }));
         else {
           console.log(mosaicTable(r.mosaics));
-          if (r.more) console.log(`(stopped at --limit ${r.limit}: the server has more runs than listed here; raise --limit to see them)`);
+          if (r.more)
+            console.log(
+              `(stopped at --limit ${r.limit}: the server has more runs than listed here; raise --limit to see them)`,
+            );
         }
       });
     });
 
   mosaic
     .command('redrive')
-    .description("fetch only a mosaic's dead-lettered tiles, waiting (--wait-for) for the breaker to let them through, and rebuild it and its manifest")
+    .description(
+      "fetch only a mosaic's dead-lettered tiles, waiting (--wait-for) for the breaker to let them through, and rebuild it and its manifest",
+    )
     .argument('<mosaic>', "the mosaic's manifest (.manifest.json), output (.tif), name or workflow id")
-    .option('--id <workflowId>', "workflow id (default the output's, mosaic/<base name>-<hash of the output path>: no re-drive while the mosaic or another re-drive of it runs)")
-    .option('--sources <file>', 'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with')
+    .option(
+      '--id <workflowId>',
+      "workflow id (default the output's, mosaic/<base name>-<hash of the output path>: no re-drive while the mosaic or another re-drive of it runs)",
+    )
+    .option(
+      '--sources <file>',
+      'read the source from this sources file as it is now (a fixed URL or credential) instead of the one the mosaic was planned with',
+    )
     .option('--name <source>', 'the source in --sources (when it has more than one)')
     .option('--source <name>', 'the same as --name (as mosaic start spells it)')
-    .option('--wait-for <duration>', 'wait this long for the breaker to let the tiles through (e.g. 90s, 10m, 1h; default 30m); tiles still refused then stay dead-lettered', parseDuration)
-    .option('--replace-mirrors', "also fetch the tiles its source's mirrors served from the source again (a tile the source still refuses keeps the mirror's)")
+    .option(
+      '--wait-for <duration>',
+      'wait this long for the breaker to let the tiles through (e.g. 90s, 10m, 1h; default 30m); tiles still refused then stay dead-lettered',
+      parseDuration,
+    )
+    .option(
+      '--replace-mirrors',
+      "also fetch the tiles its source's mirrors served from the source again (a tile the source still refuses keeps the mirror's)",
+    )
     .option('--wait', 'wait for the result and exit with its code (the default)')
     .option('--no-wait', 'start it and return')
     .option('--json', 'print JSON')
-    .action(async (manifest: string, opts: { id?: string; sources?: string; name?: string; source?: string; waitFor?: number; replaceMirrors?: boolean; wait?: boolean; json?: boolean }) => {
-      const o = { ...opts, name: opts.name ?? opts.source };
-      if (o.name !== undefined && o.sources === undefined) throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
-      await withClient(async ({ client, taskQueue }) => {
-        const sources = o.sources !== undefined ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) } : undefined;
-        const target = await redriveTarget(client, manifest);
-        const id = await startRedrive(client, taskQueue, target, o.id, sources, {
-          ...(o.waitFor !== undefined ? { waitForMs: o.waitFor } : {}),
-          ...(o.replaceMirrors ? { replaceMirrors: true } : {}),
+    .action(
+      async (
+        manifest: string,
+        opts: {
+          id?: string;
+          sources?: string;
+          name?: string;
+          source?: string;
+          waitFor?: number;
+          replaceMirrors?: boolean;
+          wait?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        const o = { ...opts, name: opts.name ?? opts.source };
+        if (o.name !== undefined && o.sources === undefined)
+          throw new Error(`--name ${JSON.stringify(o.name)}: give --sources FILE as well`);
+        await withClient(async ({ client, taskQueue }) => {
+          const sources =
+            o.sources !== undefined
+              ? { sourcesFile: o.sources, ...(o.name !== undefined ? { sourceName: o.name } : {}) }
+              : undefined;
+          const target = await redriveTarget(client, manifest);
+          const id = await startRedrive(client, taskQueue, target, o.id, sources, {
+            ...(o.waitFor !== undefined ? { waitForMs: o.waitFor } : {}),
+            ...(o.replaceMirrors ? { replaceMirrors: true } : {}),
+          });
+          if (o.wait === false) {
+            console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
+            return;
+          }
+          process.exitCode = finish(await showMosaicProgress(client, id), !!o.json);
         });
-        if (o.wait === false) {
-          console.log(o.json ? JSON.stringify({ workflowId: id }) : `started re-drive ${id}`);
-          return;
-        }
-        process.exitCode = finish(await showMosaicProgress(client, id), !!o.json);
-      });
-    });
+      },
+    );
 
-  const schedule = program.command('schedule').description('nightly mosaics as Temporal Schedules (one run of an output at a time; overlap policy: skip by default)');
+  const schedule = program
+    .command('schedule')
+    .description(
+      'nightly mosaics as Temporal Schedules (one run of an output at a time; overlap policy: skip by default)',
+    );
   schedule
     .command('create')
     .description('create a schedule that starts a mosaic on a cron spec')
@@ -436,21 +559,46 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
       "the request's sourcesFile exists only on the workers (its path as they see it, or relative to their first sources root): not read here, the workers check it each night",
     )
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { cron: string; request: string; timezone?: string; name?: string; overlap?: string; sourcesOnWorker?: boolean; json?: boolean }) => {
-      if (o.name !== undefined) checkMosaicName(o.name, '--name');
-      const overlap = checkScheduleOverlap(o.overlap ?? 'skip', '--overlap');
-      const request = requestFromOptions({ request: o.request });
-      // A request that fails tonight would fail every night: refused now.
-      await preflight(request, { sourcesOnWorker: !!o.sourcesOnWorker, sourcesFrom: `sourcesFile in --request ${o.request}` });
-      await withClient(async ({ client, taskQueue }) => {
-        await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone, { overlap, ...(o.name !== undefined ? { name: o.name } : {}) });
-        console.log(
-          o.json
-            ? JSON.stringify({ scheduleId: id, name: o.name ?? defaultMosaicName(request.output), cron: o.cron, timezone: o.timezone ?? 'UTC', overlap })
-            : `created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap ${overlap}`,
-        );
-      });
-    });
+    .action(
+      async (
+        id: string,
+        o: {
+          cron: string;
+          request: string;
+          timezone?: string;
+          name?: string;
+          overlap?: string;
+          sourcesOnWorker?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        if (o.name !== undefined) checkMosaicName(o.name, '--name');
+        const overlap = checkScheduleOverlap(o.overlap ?? 'skip', '--overlap');
+        const request = requestFromOptions({ request: o.request });
+        // A request that fails tonight would fail every night: refused now.
+        await preflight(request, {
+          sourcesOnWorker: !!o.sourcesOnWorker,
+          sourcesFrom: `sourcesFile in --request ${o.request}`,
+        });
+        await withClient(async ({ client, taskQueue }) => {
+          await createMosaicSchedule(client, taskQueue, id, o.cron, request, o.timezone, {
+            overlap,
+            ...(o.name !== undefined ? { name: o.name } : {}),
+          });
+          console.log(
+            o.json
+              ? JSON.stringify({
+                  scheduleId: id,
+                  name: o.name ?? defaultMosaicName(request.output),
+                  cron: o.cron,
+                  timezone: o.timezone ?? 'UTC',
+                  overlap,
+                })
+              : `created schedule ${id}: "${o.cron}"${o.timezone ? ` (${o.timezone})` : ' (UTC)'}, overlap ${overlap}`,
+          );
+        });
+      },
+    );
   schedule
     .command('list')
     .description('list schedules with their next runs')
@@ -463,9 +611,14 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
         else
           for (const s of all) {
             // Made by an earlier version: its runs start mosaics under ids of their own, beside other runs of the output.
-            const old = s.workflowType === 'mosaicWorkflow' ? '  (made before one run per output: delete and create it again)' : '';
+            const old =
+              s.workflowType === 'mosaicWorkflow'
+                ? '  (made before one run per output: delete and create it again)'
+                : '';
             const seed = s.workflowType === 'scheduledSeedWorkflow' ? '  (seed)' : '';
-            console.log(`${s.scheduleId}  ${s.cron.join(' ')} (${s.timezone})  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`);
+            console.log(
+              `${s.scheduleId}  ${s.cron.join(' ')} (${s.timezone})  ${s.paused ? 'paused' : 'active'}  next ${s.nextRuns[0] ?? '-'}${seed}${old}`,
+            );
           }
       });
     });
@@ -489,21 +642,45 @@ export function registerMosaicCommands(program: Command, { withClient, withLocal
  * ended before its plan was made (a plan refused, or a cancel while planning) or while assembling, and wrote
  * no manifest; `unknown`: the run answered no progress query.
  */
-export function cancelReport(id: string, s: MosaicStatus & { wasRunning: boolean }): { manifest: 'final' | 'partial' | 'none' | 'unknown'; message: string } {
+export function cancelReport(
+  id: string,
+  s: MosaicStatus & { wasRunning: boolean },
+): { manifest: 'final' | 'partial' | 'none' | 'unknown'; message: string } {
   const p = s.progress;
   const how = `${s.status}${s.failure ? `: ${s.failure}` : ''}`;
   const before = s.wasRunning ? '' : `had already ended before this cancel (${how}); the cancel changed nothing. `;
   if (s.result) {
-    return { manifest: 'final', message: `mosaic ${id}: ${before || 'completed before the cancel took effect (every tile was fetched; assembly is not cancelled). '}${summaryLine(s.result)}` };
+    return {
+      manifest: 'final',
+      message: `mosaic ${id}: ${before || 'completed before the cancel took effect (every tile was fetched; assembly is not cancelled). '}${summaryLine(s.result)}`,
+    };
   }
-  if (s.status === 'RUNNING') return { manifest: 'unknown', message: `mosaic ${id}: cancel sent; it is still running (it stops at its next workflow task)` };
+  if (s.status === 'RUNNING')
+    return {
+      manifest: 'unknown',
+      message: `mosaic ${id}: cancel sent; it is still running (it stops at its next workflow task)`,
+    };
   const head = `mosaic ${id}: ${before || `${how}. `}`;
-  if (!p) return { manifest: 'unknown', message: `${head}It answered no progress query, so whether it wrote a partial manifest is not known.` };
-  if (p.total === 0) return { manifest: 'none', message: `${head}It ended while planning, before any tile was fetched: no manifest was written.` };
+  if (!p)
+    return {
+      manifest: 'unknown',
+      message: `${head}It answered no progress query, so whether it wrote a partial manifest is not known.`,
+    };
+  if (p.total === 0)
+    return {
+      manifest: 'none',
+      message: `${head}It ended while planning, before any tile was fetched: no manifest was written.`,
+    };
   if (p.phase === 'cancelled' || p.phase === 'failed') {
-    return { manifest: 'partial', message: `${head}It stopped after ${p.done}/${p.total} tiles; its partial manifest beside the output accounts for every tile.` };
+    return {
+      manifest: 'partial',
+      message: `${head}It stopped after ${p.done}/${p.total} tiles; its partial manifest beside the output accounts for every tile.`,
+    };
   }
-  return { manifest: 'none', message: `${head}It ended while ${p.phase} (${p.done}/${p.total} tiles settled) without writing a partial manifest.` };
+  return {
+    manifest: 'none',
+    message: `${head}It ended while ${p.phase} (${p.done}/${p.total} tiles settled) without writing a partial manifest.`,
+  };
 }
 
 /** `mosaic list` as a table. */
@@ -530,10 +707,12 @@ export function mosaicTable(mosaics: ListedMosaic[]): string {
  * memo names.
  */
 async function redriveTarget(client: Client, ref: string): Promise<string> {
-  if (existsSync(ref) || /\.(tiff?|json)$/i.test(ref) || (ref.includes(path.sep) && !/^(mosaic|redrive)\//.test(ref))) return ref;
+  if (existsSync(ref) || /\.(tiff?|json)$/i.test(ref) || (ref.includes(path.sep) && !/^(mosaic|redrive)\//.test(ref)))
+    return ref;
   const id = await resolveMosaicId(client, ref);
   const desc = await client.workflow.getHandle(id).describe();
   const output = (desc.memo as MosaicMemo | undefined)?.output;
-  if (typeof output !== 'string') throw new Error(`mosaic ${id}: its memo names no output (a run from before names); give its manifest path instead`);
+  if (typeof output !== 'string')
+    throw new Error(`mosaic ${id}: its memo names no output (a run from before names); give its manifest path instead`);
   return output;
 }

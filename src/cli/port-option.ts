@@ -4,7 +4,8 @@ import { InvalidArgumentError } from 'commander';
 export function portOption(flag: string): (value: string) => number {
   return (value) => {
     const n = Number(value);
-    if (!/^\d+$/.test(value) || n > 65535) throw new InvalidArgumentError(`${flag}: a port number from 0 to 65535 (got ${JSON.stringify(value)})`);
+    if (!/^\d+$/.test(value) || n > 65535)
+      throw new InvalidArgumentError(`${flag}: a port number from 0 to 65535 (got ${JSON.stringify(value)})`);
     return n;
   };
 }

@@ -31,14 +31,19 @@ export async function preflightPlan(request: MosaicRequest, opts: PreflightOptio
   const given = request.sourcesFile;
   const from = opts.sourcesFrom ?? '--sources';
   if (opts.sourcesOnWorker) {
-    if (given === undefined) throw new Error('--sources-on-worker: the request names no sources file (--sources FILE or sourcesFile in --request)');
+    if (given === undefined)
+      throw new Error(
+        '--sources-on-worker: the request names no sources file (--sources FILE or sourcesFile in --request)',
+      );
     return null;
   }
   const r = resolveRequestPaths(request);
   if (given !== undefined && !existsSync(path.resolve(given))) {
     if (!path.isAbsolute(given)) {
       const note = opts.note ?? ((line: string) => void process.stderr.write(`tilebreaker: ${line}\n`));
-      note(`${from} ${JSON.stringify(given)}: no copy on this machine, so the request was not checked here; the workers read it from their first sources root and check it when the run starts`);
+      note(
+        `${from} ${JSON.stringify(given)}: no copy on this machine, so the request was not checked here; the workers read it from their first sources root and check it when the run starts`,
+      );
       return null;
     }
     throw new Error(

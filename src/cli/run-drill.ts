@@ -42,6 +42,8 @@ export function printDrill(result: DrillResult, json: boolean): void {
   console.log(`breaker drill: final state ${result.finalState}`);
   console.log(formatTransitions(result.transitions, result.startedAt));
   const granted = result.decisions.filter((d) => d.kind === 'granted').length;
-  console.log(`  probe requests: ${result.decisions.length}, granted: ${granted}, ignored events: ${result.ignored.length}`);
+  console.log(
+    `  probe requests: ${result.decisions.length}, granted: ${granted}, ignored events: ${result.ignored.length}`,
+  );
   for (const i of result.ignored) console.log(`    +${(i.atMs / 1000).toFixed(3)}s ${i.why}`);
 }

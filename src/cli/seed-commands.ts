@@ -38,11 +38,15 @@ interface SeedOptions {
 /** A seed request from the flags; the worker validates the rest as it does a mosaic's. */
 export function seedRequestFromOptions(o: SeedOptions): SeedRequest {
   const levels = /^(\d+)(?:-(\d+))?$/.exec(o.levels.trim());
-  if (!levels) throw new ConfigError('seed', [`--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`]);
+  if (!levels)
+    throw new ConfigError('seed', [
+      `--levels: must be a zoom level or a range such as 10-14 (got ${JSON.stringify(o.levels)})`,
+    ]);
   if (o.bbox === undefined && o.coverage === undefined) throw new Error('seed: give --bbox, --coverage, or both');
   const bbox = o.bbox === undefined ? undefined : parseBbox(o.bbox);
   const maxTiles = o.maxTiles === undefined ? undefined : Number(o.maxTiles);
-  if (maxTiles !== undefined && !Number.isInteger(maxTiles)) throw new Error(`--max-tiles: must be a whole number (got ${JSON.stringify(o.maxTiles)})`);
+  if (maxTiles !== undefined && !Number.isInteger(maxTiles))
+    throw new Error(`--max-tiles: must be a whole number (got ${JSON.stringify(o.maxTiles)})`);
   return {
     sourcesFile: o.sources,
     sourceName: o.source,
@@ -82,25 +86,44 @@ async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Pr
   const { levels, base } = checkSeedRequest(request);
   const { levels: _levels, into: _into, ...mosaic } = request;
   for (const zoom of new Set([levels[0]!, levels.at(-1)!])) {
-    const plan = await preflightPlan({ ...mosaic, zoom, output: `${base}.z${zoom}.tif`, image: false }, { sourcesOnWorker });
+    const plan = await preflightPlan(
+      { ...mosaic, zoom, output: `${base}.z${zoom}.tif`, image: false },
+      { sourcesOnWorker },
+    );
     if (plan === null) return;
     if (plan.bounds.crs !== undefined) {
-      throw new ConfigError('seed', [`--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`]);
+      throw new ConfigError('seed', [
+        `--into: an MBTiles file holds Web Mercator tiles; the source ${JSON.stringify(plan.sourceName)} is on a grid in ${plan.bounds.crs}`,
+      ]);
     }
   }
 }
 
-export function registerSeedCommand(program: Command, { withLocal, withClient }: { withLocal: WithClient; withClient: WithClient }): void {
+export function registerSeedCommand(
+  program: Command,
+  { withLocal, withClient }: { withLocal: WithClient; withClient: WithClient },
+): void {
   program
     .command('seed')
-    .description('fill a tile cache over a range of zoom levels into an MBTiles file, each level through the fleet-wide breaker as a mosaic without an image (exit codes as mosaic start --wait)')
+    .description(
+      'fill a tile cache over a range of zoom levels into an MBTiles file, each level through the fleet-wide breaker as a mosaic without an image (exit codes as mosaic start --wait)',
+    )
     .requiredOption('--sources <file>', 'the sources file')
     .requiredOption('--source <name>', 'which source in the sources file')
     .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
-    .option('--coverage <file.geojson>', 'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request')
-    .option('--crs <crs>', 'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)')
+    .option(
+      '--coverage <file.geojson>',
+      'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request',
+    )
+    .option(
+      '--crs <crs>',
+      'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)',
+    )
     .requiredOption('--levels <a-b>', 'zoom levels, e.g. 10-14 (both included) or 12')
-    .requiredOption('--into <file.mbtiles>', 'the MBTiles file to write, a path or an s3:// URL; each level leaves <file>.z<level>.manifest.json and .mask.png beside it')
+    .requiredOption(
+      '--into <file.mbtiles>',
+      'the MBTiles file to write, a path or an s3:// URL; each level leaves <file>.z<level>.manifest.json and .mask.png beside it',
+    )
     .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
     .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
     .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
@@ -112,13 +135,20 @@ export function registerSeedCommand(program: Command, { withLocal, withClient }:
     .option('--max-tiles <n>', 'refuse a level larger than this (default 100000)')
     .option('--id <workflowId>', 'workflow id (default seed/<name>-<hash of the file>)')
     .option('--sources-on-worker', 'the sources file exists on the workers only: skip the check of every level here')
-    .option('--schedule <cron>', 'do not seed now: create a Temporal Schedule that runs this seed on the cron spec (e.g. "0 3 * * 0"), one run at a time')
-    .option('--schedule-id <id>', 'the schedule id (default seed-<into base name>); `schedule list` and `schedule delete` take it')
+    .option(
+      '--schedule <cron>',
+      'do not seed now: create a Temporal Schedule that runs this seed on the cron spec (e.g. "0 3 * * 0"), one run at a time',
+    )
+    .option(
+      '--schedule-id <id>',
+      'the schedule id (default seed-<into base name>); `schedule list` and `schedule delete` take it',
+    )
     .option('--timezone <tz>', 'IANA time zone for --schedule (default UTC)')
     .option('--json', 'print the result as JSON')
     .action(async (o: SeedOptions) => {
       const request = seedRequestFromOptions(o);
-      if (o.schedule === undefined && (o.scheduleId !== undefined || o.timezone !== undefined)) throw new Error('--schedule-id and --timezone go with --schedule');
+      if (o.schedule === undefined && (o.scheduleId !== undefined || o.timezone !== undefined))
+        throw new Error('--schedule-id and --timezone go with --schedule');
       // A seed that fails tonight would fail every night: refused now, as a seed started by hand is.
       await preflightSeed(request, !!o.sourcesOnWorker);
       if (o.schedule !== undefined) {
@@ -136,26 +166,39 @@ export function registerSeedCommand(program: Command, { withLocal, withClient }:
       }
       await withLocal(async ({ client, taskQueue }) => {
         const handle = await startSeed(client, taskQueue, request, o.id);
-        if (!o.json) console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
+        if (!o.json)
+          console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
         try {
           const result = await throughOutages(() => handle.result(), { ...outageLines(), what: handle.workflowId });
           if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
           else for (const line of summary(result)) console.log(line);
-          if (!o.json && result.notStarted.length > 0) console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
+          if (!o.json && result.notStarted.length > 0)
+            console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
           process.exitCode = seedExitCode(result);
         } catch (err) {
           // Gave up on an unreachable server: the seed was not seen to fail, so exit 2 as any unreachable server.
           if (err instanceof TemporalUnreachableError) throw err;
           // The cause that says why: a level's failure is a child's, whose own cause names the field and value.
           const chain: { message: string; type?: string }[] = [];
-          for (let e: unknown = err instanceof WorkflowFailedError ? err.cause : err; e instanceof Error && chain.length < 6; e = (e as { cause?: unknown }).cause) {
+          for (
+            let e: unknown = err instanceof WorkflowFailedError ? err.cause : err;
+            e instanceof Error && chain.length < 6;
+            e = (e as { cause?: unknown }).cause
+          ) {
             const type = (e as Error & { type?: unknown }).type;
             chain.push({ message: e.message, ...(typeof type === 'string' ? { type } : {}) });
           }
           const why = chain.at(-1)?.message ?? String(err);
           const exitCode = chain.some((c) => c.type === 'ConfigError') ? EXIT.configError : EXIT.failed;
           // Under --json, one object on stdout, as every error is (src/cli/errors.ts).
-          if (o.json) printError(errorBody(new Error(`seed ${handle.workflowId} failed: ${why}`), exitCode, { kind: 'failed', workflowId: handle.workflowId }), true);
+          if (o.json)
+            printError(
+              errorBody(new Error(`seed ${handle.workflowId} failed: ${why}`), exitCode, {
+                kind: 'failed',
+                workflowId: handle.workflowId,
+              }),
+              true,
+            );
           else console.error(`seed ${handle.workflowId} failed: ${why}`);
           process.exitCode = exitCode;
         }

@@ -54,7 +54,8 @@ async function readDocument(from: string): Promise<string> {
 
 /** Why a fetch got no answer, from undici's cause: its code (ECONNREFUSED, ENOTFOUND, ...), never its text. */
 function whyNoAnswer(err: unknown, host: string): string {
-  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return 'no answer within 60 s';
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'))
+    return 'no answer within 60 s';
   for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
     const code = (e as { code?: unknown }).code;
     if (typeof code !== 'string') continue;
@@ -93,7 +94,8 @@ async function readLocalDocument(from: string): Promise<string> {
     throw new Error(`sources import: ${JSON.stringify(from)} is neither an http(s) URL nor a file`);
   }
   if (!info.isFile()) throw new Error(`sources import: ${JSON.stringify(from)} is not a regular file`);
-  if (info.size > MAX_BYTES) throw new Error(`sources import: ${JSON.stringify(from)} has ${info.size} bytes, more than ${MAX_BYTES}`);
+  if (info.size > MAX_BYTES)
+    throw new Error(`sources import: ${JSON.stringify(from)} has ${info.size} bytes, more than ${MAX_BYTES}`);
   const handle = await open(from, 'r');
   try {
     // One byte over what stat said shows a file that grew since: refused as too large as well.
@@ -105,7 +107,8 @@ async function readLocalDocument(from: string): Promise<string> {
       n += bytesRead;
       if (n === buf.length) break;
     }
-    if (n > MAX_BYTES || n > info.size) throw new Error(`sources import: ${JSON.stringify(from)} grew while it was read; try again once it is written`);
+    if (n > MAX_BYTES || n > info.size)
+      throw new Error(`sources import: ${JSON.stringify(from)} grew while it was read; try again once it is written`);
     return buf.subarray(0, n).toString('utf8');
   } finally {
     await handle.close();
@@ -117,12 +120,19 @@ async function readLocalDocument(from: string): Promise<string> {
  * into `--out`; what could not become a source is listed on stderr. Exit 2 when nothing could.
  */
 export async function importSources(from: string, o: ImportOptions): Promise<number> {
-  const { sources, notes } = sourcesFromCapabilities(await readDocument(from), from, { useFetchedUrl: !!o.useFetchedUrl });
+  const { sources, notes } = sourcesFromCapabilities(await readDocument(from), from, {
+    useFetchedUrl: !!o.useFetchedUrl,
+  });
   const count = Object.keys(sources).length;
-  const text = o.json ? `${JSON.stringify({ sources, notes }, null, 2)}\n` : `# tilebreaker sources import ${shown(from)}\n${stringify({ sources }, { aliasDuplicateObjects: false })}`;
+  const text = o.json
+    ? `${JSON.stringify({ sources, notes }, null, 2)}\n`
+    : `# tilebreaker sources import ${shown(from)}\n${stringify({ sources }, { aliasDuplicateObjects: false })}`;
   for (const n of notes) console.error(`note: ${n}`);
   // Thrown, as every error that stops a command is: it exits 2, and under --json prints as JSON (src/cli/errors.ts).
-  if (count === 0) throw new Error(`sources import: no source could be made from ${shown(from)}${notes.length ? ' (the notes on stderr say why)' : ''}`);
+  if (count === 0)
+    throw new Error(
+      `sources import: no source could be made from ${shown(from)}${notes.length ? ' (the notes on stderr say why)' : ''}`,
+    );
   if (o.out !== undefined) {
     if (existsSync(o.out) && !o.force) throw new Error(`sources import: ${o.out} exists; give --force to replace it`);
     writeFileSync(o.out, text);

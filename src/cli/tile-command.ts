@@ -26,14 +26,20 @@ export async function tileCommand(address: string, opts: TileCommandOptions): Pr
   if (!m) throw new Error(`tile: expected Z/X/Y, e.g. 12/2048/1361 (got ${JSON.stringify(address)})`);
   const tile = { z: Number(m[1]), x: Number(m[2]), y: Number(m[3]) };
   const attempts = Number(opts.attempts);
-  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) throw new Error(`--attempts: expected 1..10 (got ${JSON.stringify(opts.attempts)})`);
+  if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10)
+    throw new Error(`--attempts: expected 1..10 (got ${JSON.stringify(opts.attempts)})`);
   const { name, source } = await loadSource(opts.source, opts.name);
-  if (tile.z < source.minZoom || tile.z > source.maxZoom) throw new Error(`tile: zoom ${tile.z} is outside source ${name}'s range ${source.minZoom}..${source.maxZoom}`);
+  if (tile.z < source.minZoom || tile.z > source.maxZoom)
+    throw new Error(`tile: zoom ${tile.z} is outside source ${name}'s range ${source.minZoom}..${source.maxZoom}`);
   // A source on a grid of its own has that grid's levels and tiles; the others, Web Mercator's.
   if (source.grid) {
-    if (tile.z >= source.grid.resolutions.length) throw new Error(`tile: zoom ${tile.z} is not a level of source ${name}'s grid (0..${source.grid.resolutions.length - 1})`);
+    if (tile.z >= source.grid.resolutions.length)
+      throw new Error(
+        `tile: zoom ${tile.z} is not a level of source ${name}'s grid (0..${source.grid.resolutions.length - 1})`,
+      );
     const { cols, rows } = gridLevelSize(source.grid, tile.z, source.tileSize);
-    if (tile.x >= cols || tile.y >= rows) throw new Error(`tile: ${address} is outside source ${name}'s grid, ${cols} x ${rows} tiles at level ${tile.z}`);
+    if (tile.x >= cols || tile.y >= rows)
+      throw new Error(`tile: ${address} is outside source ${name}'s grid, ${cols} x ${rows} tiles at level ${tile.z}`);
   } else checkTile(tile.z, tile.x, tile.y);
 
   const pools = new EndpointPools();
@@ -46,7 +52,12 @@ export async function tileCommand(address: string, opts: TileCommandOptions): Pr
       if (!conn.address) throw new Error('--breaker: set TEMPORAL_ADDRESS to the server whose breakers to consult');
       const { client, connection } = await connectClient({ ...conn, address: conn.address });
       closeClient = () => connection.close();
-      guard = new BreakerGuard({ client, taskQueue: conn.taskQueue, reporter: processIdentity('tile-command'), witness: witnessIdentity() });
+      guard = new BreakerGuard({
+        client,
+        taskQueue: conn.taskQueue,
+        reporter: processIdentity('tile-command'),
+        witness: witnessIdentity(),
+      });
     }
     const [result] = await makeFetchBatch({ pools, ...(guard ? { guard } : {}) })({
       sourceName: name,

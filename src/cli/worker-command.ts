@@ -31,7 +31,10 @@ export interface WorkerCommandOptions {
  * only by that command (it brings the SDK's worker, the activities and the workflow bundling with it).
  * `metricsAt`: the Prometheus endpoint the runtime serves, or null.
  */
-export async function runWorker(o: WorkerCommandOptions, { logger, metricsAt }: { logger: LineLogger; metricsAt: string | null }): Promise<void> {
+export async function runWorker(
+  o: WorkerCommandOptions,
+  { logger, metricsAt }: { logger: LineLogger; metricsAt: string | null },
+): Promise<void> {
   // A long-running worker logs its breakers' transitions by default.
   logger.settings = logSettings(process.env, 'INFO');
   const envBatches = process.env[FETCH_BATCHES_ENV];
@@ -49,7 +52,10 @@ export async function runWorker(o: WorkerCommandOptions, { logger, metricsAt }: 
   });
   const config = connectionConfigFromEnv();
   const versioning = versioningFrom(o, config.taskQueue);
-  if (!config.address) throw new Error('worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233');
+  if (!config.address)
+    throw new Error(
+      'worker: TEMPORAL_ADDRESS is not set; name the Temporal frontend, e.g. TEMPORAL_ADDRESS=127.0.0.1:7233',
+    );
   const address = config.address;
   // A server that is down or still starting is waited for; SIGINT / SIGTERM stop the wait.
   const stop = new AbortController();
@@ -84,7 +90,10 @@ export async function runWorker(o: WorkerCommandOptions, { logger, metricsAt }: 
       }
     },
     {
-      say: (line) => console.error(o.json ? JSON.stringify({ time: new Date().toISOString(), event: 'waiting for server', msg: line }) : line),
+      say: (line) =>
+        console.error(
+          o.json ? JSON.stringify({ time: new Date().toISOString(), event: 'waiting for server', msg: line }) : line,
+        ),
       what: `the Temporal server at ${address} (namespace ${config.namespace})`,
       signal: stop.signal,
     },
@@ -101,14 +110,24 @@ export async function runWorker(o: WorkerCommandOptions, { logger, metricsAt }: 
       roots: { sources: roots.sources, outputs: roots.outputs, buckets: roots.buckets ?? [] },
       metrics: metricsAt,
       fetchBatches,
-      deployment: versioning ? { deploymentName: versioning.deploymentName, buildId: versioning.buildId, promote: versioning.promote } : null,
+      deployment: versioning
+        ? { deploymentName: versioning.deploymentName, buildId: versioning.buildId, promote: versioning.promote }
+        : null,
     };
     console.log(JSON.stringify({ time: new Date().toISOString(), ...banner }));
   } else {
-    console.error(`tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`);
-    console.error(`  reads sources files under ${roots.sources.join(', ')}; writes under ${[...roots.outputs, ...(roots.buckets ?? [])].join(', ')}`);
-    console.error(metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`);
-    console.error(`  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`);
+    console.error(
+      `tilebreaker worker: ${config.address} namespace ${config.namespace} task queue ${config.taskQueue} (identity ${worker.options.identity})`,
+    );
+    console.error(
+      `  reads sources files under ${roots.sources.join(', ')}; writes under ${[...roots.outputs, ...(roots.buckets ?? [])].join(', ')}`,
+    );
+    console.error(
+      metricsAt ? `  metrics at ${metricsAt}` : `  metrics off (--metrics-addr or ${METRICS_ADDR_ENV} turns them on)`,
+    );
+    console.error(
+      `  runs at most ${fetchBatches} fetch batch(es) at once (task queue ${fetchTaskQueue(config.taskQueue)})`,
+    );
     console.error(
       versioning
         ? `  build ${versioning.buildId} of deployment ${versioning.deploymentName} (promote: ${versioning.promote})`

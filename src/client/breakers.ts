@@ -13,7 +13,15 @@ import {
   type PolicyConfigInput,
   type TransitionRecord,
 } from '../breaker';
-import { adminSignal, statusQuery, transitionsQuery, type AdminAction, type BreakerStatus, type EntityExit, type EntityInput } from '../messages/breaker';
+import {
+  adminSignal,
+  statusQuery,
+  transitionsQuery,
+  type AdminAction,
+  type BreakerStatus,
+  type EntityExit,
+  type EntityInput,
+} from '../messages/breaker';
 import { checkAdminAction, MAX_FORCE_OPEN_MS } from '../messages/breaker-validation';
 import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 
@@ -27,7 +35,14 @@ import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 /** The entity workflow's type name, as the worker registers it. */
 export const BREAKER_WORKFLOW_TYPE = 'breakerEntityWorkflow';
 
-export const BREAKER_STATES: readonly BreakerStateName[] = ['closed', 'open', 'half-open', 'forced-open', 'forced-closed', 'metrics-only'];
+export const BREAKER_STATES: readonly BreakerStateName[] = [
+  'closed',
+  'open',
+  'half-open',
+  'forced-open',
+  'forced-closed',
+  'metrics-only',
+];
 
 /** How long to wait for an entity to answer a query before saying that it did not. */
 const QUERY_TIMEOUT_MS = 10_000;
@@ -137,14 +152,20 @@ export interface ListResult {
 export async function listBreakers(client: Client, opts: { state?: string } = {}): Promise<ListResult> {
   const states = opts.state === undefined ? undefined : statesMeant(checkState(opts.state));
   const base = `WorkflowType = '${BREAKER_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'`;
-  const query = states ? `${base} AND ${states.length > 1 ? `(${states.map((s) => `BreakerState = "${s}"`).join(' OR ')})` : `BreakerState = "${states[0]!}"`}` : base;
+  const query = states
+    ? `${base} AND ${states.length > 1 ? `(${states.map((s) => `BreakerState = "${s}"`).join(' OR ')})` : `BreakerState = "${states[0]!}"`}`
+    : base;
   try {
     return { breakers: await collect(client, query), query, filteredBy: states ? 'search-attribute' : null };
   } catch (err) {
     // A namespace without BreakerState registered rejects the query: filter by the memo's view instead.
     if (!states || !/BreakerState/.test(err instanceof Error ? err.message : String(err))) throw err;
     const all = await collect(client, base);
-    return { breakers: all.filter((b) => b.state !== null && states.includes(b.state)), query: base, filteredBy: 'memo' };
+    return {
+      breakers: all.filter((b) => b.state !== null && states.includes(b.state)),
+      query: base,
+      filteredBy: 'memo',
+    };
   }
 }
 
@@ -219,11 +240,21 @@ export type ShownBreaker =
  * One breaker in full: the `status` and `transitions` queries of its entity (`limit`: at most this many
  * transitions, most recent first). An entity that finished (idle) is shown from its result.
  */
-export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey, opts: { limit?: number } = {}): Promise<ShownBreaker> {
+export async function showBreaker(
+  client: Client,
+  keyOrUrl: string | ResolvedKey,
+  opts: { limit?: number } = {},
+): Promise<ShownBreaker> {
   const resolved = toResolved(keyOrUrl);
   const d = await describeEntity(client, resolved);
   const handle = client.workflow.getHandle(resolved.workflowId);
-  const common = { key: resolved.key, workflowId: resolved.workflowId, runId: d.runId, taskQueue: d.taskQueue, startTime: d.startTime };
+  const common = {
+    key: resolved.key,
+    workflowId: resolved.workflowId,
+    runId: d.runId,
+    taskQueue: d.taskQueue,
+    startTime: d.startTime,
+  };
   if (d.status.name !== 'RUNNING') {
     let transitions: TransitionRecord[] = [];
     if (d.status.name === 'COMPLETED') {
@@ -238,7 +269,13 @@ export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey
     client,
     resolved,
     d,
-    async () => [await handle.query(statusQuery), opts.limit === undefined ? await handle.query(transitionsQuery) : await handle.query(transitionsQuery, opts.limit)] as const,
+    async () =>
+      [
+        await handle.query(statusQuery),
+        opts.limit === undefined
+          ? await handle.query(transitionsQuery)
+          : await handle.query(transitionsQuery, opts.limit),
+      ] as const,
   );
   return { running: true, ...common, status, permitNow: permitFor(status.view, Date.now()), transitions };
 }
@@ -247,7 +284,8 @@ export async function showBreaker(client: Client, keyOrUrl: string | ResolvedKey
 export async function breakerStatus(client: Client, keyOrUrl: string | ResolvedKey): Promise<BreakerStatus> {
   const resolved = toResolved(keyOrUrl);
   const d = await describeEntity(client, resolved);
-  if (d.status.name !== 'RUNNING') throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
+  if (d.status.name !== 'RUNNING')
+    throw new BreakerNotRunningError(resolved.key, resolved.workflowId, d.status.name, d.closeTime);
   const handle = client.workflow.getHandle(resolved.workflowId);
   return queryEntity(client, resolved, d, () => handle.query(statusQuery));
 }
@@ -256,7 +294,11 @@ export async function breakerStatus(client: Client, keyOrUrl: string | ResolvedK
  * A breaker's transition log, most recent first (at most `limit`): its entity's `transitions` query, or for an
  * entity that finished idle the log its run returned (none for a run that was terminated or failed).
  */
-export async function breakerTransitions(client: Client, keyOrUrl: string | ResolvedKey, opts: { limit?: number } = {}): Promise<TransitionRecord[]> {
+export async function breakerTransitions(
+  client: Client,
+  keyOrUrl: string | ResolvedKey,
+  opts: { limit?: number } = {},
+): Promise<TransitionRecord[]> {
   const resolved = toResolved(keyOrUrl);
   const d = await describeEntity(client, resolved);
   const handle = client.workflow.getHandle(resolved.workflowId);
@@ -265,7 +307,9 @@ export async function breakerTransitions(client: Client, keyOrUrl: string | Reso
     const exit = (await handle.result()) as EntityExit;
     return (exit.transitions ?? []).slice(0, opts.limit);
   }
-  return queryEntity(client, resolved, d, () => (opts.limit === undefined ? handle.query(transitionsQuery) : handle.query(transitionsQuery, opts.limit)));
+  return queryEntity(client, resolved, d, () =>
+    opts.limit === undefined ? handle.query(transitionsQuery) : handle.query(transitionsQuery, opts.limit),
+  );
 }
 
 export type BreakerAdminAction = 'force-open' | 'force-close' | 'reset';
@@ -310,7 +354,9 @@ export class AdminNotConfirmedError extends Error {
     /** Why it is not confirmed: the read-back's last failure. */
     readonly why: string,
   ) {
-    super(`the ${action} signal was sent to breaker ${key} (workflow "${workflowId}") and accepted by the server, but is not yet confirmed: ${why}`);
+    super(
+      `the ${action} signal was sent to breaker ${key} (workflow "${workflowId}") and accepted by the server, but is not yet confirmed: ${why}`,
+    );
     this.name = 'AdminNotConfirmedError';
   }
 }
@@ -354,9 +400,12 @@ export async function adminBreaker(
   opts: { reason?: string; durationMs?: number; actor?: string; confirmTimeoutMs?: number; taskQueue?: string } = {},
 ): Promise<AdminResult> {
   if (opts.durationMs !== undefined) {
-    if (action !== 'force-open') throw new Error(`a duration goes with force-open only (got ${action} with durationMs ${opts.durationMs})`);
+    if (action !== 'force-open')
+      throw new Error(`a duration goes with force-open only (got ${action} with durationMs ${opts.durationMs})`);
     if (!Number.isSafeInteger(opts.durationMs) || opts.durationMs <= 0 || opts.durationMs > MAX_FORCE_OPEN_MS) {
-      throw new Error(`durationMs must be a whole number of ms from 1 to ${MAX_FORCE_OPEN_MS} (30 days) (got ${opts.durationMs})`);
+      throw new Error(
+        `durationMs must be a whole number of ms from 1 to ${MAX_FORCE_OPEN_MS} (30 days) (got ${opts.durationMs})`,
+      );
     }
   }
   const resolved = toResolved(keyOrUrl);
@@ -364,18 +413,46 @@ export async function adminBreaker(
   const sender = adminSender(client);
   const signal: AdminAction & { actor: string; sender: AdminSender } =
     action === 'force-open'
-      ? { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}), ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}) }
+      ? {
+          action,
+          actor,
+          sender,
+          ...(opts.reason ? { reason: opts.reason } : {}),
+          ...(opts.durationMs !== undefined ? { durationMs: opts.durationMs } : {}),
+        }
       : { action, actor, sender, ...(opts.reason ? { reason: opts.reason } : {}) };
-  const expected: BreakerStateName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
+  const expected: BreakerStateName =
+    action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-closed' : 'closed';
   const reasonName = action === 'force-open' ? 'forced-open' : action === 'force-close' ? 'forced-close' : 'reset';
   const start = opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue, input: { key: resolved.key } } : undefined;
-  const { sentAt, status, transition, confirmed } = await sendAdmin(client, resolved, signal, opts.confirmTimeoutMs, start, (status, ours) => {
-    const transition = ours.find((t) => t.reason === reasonName) ?? null;
-    // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
-    const confirmed = action === 'reset' ? transition !== null : status.view.state === expected || (action === 'force-open' && transition !== null);
-    return { transition, confirmed };
-  });
-  return { key: resolved.key, workflowId: resolved.workflowId, action, actor, sender, expected, sentAt, status, transition, confirmed };
+  const { sentAt, status, transition, confirmed } = await sendAdmin(
+    client,
+    resolved,
+    signal,
+    opts.confirmTimeoutMs,
+    start,
+    (status, ours) => {
+      const transition = ours.find((t) => t.reason === reasonName) ?? null;
+      // A force-open or force-close of a breaker already in that mode records no transition; a reset always does.
+      const confirmed =
+        action === 'reset'
+          ? transition !== null
+          : status.view.state === expected || (action === 'force-open' && transition !== null);
+      return { transition, confirmed };
+    },
+  );
+  return {
+    key: resolved.key,
+    workflowId: resolved.workflowId,
+    action,
+    actor,
+    sender,
+    expected,
+    sentAt,
+    status,
+    transition,
+    confirmed,
+  };
 }
 
 export interface ConfigureResult {
@@ -412,18 +489,36 @@ export async function configureBreaker(
   const resolved = toResolved(keyOrUrl);
   // Checked against the configuration in force, or the defaults for an entity this call starts.
   const current = await breakerStatus(client, resolved).catch((err: unknown) => {
-    if (opts.taskQueue !== undefined && (err instanceof BreakerNotFoundError || err instanceof BreakerNotRunningError)) return null;
+    if (opts.taskQueue !== undefined && (err instanceof BreakerNotFoundError || err instanceof BreakerNotRunningError))
+      return null;
     throw err;
   });
   parsePolicyConfig({ ...(current?.config ?? {}), ...config });
   const actor = opts.actor ?? defaultActor();
   const sender = adminSender(client);
   const start = opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue, input: { key: resolved.key } } : undefined;
-  const { sentAt, status, transition, confirmed } = await sendAdmin(client, resolved, { action: 'configure', config, actor, sender }, opts.confirmTimeoutMs, start, (_, ours) => {
-    const transition = ours.find((t) => t.reason === 'configured') ?? null;
-    return { transition, confirmed: transition !== null };
-  });
-  return { key: resolved.key, workflowId: resolved.workflowId, config, actor, sender, sentAt, status, transition, confirmed };
+  const { sentAt, status, transition, confirmed } = await sendAdmin(
+    client,
+    resolved,
+    { action: 'configure', config, actor, sender },
+    opts.confirmTimeoutMs,
+    start,
+    (_, ours) => {
+      const transition = ours.find((t) => t.reason === 'configured') ?? null;
+      return { transition, confirmed: transition !== null };
+    },
+  );
+  return {
+    key: resolved.key,
+    workflowId: resolved.workflowId,
+    config,
+    actor,
+    sender,
+    sentAt,
+    status,
+    transition,
+    confirmed,
+  };
 }
 
 /** How far the server's clock may lag this process's when telling this action's transitions from older ones. */
@@ -445,7 +540,10 @@ async function sendAdmin(
   signal: AdminAction & { actor: string; sender: AdminSender },
   confirmTimeoutMs: number | undefined,
   start: { taskQueue: string; input: EntityInput } | undefined,
-  check: (status: BreakerStatus, ours: TransitionRecord[]) => { transition: TransitionRecord | null; confirmed: boolean },
+  check: (
+    status: BreakerStatus,
+    ours: TransitionRecord[],
+  ) => { transition: TransitionRecord | null; confirmed: boolean },
 ): Promise<{ sentAt: number; status: BreakerStatus; transition: TransitionRecord | null; confirmed: boolean }> {
   const { action, actor, sender } = signal;
   // Checked as the entity checks it (it would refuse the signal whole): the error names the field and value.
@@ -456,7 +554,13 @@ async function sendAdmin(
     if (start) {
       // A breaker can be opened ahead of a maintenance window, before any worker has reported on it; an entity
       // that finished idle starts again.
-      await client.workflow.signalWithStart(BREAKER_WORKFLOW_TYPE, { workflowId: resolved.workflowId, taskQueue: start.taskQueue, args: [start.input], signal: adminSignal, signalArgs: [signal] });
+      await client.workflow.signalWithStart(BREAKER_WORKFLOW_TYPE, {
+        workflowId: resolved.workflowId,
+        taskQueue: start.taskQueue,
+        args: [start.input],
+        signal: adminSignal,
+        signalArgs: [signal],
+      });
     } else {
       await handle.signal(adminSignal, signal);
     }
@@ -478,7 +582,11 @@ async function sendAdmin(
       // This action's transitions: by its actor and sender, recorded since it was sent (a worker from before
       // senders were recorded: by the actor in the detail).
       const ours = recent.filter(
-        (t) => t.at >= sentAt - CLOCK_SKEW_MS && (t.sender ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host : t.detail.includes(actor)),
+        (t) =>
+          t.at >= sentAt - CLOCK_SKEW_MS &&
+          (t.sender
+            ? t.actor === actor && t.sender.identity === sender.identity && t.sender.host === sender.host
+            : t.detail.includes(actor)),
       );
       const { transition, confirmed } = check(status, ours);
       if (confirmed || Date.now() >= deadline) return { sentAt, status, transition, confirmed };
@@ -486,7 +594,13 @@ async function sendAdmin(
       if (Date.now() >= deadline) {
         const why = err instanceof Error ? err.message : String(err);
         const waited = ((Date.now() - sentAt) / 1000).toFixed(1);
-        throw new AdminNotConfirmedError(resolved.key, resolved.workflowId, action, sentAt, `the entity answered no status query within ${waited} s of the signal (${why})`);
+        throw new AdminNotConfirmedError(
+          resolved.key,
+          resolved.workflowId,
+          action,
+          sentAt,
+          `the entity answered no status query within ${waited} s of the signal (${why})`,
+        );
       }
     }
     await new Promise((r) => setTimeout(r, 100));
@@ -497,7 +611,9 @@ async function describeEntity(client: Client, resolved: ResolvedKey): Promise<Wo
   try {
     const d = await client.workflow.getHandle(resolved.workflowId).describe();
     if (d.type !== BREAKER_WORKFLOW_TYPE) {
-      throw new Error(`workflow "${resolved.workflowId}" is a ${d.type}, not a breaker entity (${BREAKER_WORKFLOW_TYPE})`);
+      throw new Error(
+        `workflow "${resolved.workflowId}" is a ${d.type}, not a breaker entity (${BREAKER_WORKFLOW_TYPE})`,
+      );
     }
     return d;
   } catch (err) {
@@ -511,17 +627,30 @@ function notFoundHint(resolved: ResolvedKey): string {
   if (resolved.from === 'url') hints.push(`The key was derived from the URL ${JSON.stringify(resolved.input)}.`);
   const origin = /^(https?:\/\/[^/]+)\/.+$/.exec(resolved.key)?.[1];
   if (resolved.from === 'key' && origin) {
-    hints.push(`If ${JSON.stringify(resolved.input)} is an endpoint URL rather than a key with a partition, its key is ${origin} (paths are not part of a key).`);
+    hints.push(
+      `If ${JSON.stringify(resolved.input)} is an endpoint URL rather than a key with a partition, its key is ${origin} (paths are not part of a key).`,
+    );
   }
   return hints.length ? ` ${hints.join(' ')}` : '';
 }
 
 /** Runs entity queries under a deadline; a query nobody answers says which task queue has no worker. */
-async function queryEntity<R>(client: Client, resolved: ResolvedKey, d: WorkflowExecutionDescription, fn: () => Promise<R>): Promise<R> {
+async function queryEntity<R>(
+  client: Client,
+  resolved: ResolvedKey,
+  d: WorkflowExecutionDescription,
+  fn: () => Promise<R>,
+): Promise<R> {
   try {
     return await client.withDeadline(Date.now() + QUERY_TIMEOUT_MS, fn);
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new BreakerNotFoundError(resolved.key, resolved.workflowId, client.options.namespace, notFoundHint(resolved));
+    if (err instanceof WorkflowNotFoundError)
+      throw new BreakerNotFoundError(
+        resolved.key,
+        resolved.workflowId,
+        client.options.namespace,
+        notFoundHint(resolved),
+      );
     const why = err instanceof Error ? err.message : String(err);
     const memo = asView(d.memo?.['view']);
     throw new Error(

@@ -25,10 +25,25 @@ const PREFERRED_FORMATS = ['image/png', 'image/jpeg', 'image/webp'];
 
 type Node = Record<string, unknown>;
 
-const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@', removeNSPrefix: true, trimValues: true, processEntities: true, parseTagValue: false });
+const parser = new XMLParser({
+  ignoreAttributes: false,
+  attributeNamePrefix: '@',
+  removeNSPrefix: true,
+  trimValues: true,
+  processEntities: true,
+  parseTagValue: false,
+});
 
-const list = (v: unknown): Node[] => (v === undefined || v === null ? [] : Array.isArray(v) ? (v as Node[]) : [v as Node]);
-const text = (v: unknown): string => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : v && typeof v === 'object' && '#text' in v ? String((v as Node)['#text']) : '');
+const list = (v: unknown): Node[] =>
+  v === undefined || v === null ? [] : Array.isArray(v) ? (v as Node[]) : [v as Node];
+const text = (v: unknown): string =>
+  typeof v === 'string'
+    ? v
+    : typeof v === 'number'
+      ? String(v)
+      : v && typeof v === 'object' && '#text' in v
+        ? String((v as Node)['#text'])
+        : '';
 
 /** A source name from a layer's identifier: letters, digits, ".", "_" and "-", unique in `taken`. */
 function nameFor(id: string, taken: Record<string, unknown>): string {
@@ -53,7 +68,8 @@ export function normaliseCrs(crs: string): string | null {
 export function endpointOf(from: string): string {
   try {
     const url = new URL(from);
-    for (const key of [...url.searchParams.keys()]) if (/^(service|request|version|acceptversions|sections|updatesequence)$/i.test(key)) url.searchParams.delete(key);
+    for (const key of [...url.searchParams.keys()])
+      if (/^(service|request|version|acceptversions|sections|updatesequence)$/i.test(key)) url.searchParams.delete(key);
     return url.toString();
   } catch {
     return from;
@@ -79,7 +95,9 @@ export function sourcesFromCapabilities(xml: string, from: string, opts: Capabil
   if (doc.Capabilities) return fromWmts(doc.Capabilities as Node, from, opts);
   const wms = (doc.WMS_Capabilities ?? doc.WMT_MS_Capabilities) as Node | undefined;
   if (wms) return fromWms(wms, from, opts);
-  throw new Error(`capabilities: ${from} is neither a WMS nor a WMTS capabilities document (its root is ${Object.keys(doc).filter((k) => !k.startsWith('?'))[0] ?? 'empty'})`);
+  throw new Error(
+    `capabilities: ${from} is neither a WMS nor a WMTS capabilities document (its root is ${Object.keys(doc).filter((k) => !k.startsWith('?'))[0] ?? 'empty'})`,
+  );
 }
 
 function fromWms(root: Node, from: string, opts: CapabilitiesOptions): ImportedSources {
@@ -91,16 +109,30 @@ function fromWms(root: Node, from: string, opts: CapabilitiesOptions): ImportedS
   const href = text(online?.['@href']);
   const url = opts.useFetchedUrl || !href ? endpointOf(from) : href;
   const formats = list(getMap?.Format).map(text);
-  const format = PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats.find((f) => /^image\/png/i.test(f)) ?? 'image/png';
+  const format =
+    PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats.find((f) => /^image\/png/i.test(f)) ?? 'image/png';
   const out: ImportedSources = { sources: {}, notes: [] };
   const walk = (layer: Node, inherited: string[]) => {
-    const crs = [...inherited, ...list(layer[version === '1.3.0' ? 'CRS' : 'SRS']).flatMap((c) => text(c).split(/\s+/))].filter(Boolean);
+    const crs = [
+      ...inherited,
+      ...list(layer[version === '1.3.0' ? 'CRS' : 'SRS']).flatMap((c) => text(c).split(/\s+/)),
+    ].filter(Boolean);
     const name = text(layer.Name);
     if (name) {
       if (!crs.some((c) => c === 'EPSG:3857' || c === 'EPSG:900913')) {
-        out.notes.push(`layer ${JSON.stringify(name)}: not offered in EPSG:3857 (${[...new Set(crs)].slice(0, 8).join(' ') || 'no CRS'}): give it a grid in one of its CRSs by hand`);
+        out.notes.push(
+          `layer ${JSON.stringify(name)}: not offered in EPSG:3857 (${[...new Set(crs)].slice(0, 8).join(' ') || 'no CRS'}): give it a grid in one of its CRSs by hand`,
+        );
       } else {
-        const source: SourceInput = { type: 'wms', url, version, layers: [name], format, transparent: format === 'image/png', ...(crs.includes('EPSG:3857') ? {} : { crs: 'EPSG:900913' as const }) };
+        const source: SourceInput = {
+          type: 'wms',
+          url,
+          version,
+          layers: [name],
+          format,
+          transparent: format === 'image/png',
+          ...(crs.includes('EPSG:3857') ? {} : { crs: 'EPSG:900913' as const }),
+        };
         addChecked(out, name, source);
       }
     }
@@ -166,10 +198,15 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
       const grid = gridOf(set, what, out.notes);
       if (grid === undefined) continue;
       const { matrices } = set;
-      const template = PREFERRED_FORMATS.map((f) => templates.find((t) => text(t['@format']) === f)).find(Boolean) ?? templates[0];
-      const format = template ? text(template['@format']) : (PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats[0] ?? 'image/png');
+      const template =
+        PREFERRED_FORMATS.map((f) => templates.find((t) => text(t['@format']) === f)).find(Boolean) ?? templates[0];
+      const format = template
+        ? text(template['@format'])
+        : (PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats[0] ?? 'image/png');
       // Levels as the layer limits them (TileMatrixSetLimits), else every matrix of the set.
-      const limited = list((link.TileMatrixSetLimits as Node | undefined)?.TileMatrixLimits).map((l) => matrices.findIndex((m) => m.id === text(l.TileMatrix)));
+      const limited = list((link.TileMatrixSetLimits as Node | undefined)?.TileMatrixLimits).map((l) =>
+        matrices.findIndex((m) => m.id === text(l.TileMatrix)),
+      );
       const levels = limited.filter((i) => i >= 0);
       const ids = matrices.map((m) => m.id);
       const plain = ids.every((m, i) => m === String(i));
@@ -186,7 +223,10 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
       const name = links.length > 1 ? `${id}-${setId}` : id;
       if (template) addChecked(out, name, { type: 'wmts-rest', url: text(template['@template']), ...common });
       else if (kvp) addChecked(out, name, { type: 'wmts-kvp', url: kvp, layer: id, ...common });
-      else out.notes.push(`${what}: no ResourceURL template and no GetTile KVP endpoint (the document was read from ${from})`);
+      else
+        out.notes.push(
+          `${what}: no ResourceURL template and no GetTile KVP endpoint (the document was read from ${from})`,
+        );
     }
   }
   return out;
@@ -196,7 +236,11 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
  * The source grid of a matrix set: null for Web Mercator's own (no grid needed), undefined (and a note) for a
  * set tilebreaker cannot address.
  */
-function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, notes: string[]): SourceInput['grid'] | null | undefined {
+function gridOf(
+  set: { crs: string | null; matrices: Matrix[] },
+  what: string,
+  notes: string[],
+): SourceInput['grid'] | null | undefined {
   const { crs, matrices } = set;
   const m0 = matrices[0];
   if (!m0 || crs === null) {
@@ -208,20 +252,29 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
     return undefined;
   }
   // The same corner to a thousandth of each matrix's own pixel (corners in degrees are small numbers).
-  const sameCorner = matrices.every((m) => Math.abs(m.corner[0] - m0.corner[0]) < m.res * 1e-3 && Math.abs(m.corner[1] - m0.corner[1]) < m.res * 1e-3);
+  const sameCorner = matrices.every(
+    (m) => Math.abs(m.corner[0] - m0.corner[0]) < m.res * 1e-3 && Math.abs(m.corner[1] - m0.corner[1]) < m.res * 1e-3,
+  );
   if (crs === 'EPSG:3857' || crs === 'EPSG:900913') {
     const mercator = Math.abs(m0.corner[0] + ORIGIN_SHIFT_M) < 1 && Math.abs(m0.corner[1] - ORIGIN_SHIFT_M) < 1;
     const halving = matrices.every((m, i) => Math.abs(m.res * m0.tile[0] - tileSpan(i)) / tileSpan(i) < 1e-6);
     if (mercator && halving && sameCorner) return null;
-    notes.push(`${what}: an EPSG:3857 set that is not the Web Mercator quad tree (its level 0, its corners or its scales differ)`);
+    notes.push(
+      `${what}: an EPSG:3857 set that is not the Web Mercator quad tree (its level 0, its corners or its scales differ)`,
+    );
     return undefined;
   }
   if (GEOGRAPHIC_CRS.has(crs) && crs !== GEOGRAPHIC_GRID_CRS) {
     notes.push(`${what}: a geographic CRS (${crs}); of those, a source grid takes ${GEOGRAPHIC_GRID_CRS} only`);
     return undefined;
   }
-  if (crs === GEOGRAPHIC_GRID_CRS && matrices.some((m) => Math.abs(m.corner[0]) > 180 + 1e-6 || Math.abs(m.corner[1]) > 90 + 1e-6)) {
-    notes.push(`${what}: a TopLeftCorner beyond 180 degrees of longitude or 90 of latitude (written in the other axis order?)`);
+  if (
+    crs === GEOGRAPHIC_GRID_CRS &&
+    matrices.some((m) => Math.abs(m.corner[0]) > 180 + 1e-6 || Math.abs(m.corner[1]) > 90 + 1e-6)
+  ) {
+    notes.push(
+      `${what}: a TopLeftCorner beyond 180 degrees of longitude or 90 of latitude (written in the other axis order?)`,
+    );
     return undefined;
   }
   if (sameCorner) {
@@ -242,12 +295,23 @@ function gridOf(set: { crs: string | null; matrices: Matrix[] }, what: string, n
     const span = m.res * m.tile[0];
     return [m.corner[0], m.corner[1] - m.size[1] * span, m.corner[0] + m.size[0] * span, m.corner[1]] as const;
   });
-  const extent: [number, number, number, number] = [Math.max(...areas.map((a) => a[0])), Math.max(...areas.map((a) => a[1])), Math.min(...areas.map((a) => a[2])), Math.min(...areas.map((a) => a[3]))];
+  const extent: [number, number, number, number] = [
+    Math.max(...areas.map((a) => a[0])),
+    Math.max(...areas.map((a) => a[1])),
+    Math.min(...areas.map((a) => a[2])),
+    Math.min(...areas.map((a) => a[3])),
+  ];
   if (!(extent[0] < extent[2] && extent[1] < extent[3])) {
     notes.push(`${what}: its matrices, each at its own corner, have no area in common`);
     return undefined;
   }
-  return { crs, origin: m0.corner, origins: matrices.map((m) => m.corner), resolutions: matrices.map((m) => m.res), extent };
+  return {
+    crs,
+    origin: m0.corner,
+    origins: matrices.map((m) => m.corner),
+    resolutions: matrices.map((m) => m.res),
+    extent,
+  };
 }
 
 function addChecked(out: ImportedSources, id: string, source: SourceInput): void {

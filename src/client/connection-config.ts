@@ -56,13 +56,20 @@ export function connectionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): C
       `Temporal connection settings: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together (got TEMPORAL_TLS_CERT=${e.TEMPORAL_TLS_CERT ?? 'unset'}, TEMPORAL_TLS_KEY=${e.TEMPORAL_TLS_KEY ?? 'unset'})`,
     );
   }
-  const wantsTls = e.TEMPORAL_TLS === 'true' || e.TEMPORAL_TLS === '1' || !!e.TEMPORAL_API_KEY || !!e.TEMPORAL_TLS_CERT || !!e.TEMPORAL_TLS_CA;
+  const wantsTls =
+    e.TEMPORAL_TLS === 'true' ||
+    e.TEMPORAL_TLS === '1' ||
+    !!e.TEMPORAL_API_KEY ||
+    !!e.TEMPORAL_TLS_CERT ||
+    !!e.TEMPORAL_TLS_CA;
   let tls: boolean | TlsSettings = wantsTls;
   if (e.TEMPORAL_TLS_CERT || e.TEMPORAL_TLS_CA || e.TEMPORAL_TLS_SERVER_NAME) {
     tls = {
       ...(e.TEMPORAL_TLS_SERVER_NAME ? { serverNameOverride: e.TEMPORAL_TLS_SERVER_NAME } : {}),
       ...(e.TEMPORAL_TLS_CA ? { serverRootCACertificate: readFileSync(e.TEMPORAL_TLS_CA) } : {}),
-      ...(e.TEMPORAL_TLS_CERT && e.TEMPORAL_TLS_KEY ? { clientCertPair: { crt: readFileSync(e.TEMPORAL_TLS_CERT), key: readFileSync(e.TEMPORAL_TLS_KEY) } } : {}),
+      ...(e.TEMPORAL_TLS_CERT && e.TEMPORAL_TLS_KEY
+        ? { clientCertPair: { crt: readFileSync(e.TEMPORAL_TLS_CERT), key: readFileSync(e.TEMPORAL_TLS_KEY) } }
+        : {}),
     };
   }
   return {

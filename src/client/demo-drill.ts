@@ -8,7 +8,14 @@ export function demoDrill(): DrillInput {
   return {
     key: 'http://127.0.0.1:8080/demo',
     upsertSearchAttributes: true,
-    config: { minSamples: 10, cooldownMs: 2_000, cooldownJitter: 0.2, probesToClose: 2, probeLeaseMs: 5_000, rampMs: 2_000 },
+    config: {
+      minSamples: 10,
+      cooldownMs: 2_000,
+      cooldownJitter: 0.2,
+      probesToClose: 2,
+      probeLeaseMs: 5_000,
+      rampMs: 2_000,
+    },
     steps: [
       { atMs: 0, event: { type: 'report', counts: { success: 40 }, latency: [] } },
       { atMs: 1_000, event: { type: 'report', counts: { success: 5, transient: 35, 'service-exception': 15 } } },

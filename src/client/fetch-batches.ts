@@ -16,6 +16,7 @@ export const FETCH_BATCHES_ENV = 'TILEBREAKER_FETCH_BATCHES';
 /** A fetch-batch cap as given (flag or environment), checked: a whole number from 1 to 1000. */
 export function parseFetchBatches(raw: string, name: string): number {
   const n = /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isSafeInteger(n) || n < 1 || n > 1000) throw new Error(`${name} must be a whole number from 1 to 1000 (got ${JSON.stringify(raw)})`);
+  if (!Number.isSafeInteger(n) || n < 1 || n > 1000)
+    throw new Error(`${name} must be a whole number from 1 to 1000 (got ${JSON.stringify(raw)})`);
   return n;
 }

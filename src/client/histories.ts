@@ -38,7 +38,12 @@ export function saveHistory(history: History, file: string): void {
 }
 
 /** Fetches a finished run's history and saves it as JSON; returns the file and its number of events. */
-export async function recordHistory(client: Client, workflowId: string, file: string, opts: { runId?: string } = {}): Promise<{ file: string; events: number }> {
+export async function recordHistory(
+  client: Client,
+  workflowId: string,
+  file: string,
+  opts: { runId?: string } = {},
+): Promise<{ file: string; events: number }> {
   const history = await fetchHistory(client, workflowId, opts.runId);
   saveHistory(history, file);
   return { file, events: history.events?.length ?? 0 };
@@ -49,9 +54,14 @@ export async function recordHistory(client: Client, workflowId: string, file: st
  * without `.json` (as the committed histories are named).
  */
 export function loadHistoryFile(file: string): RecordedHistory {
-  const json = JSON.parse(readFileSync(file, 'utf8')) as { events?: { workflowExecutionStartedEventAttributes?: { workflowId?: unknown } }[] };
+  const json = JSON.parse(readFileSync(file, 'utf8')) as {
+    events?: { workflowExecutionStartedEventAttributes?: { workflowId?: unknown } }[];
+  };
   const recorded = json.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowId;
-  return { workflowId: typeof recorded === 'string' && recorded ? recorded : path.basename(file).replace(/\.json$/i, ''), history: historyFromJSON(json) };
+  return {
+    workflowId: typeof recorded === 'string' && recorded ? recorded : path.basename(file).replace(/\.json$/i, ''),
+    history: historyFromJSON(json),
+  };
 }
 
 /**
@@ -59,17 +69,30 @@ export function loadHistoryFile(file: string): RecordedHistory {
  * history in order: `error` is set where a history did not replay (a DeterminismViolationError names what
  * the code did differently). Histories may be History objects or their parsed JSON.
  */
-export async function replayHistories(histories: ReplayHistoriesIterable, options: ReplayOptions = {}): Promise<ReplayResult[]> {
+export async function replayHistories(
+  histories: ReplayHistoriesIterable,
+  options: ReplayOptions = {},
+): Promise<ReplayResult[]> {
   const results: ReplayResult[] = [];
-  for await (const result of Worker.runReplayHistories({ replayName: 'tilebreaker-replay', ...options, workflowsPath }, histories)) results.push(result);
+  for await (const result of Worker.runReplayHistories(
+    { replayName: 'tilebreaker-replay', ...options, workflowsPath },
+    histories,
+  ))
+    results.push(result);
   return results;
 }
 
 /** Replays one history file (see loadHistoryFile); throws what the replay found, e.g. a DeterminismViolationError. */
-export async function replayHistoryFile(file: string, options: ReplayOptions & { workflowId?: string } = {}): Promise<void> {
+export async function replayHistoryFile(
+  file: string,
+  options: ReplayOptions & { workflowId?: string } = {},
+): Promise<void> {
   const { workflowId, ...rest } = options;
   const recorded = loadHistoryFile(file);
-  const [result] = await replayHistories([{ workflowId: workflowId ?? recorded.workflowId, history: recorded.history }], rest);
+  const [result] = await replayHistories(
+    [{ workflowId: workflowId ?? recorded.workflowId, history: recorded.history }],
+    rest,
+  );
   if (!result) throw new Error(`replaying ${file}: the replayer returned no result`);
   if (result.error) throw result.error;
 }

@@ -35,7 +35,8 @@ export function localBinaries(env: NodeJS.ProcessEnv = process.env, root: string
   const bin = path.join(root, '.temporal', 'venv', 'bin');
   const pick = (override: string | undefined, name: string): string | null => {
     if (override) {
-      if (!existsSync(override)) throw new Error(`${name}: the path named by the environment does not exist: ${override}`);
+      if (!existsSync(override))
+        throw new Error(`${name}: the path named by the environment does not exist: ${override}`);
       return override;
     }
     const local = path.join(bin, name);

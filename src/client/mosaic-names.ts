@@ -3,7 +3,16 @@ import path from 'node:path';
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
 import { isObjectUrl } from '../messages/locations';
 import { defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
-import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SEARCH_ATTRIBUTES, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo, searchAttributesRegistered } from '../messages/search-attributes';
+import {
+  MOSAIC_NAME,
+  MOSAIC_PROGRESS,
+  MOSAIC_SEARCH_ATTRIBUTES,
+  MOSAIC_SOURCE,
+  MOSAIC_STATUS,
+  MOSAIC_ZOOM,
+  type MosaicMemo,
+  searchAttributesRegistered,
+} from '../messages/search-attributes';
 
 /**
  * Mosaic ids and names. A mosaic's workflow id is derived from its output alone, `mosaic/<base>-<hash>` (the
@@ -75,7 +84,11 @@ export function legacyRedriveWorkflowId(output: string): string {
 /** Whether this namespace has the Mosaic* search attributes; no answer (no operator rights) counts as no. */
 export async function mosaicAttributesRegistered(client: Client): Promise<boolean> {
   try {
-    return await searchAttributesRegistered(client.connection.operatorService, client.options.namespace, MOSAIC_SEARCH_ATTRIBUTES);
+    return await searchAttributesRegistered(
+      client.connection.operatorService,
+      client.options.namespace,
+      MOSAIC_SEARCH_ATTRIBUTES,
+    );
   } catch {
     return false;
   }
@@ -100,7 +113,15 @@ export interface ListedMosaic {
   closeTime: string | null;
 }
 
-export const LIST_STATUSES = ['running', 'completed', 'partial', 'failed', 'cancelled', 'terminated', 'timed-out'] as const;
+export const LIST_STATUSES = [
+  'running',
+  'completed',
+  'partial',
+  'failed',
+  'cancelled',
+  'terminated',
+  'timed-out',
+] as const;
 
 const EXECUTION_STATUS: Record<string, string> = {
   running: 'Running',
@@ -132,13 +153,18 @@ export interface MosaicListResult {
  * listed yet), newest first. With the Mosaic* attributes registered the server filters; without, the list is
  * by workflow type and the filters read the memos.
  */
-export async function listMosaics(client: Client, opts: { status?: string; name?: string; limit?: number } = {}): Promise<MosaicListResult> {
+export async function listMosaics(
+  client: Client,
+  opts: { status?: string; name?: string; limit?: number } = {},
+): Promise<MosaicListResult> {
   if (opts.status !== undefined && !(LIST_STATUSES as readonly string[]).includes(opts.status)) {
     throw new Error(`--status: must be one of ${LIST_STATUSES.join(', ')} (got ${JSON.stringify(opts.status)})`);
   }
-  if (opts.name !== undefined && !isMosaicName(opts.name)) throw new Error(`name: not a mosaic name (got ${JSON.stringify(opts.name)})`);
+  if (opts.name !== undefined && !isMosaicName(opts.name))
+    throw new Error(`name: not a mosaic name (got ${JSON.stringify(opts.name)})`);
   const base = opts.status ? `${TYPE_CLAUSE} AND ExecutionStatus = ${q(EXECUTION_STATUS[opts.status]!)}` : TYPE_CLAUSE;
-  const keep = (m: ListedMosaic) => (opts.status === undefined || m.status === opts.status) && (opts.name === undefined || m.name === opts.name);
+  const keep = (m: ListedMosaic) =>
+    (opts.status === undefined || m.status === opts.status) && (opts.name === undefined || m.name === opts.name);
   const limit = opts.limit ?? 1000;
   if (await mosaicAttributesRegistered(client)) {
     const clauses = [base];
@@ -191,7 +217,9 @@ export function listed(wf: WorkflowExecutionInfo): ListedMosaic {
     runId: wf.runId,
     type: wf.type,
     status,
-    progress: attr.get(MOSAIC_PROGRESS) ?? (typeof memo.progress === 'number' ? memo.progress : exec === 'COMPLETED' ? 100 : null),
+    progress:
+      attr.get(MOSAIC_PROGRESS) ??
+      (typeof memo.progress === 'number' ? memo.progress : exec === 'COMPLETED' ? 100 : null),
     source: attr.get(MOSAIC_SOURCE) ?? (typeof memo.source === 'string' ? memo.source : null),
     zoom: attr.get(MOSAIC_ZOOM) ?? (typeof memo.zoom === 'number' ? memo.zoom : null),
     output,
@@ -225,9 +253,14 @@ export async function resolveMosaicId(client: Client, ref: string): Promise<stri
   const { mosaics } = await listMosaics(client, { name });
   const running = mosaics.filter((m) => m.status === 'running');
   if (running.length > 1) {
-    throw new Error(`mosaic name ${JSON.stringify(name)} is ambiguous: ${running.length} running (${running.map((m) => `${m.workflowId} -> ${m.output ?? '?'}`).join(', ')}); give the id`);
+    throw new Error(
+      `mosaic name ${JSON.stringify(name)} is ambiguous: ${running.length} running (${running.map((m) => `${m.workflowId} -> ${m.output ?? '?'}`).join(', ')}); give the id`,
+    );
   }
   const pick = running[0] ?? mosaics[0];
-  if (!pick) throw new Error(`no mosaic with id or name ${JSON.stringify(ref)} (a mosaic started a moment ago may take a second to be found by name)`);
+  if (!pick)
+    throw new Error(
+      `no mosaic with id or name ${JSON.stringify(ref)} (a mosaic started a moment ago may take a second to be found by name)`,
+    );
   return pick.workflowId;
 }

@@ -1,10 +1,22 @@
 import { readFileSync } from 'node:fs';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowExecutionDescription, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowExecutionDescription,
+  type WorkflowHandleWithFirstExecutionRunId,
+} from '@temporalio/client';
 import { capabilitiesFor } from '../messages/locations';
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { mosaicWorkflow } from '../workflows/mosaic';
 import { progressQuery } from '../messages/mosaic';
-import { allServed, type MosaicProgress, type MosaicRequest, type MosaicResult, type RedriveSources } from '../messages/mosaic-types';
+import {
+  allServed,
+  type MosaicProgress,
+  type MosaicRequest,
+  type MosaicResult,
+  type RedriveSources,
+} from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import type { MosaicMemo } from '../messages/search-attributes';
 import { throughOutages, type OutageOptions } from './server-wait';
@@ -83,17 +95,35 @@ export async function startMosaic(
   const workflowId = opts.workflowId ?? mosaicWorkflowId(resolved.output);
   // Runs under other ids of this output: a path-style id (before names), a re-drive's own id, a seed's level (or its re-drive).
   const level = seedLevelOf(resolved.output);
-  const others = [legacyMosaicWorkflowId(resolved.output), redriveWorkflowId(resolved.output), legacyRedriveWorkflowId(resolved.output)];
+  const others = [
+    legacyMosaicWorkflowId(resolved.output),
+    redriveWorkflowId(resolved.output),
+    legacyRedriveWorkflowId(resolved.output),
+  ];
   if (level) others.push(`${seedWorkflowId(level.into)}/z${level.zoom}`);
   for (const old of others) {
-    if (old !== workflowId && (await runningStatus(client, old))) throw new MosaicAlreadyRunningError(old, resolved.output, { holder: await holderOf(client, old) });
+    if (old !== workflowId && (await runningStatus(client, old)))
+      throw new MosaicAlreadyRunningError(old, resolved.output, { holder: await holderOf(client, old) });
   }
-  const labels = startLabels({ name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output }, await mosaicAttributesRegistered(client));
+  const labels = startLabels(
+    { name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output },
+    await mosaicAttributesRegistered(client),
+  );
   try {
     // FAIL (the default, said here): the run holding the id goes on, whoever started it, and this start is refused.
-    return await client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', { taskQueue, workflowId, args: [resolved], workflowIdConflictPolicy: 'FAIL', ...labels });
+    return await client.workflow.start<typeof mosaicWorkflow>('mosaicWorkflow', {
+      taskQueue,
+      workflowId,
+      args: [resolved],
+      workflowIdConflictPolicy: 'FAIL',
+      ...labels,
+    });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new MosaicAlreadyRunningError(workflowId, resolved.output, { cause: err, holder: await holderOf(client, workflowId) });
+    if (err instanceof WorkflowExecutionAlreadyStartedError)
+      throw new MosaicAlreadyRunningError(workflowId, resolved.output, {
+        cause: err,
+        holder: await holderOf(client, workflowId),
+      });
     throw err;
   }
 }
@@ -138,7 +168,8 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
   try {
     desc = await handle.describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
+    if (err instanceof WorkflowNotFoundError)
+      throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
     throw err;
   }
   const status = desc.status.name;
@@ -171,12 +202,18 @@ export async function mosaicStatus(client: Client, workflowId: string): Promise<
 export async function watchMosaic(
   client: Client,
   workflowId: string,
-  opts: { intervalMs?: number; onStatus?: (status: MosaicStatus) => void | Promise<void>; outages?: Omit<OutageOptions, 'what'> } = {},
+  opts: {
+    intervalMs?: number;
+    onStatus?: (status: MosaicStatus) => void | Promise<void>;
+    outages?: Omit<OutageOptions, 'what'>;
+  } = {},
 ): Promise<MosaicStatus> {
   const outages = opts.outages;
   for (;;) {
     // With `outages`, a server restart is waited out (the run goes on without us); without, its error is thrown.
-    const s = outages ? await throughOutages(() => mosaicStatus(client, workflowId), { ...outages, what: workflowId }) : await mosaicStatus(client, workflowId);
+    const s = outages
+      ? await throughOutages(() => mosaicStatus(client, workflowId), { ...outages, what: workflowId })
+      : await mosaicStatus(client, workflowId);
     await opts.onStatus?.(s);
     if (s.status !== 'RUNNING') return s;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
@@ -189,7 +226,11 @@ export async function watchMosaic(
  * `wait: false`) and returns its status then, with `wasRunning`: false when the run had already ended before
  * the cancel (which then changed nothing).
  */
-export async function cancelMosaic(client: Client, workflowId: string, opts: { wait?: boolean } = {}): Promise<MosaicStatus & { wasRunning: boolean }> {
+export async function cancelMosaic(
+  client: Client,
+  workflowId: string,
+  opts: { wait?: boolean } = {},
+): Promise<MosaicStatus & { wasRunning: boolean }> {
   const handle = client.workflow.getHandle(workflowId);
   let wasRunning: boolean;
   try {
@@ -197,7 +238,8 @@ export async function cancelMosaic(client: Client, workflowId: string, opts: { w
     wasRunning = (await handle.describe()).status.name === 'RUNNING';
     await handle.cancel();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
+    if (err instanceof WorkflowNotFoundError)
+      throw new Error(`no mosaic workflow with id ${JSON.stringify(workflowId)}`, { cause: err });
     throw err;
   }
   if (opts.wait !== false) await handle.result().catch(() => undefined);
@@ -275,11 +317,23 @@ async function seedLevelId(client: Client, abs: string, recorded: string | undef
 
 /** A re-drive refused because `id` runs: what runs there, and what to do. */
 function redriveRefusal(id: string, desc: WorkflowExecutionDescription | null, options?: ErrorOptions): Error {
-  if (desc?.type === 'redriveMosaicWorkflow') return new Error(`a re-drive of this mosaic is already running as ${id}; follow it with: tilebreaker mosaic watch ${id}`, options);
+  if (desc?.type === 'redriveMosaicWorkflow')
+    return new Error(
+      `a re-drive of this mosaic is already running as ${id}; follow it with: tilebreaker mosaic watch ${id}`,
+      options,
+    );
   const schedule = (desc?.memo as MosaicMemo | undefined)?.schedule;
   const parent = desc?.parentExecution?.workflowId;
-  const by = typeof schedule === 'string' ? ` (started by schedule ${schedule})` : parent?.startsWith('seed/') ? ` (a level of seed ${parent})` : '';
-  return new Error(`mosaic ${id}${by} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`, options);
+  const by =
+    typeof schedule === 'string'
+      ? ` (started by schedule ${schedule})`
+      : parent?.startsWith('seed/')
+        ? ` (a level of seed ${parent})`
+        : '';
+  return new Error(
+    `mosaic ${id}${by} is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`,
+    options,
+  );
 }
 
 /**
@@ -297,7 +351,8 @@ export async function startRedrive(
   sources?: RedriveSources,
   opts: { waitForMs?: number; replaceMirrors?: boolean } = {},
 ): Promise<string> {
-  if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0)) throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
+  if (opts.waitForMs !== undefined && !(Number.isFinite(opts.waitForMs) && opts.waitForMs > 0))
+    throw new Error(`waitForMs: must be a positive number of ms (got ${opts.waitForMs})`);
   const abs = normalLocation(manifestOrOutput);
   let recorded: string | undefined;
   try {
@@ -308,7 +363,13 @@ export async function startRedrive(
   }
   const id = workflowId ?? (await seedLevelId(client, abs, recorded)) ?? mosaicWorkflowId(abs);
   // The output's id first (its latest run's memo labels the re-drive), then those of earlier versions' runs.
-  const candidates = new Set([mosaicWorkflowId(abs), legacyMosaicWorkflowId(abs), redriveWorkflowId(abs), legacyRedriveWorkflowId(abs), id]);
+  const candidates = new Set([
+    mosaicWorkflowId(abs),
+    legacyMosaicWorkflowId(abs),
+    redriveWorkflowId(abs),
+    legacyRedriveWorkflowId(abs),
+    id,
+  ]);
   if (recorded !== undefined) candidates.add(recorded);
   let memo: MosaicMemo = {};
   for (const c of candidates) {
@@ -320,7 +381,10 @@ export async function startRedrive(
     if (desc && memo.name === undefined) memo = desc.memo ?? {};
   }
   const name = typeof memo.name === 'string' && isMosaicName(memo.name) ? memo.name : defaultMosaicName(abs);
-  const labels = startLabels({ name, source: memo.source ?? 'unknown', zoom: memo.zoom, output: memo.output ?? `${outputKey(abs)}.tif` }, await mosaicAttributesRegistered(client));
+  const labels = startLabels(
+    { name, source: memo.source ?? 'unknown', zoom: memo.zoom, output: memo.output ?? `${outputKey(abs)}.tif` },
+    await mosaicAttributesRegistered(client),
+  );
   try {
     await client.workflow.start('redriveMosaicWorkflow', {
       taskQueue,

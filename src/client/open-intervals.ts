@@ -38,7 +38,12 @@ export interface OpenReport {
  * every interval in [since, now] during which the breaker was not closed, with the reason it opened and the
  * time spent fully open. `logComplete`: the log goes back to the entity's first transition (nothing trimmed).
  */
-export function openReport(log: readonly TransitionRecord[], since: number, now: number, logComplete = false): OpenReport {
+export function openReport(
+  log: readonly TransitionRecord[],
+  since: number,
+  now: number,
+  logComplete = false,
+): OpenReport {
   const ordered = [...log].sort((a, b) => a.at - b.at);
   const first = ordered[0];
   // The state at `since`: the `to` of the last transition before it, else the `from` of the first after it.
@@ -48,7 +53,9 @@ export function openReport(log: readonly TransitionRecord[], since: number, now:
   const intervals: OpenInterval[] = [];
   // Already not closed at `since`: the reason is that of the last transition out of closed before it.
   const opened = ordered.filter((t) => t.at <= since && !NOT_CLOSED.has(t.from) && NOT_CLOSED.has(t.to)).at(-1);
-  let current: OpenInterval | null = NOT_CLOSED.has(state) ? { from: since, to: null, reason: opened?.reason ?? null, openMs: 0, ms: 0, reopens: 0 } : null;
+  let current: OpenInterval | null = NOT_CLOSED.has(state)
+    ? { from: since, to: null, reason: opened?.reason ?? null, openMs: 0, ms: 0, reopens: 0 }
+    : null;
   const advance = (until: number) => {
     if (current && OPEN.has(state)) current.openMs += Math.max(0, until - stateAt);
     stateAt = until;
@@ -56,7 +63,8 @@ export function openReport(log: readonly TransitionRecord[], since: number, now:
   for (const t of ordered) {
     if (t.at <= since || t.at > now) continue;
     advance(t.at);
-    if (!current && NOT_CLOSED.has(t.to)) current = { from: t.at, to: null, reason: t.reason, openMs: 0, ms: 0, reopens: 0 };
+    if (!current && NOT_CLOSED.has(t.to))
+      current = { from: t.at, to: null, reason: t.reason, openMs: 0, ms: 0, reopens: 0 };
     else if (current && t.from === 'half-open' && t.to === 'open') current.reopens++;
     if (current && !NOT_CLOSED.has(t.to)) {
       current.to = t.at;

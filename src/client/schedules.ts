@@ -2,7 +2,12 @@ import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temp
 import { parseMosaicRequest } from '../messages/mosaic-request';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { checkMosaicName, defaultMosaicName } from '../messages/mosaic-names';
-import { checkScheduleOverlap, type ScheduledMosaicInput, type ScheduledMosaicMemo, type ScheduleOverlap } from '../messages/scheduled-mosaic';
+import {
+  checkScheduleOverlap,
+  type ScheduledMosaicInput,
+  type ScheduledMosaicMemo,
+  type ScheduleOverlap,
+} from '../messages/scheduled-mosaic';
 import { mosaicAttributesRegistered, mosaicWorkflowId } from './mosaic-names';
 import { resolveRequestPaths } from './mosaics';
 import { prepareSeed, seedWorkflowId } from './seeds';
@@ -52,7 +57,14 @@ export async function createMosaicSchedule(
   // Each night's mosaic carries the name, as one started by hand does (`mosaic status NAME`, `mosaic list`).
   const name = opts.name !== undefined ? checkMosaicName(opts.name, '--name') : defaultMosaicName(resolved.output);
   const label = { name, source: resolved.sourceName ?? 'inline', zoom: resolved.zoom, output: resolved.output };
-  const input: ScheduledMosaicInput = { request: resolved, workflowId: mosaicWorkflowId(resolved.output), overlap, scheduleId, label, attributes: await mosaicAttributesRegistered(client) };
+  const input: ScheduledMosaicInput = {
+    request: resolved,
+    workflowId: mosaicWorkflowId(resolved.output),
+    overlap,
+    scheduleId,
+    label,
+    attributes: await mosaicAttributesRegistered(client),
+  };
   const runMemo: ScheduledMosaicMemo = { name, output: resolved.output, schedule: scheduleId, state: 'starting' };
   await client.schedule.create({
     scheduleId,
@@ -61,7 +73,14 @@ export async function createMosaicSchedule(
     memo: { cron, timezone: timezone ?? 'UTC', output: resolved.output, name, overlap },
     policies: { overlap: TEMPORAL_OVERLAP[overlap], catchupWindow: '1h' },
     // The launcher carries no Mosaic* search attributes (it is not a mosaic): its mosaic does.
-    action: { type: 'startWorkflow', workflowType: 'scheduledMosaicWorkflow', args: [input], taskQueue, workflowId: `mosaic-schedule/${scheduleId}`, memo: { ...runMemo } },
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'scheduledMosaicWorkflow',
+      args: [input],
+      taskQueue,
+      workflowId: `mosaic-schedule/${scheduleId}`,
+      memo: { ...runMemo },
+    },
   });
 }
 
@@ -72,7 +91,14 @@ export async function createMosaicSchedule(
  * overlap policy is skip too. Ages and durations in the request (`deadline: 6h`, `refreshBefore: 7d`) count
  * from each run's start.
  */
-export async function createSeedSchedule(client: Client, taskQueue: string, scheduleId: string, cron: string, request: SeedRequest, timezone?: string): Promise<void> {
+export async function createSeedSchedule(
+  client: Client,
+  taskQueue: string,
+  scheduleId: string,
+  cron: string,
+  request: SeedRequest,
+  timezone?: string,
+): Promise<void> {
   const resolved = prepareSeed(request);
   const input: ScheduledSeedInput = { request: resolved, workflowId: seedWorkflowId(resolved.into), scheduleId };
   await client.schedule.create({
@@ -80,7 +106,13 @@ export async function createSeedSchedule(client: Client, taskQueue: string, sche
     spec: { cronExpressions: [cron], ...(timezone ? { timezone } : {}) },
     memo: { cron, timezone: timezone ?? 'UTC', output: resolved.into, overlap: 'skip' },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1h' },
-    action: { type: 'startWorkflow', workflowType: 'scheduledSeedWorkflow', args: [input], taskQueue, workflowId: `seed-schedule/${scheduleId}` },
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'scheduledSeedWorkflow',
+      args: [input],
+      taskQueue,
+      workflowId: `seed-schedule/${scheduleId}`,
+    },
   });
 }
 
@@ -96,14 +128,20 @@ export async function listSchedules(client: Client): Promise<ScheduleSummary[]> 
       overlap: typeof s.memo?.['overlap'] === 'string' ? s.memo['overlap'] : null,
       paused: s.state.paused,
       nextRuns: s.info.nextActionTimes.slice(0, 3).map((d) => d.toISOString()),
-      recentRuns: s.info.recentActions.slice(-3).map((a) => ({ startedAt: a.takenAt.toISOString(), workflowId: 'workflow' in a.action ? a.action.workflow.workflowId : '' })),
+      recentRuns: s.info.recentActions.slice(-3).map((a) => ({
+        startedAt: a.takenAt.toISOString(),
+        workflowId: 'workflow' in a.action ? a.action.workflow.workflowId : '',
+      })),
     });
   }
   return out;
 }
 
 /** A schedule's time zone: from its memo (schedules made since it is kept there), else from its full description. */
-async function timezoneOf(client: Client, s: { scheduleId: string; memo?: Record<string, unknown> | undefined }): Promise<string> {
+async function timezoneOf(
+  client: Client,
+  s: { scheduleId: string; memo?: Record<string, unknown> | undefined },
+): Promise<string> {
   const kept = s.memo?.['timezone'];
   if (typeof kept === 'string' && kept) return kept;
   // The list's own spec may leave the zone out: the schedule's description has it.
@@ -112,14 +150,18 @@ async function timezoneOf(client: Client, s: { scheduleId: string; memo?: Record
 }
 
 function describeSpec(spec: { calendars?: unknown[]; intervals?: unknown[] }): string[] {
-  return [...(spec.calendars ?? []).map((c) => JSON.stringify(c)), ...(spec.intervals ?? []).map((i) => JSON.stringify(i))];
+  return [
+    ...(spec.calendars ?? []).map((c) => JSON.stringify(c)),
+    ...(spec.intervals ?? []).map((i) => JSON.stringify(i)),
+  ];
 }
 
 export async function deleteSchedule(client: Client, scheduleId: string): Promise<void> {
   try {
     await client.schedule.getHandle(scheduleId).delete();
   } catch (err) {
-    if (err instanceof ScheduleNotFoundError) throw new Error(`no schedule with id ${JSON.stringify(scheduleId)}`, { cause: err });
+    if (err instanceof ScheduleNotFoundError)
+      throw new Error(`no schedule with id ${JSON.stringify(scheduleId)}`, { cause: err });
     throw err;
   }
 }

@@ -28,9 +28,19 @@ export function prepareSeed(request: SeedRequest): SeedRequest {
 }
 
 /** Starts a seed, one per file at a time (its id is the file's). */
-export async function startSeed(client: Client, taskQueue: string, request: SeedRequest, workflowId?: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof seedWorkflow>> {
+export async function startSeed(
+  client: Client,
+  taskQueue: string,
+  request: SeedRequest,
+  workflowId?: string,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof seedWorkflow>> {
   const resolved = prepareSeed(request);
-  return client.workflow.start<typeof seedWorkflow>('seedWorkflow', { taskQueue, workflowId: workflowId ?? seedWorkflowId(resolved.into), args: [resolved], workflowIdConflictPolicy: 'FAIL' });
+  return client.workflow.start<typeof seedWorkflow>('seedWorkflow', {
+    taskQueue,
+    workflowId: workflowId ?? seedWorkflowId(resolved.into),
+    args: [resolved],
+    workflowIdConflictPolicy: 'FAIL',
+  });
 }
 
 /** A seed's exit code: a level's configuration error first, then gaps in any level, else 0. */

@@ -3,7 +3,11 @@
  * it. A loaded machine sometimes needs longer: a start that timed out that way is tried again, up to
  * `attempts` times in all. Any other error is thrown at once.
  */
-export async function withStartRetries<T>(start: () => Promise<T>, attempts = 3, onRetry: (err: Error, attempt: number) => void = () => {}): Promise<T> {
+export async function withStartRetries<T>(
+  start: () => Promise<T>,
+  attempts = 3,
+  onRetry: (err: Error, attempt: number) => void = () => {},
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await start();

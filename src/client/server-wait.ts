@@ -24,7 +24,9 @@ export interface ServerWaitOptions {
 export function serverNotReady(err: unknown): boolean {
   const cause = err instanceof Error ? (err as { cause?: unknown }).cause : undefined;
   const text = err instanceof Error ? `${err.message} ${cause instanceof Error ? cause.message : ''}` : String(err);
-  return /cannot reach the Temporal server|Connection refused|ConnectError|UNAVAILABLE|Namespace .* (was )?not found|NamespaceNotFound|deadline exceeded|transport error/i.test(text);
+  return /cannot reach the Temporal server|Connection refused|ConnectError|UNAVAILABLE|Namespace .* (was )?not found|NamespaceNotFound|deadline exceeded|transport error/i.test(
+    text,
+  );
 }
 
 export async function untilServerReady<T>(attempt: () => Promise<T>, opts: ServerWaitOptions): Promise<T> {
@@ -37,13 +39,18 @@ export async function untilServerReady<T>(attempt: () => Promise<T>, opts: Serve
     tries++;
     try {
       const out = await attempt();
-      if (tries > 1) opts.say(`tilebreaker worker: ${opts.what} answered after ${Math.round((now() - started) / 100) / 10} s (${tries} attempts)`);
+      if (tries > 1)
+        opts.say(
+          `tilebreaker worker: ${opts.what} answered after ${Math.round((now() - started) / 100) / 10} s (${tries} attempts)`,
+        );
       return out;
     } catch (err) {
       if (!serverNotReady(err) || opts.signal?.aborted) throw err;
       if (tries === 1) {
         const why = err instanceof Error ? err.message : String(err);
-        opts.say(`tilebreaker worker: waiting for ${opts.what}, retrying with backoff up to ${maxDelay / 1000} s: ${why}`);
+        opts.say(
+          `tilebreaker worker: waiting for ${opts.what}, retrying with backoff up to ${maxDelay / 1000} s: ${why}`,
+        );
       }
       await sleep(delay, undefined, opts.signal ? { signal: opts.signal } : {}).catch(() => undefined);
       if (opts.signal?.aborted) throw err;
@@ -117,14 +124,20 @@ export async function throughOutages<T>(call: () => Promise<T>, opts: OutageOpti
   for (;;) {
     try {
       const out = await call();
-      if (since !== null) opts.say(`Temporal answered again after ${Math.round((now() - since) / 1000)} s; carrying on with ${opts.what}`);
+      if (since !== null)
+        opts.say(
+          `Temporal answered again after ${Math.round((now() - since) / 1000)} s; carrying on with ${opts.what}`,
+        );
       return out;
     } catch (err) {
       if (!temporalUnreachable(err)) throw err;
       const first = since === null;
       since ??= now();
       const down = now() - since;
-      if (first) opts.say(`Temporal unreachable (${reason(err)}); still waiting for ${opts.what}, retrying (gives up after ${Math.round(limit / 1000)} s unreachable)`);
+      if (first)
+        opts.say(
+          `Temporal unreachable (${reason(err)}); still waiting for ${opts.what}, retrying (gives up after ${Math.round(limit / 1000)} s unreachable)`,
+        );
       if (down >= limit) {
         throw new TemporalUnreachableError(
           `Temporal unreachable for ${Math.round(down / 1000)} s (${reason(err)}); gave up waiting for ${opts.what}, which may still be running: follow it again once the server is back`,

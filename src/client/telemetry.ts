@@ -14,12 +14,14 @@ export const REQUEST_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
  * where the value came from (the flag or the variable) in the error.
  */
 export function parseMetricsAddr(value: string, what: string): { host: string; port: number; bindAddress: string } {
-  const bad = (why: string) => new Error(`${what} ${JSON.stringify(value)}: ${why}; give IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464`);
+  const bad = (why: string) =>
+    new Error(`${what} ${JSON.stringify(value)}: ${why}; give IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464`);
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(value.trim());
   if (!m) throw bad('not HOST:PORT');
   const host = m[1] ?? m[2]!;
   const port = Number(m[3]);
-  if (m[1] !== undefined ? isIP(host) !== 6 : isIP(host) !== 4) throw bad(`${JSON.stringify(host)} is not an IP address (an IPv4 address, or an IPv6 one in brackets)`);
+  if (m[1] !== undefined ? isIP(host) !== 6 : isIP(host) !== 4)
+    throw bad(`${JSON.stringify(host)} is not an IP address (an IPv4 address, or an IPv6 one in brackets)`);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw bad(`port ${m[3]} is not between 1 and 65535`);
   return { host, port, bindAddress: bindAddressOf(host, port) };
 }

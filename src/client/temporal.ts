@@ -5,7 +5,9 @@ import type { ConnectionConfig } from './connection-config';
 /** How long a client waits for the server to answer before saying it cannot be reached. */
 const CONNECT_TIMEOUT = '3s';
 
-export async function connectClient(config: ConnectionConfig & { address: string }): Promise<{ client: Client; connection: Connection }> {
+export async function connectClient(
+  config: ConnectionConfig & { address: string },
+): Promise<{ client: Client; connection: Connection }> {
   try {
     const connection = await Connection.connect({
       address: config.address,

@@ -46,7 +46,11 @@ export const PROMOTE_ENV = 'TILEBREAKER_PROMOTE';
  * across builds are kept safe by patched() and the replayed history fixtures, as before versioning.
  */
 export function deploymentOptions(v: Pick<WorkerVersioning, 'deploymentName' | 'buildId'>): WorkerDeploymentOptions {
-  return { version: { deploymentName: v.deploymentName, buildId: v.buildId }, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' };
+  return {
+    version: { deploymentName: v.deploymentName, buildId: v.buildId },
+    useWorkerVersioning: true,
+    defaultVersioningBehavior: 'AUTO_UPGRADE',
+  };
 }
 
 let hashed: string | null = null;
@@ -59,7 +63,8 @@ export function buildHash(root: string = path.join(__dirname, '..')): string {
     for (const e of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
       const p = path.join(dir, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.name.endsWith('.js')) h.update(path.relative(root, p)).update('\0').update(readFileSync(p)).update('\0');
+      else if (e.name.endsWith('.js'))
+        h.update(path.relative(root, p)).update('\0').update(readFileSync(p)).update('\0');
     }
   };
   walk(root);
@@ -87,16 +92,25 @@ export function versioningFrom(
   taskQueue: string,
   env: NodeJS.ProcessEnv = process.env,
 ): WorkerVersioning | null {
-  const pick = (flag: string | undefined, name: string): string | undefined => flag ?? (env[name] !== undefined && env[name] !== '' ? env[name] : undefined);
+  const pick = (flag: string | undefined, name: string): string | undefined =>
+    flag ?? (env[name] !== undefined && env[name] !== '' ? env[name] : undefined);
   const onOff = pick(flags.versioning, VERSIONING_ENV) ?? 'on';
-  if (onOff !== 'on' && onOff !== 'off') throw new Error(`--versioning / ${VERSIONING_ENV} must be on or off (got ${JSON.stringify(onOff)})`);
+  if (onOff !== 'on' && onOff !== 'off')
+    throw new Error(`--versioning / ${VERSIONING_ENV} must be on or off (got ${JSON.stringify(onOff)})`);
   if (onOff === 'off') return null;
   const deploymentName = pick(flags.deploymentName, DEPLOYMENT_NAME_ENV) ?? defaultDeploymentName(taskQueue);
-  if (!NAME.test(deploymentName)) throw new Error(`--deployment-name / ${DEPLOYMENT_NAME_ENV} must be letters, digits, _, + or - (got ${JSON.stringify(deploymentName)})`);
+  if (!NAME.test(deploymentName))
+    throw new Error(
+      `--deployment-name / ${DEPLOYMENT_NAME_ENV} must be letters, digits, _, + or - (got ${JSON.stringify(deploymentName)})`,
+    );
   const buildId = pick(flags.buildId, BUILD_ID_ENV) ?? defaultBuildId();
-  if (!BUILD.test(buildId)) throw new Error(`--build-id / ${BUILD_ID_ENV} must be letters, digits, ., _, + or - (got ${JSON.stringify(buildId)})`);
+  if (!BUILD.test(buildId))
+    throw new Error(
+      `--build-id / ${BUILD_ID_ENV} must be letters, digits, ., _, + or - (got ${JSON.stringify(buildId)})`,
+    );
   const promote = pick(flags.promote, PROMOTE_ENV) ?? 'auto';
-  if (promote !== 'auto' && promote !== 'never') throw new Error(`--promote / ${PROMOTE_ENV} must be auto or never (got ${JSON.stringify(promote)})`);
+  if (promote !== 'auto' && promote !== 'never')
+    throw new Error(`--promote / ${PROMOTE_ENV} must be auto or never (got ${JSON.stringify(promote)})`);
   return { deploymentName, buildId, promote };
 }
 
@@ -106,7 +120,10 @@ const TASK_QUEUE_TYPE_ACTIVITY = 2;
 
 export type PromoteOutcome =
   | { promoted: true; previous: string }
-  | { promoted: false; why: 'already current' | 'was current before' | 'ramping' | 'newer current' | 'not newer' | 'stopped' }
+  | {
+      promoted: false;
+      why: 'already current' | 'was current before' | 'ramping' | 'newer current' | 'not newer' | 'stopped';
+    }
   | { promoted: false; why: 'timed out'; lastError: string | null };
 
 /** A build id's package version, `<major>.<minor>.<patch>[-<pre-release>]` before any `+`: null when it has none. */
@@ -155,14 +172,22 @@ export async function promoteWhenPolling(
   const svc = client.workflowService;
   const namespace = client.options.namespace;
   const until = Date.now() + (opts.timeoutMs ?? 120_000);
-  const wanted = [...queues.workflow.map((name) => `${TASK_QUEUE_TYPE_WORKFLOW}:${name}`), ...queues.activity.map((name) => `${TASK_QUEUE_TYPE_ACTIVITY}:${name}`)];
+  const wanted = [
+    ...queues.workflow.map((name) => `${TASK_QUEUE_TYPE_WORKFLOW}:${name}`),
+    ...queues.activity.map((name) => `${TASK_QUEUE_TYPE_ACTIVITY}:${name}`),
+  ];
   let lastError: string | null = null;
   for (;;) {
     if (opts.signal?.aborted) return { promoted: false, why: 'stopped' };
     if (Date.now() > until) return { promoted: false, why: 'timed out', lastError };
     try {
-      const version = await svc.describeWorkerDeploymentVersion({ namespace, deploymentVersion: { deploymentName: v.deploymentName, buildId: v.buildId } });
-      const have = new Set((version.workerDeploymentVersionInfo?.taskQueueInfos ?? []).map((q) => `${q.type ?? 0}:${q.name ?? ''}`));
+      const version = await svc.describeWorkerDeploymentVersion({
+        namespace,
+        deploymentVersion: { deploymentName: v.deploymentName, buildId: v.buildId },
+      });
+      const have = new Set(
+        (version.workerDeploymentVersionInfo?.taskQueueInfos ?? []).map((q) => `${q.type ?? 0}:${q.name ?? ''}`),
+      );
       if (wanted.every((q) => have.has(q))) {
         const d = await svc.describeWorkerDeployment({ namespace, deploymentName: v.deploymentName });
         const info = d.workerDeploymentInfo;
@@ -175,7 +200,8 @@ export async function promoteWhenPolling(
         // not known until it is listed, so look again (until the timeout).
         if (!mine) throw new Error(`build ${v.buildId} is not yet listed in deployment ${v.deploymentName}`);
         // Never current or ramping: INACTIVE (1), or a server that does not say.
-        if (mine.firstActivationTime || Number(mine.status ?? 0) > 1) return { promoted: false, why: 'was current before' };
+        if (mine.firstActivationTime || Number(mine.status ?? 0) > 1)
+          return { promoted: false, why: 'was current before' };
         if (routing?.rampingDeploymentVersion?.buildId) return { promoted: false, why: 'ramping' };
         if (current !== null) {
           const order = compareReleases(v.buildId, current);

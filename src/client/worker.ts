@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerDeploymentOptions, type WorkerPlugin } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkerDeploymentOptions,
+  type WorkerPlugin,
+} from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps, type Activities } from '../activities';
 import { atomicWrite } from '../activities/store/atomic-write';
 import { processIdentity } from '../activities/guard';
@@ -59,7 +66,8 @@ const HEARTBEAT_THROTTLE = '1.5s';
 /** A library caller's fetch-batch cap (default DEFAULT_FETCH_BATCHES), checked before anything is opened. */
 function checkedFetchBatches(n: number | undefined): number {
   const fetchBatches = n ?? DEFAULT_FETCH_BATCHES;
-  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1) throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
+  if (!Number.isSafeInteger(fetchBatches) || fetchBatches < 1)
+    throw new Error(`fetchBatches must be a whole number of at least 1 (got ${String(fetchBatches)})`);
   return fetchBatches;
 }
 
@@ -75,7 +83,13 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
   const fetchBatches = checkedFetchBatches(opts.fetchBatches);
   // One id for the worker in Temporal (activity attempts name it) and among the breakers' reporters.
   const identity = processIdentity('worker');
-  const runtime = createActivityRuntime({ client: opts.client, taskQueue: opts.taskQueue, identity, ...(opts.breaker ? { breaker: opts.breaker } : {}), ...(opts.roots ? { roots: opts.roots } : {}) });
+  const runtime = createActivityRuntime({
+    client: opts.client,
+    taskQueue: opts.taskQueue,
+    identity,
+    ...(opts.breaker ? { breaker: opts.breaker } : {}),
+    ...(opts.roots ? { roots: opts.roots } : {}),
+  });
   const common = {
     identity,
     // Heartbeats reach the server every 1.5 s, well within a fetch batch's 6 s heartbeat timeout (the SDK's
@@ -87,10 +101,16 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     ...(opts.versioning ? { workerDeploymentOptions: deploymentOptions(opts.versioning) } : {}),
   } as const;
   const plugins: WorkerPlugin[] = [];
-  if (opts.versioning?.promote === 'auto') plugins.push(promoteOnRun(opts.client, opts.versioning, opts.taskQueue, identity));
+  if (opts.versioning?.promote === 'auto')
+    plugins.push(promoteOnRun(opts.client, opts.versioning, opts.taskQueue, identity));
   let fetcher: Worker;
   try {
-    fetcher = await createFetchWorker({ ...common, taskQueue: opts.taskQueue, activities: runtime.activities, fetchBatches });
+    fetcher = await createFetchWorker({
+      ...common,
+      taskQueue: opts.taskQueue,
+      activities: runtime.activities,
+      fetchBatches,
+    });
   } catch (err) {
     await runtime.close();
     throw err;
@@ -121,7 +141,8 @@ export const WORKFLOW_CACHE_ENV = 'TILEBREAKER_WORKFLOW_CACHE';
 
 /** The version of the workflow SDK the bundle is made with. */
 function sdkVersion(): string {
-  return (JSON.parse(readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')) as { version: string }).version;
+  return (JSON.parse(readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')) as { version: string })
+    .version;
 }
 
 /** The worker's workflow code: the bundle kept for this build, or the module to bundle. */
@@ -193,10 +214,19 @@ function promoteOnRun(client: Client, v: WorkerVersioning, taskQueue: string, id
       const stop = new AbortController();
       const log = Runtime.instance().logger;
       const meta = { deploymentName: v.deploymentName, buildId: v.buildId };
-      const promoting = promoteWhenPolling(client, v, { workflow: [taskQueue], activity: [taskQueue, fetchTaskQueue(taskQueue)] }, { signal: stop.signal, identity }).then(
+      const promoting = promoteWhenPolling(
+        client,
+        v,
+        { workflow: [taskQueue], activity: [taskQueue, fetchTaskQueue(taskQueue)] },
+        { signal: stop.signal, identity },
+      ).then(
         (o) => {
           if (o.promoted) log.info(`this build is now the current version of its deployment (was ${o.previous})`, meta);
-          else if (o.why === 'timed out') log.warn('could not make this build current; set it with temporal worker deployment set-current-version', { ...meta, lastError: o.lastError });
+          else if (o.why === 'timed out')
+            log.warn('could not make this build current; set it with temporal worker deployment set-current-version', {
+              ...meta,
+              lastError: o.lastError,
+            });
           else if (o.why !== 'stopped') log.info(`this build was not made current: ${o.why}`, meta);
         },
         (err: unknown) => {

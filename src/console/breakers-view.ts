@@ -58,7 +58,9 @@ export async function pageBreakers(client: Client, now: number): Promise<PageBre
           key: b.key,
           state: b.state,
           ...(gone ? {} : { notAnswering: true as const }),
-          reason: gone ? 'finished since it was listed' : 'its entity does not answer queries: is a worker polling its task queue?',
+          reason: gone
+            ? 'finished since it was listed'
+            : 'its entity does not answer queries: is a worker polling its task queue?',
           openMsLast24h: 0,
           reporters: null,
           probes: [],

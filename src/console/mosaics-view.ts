@@ -53,7 +53,14 @@ function pageMosaic(m: ListedMosaic): PageMosaic {
 }
 
 /** One letter per status, so a 100,000-tile map is 100 KB, not a record per tile. */
-export const STATUS_CODES: Record<string, string> = { ok: 'o', stale: 's', hole: 'h', 'dead-lettered': 'd', failed: 'f', outside: 'x' };
+export const STATUS_CODES: Record<string, string> = {
+  ok: 'o',
+  stale: 's',
+  hole: 'h',
+  'dead-lettered': 'd',
+  failed: 'f',
+  outside: 'x',
+};
 
 /** The mosaic's tile record as the page shows it on a click: no stored path, no source URL. */
 export type PageTile = Omit<ManifestTile, 'path' | 'region'>;
@@ -107,7 +114,10 @@ export class MosaicsView {
       waitingFor: live?.waitingFor ?? null,
       failure: s.failure,
       map: null,
-      noMap: s.status === 'RUNNING' ? 'the map appears when the mosaic is assembled' : 'no manifest: the mosaic ended before it wrote one',
+      noMap:
+        s.status === 'RUNNING'
+          ? 'the map appears when the mosaic is assembled'
+          : 'no manifest: the mosaic ended before it wrote one',
     };
     if (!s.result) return detail;
     try {
@@ -155,7 +165,10 @@ export class MosaicsView {
     const version = await this.versionOf(confined, this.maxImageBytes);
     return shared(this.previews, `${confined}\n${version}`, async () => {
       const input = isObjectUrl(confined) ? await this.bytes(confined, this.maxImageBytes) : confined;
-      return sharp(input, { limitInputPixels: MAX_IMAGE_PIXELS }).resize({ width: maxPx, height: maxPx, fit: 'inside', withoutEnlargement: true }).png().toBuffer();
+      return sharp(input, { limitInputPixels: MAX_IMAGE_PIXELS })
+        .resize({ width: maxPx, height: maxPx, fit: 'inside', withoutEnlargement: true })
+        .png()
+        .toBuffer();
     });
   }
 
@@ -169,7 +182,9 @@ export class MosaicsView {
     // The location comes from a workflow's result: read it only where the worker may write.
     const confined = await confineLocation(loc, this.roots, 'manifest', 'the console');
     const version = await this.versionOf(confined, MAX_MANIFEST_BYTES);
-    return shared(this.manifests, `${confined}\n${version}`, async () => parseManifest(await this.bytes(confined, MAX_MANIFEST_BYTES), path.basename(confined)));
+    return shared(this.manifests, `${confined}\n${version}`, async () =>
+      parseManifest(await this.bytes(confined, MAX_MANIFEST_BYTES), path.basename(confined)),
+    );
   }
 
   private async bytes(loc: string, max: number): Promise<Buffer> {
@@ -192,7 +207,8 @@ export class MosaicsView {
   }
 }
 
-const tooLarge = (loc: string, size: number, max: number) => new Error(`${path.basename(loc)} is ${size} bytes, more than the console reads (${max})`);
+const tooLarge = (loc: string, size: number, max: number) =>
+  new Error(`${path.basename(loc)} is ${size} bytes, more than the console reads (${max})`);
 
 /** Images above these are not previewed: the console is for looking, not for loading a city's worth of pixels. */
 const MAX_IMAGE_BYTES = 2 * 1024 ** 3;
@@ -238,5 +254,9 @@ function parseManifest(bytes: Buffer, name: string): Manifest {
 
 /** The mosaic's PNG when it has one (cheaper to read), else its TIFF. */
 function previewSource(m: Manifest): string | null {
-  return m.files.find((f) => f.endsWith('.png') && !f.endsWith('.mask.png')) ?? m.files.find((f) => f.endsWith('.tif')) ?? null;
+  return (
+    m.files.find((f) => f.endsWith('.png') && !f.endsWith('.mask.png')) ??
+    m.files.find((f) => f.endsWith('.tif')) ??
+    null
+  );
 }

@@ -36,7 +36,11 @@ export interface ConsoleServer {
 
 /** The page and its script: files in the package (its `files` list), beside the compiled code's source. */
 const STATIC_DIR = path.resolve(__dirname, '../../../src/console/static');
-const STATIC: Record<string, string> = { '/': 'index.html', '/console.js': 'console.js', '/console.css': 'console.css' };
+const STATIC: Record<string, string> = {
+  '/': 'index.html',
+  '/console.js': 'console.js',
+  '/console.css': 'console.css',
+};
 /** The map library, served from the installed package (no internet): only these files. */
 const leafletDir = () => path.dirname(require.resolve('leaflet/dist/leaflet.js'));
 const OVERVIEW_TTL_MS = 1_000;
@@ -47,7 +51,12 @@ const VENDOR: Record<string, string> = {
   '/vendor/images/marker-shadow.png': 'images/marker-shadow.png',
   '/vendor/images/layers.png': 'images/layers.png',
 };
-const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.png': 'image/png' };
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.png': 'image/png',
+};
 
 const ADMIN: Record<string, BreakerAdminAction> = { open: 'force-open', 'force-close': 'force-close', reset: 'reset' };
 
@@ -70,7 +79,12 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
   const readOverview = (): Promise<unknown> => {
     const t = now();
     if (overview && t - overview.at < OVERVIEW_TTL_MS) return overview.body;
-    const body = Promise.all([pageBreakers(opts.client, t), mosaics.list()]).then(([breakers, list]) => ({ now: t, allowActions: !!opts.allowActions, breakers, mosaics: list }));
+    const body = Promise.all([pageBreakers(opts.client, t), mosaics.list()]).then(([breakers, list]) => ({
+      now: t,
+      allowActions: !!opts.allowActions,
+      breakers,
+      mosaics: list,
+    }));
     overview = { at: t, body };
     // A failed read is not served to the next page.
     body.catch(() => {
@@ -88,7 +102,8 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (req.headers.host !== new URL(origin).host) return sendJson(res, 421, { error: `this console answers to ${new URL(origin).host} only` });
+    if (req.headers.host !== new URL(origin).host)
+      return sendJson(res, 421, { error: `this console answers to ${new URL(origin).host} only` });
     const url = new URL(req.url ?? '/', origin);
     const route = url.pathname;
     if (req.method === 'POST') return action(req, res, route);
@@ -98,7 +113,8 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
     // The page's reads come from the page: another site's <img> or script cannot make the console read a
     // manifest or decode an image (browsers send Sec-Fetch-Site; a tool without it is not a browser).
     const site = req.headers['sec-fetch-site'];
-    if (site !== undefined && site !== 'same-origin' && site !== 'none') return sendJson(res, 403, { error: "the console's data is for its own page" });
+    if (site !== undefined && site !== 'same-origin' && site !== 'none')
+      return sendJson(res, 403, { error: "the console's data is for its own page" });
     if (route === '/api/overview') return sendJson(res, 200, await readOverview());
     const m = /^\/api\/mosaics\/([^/]+)(?:\/(tiles\/(\d+)|preview\.png))?$/.exec(route);
     if (m) {
@@ -106,7 +122,11 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
       if (m[3] !== undefined) return sendJson(res, 200, await mosaics.tile(id, Number(m[3])));
       if (m[2] === 'preview.png') {
         const png = await mosaics.preview(id);
-        res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'no-store', 'cross-origin-resource-policy': 'same-origin' });
+        res.writeHead(200, {
+          'content-type': 'image/png',
+          'cache-control': 'no-store',
+          'cross-origin-resource-policy': 'same-origin',
+        });
         res.end(png);
         return;
       }
@@ -117,25 +137,42 @@ export async function startConsole(opts: ConsoleOptions): Promise<ConsoleServer>
 
   async function action(req: IncomingMessage, res: ServerResponse, route: string): Promise<void> {
     if (!opts.allowActions)
-      return sendJson(res, 403, { error: 'actions are off: this console is read-only (start it with --allow-actions to re-drive mosaics and open, force closed or reset breakers)' });
-    if (req.headers.origin !== origin) return sendJson(res, 403, { error: "actions are taken from the console's own page only" });
-    if (!/^application\/json\b/.test(req.headers['content-type'] ?? '')) return sendJson(res, 415, { error: 'an action is sent as application/json' });
+      return sendJson(res, 403, {
+        error:
+          'actions are off: this console is read-only (start it with --allow-actions to re-drive mosaics and open, force closed or reset breakers)',
+      });
+    if (req.headers.origin !== origin)
+      return sendJson(res, 403, { error: "actions are taken from the console's own page only" });
+    if (!/^application\/json\b/.test(req.headers['content-type'] ?? ''))
+      return sendJson(res, 415, { error: 'an action is sent as application/json' });
     const body = await readBody(req);
     overview = null;
     const b = /^\/api\/breakers\/(open|force-close|reset)$/.exec(route);
     if (b) {
       const key = typeof body['key'] === 'string' ? body['key'] : '';
       if (!key) return sendJson(res, 400, { error: 'key: a breaker key is required' });
-      const reason = typeof body['reason'] === 'string' && body['reason'] ? body['reason'].slice(0, 200) : 'from the console';
-      const r = await adminBreaker(opts.client, key, ADMIN[b[1]!]!, { taskQueue: opts.taskQueue, reason, ...(opts.actor ? { actor: opts.actor } : {}) });
-      return sendJson(res, 200, { key: r.key, action: r.action, confirmed: r.confirmed, state: r.status.view.state, transition: r.transition });
+      const reason =
+        typeof body['reason'] === 'string' && body['reason'] ? body['reason'].slice(0, 200) : 'from the console';
+      const r = await adminBreaker(opts.client, key, ADMIN[b[1]!]!, {
+        taskQueue: opts.taskQueue,
+        reason,
+        ...(opts.actor ? { actor: opts.actor } : {}),
+      });
+      return sendJson(res, 200, {
+        key: r.key,
+        action: r.action,
+        confirmed: r.confirmed,
+        state: r.status.view.state,
+        transition: r.transition,
+      });
     }
     if (route === '/api/mosaics/redrive') {
       const id = typeof body['workflowId'] === 'string' ? body['workflowId'] : '';
       if (!id) return sendJson(res, 400, { error: 'workflowId: a mosaic workflow id is required' });
       // The manifest the mosaic's own result names, checked against the roots as the page's reads are.
       const s = await mosaicStatus(opts.client, id);
-      if (!s.result) return sendJson(res, 409, { error: `mosaic ${id} has no manifest to re-drive (${s.status.toLowerCase()})` });
+      if (!s.result)
+        return sendJson(res, 409, { error: `mosaic ${id} has no manifest to re-drive (${s.status.toLowerCase()})` });
       const manifest = await confineLocation(s.result.manifest, opts.roots, 'manifest', 'the console');
       const started = await startRedrive(opts.client, opts.taskQueue, manifest);
       return sendJson(res, 200, { workflowId: started });
@@ -164,7 +201,11 @@ function answerFor(err: unknown): [number, string] {
   if (err instanceof NotFound) return [404, err.message];
   if (err instanceof URIError) return [400, 'the address is not validly encoded'];
   if (err instanceof BodyTooLarge) return [413, err.message];
-  if (err instanceof ConfigError) return [403, "outside this console's roots (TILEBREAKER_OUTPUT_DIR, TILEBREAKER_OUTPUT_BUCKETS): it reads a worker's outputs only where the worker may write"];
+  if (err instanceof ConfigError)
+    return [
+      403,
+      "outside this console's roots (TILEBREAKER_OUTPUT_DIR, TILEBREAKER_OUTPUT_BUCKETS): it reads a worker's outputs only where the worker may write",
+    ];
   if (err instanceof WorkflowNotFoundError) return [404, 'no such workflow'];
   const code = (err as NodeJS.ErrnoException).code;
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return [500, `a file could not be read here (${code})`];
@@ -189,7 +230,8 @@ async function sendFile(res: ServerResponse, file: string): Promise<void> {
     'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
     'x-content-type-options': 'nosniff',
     // The page runs only its own script and the bundled map library: no inline script, nothing from elsewhere.
-    'content-security-policy': "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+    'content-security-policy':
+      "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
   });
   res.end(body);
 }

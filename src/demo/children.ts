@@ -43,7 +43,10 @@ const SIGNAL_EXIT = { SIGINT: 130, SIGTERM: 143 } as const;
  * at most `graceMs`, then exit with 130 or 143; the adopted children still running are killed on the way out.
  * A second signal exits at once. Returns a function that removes the handlers.
  */
-export function endOnSignals(cleanup: () => Promise<void>, opts: { graceMs?: number; say?: (line: string) => void } = {}): () => void {
+export function endOnSignals(
+  cleanup: () => Promise<void>,
+  opts: { graceMs?: number; say?: (line: string) => void } = {},
+): () => void {
   const graceMs = opts.graceMs ?? 30_000;
   let ending = false;
   const on = (signal: keyof typeof SIGNAL_EXIT) => {

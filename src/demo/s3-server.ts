@@ -60,9 +60,16 @@ async function listening(port: number, deadline: number, child: ChildProcess): P
  * scripts/setup-s3.sh), with one bucket made. Objects and their metadata live under `dir`, so a restart
  * keeps them.
  */
-export async function startLocalS3(opts: { root: string; dir: string; bucket?: string; port?: number; startWithinMs?: number }): Promise<LocalS3> {
+export async function startLocalS3(opts: {
+  root: string;
+  dir: string;
+  bucket?: string;
+  port?: number;
+  startWithinMs?: number;
+}): Promise<LocalS3> {
   const binary = s3ServerBinary(opts.root);
-  if (!existsSync(binary)) throw new Error(`S3 test server not built: run bash scripts/setup-s3.sh (expected ${binary})`);
+  if (!existsSync(binary))
+    throw new Error(`S3 test server not built: run bash scripts/setup-s3.sh (expected ${binary})`);
   const port = opts.port ?? (await freePort());
   const bucket = opts.bucket ?? 'tilebreaker';
   const accessKeyId = `tb${randomBytes(6).toString('hex')}`;
@@ -76,9 +83,25 @@ export async function startLocalS3(opts: { root: string; dir: string; bucket?: s
   const start = async () => {
     // Metadata in a sidecar folder, not extended attributes: any file system will do.
     const c = adopt(
-      spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', '--sidecar', meta, data], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      }),
+      spawn(
+        binary,
+        [
+          '--access',
+          accessKeyId,
+          '--secret',
+          secretAccessKey,
+          '--port',
+          `127.0.0.1:${port}`,
+          '--quiet',
+          'posix',
+          '--sidecar',
+          meta,
+          data,
+        ],
+        {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      ),
     );
     c.stderr?.resume();
     child = c;
@@ -93,7 +116,12 @@ export async function startLocalS3(opts: { root: string; dir: string; bucket?: s
     await exited;
   };
   await start();
-  const client = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
+  const client = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId, secretAccessKey },
+  });
   try {
     await client.send(new CreateBucketCommand({ Bucket: bucket }));
   } catch (err) {
@@ -107,7 +135,13 @@ export async function startLocalS3(opts: { root: string; dir: string; bucket?: s
     bucket,
     accessKeyId,
     secretAccessKey,
-    env: { AWS_ENDPOINT_URL_S3: endpoint, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey, TILEBREAKER_S3_PATH_STYLE: '1' },
+    env: {
+      AWS_ENDPOINT_URL_S3: endpoint,
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: accessKeyId,
+      AWS_SECRET_ACCESS_KEY: secretAccessKey,
+      TILEBREAKER_S3_PATH_STYLE: '1',
+    },
     client,
     stop,
     start,

@@ -28,7 +28,14 @@ export interface DemoTileServer {
   /** The XYZ template for a source: `<url>/{z}/{x}/{y}.png`. */
   template: string;
   /** `repeats`: requests for a tile already served once; `notModified`: 304s (with `validators`). */
-  stats: { requests: number; ok: number; whileDown: number; repeats: number; notModified: number; outages: { startedAt: number; endedAt: number | null }[] };
+  stats: {
+    requests: number;
+    ok: number;
+    whileDown: number;
+    repeats: number;
+    notModified: number;
+    outages: { startedAt: number; endedAt: number | null }[];
+  };
   /**
    * Size of a typical tile with detail, in bytes: the middle of the demo's mosaic of the Alps at zoom 10 (a few
    * KB; tiles of open sea or of land with no coast or border are about 2 KB, a whole continent at zoom 0-3 up to 30 KB).

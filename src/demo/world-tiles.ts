@@ -157,7 +157,8 @@ function rectOf(v: View, shift: number): Rect {
 }
 
 /** Which side(s) of the rect a point lies on: 0 inside, else bits for left, right, above, below. */
-const outcode = (r: Rect, x: number, y: number) => (x < r.x0 ? 1 : x > r.x1 ? 2 : 0) | (y < r.y0 ? 4 : y > r.y1 ? 8 : 0);
+const outcode = (r: Rect, x: number, y: number) =>
+  (x < r.x0 ? 1 : x > r.x1 ? 2 : 0) | (y < r.y0 ? 4 : y > r.y1 ? 8 : 0);
 
 const fmt = (n: number) => String(Math.round(n * 10) / 10);
 
@@ -334,7 +335,8 @@ function paths(shapes: Shape[], v: View, clip: (s: Shape, shift: number, v: View
 /** Colours of one drawing of the map; `generation` shifts them a little, so a redraw changes every tile. */
 function palette(generation: number): { water: string; land: string; coast: string; border: string; label: string } {
   const g = ((generation % 6) + 6) % 6;
-  const hex = (r: number, gr: number, b: number) => `#${[r, gr, b].map((c) => c.toString(16).padStart(2, '0')).join('')}`;
+  const hex = (r: number, gr: number, b: number) =>
+    `#${[r, gr, b].map((c) => c.toString(16).padStart(2, '0')).join('')}`;
   return {
     water: hex(170 - g * 2, 211 - g, 223),
     land: hex(242 - g, 239 - g * 2, 233),
@@ -361,7 +363,9 @@ const GLYPHS: Record<string, string> = {
 
 /** The tile's address, z/x/y, small and faint in the top-left corner. */
 function label(text: string, colour: string, top = 4): string {
-  const d = [...text].map((c, i) => `<path transform="translate(${4 + i * 6} ${top}) scale(1.2)" d="${GLYPHS[c] ?? ''}"/>`).join('');
+  const d = [...text]
+    .map((c, i) => `<path transform="translate(${4 + i * 6} ${top}) scale(1.2)" d="${GLYPHS[c] ?? ''}"/>`)
+    .join('');
   return `<g fill="none" stroke="${colour}" stroke-opacity="0.45" stroke-width="0.8">${d}</g>`;
 }
 
@@ -381,7 +385,9 @@ export function tileSvg(z: number, x: number, y: number, generation = 0): string
     `<rect width="${TILE_SIZE}" height="${TILE_SIZE}" fill="${c.water}"/>`,
     land ? `<path d="${land}" fill="${c.land}" fill-rule="evenodd"/>` : '',
     coast ? `<path d="${coast}" fill="none" stroke="${c.coast}" stroke-width="0.9" stroke-linejoin="round"/>` : '',
-    borders ? `<path d="${borders}" fill="none" stroke="${c.border}" stroke-width="${borderWidth}" stroke-linejoin="round"/>` : '',
+    borders
+      ? `<path d="${borders}" fill="none" stroke="${c.border}" stroke-width="${borderWidth}" stroke-linejoin="round"/>`
+      : '',
     label(`${z}/${x}/${y}`, c.label),
     // The drawing's number under it: the palette repeats, and a redraw must change every tile whatever its count.
     generation > 0 ? label(String(generation), c.label, 10) : '',

@@ -66,7 +66,8 @@ const at = (a: Position, c: Position, t: number): Position => [a[0] + (c[0] - a[
 /** A ring's area (shoelace), whichever way it turns. */
 export function ringArea(ring: Ring): number {
   let sum = 0;
-  for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) sum += (ring[j]![0] - ring[i]![0]) * (ring[j]![1] + ring[i]![1]);
+  for (let i = 0, j = ring.length - 1; i < ring.length; j = i++)
+    sum += (ring[j]![0] - ring[i]![0]) * (ring[j]![1] + ring[i]![1]);
   return Math.abs(sum) / 2;
 }
 
@@ -106,7 +107,14 @@ export function prepareCoverage(c: Coverage): PreparedRing[] {
  * under an edge get their share through running sums, so a row costs the vertices of the rings that reach it
  * plus its columns, not their product.
  */
-export function rowAreas(rings: readonly PreparedRing[], x0: number, w: number, cols: number, minY: number, maxY: number): Float64Array {
+export function rowAreas(
+  rings: readonly PreparedRing[],
+  x0: number,
+  w: number,
+  cols: number,
+  minY: number,
+  maxY: number,
+): Float64Array {
   const out = new Float64Array(cols);
   // Running sums for whole columns: column k gets alpha + beta * k.
   const alpha = new Float64Array(cols + 1);
@@ -125,7 +133,17 @@ export function rowAreas(rings: readonly PreparedRing[], x0: number, w: number, 
   return out;
 }
 
-function addColumns(ring: Ring, factor: number, x0: number, w: number, cols: number, floor: number, out: Float64Array, alpha: Float64Array, beta: Float64Array): void {
+function addColumns(
+  ring: Ring,
+  factor: number,
+  x0: number,
+  w: number,
+  cols: number,
+  floor: number,
+  out: Float64Array,
+  alpha: Float64Array,
+  beta: Float64Array,
+): void {
   const end = cols * w;
   for (let i = 0; i < ring.length; i++) {
     const [xa, ya] = ring[i]!;

@@ -27,7 +27,10 @@ export interface GridDef {
 /** The width (and height) of one tile of `tileSize` pixels at level z, in CRS units. */
 export function gridTileSpan(g: GridDef, z: number, tileSize: number): number {
   const r = g.resolutions[z];
-  if (r === undefined) throw new RangeError(`grid: level ${z} is not one of the grid's ${g.resolutions.length} levels (0..${g.resolutions.length - 1})`);
+  if (r === undefined)
+    throw new RangeError(
+      `grid: level ${z} is not one of the grid's ${g.resolutions.length} levels (0..${g.resolutions.length - 1})`,
+    );
   return r * tileSize;
 }
 
@@ -42,7 +45,10 @@ export function gridLevelSize(g: GridDef, z: number, tileSize: number): { cols: 
   const [ox, oy] = gridOrigin(g, z);
   const [, minY, maxX] = g.extent;
   // A hair of tolerance: an extent that ends on a tile edge must not gain a column of float noise.
-  return { cols: Math.max(1, Math.ceil((maxX - ox) / span - 1e-9)), rows: Math.max(1, Math.ceil((oy - minY) / span - 1e-9)) };
+  return {
+    cols: Math.max(1, Math.ceil((maxX - ox) / span - 1e-9)),
+    rows: Math.max(1, Math.ceil((oy - minY) / span - 1e-9)),
+  };
 }
 
 /** The bounds of tile (z, x, y) in the grid's CRS. */
@@ -53,7 +59,12 @@ export function gridTileBounds(g: GridDef, z: number, x: number, y: number, tile
 }
 
 /** The tiles at level z that `b` (in the grid's CRS) touches, clamped to the level's tiles. */
-export function gridTileRange(g: GridDef, b: Bounds, z: number, tileSize: number): { xMin: number; xMax: number; yMin: number; yMax: number } {
+export function gridTileRange(
+  g: GridDef,
+  b: Bounds,
+  z: number,
+  tileSize: number,
+): { xMin: number; xMax: number; yMin: number; yMax: number } {
   const span = gridTileSpan(g, z, tileSize);
   const { cols, rows } = gridLevelSize(g, z, tileSize);
   const cx = (v: number) => Math.max(0, Math.min(cols - 1, v));
@@ -77,20 +88,42 @@ export function gridTileRange(g: GridDef, b: Bounds, z: number, tileSize: number
 export function gridProblems(g: GridDef): { path: (string | number)[]; message: string }[] {
   const out: { path: (string | number)[]; message: string }[] = [];
   g.resolutions.forEach((r, i) => {
-    if (i > 0 && !(r < g.resolutions[i - 1]!)) out.push({ path: ['resolutions', i], message: `must be smaller than the level before (${g.resolutions[i - 1]}), got ${r}` });
+    if (i > 0 && !(r < g.resolutions[i - 1]!))
+      out.push({
+        path: ['resolutions', i],
+        message: `must be smaller than the level before (${g.resolutions[i - 1]}), got ${r}`,
+      });
   });
   const [minX, minY, maxX, maxY] = g.extent;
-  if (!(minX < maxX) || !(minY < maxY)) out.push({ path: ['extent'], message: `must be [minX, minY, maxX, maxY] with min < max (got ${JSON.stringify(g.extent)})` });
+  if (!(minX < maxX) || !(minY < maxY))
+    out.push({
+      path: ['extent'],
+      message: `must be [minX, minY, maxX, maxY] with min < max (got ${JSON.stringify(g.extent)})`,
+    });
   if (g.origin[0] > minX || g.origin[1] < maxY) {
-    out.push({ path: ['origin'], message: `must be the top-left corner of the extent or beyond it (x <= ${minX}, y >= ${maxY}; got ${JSON.stringify(g.origin)})` });
+    out.push({
+      path: ['origin'],
+      message: `must be the top-left corner of the extent or beyond it (x <= ${minX}, y >= ${maxY}; got ${JSON.stringify(g.origin)})`,
+    });
   }
   if (g.origins !== undefined) {
-    if (g.origins.length !== g.resolutions.length) out.push({ path: ['origins'], message: `must give one corner per resolution (${g.resolutions.length}), got ${g.origins.length}` });
+    if (g.origins.length !== g.resolutions.length)
+      out.push({
+        path: ['origins'],
+        message: `must give one corner per resolution (${g.resolutions.length}), got ${g.origins.length}`,
+      });
     const [o0] = g.origins;
     if (o0 && (o0[0] !== g.origin[0] || o0[1] !== g.origin[1]))
-      out.push({ path: ['origins', 0], message: `must be the origin, level 0's corner (${JSON.stringify(g.origin)}), got ${JSON.stringify(o0)}` });
+      out.push({
+        path: ['origins', 0],
+        message: `must be the origin, level 0's corner (${JSON.stringify(g.origin)}), got ${JSON.stringify(o0)}`,
+      });
     g.origins.forEach((o, i) => {
-      if (o[0] > minX || o[1] < maxY) out.push({ path: ['origins', i], message: `must be the top-left corner of the extent or beyond it (x <= ${minX}, y >= ${maxY}; got ${JSON.stringify(o)})` });
+      if (o[0] > minX || o[1] < maxY)
+        out.push({
+          path: ['origins', i],
+          message: `must be the top-left corner of the extent or beyond it (x <= ${minX}, y >= ${maxY}; got ${JSON.stringify(o)})`,
+        });
     });
   }
   return out;

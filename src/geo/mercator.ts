@@ -74,8 +74,11 @@ export function tmsY(z: number, y: number): number {
 }
 
 export function checkTile(z: number, x: number, y: number): void {
-  if (!Number.isInteger(z) || z < 0 || z > MAX_ZOOM) throw new RangeError(`tile: z must be an integer 0..${MAX_ZOOM} (got ${z})`);
+  if (!Number.isInteger(z) || z < 0 || z > MAX_ZOOM)
+    throw new RangeError(`tile: z must be an integer 0..${MAX_ZOOM} (got ${z})`);
   const n = 2 ** z;
-  if (!Number.isInteger(x) || x < 0 || x >= n) throw new RangeError(`tile: x must be an integer 0..${n - 1} at zoom ${z} (got ${x})`);
-  if (!Number.isInteger(y) || y < 0 || y >= n) throw new RangeError(`tile: y must be an integer 0..${n - 1} at zoom ${z} (got ${y})`);
+  if (!Number.isInteger(x) || x < 0 || x >= n)
+    throw new RangeError(`tile: x must be an integer 0..${n - 1} at zoom ${z} (got ${x})`);
+  if (!Number.isInteger(y) || y < 0 || y >= n)
+    throw new RangeError(`tile: y must be an integer 0..${n - 1} at zoom ${z} (got ${y})`);
 }

@@ -6,7 +6,16 @@
 import type { BreakerStateName } from '../breaker';
 import type { ProbeOutcome, ProbeSpec } from './breaker';
 import type { PackMbtilesInput, PackMbtilesResult } from './seed-types';
-import type { AssembleInput, DeadLetters, MosaicBatchInput, MosaicBatchSummary, MosaicPlan, MosaicRequest, MosaicResult, RedriveSources } from './mosaic-types';
+import type {
+  AssembleInput,
+  DeadLetters,
+  MosaicBatchInput,
+  MosaicBatchSummary,
+  MosaicPlan,
+  MosaicRequest,
+  MosaicResult,
+  RedriveSources,
+} from './mosaic-types';
 
 /** What the breaker entity runs: its self-probe, and the check that its search attributes are registered. */
 export interface BreakerActivities {
@@ -20,7 +29,11 @@ export interface MosaicActivities {
   planMosaic(request: MosaicRequest, runTag?: string): Promise<MosaicPlan>;
   fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary>;
   assembleMosaic(input: AssembleInput): Promise<MosaicResult>;
-  loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources | null, opts?: { replaceMirrors?: boolean }): Promise<DeadLetters>;
+  loadDeadLetters(
+    manifestOrOutput: string,
+    sources?: RedriveSources | null,
+    opts?: { replaceMirrors?: boolean },
+  ): Promise<DeadLetters>;
   /** Watches a refusing breaker for up to `forMs`; returns as soon as it lets traffic through again. */
   awaitBreaker(input: AwaitBreakerInput): Promise<AwaitBreakerResult>;
   /** Whether the namespace has the mosaic search attributes (MosaicName, ...) registered. */

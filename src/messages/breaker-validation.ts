@@ -35,7 +35,8 @@ const name = z.string().max(NAME_MAX);
 const waitMs = z.number().min(0).max(MAX_WAIT_MS);
 
 /** Header names a probe may not send: its spec is stored in the entity's history and shown by `breaker show`. */
-const CREDENTIAL_HEADER = /^(authorization|proxy-authorization|cookie)$|token|secret|api[-_]?key|passw|credential|session|signature/i;
+const CREDENTIAL_HEADER =
+  /^(authorization|proxy-authorization|cookie)$|token|secret|api[-_]?key|passw|credential|session|signature/i;
 
 /**
  * A self-probe URL: http or https, no user or password in it, at most MAX_PROBE_URL characters. Written by
@@ -54,7 +55,8 @@ export function probeUrlProblem(url: string): string | null {
 export const probeSpecSchema = z.object({
   url: z.string().superRefine((url, ctx) => {
     const problem = probeUrlProblem(url);
-    if (problem) ctx.addIssue({ code: 'custom', message: problem, input: url.length > 200 ? `${url.slice(0, 200)}…` : url });
+    if (problem)
+      ctx.addIssue({ code: 'custom', message: problem, input: url.length > 200 ? `${url.slice(0, 200)}…` : url });
   }),
   timeoutMs: z.number().int().min(100).max(60_000).optional(),
   headers: z
@@ -62,7 +64,10 @@ export const probeSpecSchema = z.object({
       z
         .string()
         .max(100)
-        .refine((h) => !CREDENTIAL_HEADER.test(h), 'is a credential header: a probe spec is stored in history and may carry none'),
+        .refine(
+          (h) => !CREDENTIAL_HEADER.test(h),
+          'is a credential header: a probe spec is stored in history and may carry none',
+        ),
       z.string().max(1_000),
     )
     .refine((h) => Object.keys(h).length <= 20, 'at most 20 headers')
@@ -75,7 +80,12 @@ export const probeSpecSchema = z.object({
     .optional(),
 });
 
-const countsSchema = z.object(Object.fromEntries(OUTCOME_KINDS.map((k) => [k, count.optional()])) as Record<(typeof OUTCOME_KINDS)[number], z.ZodOptional<typeof count>>);
+const countsSchema = z.object(
+  Object.fromEntries(OUTCOME_KINDS.map((k) => [k, count.optional()])) as Record<
+    (typeof OUTCOME_KINDS)[number],
+    z.ZodOptional<typeof count>
+  >,
+);
 const spanMs = z.number().min(0).max(MAX_SPAN_MS);
 
 export const reportSchema = z.object({
@@ -83,7 +93,14 @@ export const reportSchema = z.object({
   generation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   counts: countsSchema,
   latency: z.array(count).max(LATENCY_BUCKETS).optional(),
-  earlier: z.object({ counts: countsSchema, latency: z.array(count).max(LATENCY_BUCKETS).optional(), fromAgoMs: spanMs, toAgoMs: spanMs }).optional(),
+  earlier: z
+    .object({
+      counts: countsSchema,
+      latency: z.array(count).max(LATENCY_BUCKETS).optional(),
+      fromAgoMs: spanMs,
+      toAgoMs: spanMs,
+    })
+    .optional(),
   everyMs: z.number().int().min(0).max(MAX_REPORT_EVERY_MS).optional(),
   retryAfterMs: waitMs.optional(),
   rateLimitedForMs: waitMs.optional(),
@@ -121,7 +138,12 @@ export const adminActionSchema = z.discriminatedUnion('action', [
     ...origin,
     action: z.literal('force-open'),
     reason,
-    durationMs: z.number().int().min(1).max(MAX_FORCE_OPEN_MS, `must be at most ${MAX_FORCE_OPEN_MS} (30 days)`).optional(),
+    durationMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_FORCE_OPEN_MS, `must be at most ${MAX_FORCE_OPEN_MS} (30 days)`)
+      .optional(),
   }),
   z.object({ ...origin, action: z.literal('force-close'), reason }),
   z.object({ ...origin, action: z.literal('reset'), reason }),
@@ -157,7 +179,11 @@ export type CheckedSignal = keyof typeof SIGNAL_SCHEMAS;
  * additions are not a reason to refuse), or why it is refused, field by field (values quoted, masked where
  * they look secret).
  */
-export function checkSignal(signal: CheckedSignal, payload: unknown, opts: SignalCheckOptions = {}): { ok: true; value: unknown } | { ok: false; problem: string } {
+export function checkSignal(
+  signal: CheckedSignal,
+  payload: unknown,
+  opts: SignalCheckOptions = {},
+): { ok: true; value: unknown } | { ok: false; problem: string } {
   // Reports are nearly every signal, and every one is checked again whenever the entity's history is replayed:
   // the usual shape is checked by hand (a few microseconds; zod takes about 70), anything else goes to zod.
   if (signal === 'report' && isPlainReport(payload)) return { ok: true, value: payload };
@@ -215,11 +241,23 @@ function isPlainReport(r: unknown): boolean {
     if (!isSpan(earlier['fromAgoMs']) || !isSpan(earlier['toAgoMs'])) return false;
   }
   const everyMs = r['everyMs'];
-  if (everyMs !== undefined && !(typeof everyMs === 'number' && Number.isInteger(everyMs) && everyMs >= 0 && everyMs <= MAX_REPORT_EVERY_MS)) return false;
+  if (
+    everyMs !== undefined &&
+    !(typeof everyMs === 'number' && Number.isInteger(everyMs) && everyMs >= 0 && everyMs <= MAX_REPORT_EVERY_MS)
+  )
+    return false;
   const generation = r['generation'];
-  if (generation !== undefined && !(typeof generation === 'number' && Number.isSafeInteger(generation) && generation >= 0)) return false;
+  if (
+    generation !== undefined &&
+    !(typeof generation === 'number' && Number.isSafeInteger(generation) && generation >= 0)
+  )
+    return false;
   const inFlight = r['inFlight'];
-  if (inFlight !== undefined && !(typeof inFlight === 'number' && Number.isInteger(inFlight) && inFlight >= 0 && inFlight <= MAX_IN_FLIGHT)) return false;
+  if (
+    inFlight !== undefined &&
+    !(typeof inFlight === 'number' && Number.isInteger(inFlight) && inFlight >= 0 && inFlight <= MAX_IN_FLIGHT)
+  )
+    return false;
   if (r['stalled'] !== undefined && !isCount(r['stalled'])) return false;
   const witness = r['witness'];
   if (witness !== undefined && !(typeof witness === 'string' && witness.length <= NAME_MAX)) return false;
@@ -231,9 +269,22 @@ const isCounts = (counts: unknown): boolean => {
   for (const k in counts) if (!OUTCOME_SET.has(k) || !(counts[k] === undefined || isCount(counts[k]))) return false;
   return true;
 };
-const isLatency = (latency: unknown): boolean => latency === undefined || (Array.isArray(latency) && latency.length <= LATENCY_BUCKETS && latency.every(isCount));
+const isLatency = (latency: unknown): boolean =>
+  latency === undefined || (Array.isArray(latency) && latency.length <= LATENCY_BUCKETS && latency.every(isCount));
 const isSpan = (v: unknown): boolean => typeof v === 'number' && v >= 0 && v <= MAX_SPAN_MS;
 
-const PLAIN_REPORT_FIELDS = new Set(['reporter', 'generation', 'counts', 'latency', 'earlier', 'everyMs', 'retryAfterMs', 'rateLimitedForMs', 'inFlight', 'stalled', 'witness']);
+const PLAIN_REPORT_FIELDS = new Set([
+  'reporter',
+  'generation',
+  'counts',
+  'latency',
+  'earlier',
+  'everyMs',
+  'retryAfterMs',
+  'rateLimitedForMs',
+  'inFlight',
+  'stalled',
+  'witness',
+]);
 const SPAN_FIELDS = new Set(['counts', 'latency', 'fromAgoMs', 'toAgoMs']);
 const OUTCOME_SET = new Set<string>(OUTCOME_KINDS);

@@ -113,7 +113,14 @@ export interface CarriedState {
  * A carried transition without its detail and figures: when (the first row: epoch ms; the others: ms before the
  * previous row's), from, to, why, the cooldown chosen, 1 if shadow.
  */
-export type BriefTransition = [at: number, from: BreakerStateName, to: BreakerStateName, reason: TransitionReason, cooldownMs: number | null, shadow?: 1];
+export type BriefTransition = [
+  at: number,
+  from: BreakerStateName,
+  to: BreakerStateName,
+  reason: TransitionReason,
+  cooldownMs: number | null,
+  shadow?: 1,
+];
 
 export interface EntityCounters {
   reports: number;

@@ -54,11 +54,14 @@ export const drillStatusQuery = defineQuery<DrillStatus>('drillStatus');
  * field and the value). The workflow checks it, and so does the CLI before it starts anything.
  */
 export function checkDrillInput(input: DrillInput): PolicyConfig {
-  if (!input || !Array.isArray(input.steps)) throw new ConfigError('drill input', [`steps: expected an array (got ${JSON.stringify(input?.steps)})`]);
+  if (!input || !Array.isArray(input.steps))
+    throw new ConfigError('drill input', [`steps: expected an array (got ${JSON.stringify(input?.steps)})`]);
   input.steps.forEach((s, i) => {
     const prev = i > 0 ? input.steps[i - 1]!.atMs : 0;
     if (typeof s.atMs !== 'number' || !(s.atMs >= prev)) {
-      throw new ConfigError('drill input', [`steps.${i}.atMs: must be a number >= ${prev} (got ${JSON.stringify(s.atMs)})`]);
+      throw new ConfigError('drill input', [
+        `steps.${i}.atMs: must be a number >= ${prev} (got ${JSON.stringify(s.atMs)})`,
+      ]);
     }
   });
   // Unbounded: the drill workflow replays this check, and drills recorded before the policy's bounds ran without them.

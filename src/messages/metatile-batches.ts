@@ -21,7 +21,12 @@ const cols = (g: TileGrid) => g.xMax - g.xMin + 1;
  * packed into batches of at most `batchSize` tiles (a metatile larger than a batch is split across batches
  * of its own). Every tile of `sel` is in exactly one batch.
  */
-export function metatileBatches(grid: TileGrid, sel: TileSelection, size: [number, number], batchSize: number): TileSelection[] {
+export function metatileBatches(
+  grid: TileGrid,
+  sel: TileSelection,
+  size: [number, number],
+  batchSize: number,
+): TileSelection[] {
   const [mc, mr] = size;
   const n = cols(grid);
   const groups = new Map<string, number[]>();
@@ -34,7 +39,9 @@ export function metatileBatches(grid: TileGrid, sel: TileSelection, size: [numbe
     else groups.set(k, [i]);
   }
   // Row-major order of metatiles: by metatile row, then column.
-  const ordered = [...groups.entries()].map(([k, members]) => ({ row: Number(k.split('/')[0]), col: Number(k.split('/')[1]), members })).sort((a, b) => a.row - b.row || a.col - b.col);
+  const ordered = [...groups.entries()]
+    .map(([k, members]) => ({ row: Number(k.split('/')[0]), col: Number(k.split('/')[1]), members }))
+    .sort((a, b) => a.row - b.row || a.col - b.col);
   const out: TileSelection[] = [];
   let batch: number[] = [];
   for (const { members } of ordered) {

@@ -32,7 +32,14 @@ export const METRIC = {
 } as const;
 
 /** `reason` of tilebreaker_circuit_open_total: the policy's reasons for an open, with `forced-open` as `forced`. */
-export const OPEN_REASONS = ['failure-ratio', 'latency', 'slow-calls', 'permanent-surge', 'probe-failed', 'forced'] as const;
+export const OPEN_REASONS = [
+  'failure-ratio',
+  'latency',
+  'slow-calls',
+  'permanent-surge',
+  'probe-failed',
+  'forced',
+] as const;
 
 /** `reason` of tilebreaker_circuit_trips_total: the rules that open a closed breaker. */
 export const TRIP_REASONS = ['failure-ratio', 'latency', 'slow-calls', 'permanent-surge'] as const;

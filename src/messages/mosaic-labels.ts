@@ -1,4 +1,11 @@
-import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo } from './search-attributes';
+import {
+  MOSAIC_NAME,
+  MOSAIC_PROGRESS,
+  MOSAIC_SOURCE,
+  MOSAIC_STATUS,
+  MOSAIC_ZOOM,
+  type MosaicMemo,
+} from './search-attributes';
 
 /** What a mosaic is labelled with at its start, for people: its name, source, zoom and output. */
 export interface MosaicStartLabel {
@@ -13,7 +20,14 @@ export interface MosaicStartLabel {
  * the scheduled launcher workflow (the mosaic it starts), so a scheduled run is labelled like any other.
  */
 export function startLabels(label: MosaicStartLabel, attributes: boolean) {
-  const memo: MosaicMemo = { name: label.name, source: label.source, output: label.output, status: 'running', progress: 0, ...(Number.isInteger(label.zoom) ? { zoom: label.zoom! } : {}) };
+  const memo: MosaicMemo = {
+    name: label.name,
+    source: label.source,
+    output: label.output,
+    status: 'running',
+    progress: 0,
+    ...(Number.isInteger(label.zoom) ? { zoom: label.zoom! } : {}),
+  };
   const typedSearchAttributes = attributes
     ? [
         { key: MOSAIC_NAME, value: label.name },

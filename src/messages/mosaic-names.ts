@@ -9,7 +9,9 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** A name given by a person: 1-64 letters, digits, '.', '_' or '-', starting with a letter or a digit. */
 export function checkMosaicName(name: string, field = 'name'): string {
   if (!NAME.test(name)) {
-    throw new Error(`${field}: a mosaic name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (got ${JSON.stringify(name)})`);
+    throw new Error(
+      `${field}: a mosaic name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (got ${JSON.stringify(name)})`,
+    );
   }
   return name;
 }

@@ -11,7 +11,13 @@ import { durationMs, UNIT_MS } from './duration';
 import { CAPABILITIES } from './locations';
 import { coverageSchema } from './coverage';
 import { coverageBounds, type Coverage } from '../geo/coverage';
-import { MAX_BATCH_SIZE, MAX_BATCHES_PER_BLOCK, MAX_EVENTS_PER_RUN, MAX_PLAN_TILES, MIN_EVENTS_PER_RUN } from './plan-check';
+import {
+  MAX_BATCH_SIZE,
+  MAX_BATCHES_PER_BLOCK,
+  MAX_EVENTS_PER_RUN,
+  MAX_PLAN_TILES,
+  MIN_EVENTS_PER_RUN,
+} from './plan-check';
 
 const MAX_BLOCKS = 4_096;
 /**
@@ -51,7 +57,10 @@ const requestSchema = z
     afterDeadline: z.enum(['fail-fast', 'stale', 'hole']).default('fail-fast'),
     deadline: z
       .string()
-      .refine((d) => durationMs(d) !== null || !Number.isNaN(Date.parse(d)), 'must be an ISO-8601 instant or a duration such as 90m, 2h, 1h30m, 45s')
+      .refine(
+        (d) => durationMs(d) !== null || !Number.isNaN(Date.parse(d)),
+        'must be an ISO-8601 instant or a duration such as 90m, 2h, 1h30m, 45s',
+      )
       .optional(),
     // The assembly holds a record per tile in memory: a few million at most.
     maxTiles: z.number().int().min(1).max(MAX_PLAN_TILES).default(100_000),
@@ -60,7 +69,10 @@ const requestSchema = z
     refreshBefore: z
       .string()
       // Strictly ISO: Date.parse would take "7" (an age missing its unit) as July 2001 and keep every tile.
-      .refine((d) => durationMs(d) !== null || (ISO_INSTANT.test(d) && !Number.isNaN(Date.parse(d))), 'must be an age such as 7d or 12h, or an ISO-8601 instant such as 2026-12-01T00:00:00Z')
+      .refine(
+        (d) => durationMs(d) !== null || (ISO_INSTANT.test(d) && !Number.isNaN(Date.parse(d))),
+        'must be an age such as 7d or 12h, or an ISO-8601 instant such as 2026-12-01T00:00:00Z',
+      )
       .optional(),
     // Heartbeats carry a batch's per-tile results: keep them well under Temporal's payload limit.
     batchSize: z.number().int().min(1).max(MAX_BATCH_SIZE).default(DEFAULT_BATCH_SIZE),
@@ -76,7 +88,12 @@ const requestSchema = z
   .strict()
   .superRefine((r, ctx) => {
     if ((r.sourcesFile === undefined) === (r.source === undefined)) {
-      ctx.addIssue({ code: 'custom', path: ['source'], message: 'give exactly one of sourcesFile (with sourceName) and an inline source', input: r.source });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['source'],
+        message: 'give exactly one of sourcesFile (with sourceName) and an inline source',
+        input: r.source,
+      });
     }
     if (r.bbox === undefined && r.coverage === undefined) {
       ctx.addIssue({ code: 'custom', path: ['bbox'], message: 'give a bbox, a coverage, or both', input: r.bbox });
@@ -88,9 +105,26 @@ const requestSchema = z
     const field = r.bbox !== undefined ? 'bbox' : 'coverage';
     const box = r.bbox ?? boundsOf(r.coverage!);
     const [w, s, e, n] = box;
-    if (!(w < e)) ctx.addIssue({ code: 'custom', path: [field], message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`, input: box });
-    if (!(s < n)) ctx.addIssue({ code: 'custom', path: [field], message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`, input: box });
-    const [lonMax, latMax] = r.crs === 'EPSG:4326' ? [180, 90] : r.crs === 'EPSG:3857' ? [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M] : [Infinity, Infinity];
+    if (!(w < e))
+      ctx.addIssue({
+        code: 'custom',
+        path: [field],
+        message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`,
+        input: box,
+      });
+    if (!(s < n))
+      ctx.addIssue({
+        code: 'custom',
+        path: [field],
+        message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`,
+        input: box,
+      });
+    const [lonMax, latMax] =
+      r.crs === 'EPSG:4326'
+        ? [180, 90]
+        : r.crs === 'EPSG:3857'
+          ? [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M]
+          : [Infinity, Infinity];
     if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
       ctx.addIssue({
         code: 'custom',
@@ -117,10 +151,20 @@ const requestSchema = z
       });
     }
     if (r.refreshBefore !== undefined && r.directChunks) {
-      ctx.addIssue({ code: 'custom', path: ['refreshBefore'], message: 'needs a tile cache to keep tiles from; directChunks keeps none', input: r.refreshBefore });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['refreshBefore'],
+        message: 'needs a tile cache to keep tiles from; directChunks keeps none',
+        input: r.refreshBefore,
+      });
     }
     if (r.fallback === 'wait' && r.deadline === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['deadline'], message: 'is required when fallback is "wait" (waiting must end somewhere)', input: r.deadline });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['deadline'],
+        message: 'is required when fallback is "wait" (waiting must end somewhere)',
+        input: r.deadline,
+      });
     }
   })
   .transform((r) => ({ ...r, bbox: r.bbox ?? boundsOf(r.coverage!), bboxFromCoverage: r.bbox === undefined }));

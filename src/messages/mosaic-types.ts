@@ -193,7 +193,8 @@ export type TileSelection = { start: number; count: number } | { indices: number
 
 export const selectionSize = (t: TileSelection): number => ('indices' in t ? t.indices.length : t.count);
 
-export const selectionIndices = (t: TileSelection): number[] => ('indices' in t ? t.indices : Array.from({ length: t.count }, (_, k) => t.start + k));
+export const selectionIndices = (t: TileSelection): number[] =>
+  'indices' in t ? t.indices : Array.from({ length: t.count }, (_, k) => t.start + k);
 
 export type WhenRefusedMode = 'defer' | 'stale' | 'hole';
 

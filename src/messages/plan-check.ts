@@ -31,7 +31,16 @@ const planSchema = z
     sourceName: sourceNameSchema,
     source: z.unknown(),
     sourcesFile: path.optional(),
-    grid: z.object({ z: int.min(0).max(MAX_ZOOM), tileSize: int.min(16).max(4_096), xMin: int.min(0), xMax: int.min(0), yMin: int.min(0), yMax: int.min(0) }).strict(),
+    grid: z
+      .object({
+        z: int.min(0).max(MAX_ZOOM),
+        tileSize: int.min(16).max(4_096),
+        xMin: int.min(0),
+        xMax: int.min(0),
+        yMin: int.min(0),
+        yMax: int.min(0),
+      })
+      .strict(),
     total: int.min(1).max(MAX_PLAN_TILES),
     bounds: z
       .object({
@@ -55,9 +64,16 @@ const planSchema = z
     storeRoot: path,
     refreshBefore: z.number().refine(Number.isFinite).optional(),
     coverage: z
-      .array(z.array(z.array(z.tuple([z.number().refine(Number.isFinite), z.number().refine(Number.isFinite)])).min(4)).min(1))
+      .array(
+        z
+          .array(z.array(z.tuple([z.number().refine(Number.isFinite), z.number().refine(Number.isFinite)])).min(4))
+          .min(1),
+      )
       .min(1)
-      .refine((c) => c.flat(2).length <= MAX_COVERAGE_POSITIONS, `must have at most ${MAX_COVERAGE_POSITIONS} positions`)
+      .refine(
+        (c) => c.flat(2).length <= MAX_COVERAGE_POSITIONS,
+        `must have at most ${MAX_COVERAGE_POSITIONS} positions`,
+      )
       .optional(),
     fallback,
     afterDeadline: fallback.exclude(['wait']),
@@ -82,7 +98,14 @@ const planSchema = z
             usable: z.boolean(),
             reason: z.string().max(2_000),
             agreement: z
-              .object({ tiles: int.min(0).max(64), meanAbsDiff: z.number(), maxMeanAbsDiff: z.number(), differingShare: z.number(), maxDifferingShare: z.number(), measuredAt: z.string().max(64) })
+              .object({
+                tiles: int.min(0).max(64),
+                meanAbsDiff: z.number(),
+                maxMeanAbsDiff: z.number(),
+                differingShare: z.number(),
+                maxDifferingShare: z.number(),
+                measuredAt: z.string().max(64),
+              })
               .strict()
               .optional(),
           })
@@ -96,10 +119,18 @@ const planSchema = z
     const g = p.grid;
     // The source's own grid has its own size per level; Web Mercator's has 2^z tiles a side.
     const s = p.source;
-    const own = p.directChunks && s !== null && typeof s === 'object' ? { ...(s as Record<string, unknown>), metatile: undefined } : s;
+    const own =
+      p.directChunks && s !== null && typeof s === 'object'
+        ? { ...(s as Record<string, unknown>), metatile: undefined }
+        : s;
     const parsed = sourceSchema.safeParse(own);
     const def = parsed.success ? parsed.data.grid : undefined;
-    const size = def && g.z < def.resolutions.length ? gridLevelSize(def, g.z, g.tileSize) : def ? { cols: 0, rows: 0 } : { cols: 2 ** g.z, rows: 2 ** g.z };
+    const size =
+      def && g.z < def.resolutions.length
+        ? gridLevelSize(def, g.z, g.tileSize)
+        : def
+          ? { cols: 0, rows: 0 }
+          : { cols: 2 ** g.z, rows: 2 ** g.z };
     if (g.xMin > g.xMax || g.yMin > g.yMax || g.xMax >= size.cols || g.yMax >= size.rows) {
       ctx.addIssue({ code: 'custom', path: ['grid'], message: `must be a box of tiles within zoom ${g.z}` });
     } else if (p.total !== (g.xMax - g.xMin + 1) * (g.yMax - g.yMin + 1)) {
@@ -107,17 +138,39 @@ const planSchema = z
     }
     // The source as a sources file may write it; a direct-chunk metatile is the planner's own, checked by size.
     if (!parsed.success) {
-      ctx.addIssue({ code: 'custom', path: ['source'], message: `is not a valid source (${parsed.error.issues.map((i) => i.path.join('.') || '(root)').join(', ')})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['source'],
+        message: `is not a valid source (${parsed.error.issues.map((i) => i.path.join('.') || '(root)').join(', ')})`,
+      });
     } else if (parsed.data.tileSize !== g.tileSize) {
       ctx.addIssue({ code: 'custom', path: ['grid', 'tileSize'], message: "must be the source's tileSize" });
     }
     // The image's CRS is the source grid's: the georeferencing must not name another.
-    if (parsed.success && p.bounds.crs !== def?.crs) ctx.addIssue({ code: 'custom', path: ['bounds', 'crs'], message: "must be the source grid's CRS (none for Web Mercator)" });
+    if (parsed.success && p.bounds.crs !== def?.crs)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['bounds', 'crs'],
+        message: "must be the source grid's CRS (none for Web Mercator)",
+      });
     p.mirrors?.forEach((m, i) => {
-      const mirror = sourceSchema.safeParse(p.directChunks && m.source !== null && typeof m.source === 'object' ? { ...(m.source as Record<string, unknown>), metatile: undefined } : m.source);
+      const mirror = sourceSchema.safeParse(
+        p.directChunks && m.source !== null && typeof m.source === 'object'
+          ? { ...(m.source as Record<string, unknown>), metatile: undefined }
+          : m.source,
+      );
       if (!mirror.success)
-        ctx.addIssue({ code: 'custom', path: ['mirrors', i, 'source'], message: `is not a valid source (${mirror.error.issues.map((x) => x.path.join('.') || '(root)').join(', ')})` });
-      else if (mirror.data.tileSize !== g.tileSize) ctx.addIssue({ code: 'custom', path: ['mirrors', i, 'source', 'tileSize'], message: "must be the source's tileSize" });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['mirrors', i, 'source'],
+          message: `is not a valid source (${mirror.error.issues.map((x) => x.path.join('.') || '(root)').join(', ')})`,
+        });
+      else if (mirror.data.tileSize !== g.tileSize)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['mirrors', i, 'source', 'tileSize'],
+          message: "must be the source's tileSize",
+        });
     });
   });
 

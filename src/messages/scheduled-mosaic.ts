@@ -13,7 +13,8 @@ export const SCHEDULE_OVERLAPS = ['skip', 'buffer-one', 'buffer-all', 'allow-all
 export type ScheduleOverlap = (typeof SCHEDULE_OVERLAPS)[number];
 
 export function checkScheduleOverlap(value: string, field = 'overlap'): ScheduleOverlap {
-  if (!(SCHEDULE_OVERLAPS as readonly string[]).includes(value)) throw new Error(`${field}: must be one of ${SCHEDULE_OVERLAPS.join(', ')} (got ${JSON.stringify(value)})`);
+  if (!(SCHEDULE_OVERLAPS as readonly string[]).includes(value))
+    throw new Error(`${field}: must be one of ${SCHEDULE_OVERLAPS.join(', ')} (got ${JSON.stringify(value)})`);
   return value as ScheduleOverlap;
 }
 
@@ -52,15 +53,21 @@ const MOSAIC_ID = /^mosaic\/[A-Za-z0-9][A-Za-z0-9._-]{0,63}-[0-9a-f]{8}$/;
 
 /** Anyone who can start workflows can start this one: every field it acts on is checked, naming the field and the value. */
 export function checkScheduledMosaicInput(input: ScheduledMosaicInput): ScheduledMosaicInput {
-  const bad = (field: string, what: string, value: unknown) => new Error(`scheduled mosaic: ${field}: ${what} (got ${JSON.stringify(value)})`);
+  const bad = (field: string, what: string, value: unknown) =>
+    new Error(`scheduled mosaic: ${field}: ${what} (got ${JSON.stringify(value)})`);
   if (typeof input !== 'object' || input === null) throw bad('input', 'must be an object', input);
-  if (typeof input.workflowId !== 'string' || !MOSAIC_ID.test(input.workflowId)) throw bad('workflowId', 'must be an output mosaic id, mosaic/<name>-<8 hex digits>', input.workflowId);
+  if (typeof input.workflowId !== 'string' || !MOSAIC_ID.test(input.workflowId))
+    throw bad('workflowId', 'must be an output mosaic id, mosaic/<name>-<8 hex digits>', input.workflowId);
   checkScheduleOverlap(String(input.overlap), 'scheduled mosaic: overlap');
-  if (typeof input.scheduleId !== 'string' || input.scheduleId.length === 0 || input.scheduleId.length > 200) throw bad('scheduleId', 'must be 1-200 characters', input.scheduleId);
-  if (typeof input.request !== 'object' || input.request === null || typeof input.request.output !== 'string') throw bad('request.output', 'must be a path', input.request?.output);
+  if (typeof input.scheduleId !== 'string' || input.scheduleId.length === 0 || input.scheduleId.length > 200)
+    throw bad('scheduleId', 'must be 1-200 characters', input.scheduleId);
+  if (typeof input.request !== 'object' || input.request === null || typeof input.request.output !== 'string')
+    throw bad('request.output', 'must be a path', input.request?.output);
   const l = input.label;
-  if (typeof l !== 'object' || l === null || !isMosaicName(String(l.name))) throw bad('label.name', 'must be a mosaic name', l?.name);
-  if (typeof l.source !== 'string' || l.source.length > 200) throw bad('label.source', 'must be at most 200 characters', l.source);
+  if (typeof l !== 'object' || l === null || !isMosaicName(String(l.name)))
+    throw bad('label.name', 'must be a mosaic name', l?.name);
+  if (typeof l.source !== 'string' || l.source.length > 200)
+    throw bad('label.source', 'must be at most 200 characters', l.source);
   if (l.zoom !== undefined && !Number.isInteger(l.zoom)) throw bad('label.zoom', 'must be a whole number', l.zoom);
   if (typeof l.output !== 'string') throw bad('label.output', 'must be a path', l.output);
   if (typeof input.attributes !== 'boolean') throw bad('attributes', 'must be true or false', input.attributes);

@@ -29,11 +29,17 @@ export const MOSAIC_SEARCH_ATTRIBUTES = [MOSAIC_NAME, MOSAIC_SOURCE, MOSAIC_ZOOM
 
 /** What a namespace's operator service answers about its search attributes (ListSearchAttributes). */
 interface SearchAttributeListing {
-  listSearchAttributes(req: { namespace: string }): Promise<{ customAttributes?: Record<string, unknown> | null; systemAttributes?: Record<string, unknown> | null }>;
+  listSearchAttributes(req: {
+    namespace: string;
+  }): Promise<{ customAttributes?: Record<string, unknown> | null; systemAttributes?: Record<string, unknown> | null }>;
 }
 
 /** Is every one of `keys` registered in `namespace`? The one check of the client (mosaic starts) and of the activities. */
-export async function searchAttributesRegistered(operator: SearchAttributeListing, namespace: string, keys: readonly { name: string }[]): Promise<boolean> {
+export async function searchAttributesRegistered(
+  operator: SearchAttributeListing,
+  namespace: string,
+  keys: readonly { name: string }[],
+): Promise<boolean> {
   const res = await operator.listSearchAttributes({ namespace });
   const known = new Set([...Object.keys(res.customAttributes ?? {}), ...Object.keys(res.systemAttributes ?? {})]);
   return keys.every((k) => known.has(k.name));

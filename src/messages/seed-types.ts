@@ -8,7 +8,10 @@ import { ConfigError } from '../breaker/config-error';
  * its own manifest and mask, `<into minus .mbtiles>.z<level>.manifest.json`), through the same breaker,
  * fallbacks, re-drive and metrics; then the served tiles of every level are packed into `into`.
  */
-export type SeedRequest = Omit<MosaicRequest, 'zoom' | 'output' | 'extraFormats' | 'sidecars' | 'image' | 'directChunks'> & {
+export type SeedRequest = Omit<
+  MosaicRequest,
+  'zoom' | 'output' | 'extraFormats' | 'sidecars' | 'image' | 'directChunks'
+> & {
   /** The first and last zoom level, both included. */
   levels: [number, number];
   /**
@@ -58,7 +61,8 @@ export interface PackMbtilesResult {
 /** The seed's own fields, checked before any level starts; errors name the field and the value. */
 export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: string } {
   // A ConfigError, as every refused request is (the CLI prints it as `invalid`, with its issue); same message as before.
-  const bad = (field: string, what: string, value: unknown) => new ConfigError('seed request', [`${field}: ${what} (got ${JSON.stringify(value)})`]);
+  const bad = (field: string, what: string, value: unknown) =>
+    new ConfigError('seed request', [`${field}: ${what} (got ${JSON.stringify(value)})`]);
   if (typeof r !== 'object' || r === null) throw bad('request', 'must be an object', r);
   const lv = r.levels as unknown;
   if (!Array.isArray(lv) || lv.length !== 2 || !lv.every((z) => Number.isInteger(z) && z >= 0 && z <= MAX_ZOOM)) {
@@ -66,11 +70,17 @@ export function checkSeedRequest(r: SeedRequest): { levels: number[]; base: stri
   }
   const [first, last] = lv as [number, number];
   if (first > last) throw bad('levels', 'the first level must not be after the last', lv);
-  if (typeof r.into !== 'string' || !/\.mbtiles$/i.test(r.into)) throw bad('into', 'must be a path or an s3:// URL ending in .mbtiles', r.into);
+  if (typeof r.into !== 'string' || !/\.mbtiles$/i.test(r.into))
+    throw bad('into', 'must be a path or an s3:// URL ending in .mbtiles', r.into);
   for (const f of ['zoom', 'output', 'extraFormats', 'image', 'sidecars'] as const) {
-    if (f in (r as Record<string, unknown>)) throw bad(f, 'is a mosaic field; a seed takes levels and into', (r as Record<string, unknown>)[f]);
+    if (f in (r as Record<string, unknown>))
+      throw bad(f, 'is a mosaic field; a seed takes levels and into', (r as Record<string, unknown>)[f]);
   }
   // Chunks are images of 2048 px, not tiles: a tile cache needs the tiles.
-  if ((r as { directChunks?: unknown }).directChunks === true) throw bad('directChunks', 'a seed fetches tiles, not chunks', true);
-  return { levels: Array.from({ length: last - first + 1 }, (_, k) => first + k), base: r.into.replace(/\.mbtiles$/i, '') };
+  if ((r as { directChunks?: unknown }).directChunks === true)
+    throw bad('directChunks', 'a seed fetches tiles, not chunks', true);
+  return {
+    levels: Array.from({ length: last - first + 1 }, (_, k) => first + k),
+    base: r.into.replace(/\.mbtiles$/i, ''),
+  };
 }

@@ -56,7 +56,9 @@ export function checkRuns(runs: unknown, total: number, max: number, subject: st
     const ok = Array.isArray(run) && run.length === 2 && run.every((v) => Number.isInteger(v));
     const [first, count] = ok ? (run as [number, number]) : [NaN, NaN];
     if (!ok || first < next || count < 1 || first + count > total) {
-      throw new Error(`${subject}[${k}]: must be [first, count] with first >= ${next}, count >= 1 and first + count <= ${total} (got ${JSON.stringify(run)?.slice(0, 80)})`);
+      throw new Error(
+        `${subject}[${k}]: must be [first, count] with first >= ${next}, count >= 1 and first + count <= ${total} (got ${JSON.stringify(run)?.slice(0, 80)})`,
+      );
     }
     next = first + count;
     tiles += count;

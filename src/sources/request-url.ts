@@ -23,7 +23,13 @@ export function tileUrl(source: SourceConfig, t: TileAddress): string {
       return fill(source.url, { z: t.z, x: t.x, y: row, s: sub, '-y': tmsY(t.z, t.y) });
     }
     case 'wmts-rest':
-      return fill(source.url, { TileMatrix: source.tileMatrices?.[t.z] ?? t.z, TileRow: t.y, TileCol: t.x, Style: source.style, TileMatrixSet: source.tileMatrixSet });
+      return fill(source.url, {
+        TileMatrix: source.tileMatrices?.[t.z] ?? t.z,
+        TileRow: t.y,
+        TileCol: t.x,
+        Style: source.style,
+        TileMatrixSet: source.tileMatrixSet,
+      });
     case 'wmts-kvp':
       return withParams(source.url, {
         SERVICE: 'WMTS',
@@ -52,7 +58,12 @@ export function sourceTileBounds(source: SourceConfig, t: TileAddress): Bounds {
  * northing first for a CRS whose axes are so ordered) at `width` x `height` pixels. 1.1.1 names the CRS `SRS`, 1.3.0 `CRS`;
  * EPSG:3857 is easting/northing in both (only geographic CRSs such as EPSG:4326 swap to lat/lon in 1.3.0).
  */
-export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: Bounds, width: number, height: number): string {
+export function getMapUrl(
+  source: Extract<SourceConfig, { type: 'wms' }>,
+  bbox: Bounds,
+  width: number,
+  height: number,
+): string {
   return withParams(source.url, {
     ...source.params,
     SERVICE: 'WMS',
@@ -81,7 +92,11 @@ export function getMapUrl(source: Extract<SourceConfig, { type: 'wms' }>, bbox: 
  * A BBOX value for a geographic (lon/lat) box in a given WMS version: 1.3.0 with EPSG:4326 orders axes as the
  * EPSG database does (latitude first); 1.1.1 and CRS:84 keep longitude first.
  */
-export function geographicBbox(version: '1.1.1' | '1.3.0', crs: 'EPSG:4326' | 'CRS:84', b: { west: number; south: number; east: number; north: number }): string {
+export function geographicBbox(
+  version: '1.1.1' | '1.3.0',
+  crs: 'EPSG:4326' | 'CRS:84',
+  b: { west: number; south: number; east: number; north: number },
+): string {
   const latFirst = version === '1.3.0' && crs === 'EPSG:4326';
   return (latFirst ? [b.south, b.west, b.north, b.east] : [b.west, b.south, b.east, b.north]).map(coord).join(',');
 }
@@ -97,7 +112,9 @@ function degrees(n: number): string {
 }
 
 function fill(template: string, values: Record<string, string | number>): string {
-  return template.replace(/\{(-?\w+)\}/g, (m, name: string) => (name in values ? encodeURIComponent(String(values[name])) : m));
+  return template.replace(/\{(-?\w+)\}/g, (m, name: string) =>
+    name in values ? encodeURIComponent(String(values[name])) : m,
+  );
 }
 
 function withParams(base: string, params: Record<string, string>): string {

@@ -27,7 +27,10 @@ const httpUrl = z
 
 const headers = z
   .record(z.string(), z.string())
-  .refine((h) => !Object.keys(h).some((k) => /^(authorization|proxy-authorization|cookie)$/i.test(k)), 'must not carry credentials; use auth')
+  .refine(
+    (h) => !Object.keys(h).some((k) => /^(authorization|proxy-authorization|cookie)$/i.test(k)),
+    'must not carry credentials; use auth',
+  )
   .default({});
 
 const zoom = z.number().int().min(0).max(MAX_ZOOM);
@@ -58,11 +61,28 @@ export const gridSchema = z
   .superRefine((g, ctx) => {
     for (const p of gridProblems(g)) ctx.addIssue({ code: 'custom', path: p.path, input: g, message: p.message });
     // Web Mercator is the default grid; as a grid it would be a second, incompatible addressing of the same tiles.
-    if (g.crs === 'EPSG:3857' || g.crs === 'EPSG:900913') ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'is the default grid: leave grid out for Web Mercator' });
+    if (g.crs === 'EPSG:3857' || g.crs === 'EPSG:900913')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['crs'],
+        input: g.crs,
+        message: 'is the default grid: leave grid out for Web Mercator',
+      });
     // GeoTIFF's ProjectedCSType key is a short: EPSG's codes for projected CRSs stay below 32767.
-    if (Number(g.crs.slice(5)) > 32766) ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: 'must be an EPSG code up to 32766 (GeoTIFF keys hold no larger code)' });
+    if (Number(g.crs.slice(5)) > 32766)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['crs'],
+        input: g.crs,
+        message: 'must be an EPSG code up to 32766 (GeoTIFF keys hold no larger code)',
+      });
     if (GEOGRAPHIC_CRS.has(g.crs) && g.crs !== GEOGRAPHIC_GRID_CRS) {
-      ctx.addIssue({ code: 'custom', path: ['crs'], input: g.crs, message: `must be a projected CRS in metres, or ${GEOGRAPHIC_GRID_CRS} in degrees; other geographic CRSs are not supported` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['crs'],
+        input: g.crs,
+        message: `must be a projected CRS in metres, or ${GEOGRAPHIC_GRID_CRS} in degrees; other geographic CRSs are not supported`,
+      });
     }
   });
 
@@ -74,7 +94,8 @@ export const ALLOW_HOST = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::(\d{1,5}))?$/i;
 
 /** A source's name is a folder of the tile store: never `.`, `..`, a path or a hidden name. */
 export const SOURCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-export const SOURCE_NAME_RULE = 'must be a source name: a letter or digit, then letters, digits, ".", "_" or "-", at most 64 characters';
+export const SOURCE_NAME_RULE =
+  'must be a source name: a letter or digit, then letters, digits, ".", "_" or "-", at most 64 characters';
 export const sourceNameSchema = z.string().regex(SOURCE_NAME, SOURCE_NAME_RULE);
 
 /** At most this many mirrors per source: a refused tile may try each in turn, each a breaker read. */
@@ -85,7 +106,8 @@ const mirrors = z
   .max(MAX_MIRRORS, `must list at most ${MAX_MIRRORS} mirrors`)
   .superRefine((names, ctx) => {
     names.forEach((n, i) => {
-      if (names.indexOf(n) < i) ctx.addIssue({ code: 'custom', path: [i], input: n, message: `repeats mirrors.${names.indexOf(n)}` });
+      if (names.indexOf(n) < i)
+        ctx.addIssue({ code: 'custom', path: [i], input: n, message: `repeats mirrors.${names.indexOf(n)}` });
     });
   });
 
@@ -159,9 +181,13 @@ const common = {
 };
 
 /** `url` holds {z}, {x}, {y} (and optionally {s} with `subdomains`). XYZ rows count from the top. */
-const xyz = z.object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common }).strict();
+const xyz = z
+  .object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
+  .strict();
 /** Like xyz, but rows count from the bottom (TMS). */
-const tms = z.object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common }).strict();
+const tms = z
+  .object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
+  .strict();
 /**
  * The TileMatrix identifier of each level, level 0 first, when they are not the level's number (MapProxy
  * writes "00", "01", ...; GeoServer "EPSG:3857:0", for which tileMatrixPrefix also serves).
@@ -232,38 +258,95 @@ const wms = z
       const w = s.metatile.size[0] * s.tileSize + 2 * s.metatile.buffer;
       const h = s.metatile.size[1] * s.tileSize + 2 * s.metatile.buffer;
       if (Math.max(w, h) > s.maxRequestSize) {
-        ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.metatile, message: `makes ${w}x${h} px GetMaps, larger than maxRequestSize ${s.maxRequestSize}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['metatile'],
+          input: s.metatile,
+          message: `makes ${w}x${h} px GetMaps, larger than maxRequestSize ${s.maxRequestSize}`,
+        });
       }
       // Cut tiles are re-encoded: only in formats sharp writes and tile viewers read.
       if (!DECODED_FORMAT.test(s.format)) {
-        ctx.addIssue({ code: 'custom', path: ['metatile'], input: s.format, message: `needs format image/png, image/jpeg or image/webp (got ${JSON.stringify(s.format)})` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['metatile'],
+          input: s.format,
+          message: `needs format image/png, image/jpeg or image/webp (got ${JSON.stringify(s.format)})`,
+        });
       }
     }
     if (s.styles.length > 0 && s.styles.length !== s.layers.length) {
-      ctx.addIssue({ code: 'custom', path: ['styles'], input: s.styles, message: `must be empty or name one style per layer (${s.layers.length})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['styles'],
+        input: s.styles,
+        message: `must be empty or name one style per layer (${s.layers.length})`,
+      });
     }
-    const reserved = ['SERVICE', 'REQUEST', 'VERSION', 'LAYERS', 'STYLES', 'SRS', 'CRS', 'BBOX', 'WIDTH', 'HEIGHT', 'FORMAT', 'TRANSPARENT'];
+    const reserved = [
+      'SERVICE',
+      'REQUEST',
+      'VERSION',
+      'LAYERS',
+      'STYLES',
+      'SRS',
+      'CRS',
+      'BBOX',
+      'WIDTH',
+      'HEIGHT',
+      'FORMAT',
+      'TRANSPARENT',
+    ];
     for (const k of Object.keys(s.params)) {
-      if (reserved.includes(k.toUpperCase())) ctx.addIssue({ code: 'custom', path: ['params', k], input: s.params[k], message: 'is set by tilebreaker; use the source fields' });
+      if (reserved.includes(k.toUpperCase()))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['params', k],
+          input: s.params[k],
+          message: 'is set by tilebreaker; use the source fields',
+        });
     }
   });
 
 export const sourceSchema = z.discriminatedUnion('type', [xyz, tms, wmtsRest, wmtsKvp, wms]).superRefine((s, ctx) => {
-  if (s.minZoom > s.maxZoom) ctx.addIssue({ code: 'custom', path: ['minZoom'], input: s.minZoom, message: `must be <= maxZoom (${s.maxZoom})` });
+  if (s.minZoom > s.maxZoom)
+    ctx.addIssue({ code: 'custom', path: ['minZoom'], input: s.minZoom, message: `must be <= maxZoom (${s.maxZoom})` });
   if (s.grid && s.type === 'tms')
-    ctx.addIssue({ code: 'custom', path: ['grid'], input: s.type, message: 'is for xyz, wmts and wms sources (TMS rows count from the bottom of the Web Mercator grid)' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['grid'],
+      input: s.type,
+      message: 'is for xyz, wmts and wms sources (TMS rows count from the bottom of the Web Mercator grid)',
+    });
   // Every placeholder the type needs: a template without {y} would fetch one tile for a whole column.
   const missing = (names: string[]) => names.filter((n) => !s.url.includes(`{${n}}`));
   if (s.type === 'xyz' || s.type === 'tms') {
     const gone = missing(['z', 'x', 'y']);
-    if (gone.length) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: `must contain {z}, {x} and {y} (missing ${gone.map((n) => `{${n}}`).join(', ')})` });
+    if (gone.length)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['url'],
+        input: s.url,
+        message: `must contain {z}, {x} and {y} (missing ${gone.map((n) => `{${n}}`).join(', ')})`,
+      });
   }
   if ((s.type === 'xyz' || s.type === 'tms') && /\{s\}/.test(s.url) && !s.subdomains?.length) {
-    ctx.addIssue({ code: 'custom', path: ['subdomains'], input: s.subdomains, message: 'must list subdomains when url contains {s}' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['subdomains'],
+      input: s.subdomains,
+      message: 'must list subdomains when url contains {s}',
+    });
   }
   if (s.type === 'wmts-rest') {
     const gone = missing(['TileMatrix', 'TileRow', 'TileCol']);
-    if (gone.length) ctx.addIssue({ code: 'custom', path: ['url'], input: s.url, message: `must contain {TileMatrix}, {TileRow} and {TileCol} (missing ${gone.map((n) => `{${n}}`).join(', ')})` });
+    if (gone.length)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['url'],
+        input: s.url,
+        message: `must contain {TileMatrix}, {TileRow} and {TileCol} (missing ${gone.map((n) => `{${n}}`).join(', ')})`,
+      });
   }
 });
 
@@ -283,7 +366,13 @@ export const sourcesFileSchema = z
         if (m === name) ctx.addIssue({ code: 'custom', path, input: m, message: 'is this source itself' });
         else if (!target) ctx.addIssue({ code: 'custom', path, input: m, message: 'is not a source of this file' });
         // A mirror of a mirror would make a refusal walk a graph (and maybe a loop): chains are one level deep.
-        else if (target.mirrors?.length) ctx.addIssue({ code: 'custom', path, input: m, message: 'has mirrors of its own: mirror chains are one level deep' });
+        else if (target.mirrors?.length)
+          ctx.addIssue({
+            code: 'custom',
+            path,
+            input: m,
+            message: 'has mirrors of its own: mirror chains are one level deep',
+          });
       });
     }
   });
@@ -299,14 +388,22 @@ export function parseSource(input: unknown, subject = 'source'): SourceConfig {
  */
 export function parseSourcesFile(input: unknown, subject = 'sources file', untrusted = false): SourcesFile {
   if (untrusted && (input === null || typeof input !== 'object' || Array.isArray(input) || !('sources' in input))) {
-    throw new ConfigError(subject, [`(root): not a sources file: expected a mapping with a "sources" field (found ${kindOf(input)})`]);
+    throw new ConfigError(subject, [
+      `(root): not a sources file: expected a mapping with a "sources" field (found ${kindOf(input)})`,
+    ]);
   }
-  return parseOrThrow(sourcesFileSchema, input, subject, untrusted ? { mayQuote: (p) => p[0] === 'sources' && p.length > 1 } : {});
+  return parseOrThrow(
+    sourcesFileSchema,
+    input,
+    subject,
+    untrusted ? { mayQuote: (p) => p[0] === 'sources' && p.length > 1 } : {},
+  );
 }
 
 function kindOf(v: unknown): string {
   if (v === null || v === undefined) return 'an empty document';
   if (Array.isArray(v)) return 'a list';
-  if (typeof v === 'object') return `a mapping with ${Object.keys(v).length} other field${Object.keys(v).length === 1 ? '' : 's'}`;
+  if (typeof v === 'object')
+    return `a mapping with ${Object.keys(v).length} other field${Object.keys(v).length === 1 ? '' : 's'}`;
   return `a ${typeof v}`;
 }

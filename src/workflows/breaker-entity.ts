@@ -52,7 +52,17 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
     stallSpan: patched('stall-span'),
     retryAfterPause: patched('retry-after-pause'),
   };
-  const entity = new EntityState(input, opts, rateLimits, probeCadence, probeLatency, smallFleet, compactCarry, quorum, later);
+  const entity = new EntityState(
+    input,
+    opts,
+    rateLimits,
+    probeCadence,
+    probeLatency,
+    smallFleet,
+    compactCarry,
+    quorum,
+    later,
+  );
   // A 429's Retry-After pauses the whole fleet (the view's pacedUntil, a memo change): runs recorded before it
   // replay without the pause.
   const pacing = patched('rate-limited-pacing');
@@ -102,7 +112,8 @@ export async function breakerEntityWorkflow(input: EntityInput): Promise<EntityE
       };
       // The next run starts with the view in its memo. Guards read the memo, and a run with none yet reads as a
       // fresh, closed breaker until its first task completes: calls went out while half-open in that gap.
-      if (patched('memo-across-continue')) await makeContinueAsNewFunc<typeof breakerEntityWorkflow>({ memo: { view: entity.view() } })(next);
+      if (patched('memo-across-continue'))
+        await makeContinueAsNewFunc<typeof breakerEntityWorkflow>({ memo: { view: entity.view() } })(next);
       else await continueAsNew<typeof breakerEntityWorkflow>(next);
     }
   }

@@ -1,5 +1,16 @@
 import { ApplicationFailure, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import { ConfigError, initialState, nextDeadline, permit, step, stateName, windowFigures, type BreakerStateName, type PolicyEvent, type PolicyState } from '../breaker';
+import {
+  ConfigError,
+  initialState,
+  nextDeadline,
+  permit,
+  step,
+  stateName,
+  windowFigures,
+  type BreakerStateName,
+  type PolicyEvent,
+  type PolicyState,
+} from '../breaker';
 import { checkDrillInput, drillStatusQuery, type DrillInput, type DrillResult } from '../messages/drill';
 import { BREAKER_KEY, BREAKER_STATE } from '../messages/search-attributes';
 

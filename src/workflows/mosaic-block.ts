@@ -1,4 +1,14 @@
-import { ActivityCancellationType, ActivityFailure, isCancellation, log, patched, proxyActivities, sleep, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  isCancellation,
+  log,
+  patched,
+  proxyActivities,
+  sleep,
+  TimeoutFailure,
+  type ActivityOptions,
+} from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { metatileBatches, planMetatile } from '../messages/metatile-batches';
 import { breakerKey, type BreakerStateName } from '../breaker';
@@ -60,10 +70,23 @@ async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSum
   const q = input.plan.fetchQueue;
   if (!q) return onWorkflowQueue.fetchMosaicBatch(input);
   try {
-    return await proxyActivities<MosaicActivities>({ ...FETCH_OPTIONS, taskQueue: q.taskQueue, scheduleToStartTimeout: q.startWithinMs }).fetchMosaicBatch(input);
+    return await proxyActivities<MosaicActivities>({
+      ...FETCH_OPTIONS,
+      taskQueue: q.taskQueue,
+      scheduleToStartTimeout: q.startWithinMs,
+    }).fetchMosaicBatch(input);
   } catch (err) {
-    if (!(err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START')) throw err;
-    log.warn('no fetch worker took the batch in time: it runs on the main task queue', { batchId: input.batchId, fetchTaskQueue: q.taskQueue, startWithinMs: q.startWithinMs });
+    if (!(
+      err instanceof ActivityFailure &&
+      err.cause instanceof TimeoutFailure &&
+      err.cause.timeoutType === 'SCHEDULE_TO_START'
+    ))
+      throw err;
+    log.warn('no fetch worker took the batch in time: it runs on the main task queue', {
+      batchId: input.batchId,
+      fetchTaskQueue: q.taskQueue,
+      startWithinMs: q.startWithinMs,
+    });
     return onWorkflowQueue.fetchMosaicBatch(input);
   }
 }
@@ -84,7 +107,8 @@ const MAX_WATCHED_WAIT_MS = 60 * 60_000;
 /** Batches and blocks of whole metatiles (runs recorded before cut them in row order). */
 export const METATILE_BATCHES_PATCH = 'metatile-batches';
 
-export const planBreakerKey = (plan: MosaicPlan): string => breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
+export const planBreakerKey = (plan: MosaicPlan): string =>
+  breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
 
 export interface BlockResult {
   counts: StatusCounts;
@@ -103,9 +127,24 @@ export const CONFIG_ERROR_PATCH = 'config-error-stops-fetch';
  * Records the tiles a run will not request because the source has a configuration error: one record-only
  * batch (no request), so the manifest accounts for each of them as failed with that error.
  */
-export async function recordConfigError(plan: MosaicPlan, tiles: TileSelection, pass: number, batchId: string, reason: string, tracker: ProgressTracker): Promise<StatusCounts> {
+export async function recordConfigError(
+  plan: MosaicPlan,
+  tiles: TileSelection,
+  pass: number,
+  batchId: string,
+  reason: string,
+  tracker: ProgressTracker,
+): Promise<StatusCounts> {
   if (selectionSize(tiles) === 0) return zeroStatusCounts();
-  const s = await fetchMosaicBatch({ plan, tiles, pass, batchId, whenRefused: 'defer', final: true, configError: reason });
+  const s = await fetchMosaicBatch({
+    plan,
+    tiles,
+    pass,
+    batchId,
+    whenRefused: 'defer',
+    final: true,
+    configError: reason,
+  });
   tracker.add(s.counts, []);
   return s.counts;
 }
@@ -118,7 +157,18 @@ export class ProgressTracker {
   onAdd: ((p: MosaicProgress) => void) | null = null;
 
   constructor(total: number) {
-    this.progress = { total, done: 0, counts: zeroStatusCounts(), phase: 'planning', etaSeconds: null, runningBlocks: [], breakerStates: [], breakerKeys: [], waitingUntil: null, waitingFor: null };
+    this.progress = {
+      total,
+      done: 0,
+      counts: zeroStatusCounts(),
+      phase: 'planning',
+      etaSeconds: null,
+      runningBlocks: [],
+      breakerStates: [],
+      breakerKeys: [],
+      waitingUntil: null,
+      waitingFor: null,
+    };
   }
 
   /** Where the run before this one left off (it continued as new). */
@@ -132,7 +182,11 @@ export class ProgressTracker {
   }
 
   carry(): ProgressCarry {
-    return { counts: { ...this.progress.counts }, breakerStates: [...this.progress.breakerStates], fetchStartedAt: this.fetchStartedAt };
+    return {
+      counts: { ...this.progress.counts },
+      breakerStates: [...this.progress.breakerStates],
+      fetchStartedAt: this.fetchStartedAt,
+    };
   }
 
   startFetching(): void {
@@ -170,7 +224,12 @@ function batches(sel: TileSelection, size: number): TileSelection[] {
  * is rethrown: a cancelled batch must finish writing its journal before the partial manifest is made.
  * No new item starts either once `stop` says so; returns how many items started.
  */
-async function inPool<T>(items: T[], n: number, fn: (item: T, k: number) => Promise<unknown>, stop: () => boolean = () => false): Promise<number> {
+async function inPool<T>(
+  items: T[],
+  n: number,
+  fn: (item: T, k: number) => Promise<unknown>,
+  stop: () => boolean = () => false,
+): Promise<number> {
   let next = 0;
   let failure: { err: unknown } | null = null;
   await Promise.all(
@@ -242,10 +301,23 @@ export type BlockOutcome = { result: BlockResult; carry?: undefined } | { result
  * (checked after each wait, and before each batch starts), it stops there and returns what the next run
  * needs: the pending tiles (as runs), the pass and the counts.
  */
-export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: string, basePass: number, tracker: ProgressTracker, cont: BlockRun = { budget: NO_BUDGET }): Promise<BlockOutcome> {
+export async function fetchBlock(
+  plan: MosaicPlan,
+  sel: TileSelection,
+  tag: string,
+  basePass: number,
+  tracker: ProgressTracker,
+  cont: BlockRun = { budget: NO_BUDGET },
+): Promise<BlockOutcome> {
   const r = cont.resume;
   const result: BlockResult = r
-    ? { counts: { ...r.counts }, requests: r.requests, breakerStates: [...r.breakerStates], lastPass: r.pass, ...(r.configError !== undefined ? { configError: r.configError } : {}) }
+    ? {
+        counts: { ...r.counts },
+        requests: r.requests,
+        breakerStates: [...r.breakerStates],
+        lastPass: r.pass,
+        ...(r.configError !== undefined ? { configError: r.configError } : {}),
+      }
     : { counts: zeroStatusCounts(), requests: 0, breakerStates: [], lastPass: basePass };
   const deadlinePassed = () => plan.deadlineAt !== null && Date.now() >= plan.deadlineAt;
   const carry = (pending: number[], pass: number, futile: number, fullPass: boolean): BlockOutcome => ({
@@ -269,7 +341,8 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
   let started = 0;
   while (pending) {
     const final = plan.fallback !== 'wait' || deadlinePassed();
-    const whenRefused: WhenRefusedMode = plan.fallback === 'wait' ? (final ? WHEN_REFUSED[plan.afterDeadline] : 'defer') : WHEN_REFUSED[plan.fallback];
+    const whenRefused: WhenRefusedMode =
+      plan.fallback === 'wait' ? (final ? WHEN_REFUSED[plan.afterDeadline] : 'defer') : WHEN_REFUSED[plan.fallback];
     const deferred: number[] = [];
     let retryAfterMs: number | null = null;
     // A configuration error: no further batch starts for the source (the rest is recorded failed with it).
@@ -287,9 +360,17 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     const thisPass = pass;
     const run = async (tiles: TileSelection, k: number) => {
       started++;
-      const s: MosaicBatchSummary = await fetchMosaicBatch({ plan, tiles, pass: thisPass, batchId: `p${thisPass}-${tag}-${k}`, whenRefused, final });
+      const s: MosaicBatchSummary = await fetchMosaicBatch({
+        plan,
+        tiles,
+        pass: thisPass,
+        batchId: `p${thisPass}-${tag}-${k}`,
+        whenRefused,
+        final,
+      });
       tracker.add(s.counts, s.breakerStates);
-      for (const key of Object.keys(s.counts) as (keyof StatusCounts)[]) result.counts[key] = (result.counts[key] ?? 0) + (s.counts[key] ?? 0);
+      for (const key of Object.keys(s.counts) as (keyof StatusCounts)[])
+        result.counts[key] = (result.counts[key] ?? 0) + (s.counts[key] ?? 0);
       for (const st of s.breakerStates) if (!result.breakerStates.includes(st)) result.breakerStates.push(st);
       result.requests += s.requests;
       deferred.push(...s.deferred);
@@ -303,7 +384,10 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     };
     const meta = planMetatile(plan);
     // Batches of whole metatiles: one GetMap per metatile, never split between two batches (runs before: row order).
-    const all = meta && patched(METATILE_BATCHES_PATCH) ? metatileBatches(plan.grid, pending, meta, plan.batchSize) : batches(pending, plan.batchSize);
+    const all =
+      meta && patched(METATILE_BATCHES_PATCH)
+        ? metatileBatches(plan.grid, pending, meta, plan.batchSize)
+        : batches(pending, plan.batchSize);
     let notStarted: TileSelection[] = [];
     if (thisPass === basePass || final || fullPass) {
       notStarted = all.slice(await inPool(all, plan.parallelBatches, run, stop));
@@ -312,15 +396,26 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
       // keep them deferred and wait again, so a long outage costs one batch per wait, not the whole block.
       const first = await run(all[0]!, 0);
       if (stopped !== null) notStarted = all.slice(1);
-      else if (first.deferred.length < selectionSize(all[0]!)) notStarted = all.slice(1 + (await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined), stop)));
+      else if (first.deferred.length < selectionSize(all[0]!))
+        notStarted = all.slice(
+          1 + (await inPool(all.slice(1), plan.parallelBatches, (t, k) => run(t, k + 1).then(() => undefined), stop)),
+        );
       else for (const t of all.slice(1)) deferred.push(...selectionIndices(t));
     }
     result.lastPass = pass;
     if (stopped !== null) {
       // Waiting would not fix the source: the unstarted and the deferred tiles end failed with the error.
       const rest = [...notStarted.flatMap(selectionIndices), ...deferred].sort((a, b) => a - b);
-      const counts = await recordConfigError(plan, { indices: rest }, thisPass, `p${thisPass}-${tag}-config-error`, stopped, tracker);
-      for (const key of Object.keys(counts) as (keyof StatusCounts)[]) result.counts[key] = (result.counts[key] ?? 0) + (counts[key] ?? 0);
+      const counts = await recordConfigError(
+        plan,
+        { indices: rest },
+        thisPass,
+        `p${thisPass}-${tag}-config-error`,
+        stopped,
+        tracker,
+      );
+      for (const key of Object.keys(counts) as (keyof StatusCounts)[])
+        result.counts[key] = (result.counts[key] ?? 0) + (counts[key] ?? 0);
       break;
     }
     if (handOver && notStarted.length > 0)
@@ -343,12 +438,14 @@ export async function fetchBlock(plan: MosaicPlan, sel: TileSelection, tag: stri
     const state = refusedBy as BreakerStateName | null;
     // What the breaker asked for may be waited in one piece when the wait is watched (only the timer's
     // duration changes: no patch needed).
-    const cap = told !== null && told > MAX_WAIT_MS && watches(plan, state, MAX_WAIT_MS) ? MAX_WATCHED_WAIT_MS : MAX_WAIT_MS;
+    const cap =
+      told !== null && told > MAX_WAIT_MS && watches(plan, state, MAX_WAIT_MS) ? MAX_WATCHED_WAIT_MS : MAX_WAIT_MS;
     const wanted = Math.max(MIN_WAIT_MS, Math.min(cap, told ?? (futile > 1 ? backoff : DEFAULT_WAIT_MS)));
     const waitMs = Math.max(0, Math.min(wanted, plan.deadlineAt! - Date.now()));
     tracker.progress.phase = 'waiting';
     tracker.progress.waitingUntil = Date.now() + waitMs;
-    tracker.progress.waitingFor = plan.breaker && state !== null ? { key: planBreakerKey(plan), state, deadlineAt: plan.deadlineAt } : null;
+    tracker.progress.waitingFor =
+      plan.breaker && state !== null ? { key: planBreakerKey(plan), state, deadlineAt: plan.deadlineAt } : null;
     if (waitMs > 0) await waitForBreaker(plan, state, waitMs);
     tracker.progress.waitingUntil = null;
     tracker.progress.waitingFor = null;

@@ -1,4 +1,11 @@
-import { allHandlersFinished, condition, makeContinueAsNewFunc, patched, workflowInfo, type Workflow } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  makeContinueAsNewFunc,
+  patched,
+  workflowInfo,
+  type Workflow,
+} from '@temporalio/workflow';
 import type { BreakerStateName } from '../breaker';
 import type { MosaicPlan, StatusCounts } from '../messages/mosaic-types';
 import type { TileRuns } from '../messages/tile-runs';
@@ -85,5 +92,7 @@ export interface ProgressCarry {
 export async function continueRun<F extends Workflow>(...args: Parameters<F>): Promise<never> {
   await condition(allHandlersFinished);
   const info = workflowInfo();
-  return makeContinueAsNewFunc<F>({ memo: info.memo ?? {}, typedSearchAttributes: info.typedSearchAttributes })(...args);
+  return makeContinueAsNewFunc<F>({ memo: info.memo ?? {}, typedSearchAttributes: info.typedSearchAttributes })(
+    ...args,
+  );
 }

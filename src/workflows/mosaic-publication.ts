@@ -2,12 +2,24 @@ import { log, patched, proxyActivities, upsertMemo, upsertSearchAttributes, work
 import type { MosaicActivities } from '../messages/activities';
 import { defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import { allServed, type MosaicProgress, type MosaicResult } from '../messages/mosaic-types';
-import { MOSAIC_NAME, MOSAIC_PROGRESS, MOSAIC_SOURCE, MOSAIC_STATUS, MOSAIC_ZOOM, type MosaicMemo, type MosaicStatusName } from '../messages/search-attributes';
+import {
+  MOSAIC_NAME,
+  MOSAIC_PROGRESS,
+  MOSAIC_SOURCE,
+  MOSAIC_STATUS,
+  MOSAIC_ZOOM,
+  type MosaicMemo,
+  type MosaicStatusName,
+} from '../messages/search-attributes';
 
 /** Mosaic and re-drive runs keep their memo and search attributes current (runs recorded before did not). */
 export const MOSAIC_PUBLICATION_PATCH = 'mosaic-search-attributes';
 
-const { mosaicSearchAttributesRegistered } = proxyActivities<MosaicActivities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });
+const { mosaicSearchAttributesRegistered } = proxyActivities<MosaicActivities>({
+  startToCloseTimeout: '10s',
+  scheduleToCloseTimeout: '30s',
+  retry: { maximumAttempts: 2 },
+});
 
 /** Progress is published in steps of this many percent, so a run upserts a few times, not per batch. */
 const STEP_PERCENT = 25;
@@ -59,10 +71,17 @@ export class MosaicPublication {
       try {
         attributes = await mosaicSearchAttributesRegistered();
       } catch (err) {
-        log.warn('could not check the mosaic search attributes; keeping the memo only', { error: err instanceof Error ? err.message : String(err) });
+        log.warn('could not check the mosaic search attributes; keeping the memo only', {
+          error: err instanceof Error ? err.message : String(err),
+        });
       }
     }
-    return new MosaicPublication(true, attributes, full, patched(QUARTER_STEPS_PATCH) ? STEP_PERCENT : OLD_STEP_PERCENT);
+    return new MosaicPublication(
+      true,
+      attributes,
+      full,
+      patched(QUARTER_STEPS_PATCH) ? STEP_PERCENT : OLD_STEP_PERCENT,
+    );
   }
 
   /** What became known later (a re-drive's source and zoom, from its plan). */
@@ -74,7 +93,8 @@ export class MosaicPublication {
   /** Publishes progress when it has crossed another step (and always the first time). */
   progress(p: Pick<MosaicProgress, 'done' | 'total'>): void {
     const percent = percentOf(p);
-    if (this.lastStatus === 'running' && Math.floor(percent / this.step) === Math.floor(this.lastPercent / this.step)) return;
+    if (this.lastStatus === 'running' && Math.floor(percent / this.step) === Math.floor(this.lastPercent / this.step))
+      return;
     this.publish('running', percent, p);
   }
 

@@ -1,13 +1,48 @@
-import { ApplicationFailure, CancellationScope, CancelledFailure, executeChild, isCancellation, log, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  executeChild,
+  isCancellation,
+  log,
+  patched,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
-import { CONFIG_ERROR_PATCH, fetchBlock, METATILE_BATCHES_PATCH, planBreakerKey, ProgressTracker, recordConfigError, type BlockResult } from './mosaic-block';
+import {
+  CONFIG_ERROR_PATCH,
+  fetchBlock,
+  METATILE_BATCHES_PATCH,
+  planBreakerKey,
+  ProgressTracker,
+  recordConfigError,
+  type BlockResult,
+} from './mosaic-block';
 import { progressQuery } from '../messages/mosaic';
 import { MosaicPublication } from './mosaic-publication';
 import { metatileBlocks, planMetatile } from '../messages/metatile-batches';
 import { checkPlan, checkSelection } from '../messages/plan-check';
-import { DEFAULT_REDRIVE_WAIT_MS, selectionSize, type MosaicPlan, type MosaicRequest, type MosaicResult, type RedriveSources, type TileSelection } from '../messages/mosaic-types';
+import {
+  DEFAULT_REDRIVE_WAIT_MS,
+  selectionSize,
+  type MosaicPlan,
+  type MosaicRequest,
+  type MosaicResult,
+  type RedriveSources,
+  type TileSelection,
+} from '../messages/mosaic-types';
 import { checkRuns, concatRuns, runsSelection, selectionRuns } from '../messages/tile-runs';
-import { continueRun, runBudget, type FetchCarry, type PassCarry, type ProgressCarry, type RunBudget } from './mosaic-continue';
+import {
+  continueRun,
+  runBudget,
+  type FetchCarry,
+  type PassCarry,
+  type ProgressCarry,
+  type RunBudget,
+} from './mosaic-continue';
 
 const { planMosaic } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '1m',
@@ -41,7 +76,13 @@ export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<Bloc
   try {
     checkPlan(input.plan, 'mosaic block: plan');
     checkSelection(input.tiles, input.plan, input.plan.blockTiles, 'mosaic block: tiles');
-    if (input.resume) checkRuns(input.resume.pass.pending, input.plan.total, input.plan.blockTiles, 'mosaic block: resume.pass.pending');
+    if (input.resume)
+      checkRuns(
+        input.resume.pass.pending,
+        input.plan.total,
+        input.plan.blockTiles,
+        'mosaic block: resume.pass.pending',
+      );
   } catch (err) {
     throw ApplicationFailure.nonRetryable((err as Error).message, 'ConfigError');
   }
@@ -49,8 +90,15 @@ export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<Bloc
   setHandler(progressQuery, () => tracker.progress);
   if (input.resume) tracker.restore(input.resume.progress);
   const budget = runBudget(input.plan);
-  const out = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker, { budget, resume: input.resume?.pass });
-  if (out.carry) return continueRun<typeof mosaicBlockWorkflow>({ ...input, resume: { pass: out.carry, progress: tracker.carry() } });
+  const out = await fetchBlock(input.plan, input.tiles, input.tag, input.basePass, tracker, {
+    budget,
+    resume: input.resume?.pass,
+  });
+  if (out.carry)
+    return continueRun<typeof mosaicBlockWorkflow>({
+      ...input,
+      resume: { pass: out.carry, progress: tracker.carry() },
+    });
   tracker.progress.phase = 'done';
   return out.result;
 }
@@ -61,7 +109,14 @@ export async function mosaicBlockWorkflow(input: MosaicBlockInput): Promise<Bloc
  * and the job's concurrency is the same whatever its size. Returns null when every tile is settled, or, when
  * this run's history is full, where the next run goes on (`resume`, what a run before this one returned).
  */
-async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, tracker: ProgressTracker, budget: RunBudget, resume?: FetchCarry): Promise<FetchCarry | null> {
+async function fetchAll(
+  plan: MosaicPlan,
+  sel: TileSelection,
+  basePass: number,
+  tracker: ProgressTracker,
+  budget: RunBudget,
+  resume?: FetchCarry,
+): Promise<FetchCarry | null> {
   if (resume ? 'inline' in resume : selectionSize(sel) <= plan.blockTiles) {
     const inline = resume && 'inline' in resume ? resume.inline : undefined;
     const out = await fetchBlock(plan, sel, 'b0', basePass, tracker, { budget, resume: inline });
@@ -77,18 +132,22 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
   const blocks: TileSelection[] = [];
   const meta = planMetatile(plan);
   // Blocks end on metatile row bands, so no GetMap is split between two blocks (runs before: row order).
-  if (meta && patched(METATILE_BATCHES_PATCH)) blocks.push(...metatileBlocks(plan.grid, rest, meta[1], plan.blockTiles));
+  if (meta && patched(METATILE_BATCHES_PATCH))
+    blocks.push(...metatileBlocks(plan.grid, rest, meta[1], plan.blockTiles));
   else {
     for (let k = 0; k < count; k += plan.blockTiles) {
       const n = Math.min(plan.blockTiles, count - k);
-      blocks.push(indices ? { indices: indices.slice(k, k + n) } : { start: (rest as { start: number }).start + k, count: n });
+      blocks.push(
+        indices ? { indices: indices.slice(k, k + n) } : { start: (rest as { start: number }).start + k, count: n },
+      );
     }
   }
   const first = carried?.nextBlock ?? 0;
   for (const [j, tiles] of blocks.entries()) {
     const b = first + j;
     // A full history hands the blocks not yet run to the next run (a block's own history is its child's).
-    if (j > 0 && budget.full()) return { blocks: { remaining: concatRuns(blocks.slice(j).map(selectionRuns)), nextBlock: b, configError } };
+    if (j > 0 && budget.full())
+      return { blocks: { remaining: concatRuns(blocks.slice(j).map(selectionRuns)), nextBlock: b, configError } };
     if (configError !== null) {
       tracker.startFetching();
       await recordConfigError(plan, tiles, basePass, `p${basePass}-b${b}-config-error`, configError, tracker);
@@ -97,7 +156,10 @@ async function fetchAll(plan: MosaicPlan, sel: TileSelection, basePass: number, 
     const childId = `${workflowId}/p${basePass}-block-${b}`;
     tracker.progress.runningBlocks = [childId];
     tracker.startFetching();
-    const r = await executeChild(mosaicBlockWorkflow, { workflowId: childId, args: [{ plan, tiles, tag: `b${b}`, basePass }] });
+    const r = await executeChild(mosaicBlockWorkflow, {
+      workflowId: childId,
+      args: [{ plan, tiles, tag: `b${b}`, basePass }],
+    });
     tracker.add(r.counts, r.breakerStates);
     tracker.progress.runningBlocks = [];
     if (r.configError !== undefined && patched(CONFIG_ERROR_PATCH)) configError = r.configError;
@@ -117,7 +179,8 @@ export interface MosaicCarry {
 function checkCarry(plan: MosaicPlan, next: FetchCarry, subject: string): void {
   try {
     checkPlan(plan, `${subject}: plan`);
-    if ('inline' in next) checkRuns(next.inline.pending, plan.total, plan.blockTiles, `${subject}: next.inline.pending`);
+    if ('inline' in next)
+      checkRuns(next.inline.pending, plan.total, plan.blockTiles, `${subject}: next.inline.pending`);
     else checkRuns(next.blocks.remaining, plan.total, plan.total, `${subject}: next.blocks.remaining`);
   } catch (err) {
     throw ApplicationFailure.nonRetryable((err as Error).message, 'ConfigError');
@@ -133,7 +196,11 @@ export async function mosaicWorkflow(request: MosaicRequest, carried?: MosaicCar
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
   if (carried) checkCarry(carried.plan, carried.next, 'mosaic carried');
-  const pub = await MosaicPublication.open({ output: String(request.output), source: request.sourceName ?? 'inline', zoom: request.zoom });
+  const pub = await MosaicPublication.open({
+    output: String(request.output),
+    source: request.sourceName ?? 'inline',
+    zoom: request.zoom,
+  });
   let plan: MosaicPlan;
   if (carried) plan = carried.plan;
   else {
@@ -162,7 +229,9 @@ export async function mosaicWorkflow(request: MosaicRequest, carried?: MosaicCar
   }
   if (next) return continueRun<typeof mosaicWorkflow>(request, { plan, next, progress: tracker.carry() });
   // Every tile is fetched: a cancel now would only race a partial assembly against this one.
-  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId })).catch((err: unknown) => {
+  const result = await CancellationScope.nonCancellable(() =>
+    assembleMosaic({ plan, partial: false, workflowId: workflowInfo().workflowId }),
+  ).catch((err: unknown) => {
     pub.stopped('failed', tracker.progress);
     throw err;
   });
@@ -177,7 +246,8 @@ export async function mosaicWorkflow(request: MosaicRequest, carried?: MosaicCar
  * manifest. Runs recorded before this rule went on to assemble.
  */
 function stopIfCancelled(): void {
-  if (CancellationScope.current().consideredCancelled && patched('cancel-means-cancel')) throw new CancelledFailure('cancelled while the last batches were finishing');
+  if (CancellationScope.current().consideredCancelled && patched('cancel-means-cancel'))
+    throw new CancelledFailure('cancelled while the last batches were finishing');
 }
 
 async function writePartial(plan: MosaicPlan, tracker: ProgressTracker, err: unknown): Promise<void> {
@@ -186,16 +256,19 @@ async function writePartial(plan: MosaicPlan, tracker: ProgressTracker, err: unk
   const stoppedBecause = cancelled ? 'cancelled' : `failed: ${causeChain(err)}`;
   // Runs even though the workflow is cancelled; a failure here is logged, and must not hide the original error.
   await CancellationScope.nonCancellable(() =>
-    assembleMosaic({ plan, partial: true, stoppedBecause, workflowId: workflowInfo().workflowId }).catch((e: unknown) => {
-      log.error('the partial manifest could not be written', { error: causeChain(e), stoppedBecause });
-    }),
+    assembleMosaic({ plan, partial: true, stoppedBecause, workflowId: workflowInfo().workflowId }).catch(
+      (e: unknown) => {
+        log.error('the partial manifest could not be written', { error: causeChain(e), stoppedBecause });
+      },
+    ),
   );
 }
 
 /** "Activity task failed: <the activity's own message>": the messages of an error and its causes. */
 function causeChain(err: unknown): string {
   const parts: string[] = [];
-  for (let e: unknown = err; e instanceof Error && parts.length < 5; e = (e as { cause?: unknown }).cause) parts.push(e.message);
+  for (let e: unknown = err; e instanceof Error && parts.length < 5; e = (e as { cause?: unknown }).cause)
+    parts.push(e.message);
   return parts.join(': ');
 }
 
@@ -228,7 +301,10 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   const pub = await MosaicPublication.open({ output: String(input.manifest) });
   const waitForMs = input.waitForMs ?? DEFAULT_REDRIVE_WAIT_MS;
   if (waits && !(Number.isFinite(waitForMs) && waitForMs > 0)) {
-    throw ApplicationFailure.nonRetryable(`redrive: waitForMs must be a positive number of ms (got ${JSON.stringify(input.waitForMs)})`, 'ConfigError');
+    throw ApplicationFailure.nonRetryable(
+      `redrive: waitForMs must be a positive number of ms (got ${JSON.stringify(input.waitForMs)})`,
+      'ConfigError',
+    );
   }
   const deadlineAt = carried?.deadlineAt ?? Date.now() + waitForMs;
   // The source as the plan froze it, or as the sources file says now (a fixed URL or credential).
@@ -249,7 +325,9 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   }
   // Waiting is the breaker's business now: the first pass finds it open (refused at once, no request) or
   // half-open, and the wait follows its retryAfter, not the old journals' notBefore.
-  const plan: MosaicPlan = waits ? { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt } : { ...letters.plan, fallback: 'fail-fast' };
+  const plan: MosaicPlan = waits
+    ? { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt }
+    : { ...letters.plan, fallback: 'fail-fast' };
   const total = carried?.total ?? letters.indices.length;
   tracker = new ProgressTracker(total);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
@@ -266,7 +344,8 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   const budget = runBudget(letters.plan);
   let next: FetchCarry | null = null;
   try {
-    if (carried || letters.indices.length > 0) next = await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker, budget, carried?.next);
+    if (carried || letters.indices.length > 0)
+      next = await fetchAll(plan, { indices: letters.indices }, letters.nextPass, tracker, budget, carried?.next);
     stopIfCancelled();
     if (!next) tracker.progress.phase = 'assembling';
   } catch (err) {
@@ -274,8 +353,18 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
     pub.stopped(isCancellation(err) ? 'cancelled' : 'failed', tracker.progress);
     throw err;
   }
-  if (next) return continueRun<typeof redriveMosaicWorkflow>(input, { plan: letters.plan, deadlineAt, basePass: letters.nextPass, total, next, progress: tracker.carry() });
-  const result = await CancellationScope.nonCancellable(() => assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId })).catch((err: unknown) => {
+  if (next)
+    return continueRun<typeof redriveMosaicWorkflow>(input, {
+      plan: letters.plan,
+      deadlineAt,
+      basePass: letters.nextPass,
+      total,
+      next,
+      progress: tracker.carry(),
+    });
+  const result = await CancellationScope.nonCancellable(() =>
+    assembleMosaic({ plan: letters.plan, partial: false, workflowId: workflowInfo().workflowId }),
+  ).catch((err: unknown) => {
     pub.stopped('failed', tracker.progress);
     throw err;
   });

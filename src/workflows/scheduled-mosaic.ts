@@ -1,10 +1,25 @@
-import { ApplicationFailure, log, ParentClosePolicy, proxyActivities, startChild, upsertMemo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  log,
+  ParentClosePolicy,
+  proxyActivities,
+  startChild,
+  upsertMemo,
+} from '@temporalio/workflow';
 import type { ScheduledMosaicActivities } from '../messages/activities';
 import { startLabels } from '../messages/mosaic-labels';
-import { checkScheduledMosaicInput, type ScheduledMosaicInput, type ScheduledMosaicMemo, type ScheduledMosaicResult } from '../messages/scheduled-mosaic';
+import {
+  checkScheduledMosaicInput,
+  type ScheduledMosaicInput,
+  type ScheduledMosaicMemo,
+  type ScheduledMosaicResult,
+} from '../messages/scheduled-mosaic';
 import { mosaicWorkflow } from './mosaic';
 
-const { awaitWorkflowClosed } = proxyActivities<ScheduledMosaicActivities>({ startToCloseTimeout: '40m', heartbeatTimeout: '1m' });
+const { awaitWorkflowClosed } = proxyActivities<ScheduledMosaicActivities>({
+  startToCloseTimeout: '40m',
+  heartbeatTimeout: '1m',
+});
 
 /** One stretch of waiting for the run that holds the output; the loop asks again after it. */
 const WAIT_STRETCH_MS = 30 * 60_000;
@@ -49,7 +64,10 @@ export async function scheduledMosaicWorkflow(input: ScheduledMosaicInput): Prom
         return { outcome: 'skipped', workflowId, message };
       }
       if (overlap === 'allow-all') {
-        throw ApplicationFailure.nonRetryable(`not started (overlap allow-all, but one output runs once at a time): ${busy}`, 'MosaicAlreadyRunning');
+        throw ApplicationFailure.nonRetryable(
+          `not started (overlap allow-all, but one output runs once at a time): ${busy}`,
+          'MosaicAlreadyRunning',
+        );
       }
       note({ state: 'waiting', message: `waiting (overlap ${overlap}) until ${workflowId} ends: ${busy}` });
       await awaitWorkflowClosed({ workflowId, forMs: WAIT_STRETCH_MS });

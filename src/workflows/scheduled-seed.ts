@@ -9,7 +9,9 @@ export interface ScheduledSeedInput {
   scheduleId: string;
 }
 
-export type ScheduledSeedResult = { outcome: 'completed'; workflowId: string; result: SeedResult } | { outcome: 'skipped'; workflowId: string; message: string };
+export type ScheduledSeedResult =
+  | { outcome: 'completed'; workflowId: string; result: SeedResult }
+  | { outcome: 'skipped'; workflowId: string; message: string };
 
 /**
  * A seed schedule's run: as scheduledMosaicWorkflow does for a mosaic, it starts the seed as a child under the
@@ -19,11 +21,18 @@ export type ScheduledSeedResult = { outcome: 'completed'; workflowId: string; re
 export async function scheduledSeedWorkflow(input: ScheduledSeedInput): Promise<ScheduledSeedResult> {
   const { workflowId } = input;
   if (typeof workflowId !== 'string' || !workflowId.startsWith('seed/')) {
-    throw ApplicationFailure.nonRetryable(`scheduled seed: workflowId must be a seed's id, seed/<name> (got ${JSON.stringify(workflowId)})`, 'ConfigError');
+    throw ApplicationFailure.nonRetryable(
+      `scheduled seed: workflowId must be a seed's id, seed/<name> (got ${JSON.stringify(workflowId)})`,
+      'ConfigError',
+    );
   }
   let child;
   try {
-    child = await startChild(seedWorkflow, { workflowId, args: [input.request], parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL });
+    child = await startChild(seedWorkflow, {
+      workflowId,
+      args: [input.request],
+      parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+    });
   } catch (err) {
     if (!(err instanceof Error && err.name === 'WorkflowExecutionAlreadyStartedError')) throw err;
     const message = `skipped: ${workflowId} is already running (a seed of ${input.request.into}, by hand or by another schedule)`;

@@ -55,7 +55,16 @@ export async function seedWorkflow(request: SeedRequest): Promise<SeedResult> {
       try {
         result = await executeChild(mosaicWorkflow, {
           workflowId: `${workflowInfo().workflowId}/z${zoom}`,
-          args: [{ ...mosaic, ...(deadline !== undefined ? { deadline } : {}), storeRoot, zoom, output: `${checked.base}.z${zoom}.tif`, image: false }],
+          args: [
+            {
+              ...mosaic,
+              ...(deadline !== undefined ? { deadline } : {}),
+              storeRoot,
+              zoom,
+              output: `${checked.base}.z${zoom}.tif`,
+              image: false,
+            },
+          ],
         });
       } catch (err) {
         // No level starts after a failed one; those running finish, then the first level's failure is the seed's.
@@ -71,8 +80,16 @@ export async function seedWorkflow(request: SeedRequest): Promise<SeedResult> {
   await Promise.all(Array.from({ length: Math.min(atOnce, checked.levels.length) }, runLevels));
   if (failures.size > 0) throw failures.get(Math.min(...failures.keys()));
   const results = checked.levels.filter((z) => byLevel.has(z)).map((z) => byLevel.get(z)!);
-  if (results.length === 0) throw ApplicationFailure.nonRetryable(`seed: the deadline ${deadline} passed before the first level started`, 'DeadlinePassed');
-  const packed = await packMbtiles({ into, outputs: results.map((r) => r.output), name: request.sourceName ?? 'tilebreaker seed' });
+  if (results.length === 0)
+    throw ApplicationFailure.nonRetryable(
+      `seed: the deadline ${deadline} passed before the first level started`,
+      'DeadlinePassed',
+    );
+  const packed = await packMbtiles({
+    into,
+    outputs: results.map((r) => r.output),
+    name: request.sourceName ?? 'tilebreaker seed',
+  });
   return {
     into: packed.into,
     tiles: packed.tiles,

@@ -10,7 +10,17 @@ import { readJournals, writeJournal } from '../../src/activities/mosaic/journal'
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-checkpoint-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const tiles = [0, 1, 2, 3].map((x) => ({ z: 5, x, y: 0 }));
-const ok = (x: number): TileResult => ({ z: 5, x, y: 0, status: 'ok', kind: 'success', reason: 'ok', attempts: 1, httpStatus: 200, path: `/store/5/${x}/0.png` });
+const ok = (x: number): TileResult => ({
+  z: 5,
+  x,
+  y: 0,
+  status: 'ok',
+  kind: 'success',
+  reason: 'ok',
+  attempts: 1,
+  httpStatus: 200,
+  path: `/store/5/${x}/0.png`,
+});
 const warnings: string[] = [];
 const warn = (w: string) => warnings.push(w);
 
@@ -60,7 +70,12 @@ describe('a batch checkpoint', () => {
     const c = await BatchCheckpoint.open(dir, 'p0-b0-1', 'wf/run-1', warn);
     c.append([0], [ok(0)]);
     await c.close();
-    await writeJournal(dir, { batchId: 'p0-b0-1', pass: 0, writtenAt: 1, tiles: [{ i: 0, z: 5, x: 0, y: 0, status: 'ok', reason: 'ok', attempts: 1, pass: 0 }] });
+    await writeJournal(dir, {
+      batchId: 'p0-b0-1',
+      pass: 0,
+      writtenAt: 1,
+      tiles: [{ i: 0, z: 5, x: 0, y: 0, status: 'ok', reason: 'ok', attempts: 1, pass: 0 }],
+    });
     assert.deepEqual(
       (await readJournals(dir)).map((j) => j.batchId),
       ['p0-b0-1'],
@@ -78,6 +93,8 @@ describe('a batch checkpoint', () => {
     await c.close();
     assert.equal(readFileSync(target, 'utf8'), 'untouched');
     assert.deepEqual(await c.load(tiles), [null, null, null, null]);
-    assert.deepEqual(warnings, ['checkpoint p0-b0-2.checkpoint cannot be written (ELOOP): a retry resumes from heartbeats only']);
+    assert.deepEqual(warnings, [
+      'checkpoint p0-b0-2.checkpoint cannot be written (ELOOP): a retry resumes from heartbeats only',
+    ]);
   });
 });

@@ -26,7 +26,8 @@ describe("the default classification of a guarded call's result or error", () =>
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
       const got: Record<number, unknown> = {};
-      for (const status of [200, 204, 304, 400, 401, 403, 404, 408, 422, 429, 500, 502, 503, 504]) got[status] = classifyCall({ ok: true, value: await fetch(`${base}/${status}`) });
+      for (const status of [200, 204, 304, 400, 401, 403, 404, 408, 422, 429, 500, 502, 503, 504])
+        got[status] = classifyCall({ ok: true, value: await fetch(`${base}/${status}`) });
       assert.deepEqual(got, {
         200: { kind: 'success' },
         204: { kind: 'success' },
@@ -65,12 +66,27 @@ describe("the default classification of a guarded call's result or error", () =>
   });
 
   test("HTTP clients' errors carrying a status; an answer that does not parse; a bug in the caller's code; anything else", () => {
-    assert.equal(kind({ ok: false, error: Object.assign(new Error('Response code 502'), { response: { statusCode: 502 } }) }), 'transient');
-    assert.equal(kind({ ok: false, error: Object.assign(new Error('Request failed with status code 404'), { response: { status: 404 } }) }), 'neutral');
-    assert.deepEqual(classifyCall({ ok: false, error: Object.assign(new Error('429'), { status: 429, response: { headers: { 'retry-after': '2' } } }) }), {
-      kind: 'rate-limited',
-      retryAfterMs: 2_000,
-    });
+    assert.equal(
+      kind({ ok: false, error: Object.assign(new Error('Response code 502'), { response: { statusCode: 502 } }) }),
+      'transient',
+    );
+    assert.equal(
+      kind({
+        ok: false,
+        error: Object.assign(new Error('Request failed with status code 404'), { response: { status: 404 } }),
+      }),
+      'neutral',
+    );
+    assert.deepEqual(
+      classifyCall({
+        ok: false,
+        error: Object.assign(new Error('429'), { status: 429, response: { headers: { 'retry-after': '2' } } }),
+      }),
+      {
+        kind: 'rate-limited',
+        retryAfterMs: 2_000,
+      },
+    );
     let parse: unknown;
     try {
       JSON.parse('<html><title>502 Bad Gateway</title></html>');
@@ -78,7 +94,10 @@ describe("the default classification of a guarded call's result or error", () =>
       parse = err;
     }
     assert.equal(kind({ ok: false, error: parse }), 'service-exception');
-    assert.equal(kind({ ok: false, error: new TypeError("Cannot read properties of undefined (reading 'lon')") }), 'neutral');
+    assert.equal(
+      kind({ ok: false, error: new TypeError("Cannot read properties of undefined (reading 'lon')") }),
+      'neutral',
+    );
     assert.equal(kind({ ok: false, error: new Error('upstream said no') }), 'transient');
     assert.equal(kind({ ok: false, error: 'a string' }), 'transient');
     assert.equal(kind({ ok: true, value: { lon: 7.44, lat: 46.95 } }), 'success');

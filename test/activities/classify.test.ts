@@ -25,7 +25,11 @@ after(async () => {
 });
 
 async function verdict(path: string, blankIsFailure = false, base = server.url): Promise<Verdict> {
-  const x = await fetchUrl(`${base}${path}`, { dispatcher: pools.for(source), headers: {}, signal: AbortSignal.timeout(source.timeouts.totalMs) });
+  const x = await fetchUrl(`${base}${path}`, {
+    dispatcher: pools.for(source),
+    headers: {},
+    signal: AbortSignal.timeout(source.timeouts.totalMs),
+  });
   return classify(x, { width: 256, height: 256, blankIsFailure });
 }
 

@@ -10,7 +10,12 @@ import { after, before, describe, test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { makeFetchBatch, probeBoundMs, type FetchBatchInput, type TileResult } from '../../src/activities/fetch/fetch-batch';
+import {
+  makeFetchBatch,
+  probeBoundMs,
+  type FetchBatchInput,
+  type TileResult,
+} from '../../src/activities/fetch/fetch-batch';
 import { BreakerGuard, BreakerOpenedError } from '../../src/activities/guard';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { TileStore } from '../../src/activities/store/tile-store';
@@ -31,7 +36,12 @@ const pools = new EndpointPools();
 const fetchTiles = makeFetchBatch({ pools });
 const tiles = (n: number) => Array.from({ length: n }, (_, i) => ({ z: 5, x: i % 32, y: Math.floor(i / 32) }));
 const source = (route: string) =>
-  parseSource({ type: 'xyz', url: `${server.url}/${route}/{z}/{x}/{y}.png`, concurrency: 4, timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 } });
+  parseSource({
+    type: 'xyz',
+    url: `${server.url}/${route}/{z}/{x}/{y}.png`,
+    concurrency: 4,
+    timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 },
+  });
 const input = (route: string, n: number, extra: Partial<FetchBatchInput> = {}): FetchBatchInput => ({
   sourceName: route,
   source: source(route),
@@ -56,9 +66,17 @@ describe('the batch fetch activity', () => {
     const store = new TileStore(root);
     const copy = await gradientImage(256, 256);
     for (const route of ['status/503', 'se-111', 'status/400']) {
-      await store.put(route.replace(/\W/g, '_'), { z: 5, x: 0, y: 0 }, copy, { fetchedAt: Date.now() - 3_600_000, contentType: 'image/png' });
+      await store.put(route.replace(/\W/g, '_'), { z: 5, x: 0, y: 0 }, copy, {
+        fetchedAt: Date.now() - 3_600_000,
+        contentType: 'image/png',
+      });
     }
-    const run = (route: string) => fetchTiles({ ...input(route, 2, { whenRefused: 'stale' }), sourceName: route.replace(/\W/g, '_'), breaker: false });
+    const run = (route: string) =>
+      fetchTiles({
+        ...input(route, 2, { whenRefused: 'stale' }),
+        sourceName: route.replace(/\W/g, '_'),
+        breaker: false,
+      });
     for (const route of ['status/503', 'se-111']) {
       const [withCopy, without] = await run(route);
       assert.equal(withCopy!.status, 'stale', withCopy!.reason);
@@ -111,15 +129,24 @@ describe('the batch fetch activity', () => {
     process.env.TB_TEST_KEY = 's3cret';
     try {
       const auth = { type: 'query', param: 'api_key', valueEnv: 'TB_TEST_KEY' } as const;
-      const ok = await fetchTiles({ ...input('keyed', 1), source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }) });
+      const ok = await fetchTiles({
+        ...input('keyed', 1),
+        source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }),
+      });
       assert.equal(ok[0]!.status, 'ok', ok[0]!.reason);
-      const down = await fetchTiles({ ...input('keyed-down', 1), source: parseSource({ type: 'xyz', url: `${server.url}/keyed-down/{z}/{x}/{y}.png`, auth }) });
+      const down = await fetchTiles({
+        ...input('keyed-down', 1),
+        source: parseSource({ type: 'xyz', url: `${server.url}/keyed-down/{z}/{x}/{y}.png`, auth }),
+      });
       assert.equal(down[0]!.status, 'failed');
       assert.match(down[0]!.reason, /api_key=\*\*\*/);
       assert.ok(!JSON.stringify([ok, down]).includes('s3cret'), 'the secret is in no result');
       delete process.env.TB_TEST_KEY;
       const before = server.requests;
-      const unset = await fetchTiles({ ...input('keyed', 2), source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }) });
+      const unset = await fetchTiles({
+        ...input('keyed', 2),
+        source: parseSource({ type: 'xyz', url: `${server.url}/keyed/{z}/{x}/{y}.png`, auth }),
+      });
       assert.deepEqual(
         unset.map((r) => [r.status, r.configError, r.attempts]),
         Array(2).fill(['failed', true, 0]),
@@ -152,7 +179,15 @@ describe('the batch fetch activity', () => {
   });
 
   test('a retried activity resumes from its heartbeat and does not fetch finished tiles again', async () => {
-    const done: TileResult = { z: 5, x: 0, y: 0, status: 'ok', kind: 'success', reason: 'earlier attempt', attempts: 1 };
+    const done: TileResult = {
+      z: 5,
+      x: 0,
+      y: 0,
+      status: 'ok',
+      kind: 'success',
+      reason: 'earlier attempt',
+      attempts: 1,
+    };
     const env = new MockActivityEnvironment({ heartbeatDetails: { results: [done, null, null, null] } });
     const beats: unknown[] = [];
     env.on('heartbeat', (d: unknown) => beats.push(d));
@@ -175,7 +210,11 @@ describe('the batch fetch activity', () => {
     const retry = new MockActivityEnvironment({ attempt: 2, scheduledTimestampMs: scheduledAt });
     let before = server.requests;
     const results: TileResult[] = await retry.run(fetchTiles, input('ok', 4, { tiles: four }));
-    assert.equal(server.requests - before, 2, 'only the tile stored before the batch and the one never stored were requested');
+    assert.equal(
+      server.requests - before,
+      2,
+      'only the tile stored before the batch and the one never stored were requested',
+    );
     assert.deepEqual(
       results.map((r) => [r.status, r.attempts]),
       [
@@ -188,13 +227,21 @@ describe('the batch fetch activity', () => {
     assert.match(results[0]!.reason, /stored by an earlier attempt of this batch/);
     // A first attempt has no earlier one: it asks for every tile, stored or not.
     before = server.requests;
-    await new MockActivityEnvironment({ attempt: 1, scheduledTimestampMs: scheduledAt }).run(fetchTiles, input('ok', 4, { tiles: four }));
+    await new MockActivityEnvironment({ attempt: 1, scheduledTimestampMs: scheduledAt }).run(
+      fetchTiles,
+      input('ok', 4, { tiles: four }),
+    );
     assert.equal(server.requests - before, 4);
   });
 
   test("a tile a mirror serves after the primary's breaker refused its retry: the record counts the primary's request and the mirror's, and keeps the breaker's state", async () => {
     const primary = source('status/503');
-    const mirror = parseSource({ type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png`, breakerPartition: 'mirror', timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 } });
+    const mirror = parseSource({
+      type: 'xyz',
+      url: `${server.url}/ok/{z}/{x}/{y}.png`,
+      breakerPartition: 'mirror',
+      timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 2_000 },
+    });
     let primaryAsked = 0;
     const guard = {
       acquire: (key: string): Promise<GuardDecision> =>
@@ -207,7 +254,12 @@ describe('the batch fetch activity', () => {
       abandon: () => undefined,
     };
     const before = server.requests;
-    const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('status/503', 1), source: primary, sourceName: 'mirrored', mirrors: [{ name: 'copy', source: mirror }] });
+    const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({
+      ...input('status/503', 1),
+      source: primary,
+      sourceName: 'mirrored',
+      mirrors: [{ name: 'copy', source: mirror }],
+    });
     assert.equal(server.requests - before, 2, 'one request to the primary, one to the mirror');
     assert.equal(r!.status, 'ok');
     assert.equal(r!.tier, 'mirror:copy');
@@ -220,7 +272,10 @@ describe('the batch fetch activity', () => {
     const signal = env.context.cancellationSignal;
     const before = getEventListeners(signal, 'abort').length;
     // 12 tiles x 3 attempts against a 503: 24 backoff sleeps on one signal.
-    const results: TileResult[] = await env.run(fetchTiles, input('status/503', 12, { retry: { attempts: 3, baseMs: 1, capMs: 2 } }));
+    const results: TileResult[] = await env.run(
+      fetchTiles,
+      input('status/503', 12, { retry: { attempts: 3, baseMs: 1, capMs: 2 } }),
+    );
     assert.ok(results.every((r) => r.status === 'failed' && r.attempts === 3));
     assert.equal(getEventListeners(signal, 'abort').length - before, 0, 'abort listeners left on the signal');
   });
@@ -237,7 +292,13 @@ describe('with the fleet-wide breaker', () => {
   const taskQueue = uniqueTaskQueue('fetch');
   before(async () => {
     env = await timeSkippingEnv();
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+      roots: TEST_ROOTS,
+    });
     running = worker.run();
   });
   after(async () => {
@@ -254,7 +315,10 @@ describe('with the fleet-wide breaker', () => {
     await h.signal(adminSignal, { action: 'force-open', reason: 'maintenance' });
     assert.equal((await h.query(viewQuery)).state, 'forced-open'); // processed before any fetch
     // A last good copy of one tile exists.
-    await new TileStore(root).put('guarded', { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), { fetchedAt: Date.UTC(2026, 10, 1), contentType: 'image/png' });
+    await new TileStore(root).put('guarded', { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), {
+      fetchedAt: Date.UTC(2026, 10, 1),
+      contentType: 'image/png',
+    });
     const before = server.requests;
     const stale = await guarded(input('ok', 2, { whenRefused: 'stale', sourceName: 'guarded' }));
     assert.deepEqual(
@@ -276,10 +340,29 @@ describe('with the fleet-wide breaker', () => {
 
   test('a hang: the stalled calls the opening breaker abandons are recorded as abandoned after their time in flight, with their kind, not as plain refusals', async () => {
     const srv = await stallingServer();
-    const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: 'fetch-hang', entityOptions: { searchAttributes: false }, stall: { floorMs: 500, initialMs: 500 } });
+    const guard = new BreakerGuard({
+      client: env.client,
+      taskQueue,
+      reporter: 'fetch-hang',
+      entityOptions: { searchAttributes: false },
+      stall: { floorMs: 500, initialMs: 500 },
+    });
     const guarded = makeFetchBatch({ pools, guard, shapes: new ShapeMemory() });
-    const source = parseSource({ type: 'xyz', url: `${srv.url}/{z}/{x}/{y}.png`, concurrency: 8, timeouts: { connectMs: 1_000, headersMs: 60_000, bodyMs: 60_000, totalMs: 60_000 } });
-    const batch = (n: number) => guarded({ sourceName: 'hang', source, tiles: tiles(n), storeRoot: root, retry: { attempts: 3, baseMs: 1, capMs: 5 }, whenRefused: 'defer' });
+    const source = parseSource({
+      type: 'xyz',
+      url: `${srv.url}/{z}/{x}/{y}.png`,
+      concurrency: 8,
+      timeouts: { connectMs: 1_000, headersMs: 60_000, bodyMs: 60_000, totalMs: 60_000 },
+    });
+    const batch = (n: number) =>
+      guarded({
+        sourceName: 'hang',
+        source,
+        tiles: tiles(n),
+        storeRoot: root,
+        retry: { attempts: 3, baseMs: 1, capMs: 5 },
+        whenRefused: 'defer',
+      });
     try {
       // Healthy first: the entity has successes in its window.
       assert.ok((await batch(40)).every((r) => r.status === 'ok'));
@@ -287,7 +370,11 @@ describe('with the fleet-wide breaker', () => {
       srv.state.mode = 'hang';
       const hung = await batch(8);
       for (const r of hung) {
-        assert.deepEqual([r.status, r.attempts, r.kind, r.httpStatus, r.breakerState], ['deferred', 1, 'transient', null, 'open'], JSON.stringify(r));
+        assert.deepEqual(
+          [r.status, r.attempts, r.kind, r.httpStatus, r.breakerState],
+          ['deferred', 1, 'transient', null, 'open'],
+          JSON.stringify(r),
+        );
         assert.equal(typeof r.abandonedAfterMs, 'number', JSON.stringify(r));
         assert.match(r.reason, /abandoned after /);
       }
@@ -319,7 +406,9 @@ describe('a call waiting for a connection', () => {
       acquire: (key: string): Promise<GuardDecision> => {
         asked.push(forcedOpen ? 'refused' : 'proceed');
         return Promise.resolve(
-          forcedOpen ? { kind: 'refused', key, state: 'forced-open', retryAfterMs: null, reason: 'breaker forced-open' } : { kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false },
+          forcedOpen
+            ? { kind: 'refused', key, state: 'forced-open', retryAfterMs: null, reason: 'breaker forced-open' }
+            : { kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false },
         );
       },
       release: () => undefined,
@@ -359,7 +448,8 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
   const recording = () => {
     const counted: string[] = [];
     const guard = {
-      acquire: (key: string): Promise<GuardDecision> => Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false }),
+      acquire: (key: string): Promise<GuardDecision> =>
+        Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false }),
       release: (_d: GuardDecision, o: { kind: string }) => void counted.push(o.kind),
       abandon: () => undefined,
     };
@@ -401,7 +491,10 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
         guard.release(d, o);
       },
     };
-    const results = await makeFetchBatch({ pools, guard: watched, shapes: new ShapeMemory() })({ ...input('ok', 24), sourceName: 'solo' });
+    const results = await makeFetchBatch({ pools, guard: watched, shapes: new ShapeMemory() })({
+      ...input('ok', 24),
+      sourceName: 'solo',
+    });
     assert.ok(results.every((r) => r.status === 'ok'));
     // The first request ends before any other starts; once it succeeded the others run 4 at a time.
     assert.deepEqual(events.slice(0, 2), ['acquire', 'release']);
@@ -436,23 +529,38 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
       const served = path.join(stores, 'served');
       await new TileStore(served).markServed(route, shapeKey(shape), t - 24 * 3_600_000);
       const { guard, counted } = recording();
-      const results = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t })(input(route, 4, { storeRoot: served }));
+      const results = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t })(
+        input(route, 4, { storeRoot: served }),
+      );
       assert.deepEqual(
         results.map((r) => [r.status, r.kind, r.attempts, r.configError]),
         Array(4).fill(['failed', 'service-exception', 2, undefined]),
       );
-      assert.match(results[0]!.reason, /^systemic: LayerNotDefined for a request last served 24 h ago \(recorded in the tile store\)/);
+      assert.match(
+        results[0]!.reason,
+        /^systemic: LayerNotDefined for a request last served 24 h ago \(recorded in the tile store\)/,
+      );
       assert.deepEqual(counted, Array(8).fill('service-exception'), 'counted for the breaker');
       // Curable: the stale fallback draws a stored copy of a systemic failure.
-      await new TileStore(served).put(route, { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), { fetchedAt: t - 24 * 3_600_000, contentType: 'image/png' });
-      const [stale] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t })(input(route, 1, { storeRoot: served, whenRefused: 'stale' }));
+      await new TileStore(served).put(route, { z: 5, x: 0, y: 0 }, await gradientImage(256, 256), {
+        fetchedAt: t - 24 * 3_600_000,
+        contentType: 'image/png',
+      });
+      const [stale] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t })(
+        input(route, 1, { storeRoot: served, whenRefused: 'stale' }),
+      );
       assert.equal(stale!.status, 'stale');
 
       const none = recording();
       const before = server.requests;
-      const unknown = await makeFetchBatch({ pools, guard: none.guard, shapes: new ShapeMemory(), now: () => t })(input(route, 8, { storeRoot: path.join(stores, 'empty') }));
+      const unknown = await makeFetchBatch({ pools, guard: none.guard, shapes: new ShapeMemory(), now: () => t })(
+        input(route, 8, { storeRoot: path.join(stores, 'empty') }),
+      );
       assert.ok(unknown.every((r) => r.status === 'failed' && r.configError === true && r.kind === 'permanent'));
-      assert.match(unknown[0]!.reason, /^configuration error: LayerNotDefined for source "se-130-layer" \(its request has not succeeded in this worker; the tile store has no record of it served\)/);
+      assert.match(
+        unknown[0]!.reason,
+        /^configuration error: LayerNotDefined for source "se-130-layer" \(its request has not succeeded in this worker; the tile store has no record of it served\)/,
+      );
       assert.ok(server.requests - before <= 3, 'a few requests, one at a time');
       assert.ok(none.counted.every((k) => k === 'neutral'));
     } finally {
@@ -464,7 +572,9 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
     const t = Date.UTC(2001, 1, 3, 12);
     const stores = mkdtempSync(path.join(tmpdir(), 'tilebreaker-served-'));
     try {
-      const results = await makeFetchBatch({ pools, shapes: new ShapeMemory(), now: () => t })(input('ok', 12, { storeRoot: stores }));
+      const results = await makeFetchBatch({ pools, shapes: new ShapeMemory(), now: () => t })(
+        input('ok', 12, { storeRoot: stores }),
+      );
       assert.ok(results.every((r) => r.status === 'ok'));
       const records = readdirSync(path.join(stores, 'ok', '.served'));
       assert.deepEqual(records, [shapeKey(requestShape(source('ok'), ''))]);
@@ -479,24 +589,37 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
     const roots = { sources: [root], outputs: [root] };
     try {
       // A success records the shape in its tile store and under the root, for every output beneath it.
-      const first = await makeFetchBatch({ pools, shapes: new ShapeMemory(), now: () => t - 24 * 3_600_000, roots })(input('ok', 4, { storeRoot: path.join(root, '2001-02-02', 'night.tiles') }));
+      const first = await makeFetchBatch({ pools, shapes: new ShapeMemory(), now: () => t - 24 * 3_600_000, roots })(
+        input('ok', 4, { storeRoot: path.join(root, '2001-02-02', 'night.tiles') }),
+      );
       assert.ok(first.every((r) => r.status === 'ok'));
       const key = shapeKey(requestShape(source('ok'), ''));
       assert.equal(await new TileStore(path.join(root, '.tilebreaker-served')).servedAt('ok', key), t - 24 * 3_600_000);
       // Tonight's output is new: its store has no record, the root's does (the layer served last night).
       const route = 'se-130-layer';
-      await new TileStore(path.join(root, '.tilebreaker-served')).markServed(route, shapeKey(requestShape(source(route), '')), t - 24 * 3_600_000);
+      await new TileStore(path.join(root, '.tilebreaker-served')).markServed(
+        route,
+        shapeKey(requestShape(source(route), '')),
+        t - 24 * 3_600_000,
+      );
       const tonight = { storeRoot: path.join(root, '2001-02-03', 'night.tiles') };
       const { guard, counted } = recording();
-      const results = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t, roots })(input(route, 4, tonight));
+      const results = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory(), now: () => t, roots })(
+        input(route, 4, tonight),
+      );
       assert.deepEqual(
         results.map((r) => [r.status, r.kind, r.configError]),
         Array(4).fill(['failed', 'service-exception', undefined]),
       );
-      assert.match(results[0]!.reason, /^systemic: LayerNotDefined for a request last served 24 h ago \(recorded in the records under the output root\)/);
+      assert.match(
+        results[0]!.reason,
+        /^systemic: LayerNotDefined for a request last served 24 h ago \(recorded in the records under the output root\)/,
+      );
       assert.deepEqual(counted, Array(8).fill('service-exception'));
       // Without the worker's roots (as before), the new store alone has no record: configuration.
-      const alone = await makeFetchBatch({ pools, guard: recording().guard, shapes: new ShapeMemory(), now: () => t })(input(route, 1, { storeRoot: path.join(root, '2001-02-04', 'night.tiles') }));
+      const alone = await makeFetchBatch({ pools, guard: recording().guard, shapes: new ShapeMemory(), now: () => t })(
+        input(route, 1, { storeRoot: path.join(root, '2001-02-04', 'night.tiles') }),
+      );
       assert.equal(alone[0]!.configError, true);
     } finally {
       rmSync(root, { recursive: true, force: true });
@@ -507,7 +630,11 @@ describe('configuration errors and systemic faults (a request-blaming ServiceExc
     const outside = mkdtempSync(path.join(tmpdir(), 'tilebreaker-outside-'));
     try {
       symlinkSync(outside, path.join(root, '.tilebreaker-served'));
-      const results = await makeFetchBatch({ pools, shapes: new ShapeMemory(), roots: { sources: [root], outputs: [root] } })(input('ok', 4, { storeRoot: path.join(root, 'night.tiles') }));
+      const results = await makeFetchBatch({
+        pools,
+        shapes: new ShapeMemory(),
+        roots: { sources: [root], outputs: [root] },
+      })(input('ok', 4, { storeRoot: path.join(root, 'night.tiles') }));
       assert.ok(results.every((r) => r.status === 'ok'));
       assert.deepEqual(readdirSync(outside), []);
     } finally {
@@ -521,15 +648,34 @@ describe('the probe and its lease', () => {
   test("a probe slower than its token's lease is stopped before the lease ends and counted as the probe's failure", async () => {
     const released: { kind: string; token?: number }[] = [];
     const t0 = Date.now();
-    const probe: GuardDecision = { kind: 'probe', key: 'k', token: { generation: 7, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 1_500 } };
+    const probe: GuardDecision = {
+      kind: 'probe',
+      key: 'k',
+      token: { generation: 7, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 1_500 },
+    };
     const guard = {
-      acquire: (key: string): Promise<GuardDecision> => Promise.resolve(released.length ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' } : probe),
-      release: (d: GuardDecision, o: { kind: string }) => void released.push({ kind: o.kind, ...(d.kind === 'probe' ? { token: d.token.generation } : {}) }),
+      acquire: (key: string): Promise<GuardDecision> =>
+        Promise.resolve(
+          released.length
+            ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' }
+            : probe,
+        ),
+      release: (d: GuardDecision, o: { kind: string }) =>
+        void released.push({ kind: o.kind, ...(d.kind === 'probe' ? { token: d.token.generation } : {}) }),
       abandon: () => undefined,
     };
     // The server answers in 3 s, well inside the source's own 20 s deadline but past the 1.5 s lease.
-    const slow = parseSource({ type: 'xyz', url: `${server.url}/slow-headers/{z}/{x}/{y}.png`, concurrency: 1, timeouts: { connectMs: 1_000, headersMs: 10_000, bodyMs: 10_000, totalMs: 20_000 } });
-    const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('slow-headers', 1), source: slow, retry: { attempts: 1 } });
+    const slow = parseSource({
+      type: 'xyz',
+      url: `${server.url}/slow-headers/{z}/{x}/{y}.png`,
+      concurrency: 1,
+      timeouts: { connectMs: 1_000, headersMs: 10_000, bodyMs: 10_000, totalMs: 20_000 },
+    });
+    const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({
+      ...input('slow-headers', 1),
+      source: slow,
+      retry: { attempts: 1 },
+    });
     assert.deepEqual(released, [{ kind: 'transient', token: 7 }]);
     assert.equal(r!.status, 'failed');
     assert.match(r!.reason, /^probe stopped before its lease ended \(\d+ ms\)/);
@@ -556,29 +702,76 @@ describe('the probe and its lease', () => {
       const t0 = Date.now();
       const first: GuardDecision =
         as === 'probe'
-          ? { kind: 'probe', key: 'k', token: { generation: 3, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 30_000 } }
+          ? {
+              kind: 'probe',
+              key: 'k',
+              token: { generation: 3, requestId: 'r', holder: 'me', grantedAt: t0, leaseUntil: t0 + 30_000 },
+            }
           : { kind: 'proceed', key: 'k', state: 'closed', allowance: 1, failOpen: false };
       const guard = {
-        acquire: (key: string): Promise<GuardDecision> => Promise.resolve(released.length ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' } : first),
+        acquire: (key: string): Promise<GuardDecision> =>
+          Promise.resolve(
+            released.length
+              ? { kind: 'refused', key, state: 'open', retryAfterMs: 1_000, reason: 'breaker open' }
+              : first,
+          ),
         release: (_d: GuardDecision, o: { kind: string }) => void released.push(o.kind),
         abandon: () => undefined,
       };
-      const src = parseSource({ type: 'xyz', url: `${url}/{z}/{x}/{y}.png`, concurrency: 1, timeouts: { connectMs: 1_000, headersMs: 5_000, bodyMs: 5_000, totalMs: 10_000 } });
-      const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({ ...input('dropped-probe', 1), sourceName: `dropped-${script.join('-')}`, source: src, retry: { attempts: 1 } });
+      const src = parseSource({
+        type: 'xyz',
+        url: `${url}/{z}/{x}/{y}.png`,
+        concurrency: 1,
+        timeouts: { connectMs: 1_000, headersMs: 5_000, bodyMs: 5_000, totalMs: 10_000 },
+      });
+      const [r] = await makeFetchBatch({ pools, guard, shapes: new ShapeMemory() })({
+        ...input('dropped-probe', 1),
+        sourceName: `dropped-${script.join('-')}`,
+        source: src,
+        retry: { attempts: 1 },
+      });
       // Every request counted in the record, the one sent again too.
       return { released, status: r!.status, requests: received, attempts: r!.attempts };
     };
     try {
-      assert.deepEqual(await run(['hold-drop', 'ok']), { released: ['success'], status: 'ok', requests: 2, attempts: 2 }, 'overtaken by recovery: confirmed');
-      assert.deepEqual(await run(['hold-drop', 'hold-drop']), { released: ['transient'], status: 'failed', requests: 2, attempts: 2 }, 'still hanging: one confirmation only');
-      assert.deepEqual(await run(['drop', 'ok']), { released: ['success'], status: 'ok', requests: 2, attempts: 2 }, 'dropped at once (the newest held connection): confirmed too');
-      assert.deepEqual(await run(['drop', 'drop', 'ok']), { released: ['transient'], status: 'failed', requests: 2, attempts: 2 }, 'dropped again: the failed probe, no third request');
+      assert.deepEqual(
+        await run(['hold-drop', 'ok']),
+        { released: ['success'], status: 'ok', requests: 2, attempts: 2 },
+        'overtaken by recovery: confirmed',
+      );
+      assert.deepEqual(
+        await run(['hold-drop', 'hold-drop']),
+        { released: ['transient'], status: 'failed', requests: 2, attempts: 2 },
+        'still hanging: one confirmation only',
+      );
+      assert.deepEqual(
+        await run(['drop', 'ok']),
+        { released: ['success'], status: 'ok', requests: 2, attempts: 2 },
+        'dropped at once (the newest held connection): confirmed too',
+      );
+      assert.deepEqual(
+        await run(['drop', 'drop', 'ok']),
+        { released: ['transient'], status: 'failed', requests: 2, attempts: 2 },
+        'dropped again: the failed probe, no third request',
+      );
       // An ordinary call dropped after a wait (the hang's held connections let go) goes once more too, so a
       // short hang does not end in a burst of failures against a server that answers again.
-      assert.deepEqual(await run(['hold-drop', 'ok'], 'proceed'), { released: ['success'], status: 'ok', requests: 2, attempts: 2 }, 'a held call overtaken by recovery');
-      assert.deepEqual(await run(['hold-drop', 'hold-drop'], 'proceed'), { released: ['transient'], status: 'failed', requests: 2, attempts: 2 }, 'still hanging: one resend');
+      assert.deepEqual(
+        await run(['hold-drop', 'ok'], 'proceed'),
+        { released: ['success'], status: 'ok', requests: 2, attempts: 2 },
+        'a held call overtaken by recovery',
+      );
+      assert.deepEqual(
+        await run(['hold-drop', 'hold-drop'], 'proceed'),
+        { released: ['transient'], status: 'failed', requests: 2, attempts: 2 },
+        'still hanging: one resend',
+      );
       // One reset at once is a failing server (a crashed backend behind a proxy), not a recovery: no request more.
-      assert.deepEqual(await run(['drop', 'ok'], 'proceed'), { released: ['transient'], status: 'failed', requests: 1, attempts: 1 }, 'reset at once: counted, not resent');
+      assert.deepEqual(
+        await run(['drop', 'ok'], 'proceed'),
+        { released: ['transient'], status: 'failed', requests: 1, attempts: 1 },
+        'reset at once: counted, not resent',
+      );
     } finally {
       srv.closeAllConnections();
       await new Promise<void>((r) => srv.close(() => r()));
@@ -620,9 +813,14 @@ describe('concurrency is per worker process and source', () => {
     const pools = new EndpointPools();
     try {
       const fetch = makeFetchBatch({ pools, guard, shapes: new ShapeMemory() });
-      const two = { ...input('counted', 6), source: parseSource({ type: 'xyz', url: `http://127.0.0.1:${port}/{z}/{x}/{y}.png`, concurrency: 2 }) };
+      const two = {
+        ...input('counted', 6),
+        source: parseSource({ type: 'xyz', url: `http://127.0.0.1:${port}/{z}/{x}/{y}.png`, concurrency: 2 }),
+      };
       // Four batches at once, as a block's parallel batches run: 4 x 2 workers, 2 connections.
-      const results = await Promise.all([0, 1, 2, 3].map((b) => fetch({ ...two, tiles: tiles(24).slice(b * 6, b * 6 + 6) })));
+      const results = await Promise.all(
+        [0, 1, 2, 3].map((b) => fetch({ ...two, tiles: tiles(24).slice(b * 6, b * 6 + 6) })),
+      );
       assert.ok(results.flat().every((r) => r.status === 'ok'));
       assert.ok(mostHeld <= 2, `the server held ${mostHeld} requests at once`);
       assert.equal(heldAtDecision.length, 24);
@@ -689,7 +887,15 @@ describe("a tile's record says what happened to it when the breaker stops it", (
       timeouts: { connectMs: 1_000, headersMs: 10_000, bodyMs: 10_000, totalMs: 300 },
     });
     const fetch = makeFetchBatch({ pools: own, guard, shapes: new ShapeMemory() });
-    const run = () => fetch({ sourceName: 'stalling', source: wms, tiles: tiles(2).concat(tiles(34).slice(32)), storeRoot: root, retry: { attempts: 3, baseMs: 1, capMs: 5 }, whenRefused: 'defer' });
+    const run = () =>
+      fetch({
+        sourceName: 'stalling',
+        source: wms,
+        tiles: tiles(2).concat(tiles(34).slice(32)),
+        storeRoot: root,
+        retry: { attempts: 3, baseMs: 1, capMs: 5 },
+        whenRefused: 'defer',
+      });
     try {
       srv.state.mode = 'hang';
       const timedOut = await run();
@@ -709,14 +915,22 @@ describe("a tile's record says what happened to it when the breaker stops it", (
       srv.state.mode = '503';
       const down = await run();
       for (const r of down) {
-        assert.deepEqual([r.status, r.kind, r.attempts, r.httpStatus, r.breakerState], ['deferred', 'transient', 1, 503, 'open'], JSON.stringify(r));
+        assert.deepEqual(
+          [r.status, r.kind, r.attempts, r.httpStatus, r.breakerState],
+          ['deferred', 'transient', 1, 503, 'open'],
+          JSON.stringify(r),
+        );
         assert.match(r.reason, /HTTP 503/);
       }
       // Never attempted: refused at the first decision, as before (no kind, no status, no attempts).
       decided = 1;
       const refused = await run();
       for (const r of refused) {
-        assert.deepEqual([r.status, r.kind, r.attempts, r.httpStatus, r.breakerState], ['deferred', undefined, 0, undefined, 'open'], JSON.stringify(r));
+        assert.deepEqual(
+          [r.status, r.kind, r.attempts, r.httpStatus, r.breakerState],
+          ['deferred', undefined, 0, undefined, 'open'],
+          JSON.stringify(r),
+        );
         assert.equal(r.reason, 'breaker open (failure-ratio)');
       }
     } finally {
@@ -730,7 +944,8 @@ describe("a tile's record says what happened to it when the breaker stops it", (
     const own = new EndpointPools();
     const trip = new AbortController();
     const guard = {
-      acquire: (key: string): Promise<GuardDecision> => Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false, signal: trip.signal }),
+      acquire: (key: string): Promise<GuardDecision> =>
+        Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false, signal: trip.signal }),
       release: () => undefined,
       abandon: () => undefined,
     };

@@ -43,34 +43,59 @@ test('wedge watch: a workflow task left waiting past the grace is wedged, whatev
   const task = { scheduledAt: T0, attempt: 1 };
   assert.equal(w.wedged('k', null, task, T0 + 9_000), false);
   assert.equal(w.wedged('k', null, task, T0 + 10_500), true);
-  assert.equal(w.wedged('k', CLOSED_VIEW, { scheduledAt: T0 + 10_400, attempt: 1 }, T0 + 10_600), false, 'a new task, just scheduled: busy, not wedged');
+  assert.equal(
+    w.wedged('k', CLOSED_VIEW, { scheduledAt: T0 + 10_400, attempt: 1 }, T0 + 10_600),
+    false,
+    'a new task, just scheduled: busy, not wedged',
+  );
 });
 
 test('wedge watch: a task retried (attempt 2 and more) for longer than the grace, by the watcher clock, is wedged', () => {
   const { w } = watch();
   assert.equal(w.wedged('k', CLOSED_VIEW, { scheduledAt: T0, attempt: 2 }, T0), false);
   assert.equal(w.wedged('k', CLOSED_VIEW, { scheduledAt: T0 + 8_000, attempt: 5 }, T0 + 8_100), false);
-  assert.equal(w.wedged('k', CLOSED_VIEW, { scheduledAt: T0 + 10_050, attempt: 6 }, T0 + 10_100), true, 'retried since T0');
+  assert.equal(
+    w.wedged('k', CLOSED_VIEW, { scheduledAt: T0 + 10_050, attempt: 6 }, T0 + 10_100),
+    true,
+    'retried since T0',
+  );
   assert.equal(w.wedged('k', CLOSED_VIEW, null, T0 + 11_000), false, 'done');
 });
 
 test('wedge watch: grace 0 turns it off; a bad grace is refused naming the option', () => {
-  assert.equal(watch(0).w.wedged('k', { ...CLOSED_VIEW, state: 'open', cooldownUntil: T0 }, null, T0 + 3_600_000), false);
+  assert.equal(
+    watch(0).w.wedged('k', { ...CLOSED_VIEW, state: 'open', cooldownUntil: T0 }, null, T0 + 3_600_000),
+    false,
+  );
   assert.throws(() => watch(-1), /wedgeGraceMs must be a number of ms >= 0 \(got -1\)/);
 });
 
 test("pendingTaskOf reads Describe's pending workflow task: the first scheduled time, else the scheduled time", () => {
   assert.equal(pendingTaskOf({}), null);
-  assert.deepEqual(pendingTaskOf({ pendingWorkflowTask: { scheduledTime: msNumberToTs(T0 + 5), attempt: 3 } }), { scheduledAt: T0 + 5, attempt: 3 });
-  assert.deepEqual(pendingTaskOf({ pendingWorkflowTask: { originalScheduledTime: msNumberToTs(T0), scheduledTime: msNumberToTs(T0 + 9_000), attempt: 1 } }), {
-    scheduledAt: T0,
-    attempt: 1,
+  assert.deepEqual(pendingTaskOf({ pendingWorkflowTask: { scheduledTime: msNumberToTs(T0 + 5), attempt: 3 } }), {
+    scheduledAt: T0 + 5,
+    attempt: 3,
   });
+  assert.deepEqual(
+    pendingTaskOf({
+      pendingWorkflowTask: {
+        originalScheduledTime: msNumberToTs(T0),
+        scheduledTime: msNumberToTs(T0 + 9_000),
+        attempt: 1,
+      },
+    }),
+    {
+      scheduledAt: T0,
+      attempt: 1,
+    },
+  );
 });
 
 test('reachability: an unreachable answer makes the process fail open at once, with re-reads backing off 1, 2, 4, 5, 5 s; an answer ends it', () => {
   const r = new Reachability(5_000);
-  const unavailable = Object.assign(new Error('Failed to describe workflow'), { cause: Object.assign(new Error('14 UNAVAILABLE'), { code: 14, details: '', metadata: {} }) });
+  const unavailable = Object.assign(new Error('Failed to describe workflow'), {
+    cause: Object.assign(new Error('14 UNAVAILABLE'), { code: 14, details: '', metadata: {} }),
+  });
   assert.deepEqual(
     [1, 2, 3, 4, 5].map(() => r.failed(unavailable)),
     [1_000, 2_000, 4_000, 5_000, 5_000],
@@ -102,5 +127,8 @@ test('report loss: 3 reports dropped in a row make the calls let through count a
   loss.delivered('k');
   assert.equal(loss.mark(proceed), proceed, 'heard again');
   assert.deepEqual([stats.reportErrors, stats.failOpen, stats.blindFailOpen, warnings.length], [3, 1, 1, 2]);
-  assert.throws(() => new ReportLoss(0, stats, NO_METRICS, { warn: () => {} }), /blindAfterDrops must be an integer >= 1 \(got 0\)/);
+  assert.throws(
+    () => new ReportLoss(0, stats, NO_METRICS, { warn: () => {} }),
+    /blindAfterDrops must be an integer >= 1 \(got 0\)/,
+  );
 });

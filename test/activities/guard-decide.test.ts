@@ -2,7 +2,18 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { BreakerStateName, BreakerView } from '../../src/breaker';
-import { CLOSED_VIEW, isFinal, nextStep, START, type DecideOptions, type FinalStep, type GuardStep, type OwnState, type ProbeAnswer, type Progress } from '../../src/activities/guard/decide';
+import {
+  CLOSED_VIEW,
+  isFinal,
+  nextStep,
+  START,
+  type DecideOptions,
+  type FinalStep,
+  type GuardStep,
+  type OwnState,
+  type ProbeAnswer,
+  type Progress,
+} from '../../src/activities/guard/decide';
 
 // The guard's decision (src/activities/guard/decide.ts) is a pure function of the view, this process's own state
 // for the key, the options and the clock. These properties hold for any of them; the guard's own tests (against
@@ -11,7 +22,14 @@ import { CLOSED_VIEW, isFinal, nextStep, START, type DecideOptions, type FinalSt
 const NUM_RUNS = 400;
 const T0 = Date.UTC(2031, 4, 6, 12, 0, 0);
 
-const STATES: readonly BreakerStateName[] = ['closed', 'open', 'half-open', 'forced-open', 'forced-closed', 'metrics-only'];
+const STATES: readonly BreakerStateName[] = [
+  'closed',
+  'open',
+  'half-open',
+  'forced-open',
+  'forced-closed',
+  'metrics-only',
+];
 
 /** A time near `now` (most of them), null, or any time at all. */
 const timeArb = (now: number, nil = true): fc.Arbitrary<number | null> =>
@@ -34,9 +52,15 @@ const viewArb = (now: number): fc.Arbitrary<BreakerView> =>
         probesOutstanding: fc.nat(4),
         maxConcurrentProbes: fc.integer({ min: 1, max: 3 }),
         generation: fc.nat(100),
-        rate: fc.option(fc.record({ rateLimit: fc.double({ min: 0.01, max: 1_000, noNaN: true }), activeReporters: fc.nat(50) }), { nil: undefined }),
+        rate: fc.option(
+          fc.record({ rateLimit: fc.double({ min: 0.01, max: 1_000, noNaN: true }), activeReporters: fc.nat(50) }),
+          { nil: undefined },
+        ),
         pacedUntil: fc.option(timeArb(now, false), { nil: undefined }),
-        fleet: fc.option(fc.record({ failureRatio: fc.double({ min: 0, max: 1, noNaN: true }), reporters: fc.nat(20) }), { nil: undefined }),
+        fleet: fc.option(
+          fc.record({ failureRatio: fc.double({ min: 0, max: 1, noNaN: true }), reporters: fc.nat(20) }),
+          { nil: undefined },
+        ),
       },
       { noNullPrototype: true },
     )
@@ -51,7 +75,11 @@ const viewArb = (now: number): fc.Arbitrary<BreakerView> =>
 
 /** The view as read: a view, null (no entity) or undefined (unreachable or wedged). */
 const readArb = (now: number): fc.Arbitrary<BreakerView | null | undefined> =>
-  fc.oneof({ weight: 6, arbitrary: viewArb(now) }, { weight: 1, arbitrary: fc.constant(null) }, { weight: 2, arbitrary: fc.constant(undefined) });
+  fc.oneof(
+    { weight: 6, arbitrary: viewArb(now) },
+    { weight: 1, arbitrary: fc.constant(null) },
+    { weight: 2, arbitrary: fc.constant(undefined) },
+  );
 
 const ownArb = (now: number): fc.Arbitrary<OwnState> =>
   fc.record(
@@ -72,9 +100,16 @@ const ownArb = (now: number): fc.Arbitrary<OwnState> =>
       failStreak: fc.nat(4),
       wedged: fc.boolean(),
       blind: fc.boolean(),
-      quarantine: fc.option(fc.record({ reason: fc.constantFrom('local failures', 'fleet served'), nextProbeAt: timeArb(now, false).map((t) => t ?? now), probing: fc.boolean() }), {
-        nil: null,
-      }),
+      quarantine: fc.option(
+        fc.record({
+          reason: fc.constantFrom('local failures', 'fleet served'),
+          nextProbeAt: timeArb(now, false).map((t) => t ?? now),
+          probing: fc.boolean(),
+        }),
+        {
+          nil: null,
+        },
+      ),
     },
     { noNullPrototype: true },
   );
@@ -88,20 +123,44 @@ const optionsArb: fc.Arbitrary<DecideOptions> = fc.record(
     probeJitter: fc.double({ min: 0, max: 0.999, noNaN: true }),
     holdAfterFailures: fc.nat(3),
     holdMs: fc.nat(2_000),
-    config: fc.option(fc.record({ maxRequestsPerSecond: fc.option(fc.double({ min: 0.01, max: 100, noNaN: true }), { nil: undefined }) }), { nil: undefined }),
+    config: fc.option(
+      fc.record({
+        maxRequestsPerSecond: fc.option(fc.double({ min: 0.01, max: 100, noNaN: true }), { nil: undefined }),
+      }),
+      { nil: undefined },
+    ),
   },
-  { requiredKeys: ['failureFlushMs', 'maxPaceWaitMs', 'cacheTtlMs', 'probeSpreadMs', 'probeJitter'], noNullPrototype: true },
+  {
+    requiredKeys: ['failureFlushMs', 'maxPaceWaitMs', 'cacheTtlMs', 'probeSpreadMs', 'probeJitter'],
+    noNullPrototype: true,
+  },
 ) as fc.Arbitrary<DecideOptions>;
 
 const answerArb: fc.Arbitrary<ProbeAnswer> = fc.oneof(
   fc.record(
     {
       kind: fc.constant('probe' as const),
-      token: fc.record({ generation: fc.nat(100), requestId: fc.constant('w1/1/1'), holder: fc.constant('w1'), grantedAt: fc.nat(), leaseUntil: fc.nat() }, { noNullPrototype: true }),
+      token: fc.record(
+        {
+          generation: fc.nat(100),
+          requestId: fc.constant('w1/1/1'),
+          holder: fc.constant('w1'),
+          grantedAt: fc.nat(),
+          leaseUntil: fc.nat(),
+        },
+        { noNullPrototype: true },
+      ),
     },
     { noNullPrototype: true },
   ),
-  fc.record({ kind: fc.constant('proceed' as const), state: fc.constantFrom(...STATES), allowance: fc.double({ min: 0.01, max: 1, noNaN: true }) }, { noNullPrototype: true }),
+  fc.record(
+    {
+      kind: fc.constant('proceed' as const),
+      state: fc.constantFrom(...STATES),
+      allowance: fc.double({ min: 0.01, max: 1, noNaN: true }),
+    },
+    { noNullPrototype: true },
+  ),
   fc.record(
     {
       kind: fc.constant('refused' as const),
@@ -128,19 +187,32 @@ const progressArb: fc.Arbitrary<Progress> = fc.record(
 /** One question to the decision: any view, state, options, clock and progress. */
 const caseArb = fc
   .integer({ min: 0, max: 2 ** 45 })
-  .chain((now) => fc.record({ now: fc.constant(now), view: readArb(now), own: ownArb(now), o: optionsArb, p: progressArb }, { noNullPrototype: true }));
+  .chain((now) =>
+    fc.record(
+      { now: fc.constant(now), view: readArb(now), own: ownArb(now), o: optionsArb, p: progressArb },
+      { noNullPrototype: true },
+    ),
+  );
 
 /** The same, at the point where the view has been read and nothing else is pending (the decision proper). */
 const readCaseArb = caseArb.map((c) => ({ ...c, p: { ...c.p, read: true, alarmAwaited: true, answer: undefined } }));
 
-const ask = (c: { view: BreakerView | null | undefined; own: OwnState; o: DecideOptions; now: number; p: Progress }) => nextStep(c.view, c.own, c.o, c.now, c.p);
+const ask = (c: { view: BreakerView | null | undefined; own: OwnState; o: DecideOptions; now: number; p: Progress }) =>
+  nextStep(c.view, c.own, c.o, c.now, c.p);
 
 /**
  * The guard's loop with the I/O played by the test: the view read is always `view`, a failure report lands
  * at once, the pacer answers `share`, the entity answers the probe request with `answer`, and the clock moves
  * only with the waits. Returns the decision and the steps taken.
  */
-function run(view: BreakerView | null | undefined, own0: OwnState, o: DecideOptions, now0: number, share: number | null, answer: ProbeAnswer) {
+function run(
+  view: BreakerView | null | undefined,
+  own0: OwnState,
+  o: DecideOptions,
+  now0: number,
+  share: number | null,
+  answer: ProbeAnswer,
+) {
   let own = { ...own0 };
   let now = now0;
   let p: Progress = { ...START };
@@ -160,7 +232,15 @@ function run(view: BreakerView | null | undefined, own0: OwnState, o: DecideOpti
         p = { ...p, read: true };
         break;
       case 'wait':
-        p = step.then === 'restart' ? { ...START } : { ...p, pauseWaited: step.why === 'paused' || p.pauseWaited, read: false, heldSince: step.why === 'hold' ? (p.heldSince ?? now) : p.heldSince };
+        p =
+          step.then === 'restart'
+            ? { ...START }
+            : {
+                ...p,
+                pauseWaited: step.why === 'paused' || p.pauseWaited,
+                read: false,
+                heldSince: step.why === 'hold' ? (p.heldSince ?? now) : p.heldSince,
+              };
         now = step.untilMs;
         break;
       case 'share':
@@ -177,14 +257,19 @@ function run(view: BreakerView | null | undefined, own0: OwnState, o: DecideOpti
   assert.fail(`no decision after 50 steps: ${JSON.stringify(steps.slice(-5))}`);
 }
 
-const runArb = fc
-  .integer({ min: 0, max: 2 ** 45 })
-  .chain((now) =>
-    fc.record(
-      { now: fc.constant(now), view: readArb(now), own: ownArb(now), o: optionsArb, share: fc.option(fc.double({ min: 0.01, max: 1_000, noNaN: true }), { nil: null }), answer: answerArb },
-      { noNullPrototype: true },
-    ),
-  );
+const runArb = fc.integer({ min: 0, max: 2 ** 45 }).chain((now) =>
+  fc.record(
+    {
+      now: fc.constant(now),
+      view: readArb(now),
+      own: ownArb(now),
+      o: optionsArb,
+      share: fc.option(fc.double({ min: 0.01, max: 1_000, noNaN: true }), { nil: null }),
+      answer: answerArb,
+    },
+    { noNullPrototype: true },
+  ),
+);
 interface RunCase {
   view: BreakerView | null | undefined;
   own: OwnState;
@@ -203,9 +288,12 @@ function deepFreeze<T>(v: T): T {
   return v;
 }
 
-const openUntil = (v: BreakerView | null | undefined, now: number): boolean => !!v && v.state === 'open' && (v.cooldownUntil === null || v.cooldownUntil > now);
-const forcedOpen = (v: BreakerView | null | undefined, now: number): boolean => !!v && v.state === 'forced-open' && (v.forcedUntil === null || v.forcedUntil > now);
-const lets = (s: FinalStep | GuardStep): boolean => s.kind === 'proceed' || s.kind === 'fail-open' || s.kind === 'probe';
+const openUntil = (v: BreakerView | null | undefined, now: number): boolean =>
+  !!v && v.state === 'open' && (v.cooldownUntil === null || v.cooldownUntil > now);
+const forcedOpen = (v: BreakerView | null | undefined, now: number): boolean =>
+  !!v && v.state === 'forced-open' && (v.forcedUntil === null || v.forcedUntil > now);
+const lets = (s: FinalStep | GuardStep): boolean =>
+  s.kind === 'proceed' || s.kind === 'fail-open' || s.kind === 'probe';
 
 describe('the guard decision: properties', () => {
   test('total: any view, state, options, clock and progress give a step, and never mutate their inputs', () => {
@@ -214,8 +302,10 @@ describe('the guard decision: properties', () => {
         const frozen = deepFreeze(structuredClone(c));
         const { step } = ask(frozen);
         assert.ok(typeof step.kind === 'string');
-        if (step.kind === 'refuse') assert.ok(step.retryAfterMs === null || step.retryAfterMs >= 0, `retryAfterMs ${step.retryAfterMs}`);
-        if (step.kind === 'proceed' || step.kind === 'fail-open') assert.ok(step.allowance > 0 && step.allowance <= 1, `allowance ${step.allowance}`);
+        if (step.kind === 'refuse')
+          assert.ok(step.retryAfterMs === null || step.retryAfterMs >= 0, `retryAfterMs ${step.retryAfterMs}`);
+        if (step.kind === 'proceed' || step.kind === 'fail-open')
+          assert.ok(step.allowance > 0 && step.allowance <= 1, `allowance ${step.allowance}`);
       }),
       { numRuns: NUM_RUNS * 2 },
     );
@@ -249,7 +339,10 @@ describe('the guard decision: properties', () => {
       fc.property(readCaseArb, (c) => {
         fc.pre(openUntil(c.view, c.now));
         const { step } = ask(c);
-        assert.ok(!lets(step) && step.kind !== 'request-probe' && step.kind !== 'share' && step.kind !== 'pace', step.kind);
+        assert.ok(
+          !lets(step) && step.kind !== 'request-probe' && step.kind !== 'share' && step.kind !== 'pace',
+          step.kind,
+        );
       }),
       { numRuns: NUM_RUNS },
     );
@@ -258,7 +351,9 @@ describe('the guard decision: properties', () => {
   test('a forced-open view always refuses (until its end)', () => {
     fc.assert(
       fc.property(readCaseArb, (c) => {
-        const view = c.view ? { ...c.view, state: 'forced-open' as const, mode: 'forced-open' as const, forcedUntil: null } : c.view;
+        const view = c.view
+          ? { ...c.view, state: 'forced-open' as const, mode: 'forced-open' as const, forcedUntil: null }
+          : c.view;
         fc.pre(forcedOpen(view, c.now));
         const { step } = ask({ ...c, view, p: { ...c.p, pauseWaited: false } });
         assert.equal(step.kind, 'refuse');
@@ -282,7 +377,12 @@ describe('the guard decision: properties', () => {
     );
     fc.assert(
       fc.property(runArb, (c) => {
-        const own = { ...c.own, pausedUntil: 0, lastView: c.own.lastView && { ...c.own.lastView, pacedUntil: undefined }, quarantine: null } as OwnState;
+        const own = {
+          ...c.own,
+          pausedUntil: 0,
+          lastView: c.own.lastView && { ...c.own.lastView, pacedUntil: undefined },
+          quarantine: null,
+        } as OwnState;
         assert.equal(play({ ...c, own, view: undefined }).decision.kind, 'fail-open');
       }),
       { numRuns: NUM_RUNS },
@@ -293,7 +393,13 @@ describe('the guard decision: properties', () => {
     fc.assert(
       fc.property(runArb, (c) => {
         fc.pre(!!c.view && !c.own.nextProbe);
-        const view = { ...c.view, state: 'half-open' as const, phase: 'half-open' as const, mode: 'auto' as const, probesOutstanding: c.view.maxConcurrentProbes };
+        const view = {
+          ...c.view,
+          state: 'half-open' as const,
+          phase: 'half-open' as const,
+          mode: 'auto' as const,
+          probesOutstanding: c.view.maxConcurrentProbes,
+        };
         const { decision, steps } = play({ ...c, view });
         assert.ok(!steps.some((s) => s.kind === 'request-probe'));
         assert.equal(decision.kind, 'refuse');
@@ -324,7 +430,8 @@ describe('the guard decision: properties', () => {
           assert.equal(step.quarantineProbe, true);
           assert.ok(!c.own.quarantine.probing && c.now >= c.own.quarantine.nextProbeAt);
         }
-        if (!c.own.quarantine && (step.kind === 'proceed' || step.kind === 'fail-open')) assert.equal(step.quarantineProbe, false);
+        if (!c.own.quarantine && (step.kind === 'proceed' || step.kind === 'fail-open'))
+          assert.equal(step.quarantineProbe, false);
       }),
       { numRuns: NUM_RUNS * 2 },
     );
@@ -346,11 +453,21 @@ describe('the guard decision: properties', () => {
         const { decision, steps } = play(c);
         const asked = steps.some((s) => s.kind === 'request-probe');
         if (decision.kind === 'probe') assert.ok(asked, 'a token only from a request');
-        if (decision.kind === 'proceed' && !asked) assert.ok(c.view === null || c.view?.state === 'closed' || c.view?.state === 'forced-closed' || c.view?.state === 'metrics-only', c.view?.state);
+        if (decision.kind === 'proceed' && !asked)
+          assert.ok(
+            c.view === null ||
+              c.view?.state === 'closed' ||
+              c.view?.state === 'forced-closed' ||
+              c.view?.state === 'metrics-only',
+            c.view?.state,
+          );
         if (decision.kind === 'fail-open' && decision.reason !== 'reports-dropped') assert.equal(c.view, undefined);
         // The rate is asked at most once, and a slot taken at most once.
         assert.ok(steps.filter((s) => s.kind === 'pace').length <= 1);
-        assert.ok(steps.filter((s) => s.kind === 'share').length <= 1 || steps.some((s) => s.kind === 'wait' && s.then === 'restart'));
+        assert.ok(
+          steps.filter((s) => s.kind === 'share').length <= 1 ||
+            steps.some((s) => s.kind === 'wait' && s.then === 'restart'),
+        );
       }),
       { numRuns: NUM_RUNS },
     );
@@ -358,19 +475,41 @@ describe('the guard decision: properties', () => {
 });
 
 describe('the guard decision: examples', () => {
-  const o: DecideOptions = { failureFlushMs: 50, maxPaceWaitMs: 30_000, cacheTtlMs: 500, probeSpreadMs: 1_000, probeJitter: 0.25 };
-  const own: OwnState = { alarm: false, pausedUntil: 0, lastView: null, share: null, spreadSince: undefined, asking: false, wedged: false, blind: false, quarantine: null };
+  const o: DecideOptions = {
+    failureFlushMs: 50,
+    maxPaceWaitMs: 30_000,
+    cacheTtlMs: 500,
+    probeSpreadMs: 1_000,
+    probeJitter: 0.25,
+  };
+  const own: OwnState = {
+    alarm: false,
+    pausedUntil: 0,
+    lastView: null,
+    share: null,
+    spreadSince: undefined,
+    asking: false,
+    wedged: false,
+    blind: false,
+    quarantine: null,
+  };
   const read: Progress = { ...START, read: true };
 
   test('first the failure report lands, then the view is read', () => {
-    assert.deepEqual(nextStep(undefined, { ...own, alarm: true }, o, T0, START).step, { kind: 'await-alarm', maxMs: 200 });
+    assert.deepEqual(nextStep(undefined, { ...own, alarm: true }, o, T0, START).step, {
+      kind: 'await-alarm',
+      maxMs: 200,
+    });
     assert.deepEqual(nextStep(undefined, own, o, T0, { ...START, alarmAwaited: true }).step, { kind: 'read' });
   });
 
   test('closed: the rate is asked, then the call proceeds at the ramp allowance', () => {
     const ramp = { ...CLOSED_VIEW, rampStartedAt: T0 - 5_000, rampMs: 10_000, rampFloor: 0.1 };
     assert.deepEqual(nextStep(ramp, own, o, T0, read).step, { kind: 'share', allowance: 0.55 });
-    assert.deepEqual(nextStep(ramp, own, o, T0, { ...read, share: null }), { step: { kind: 'proceed', state: 'closed', allowance: 0.55, quarantineProbe: false }, spreadSince: null });
+    assert.deepEqual(nextStep(ramp, own, o, T0, { ...read, share: null }), {
+      step: { kind: 'proceed', state: 'closed', allowance: 0.55, quarantineProbe: false },
+      spreadSince: null,
+    });
     // A rate-limited endpoint: a slot at the share, then the state read again, then the call (never paced twice).
     assert.deepEqual(nextStep(ramp, own, o, T0, { ...read, share: 2 }).step, { kind: 'pace', rate: 2, then: 'reread' });
     assert.equal(nextStep(ramp, own, o, T0, { ...read, share: 2, paced: true }).step.kind, 'proceed');
@@ -378,46 +517,122 @@ describe('the guard decision: examples', () => {
 
   test('open: refused with the cooldown left; after it, half-open: the spread share, then the token', () => {
     const open: BreakerView = { ...CLOSED_VIEW, state: 'open', phase: 'open', cooldownUntil: T0 + 4_000 };
-    assert.deepEqual(nextStep(open, own, o, T0, read).step, { kind: 'refuse', state: 'open', retryAfterMs: 4_000, reason: 'breaker open' });
+    assert.deepEqual(nextStep(open, own, o, T0, read).step, {
+      kind: 'refuse',
+      state: 'open',
+      retryAfterMs: 4_000,
+      reason: 'breaker open',
+    });
     // The cooldown ended 100 ms ago for the whole fleet: this process's share of the spread is 250 ms.
-    assert.deepEqual(nextStep(open, own, o, T0 + 4_100, read), { step: { kind: 'wait', untilMs: T0 + 4_250, why: 'probe-spread', then: 'restart' } });
+    assert.deepEqual(nextStep(open, own, o, T0 + 4_100, read), {
+      step: { kind: 'wait', untilMs: T0 + 4_250, why: 'probe-spread', then: 'restart' },
+    });
     assert.deepEqual(nextStep(open, own, o, T0 + 4_250, read).step, { kind: 'request-probe' });
     assert.deepEqual(nextStep(open, { ...own, asking: true }, o, T0 + 4_250, read).step.kind, 'refuse');
     // A view already half-open: the spread runs from when this process first saw it so (remembered).
     const half: BreakerView = { ...CLOSED_VIEW, state: 'half-open', phase: 'half-open' };
-    assert.deepEqual(nextStep(half, own, o, T0, read), { step: { kind: 'wait', untilMs: T0 + 250, why: 'probe-spread', then: 'restart' }, spreadSince: T0 });
-    assert.deepEqual(nextStep(half, { ...own, spreadSince: T0 }, o, T0 + 250, read).step, { kind: 'request-probe' });
-    assert.deepEqual(nextStep(half, own, o, T0, { ...read, answer: { kind: 'refused', state: 'half-open', retryAfterMs: 500, reason: 'half-open: another worker holds the probe token' } }), {
-      step: { kind: 'refuse', state: 'half-open', retryAfterMs: 500, reason: 'half-open: another worker holds the probe token' },
-      spreadSince: null,
+    assert.deepEqual(nextStep(half, own, o, T0, read), {
+      step: { kind: 'wait', untilMs: T0 + 250, why: 'probe-spread', then: 'restart' },
+      spreadSince: T0,
     });
+    assert.deepEqual(nextStep(half, { ...own, spreadSince: T0 }, o, T0 + 250, read).step, { kind: 'request-probe' });
+    assert.deepEqual(
+      nextStep(half, own, o, T0, {
+        ...read,
+        answer: {
+          kind: 'refused',
+          state: 'half-open',
+          retryAfterMs: 500,
+          reason: 'half-open: another worker holds the probe token',
+        },
+      }),
+      {
+        step: {
+          kind: 'refuse',
+          state: 'half-open',
+          retryAfterMs: 500,
+          reason: 'half-open: another worker holds the probe token',
+        },
+        spreadSince: null,
+      },
+    );
   });
 
   test("a process whose probe just succeeded asks for the round's next token at once, with no spread, even while the view shows its token out", () => {
-    const held: BreakerView = { ...CLOSED_VIEW, state: 'half-open', phase: 'half-open', probesOutstanding: 1, maxConcurrentProbes: 1 };
-    assert.deepEqual(nextStep(held, own, o, T0, read).step.kind, 'refuse', 'another process: refused until a view shows the token free');
-    assert.deepEqual(nextStep(held, { ...own, nextProbe: true }, o, T0, read), { step: { kind: 'request-probe' }, spreadSince: null });
-    assert.equal(nextStep(held, { ...own, nextProbe: true, asking: true }, o, T0, read).step.kind, 'refuse', 'one request at a time still');
-    assert.equal(nextStep(CLOSED_VIEW, { ...own, nextProbe: true }, o, T0, { ...read, share: null }).step.kind, 'proceed', 'closed by that probe: no token needed');
+    const held: BreakerView = {
+      ...CLOSED_VIEW,
+      state: 'half-open',
+      phase: 'half-open',
+      probesOutstanding: 1,
+      maxConcurrentProbes: 1,
+    };
+    assert.deepEqual(
+      nextStep(held, own, o, T0, read).step.kind,
+      'refuse',
+      'another process: refused until a view shows the token free',
+    );
+    assert.deepEqual(nextStep(held, { ...own, nextProbe: true }, o, T0, read), {
+      step: { kind: 'request-probe' },
+      spreadSince: null,
+    });
+    assert.equal(
+      nextStep(held, { ...own, nextProbe: true, asking: true }, o, T0, read).step.kind,
+      'refuse',
+      'one request at a time still',
+    );
+    assert.equal(
+      nextStep(CLOSED_VIEW, { ...own, nextProbe: true }, o, T0, { ...read, share: null }).step.kind,
+      'proceed',
+      'closed by that probe: no token needed',
+    );
   });
 
   test('after failures in a row, a call the closed breaker lets through is held, reading the verdict again each quarter of holdMs, at most holdMs', () => {
     const ho: DecideOptions = { ...o, holdAfterFailures: 2, holdMs: 1_000 };
     const read0 = { ...read, share: null };
-    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 1 }, ho, T0, read0).step.kind, 'proceed', 'one failure: no hold');
-    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, failStreak: 2 }, ho, T0, read0).step, { kind: 'wait', untilMs: T0 + 250, why: 'hold', then: 'reread' });
-    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, ho, T0 + 900, { ...read0, heldSince: T0 }).step, { kind: 'wait', untilMs: T0 + 1_000, why: 'hold', then: 'reread' });
-    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, ho, T0 + 1_000, { ...read0, heldSince: T0 }).step.kind, 'proceed', 'the hold has ended');
+    assert.equal(
+      nextStep(CLOSED_VIEW, { ...own, failStreak: 1 }, ho, T0, read0).step.kind,
+      'proceed',
+      'one failure: no hold',
+    );
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, failStreak: 2 }, ho, T0, read0).step, {
+      kind: 'wait',
+      untilMs: T0 + 250,
+      why: 'hold',
+      then: 'reread',
+    });
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, ho, T0 + 900, { ...read0, heldSince: T0 }).step, {
+      kind: 'wait',
+      untilMs: T0 + 1_000,
+      why: 'hold',
+      then: 'reread',
+    });
+    assert.equal(
+      nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, ho, T0 + 1_000, { ...read0, heldSince: T0 }).step.kind,
+      'proceed',
+      'the hold has ended',
+    );
     // The verdict came: an open breaker refuses at once; no hold without an entity, with the option off, or after a success.
     const open: BreakerView = { ...CLOSED_VIEW, state: 'open', phase: 'open', cooldownUntil: T0 + 4_000 };
-    assert.equal(nextStep(open, { ...own, failStreak: 5 }, ho, T0 + 300, { ...read0, heldSince: T0 }).step.kind, 'refuse');
+    assert.equal(
+      nextStep(open, { ...own, failStreak: 5 }, ho, T0 + 300, { ...read0, heldSince: T0 }).step.kind,
+      'refuse',
+    );
     assert.equal(nextStep(null, { ...own, failStreak: 5 }, ho, T0, read0).step.kind, 'proceed');
-    assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, { ...ho, holdAfterFailures: 0 }, T0, read0).step.kind, 'proceed');
+    assert.equal(
+      nextStep(CLOSED_VIEW, { ...own, failStreak: 5 }, { ...ho, holdAfterFailures: 0 }, T0, read0).step.kind,
+      'proceed',
+    );
     assert.equal(nextStep(CLOSED_VIEW, { ...own, failStreak: 0 }, ho, T0, read0).step.kind, 'proceed');
   });
 
   test("a 429's pause is waited out (then the view read again), or refused when longer than maxPaceWaitMs", () => {
-    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, pausedUntil: T0 + 2_000 }, o, T0, read).step, { kind: 'wait', untilMs: T0 + 2_000, why: 'paused', then: 'reread' });
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, pausedUntil: T0 + 2_000 }, o, T0, read).step, {
+      kind: 'wait',
+      untilMs: T0 + 2_000,
+      why: 'paused',
+      then: 'reread',
+    });
     assert.deepEqual(nextStep({ ...CLOSED_VIEW, pacedUntil: T0 + 40_000 }, own, o, T0, read).step, {
       kind: 'refuse',
       state: 'closed',
@@ -427,7 +642,11 @@ describe('the guard decision: examples', () => {
   });
 
   test('unreachable: paced at the share last known, then failing open; wedged says so', () => {
-    assert.deepEqual(nextStep(undefined, { ...own, share: 4 }, o, T0, read).step, { kind: 'pace', rate: 4, then: 'decide' });
+    assert.deepEqual(nextStep(undefined, { ...own, share: 4 }, o, T0, read).step, {
+      kind: 'pace',
+      rate: 4,
+      then: 'decide',
+    });
     assert.deepEqual(nextStep(undefined, { ...own, share: 4 }, o, T0, { ...read, paced: true }).step, {
       kind: 'fail-open',
       reason: 'unreachable',
@@ -435,9 +654,20 @@ describe('the guard decision: examples', () => {
       allowance: 1,
       quarantineProbe: false,
     });
-    assert.deepEqual(nextStep(undefined, { ...own, lastView: { ...CLOSED_VIEW, rateLimit: 10, activeReporters: 4 } }, o, T0, read).step, { kind: 'pace', rate: 2, then: 'decide' });
-    assert.deepEqual(nextStep(undefined, own, { ...o, config: { maxRequestsPerSecond: 7 } }, T0, read).step, { kind: 'pace', rate: 7, then: 'decide' });
-    assert.equal(nextStep(undefined, { ...own, wedged: true }, o, T0, read).step.kind === 'fail-open' && 'wedged', 'wedged');
+    assert.deepEqual(
+      nextStep(undefined, { ...own, lastView: { ...CLOSED_VIEW, rateLimit: 10, activeReporters: 4 } }, o, T0, read)
+        .step,
+      { kind: 'pace', rate: 2, then: 'decide' },
+    );
+    assert.deepEqual(nextStep(undefined, own, { ...o, config: { maxRequestsPerSecond: 7 } }, T0, read).step, {
+      kind: 'pace',
+      rate: 7,
+      then: 'decide',
+    });
+    assert.equal(
+      nextStep(undefined, { ...own, wedged: true }, o, T0, read).step.kind === 'fail-open' && 'wedged',
+      'wedged',
+    );
   });
 
   test('quarantined: refused but for one call per interval; blind: failing open (reports-dropped)', () => {
@@ -448,7 +678,12 @@ describe('the guard decision: examples', () => {
       retryAfterMs: 1_500,
       reason: 'quarantined: five local failures',
     });
-    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, quarantine: q }, o, T0 + 1_500, { ...read, share: null }).step, { kind: 'proceed', state: 'closed', allowance: 1, quarantineProbe: true });
+    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, quarantine: q }, o, T0 + 1_500, { ...read, share: null }).step, {
+      kind: 'proceed',
+      state: 'closed',
+      allowance: 1,
+      quarantineProbe: true,
+    });
     assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, blind: true }, o, T0, { ...read, share: null }).step, {
       kind: 'fail-open',
       reason: 'reports-dropped',
@@ -457,12 +692,15 @@ describe('the guard decision: examples', () => {
       quarantineProbe: false,
     });
     // Both: the quarantine's probe call goes through failing open, still marked as the quarantine's probe.
-    assert.deepEqual(nextStep(CLOSED_VIEW, { ...own, blind: true, quarantine: q }, o, T0 + 1_500, { ...read, share: null }).step, {
-      kind: 'fail-open',
-      reason: 'reports-dropped',
-      state: 'closed',
-      allowance: 1,
-      quarantineProbe: true,
-    });
+    assert.deepEqual(
+      nextStep(CLOSED_VIEW, { ...own, blind: true, quarantine: q }, o, T0 + 1_500, { ...read, share: null }).step,
+      {
+        kind: 'fail-open',
+        reason: 'reports-dropped',
+        state: 'closed',
+        allowance: 1,
+        quarantineProbe: true,
+      },
+    );
   });
 });

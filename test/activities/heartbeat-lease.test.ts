@@ -5,7 +5,12 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ActivityNotFoundError, type Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { makeFetchBatch, type BatchResume, type FetchBatchInput, type TileResult } from '../../src/activities/fetch/fetch-batch';
+import {
+  makeFetchBatch,
+  type BatchResume,
+  type FetchBatchInput,
+  type TileResult,
+} from '../../src/activities/fetch/fetch-batch';
 import { HeartbeatLease } from '../../src/activities/fetch/heartbeat-lease';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { parseSource } from '../../src/sources/schema';
@@ -36,7 +41,10 @@ function clientWith(heartbeat: () => Promise<void>): Client {
  * 24 tiles, 4 in flight at most, through a fetch whose clock moves 1 s on as each request finishes (so a
  * heartbeat goes out every few of them); what the server saw and what was recorded as finished.
  */
-async function run(heartbeat: () => Promise<void>, tiles = 24): Promise<{ requests: number; recorded: number; outcome: TileResult[] | Error }> {
+async function run(
+  heartbeat: () => Promise<void>,
+  tiles = 24,
+): Promise<{ requests: number; recorded: number; outcome: TileResult[] | Error }> {
   let clock = 0;
   let recorded = 0;
   const fetchTiles = makeFetchBatch({ pools, now: () => clock });
@@ -53,7 +61,9 @@ async function run(heartbeat: () => Promise<void>, tiles = 24): Promise<{ reques
     recorded += indices.length;
     clock += 1_000;
   };
-  const outcome = await env.run<[FetchBatchInput, BatchResume], TileResult[], typeof fetchTiles>(fetchTiles, input, { onFinished }).catch((err: Error) => err);
+  const outcome = await env
+    .run<[FetchBatchInput, BatchResume], TileResult[], typeof fetchTiles>(fetchTiles, input, { onFinished })
+    .catch((err: Error) => err);
   return { requests: server.requests - before, recorded, outcome };
 }
 
@@ -66,9 +76,14 @@ describe('an attempt whose heartbeats the server does not accept', () => {
   });
 
   test('Temporal unreachable for longer than the heartbeat timeout: the attempt starts no new request, records those in flight and fails retryable', async () => {
-    const { requests, recorded, outcome } = await run(() => Promise.reject(new Error('14 UNAVAILABLE: No connection established')));
+    const { requests, recorded, outcome } = await run(() =>
+      Promise.reject(new Error('14 UNAVAILABLE: No connection established')),
+    );
     assert.ok(outcome instanceof Error, 'the attempt does not report its batch done');
-    assert.match(outcome.message, /fetch batch stopped starting requests: no heartbeat accepted by the server for \d+\.\d s \(heartbeat timeout 6\.0 s\)/);
+    assert.match(
+      outcome.message,
+      /fetch batch stopped starting requests: no heartbeat accepted by the server for \d+\.\d s \(heartbeat timeout 6\.0 s\)/,
+    );
     // Lost as the 7th request finished (the clock past 6 s): besides those 7, only the other 7 of its 8 loops
     // (twice the concurrency: 4 requesting, 4 storing) can have a request made, none starts one after.
     assert.ok(requests <= 7 + 7, `${requests} requests made`);

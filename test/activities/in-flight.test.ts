@@ -39,7 +39,11 @@ describe('the stall threshold', () => {
     const calls = learned([300, 400, 500]);
     assert.equal(calls.thresholdMs(KEY), 5_000);
     assert.equal(calls.thresholdMs(KEY, 8_400), 8_400, 'a fleet rendering in seconds: its calls are not judged sooner');
-    assert.equal(calls.thresholdMs(KEY, 300), 5_000, 'a fleet of fast calls on the same host does not shorten the wait of a process that has not learned its own');
+    assert.equal(
+      calls.thresholdMs(KEY, 300),
+      5_000,
+      'a fleet of fast calls on the same host does not shorten the wait of a process that has not learned its own',
+    );
     assert.equal(new InFlightCalls({ initialMs: 3_000 }).thresholdMs(KEY), 3_000);
   });
 
@@ -121,7 +125,11 @@ describe('a key that stopped answering', () => {
     const b = {};
     calls.start(a, KEY, 0);
     calls.start(b, KEY, 2_000);
-    assert.equal(calls.sweep(5_000).get(KEY), 1, 'a at the initial 5 s; b, 3 s old, is not judged by a p95 it does not know');
+    assert.equal(
+      calls.sweep(5_000).get(KEY),
+      1,
+      'a at the initial 5 s; b, 3 s old, is not judged by a p95 it does not know',
+    );
     assert.equal(calls.sweep(7_000).get(KEY), 1);
   });
 });

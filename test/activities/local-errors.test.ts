@@ -11,7 +11,11 @@ import { refusedPort } from '../helpers/fault-server';
 /** A resolver that fails every lookup with `code`, as a worker's broken DNS would. */
 function failingResolver(code: string) {
   return (host: string, _opts: unknown, cb: (err: Error) => void) => {
-    const err = Object.assign(new Error(`getaddrinfo ${code} ${host}`), { code, syscall: 'getaddrinfo', hostname: host });
+    const err = Object.assign(new Error(`getaddrinfo ${code} ${host}`), {
+      code,
+      syscall: 'getaddrinfo',
+      hostname: host,
+    });
     process.nextTick(() => cb(err));
   };
 }
@@ -70,6 +74,7 @@ describe('local-origin errors: the worker failed, not the endpoint', () => {
 
   test('codes: descriptor and address exhaustion are local; resets and timeouts are not', () => {
     for (const code of ['EADDRNOTAVAIL', 'EMFILE', 'ENFILE', 'ENOBUFS']) assert.ok(localCause(code, 'x'), code);
-    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_ABORTED']) assert.equal(localCause(code, 'x'), null, code);
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_ABORTED'])
+      assert.equal(localCause(code, 'x'), null, code);
   });
 });

@@ -16,7 +16,8 @@ import { tileBounds } from '../../src/geo/mercator';
 import { startWms, wmsAvailable, type Wms } from '../helpers/mapserver';
 import { startTestEndpoint, type TestEndpoint } from '../helpers/tile-server';
 
-const wmsAt = (url: string, extra: Record<string, unknown> = {}) => parseSource({ type: 'wms', url, layers: ['quadrants'], transparent: false, ...extra });
+const wmsAt = (url: string, extra: Record<string, unknown> = {}) =>
+  parseSource({ type: 'wms', url, layers: ['quadrants'], transparent: false, ...extra });
 const grid = (z: number, x0: number, x1: number, y0: number, y1: number) => {
   const out = [];
   for (let y = y0; y <= y1; y++) for (let x = x0; x <= x1; x++) out.push({ z, x, y });
@@ -44,14 +45,23 @@ test('metatiles: one request per aligned metatile, covering only the planned til
   // At the world's top-left corner there is nothing to buffer on those sides.
   const corner = requestUnits(source, grid(2, 0, 1, 0, 1));
   assert.equal(corner.length, 1);
-  assert.deepEqual([corner[0]!.meta!.left, corner[0]!.meta!.top, corner[0]!.width, corner[0]!.height], [0, 0, 2 * 256 + 32, 2 * 256 + 32]);
+  assert.deepEqual(
+    [corner[0]!.meta!.left, corner[0]!.meta!.top, corner[0]!.width, corner[0]!.height],
+    [0, 0, 2 * 256 + 32, 2 * 256 + 32],
+  );
   // Without metatile: one request per tile.
   assert.equal(requestUnits(wmsAt('http://127.0.0.1:9/wms'), grid(10, 5, 9, 2, 3)).length, 10);
 });
 
 test('a metatile larger than the server allows is refused, naming the field and the sizes', () => {
-  assert.throws(() => wmsAt('http://127.0.0.1:9/wms', { metatile: { size: [16, 16], buffer: 1 } }), /metatile: makes 4098x4098 px GetMaps, larger than maxRequestSize 4096/);
-  assert.throws(() => wmsAt('http://127.0.0.1:9/wms', { metatile: { size: [8, 8], buffer: 64 }, maxRequestSize: 2048 }), /metatile: makes 2176x2176 px GetMaps, larger than maxRequestSize 2048/);
+  assert.throws(
+    () => wmsAt('http://127.0.0.1:9/wms', { metatile: { size: [16, 16], buffer: 1 } }),
+    /metatile: makes 4098x4098 px GetMaps, larger than maxRequestSize 4096/,
+  );
+  assert.throws(
+    () => wmsAt('http://127.0.0.1:9/wms', { metatile: { size: [8, 8], buffer: 64 }, maxRequestSize: 2048 }),
+    /metatile: makes 2176x2176 px GetMaps, larger than maxRequestSize 2048/,
+  );
 });
 
 describe('metatiles against a failing endpoint', () => {
@@ -68,10 +78,21 @@ describe('metatiles against a failing endpoint', () => {
   });
   test('a failed metatile fails each of its tiles with the same reason, after one request per attempt', async () => {
     const source = wmsAt(`${endpoint.url}/wms`, { metatile: { size: [4, 4], buffer: 0 } });
-    const results = await makeFetchBatch({ pools })({ sourceName: 'm', source, tiles: grid(10, 0, 3, 0, 3), storeRoot: dir, breaker: false, retry: { attempts: 2, baseMs: 1, capMs: 5 } });
+    const results = await makeFetchBatch({ pools })({
+      sourceName: 'm',
+      source,
+      tiles: grid(10, 0, 3, 0, 3),
+      storeRoot: dir,
+      breaker: false,
+      retry: { attempts: 2, baseMs: 1, capMs: 5 },
+    });
     assert.equal(results.length, 16);
     assert.equal(endpoint.requests, 2, 'one GetMap per attempt for 16 tiles');
-    assert.ok(results.every((r) => r.status === 'failed' && r.kind === 'transient' && r.attempts === 2 && r.reason === results[0]!.reason));
+    assert.ok(
+      results.every(
+        (r) => r.status === 'failed' && r.kind === 'transient' && r.attempts === 2 && r.reason === results[0]!.reason,
+      ),
+    );
   });
 });
 
@@ -98,7 +119,14 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
     const seT = tileBounds(17, 65542, 65534);
     const build = async (name: string, extra: Partial<MosaicRequest>) => {
       const plan = await planMosaic({
-        source: { type: 'wms', url: wms.url, layers: ['quadrants'], transparent: false, concurrency: 4, metatile: { size: [4, 4], buffer: 0 } },
+        source: {
+          type: 'wms',
+          url: wms.url,
+          layers: ['quadrants'],
+          transparent: false,
+          concurrency: 4,
+          metatile: { size: [4, 4], buffer: 0 },
+        },
         sourceName: 'meta',
         bbox: [nwT.minX, seT.minY, seT.maxX, nwT.maxY],
         crs: 'EPSG:3857',
@@ -106,15 +134,28 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
         output: path.join(dir, name, 'mosaic.tif'),
         ...extra,
       });
-      const summary = await makeMosaicBatch({ pools })({ plan, tiles: { start: 0, count: plan.total }, pass: 0, batchId: 'p0-b0-0', whenRefused: 'defer', final: true });
+      const summary = await makeMosaicBatch({ pools })({
+        plan,
+        tiles: { start: 0, count: plan.total },
+        pass: 0,
+        batchId: 'p0-b0-0',
+        whenRefused: 'defer',
+        final: true,
+      });
       assert.equal(summary.counts.ok, 36);
       return { plan, result: await assembleMosaic({ plan, partial: false }), requests: summary.requests };
     };
     const cut = await build('cut', { breaker: false });
     const direct = await build('direct', { breaker: false, directChunks: true });
-    assert.deepEqual(direct.plan.source.type === 'wms' && direct.plan.source.metatile?.size, [8, 8], 'chunks of 2048 px');
+    assert.deepEqual(
+      direct.plan.source.type === 'wms' && direct.plan.source.metatile?.size,
+      [8, 8],
+      'chunks of 2048 px',
+    );
     // No tile cache: the tiles point into their chunk.
-    const m = JSON.parse(readFileSync(direct.result.manifest, 'utf8')) as { tiles: { path: string; region?: unknown }[] };
+    const m = JSON.parse(readFileSync(direct.result.manifest, 'utf8')) as {
+      tiles: { path: string; region?: unknown }[];
+    };
     assert.ok(m.tiles.every((t) => t.region && /chunks/.test(t.path)));
     const a = await sharp(cut.result.output).raw().toBuffer();
     const b = await sharp(direct.result.output).raw().toBuffer();
@@ -127,8 +168,20 @@ describe('metatiles from a real WMS (MapServer 8)', { skip }, () => {
       // edge inside a request is an edge effect of its own), crossing metatile boundaries both ways.
       const tiles = grid(17, 65537, 65542, 65529, 65534);
       const fetchTiles = makeFetchBatch({ pools });
-      const single = await fetchTiles({ sourceName: `single${buffer}`, source: wmsAt(wms.url, { concurrency: 4 }), tiles, storeRoot: dir, breaker: false });
-      const meta = await fetchTiles({ sourceName: `meta${buffer}`, source: wmsAt(wms.url, { concurrency: 4, metatile: { size: [4, 4], buffer } }), tiles, storeRoot: dir, breaker: false });
+      const single = await fetchTiles({
+        sourceName: `single${buffer}`,
+        source: wmsAt(wms.url, { concurrency: 4 }),
+        tiles,
+        storeRoot: dir,
+        breaker: false,
+      });
+      const meta = await fetchTiles({
+        sourceName: `meta${buffer}`,
+        source: wmsAt(wms.url, { concurrency: 4, metatile: { size: [4, 4], buffer } }),
+        tiles,
+        storeRoot: dir,
+        breaker: false,
+      });
       assert.ok(
         single.every((r) => r.status === 'ok'),
         single.find((r) => r.status !== 'ok')?.reason,

@@ -6,7 +6,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { DEFAULT_TOLERANCE, gridMismatch, measureAgreement, type Agreement, type NamedSource } from '../../src/activities/mirror/contract';
+import {
+  DEFAULT_TOLERANCE,
+  gridMismatch,
+  measureAgreement,
+  type Agreement,
+  type NamedSource,
+} from '../../src/activities/mirror/contract';
 import { judgeMirrors } from '../../src/activities/mirror/judge';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { startDemoTileServer } from '../../src/demo/tile-server';
@@ -15,7 +21,8 @@ import { tileUrl, type TileAddress } from '../../src/sources/request-url';
 import { parseSource, type SourceInput } from '../../src/sources/schema';
 import { freePort, startWms, wmsAvailable, type Wms } from '../helpers/mapserver';
 
-const xyz = (more: Partial<SourceInput> = {}) => parseSource({ type: 'xyz', url: 'https://a.example/{z}/{x}/{y}.png', ...more });
+const xyz = (more: Partial<SourceInput> = {}) =>
+  parseSource({ type: 'xyz', url: 'https://a.example/{z}/{x}/{y}.png', ...more });
 
 describe('gridMismatch: the grid and format a mirror must share with its primary', () => {
   test('XYZ, TMS, WMS in EPSG:3857 or EPSG:900913 and GoogleMapsCompatible WMTS draw one grid', () => {
@@ -27,7 +34,13 @@ describe('gridMismatch: the grid and format a mirror must share with its primary
       parseSource({ type: 'wms', url: 'https://b.example/wms', layers: ['osm'] }),
       parseSource({ type: 'wms', url: 'https://b.example/wms', layers: ['osm'], version: '1.1.1', crs: 'EPSG:900913' }),
       parseSource({ type: 'wmts-rest', url: 'https://b.example/{TileMatrixSet}/{TileMatrix}/{TileRow}/{TileCol}.png' }),
-      parseSource({ type: 'wmts-kvp', url: 'https://b.example/gwc/service/wmts', layer: 'osm', tileMatrixSet: 'EPSG:3857', tileMatrixPrefix: 'EPSG:3857:' }),
+      parseSource({
+        type: 'wmts-kvp',
+        url: 'https://b.example/gwc/service/wmts',
+        layer: 'osm',
+        tileMatrixSet: 'EPSG:3857',
+        tileMatrixPrefix: 'EPSG:3857:',
+      }),
       parseSource({ type: 'wmts-kvp', url: 'https://b.example/wmts', layer: 'osm', tileMatrixSet: 'WebMercatorQuad' }),
     ];
     for (const m of same) assert.equal(gridMismatch(primary, m, 'b'), null, m.type);
@@ -35,25 +48,63 @@ describe('gridMismatch: the grid and format a mirror must share with its primary
 
   test('another CRS, an unknown matrix set, another tile size or an undecoded format is refused, naming the difference', () => {
     const primary = xyz();
-    const geographic = parseSource({ type: 'wmts-kvp', url: 'https://b.example/wmts', layer: 'osm', tileMatrixSet: 'WorldCRS84Quad' });
-    assert.equal(gridMismatch(primary, geographic, 'osm-b'), 'mirror "osm-b": CRS EPSG:4326 (matrix set "WorldCRS84Quad") differs from the primary\'s EPSG:3857');
-    assert.equal(gridMismatch(geographic, primary), 'mirror: CRS EPSG:3857 differs from the primary\'s EPSG:4326 (matrix set "WorldCRS84Quad")');
-    const custom = parseSource({ type: 'wmts-rest', url: 'https://b.example/{TileMatrix}/{TileRow}/{TileCol}.png', tileMatrixSet: 'alps25' });
-    assert.match(gridMismatch(primary, custom, 'b') ?? '', /^mirror "b": CRS unknown \(matrix set "alps25"\) cannot be shown to match the primary's EPSG:3857$/);
+    const geographic = parseSource({
+      type: 'wmts-kvp',
+      url: 'https://b.example/wmts',
+      layer: 'osm',
+      tileMatrixSet: 'WorldCRS84Quad',
+    });
+    assert.equal(
+      gridMismatch(primary, geographic, 'osm-b'),
+      'mirror "osm-b": CRS EPSG:4326 (matrix set "WorldCRS84Quad") differs from the primary\'s EPSG:3857',
+    );
+    assert.equal(
+      gridMismatch(geographic, primary),
+      'mirror: CRS EPSG:3857 differs from the primary\'s EPSG:4326 (matrix set "WorldCRS84Quad")',
+    );
+    const custom = parseSource({
+      type: 'wmts-rest',
+      url: 'https://b.example/{TileMatrix}/{TileRow}/{TileCol}.png',
+      tileMatrixSet: 'alps25',
+    });
+    assert.match(
+      gridMismatch(primary, custom, 'b') ?? '',
+      /^mirror "b": CRS unknown \(matrix set "alps25"\) cannot be shown to match the primary's EPSG:3857$/,
+    );
     // The same set on both sides is the one case an unknown grid can match.
-    assert.equal(gridMismatch(custom, parseSource({ type: 'wmts-kvp', url: 'https://c.example/wmts', layer: 'x', tileMatrixSet: 'alps25' })), null);
-    assert.equal(gridMismatch(primary, xyz({ tileSize: 512 }), 'b'), 'mirror "b": tile size 512 differs from the primary\'s 256');
-    assert.equal(gridMismatch(primary, xyz({ format: 'image/gif' }), 'b'), 'mirror "b": format image/gif is not one the pipeline decodes (image/png, image/jpeg, image/webp)');
-    assert.match(gridMismatch(xyz({ format: 'image/tiff' }), xyz({ format: 'image/tiff' })) ?? '', /the primary's format image\/tiff is not one the pipeline decodes/);
+    assert.equal(
+      gridMismatch(
+        custom,
+        parseSource({ type: 'wmts-kvp', url: 'https://c.example/wmts', layer: 'x', tileMatrixSet: 'alps25' }),
+      ),
+      null,
+    );
+    assert.equal(
+      gridMismatch(primary, xyz({ tileSize: 512 }), 'b'),
+      'mirror "b": tile size 512 differs from the primary\'s 256',
+    );
+    assert.equal(
+      gridMismatch(primary, xyz({ format: 'image/gif' }), 'b'),
+      'mirror "b": format image/gif is not one the pipeline decodes (image/png, image/jpeg, image/webp)',
+    );
+    assert.match(
+      gridMismatch(xyz({ format: 'image/tiff' }), xyz({ format: 'image/tiff' })) ?? '',
+      /the primary's format image\/tiff is not one the pipeline decodes/,
+    );
   });
 
   test("a mirror on the primary's scheme, host and port shares its breaker: refused unless a partition separates them", async () => {
     const primary = xyz({ url: 'https://a.example/osm/{z}/{x}/{y}.png' });
     const grid = { z: 3, xMin: 0, xMax: 1, yMin: 0, yMax: 1, tileSize: 256 };
     const plan = { sourceName: 'osm', source: primary, grid, storeRoot: '/nonexistent/store' };
-    const [same] = await judgeMirrors(plan, [{ name: 'osm-copy', source: xyz({ url: 'https://a.example/copy/{z}/{x}/{y}.png' }) }]);
+    const [same] = await judgeMirrors(plan, [
+      { name: 'osm-copy', source: xyz({ url: 'https://a.example/copy/{z}/{x}/{y}.png' }) },
+    ]);
     assert.equal(same!.usable, false);
-    assert.equal(same!.reason, 'mirror "osm-copy": shares the primary\'s breaker https://a.example:443 (the same scheme, host and port); give one of them a breakerPartition, or use another host');
+    assert.equal(
+      same!.reason,
+      'mirror "osm-copy": shares the primary\'s breaker https://a.example:443 (the same scheme, host and port); give one of them a breakerPartition, or use another host',
+    );
     assert.equal(same!.agreement, undefined, 'refused before any fetch');
   });
 
@@ -64,7 +115,12 @@ describe('gridMismatch: the grid and format a mirror must share with its primary
     const otherMirror = await startDemoTileServer();
     const store = mkdtempSync(path.join(tmpdir(), 'tilebreaker-mirror-store-'));
     try {
-      const plan = { sourceName: 'demo', source: xyz({ url: primaryServer.template }), grid: { z: 10, xMin: 530, xMax: 537, yMin: 355, yMax: 362, tileSize: 256 }, storeRoot: store };
+      const plan = {
+        sourceName: 'demo',
+        source: xyz({ url: primaryServer.template }),
+        grid: { z: 10, xMin: 530, xMax: 537, yMin: 355, yMax: 362, tileSize: 256 },
+        storeRoot: store,
+      };
       const judged = await judgeMirrors(plan, [
         { name: 'copy-a', source: xyz({ url: mirrorServer.template }) },
         { name: 'copy-b', source: xyz({ url: otherMirror.template }) },
@@ -88,7 +144,8 @@ describe('gridMismatch: the grid and format a mirror must share with its primary
 
   test('PNG, JPEG and WebP are compatible with each other', () => {
     for (const a of ['image/png', 'image/jpeg', 'image/webp']) {
-      for (const b of ['image/png', 'image/jpeg', 'image/webp']) assert.equal(gridMismatch(xyz({ format: a }), xyz({ format: b })), null, `${a} / ${b}`);
+      for (const b of ['image/png', 'image/jpeg', 'image/webp'])
+        assert.equal(gridMismatch(xyz({ format: a }), xyz({ format: b })), null, `${a} / ${b}`);
     }
   });
 });
@@ -129,7 +186,13 @@ describe('measureAgreement against a real WMS: MapServer 8 behind lighttpd', { s
   const pools = new EndpointPools();
   const wmsNamed = (name: string, more: Partial<SourceInput> = {}): NamedSource => ({
     name,
-    source: parseSource({ type: 'wms', url: wms.url, layers: ['quadrants', 'roads-styled'], transparent: false, ...more }),
+    source: parseSource({
+      type: 'wms',
+      url: wms.url,
+      layers: ['quadrants', 'roads-styled'],
+      transparent: false,
+      ...more,
+    }),
   });
   let primary: NamedSource;
   // A mirror that fetches the primary's tile and re-encodes it (a transcoding cache or CDN), or cuts it short.
@@ -140,7 +203,12 @@ describe('measureAgreement against a real WMS: MapServer 8 behind lighttpd', { s
     fetch(tileUrl(primary.source, { z: Number(m[2]), x: Number(m[3]), y: Number(m[4]) }))
       .then(async (r) => {
         const png = Buffer.from(await r.arrayBuffer());
-        const body = m[1] === 'webp' ? await sharp(png).webp().toBuffer() : m[1] === 'jpeg' ? await sharp(png).jpeg({ quality: 90 }).toBuffer() : png.subarray(0, png.length >> 1);
+        const body =
+          m[1] === 'webp'
+            ? await sharp(png).webp().toBuffer()
+            : m[1] === 'jpeg'
+              ? await sharp(png).jpeg({ quality: 90 }).toBuffer()
+              : png.subarray(0, png.length >> 1);
         res.writeHead(200, { 'content-type': m[1] === 'truncated' ? 'image/png' : `image/${m[1]}` }).end(body);
       })
       .catch(() => res.writeHead(502).end());
@@ -178,7 +246,12 @@ describe('measureAgreement against a real WMS: MapServer 8 behind lighttpd', { s
 
   test("an XYZ mirror (MapServer's own tile mode) of the WMS primary agrees", async (t) => {
     const url = `${twin.url}?mode=tile&tilemode=gmap&tile={x}+{y}+{z}&layers=quadrants+roads-styled`;
-    const a = await measureAgreement(primary, { name: 'fixture-xyz', source: parseSource({ type: 'xyz', url }) }, SAMPLE, { pools });
+    const a = await measureAgreement(
+      primary,
+      { name: 'fixture-xyz', source: parseSource({ type: 'xyz', url }) },
+      SAMPLE,
+      { pools },
+    );
     report(t, 'XYZ tile mode mirror', a);
     assert.equal(a.agrees, true, a.reason);
   });
@@ -199,7 +272,10 @@ describe('measureAgreement against a real WMS: MapServer 8 behind lighttpd', { s
 
   test('the same render re-encoded as WebP or JPEG quality 90 by a transcoding mirror agrees', async (t) => {
     for (const format of ['webp', 'jpeg'] as const) {
-      const mirror = { name: `fixture-${format}`, source: parseSource({ type: 'xyz', url: `${transcoder}/${format}/{z}/{x}/{y}`, format: `image/${format}` }) };
+      const mirror = {
+        name: `fixture-${format}`,
+        source: parseSource({ type: 'xyz', url: `${transcoder}/${format}/{z}/{x}/{y}`, format: `image/${format}` }),
+      };
       const a = await measureAgreement(primary, mirror, SAMPLE, { pools });
       report(t, format === 'webp' ? 'WebP (sharp, quality 80)' : 'JPEG (sharp, quality 90)', a);
       assert.equal(a.agrees, true, a.reason);
@@ -215,12 +291,24 @@ describe('measureAgreement against a real WMS: MapServer 8 behind lighttpd', { s
       a.reason ?? '',
       /^mirror "fixture-red" disagrees with "fixture" on tile \d+\/\d+\/\d+: mean abs diff [\d.]+ \(at most 3\), [\d.]+% of 4x4 blocks differ by more than 32 \(at most 1\.0%\)$/,
     );
-    assert.ok(a.maxMeanAbsDiff > DEFAULT_TOLERANCE.meanAbsDiff && a.maxDifferingShare > DEFAULT_TOLERANCE.differingShare, 'both figures are out of bounds');
-    report(t, 'the same, pixel by pixel (blockSize 1, threshold 16)', await measureAgreement(primary, red, SAMPLE, { pools, tolerance: { blockSize: 1, threshold: 16 } }));
+    assert.ok(
+      a.maxMeanAbsDiff > DEFAULT_TOLERANCE.meanAbsDiff && a.maxDifferingShare > DEFAULT_TOLERANCE.differingShare,
+      'both figures are out of bounds',
+    );
+    report(
+      t,
+      'the same, pixel by pixel (blockSize 1, threshold 16)',
+      await measureAgreement(primary, red, SAMPLE, { pools, tolerance: { blockSize: 1, threshold: 16 } }),
+    );
   });
 
   test('a mirror that leaves out a layer disagrees', async (t) => {
-    const a = await measureAgreement(primary, wmsNamed('fixture-noroads', { url: twin.url, layers: ['quadrants'] }), SAMPLE, { pools });
+    const a = await measureAgreement(
+      primary,
+      wmsNamed('fixture-noroads', { url: twin.url, layers: ['quadrants'] }),
+      SAMPLE,
+      { pools },
+    );
     report(t, 'a layer left out (no roads)', a);
     assert.equal(a.agrees, false);
     assert.match(a.reason ?? '', /disagrees/);
@@ -235,23 +323,55 @@ describe('measureAgreement against a real WMS: MapServer 8 behind lighttpd', { s
     report(t, 'another CRS', a);
     assert.equal(a.agrees, false);
     assert.equal(a.tiles, 0);
-    assert.equal(a.reason, 'mirror "fixture-4326": CRS EPSG:4326 (matrix set "WorldCRS84Quad") differs from the primary\'s EPSG:3857');
+    assert.equal(
+      a.reason,
+      'mirror "fixture-4326": CRS EPSG:4326 (matrix set "WorldCRS84Quad") differs from the primary\'s EPSG:3857',
+    );
   });
 
   test('a mirror that fails or answers with an exception makes the measurement inconclusive, never a pass', async (t) => {
     const port = await freePort();
-    const down = await measureAgreement(primary, wmsNamed('fixture-down', { url: `http://127.0.0.1:${port}/cgi-bin/mapserv` }), SAMPLE, { pools });
+    const down = await measureAgreement(
+      primary,
+      wmsNamed('fixture-down', { url: `http://127.0.0.1:${port}/cgi-bin/mapserv` }),
+      SAMPLE,
+      { pools },
+    );
     report(t, 'mirror down', down);
     assert.equal(down.agrees, false);
-    assert.equal(down.reason, `inconclusive: mirror "fixture-down": tile ${SAMPLE[0]!.z}/${SAMPLE[0]!.x}/${SAMPLE[0]!.y}: no tile: ECONNREFUSED`);
-    const missing = await measureAgreement(primary, wmsNamed('fixture-nolayer', { layers: ['no_such_layer'] }), SAMPLE, { pools });
+    assert.equal(
+      down.reason,
+      `inconclusive: mirror "fixture-down": tile ${SAMPLE[0]!.z}/${SAMPLE[0]!.x}/${SAMPLE[0]!.y}: no tile: ECONNREFUSED`,
+    );
+    const missing = await measureAgreement(
+      primary,
+      wmsNamed('fixture-nolayer', { layers: ['no_such_layer'] }),
+      SAMPLE,
+      { pools },
+    );
     assert.equal(missing.agrees, false);
-    assert.match(missing.reason ?? '', /^inconclusive: mirror "fixture-nolayer": tile 16\/32768\/32766: permanent: ServiceException: LayerNotDefined/);
-    const truncated = await measureAgreement(primary, { name: 'fixture-cut', source: parseSource({ type: 'xyz', url: `${transcoder}/truncated/{z}/{x}/{y}` }) }, SAMPLE, { pools });
+    assert.match(
+      missing.reason ?? '',
+      /^inconclusive: mirror "fixture-nolayer": tile 16\/32768\/32766: permanent: ServiceException: LayerNotDefined/,
+    );
+    const truncated = await measureAgreement(
+      primary,
+      { name: 'fixture-cut', source: parseSource({ type: 'xyz', url: `${transcoder}/truncated/{z}/{x}/{y}` }) },
+      SAMPLE,
+      { pools },
+    );
     report(t, 'mirror tile cut short', truncated);
     assert.equal(truncated.agrees, false);
-    assert.match(truncated.reason ?? '', /^inconclusive: mirror "fixture-cut": tile 16\/32768\/32766: service-exception: /);
-    const primaryDown = await measureAgreement(wmsNamed('fixture-down', { url: `http://127.0.0.1:${port}/cgi-bin/mapserv` }), primary, SAMPLE, { pools });
+    assert.match(
+      truncated.reason ?? '',
+      /^inconclusive: mirror "fixture-cut": tile 16\/32768\/32766: service-exception: /,
+    );
+    const primaryDown = await measureAgreement(
+      wmsNamed('fixture-down', { url: `http://127.0.0.1:${port}/cgi-bin/mapserv` }),
+      primary,
+      SAMPLE,
+      { pools },
+    );
     assert.match(primaryDown.reason ?? '', /^inconclusive: primary "fixture-down"/);
     const none = await measureAgreement(primary, wmsNamed('fixture-again'), [], { pools });
     assert.deepEqual([none.agrees, none.reason], [false, 'inconclusive: no sample tiles']);

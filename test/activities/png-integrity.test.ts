@@ -30,7 +30,10 @@ function encodePng(o: {
     const filter = o.filter?.(y) ?? 0;
     // Filtered as an encoder does, so the image is what pixel() says whatever the filter; unless `asIs`, where
     // the bytes are written unfiltered under the filter byte (a valid file of other pixels, or a corrupt one).
-    const row = o.asIs || filter > 4 ? raw : Buffer.from(raw.map((v, i) => (v - predict(filter, raw, prevRaw, i, raw.length / o.width)) & 0xff));
+    const row =
+      o.asIs || filter > 4
+        ? raw
+        : Buffer.from(raw.map((v, i) => (v - predict(filter, raw, prevRaw, i, raw.length / o.width)) & 0xff));
     rows.push(Buffer.concat([Buffer.from([filter]), row]));
     prevRaw = raw;
   }
@@ -47,7 +50,10 @@ function encodePng(o: {
   // Split like libpng does, so several IDATs are the normal case.
   for (let i = 0; i < z.length; i += 8192) chunks.push(['IDAT', z.subarray(i, i + 8192)]);
   chunks.push(['IEND', Buffer.alloc(0)]);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), ...chunks.map(([t, d]) => chunk(t, d))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    ...chunks.map(([t, d]) => chunk(t, d)),
+  ]);
 }
 
 /** The PNG filter predictors (a: left, b: above, c: above-left). */
@@ -84,7 +90,12 @@ async function verdicts(body: Buffer, size = { width: 64, height: 48 }) {
   const fast = await checkImage(body, size, 'png');
   // keepPixels takes the full-decode path only.
   const full = await checkImage(body, size, 'png', true);
-  const pick = (c: typeof fast) => ({ ok: c.ok, blank: c.blank ?? null, width: c.width ?? null, height: c.height ?? null });
+  const pick = (c: typeof fast) => ({
+    ok: c.ok,
+    blank: c.blank ?? null,
+    width: c.width ?? null,
+    height: c.height ?? null,
+  });
   return { fast: pick(fast), full: pick(full) };
 }
 
@@ -98,13 +109,34 @@ describe('PNG integrity without building pixels', () => {
     ];
     for (const [colourType, n] of cases) {
       for (const filter of [0, 1]) {
-        const png = encodePng({ width: 64, height: 48, colourType, pixel: (x, y) => varied(x, y, n), filter: () => filter });
-        assert.deepEqual(await verifyPng(png, limits), { width: 64, height: 48, blank: false }, `colour type ${colourType}, filter ${filter}`);
+        const png = encodePng({
+          width: 64,
+          height: 48,
+          colourType,
+          pixel: (x, y) => varied(x, y, n),
+          filter: () => filter,
+        });
+        assert.deepEqual(
+          await verifyPng(png, limits),
+          { width: 64, height: 48, blank: false },
+          `colour type ${colourType}, filter ${filter}`,
+        );
       }
     }
-    const palette = encodePng({ width: 64, height: 48, colourType: 3, palette: fullPalette, pixel: (x, y) => [(x + y) & 255] });
+    const palette = encodePng({
+      width: 64,
+      height: 48,
+      colourType: 3,
+      palette: fullPalette,
+      pixel: (x, y) => [(x + y) & 255],
+    });
     assert.deepEqual(await verifyPng(palette, limits), { width: 64, height: 48, blank: false });
-    for (const format of ['png'] as const) assert.deepEqual(await verifyPng(await gradientImage(256, 256, format), limits), { width: 256, height: 256, blank: false });
+    for (const format of ['png'] as const)
+      assert.deepEqual(await verifyPng(await gradientImage(256, 256, format), limits), {
+        width: 256,
+        height: 256,
+        blank: false,
+      });
   });
 
   test('damage of any kind is not proven (the full decode then gives the verdict)', async () => {
@@ -118,13 +150,49 @@ describe('PNG integrity without building pixels', () => {
       ['signature only', good.subarray(0, 8)],
       ['a flipped bit in the IDAT (CRC)', flipped],
       ['a flipped bit with the CRC made to match (zlib)', recrc(flipped, idat - 8)],
-      ['a filter byte of 5', encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), filter: (y) => (y === 30 ? 5 : 0) })],
-      ['more rows than the header says', encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), heightInHeader: 40 })],
-      ['fewer rows than the header says', encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), heightInHeader: 50 })],
+      [
+        'a filter byte of 5',
+        encodePng({
+          width: 64,
+          height: 48,
+          colourType: 2,
+          pixel: (x, y) => varied(x, y, 3),
+          filter: (y) => (y === 30 ? 5 : 0),
+        }),
+      ],
+      [
+        'more rows than the header says',
+        encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), heightInHeader: 40 }),
+      ],
+      [
+        'fewer rows than the header says',
+        encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), heightInHeader: 50 }),
+      ],
       ['bytes after IEND', Buffer.concat([good, Buffer.from('trailer')])],
-      ['an unknown chunk', encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), extraChunks: [['vpAg', Buffer.alloc(9)]] })],
-      ['interlaced', encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), interlace: 1 })],
-      ['a palette shorter than 256 colours', encodePng({ width: 64, height: 48, colourType: 3, palette: fullPalette.subarray(0, 30), pixel: (x, y) => [(x + y) % 10] })],
+      [
+        'an unknown chunk',
+        encodePng({
+          width: 64,
+          height: 48,
+          colourType: 2,
+          pixel: (x, y) => varied(x, y, 3),
+          extraChunks: [['vpAg', Buffer.alloc(9)]],
+        }),
+      ],
+      [
+        'interlaced',
+        encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3), interlace: 1 }),
+      ],
+      [
+        'a palette shorter than 256 colours',
+        encodePng({
+          width: 64,
+          height: 48,
+          colourType: 3,
+          palette: fullPalette.subarray(0, 30),
+          pixel: (x, y) => [(x + y) % 10],
+        }),
+      ],
       ['too many pixels', good],
     ];
     for (const [what, body] of damaged) {
@@ -133,17 +201,36 @@ describe('PNG integrity without building pixels', () => {
   });
 
   test('blank means every pixel has one colour: a flat first row is not enough, and palette indices are compared by colour', async () => {
-    const firstRowFlat = encodePng({ width: 64, height: 48, colourType: 6, pixel: (x, y) => (y < 47 ? [9, 9, 9, 255] : varied(x, y, 4)), filter: (y) => y % 5 });
+    const firstRowFlat = encodePng({
+      width: 64,
+      height: 48,
+      colourType: 6,
+      pixel: (x, y) => (y < 47 ? [9, 9, 9, 255] : varied(x, y, 4)),
+      filter: (y) => y % 5,
+    });
     assert.deepEqual(await verifyPng(firstRowFlat, limits), { width: 64, height: 48, blank: false });
     const flat = encodePng({ width: 64, height: 48, colourType: 2, pixel: () => [0, 90, 200], filter: (y) => y % 5 });
     assert.deepEqual(await verifyPng(flat, limits), { width: 64, height: 48, blank: true });
     // Indices 0 and 1 name the same colour.
     const twins = Buffer.from(fullPalette);
     twins.set([7, 7, 7, 7, 7, 7], 0);
-    const sameColour = encodePng({ width: 64, height: 48, colourType: 3, palette: twins, pixel: (x, y) => [(x + y) & 1] });
+    const sameColour = encodePng({
+      width: 64,
+      height: 48,
+      colourType: 3,
+      palette: twins,
+      pixel: (x, y) => [(x + y) & 1],
+    });
     assert.deepEqual(await verifyPng(sameColour, limits), { width: 64, height: 48, blank: true });
     // ... unless the transparency table tells them apart.
-    const apart = encodePng({ width: 64, height: 48, colourType: 3, palette: twins, trns: Buffer.from([255, 0]), pixel: (x, y) => [(x + y) & 1] });
+    const apart = encodePng({
+      width: 64,
+      height: 48,
+      colourType: 3,
+      palette: twins,
+      trns: Buffer.from([255, 0]),
+      pixel: (x, y) => [(x + y) & 1],
+    });
     assert.deepEqual(await verifyPng(apart, limits), { width: 64, height: 48, blank: false });
     for (const body of [firstRowFlat, flat, sameColour, apart, await blankImage(64, 48)]) {
       const { fast, full } = await verdicts(body);
@@ -158,12 +245,43 @@ describe('PNG integrity without building pixels', () => {
     // A stream that reaches 1,000 bytes back while its header declares a 512-byte window.
     const noise = prng(3);
     const period = Array.from({ length: 1000 }, () => Math.floor(noise() * 256));
-    const wide = encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => [0, 1, 2].map((c) => period[((y * 64 + x) * 3 + c) % 1000]!) });
+    const wide = encodePng({
+      width: 64,
+      height: 48,
+      colourType: 2,
+      pixel: (x, y) => [0, 1, 2].map((c) => period[((y * 64 + x) * 3 + c) % 1000]!),
+    });
     const odd: [string, Buffer][] = [
       ['a 512-byte window', withZlibWindow(wide, 1)],
-      ['an empty PLTE in an RGB image', encodePng({ width: 64, height: 48, colourType: 2, palette: Buffer.alloc(0), pixel: (x, y) => varied(x, y, 3) })],
-      ['tRNS before PLTE', encodePng({ width: 64, height: 48, colourType: 3, extraChunks: [], trns: Buffer.from([255, 0]), palette: twins, pixel: palettePixel, trnsFirst: true })],
-      ['tRNS twice', encodePng({ width: 64, height: 48, colourType: 3, palette: twins, trns: Buffer.from([255, 255]), extraChunks: [['tRNS', Buffer.from([255, 0])]], pixel: palettePixel })],
+      [
+        'an empty PLTE in an RGB image',
+        encodePng({ width: 64, height: 48, colourType: 2, palette: Buffer.alloc(0), pixel: (x, y) => varied(x, y, 3) }),
+      ],
+      [
+        'tRNS before PLTE',
+        encodePng({
+          width: 64,
+          height: 48,
+          colourType: 3,
+          extraChunks: [],
+          trns: Buffer.from([255, 0]),
+          palette: twins,
+          pixel: palettePixel,
+          trnsFirst: true,
+        }),
+      ],
+      [
+        'tRNS twice',
+        encodePng({
+          width: 64,
+          height: 48,
+          colourType: 3,
+          palette: twins,
+          trns: Buffer.from([255, 255]),
+          extraChunks: [['tRNS', Buffer.from([255, 0])]],
+          pixel: palettePixel,
+        }),
+      ],
     ];
     for (const [what, body] of odd) {
       assert.equal(await verifyPng(body, limits), null, what);
@@ -181,11 +299,20 @@ describe('PNG integrity without building pixels', () => {
       const n = { 0: 1, 2: 3, 4: 2, 6: 4 }[colourType];
       const [width, height] = [1 + Math.floor(random() * 16), 1 + Math.floor(random() * 16)];
       // Random bytes under random filter bytes: every predictor, ties included, on every kind of neighbour.
-      const png = encodePng({ width, height, colourType, asIs: true, filter: () => Math.floor(random() * 5), pixel: () => Array.from({ length: n }, () => Math.floor(random() * 256)) });
+      const png = encodePng({
+        width,
+        height,
+        colourType,
+        asIs: true,
+        filter: () => Math.floor(random() * 5),
+        pixel: () => Array.from({ length: n }, () => Math.floor(random() * 256)),
+      });
       const { data, info } = await sharp(png).raw().toBuffer({ resolveWithObject: true });
       // sharp hands grey out as sRGB (three equal channels): take one of them, and the alpha.
       const pick = n === 1 ? [0] : n === 2 ? [0, info.channels - 1] : [...Array(n).keys()];
-      const expected = Buffer.from(Array.from({ length: width * height }, (_, p) => pick.map((c) => data[p * info.channels + c]!)).flat());
+      const expected = Buffer.from(
+        Array.from({ length: width * height }, (_, p) => pick.map((c) => data[p * info.channels + c]!)).flat(),
+      );
       const stream = Buffer.concat(chunksOf(png, 'IDAT'));
       const rows: Buffer[] = [];
       unfilterRows(inflateSync(stream), width, height, n, (row) => rows.push(Buffer.from(row)) > 0);
@@ -196,7 +323,10 @@ describe('PNG integrity without building pixels', () => {
   test('another size than expected is left to the full decode, before anything is inflated', async () => {
     const png = encodePng({ width: 64, height: 48, colourType: 2, pixel: (x, y) => varied(x, y, 3) });
     assert.equal(await verifyPng(png, { ...limits, width: 256, height: 256 }), null);
-    assert.equal((await checkImage(png, { width: 256, height: 256 }, 'png')).reason, 'image is 64x48, expected 256x256');
+    assert.equal(
+      (await checkImage(png, { width: 256, height: 256 }, 'png')).reason,
+      'image is 64x48, expected 256x256',
+    );
   });
 
   test('checkImage gives the full decode verdict for intact, damaged, blank and odd PNGs alike (seeded mutations)', async () => {
@@ -284,7 +414,8 @@ function withZlibWindow(png: Buffer, cinfo: number): Buffer {
 
 function chunksOf(png: Buffer, type: string): Buffer[] {
   const out: Buffer[] = [];
-  for (let at = 8; at + 12 <= png.length; at += 12 + png.readUInt32BE(at)) if (png.toString('latin1', at + 4, at + 8) === type) out.push(png.subarray(at + 8, at + 8 + png.readUInt32BE(at)));
+  for (let at = 8; at + 12 <= png.length; at += 12 + png.readUInt32BE(at))
+    if (png.toString('latin1', at + 4, at + 8) === type) out.push(png.subarray(at + 8, at + 8 + png.readUInt32BE(at)));
   return out;
 }
 

@@ -19,7 +19,10 @@ after(async () => {
 
 test("the entity's probe judges its answer as the pipeline judges a tile", async () => {
   assert.equal((await probeEndpoint({ url: `${server.url}/ok/0/0/0.png` })).outcome, 'success');
-  assert.equal((await probeEndpoint({ url: `${server.url}/ok/0/0/0.png`, contentTypePrefix: 'image/' })).outcome, 'success');
+  assert.equal(
+    (await probeEndpoint({ url: `${server.url}/ok/0/0/0.png`, contentTypePrefix: 'image/' })).outcome,
+    'success',
+  );
   // A 200 that is not a good tile is a failure, not health.
   assert.equal((await probeEndpoint({ url: `${server.url}/truncated-png` })).outcome, 'service-exception');
   assert.equal((await probeEndpoint({ url: `${server.url}/se-111` })).outcome, 'service-exception');
@@ -33,10 +36,19 @@ test("the entity's probe judges its answer as the pipeline judges a tile", async
 });
 
 test('a non-image probe (GetCapabilities-style) is healthy on a 2xx of its type; okStatuses overrides', async () => {
-  assert.equal((await probeEndpoint({ url: `${server.url}/json`, contentTypePrefix: 'application/json' })).outcome, 'success');
+  assert.equal(
+    (await probeEndpoint({ url: `${server.url}/json`, contentTypePrefix: 'application/json' })).outcome,
+    'success',
+  );
   // An XML probe still sees a ServiceException for what it is when the type is not the one asked for.
-  assert.equal((await probeEndpoint({ url: `${server.url}/se-111`, contentTypePrefix: 'application/json' })).outcome, 'service-exception');
-  assert.equal((await probeEndpoint({ url: `${server.url}/ok-jpeg/0/0/0.jpg`, contentTypePrefix: 'image/png' })).outcome, 'service-exception');
+  assert.equal(
+    (await probeEndpoint({ url: `${server.url}/se-111`, contentTypePrefix: 'application/json' })).outcome,
+    'service-exception',
+  );
+  assert.equal(
+    (await probeEndpoint({ url: `${server.url}/ok-jpeg/0/0/0.jpg`, contentTypePrefix: 'image/png' })).outcome,
+    'service-exception',
+  );
   assert.equal((await probeEndpoint({ url: `${server.url}/status/404`, okStatuses: [404] })).outcome, 'success');
 });
 
@@ -54,7 +66,10 @@ test('a probe that names a source sends its credentials, read on the worker at p
   const origin = `http://127.0.0.1:${(guarded.address() as AddressInfo).port}`;
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-probe-sources-'));
   const file = path.join(dir, 'sources.yaml');
-  writeFileSync(file, `sources:\n  ortho:\n    type: xyz\n    url: ${origin}/tiles/{z}/{x}/{y}.png\n    auth: { type: bearer, tokenEnv: TB_PROBE_TEST_TOKEN }\n`);
+  writeFileSync(
+    file,
+    `sources:\n  ortho:\n    type: xyz\n    url: ${origin}/tiles/{z}/{x}/{y}.png\n    auth: { type: bearer, tokenEnv: TB_PROBE_TEST_TOKEN }\n`,
+  );
   const roots = { sources: [dir], outputs: [dir] };
   const spec = { url: `${origin}/tiles/3/1/2.png`, source: { file, name: 'ortho' } };
   process.env['TB_PROBE_TEST_TOKEN'] = 's3cret-token';

@@ -13,7 +13,13 @@ import type { CallOutcome, GuardDecision } from '../../src/activities/guard';
 import { redactUrl } from '../../src/activities/http/credentials';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { fetchUrl } from '../../src/activities/http/fetch-url';
-import { DEFAULT_REDIRECT_POLICY, nextHop, REDIRECT_REFUSED, withoutCredentials, type RedirectPolicy } from '../../src/activities/http/redirects';
+import {
+  DEFAULT_REDIRECT_POLICY,
+  nextHop,
+  REDIRECT_REFUSED,
+  withoutCredentials,
+  type RedirectPolicy,
+} from '../../src/activities/http/redirects';
 import { probeEndpoint } from '../../src/activities/probe';
 import { classify } from '../../src/activities/validate/classify';
 import { parseSource } from '../../src/sources/schema';
@@ -29,14 +35,33 @@ describe('the redirect policy decision', () => {
   const src = 'http://tiles.example/a/1.png';
 
   test('same origin, relative or absolute, is followed with credentials', () => {
-    assert.deepEqual(nextHop([src], '/b/1.png', policy()), { follow: true, url: 'http://tiles.example/b/1.png', credentials: true });
-    assert.deepEqual(nextHop([src], 'http://TILES.example:80/c#frag', policy()), { follow: true, url: 'http://tiles.example/c', credentials: true });
+    assert.deepEqual(nextHop([src], '/b/1.png', policy()), {
+      follow: true,
+      url: 'http://tiles.example/b/1.png',
+      credentials: true,
+    });
+    assert.deepEqual(nextHop([src], 'http://TILES.example:80/c#frag', policy()), {
+      follow: true,
+      url: 'http://tiles.example/c',
+      credentials: true,
+    });
   });
 
   test('an upgrade to https on the same hostname is followed; https to http never, not even on the same host', () => {
-    assert.deepEqual(nextHop([src], 'https://tiles.example/a/1.png', policy()), { follow: true, url: 'https://tiles.example/a/1.png', credentials: true });
-    const down = nextHop(['https://tiles.example/a'], 'http://tiles.example/a', policy({ allowHosts: ['tiles.example'] }));
-    assert.deepEqual(down, { follow: false, reason: 'redirect refused: https://tiles.example/a -> http://tiles.example/a: from https to http' });
+    assert.deepEqual(nextHop([src], 'https://tiles.example/a/1.png', policy()), {
+      follow: true,
+      url: 'https://tiles.example/a/1.png',
+      credentials: true,
+    });
+    const down = nextHop(
+      ['https://tiles.example/a'],
+      'http://tiles.example/a',
+      policy({ allowHosts: ['tiles.example'] }),
+    );
+    assert.deepEqual(down, {
+      follow: false,
+      reason: 'redirect refused: https://tiles.example/a -> http://tiles.example/a: from https to http',
+    });
     // Only between the default ports: another port may be another service.
     assert.equal(nextHop(['http://tiles.example:8080/a'], 'https://tiles.example:8443/a', policy()).follow, false);
     assert.equal(nextHop([src], 'https://tiles.example:8443/a', policy()).follow, false);
@@ -51,18 +76,30 @@ describe('the redirect policy decision', () => {
       if (!h.follow) assert.match(h.reason, /only http and https are followed/);
     }
     const bad = nextHop([src], 'http://[not a url', policy());
-    assert.deepEqual(bad, { follow: false, reason: 'redirect refused: http://tiles.example/a/1.png -> a Location that is not a URL' });
+    assert.deepEqual(bad, {
+      follow: false,
+      reason: 'redirect refused: http://tiles.example/a/1.png -> a Location that is not a URL',
+    });
   });
 
   test('another host only when listed: a hostname allows any port, host:port only that port', () => {
     assert.deepEqual(nextHop([src], 'http://cdn.example/t.png', policy()), {
       follow: false,
-      reason: 'redirect refused: http://tiles.example/a/1.png -> http://cdn.example/t.png: to another host cdn.example:80 not in redirects.allowHosts',
+      reason:
+        'redirect refused: http://tiles.example/a/1.png -> http://cdn.example/t.png: to another host cdn.example:80 not in redirects.allowHosts',
     });
     // Another port of the same host is another origin.
     assert.equal(nextHop([src], 'http://tiles.example:8080/a', policy()).follow, false);
-    assert.deepEqual(nextHop([src], 'http://cdn.example:8080/t.png', policy({ allowHosts: ['CDN.example'] })), { follow: true, url: 'http://cdn.example:8080/t.png', credentials: false });
-    assert.deepEqual(nextHop([src], 'https://cdn.example/t.png', policy({ allowHosts: ['cdn.example:443'] })), { follow: true, url: 'https://cdn.example/t.png', credentials: false });
+    assert.deepEqual(nextHop([src], 'http://cdn.example:8080/t.png', policy({ allowHosts: ['CDN.example'] })), {
+      follow: true,
+      url: 'http://cdn.example:8080/t.png',
+      credentials: false,
+    });
+    assert.deepEqual(nextHop([src], 'https://cdn.example/t.png', policy({ allowHosts: ['cdn.example:443'] })), {
+      follow: true,
+      url: 'https://cdn.example/t.png',
+      credentials: false,
+    });
     const port = nextHop([src], 'https://cdn.example:8443/t.png', policy({ allowHosts: ['cdn.example:443'] }));
     assert.equal(port.follow, false);
     if (!port.follow) assert.match(port.reason, /to another host cdn\.example:8443 not in redirects\.allowHosts/);
@@ -70,7 +107,11 @@ describe('the redirect policy decision', () => {
   });
 
   test('credentials go to a listed host only with sendCredentials', () => {
-    const h = nextHop([src], 'http://cdn.example/t.png', policy({ allowHosts: ['cdn.example'], sendCredentials: true }));
+    const h = nextHop(
+      [src],
+      'http://cdn.example/t.png',
+      policy({ allowHosts: ['cdn.example'], sendCredentials: true }),
+    );
     assert.deepEqual(h, { follow: true, url: 'http://cdn.example/t.png', credentials: true });
   });
 
@@ -79,7 +120,8 @@ describe('the redirect policy decision', () => {
     const h = nextHop(chain, 'http://tiles.example/a#x', policy({ allowHosts: ['cdn.example'] }), 'key');
     assert.deepEqual(h, {
       follow: false,
-      reason: 'redirect loop: http://tiles.example/a?key=*** -> http://cdn.example/b -> http://tiles.example/a: http://tiles.example/a visited twice',
+      reason:
+        'redirect loop: http://tiles.example/a?key=*** -> http://cdn.example/b -> http://tiles.example/a: http://tiles.example/a visited twice',
     });
     assert.equal(nextHop([src], src, policy()).follow, false);
   });
@@ -90,7 +132,8 @@ describe('the redirect policy decision', () => {
     const h = nextHop(chain, '/4', policy());
     assert.deepEqual(h, {
       follow: false,
-      reason: 'redirect refused: more than 3 redirects (maxRedirects): http://t.example/0 -> http://t.example/1 -> http://t.example/2 -> http://t.example/3 -> http://t.example/4',
+      reason:
+        'redirect refused: more than 3 redirects (maxRedirects): http://t.example/0 -> http://t.example/1 -> http://t.example/2 -> http://t.example/3 -> http://t.example/4',
     });
     const none = nextHop([src], '/b', policy({ maxRedirects: 0 }));
     assert.equal(none.follow, false);
@@ -98,10 +141,18 @@ describe('the redirect policy decision', () => {
   });
 
   test('reasons mask userinfo and the auth query parameter', () => {
-    const h = nextHop(['http://tiles.example/a?key=s3cret'], `http://u:${CANARY}@evil.example/x?key=${CANARY}`, policy(), 'key');
+    const h = nextHop(
+      ['http://tiles.example/a?key=s3cret'],
+      `http://u:${CANARY}@evil.example/x?key=${CANARY}`,
+      policy(),
+      'key',
+    );
     assert.equal(h.follow, false);
     if (!h.follow) {
-      assert.equal(h.reason, 'redirect refused: http://tiles.example/a?key=*** -> http://***@evil.example/x?key=***: to another host evil.example:80 not in redirects.allowHosts');
+      assert.equal(
+        h.reason,
+        'redirect refused: http://tiles.example/a?key=*** -> http://***@evil.example/x?key=***: to another host evil.example:80 not in redirects.allowHosts',
+      );
       assert.ok(!h.reason.includes(CANARY) && !h.reason.includes('s3cret'));
     }
     assert.equal(redactUrl(`https://u:p@t.example/x`, undefined), 'https://***@t.example/x');
@@ -134,11 +185,20 @@ describe('the redirect policy decision', () => {
   test('the source schema: redirects is optional and strict, allowHosts entries are hosts', () => {
     const base = { type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png' };
     assert.equal(parseSource(base).redirects, undefined);
-    assert.deepEqual(parseSource({ ...base, redirects: { allowHosts: ['cdn.example', 'cdn.example:8443', '[::1]:81'] } }).redirects, {
-      allowHosts: ['cdn.example', 'cdn.example:8443', '[::1]:81'],
-      sendCredentials: false,
-    });
-    for (const bad of [{ allowHosts: ['https://cdn.example'] }, { allowHosts: ['cdn.example/x'] }, { allowHosts: ['cdn.example:70000'] }, { allowHosts: [], follow: true }, {}]) {
+    assert.deepEqual(
+      parseSource({ ...base, redirects: { allowHosts: ['cdn.example', 'cdn.example:8443', '[::1]:81'] } }).redirects,
+      {
+        allowHosts: ['cdn.example', 'cdn.example:8443', '[::1]:81'],
+        sendCredentials: false,
+      },
+    );
+    for (const bad of [
+      { allowHosts: ['https://cdn.example'] },
+      { allowHosts: ['cdn.example/x'] },
+      { allowHosts: ['cdn.example:70000'] },
+      { allowHosts: [], follow: true },
+      {},
+    ]) {
       assert.throws(() => parseSource({ ...base, redirects: bad }), /redirects/, JSON.stringify(bad));
     }
   });
@@ -173,7 +233,10 @@ async function startHost(address: string, route: Route, cert?: { key: string; ce
     const u = new URL(req.url ?? '/', 'http://x');
     const r = route(u.pathname, u.search);
     // A body on the redirect, which the client must read off before following.
-    if (r) return res.writeHead(r.status, { location: r.location, 'content-type': 'text/html' }).end('<html>moved</html>'.repeat(100));
+    if (r)
+      return res
+        .writeHead(r.status, { location: r.location, 'content-type': 'text/html' })
+        .end('<html>moved</html>'.repeat(100));
     if (u.pathname.startsWith('/tile/')) return res.writeHead(200, { 'content-type': 'image/png' }).end(png);
     return res.writeHead(404).end();
   };
@@ -200,18 +263,28 @@ async function startHost(address: string, route: Route, cert?: { key: string; ce
 const routeA: Route = (p, search) => {
   const rest = (prefix: string) => p.slice(prefix.length);
   if (p.startsWith('/to-b/')) return { status: 302, location: `${b.url}/tile/${rest('/to-b/')}${search}` };
-  if (p.startsWith('/to-b-userinfo/')) return { status: 307, location: `http://u:${CANARY}@${new URL(b.url).host}/tile/${rest('/to-b-userinfo/')}${search}` };
+  if (p.startsWith('/to-b-userinfo/'))
+    return {
+      status: 307,
+      location: `http://u:${CANARY}@${new URL(b.url).host}/tile/${rest('/to-b-userinfo/')}${search}`,
+    };
   if (p.startsWith('/same/')) return { status: 301, location: `/tile/${rest('/same/')}` };
   if (p.startsWith('/up/')) return { status: 308, location: `${tls!.url}/tile/${rest('/up/')}` };
   if (p.startsWith('/loop/')) return { status: 302, location: `${b.url}${p}${search}` };
   if (p.startsWith('/ping/')) return { status: 302, location: `/pong/${rest('/ping/')}` };
   if (p.startsWith('/pong/')) return { status: 302, location: `/ping/${rest('/pong/')}` };
   const chain = /^\/chain\/(\d+)\/(.*)$/.exec(p);
-  if (chain) return { status: 302, location: Number(chain[1]) > 1 ? `/chain/${Number(chain[1]) - 1}/${chain[2]}` : `/tile/${chain[2]}` };
+  if (chain)
+    return {
+      status: 302,
+      location: Number(chain[1]) > 1 ? `/chain/${Number(chain[1]) - 1}/${chain[2]}` : `/tile/${chain[2]}`,
+    };
   return null;
 };
-const routeB: Route = (p, search) => (p.startsWith('/loop/') ? { status: 303, location: `${a.url}${p}${search}` } : null);
-const routeTls: Route = (p) => (p.startsWith('/down/') ? { status: 302, location: `${a.url}/tile/${p.slice('/down/'.length)}` } : null);
+const routeB: Route = (p, search) =>
+  p.startsWith('/loop/') ? { status: 303, location: `${a.url}${p}${search}` } : null;
+const routeTls: Route = (p) =>
+  p.startsWith('/down/') ? { status: 302, location: `${a.url}/tile/${p.slice('/down/'.length)}` } : null;
 
 function makeCert(dir: string): { key: string; cert: string } | null {
   try {
@@ -236,7 +309,10 @@ function makeCert(dir: string): { key: string; cert: string } | null {
       ],
       { stdio: 'ignore' },
     );
-    return { key: readFileSync(path.join(dir, 'key.pem'), 'utf8'), cert: readFileSync(path.join(dir, 'cert.pem'), 'utf8') };
+    return {
+      key: readFileSync(path.join(dir, 'key.pem'), 'utf8'),
+      cert: readFileSync(path.join(dir, 'cert.pem'), 'utf8'),
+    };
   } catch {
     return null;
   }
@@ -267,18 +343,31 @@ const AUTHS = {
 } as const;
 
 /** Whether a request carried the canary credential, in any header or in its URL. */
-const leaked = (s: Seen) => [CANARY, BASIC].some((c) => s.url.includes(c) || Object.values(s.headers).some((v) => String(v).includes(c)));
+const leaked = (s: Seen) =>
+  [CANARY, BASIC].some((c) => s.url.includes(c) || Object.values(s.headers).some((v) => String(v).includes(c)));
 
 /** A batch driven with a fake breaker guard that records the outcome of every call. */
 function batch(route: string, extra: Record<string, unknown> = {}) {
   const outcomes: CallOutcome['kind'][] = [];
   const guard = {
-    acquire: (key: string): Promise<GuardDecision> => Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false }),
+    acquire: (key: string): Promise<GuardDecision> =>
+      Promise.resolve({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false }),
     release: (_d: GuardDecision, o: CallOutcome) => void outcomes.push(o.kind),
     abandon: () => {},
   };
-  const source = parseSource({ type: 'xyz', url: `${a.url}/${route}/{z}/{x}/{y}.png`, timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 3_000 }, ...extra });
-  const input: FetchBatchInput = { sourceName: route.replace(/\W/g, '-'), source, tiles: [{ z: 5, x: 1, y: 2 }], storeRoot: root, retry: { attempts: 3, baseMs: 1, capMs: 5 } };
+  const source = parseSource({
+    type: 'xyz',
+    url: `${a.url}/${route}/{z}/{x}/{y}.png`,
+    timeouts: { connectMs: 1_000, headersMs: 1_000, bodyMs: 1_000, totalMs: 3_000 },
+    ...extra,
+  });
+  const input: FetchBatchInput = {
+    sourceName: route.replace(/\W/g, '-'),
+    source,
+    tiles: [{ z: 5, x: 1, y: 2 }],
+    storeRoot: root,
+    retry: { attempts: 3, baseMs: 1, capMs: 5 },
+  };
   return { run: () => makeFetchBatch({ pools, guard })(input), outcomes };
 }
 
@@ -292,7 +381,11 @@ describe('redirects to another host, per auth type', () => {
       const before = counts();
       const { run, outcomes } = batch('to-b', { auth });
       const [r] = await run();
-      assert.deepEqual([r!.status, r!.kind, r!.configError, r!.attempts, r!.httpStatus], ['failed', 'neutral', true, 1, 302], r!.reason);
+      assert.deepEqual(
+        [r!.status, r!.kind, r!.configError, r!.attempts, r!.httpStatus],
+        ['failed', 'neutral', true, 1, 302],
+        r!.reason,
+      );
       assert.match(
         r!.reason,
         /^configuration error: redirect refused: http:\/\/127\.0\.0\.1:\d+\/to-b\/5\/1\/2\.png\S* -> http:\/\/127\.0\.0\.2:\d+\/tile\/5\/1\/2\.png\S*: to another host 127\.0\.0\.2:\d+ not in redirects\.allowHosts/,
@@ -306,7 +399,10 @@ describe('redirects to another host, per auth type', () => {
 
     test(`${name}: followed to a listed host, without the credential`, async () => {
       const before = counts();
-      const { run, outcomes } = batch('to-b', { auth, redirects: { allowHosts: [`127.0.0.2:${new URL(b.url).port}`] } });
+      const { run, outcomes } = batch('to-b', {
+        auth,
+        redirects: { allowHosts: [`127.0.0.2:${new URL(b.url).port}`] },
+      });
       const [r] = await run();
       assert.equal(r!.status, 'ok', r!.reason);
       assert.deepEqual(outcomes, ['success']);
@@ -357,7 +453,10 @@ describe('redirects within the source', () => {
   }
 
   test("the exchange reports the last hop and the whole chain's latency", async () => {
-    const x = await fetchUrl(`${a.url}/chain/2/5/1/2.png`, { dispatcher: pools.for(parseSource({ type: 'xyz', url: `${a.url}/{z}/{x}/{y}.png` })), headers: {} });
+    const x = await fetchUrl(`${a.url}/chain/2/5/1/2.png`, {
+      dispatcher: pools.for(parseSource({ type: 'xyz', url: `${a.url}/{z}/{x}/{y}.png` })),
+      headers: {},
+    });
     assert.equal(x.error, undefined);
     assert.equal(x.status, 200);
     assert.equal(x.url, `${a.url}/tile/5/1/2.png`);
@@ -384,7 +483,10 @@ describe('loops and the hop limit are configuration errors', () => {
     const self = batch('ping');
     const [s] = await self.run();
     assert.deepEqual([s!.status, s!.kind, s!.configError, s!.attempts], ['failed', 'neutral', true, 1], s!.reason);
-    assert.match(s!.reason, /^configuration error: redirect loop: \S+\/ping\/5\/1\/2\.png -> \S+\/pong\/5\/1\/2\.png -> \S+\/ping\/5\/1\/2\.png: \S+ visited twice/);
+    assert.match(
+      s!.reason,
+      /^configuration error: redirect loop: \S+\/ping\/5\/1\/2\.png -> \S+\/pong\/5\/1\/2\.png -> \S+\/ping\/5\/1\/2\.png: \S+ visited twice/,
+    );
     assert.deepEqual(self.outcomes, ['neutral']);
   });
 
@@ -406,38 +508,61 @@ describe('loops and the hop limit are configuration errors', () => {
 describe('https', () => {
   const agent = () => new Agent({ connect: { ca: cert!.cert } });
 
-  test('https -> http is refused even on the same host; the http side sees no request', { skip: cert === null && 'openssl is not available' }, async () => {
-    const dispatcher = agent();
-    try {
-      const before = counts();
-      const x = await fetchUrl(`${tls!.url}/down/5/1/2.png`, { dispatcher, headers: { authorization: `Bearer ${CANARY}` } });
-      assert.equal(x.error?.code, REDIRECT_REFUSED);
-      const v = await classify(x, { width: 256, height: 256, blankIsFailure: false });
-      assert.deepEqual([v.kind, v.configError], ['neutral', true]);
-      assert.match(v.reason, /^redirect refused: https:\/\/127\.0\.0\.1:\d+\/down\/5\/1\/2\.png -> http:\/\/127\.0\.0\.1:\d+\/tile\/5\/1\/2\.png: from https to http$/);
-      assert.equal(a.seen.length, before.a);
-    } finally {
-      await dispatcher.close();
-    }
-  });
+  test(
+    'https -> http is refused even on the same host; the http side sees no request',
+    { skip: cert === null && 'openssl is not available' },
+    async () => {
+      const dispatcher = agent();
+      try {
+        const before = counts();
+        const x = await fetchUrl(`${tls!.url}/down/5/1/2.png`, {
+          dispatcher,
+          headers: { authorization: `Bearer ${CANARY}` },
+        });
+        assert.equal(x.error?.code, REDIRECT_REFUSED);
+        const v = await classify(x, { width: 256, height: 256, blankIsFailure: false });
+        assert.deepEqual([v.kind, v.configError], ['neutral', true]);
+        assert.match(
+          v.reason,
+          /^redirect refused: https:\/\/127\.0\.0\.1:\d+\/down\/5\/1\/2\.png -> http:\/\/127\.0\.0\.1:\d+\/tile\/5\/1\/2\.png: from https to http$/,
+        );
+        assert.equal(a.seen.length, before.a);
+      } finally {
+        await dispatcher.close();
+      }
+    },
+  );
 
-  test('an upgrade http -> https to another port is another origin: refused, or followed without the credential when listed', { skip: cert === null && 'openssl is not available' }, async () => {
-    const dispatcher = agent();
-    try {
-      const refused = await fetchUrl(`${a.url}/up/5/1/2.png`, { dispatcher, headers: { 'x-tile-key': CANARY }, auth: AUTHS.header });
-      assert.equal(refused.error?.code, REDIRECT_REFUSED);
-      assert.match(refused.error.message, /to another host 127\.0\.0\.1:\d+ not in redirects\.allowHosts/);
-      const seen = tls!.seen.length;
-      const port = new URL(tls!.url).port;
-      const x = await fetchUrl(`${a.url}/up/5/1/2.png`, { dispatcher, headers: { 'x-tile-key': CANARY }, auth: AUTHS.header, redirects: policy({ allowHosts: [`127.0.0.1:${port}`] }) });
-      assert.equal(x.error, undefined, x.error?.message);
-      assert.equal(x.url, `${tls!.url}/tile/5/1/2.png`);
-      assert.equal(tls!.seen.length, seen + 1);
-      assert.ok(!leaked(tls!.seen.at(-1)!));
-    } finally {
-      await dispatcher.close();
-    }
-  });
+  test(
+    'an upgrade http -> https to another port is another origin: refused, or followed without the credential when listed',
+    { skip: cert === null && 'openssl is not available' },
+    async () => {
+      const dispatcher = agent();
+      try {
+        const refused = await fetchUrl(`${a.url}/up/5/1/2.png`, {
+          dispatcher,
+          headers: { 'x-tile-key': CANARY },
+          auth: AUTHS.header,
+        });
+        assert.equal(refused.error?.code, REDIRECT_REFUSED);
+        assert.match(refused.error.message, /to another host 127\.0\.0\.1:\d+ not in redirects\.allowHosts/);
+        const seen = tls!.seen.length;
+        const port = new URL(tls!.url).port;
+        const x = await fetchUrl(`${a.url}/up/5/1/2.png`, {
+          dispatcher,
+          headers: { 'x-tile-key': CANARY },
+          auth: AUTHS.header,
+          redirects: policy({ allowHosts: [`127.0.0.1:${port}`] }),
+        });
+        assert.equal(x.error, undefined, x.error?.message);
+        assert.equal(x.url, `${tls!.url}/tile/5/1/2.png`);
+        assert.equal(tls!.seen.length, seen + 1);
+        assert.ok(!leaked(tls!.seen.at(-1)!));
+      } finally {
+        await dispatcher.close();
+      }
+    },
+  );
 });
 
 describe('the probe', () => {

@@ -205,10 +205,15 @@ test('with the seeded draw about failureFlushers workers of a fleet flush each s
     for (let s = 0; s < 120; s++) {
       const now = T2001 + s * FLUSH_DRAW_MS + 17;
       const flushers = new Set<number>();
-      for (let w = 0; w < fleet; w++) if (f.flushesNow(`load-${w}`, 'http://127.0.0.1:40117', reporters, now)) flushers.add(w);
+      for (let w = 0; w < fleet; w++)
+        if (f.flushesNow(`load-${w}`, 'http://127.0.0.1:40117', reporters, now)) flushers.add(w);
       if (flushers.size < 2) thin++;
       // A fast window (1 s) overlaps two seconds' draws: the quorum's two witnesses are there.
-      if (s > 0) assert.ok(new Set([...flushers, ...previous]).size >= 2, `fleet ${fleet}, seconds ${s - 1}-${s}: ${flushers.size + previous.size} flushers`);
+      if (s > 0)
+        assert.ok(
+          new Set([...flushers, ...previous]).size >= 2,
+          `fleet ${fleet}, seconds ${s - 1}-${s}: ${flushers.size + previous.size} flushers`,
+        );
       assert.ok(
         [...flushers].some((w) => !previous.has(w)),
         `fleet ${fleet}, second ${s}: the same flushers as the second before`,
@@ -218,7 +223,10 @@ test('with the seeded draw about failureFlushers workers of a fleet flush each s
     }
     const mean = total / 120;
     const expected = (8 * fleet) / reporters;
-    assert.ok(Math.abs(mean - expected) <= 0.25 * expected, `fleet ${fleet}: ${mean} flushers a second on average, ${expected} expected`);
+    assert.ok(
+      Math.abs(mean - expected) <= 0.25 * expected,
+      `fleet ${fleet}: ${mean} flushers a second on average, ${expected} expected`,
+    );
     assert.ok(thin <= 2, `fleet ${fleet}: ${thin} seconds of 120 with fewer than two flushers`);
   }
 });

@@ -40,7 +40,10 @@ test("a worker's guard reports under such an id: two runtimes in one process (tw
 function startedProcess(env: NodeJS.ProcessEnv = {}): { reporter: string; witness: string } {
   const script = `const g = require(${JSON.stringify(require.resolve('../../src/activities/guard/reporter-id'))}); console.log(JSON.stringify({ reporter: g.processIdentity('worker'), witness: g.witnessIdentity() }));`;
   const { [WITNESS_ENV]: _drop, ...base } = process.env;
-  return JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...base, ...env }, encoding: 'utf8' })) as { reporter: string; witness: string };
+  return JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...base, ...env }, encoding: 'utf8' })) as {
+    reporter: string;
+    witness: string;
+  };
 }
 
 test('a worker restart keeps its witness: a new reporter id, the same host witness', () => {
@@ -55,8 +58,14 @@ test('a worker restart keeps its witness: a new reporter id, the same host witne
 });
 
 test('a witness set too long or with control characters is refused, naming the variable and not quoting it', () => {
-  assert.throws(() => witnessIdentity({ [WITNESS_ENV]: 'x'.repeat(300) }), /^Error: TILEBREAKER_REPORTER_ID must be at most 256 characters without control characters \(got 300 characters\)$/);
-  assert.throws(() => witnessIdentity({ [WITNESS_ENV]: 'a\nb' }), /TILEBREAKER_REPORTER_ID must be .* \(got 3 characters\)/);
+  assert.throws(
+    () => witnessIdentity({ [WITNESS_ENV]: 'x'.repeat(300) }),
+    /^Error: TILEBREAKER_REPORTER_ID must be at most 256 characters without control characters \(got 300 characters\)$/,
+  );
+  assert.throws(
+    () => witnessIdentity({ [WITNESS_ENV]: 'a\nb' }),
+    /TILEBREAKER_REPORTER_ID must be .* \(got 3 characters\)/,
+  );
   assert.equal(witnessIdentity({}, 'node-3'), 'host:node-3');
 });
 
@@ -72,14 +81,23 @@ test("two runtimes of one host (a restart, or a second worker) report under two 
     await b.close();
   }
   const sent: OutcomeReport[] = [];
-  const o = resolveGuardOptions({ client, taskQueue: 'q', reporter: a.identity, witness: a.witness, logger: { warn: () => {} } });
+  const o = resolveGuardOptions({
+    client,
+    taskQueue: 'q',
+    reporter: a.identity,
+    witness: a.witness,
+    logger: { warn: () => {} },
+  });
   const link = {
     rpc: <T>(fn: () => Promise<T>) => fn(),
     handle: () => ({ signal: (_def: unknown, r: OutcomeReport) => (sent.push(r), Promise.resolve()) }),
     losses: { delivered: () => {} },
     reportDropped: () => {},
   } as unknown as EntityLink;
-  const signalWithStart = (_wf: unknown, opts: { signalArgs: [OutcomeReport] }) => (sent.push(opts.signalArgs[0]), Promise.resolve());
+  const signalWithStart = (_wf: unknown, opts: { signalArgs: [OutcomeReport] }) => (
+    sent.push(opts.signalArgs[0]),
+    Promise.resolve()
+  );
   (client as unknown as { workflow: unknown }).workflow = { signalWithStart };
   const views = { last: () => null, invalidate: () => {} } as unknown as ViewCache;
   const s = new ReportSender(

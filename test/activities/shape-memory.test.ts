@@ -1,11 +1,24 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Verdict } from '../../src/activities/validate/classify';
-import { judgeRequestFault, MARK_EVERY_MS, requestShape, SERVED_RECORD_WITHIN_MS, shapeKey, ShapeMemory, SYSTEMIC_WITHIN_MS, wantsRecord } from '../../src/activities/validate/shape-memory';
+import {
+  judgeRequestFault,
+  MARK_EVERY_MS,
+  requestShape,
+  SERVED_RECORD_WITHIN_MS,
+  shapeKey,
+  ShapeMemory,
+  SYSTEMIC_WITHIN_MS,
+  wantsRecord,
+} from '../../src/activities/validate/shape-memory';
 import { getMapUrl } from '../../src/sources/request-url';
 import { parseSource, type SourceConfig } from '../../src/sources/schema';
 
-const wms = (layers: string[]) => parseSource({ type: 'wms', url: 'http://maps.example/cgi-bin/mapserv?map=a.map', layers }) as Extract<SourceConfig, { type: 'wms' }>;
+const wms = (layers: string[]) =>
+  parseSource({ type: 'wms', url: 'http://maps.example/cgi-bin/mapserv?map=a.map', layers }) as Extract<
+    SourceConfig,
+    { type: 'wms' }
+  >;
 const layerNotDefined: Verdict = {
   kind: 'permanent',
   reason: 'ServiceException: LayerNotDefined: msWMSLoadGetMapParams(): Invalid layer(s) given in the LAYERS parameter.',
@@ -48,7 +61,10 @@ describe('request shapes and the systemic / configuration judgement', () => {
     const m = new ShapeMemory();
     m.succeeded('shape', T0);
     const soon = judgeRequestFault(layerNotDefined, 'shape', m, T0 + 30_000, 'roads');
-    assert.deepEqual([soon.systemic, soon.configError, soon.verdict.kind, soon.verdict.configError], [true, false, 'service-exception', undefined]);
+    assert.deepEqual(
+      [soon.systemic, soon.configError, soon.verdict.kind, soon.verdict.configError],
+      [true, false, 'service-exception', undefined],
+    );
     assert.match(soon.verdict.reason, /^systemic: LayerNotDefined for a request that succeeded 30 s ago/);
     assert.equal(judgeRequestFault(layerNotDefined, 'shape', m, T0 + SYSTEMIC_WITHIN_MS, 'roads').systemic, true);
     const late = judgeRequestFault(layerNotDefined, 'shape', m, T0 + SYSTEMIC_WITHIN_MS + 1, 'roads');
@@ -81,14 +97,32 @@ describe('request shapes and the systemic / configuration judgement', () => {
   test('a shape the tile store records served within 8 days is systemic too, the reason says so; past that, or with no record, configuration', () => {
     const fresh = new ShapeMemory();
     assert.equal(SERVED_RECORD_WITHIN_MS, 8 * 24 * 3_600_000);
-    const night = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', { at: T0 - 9 * 3_600_000, where: 'the tile store' });
+    const night = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', {
+      at: T0 - 9 * 3_600_000,
+      where: 'the tile store',
+    });
     assert.deepEqual([night.systemic, night.configError, night.verdict.kind], [true, false, 'service-exception']);
-    assert.match(night.verdict.reason, /^systemic: LayerNotDefined for a request last served 9 h ago \(recorded in the tile store\)/);
-    assert.equal(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', { at: T0 - SERVED_RECORD_WITHIN_MS, where: 'the tile store' }).systemic, true);
-    const old = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', { at: T0 - SERVED_RECORD_WITHIN_MS - 1, where: 'the tile store' });
+    assert.match(
+      night.verdict.reason,
+      /^systemic: LayerNotDefined for a request last served 9 h ago \(recorded in the tile store\)/,
+    );
+    assert.equal(
+      judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', {
+        at: T0 - SERVED_RECORD_WITHIN_MS,
+        where: 'the tile store',
+      }).systemic,
+      true,
+    );
+    const old = judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads', {
+      at: T0 - SERVED_RECORD_WITHIN_MS - 1,
+      where: 'the tile store',
+    });
     assert.deepEqual([old.systemic, old.configError], [false, true]);
     assert.match(old.verdict.reason, /the tile store last recorded it served 8 d ago/);
-    assert.match(judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads').verdict.reason, /has not succeeded in this worker; the tile store has no record of it served/);
+    assert.match(
+      judgeRequestFault(layerNotDefined, 'shape', fresh, T0, 'roads').verdict.reason,
+      /has not succeeded in this worker; the tile store has no record of it served/,
+    );
     // The store is wanted only for a request fault this process's memory cannot judge.
     assert.equal(wantsRecord(layerNotDefined, 'shape', fresh, T0), true);
     const m = new ShapeMemory();

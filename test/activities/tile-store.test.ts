@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -18,7 +29,10 @@ describe('the tile store', () => {
     const store = new TileStore(root);
     const body = await gradientImage(256, 256);
     const before = Date.now();
-    const put = await store.put('plain', { z: 3, x: 1, y: 2 }, body, { fetchedAt: Date.now(), contentType: 'image/png' });
+    const put = await store.put('plain', { z: 3, x: 1, y: 2 }, body, {
+      fetchedAt: Date.now(),
+      contentType: 'image/png',
+    });
     assert.deepEqual(readdirSync(path.dirname(put.path)), ['2.png']);
     const got = await store.get('plain', { z: 3, x: 1, y: 2 });
     assert.equal(got?.path, put.path);
@@ -26,7 +40,10 @@ describe('the tile store', () => {
     assert.equal(got?.meta.bytes, body.length);
     assert.equal(got?.meta.contentType, 'image/png');
     assert.deepEqual([got?.meta.width, got?.meta.height], [256, 256]);
-    assert.ok(got.meta.fetchedAt >= before - 1_000 && got.meta.fetchedAt <= Date.now() + 1_000, `fetchedAt ${got.meta.fetchedAt}`);
+    assert.ok(
+      got.meta.fetchedAt >= before - 1_000 && got.meta.fetchedAt <= Date.now() + 1_000,
+      `fetchedAt ${got.meta.fetchedAt}`,
+    );
     assert.equal(got?.meta.etag, undefined);
     assert.equal(await store.get('plain', { z: 3, x: 1, y: 3 }), null);
   });
@@ -35,9 +52,17 @@ describe('the tile store', () => {
     const store = new TileStore(root);
     const t = { z: 3, x: 4, y: 5 };
     const v1 = await gradientImage(256, 256, 'png', 1);
-    await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png', etag: '"v1"', lastModified: 'Sun, 01 Nov 2026 00:00:00 GMT' });
+    await store.put('validated', t, v1, {
+      fetchedAt: Date.now(),
+      contentType: 'image/png',
+      etag: '"v1"',
+      lastModified: 'Sun, 01 Nov 2026 00:00:00 GMT',
+    });
     let got = await store.get('validated', t);
-    assert.deepEqual([got?.meta.etag, got?.meta.lastModified, got?.meta.sha256], ['"v1"', 'Sun, 01 Nov 2026 00:00:00 GMT', sha(v1)]);
+    assert.deepEqual(
+      [got?.meta.etag, got?.meta.lastModified, got?.meta.sha256],
+      ['"v1"', 'Sun, 01 Nov 2026 00:00:00 GMT', sha(v1)],
+    );
     // The server stops sending validators: the old sidecar must not describe the new copy.
     const v2 = await gradientImage(256, 256, 'png', 2);
     await store.put('validated', t, v2, { fetchedAt: Date.now(), contentType: 'image/png' });
@@ -50,7 +75,10 @@ describe('the tile store', () => {
     // describe exactly those bytes).
     await new Promise((r) => setTimeout(r, 1_100));
     await store.put('validated', t, v1, { fetchedAt: Date.now(), contentType: 'image/png' });
-    assert.ok(existsSync(path.join(store.dir('validated', t), '5.json')), 'the old sidecar is left, not removed at every write');
+    assert.ok(
+      existsSync(path.join(store.dir('validated', t), '5.json')),
+      'the old sidecar is left, not removed at every write',
+    );
     got = await store.get('validated', t);
     assert.deepEqual([got?.meta.etag, got?.meta.sha256], [undefined, sha(v1)]);
     // An imported copy keeps the time it was fetched, not the time it was written.

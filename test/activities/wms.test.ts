@@ -18,7 +18,10 @@ const skip = wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is no
 let wms: Wms;
 const pools = new EndpointPools();
 const wmsSource = (version: '1.1.1' | '1.3.0', layers = ['quadrants', 'roads']) =>
-  parseSource({ type: 'wms', url: wms.url, version, layers, transparent: false }) as Extract<SourceConfig, { type: 'wms' }>;
+  parseSource({ type: 'wms', url: wms.url, version, layers, transparent: false }) as Extract<
+    SourceConfig,
+    { type: 'wms' }
+  >;
 const expected = { width: 256, height: 256, blankIsFailure: true };
 
 async function get(url: string) {
@@ -46,11 +49,15 @@ describe('a real WMS: MapServer 8 behind lighttpd', { skip }, () => {
 
   test('GetMap in EPSG:3857 is georeferenced right: the north-east quadrant is red, the south-west blue', async () => {
     for (const version of ['1.1.1', '1.3.0'] as const) {
-      const ne = await get(getMapUrl(wmsSource(version, ['quadrants']), { minX: 1000, minY: 1000, maxX: 2000, maxY: 2000 }, 256, 256));
+      const ne = await get(
+        getMapUrl(wmsSource(version, ['quadrants']), { minX: 1000, minY: 1000, maxX: 2000, maxY: 2000 }, 256, 256),
+      );
       assert.equal((await classify(ne, expected)).kind, 'success');
       const [r, g, b] = await meanColour(ne.body);
       assert.ok(r > 200 && g < 80 && b < 80, `NE in ${version}: ${[r, g, b].join(',')}`);
-      const sw = await get(getMapUrl(wmsSource(version, ['quadrants']), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256));
+      const sw = await get(
+        getMapUrl(wmsSource(version, ['quadrants']), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256),
+      );
       const [r2, g2, b2] = await meanColour(sw.body);
       assert.ok(b2 > 200 && r2 < 80 && g2 < 80, `SW in ${version}: ${[r2, g2, b2].join(',')}`);
     }
@@ -95,11 +102,19 @@ describe('a real WMS: MapServer 8 behind lighttpd', { skip }, () => {
     const tall = { west, south, east: west + (east - west) / 4, north };
     const right = await get(url('1.3.0', geographicBbox('1.3.0', 'EPSG:4326', tall)));
     const wrong = await get(url('1.3.0', geographicBbox('1.1.1', 'EPSG:4326', tall)));
-    assert.ok(!(await rawPixels(right.body)).equals(await rawPixels(wrong.body)), 'lon,lat in 1.3.0 draws a different area');
+    assert.ok(
+      !(await rawPixels(right.body)).equals(await rawPixels(wrong.body)),
+      'lon,lat in 1.3.0 draws a different area',
+    );
   });
 
   test("MapServer's own exceptions are classified: an unknown layer or CRS is the request's fault", async () => {
-    const layer = await classify(await get(getMapUrl(wmsSource('1.3.0', ['no_such_layer']), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256)), expected);
+    const layer = await classify(
+      await get(
+        getMapUrl(wmsSource('1.3.0', ['no_such_layer']), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256),
+      ),
+      expected,
+    );
     assert.equal(layer.kind, 'permanent');
     assert.equal(layer.exceptionCode, 'LayerNotDefined');
     const u = new URL(getMapUrl(wmsSource('1.3.0'), { minX: 0, minY: 0, maxX: 1000, maxY: 1000 }, 256, 256));
@@ -113,7 +128,13 @@ describe('a real WMS: MapServer 8 behind lighttpd', { skip }, () => {
     const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-wms-store-'));
     try {
       const [x, y] = metersToTile(1000, 1000, 14);
-      const results = await makeFetchBatch({ pools })({ sourceName: 'fixture', source: wmsSource('1.3.0'), tiles: [{ z: 14, x, y }], storeRoot: root, breaker: false });
+      const results = await makeFetchBatch({ pools })({
+        sourceName: 'fixture',
+        source: wmsSource('1.3.0'),
+        tiles: [{ z: 14, x, y }],
+        storeRoot: root,
+        breaker: false,
+      });
       assert.equal(results[0]!.status, 'ok', results[0]!.reason);
       assert.match(results[0]!.path!, /fixture\/14\/\d+\/\d+\.png$/);
     } finally {

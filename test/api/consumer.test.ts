@@ -9,21 +9,48 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { adminBreaker, breakerKey, breakerStatus, BREAKER_SEARCH_ATTRIBUTES, cancelMosaic, configureBreaker, listBreakers, mosaicStatus, startMosaic, watchMosaic } from 'tilebreaker';
+import {
+  adminBreaker,
+  breakerKey,
+  breakerStatus,
+  BREAKER_SEARCH_ATTRIBUTES,
+  cancelMosaic,
+  configureBreaker,
+  listBreakers,
+  mosaicStatus,
+  startMosaic,
+  watchMosaic,
+} from 'tilebreaker';
 import { recordHistory, replayHistoryFile } from 'tilebreaker/testing';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
 import { devServerEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const root = path.join(__dirname, '..', '..', '..');
 const docs = [path.join(root, 'docs', 'library.md'), path.join(root, 'README.md')];
-const EXAMPLES = ['start-mosaic.mts', 'breaker-state.mts', 'replay.test.mts', 'my-worker.mts', 'geocoder-worker.mts', 'geocode-workflows.ts'];
+const EXAMPLES = [
+  'start-mosaic.mts',
+  'breaker-state.mts',
+  'replay.test.mts',
+  'my-worker.mts',
+  'geocoder-worker.mts',
+  'geocode-workflows.ts',
+];
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-consumer-'));
 const taskQueue = uniqueTaskQueue('consumer');
@@ -37,28 +64,51 @@ let mosaicId = '';
 /** The docs' ```ts blocks whose first line names a file (`// start-mosaic.mts`), by that name. */
 function docExamples(): Map<string, string> {
   const blocks = new Map<string, string>();
-  for (const doc of docs) for (const m of readFileSync(doc, 'utf8').matchAll(/```ts\n(\/\/ ([\w.-]+)\n[\s\S]*?)```/g)) blocks.set(m[2]!, m[1]!);
+  for (const doc of docs)
+    for (const m of readFileSync(doc, 'utf8').matchAll(/```ts\n(\/\/ ([\w.-]+)\n[\s\S]*?)```/g))
+      blocks.set(m[2]!, m[1]!);
   return blocks;
 }
 
 function run(args: string[], opts: { timeoutMs?: number } = {}): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: dir, env: exampleEnv(), timeout: opts.timeoutMs ?? 120_000, maxBuffer: 16 << 20 }, (err, out, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    execFile(
+      process.execPath,
+      args,
+      { cwd: dir, env: exampleEnv(), timeout: opts.timeoutMs ?? 120_000, maxBuffer: 16 << 20 },
+      (err, out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
     );
   });
 }
 
 /** What the examples read: this test's server and task queue; no roots given, so the worker's are its working directory (the consumer folder). */
 function exampleEnv(): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env, TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: 'default', TILEBREAKER_TASK_QUEUE: taskQueue };
-  for (const k of ['TILEBREAKER_SOURCES_DIR', 'TILEBREAKER_OUTPUT_DIR', 'TEMPORAL_API_KEY', 'TEMPORAL_TLS', 'TEMPORAL_TLS_CERT', 'TEMPORAL_TLS_KEY', 'TEMPORAL_TLS_CA']) delete e[k];
+  const e: NodeJS.ProcessEnv = {
+    ...process.env,
+    TEMPORAL_ADDRESS: env.address,
+    TEMPORAL_NAMESPACE: 'default',
+    TILEBREAKER_TASK_QUEUE: taskQueue,
+  };
+  for (const k of [
+    'TILEBREAKER_SOURCES_DIR',
+    'TILEBREAKER_OUTPUT_DIR',
+    'TEMPORAL_API_KEY',
+    'TEMPORAL_TLS',
+    'TEMPORAL_TLS_CERT',
+    'TEMPORAL_TLS_KEY',
+    'TEMPORAL_TLS_CA',
+  ])
+    delete e[k];
   // Not a subtest of this run: `node --test` in an example reports as a test run of its own.
   delete e['NODE_TEST_CONTEXT'];
   return e;
 }
 
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | null | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -77,12 +127,23 @@ before(async () => {
   // this package, so its "exports" are what a consumer gets.
   mkdirSync(path.join(dir, 'node_modules'));
   symlinkSync(root, path.join(dir, 'node_modules', 'tilebreaker'), 'dir');
-  for (const scope of ['@temporalio', '@types']) symlinkSync(path.join(root, 'node_modules', scope), path.join(dir, 'node_modules', scope), 'dir');
+  for (const scope of ['@temporalio', '@types'])
+    symlinkSync(path.join(root, 'node_modules', scope), path.join(dir, 'node_modules', scope), 'dir');
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
   writeFileSync(
     path.join(dir, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { target: 'ES2022', module: 'node16', moduleResolution: 'node16', lib: ['ES2022'], types: ['node'], strict: true, rootDir: '.', outDir: 'build', skipLibCheck: true },
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'node16',
+        moduleResolution: 'node16',
+        lib: ['ES2022'],
+        types: ['node'],
+        strict: true,
+        rootDir: '.',
+        outDir: 'build',
+        skipLibCheck: true,
+      },
       include: ['*.ts', '*.mts'],
     }),
   );
@@ -133,7 +194,8 @@ main().catch((err: unknown) => {
     `sources:\n  osm:\n    type: xyz\n    url: ${server.template}\n    concurrency: 4\n  slow:\n    type: xyz\n    url: ${slow.template}\n    concurrency: 1\n`,
   );
   mkdirSync(path.join(dir, 'histories'));
-  for (const f of ['drill-outage.json', 'mosaic-blocks.json']) copyFileSync(path.join(root, 'test', 'histories', f), path.join(dir, 'histories', f));
+  for (const f of ['drill-outage.json', 'mosaic-blocks.json'])
+    copyFileSync(path.join(root, 'test', 'histories', f), path.join(dir, 'histories', f));
 });
 
 after(async () => {
@@ -155,9 +217,20 @@ test('the doc has the examples, each a ```ts block named by its first line', () 
 });
 
 test("the examples type-check as a consumer's code: TypeScript node16 resolution through the exports map and its types", async () => {
-  const r = await run([path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { timeoutMs: 180_000 });
+  const r = await run([path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], {
+    timeoutMs: 180_000,
+  });
   assert.equal(r.code, 0, `${r.out}\n${r.err}`);
-  for (const f of ['start-mosaic.mjs', 'breaker-state.mjs', 'replay.test.mjs', 'my-worker.mjs', 'geocoder-worker.mjs', 'geocode-workflows.js', 'client-only.js', 'bundle.js'])
+  for (const f of [
+    'start-mosaic.mjs',
+    'breaker-state.mjs',
+    'replay.test.mjs',
+    'my-worker.mjs',
+    'geocoder-worker.mjs',
+    'geocode-workflows.js',
+    'client-only.js',
+    'bundle.js',
+  ])
     assert.ok(existsSync(path.join(dir, 'build', f)), f);
 });
 
@@ -180,19 +253,36 @@ test("require.resolve('tilebreaker/workflows'), and a workflows module of the co
   const r = await run(['build/bundle.js'], { timeoutMs: 180_000 });
   assert.equal(r.code, 0, r.err);
   const [direct, mine] = JSON.parse(r.out.trim().split('\n').pop()!) as { mosaicWorkflow: boolean; greet: boolean }[];
-  assert.deepEqual(direct, { workflowsPath: path.join(root, 'dist', 'src', 'workflows', 'index.js'), mosaicWorkflow: true, greet: false });
-  assert.deepEqual({ ...mine, workflowsPath: undefined }, { workflowsPath: undefined, mosaicWorkflow: true, greet: true });
+  assert.deepEqual(direct, {
+    workflowsPath: path.join(root, 'dist', 'src', 'workflows', 'index.js'),
+    mosaicWorkflow: true,
+    greet: false,
+  });
+  assert.deepEqual(
+    { ...mine, workflowsPath: undefined },
+    { workflowsPath: undefined, mosaicWorkflow: true, greet: true },
+  );
 });
 
 test("the doc's worker runs, and the doc's mosaic example starts a mosaic on it and awaits its result", async () => {
-  worker = spawn(process.execPath, ['build/my-worker.mjs'], { cwd: dir, env: exampleEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  worker = spawn(process.execPath, ['build/my-worker.mjs'], {
+    cwd: dir,
+    env: exampleEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   worker.stdout!.on('data', (d: Buffer) => (workerLog += d.toString()));
   worker.stderr!.on('data', (d: Buffer) => (workerLog += d.toString()));
   const r = await run(['build/start-mosaic.mjs'], { timeoutMs: 180_000 });
   assert.equal(r.code, 0, `${r.out}\n${r.err}\nworker:\n${workerLog}`);
   assert.match(r.out, /^started (mosaic\/\S+)$/m);
   mosaicId = /^started (mosaic\/\S+)$/m.exec(r.out)![1]!;
-  assert.match(r.out, new RegExp(`^20 tiles: ok 20, hole 0; ${path.join(dir, 'alps-z7.tif').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`, 'm'));
+  assert.match(
+    r.out,
+    new RegExp(
+      `^20 tiles: ok 20, hole 0; ${path.join(dir, 'alps-z7.tif').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`,
+      'm',
+    ),
+  );
   assert.ok(existsSync(path.join(dir, 'alps-z7.tif')));
   assert.ok(existsSync(path.join(dir, 'alps-z7.manifest.json')));
   assert.equal(worker.exitCode, null, 'the worker keeps running');
@@ -201,7 +291,9 @@ test("the doc's worker runs, and the doc's mosaic example starts a mosaic on it 
 test("the doc's breaker example reads each breaker's state and transitions; admin actions and configure", async () => {
   const key = breakerKey(server.template);
   // The worker's guard reports the mosaic's outcomes within a second, which starts the key's entity.
-  await waitFor('the entity to be listed', async () => (await listBreakers(env.client)).breakers.some((b) => b.key === key));
+  await waitFor('the entity to be listed', async () =>
+    (await listBreakers(env.client)).breakers.some((b) => b.key === key),
+  );
   const opened = await adminBreaker(env.client, key, 'force-open', { reason: 'maintenance', actor: 'consumer-test' });
   assert.ok(opened.confirmed);
   assert.equal(opened.status.view.state, 'forced-open');
@@ -223,7 +315,11 @@ test("the doc's breaker example reads each breaker's state and transitions; admi
   // before or after the reset (seen both ways in CI).
   assert.match(lines[at]!, /: closed, 0 of \d+ calls failed$/);
   const log = lines.slice(at + 1, at + 4).map((l) => /^ {2}\S+ (\S+ -> \S+ \(\S+\))/.exec(l)?.[1]);
-  assert.deepEqual(log, ['closed -> closed (configured)', 'forced-open -> closed (reset)', 'closed -> forced-open (forced-open)'], r.out);
+  assert.deepEqual(
+    log,
+    ['closed -> closed (configured)', 'forced-open -> closed (reset)', 'closed -> forced-open (forced-open)'],
+    r.out,
+  );
   assert.match(lines[at + 3]!, /maintenance \(by "consumer-test", claimed; sent by /);
 });
 
@@ -239,8 +335,15 @@ test('watchMosaic follows a mosaic and cancelMosaic stops it, with a partial man
     parallelBatches: 1,
   });
   const seen: string[] = [];
-  const watching = watchMosaic(env.client, handle.workflowId, { intervalMs: 200, onStatus: (s) => void seen.push(s.status) });
-  await waitFor('the first tiles', async () => ((await mosaicStatus(env.client, handle.workflowId)).progress?.done ?? 0) > 0, 60_000);
+  const watching = watchMosaic(env.client, handle.workflowId, {
+    intervalMs: 200,
+    onStatus: (s) => void seen.push(s.status),
+  });
+  await waitFor(
+    'the first tiles',
+    async () => ((await mosaicStatus(env.client, handle.workflowId)).progress?.done ?? 0) > 0,
+    60_000,
+  );
   const cancelled = await cancelMosaic(env.client, handle.workflowId);
   assert.equal(cancelled.status, 'CANCELLED');
   assert.equal(cancelled.result, null);
@@ -259,7 +362,9 @@ test("the doc's replay test passes on histories recorded with recordHistory, and
   assert.match(r.out, /^# pass 1$/m);
 
   // The same history with its first activity renamed: the workflow code no longer matches it.
-  const json = JSON.parse(readFileSync(rec.file, 'utf8')) as { events: { activityTaskScheduledEventAttributes?: { activityType: { name: string } } }[] };
+  const json = JSON.parse(readFileSync(rec.file, 'utf8')) as {
+    events: { activityTaskScheduledEventAttributes?: { activityType: { name: string } } }[];
+  };
   const scheduled = json.events.find((e) => e.activityTaskScheduledEventAttributes?.activityType.name === 'planMosaic');
   assert.ok(scheduled, 'the history schedules planMosaic');
   scheduled.activityTaskScheduledEventAttributes!.activityType.name = 'planSomethingElse';
@@ -278,7 +383,9 @@ test("the README's geocoding worker: a primary and a fallback geocoder, each beh
       g.server.on('request', (_req, res) => {
         g.requests++;
         if (g.mode === 'down') return void res.writeHead(503).end();
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(g.mode === 'ok' ? bern : { lon: 829_040, lat: 5_933_537, crs: 'EPSG:3857' }));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify(g.mode === 'ok' ? bern : { lon: 829_040, lat: 5_933_537, crs: 'EPSG:3857' }));
       });
       await new Promise<void>((r) => g.server.listen(0, '127.0.0.1', r));
       g.url = `http://127.0.0.1:${(g.server.address() as AddressInfo).port}/`;
@@ -296,9 +403,12 @@ test("the README's geocoding worker: a primary and a fallback geocoder, each beh
   geo.stderr.on('data', (d: Buffer) => (log += d.toString()));
   const places = (n: number) => Array.from({ length: n }, (_, i) => `place ${i}`);
   const geocode = (id: string, n: number) =>
-    env.client.workflow.execute('geocodePlaces', { taskQueue: 'geocoding', workflowId: `geocode-${id}-${Date.now()}`, args: [places(n)], workflowExecutionTimeout: '2 min' }) as Promise<
-      { lon: number; lat: number; provider: string }[]
-    >;
+    env.client.workflow.execute('geocodePlaces', {
+      taskQueue: 'geocoding',
+      workflowId: `geocode-${id}-${Date.now()}`,
+      args: [places(n)],
+      workflowExecutionTimeout: '2 min',
+    }) as Promise<{ lon: number; lat: number; provider: string }[]>;
   try {
     const healthy = await geocode('healthy', 3);
     assert.deepEqual(
@@ -324,9 +434,18 @@ test("the README's geocoding worker: a primary and a fallback geocoder, each beh
 
     // A fallback that answers in the wrong CRS is never returned: with the primary open too, the activity fails.
     fallback.mode = 'web-mercator';
-    await assert.rejects(env.client.workflow.execute('geocodePlaces', { taskQueue: 'geocoding', workflowId: `geocode-wrong-${Date.now()}`, args: [['Bern']], workflowExecutionTimeout: '5 s' }));
+    await assert.rejects(
+      env.client.workflow.execute('geocodePlaces', {
+        taskQueue: 'geocoding',
+        workflowId: `geocode-wrong-${Date.now()}`,
+        args: [['Bern']],
+        workflowExecutionTimeout: '5 s',
+      }),
+    );
   } finally {
-    const exited = new Promise<[number | null, NodeJS.Signals | null]>((r) => geo.once('exit', (code, signal) => r([code, signal])));
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+      geo.once('exit', (code, signal) => r([code, signal])),
+    );
     geo.kill('SIGINT');
     const timer = setTimeout(() => geo.kill('SIGKILL'), 30_000);
     const [code] = await exited;
@@ -338,7 +457,9 @@ test("the README's geocoding worker: a primary and a fallback geocoder, each beh
 
 test("the doc's worker stops on SIGINT: it drains, closes the activity runtime and its connections, and exits 0", async () => {
   assert.ok(worker && worker.exitCode === null, 'the worker is running');
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((r) => worker!.once('exit', (code, signal) => r([code, signal])));
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+    worker!.once('exit', (code, signal) => r([code, signal])),
+  );
   worker.kill('SIGINT');
   const timer = setTimeout(() => worker!.kill('SIGKILL'), 30_000);
   const [code, signal] = await exited;

@@ -20,7 +20,14 @@ const scenario: Scenario = {
   breaker: { windowMs: 30_000, minSamples: 20, failureRatio: 0.5, cooldownMs: 1_000 },
 };
 const server = quietServer();
-const attempt = (worker: number, from: number, to: number, probe: boolean, decidedAt: number, failOpen = false): AttemptRecord =>
+const attempt = (
+  worker: number,
+  from: number,
+  to: number,
+  probe: boolean,
+  decidedAt: number,
+  failOpen = false,
+): AttemptRecord =>
   failedAttempt(worker, from, to, probe, { decidedAt, state: probe ? 'half-open' : 'closed', failOpen });
 const transitions: TransitionRecord[] = [
   { at: O + 2_000, from: 'closed', to: 'open', reason: 'failure-ratio', detail: '' },

@@ -22,7 +22,13 @@ test("bench:outage's hang: a render already under way when the hang starts answe
   const port = await server.listen();
   try {
     // Renders take 300-900 ms; the hang starts 100 ms in and lasts 2 s.
-    const schedule = server.start({ healthyMs: 100, outageMs: 2_000, recoveryMs: 1_000, kind: 'hang', retryAfterSec: null });
+    const schedule = server.start({
+      healthyMs: 100,
+      outageMs: 2_000,
+      recoveryMs: 1_000,
+      kind: 'hang',
+      retryAfterSec: null,
+    });
     const rendering = get(port, '/1/0/0.png');
     await new Promise((r) => setTimeout(r, 250));
     const hung = get(port, '/1/1/0.png');

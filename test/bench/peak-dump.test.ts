@@ -5,7 +5,13 @@ import { peakDump, peakMembers } from '../../bench/outage/peak-dump';
 import type { AttemptRecord } from '../../bench/outage/types';
 import { failedAttempt, O, quietServer } from '../helpers/outage-recording';
 
-const attempt = (worker: number, from: number, to: number, probe: boolean, state = probe ? 'half-open' : 'closed'): AttemptRecord => failedAttempt(worker, from, to, probe, { decidedAt: from, state });
+const attempt = (
+  worker: number,
+  from: number,
+  to: number,
+  probe: boolean,
+  state = probe ? 'half-open' : 'closed',
+): AttemptRecord => failedAttempt(worker, from, to, probe, { decidedAt: from, state });
 
 test("bench:outage's peak dump names the intervals overlapping at the peak, as many as peakConcurrent counts", () => {
   const items: Array<[number, number]> = [
@@ -40,8 +46,20 @@ test('the dump prints each peak above one with its workers, probe flags, decisio
     attempts: [attempt(1, 20_000, 20_050, true), attempt(2, 20_010, 20_020, false)],
     server,
     transitions: [
-      { at: O + 19_900, from: 'open', to: 'half-open', reason: 'cooldown-elapsed', detail: 'cooldown of 1000 ms elapsed' },
-      { at: O + 20_300, from: 'half-open', to: 'open', reason: 'probe-failed', detail: 'probe 3 by sim-1 failed: transient' },
+      {
+        at: O + 19_900,
+        from: 'open',
+        to: 'half-open',
+        reason: 'cooldown-elapsed',
+        detail: 'cooldown of 1000 ms elapsed',
+      },
+      {
+        at: O + 20_300,
+        from: 'half-open',
+        to: 'open',
+        reason: 'probe-failed',
+        detail: 'probe 3 by sim-1 failed: transient',
+      },
     ],
     halfOpenWindow: [O + 3_000, O + 40_500],
     runs: [{ startedAt: O + 20_005, firstTaskDoneAt: O + 20_100 }],

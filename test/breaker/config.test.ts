@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigError, DEFAULT_POLICY_CONFIG, MAX_POLICY_DURATION_MS, POLICY_BOUNDS, checkPolicyBounds, cooldownCapMs, latencyBudgetMs, maxCooldownMs, parsePolicyConfig } from '../../src/breaker';
+import {
+  ConfigError,
+  DEFAULT_POLICY_CONFIG,
+  MAX_POLICY_DURATION_MS,
+  POLICY_BOUNDS,
+  checkPolicyBounds,
+  cooldownCapMs,
+  latencyBudgetMs,
+  maxCooldownMs,
+  parsePolicyConfig,
+} from '../../src/breaker';
 
 /** Parses `input`, expecting a ConfigError with an issue that names `field` and shows `shown` as the value received. */
 function rejected(input: unknown, field: string, shown: string): ConfigError {
@@ -10,7 +20,10 @@ function rejected(input: unknown, field: string, shown: string): ConfigError {
   } catch (err) {
     caught = err;
   }
-  assert.ok(caught instanceof ConfigError, `expected a ConfigError for ${JSON.stringify(input)}, got ${String(caught)}`);
+  assert.ok(
+    caught instanceof ConfigError,
+    `expected a ConfigError for ${JSON.stringify(input)}, got ${String(caught)}`,
+  );
   assert.equal(caught.name, 'ConfigError');
   assert.equal(caught.subject, 'breaker config');
   const issue = caught.issues.find((i) => i.startsWith(`${field}: `));
@@ -188,7 +201,11 @@ describe('unknown fields', () => {
   test('one unknown field is named', () => {
     assert.throws(
       () => parsePolicyConfig({ windowMS: 10_000 }),
-      (e: unknown) => e instanceof ConfigError && e.issues.length === 1 && e.issues[0] === '(root): unknown field "windowMS"' && e.message.includes('"windowMS"'),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.issues.length === 1 &&
+        e.issues[0] === '(root): unknown field "windowMS"' &&
+        e.message.includes('"windowMS"'),
     );
   });
   test('several unknown fields are all named in one issue', () => {
@@ -200,7 +217,10 @@ describe('unknown fields', () => {
   test('an unknown field is reported alongside a bad known one', () => {
     assert.throws(
       () => parsePolicyConfig({ typo: 1, minSamples: 0 }),
-      (e: unknown) => e instanceof ConfigError && e.issues.some((i) => i.includes('"typo"')) && e.issues.some((i) => i.startsWith('minSamples: ') && i.includes('(got 0)')),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.issues.some((i) => i.includes('"typo"')) &&
+        e.issues.some((i) => i.startsWith('minSamples: ') && i.includes('(got 0)')),
     );
   });
 });
@@ -256,7 +276,10 @@ describe('bounds', () => {
       const over = Number.isInteger(max) ? max + 1 : max * 1.01;
       assert.throws(
         () => checkPolicyBounds({ [field]: over }, 'breaker configure'),
-        (err: unknown) => err instanceof ConfigError && err.issues.length === 1 && err.issues[0] === `${field}: must be at most ${max} (${label}) (got ${over})`,
+        (err: unknown) =>
+          err instanceof ConfigError &&
+          err.issues.length === 1 &&
+          err.issues[0] === `${field}: must be at most ${max} (${label}) (got ${over})`,
         field,
       );
       // At the bound itself: accepted.
@@ -275,7 +298,11 @@ describe('bounds', () => {
 
   test('the longest grown cooldown and trial wait are bounded too (x cooldownMaxFactor at most 30 days)', () => {
     rejected({ cooldownMs: 5 * 86_400_000 }, 'cooldownMs', String(5 * 86_400_000));
-    rejected({ cooldownMs: 60_000, cooldownMaxFactor: 1_000, probeIntervalMs: 3_600_000 }, 'probeIntervalMs', '3600000');
+    rejected(
+      { cooldownMs: 60_000, cooldownMaxFactor: 1_000, probeIntervalMs: 3_600_000 },
+      'probeIntervalMs',
+      '3600000',
+    );
     const c = parsePolicyConfig({ cooldownMs: MAX_POLICY_DURATION_MS, cooldownMaxFactor: 1 });
     assert.equal(cooldownCapMs(c), MAX_POLICY_DURATION_MS);
   });

@@ -1,13 +1,26 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { floorsFor, initialState, parsePolicyConfig, step, type PolicyConfigInput, type PolicyState } from '../../src/breaker';
+import {
+  floorsFor,
+  initialState,
+  parsePolicyConfig,
+  step,
+  type PolicyConfigInput,
+  type PolicyState,
+} from '../../src/breaker';
 
 const T0 = 1_000_000;
 const fresh = (input: PolicyConfigInput = {}): PolicyState => initialState(parsePolicyConfig(input));
 /** 30 s of a healthy endpoint (200 successes a second over the window), then the report under test. */
 function warmed(state: PolicyState, concurrency?: number): PolicyState {
   let s = state;
-  for (let t = 0; t < 30; t++) s = step(s, { type: 'report', counts: { success: 200 }, ...(concurrency !== undefined ? { concurrency } : {}) }, T0 + t * 1_000, 0.5).state;
+  for (let t = 0; t < 30; t++)
+    s = step(
+      s,
+      { type: 'report', counts: { success: 200 }, ...(concurrency !== undefined ? { concurrency } : {}) },
+      T0 + t * 1_000,
+      0.5,
+    ).state;
   return s;
 }
 
@@ -33,16 +46,31 @@ describe('sample floors that follow the fleet concurrency', () => {
     assert.equal(floorsFor(c, 4).fastMinSamples, 4);
     assert.equal(floorsFor(c, 1).minSamples, 2, 'never below smallFleetFloor');
     assert.equal(floorsFor(c, 8).minSamples, 8, 'at or above volumeFloor nothing changes');
-    const four = step(warmed(fresh({ smallFleetFloor: 2 }), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5);
+    const four = step(
+      warmed(fresh({ smallFleetFloor: 2 }), 4),
+      { type: 'report', counts: { transient: 4 }, concurrency: 4 },
+      T0 + 31_000,
+      0.5,
+    );
     assert.equal(four.state.phase, 'open');
-    assert.equal(step(warmed(fresh(), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5).state.phase, 'closed', 'volumeFloor 5 alone: out of reach');
+    assert.equal(
+      step(warmed(fresh(), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5).state
+        .phase,
+      'closed',
+      'volumeFloor 5 alone: out of reach',
+    );
   });
 
   test('8 calls in flight that all fail trip a breaker that minSamples 20 would never trip on them', () => {
     // One worker, 8 calls at a time, a hang: 8 failures per report and nothing else in the newest second.
     const without = step(warmed(fresh()), { type: 'report', counts: { transient: 8 } }, T0 + 31_000, 0.5);
     assert.equal(without.state.phase, 'closed', 'without the concurrency the fast window never holds 40 samples');
-    const withIt = step(warmed(fresh(), 8), { type: 'report', counts: { transient: 8 }, concurrency: 8 }, T0 + 31_000, 0.5);
+    const withIt = step(
+      warmed(fresh(), 8),
+      { type: 'report', counts: { transient: 8 }, concurrency: 8 },
+      T0 + 31_000,
+      0.5,
+    );
     assert.equal(withIt.state.phase, 'open');
     const t = withIt.transitions[0]!;
     assert.equal(t.reason, 'failure-ratio');
@@ -51,12 +79,22 @@ describe('sample floors that follow the fleet concurrency', () => {
   });
 
   test('a few failures among successes in the same second still do not trip', () => {
-    const r = step(warmed(fresh(), 8), { type: 'report', counts: { transient: 3, success: 40 }, concurrency: 8 }, T0 + 31_000, 0.5);
+    const r = step(
+      warmed(fresh(), 8),
+      { type: 'report', counts: { transient: 3, success: 40 }, concurrency: 8 },
+      T0 + 31_000,
+      0.5,
+    );
     assert.equal(r.state.phase, 'closed');
   });
 
   test('volumeFloor null keeps the configured floors', () => {
-    const r = step(warmed(fresh({ volumeFloor: null }), 8), { type: 'report', counts: { transient: 8 }, concurrency: 8 }, T0 + 31_000, 0.5);
+    const r = step(
+      warmed(fresh({ volumeFloor: null }), 8),
+      { type: 'report', counts: { transient: 8 }, concurrency: 8 },
+      T0 + 31_000,
+      0.5,
+    );
     assert.equal(r.state.phase, 'closed');
   });
 
@@ -64,6 +102,9 @@ describe('sample floors that follow the fleet concurrency', () => {
     const s = warmed(fresh(), 8);
     const { volumeFloor: _dropped, ...old } = s.config;
     const carried = { ...s, config: old } as unknown as PolicyState;
-    assert.equal(step(carried, { type: 'report', counts: { transient: 8 }, concurrency: 8 }, T0 + 31_000, 0.5).state.phase, 'open');
+    assert.equal(
+      step(carried, { type: 'report', counts: { transient: 8 }, concurrency: 8 }, T0 + 31_000, 0.5).state.phase,
+      'open',
+    );
   });
 });

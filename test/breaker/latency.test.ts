@@ -1,7 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { LATENCY_BOUNDS_MS, LATENCY_BUCKETS, addInto, bucketIndex, countAbove, emptyHistogram, histogramOf, percentile, stallAfterMs, stallAfterOfHistogram, totalOf } from '../../src/breaker';
+import {
+  LATENCY_BOUNDS_MS,
+  LATENCY_BUCKETS,
+  addInto,
+  bucketIndex,
+  countAbove,
+  emptyHistogram,
+  histogramOf,
+  percentile,
+  stallAfterMs,
+  stallAfterOfHistogram,
+  totalOf,
+} from '../../src/breaker';
 import { prng } from '../helpers/prng';
 
 /** Nearest-rank p-quantile of raw samples: the true value the histogram estimates. */
@@ -141,29 +153,35 @@ describe('percentile', () => {
 
   test('the percentile never decreases as q grows', () => {
     fc.assert(
-      fc.property(fc.array(fc.double({ min: 0, max: 200_000, noNaN: true }), { minLength: 1, maxLength: 200 }), (samples) => {
-        const h = histogramOf(samples);
-        let last = -Infinity;
-        for (const q of [0.01, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1]) {
-          const p = percentile(h, q)!;
-          assert.ok(p >= last, `q=${q}: ${p} < ${last}`);
-          last = p;
-        }
-      }),
+      fc.property(
+        fc.array(fc.double({ min: 0, max: 200_000, noNaN: true }), { minLength: 1, maxLength: 200 }),
+        (samples) => {
+          const h = histogramOf(samples);
+          let last = -Infinity;
+          for (const q of [0.01, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1]) {
+            const p = percentile(h, q)!;
+            assert.ok(p >= last, `q=${q}: ${p} < ${last}`);
+            last = p;
+          }
+        },
+      ),
       { numRuns: 200 },
     );
   });
 
   test('the estimate lies in the bucket of the true quantile', () => {
     fc.assert(
-      fc.property(fc.array(fc.double({ min: 1, max: 99_000, noNaN: true }), { minLength: 1, maxLength: 300 }), (samples) => {
-        const truth = trueQuantile(samples, 0.95);
-        const i = bucketIndex(truth);
-        const lower = i === 0 ? 0 : LATENCY_BOUNDS_MS[i - 1]!;
-        const upper = LATENCY_BOUNDS_MS[i]!;
-        const p = percentile(histogramOf(samples), 0.95)!;
-        assert.ok(p >= lower && p <= upper, `p95 ${p} outside (${lower}, ${upper}] of true ${truth}`);
-      }),
+      fc.property(
+        fc.array(fc.double({ min: 1, max: 99_000, noNaN: true }), { minLength: 1, maxLength: 300 }),
+        (samples) => {
+          const truth = trueQuantile(samples, 0.95);
+          const i = bucketIndex(truth);
+          const lower = i === 0 ? 0 : LATENCY_BOUNDS_MS[i - 1]!;
+          const upper = LATENCY_BOUNDS_MS[i]!;
+          const p = percentile(histogramOf(samples), 0.95)!;
+          assert.ok(p >= lower && p <= upper, `p95 ${p} outside (${lower}, ${upper}] of true ${truth}`);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -172,9 +190,17 @@ describe('percentile', () => {
   test('p95 is within 30 % of the true p95 on generated latency distributions', () => {
     const distribution = fc.oneof(
       // Log-normal latencies: median 2 ms .. 20 s, moderate to heavy tails.
-      fc.record({ kind: fc.constant('lognormal' as const), median: fc.double({ min: 2, max: 20_000, noNaN: true }), sigma: fc.double({ min: 0.3, max: 1.5, noNaN: true }) }),
+      fc.record({
+        kind: fc.constant('lognormal' as const),
+        median: fc.double({ min: 2, max: 20_000, noNaN: true }),
+        sigma: fc.double({ min: 0.3, max: 1.5, noNaN: true }),
+      }),
       // Uniform latencies over a range at least twice as wide as its start.
-      fc.record({ kind: fc.constant('uniform' as const), low: fc.double({ min: 1, max: 20_000, noNaN: true }), spread: fc.double({ min: 2, max: 50, noNaN: true }) }),
+      fc.record({
+        kind: fc.constant('uniform' as const),
+        low: fc.double({ min: 1, max: 20_000, noNaN: true }),
+        spread: fc.double({ min: 2, max: 50, noNaN: true }),
+      }),
       // A healthy body with a slow tail (a degrading server).
       fc.record({
         kind: fc.constant('bimodal' as const),
@@ -203,12 +229,21 @@ describe('percentile', () => {
         const truth = trueQuantile(samples, 0.95);
         const estimate = percentile(histogramOf(samples), 0.95)!;
         const error = Math.abs(estimate - truth) / truth;
-        assert.ok(error < 0.3, `p95 estimate ${estimate} vs true ${truth}: ${(error * 100).toFixed(1)} % off (${JSON.stringify(d)}, n=${n})`);
+        assert.ok(
+          error < 0.3,
+          `p95 estimate ${estimate} vs true ${truth}: ${(error * 100).toFixed(1)} % off (${JSON.stringify(d)}, n=${n})`,
+        );
       }),
       {
         numRuns: 300,
         // A case that once came out 25-30 % off (p95 at the edge of the slow mode): kept as a regression example.
-        examples: [[{ kind: 'bimodal', fast: 21.00226129165377, slowFactor: 3.178488055304773, slowShare: 0.04543420067057014 }, 200, 0]],
+        examples: [
+          [
+            { kind: 'bimodal', fast: 21.00226129165377, slowFactor: 3.178488055304773, slowShare: 0.04543420067057014 },
+            200,
+            0,
+          ],
+        ],
       },
     );
   });

@@ -25,11 +25,17 @@ describe('the probe cadence after a failed probe', () => {
   });
 
   test('with probeIntervalMs the next probe comes after that interval, however long the grown cooldown', () => {
-    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 30_000, probeIntervalMs: 5_000 }), { first: 30_000, afterProbe: 5_000 });
+    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 30_000, probeIntervalMs: 5_000 }), {
+      first: 30_000,
+      afterProbe: 5_000,
+    });
   });
 
   test('the interval never lengthens a cooldown shorter than it', () => {
-    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 1_000, cooldownMultiplier: 1, probeIntervalMs: 5_000 }), { first: 1_000, afterProbe: 1_000 });
+    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 1_000, cooldownMultiplier: 1, probeIntervalMs: 5_000 }), {
+      first: 1_000,
+      afterProbe: 1_000,
+    });
   });
 
   test('a trip from closed still waits the full cooldown: the interval only paces testing', () => {
@@ -39,8 +45,16 @@ describe('the probe cadence after a failed probe', () => {
 });
 
 /** Trips, then fails `failures` trials in a row: the cooldown after each (the trip's first). */
-function cooldownsThroughFailedTrials(input: PolicyConfigInput, failures: number): { trip: number; afterTrials: number[]; state: PolicyState } {
-  let r = step(initialState(parsePolicyConfig({ cooldownJitter: 0, ...input })), { type: 'report', counts: { transient: 20 } }, T0, 0.5);
+function cooldownsThroughFailedTrials(
+  input: PolicyConfigInput,
+  failures: number,
+): { trip: number; afterTrials: number[]; state: PolicyState } {
+  let r = step(
+    initialState(parsePolicyConfig({ cooldownJitter: 0, ...input })),
+    { type: 'report', counts: { transient: 20 } },
+    T0,
+    0.5,
+  );
   const trip = r.transitions.find((t) => t.to === 'open')!.cooldownMs!;
   const afterTrials: number[] = [];
   for (let i = 0; i < failures; i++) {
@@ -55,7 +69,10 @@ function cooldownsThroughFailedTrials(input: PolicyConfigInput, failures: number
 
 describe('failed trials back off (probeBackoff)', () => {
   test('each failed trial in a row doubles the wait, up to probeIntervalMs x cooldownMaxFactor', () => {
-    const { trip, afterTrials } = cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2 }, 6);
+    const { trip, afterTrials } = cooldownsThroughFailedTrials(
+      { cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2 },
+      6,
+    );
     assert.equal(trip, 30_000);
     assert.deepEqual(afterTrials, [5_000, 10_000, 20_000, 40_000, 40_000, 40_000]);
   });
@@ -63,7 +80,10 @@ describe('failed trials back off (probeBackoff)', () => {
   test('never longer than the grown cooldown itself', () => {
     // cooldownMs 4 s: the grown cooldown (8, 16, 32, 32 s after the trip's 4 s) caps the trials' 5, 10, 20, 40 s
     // from the fourth on.
-    const { afterTrials } = cooldownsThroughFailedTrials({ cooldownMs: 4_000, probeIntervalMs: 5_000, probeBackoff: 2 }, 5);
+    const { afterTrials } = cooldownsThroughFailedTrials(
+      { cooldownMs: 4_000, probeIntervalMs: 5_000, probeBackoff: 2 },
+      5,
+    );
     assert.deepEqual(
       afterTrials,
       [5_000, 10_000, 20_000, 32_000, 32_000].map((ms, i) => Math.min(ms, 4_000 * 2 ** (i + 1), 32_000)),
@@ -71,11 +91,20 @@ describe('failed trials back off (probeBackoff)', () => {
   });
 
   test('probeBackoff 1 (the default for configurations that do not name it) keeps every wait at probeIntervalMs', () => {
-    assert.deepEqual(cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 4).afterTrials, [5_000, 5_000, 5_000, 5_000]);
+    assert.deepEqual(
+      cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 4).afterTrials,
+      [5_000, 5_000, 5_000, 5_000],
+    );
   });
 
   test('a close forgets the failed trials: the next incident starts again from probeIntervalMs', () => {
-    const cfg = { cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2, probesToClose: 1, cooldownDecayMs: 1_000 };
+    const cfg = {
+      cooldownMs: 30_000,
+      probeIntervalMs: 5_000,
+      probeBackoff: 2,
+      probesToClose: 1,
+      cooldownDecayMs: 1_000,
+    };
     const { state } = cooldownsThroughFailedTrials(cfg, 3);
     assert.equal(state.failedTrials, 3);
     let r = step(state, { type: 'probe-request', requestId: 'ok', requester: 'w' }, state.cooldownUntil!, 0.5);
@@ -113,7 +142,15 @@ describe('failed trials back off (probeBackoff)', () => {
 
   test('a successful probe ends the run of failed trials: a server answering 2 probes in 3 is not backed off to the cap', () => {
     let r = step(
-      initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 2, probesToClose: 3 })),
+      initialState(
+        parsePolicyConfig({
+          cooldownJitter: 0,
+          cooldownMs: 30_000,
+          probeIntervalMs: 5_000,
+          probeBackoff: 2,
+          probesToClose: 3,
+        }),
+      ),
       { type: 'report', counts: { transient: 20 } },
       T0,
       0.5,
@@ -123,7 +160,12 @@ describe('failed trials back off (probeBackoff)', () => {
     for (let round = 0; round < 4; round++) {
       for (const outcome of ['success', 'success', 'transient'] as const) {
         const at = r.state.phase === 'open' ? r.state.cooldownUntil! : (r.state.cooldownUntil ?? T0);
-        const g = step(r.state, { type: 'probe-request', requestId: `q${++id}`, requester: 'w' }, Math.max(at, T0 + id), 0.5);
+        const g = step(
+          r.state,
+          { type: 'probe-request', requestId: `q${++id}`, requester: 'w' },
+          Math.max(at, T0 + id),
+          0.5,
+        );
         const generation = g.decision?.kind === 'granted' ? g.decision.token.generation : -1;
         r = step(g.state, { type: 'probe-result', generation, outcome }, Math.max(at, T0 + id) + 10, 0.5);
         const reopened = r.transitions.find((t) => t.reason === 'probe-failed');
@@ -135,8 +177,16 @@ describe('failed trials back off (probeBackoff)', () => {
 });
 
 /** Trips, waits out the cooldown, then answers probes with `outcomes` in order: where the round ended. */
-function round(input: PolicyConfigInput, outcomes: Array<'success' | 'transient'>): { ended: 'closed' | 'open' | 'half-open'; after: number; detail?: string; trials: string[] } {
-  let r = step(initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 1_000, ...input })), { type: 'report', counts: { transient: 20 } }, T0, 0.5);
+function round(
+  input: PolicyConfigInput,
+  outcomes: Array<'success' | 'transient'>,
+): { ended: 'closed' | 'open' | 'half-open'; after: number; detail?: string; trials: string[] } {
+  let r = step(
+    initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 1_000, ...input })),
+    { type: 'report', counts: { transient: 20 } },
+    T0,
+    0.5,
+  );
   let at = r.state.cooldownUntil!;
   const trials: string[] = [];
   for (const [i, outcome] of outcomes.entries()) {
@@ -171,12 +221,20 @@ describe('k-of-n half-open trials (probeTrials)', () => {
   });
 
   test('without probeTrials any failed probe reopens: probesToClose in a row', () => {
-    assert.deepEqual([round({ probesToClose: 2 }, [S, F]).ended, round({ probesToClose: 2 }, [S, F]).after], ['open', 2]);
+    assert.deepEqual(
+      [round({ probesToClose: 2 }, [S, F]).ended, round({ probesToClose: 2 }, [S, F]).after],
+      ['open', 2],
+    );
     assert.match(round({ probesToClose: 2 }, [S, S]).detail ?? '', /2 consecutive successful probes/);
   });
 
   test('a reopened round starts its count again', () => {
-    let r = step(initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 1_000, probesToClose: 2, probeTrials: 3 })), { type: 'report', counts: { transient: 20 } }, T0, 0.5);
+    let r = step(
+      initialState(parsePolicyConfig({ cooldownJitter: 0, cooldownMs: 1_000, probesToClose: 2, probeTrials: 3 })),
+      { type: 'report', counts: { transient: 20 } },
+      T0,
+      0.5,
+    );
     let at = r.state.cooldownUntil!;
     for (const [i, outcome] of (['transient', 'transient'] as const).entries()) {
       r = step(r.state, { type: 'probe-request', requestId: `a${i}`, requester: 'w' }, (at += 10), 0.5);
@@ -197,7 +255,12 @@ function incident(s: PolicyState, at: number): { state: PolicyState; trip: numbe
     const when = r.state.cooldownUntil ?? r.state.openedAt! + 1;
     r = step(r.state, { type: 'probe-request', requestId: `p${at}-${i}`, requester: 'w' }, when, 0.5);
     const generation = r.decision?.kind === 'granted' ? r.decision.token.generation : -1;
-    r = step(r.state, { type: 'probe-result', generation, outcome: i === 0 ? 'transient' : 'success' }, when + 100, 0.5);
+    r = step(
+      r.state,
+      { type: 'probe-result', generation, outcome: i === 0 ? 'transient' : 'success' },
+      when + 100,
+      0.5,
+    );
     if (i === 0) afterProbe = r.transitions.find((t) => t.reason === 'probe-failed')!.cooldownMs!;
     assert.ok(i < 10, 'the incident closes');
   }

@@ -55,7 +55,11 @@ const configArb: fc.Arbitrary<PolicyConfig> = fc
     rampFloor: fc.double({ min: 0.05, max: 1, noNaN: true }),
   })
   .map(({ buckets, probeTrials, ...c }) =>
-    parsePolicyConfig({ ...c, probeTrials: probeTrials === null ? null : Math.max(probeTrials, c.probesToClose), bucketMs: Math.max(100, Math.floor(c.windowMs / buckets)) }),
+    parsePolicyConfig({
+      ...c,
+      probeTrials: probeTrials === null ? null : Math.max(probeTrials, c.probesToClose),
+      bucketMs: Math.max(100, Math.floor(c.windowMs / buckets)),
+    }),
   );
 
 /**
@@ -63,7 +67,14 @@ const configArb: fc.Arbitrary<PolicyConfig> = fc
  * model believes is live (a worker answering its probe), otherwise `back` counts down from the newest
  * generation handed out (0 the newest, -1 one not yet issued).
  */
-type ResultRef = { type: 'probe-result-ref'; live: boolean; back: number; outcome: OutcomeKind; latencyMs?: number; retryAfterMs?: number };
+type ResultRef = {
+  type: 'probe-result-ref';
+  live: boolean;
+  back: number;
+  outcome: OutcomeKind;
+  latencyMs?: number;
+  retryAfterMs?: number;
+};
 type GenEvent = Exclude<PolicyEvent, { type: 'probe-result' }> | ResultRef;
 interface GenStep {
   dt: number;
@@ -133,9 +144,15 @@ const eventArb: fc.Arbitrary<GenEvent> = fc.oneof(
         type: fc.constant('probe-result-ref' as const),
         live: fc.boolean(),
         back: fc.integer({ min: -1, max: 3 }),
-        outcome: fc.oneof({ weight: 4, arbitrary: fc.constant<OutcomeKind>('success') }, { weight: 3, arbitrary: fc.constantFrom(...OUTCOME_KINDS) }),
+        outcome: fc.oneof(
+          { weight: 4, arbitrary: fc.constant<OutcomeKind>('success') },
+          { weight: 3, arbitrary: fc.constantFrom(...OUTCOME_KINDS) },
+        ),
         // Mostly within any latency budget (at least 7.5 ms here), sometimes slower: a slow probe fails.
-        latencyMs: fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 1, max: 5 }) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 2_000 }) }),
+        latencyMs: fc.oneof(
+          { weight: 4, arbitrary: fc.integer({ min: 1, max: 5 }) },
+          { weight: 1, arbitrary: fc.integer({ min: 1, max: 2_000 }) },
+        ),
         retryAfterMs: fc.integer({ min: 0, max: 30_000 }),
       },
       { requiredKeys: ['type', 'live', 'back', 'outcome'], noNullPrototype: true },
@@ -145,14 +162,20 @@ const eventArb: fc.Arbitrary<GenEvent> = fc.oneof(
     // Operator actions are rarer than traffic.
     weight: 4,
     arbitrary: fc.oneof(
-      fc.record({ type: fc.constant('force-open' as const), durationMs: fc.integer({ min: 0, max: 10_000 }) }, { requiredKeys: ['type'], noNullPrototype: true }),
+      fc.record(
+        { type: fc.constant('force-open' as const), durationMs: fc.integer({ min: 0, max: 10_000 }) },
+        { requiredKeys: ['type'], noNullPrototype: true },
+      ),
       fc.constant({ type: 'force-close' as const }),
       fc.constant({ type: 'reset' as const }),
       fc.constant({ type: 'disable' as const }),
       fc.constant({ type: 'enable' as const }),
       fc.constant({ type: 'enable' as const }),
       // As entities send it: a change to the close rule while half-open starts the probe round again.
-      fc.record({ type: fc.constant('configure' as const), config: patchArb, newRound: fc.constant(true) }, { noNullPrototype: true }),
+      fc.record(
+        { type: fc.constant('configure' as const), config: patchArb, newRound: fc.constant(true) },
+        { noNullPrototype: true },
+      ),
     ),
   },
 );
@@ -228,7 +251,11 @@ class ProbeModel {
       // A new close rule judges a new round: the counts made under the old one are dropped.
       if (t.reason === 'configured' && ev.type === 'configure' && ev.newRound && pre.phase === 'half-open') {
         const after = result.state.config;
-        if (after.probesToClose !== pre.config.probesToClose || (after.probeTrials ?? null) !== (pre.config.probeTrials ?? null)) this.streak = this.fails = 0;
+        if (
+          after.probesToClose !== pre.config.probesToClose ||
+          (after.probeTrials ?? null) !== (pre.config.probeTrials ?? null)
+        )
+          this.streak = this.fails = 0;
       }
     }
     if (result.decision?.kind === 'granted' && !this.live.has(result.decision.token.generation)) {
@@ -297,7 +324,10 @@ describe('properties over random event sequences', () => {
       fc.property(scenarioArb, (scenario) => {
         simulate(scenario, ({ result, now }) => {
           const s = result.state;
-          assert.ok(s.probes.length <= s.config.maxConcurrentProbes, `${s.probes.length} tokens > ${s.config.maxConcurrentProbes}`);
+          assert.ok(
+            s.probes.length <= s.config.maxConcurrentProbes,
+            `${s.probes.length} tokens > ${s.config.maxConcurrentProbes}`,
+          );
           if (result.decision?.kind === 'denied' && result.decision.reason === 'busy') busy++;
           if (s.probes.length > 0) assert.equal(stateName(s), 'half-open');
           assert.equal(new Set(s.probes.map((p) => p.generation)).size, s.probes.length, 'generations are unique');
@@ -319,7 +349,9 @@ describe('properties over random event sequences', () => {
         simulate(scenario, ({ result, fresh, event }) => {
           if (result.decision?.kind === 'granted') {
             const { token } = result.decision;
-            assert.ok(result.state.probes.some((p) => p.generation === token.generation && p.requestId === token.requestId));
+            assert.ok(
+              result.state.probes.some((p) => p.generation === token.generation && p.requestId === token.requestId),
+            );
           }
           if (fresh) assert.equal(result.ignored, undefined, `fresh result ignored: ${JSON.stringify(event)}`);
         });
@@ -337,14 +369,30 @@ describe('properties over random event sequences', () => {
             if (t.shadow || t.from !== 'half-open' || t.to !== 'closed' || t.reason === 'reset') continue;
             assert.equal(t.reason, 'probes-succeeded');
             closes++;
-            assert.ok(fresh && event.type === 'probe-result' && event.outcome === 'success', 'closed on a fresh successful probe');
-            assert.ok(model.streak >= pre.config.probesToClose, `closed after ${model.streak} of ${pre.config.probesToClose} successes`);
+            assert.ok(
+              fresh && event.type === 'probe-result' && event.outcome === 'success',
+              'closed on a fresh successful probe',
+            );
+            assert.ok(
+              model.streak >= pre.config.probesToClose,
+              `closed after ${model.streak} of ${pre.config.probesToClose} successes`,
+            );
             const trials = pre.config.probeTrials;
             if (trials === null) assert.equal(model.fails, 0, 'consecutive successes: no failed trial in the round');
-            else assert.ok(model.streak + model.fails <= trials, `closed after ${model.streak + model.fails} trials, more than ${trials}`);
+            else
+              assert.ok(
+                model.streak + model.fails <= trials,
+                `closed after ${model.streak + model.fails} trials, more than ${trials}`,
+              );
           }
           // And the converse: the probesToClose-th fresh success does close it.
-          if (fresh && event.type === 'probe-result' && event.outcome === 'success' && model.streak > streakBefore && model.streak >= pre.config.probesToClose) {
+          if (
+            fresh &&
+            event.type === 'probe-result' &&
+            event.outcome === 'success' &&
+            model.streak > streakBefore &&
+            model.streak >= pre.config.probesToClose
+          ) {
             assert.equal(result.state.phase, 'closed');
             assert.equal(result.state.mode, 'auto');
           }
@@ -363,12 +411,17 @@ describe('properties over random event sequences', () => {
         simulate(scenario, ({ pre, result, model, fresh, event }) => {
           if (!fresh || event.type !== 'probe-result' || pre.mode !== 'auto' || pre.phase !== 'half-open') return;
           const budget = probeLatencyLimitMs(pre.config);
-          const slow = event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget;
+          const slow =
+            event.outcome === 'success' && budget !== null && event.latencyMs !== undefined && event.latencyMs > budget;
           if (!slow && !isFailure(event.outcome)) return;
           const trials = pre.config.probeTrials;
           const reachable = trials !== null && trials - model.fails >= pre.config.probesToClose;
           const reopens = result.transitions.some((t) => t.reason === 'probe-failed' && t.to === 'open');
-          assert.equal(reopens, !reachable, `trials ${trials}, ${model.fails} failed, ${pre.config.probesToClose} to close`);
+          assert.equal(
+            reopens,
+            !reachable,
+            `trials ${trials}, ${model.fails} failed, ${pre.config.probesToClose} to close`,
+          );
           assert.equal(result.trial, 'failure');
           if (reopens) reopened++;
           else kept++;
@@ -391,14 +444,23 @@ describe('properties over random event sequences', () => {
             assert.ok(t.figures, 'a trip records its figures');
             trips++;
             const f = t.figures;
-            assert.ok(f.samples >= pre.config.minSamples, `tripped (${t.reason}) on ${f.samples} < ${pre.config.minSamples} samples`);
+            assert.ok(
+              f.samples >= pre.config.minSamples,
+              `tripped (${t.reason}) on ${f.samples} < ${pre.config.minSamples} samples`,
+            );
             if (t.reason === 'failure-ratio') {
               assert.ok(f.n >= pre.config.minSamples && f.failureRatio >= pre.config.failureRatio);
             }
             if (t.reason === 'slow-calls') {
               slowTrips++;
-              assert.ok(pre.config.slowCallMs !== null && f.slowCalls !== undefined, 'a slow-call trip needs the rule on and its count');
-              assert.ok(f.latencySamples >= pre.config.latencyMinSamples && f.slowCalls / f.latencySamples >= pre.config.slowCallRatio);
+              assert.ok(
+                pre.config.slowCallMs !== null && f.slowCalls !== undefined,
+                'a slow-call trip needs the rule on and its count',
+              );
+              assert.ok(
+                f.latencySamples >= pre.config.latencyMinSamples &&
+                  f.slowCalls / f.latencySamples >= pre.config.slowCallRatio,
+              );
             }
           }
         });
@@ -436,7 +498,9 @@ describe('properties over random event sequences', () => {
       fc.property(scenarioArb, fc.nat(), (scenario, cutSeed) => {
         const run = simulate(scenario);
         const cut = cutSeed % (run.events.length + 1);
-        let state = JSON.parse(JSON.stringify(cut < run.states.length ? run.states[cut] : run.results[run.results.length - 1]!.state)) as PolicyState;
+        let state = JSON.parse(
+          JSON.stringify(cut < run.states.length ? run.states[cut] : run.results[run.results.length - 1]!.state),
+        ) as PolicyState;
         for (let i = cut; i < run.events.length; i++) {
           const e = run.events[i]!;
           const r = step(state, e.event, e.now, e.rand);
@@ -464,7 +528,10 @@ describe('properties over random event sequences', () => {
             assert.ok(typeof t.cooldownMs === 'number', 'every open records its cooldown');
             // After a failed trial, at most probeIntervalMs x probeBackoff^(n-1) (capped), which may be shorter.
             const interval = t.reason === 'probe-failed' ? c.probeIntervalMs : null;
-            const lo = Math.min(c.cooldownMs * (1 - c.cooldownJitter), interval ? Math.max(1, Math.floor(interval * (1 - c.cooldownJitter))) : Infinity);
+            const lo = Math.min(
+              c.cooldownMs * (1 - c.cooldownJitter),
+              interval ? Math.max(1, Math.floor(interval * (1 - c.cooldownJitter))) : Infinity,
+            );
             const hi = c.cooldownMs * c.cooldownMaxFactor * (1 + c.cooldownJitter);
             assert.ok(t.cooldownMs >= lo && t.cooldownMs <= hi, `cooldown ${t.cooldownMs} outside [${lo}, ${hi}]`);
             if (t.shadow || result.state.mode === 'auto') assert.equal(result.state.cooldownUntil, now + t.cooldownMs);

@@ -20,7 +20,13 @@ import {
 } from '../../src/breaker';
 
 /** What a new breaker entity runs on (breaker-entity/config.ts sets these for new entities). */
-const ENTITY_DEFAULTS: PolicyConfigInput = { quorum: 2, smallFleetFloor: 3, probeIntervalMs: 5_000, probeBackoff: 2, slowCallMs: 10_000 };
+const ENTITY_DEFAULTS: PolicyConfigInput = {
+  quorum: 2,
+  smallFleetFloor: 3,
+  probeIntervalMs: 5_000,
+  probeBackoff: 2,
+  slowCallMs: 10_000,
+};
 const T0 = 1_700_000_000_000;
 
 /** A seeded PRNG (mulberry32): the trials are the same on every run. */
@@ -46,7 +52,12 @@ interface Report {
 function firstTrip(config: PolicyConfig, reports: Report[]): { at: number; detail: string } | null {
   let s: PolicyState = initialState(config);
   for (const r of [...reports].sort((a, b) => a.at - b.at)) {
-    const out: StepResult = step(s, { type: 'report', reporter: r.reporter, ...(r.witness ? { witness: r.witness } : {}), counts: r.counts }, r.at, 0.5);
+    const out: StepResult = step(
+      s,
+      { type: 'report', reporter: r.reporter, ...(r.witness ? { witness: r.witness } : {}), counts: r.counts },
+      r.at,
+      0.5,
+    );
     s = out.state;
     const opened = out.transitions.find((t) => t.to === 'open');
     if (opened) return { at: r.at, detail: opened.detail };
@@ -63,10 +74,12 @@ function sickWorkerFleet(rand: () => number, healthy: number, durationMs: number
   for (let w = 0; w < healthy; w++) {
     const phase = Math.floor(rand() * 1_000);
     // Report timers drift: each report lands up to 100 ms after its second.
-    for (let t = phase; t < durationMs; t += 1_000) reports.push({ at: T0 + t + Math.floor(rand() * 100), reporter: `good-${w}`, counts: { success: 10 } });
+    for (let t = phase; t < durationMs; t += 1_000)
+      reports.push({ at: T0 + t + Math.floor(rand() * 100), reporter: `good-${w}`, counts: { success: 10 } });
   }
   const sickPhase = Math.floor(rand() * 500);
-  for (let t = sickFrom + sickPhase; t < durationMs; t += 500) reports.push({ at: T0 + t + Math.floor(rand() * 100), reporter: 'sick', counts: { transient: 40 } });
+  for (let t = sickFrom + sickPhase; t < durationMs; t += 500)
+    reports.push({ at: T0 + t + Math.floor(rand() * 100), reporter: 'sick', counts: { transient: 40 } });
   return reports;
 }
 
@@ -89,12 +102,34 @@ describe('quorum: failures from one reporter do not open the fleet breaker', () 
     // Host a's worker fails, restarts within the window under a new process id and fails again; host b is served.
     const reports = (witnessed: boolean): Report[] => {
       const out: Report[] = [];
-      for (let t = 0; t < 10_000; t += 1_000) out.push({ at: T0 + t, reporter: 'worker-1@b-0001', ...(witnessed ? { witness: 'host:b' } : {}), counts: { success: 10 } });
-      for (let t = 2_000; t < 5_000; t += 500) out.push({ at: T0 + t + 1, reporter: 'worker-1@a-aaaa', ...(witnessed ? { witness: 'host:a' } : {}), counts: { transient: 40 } });
-      for (let t = 5_000; t < 10_000; t += 500) out.push({ at: T0 + t + 1, reporter: 'worker-1@a-bbbb', ...(witnessed ? { witness: 'host:a' } : {}), counts: { transient: 40 } });
+      for (let t = 0; t < 10_000; t += 1_000)
+        out.push({
+          at: T0 + t,
+          reporter: 'worker-1@b-0001',
+          ...(witnessed ? { witness: 'host:b' } : {}),
+          counts: { success: 10 },
+        });
+      for (let t = 2_000; t < 5_000; t += 500)
+        out.push({
+          at: T0 + t + 1,
+          reporter: 'worker-1@a-aaaa',
+          ...(witnessed ? { witness: 'host:a' } : {}),
+          counts: { transient: 40 },
+        });
+      for (let t = 5_000; t < 10_000; t += 500)
+        out.push({
+          at: T0 + t + 1,
+          reporter: 'worker-1@a-bbbb',
+          ...(witnessed ? { witness: 'host:a' } : {}),
+          counts: { transient: 40 },
+        });
       return out;
     };
-    assert.equal(firstTrip(config, reports(true)), null, 'one failing host, whatever its process ids, is one failing witness');
+    assert.equal(
+      firstTrip(config, reports(true)),
+      null,
+      'one failing host, whatever its process ids, is one failing witness',
+    );
     // Counted by process id, as before witnesses, the restart alone meets the quorum: the case the test is about.
     assert.notEqual(firstTrip(config, reports(false)), null);
     // Two failing hosts still trip.
@@ -115,17 +150,26 @@ describe('quorum: failures from one reporter do not open the fleet breaker', () 
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 30 }),
-        fc.array(fc.record({ dt: fc.integer({ min: 0, max: 2_000 }), who: fc.nat(), fail: fc.integer({ min: 0, max: 200 }), ok: fc.integer({ min: 0, max: 50 }) }), {
-          minLength: 1,
-          maxLength: 60,
-        }),
+        fc.array(
+          fc.record({
+            dt: fc.integer({ min: 0, max: 2_000 }),
+            who: fc.nat(),
+            fail: fc.integer({ min: 0, max: 200 }),
+            ok: fc.integer({ min: 0, max: 50 }),
+          }),
+          {
+            minLength: 1,
+            maxLength: 60,
+          },
+        ),
         fc.integer({ min: 1, max: 8 }),
         (healthy, events, minSamples) => {
           const config = parsePolicyConfig({ ...ENTITY_DEFAULTS, minSamples, windowMs: 10_000 });
           let s = initialState(config);
           let t = T0;
           // Every healthy reporter is active (heard from within the last second) before the sick one fails.
-          for (let w = 0; w < healthy; w++) s = step(s, { type: 'report', reporter: `good-${w}`, counts: { success: 1 } }, t, 0.5).state;
+          for (let w = 0; w < healthy; w++)
+            s = step(s, { type: 'report', reporter: `good-${w}`, counts: { success: 1 } }, t, 0.5).state;
           // One healthy reporter at least besides the sick one.
           s = step(s, { type: 'report', reporter: 'good-extra', counts: { success: 1 } }, t, 0.5).state;
           for (const e of events) {
@@ -152,23 +196,29 @@ describe('quorum: failures from one reporter do not open the fleet breaker', () 
 
   test('property: q reporters failing trip it, for any quorum q', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 2, max: 6 }), fc.integer({ min: 0, max: 10 }), fc.integer({ min: 1, max: 20 }), (q, extraHealthy, perReport) => {
-        const config = parsePolicyConfig({ ...ENTITY_DEFAULTS, quorum: q, minSamples: 5 });
-        let s = initialState(config);
-        let t = T0;
-        for (let w = 0; w < extraHealthy; w++) s = step(s, { type: 'report', reporter: `good-${w}`, counts: { success: 1 } }, t, 0.5).state;
-        let opened = false;
-        // q reporters failing, each its own share of the fast window's samples, within a fraction of a second.
-        for (let round = 0; round < 10 && !opened; round++) {
-          for (let r = 0; r < q && !opened; r++) {
-            t += 10;
-            const out = step(s, { type: 'report', reporter: `bad-${r}`, counts: { transient: perReport } }, t, 0.5);
-            s = out.state;
-            opened = out.transitions.some((x) => x.to === 'open');
+      fc.property(
+        fc.integer({ min: 2, max: 6 }),
+        fc.integer({ min: 0, max: 10 }),
+        fc.integer({ min: 1, max: 20 }),
+        (q, extraHealthy, perReport) => {
+          const config = parsePolicyConfig({ ...ENTITY_DEFAULTS, quorum: q, minSamples: 5 });
+          let s = initialState(config);
+          let t = T0;
+          for (let w = 0; w < extraHealthy; w++)
+            s = step(s, { type: 'report', reporter: `good-${w}`, counts: { success: 1 } }, t, 0.5).state;
+          let opened = false;
+          // q reporters failing, each its own share of the fast window's samples, within a fraction of a second.
+          for (let round = 0; round < 10 && !opened; round++) {
+            for (let r = 0; r < q && !opened; r++) {
+              t += 10;
+              const out = step(s, { type: 'report', reporter: `bad-${r}`, counts: { transient: perReport } }, t, 0.5);
+              s = out.state;
+              opened = out.transitions.some((x) => x.to === 'open');
+            }
           }
-        }
-        assert.equal(opened, true);
-      }),
+          assert.equal(opened, true);
+        },
+      ),
       { numRuns: 200 },
     );
   });
@@ -185,13 +235,21 @@ describe('quorum: the slow-call rule', () => {
     for (let i = 0; i < 10; i++) {
       const at = T0 + i * 1_000;
       s = step(s, { type: 'report', reporter: 'good', counts: { success: 2 }, latency: quickly(2) }, at, 0.5).state;
-      const out = step(s, { type: 'report', reporter: 'congested', counts: { success: 10 }, latency: slowly(10) }, at + 10, 0.5);
+      const out = step(
+        s,
+        { type: 'report', reporter: 'congested', counts: { success: 10 }, latency: slowly(10) },
+        at + 10,
+        0.5,
+      );
       assert.deepEqual(out.transitions, [], `report ${i}`);
       declined = out.declined ?? declined;
       s = out.state;
     }
     assert.equal(windowFigures(s, T0 + 9_010).slowCalls, 100);
-    assert.match(declined, /^quorum not met: slow calls from 1 reporter \(2 needed\); 100\/120 calls slower than 10000 ms/);
+    assert.match(
+      declined,
+      /^quorum not met: slow calls from 1 reporter \(2 needed\); 100\/120 calls slower than 10000 ms/,
+    );
   });
 
   test('two slow workers open it', () => {
@@ -199,7 +257,12 @@ describe('quorum: the slow-call rule', () => {
     let trip: TransitionRecord | undefined;
     for (let i = 0; i < 5 && !trip; i++) {
       for (const w of ['w1', 'w2']) {
-        const out = step(s, { type: 'report', reporter: w, counts: { success: 6 }, latency: slowly(6) }, T0 + i * 1_000, 0.5);
+        const out = step(
+          s,
+          { type: 'report', reporter: w, counts: { success: 6 }, latency: slowly(6) },
+          T0 + i * 1_000,
+          0.5,
+        );
         s = out.state;
         trip ??= out.transitions.find((t) => t.to === 'open');
       }
@@ -216,14 +279,18 @@ describe('quorum: a real outage trips as fast as before', () => {
       const reports: Report[] = [];
       for (let w = 0; w < 50; w++) {
         const phase = Math.floor(rand() * 1_000);
-        for (let t = phase; t < 10_000; t += 1_000) reports.push({ at: T0 + t, reporter: `w-${w}`, counts: t < 5_000 ? { success: 10 } : { transient: 10 } });
+        for (let t = phase; t < 10_000; t += 1_000)
+          reports.push({ at: T0 + t, reporter: `w-${w}`, counts: t < 5_000 ? { success: 10 } : { transient: 10 } });
       }
       const before = firstTrip(parsePolicyConfig({ ...ENTITY_DEFAULTS, quorum: 1 }), reports);
       const after = firstTrip(parsePolicyConfig(ENTITY_DEFAULTS), reports);
       assert.ok(before && after, `trial ${seed}: both trip`);
       const sorted = reports.map((r) => r.at).sort((a, b) => a - b);
       const idx = (at: number) => sorted.lastIndexOf(at);
-      assert.ok(idx(after.at) - idx(before.at) <= 1, `trial ${seed}: the quorum tripped ${idx(after.at) - idx(before.at)} reports later`);
+      assert.ok(
+        idx(after.at) - idx(before.at) <= 1,
+        `trial ${seed}: the quorum tripped ${idx(after.at) - idx(before.at)} reports later`,
+      );
     }
   });
 
@@ -252,12 +319,26 @@ describe('quorum: the carried window keeps the reporters', () => {
     const config = parsePolicyConfig({ ...ENTITY_DEFAULTS, quorum: 3, slowCallMs: 1_000 });
     let s = initialState(config);
     const now = T0 + 2_000;
-    s = step(s, { type: 'report', reporter: 'a', counts: { success: 5 }, latency: histogramOf([3_000, 3_000, 50, 50, 50]) }, T0, 0.5).state;
+    s = step(
+      s,
+      { type: 'report', reporter: 'a', counts: { success: 5 }, latency: histogramOf([3_000, 3_000, 50, 50, 50]) },
+      T0,
+      0.5,
+    ).state;
     s = step(s, { type: 'report', reporter: 'b', counts: { transient: 5 } }, T0 + 1_000, 0.5).state;
     s = step(s, { type: 'report', reporter: 'c', counts: { transient: 1, success: 9 } }, now, 0.5).state;
     const packed = packWindow(s.window, config, now, 14_000);
-    assert.deepEqual(quorumFigures(unpackWindow(JSON.parse(JSON.stringify(packed)) as typeof packed), now, config), quorumFigures(s.window, now, config));
-    assert.deepEqual(quorumFigures(s.window, now, config), { required: 3, failing: 1, fastFailing: 1, active: 3, slow: 1 });
+    assert.deepEqual(
+      quorumFigures(unpackWindow(JSON.parse(JSON.stringify(packed)) as typeof packed), now, config),
+      quorumFigures(s.window, now, config),
+    );
+    assert.deepEqual(quorumFigures(s.window, now, config), {
+      required: 3,
+      failing: 1,
+      fastFailing: 1,
+      active: 3,
+      slow: 1,
+    });
   });
 
   test('600 busy buckets with a quorum of 16 pack within the budget and keep at least the quorum figures', () => {
@@ -267,7 +348,16 @@ describe('quorum: the carried window keeps the reporters', () => {
     let t = T0;
     for (let i = 0; i < 6_000; i++) {
       t += 10;
-      s = step(s, { type: 'report', reporter: `w-${Math.floor(rand() * 200)}`, counts: { success: 3, transient: rand() < 0.1 ? 5 : 0 } }, t, 0.5).state;
+      s = step(
+        s,
+        {
+          type: 'report',
+          reporter: `w-${Math.floor(rand() * 200)}`,
+          counts: { success: 3, transient: rand() < 0.1 ? 5 : 0 },
+        },
+        t,
+        0.5,
+      ).state;
     }
     const packed = packWindow(s.window, config, t, 14_000);
     assert.ok(JSON.stringify(packed).length <= 14_000, `packed ${JSON.stringify(packed).length} characters`);

@@ -1,14 +1,30 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { breakerView, initialState, maxCooldownMs, parsePolicyConfig, pausedForMs, permitFor, step, windowFigures, type PolicyEvent, type PolicyState, type StepResult } from '../../src/breaker';
+import {
+  breakerView,
+  initialState,
+  maxCooldownMs,
+  parsePolicyConfig,
+  pausedForMs,
+  permitFor,
+  step,
+  windowFigures,
+  type PolicyEvent,
+  type PolicyState,
+  type StepResult,
+} from '../../src/breaker';
 
 /** An arbitrary instant far from today: 2001-03-04 05:06:07 UTC. */
 const T0 = Date.UTC(2001, 2, 4, 5, 6, 7);
 const MID = 0.5;
 
 const fresh = (): PolicyState => initialState(parsePolicyConfig({ minSamples: 10 }));
-const report = (state: PolicyState, now: number, counts: Extract<PolicyEvent, { type: 'report' }>['counts'], extra: Partial<Extract<PolicyEvent, { type: 'report' }>> = {}): StepResult =>
-  step(state, { type: 'report', counts, ...extra }, now, MID);
+const report = (
+  state: PolicyState,
+  now: number,
+  counts: Extract<PolicyEvent, { type: 'report' }>['counts'],
+  extra: Partial<Extract<PolicyEvent, { type: 'report' }>> = {},
+): StepResult => step(state, { type: 'report', counts, ...extra }, now, MID);
 
 describe("a 429's Retry-After paces the whole fleet (policy)", () => {
   test('a report of 429s with a wait sets pacedUntil in the state and the view, with no transition and no failure counted', () => {
@@ -37,7 +53,10 @@ describe("a 429's Retry-After paces the whole fleet (policy)", () => {
     // The 9 s wait asked at T0 + 1 s ends after every later 2 s one.
     assert.equal(s.pacedUntil, T0 + 1_000 + 9_000);
     // A shorter wait asked later does not shorten it.
-    assert.equal(report(s, T0 + 5_100, { 'rate-limited': 1 }, { rateLimitedForMs: 1_000 }).state.pacedUntil, T0 + 10_000);
+    assert.equal(
+      report(s, T0 + 5_100, { 'rate-limited': 1 }, { rateLimitedForMs: 1_000 }).state.pacedUntil,
+      T0 + 10_000,
+    );
   });
 
   test('the wait is capped at the longest cooldown (a server asking for a day does not park the fleet for one)', () => {
@@ -46,8 +65,14 @@ describe("a 429's Retry-After paces the whole fleet (policy)", () => {
   });
 
   test('a wait without a 429 counted, or not a positive number, paces nothing', () => {
-    for (const extra of [{ rateLimitedForMs: 2_000 }, {}]) assert.equal(report(fresh(), T0, { success: 4 }, extra).state.pacedUntil ?? null, null);
-    for (const ms of [0, -5, Number.NaN, Number.POSITIVE_INFINITY]) assert.equal(report(fresh(), T0, { 'rate-limited': 1 }, { rateLimitedForMs: ms }).state.pacedUntil ?? null, null, String(ms));
+    for (const extra of [{ rateLimitedForMs: 2_000 }, {}])
+      assert.equal(report(fresh(), T0, { success: 4 }, extra).state.pacedUntil ?? null, null);
+    for (const ms of [0, -5, Number.NaN, Number.POSITIVE_INFINITY])
+      assert.equal(
+        report(fresh(), T0, { 'rate-limited': 1 }, { rateLimitedForMs: ms }).state.pacedUntil ?? null,
+        null,
+        String(ms),
+      );
     // A Retry-After with failures is the cooldown hint, not a pause.
     const hinted = report(fresh(), T0, { transient: 2 }, { retryAfterMs: 5_000 });
     assert.equal(hinted.state.pacedUntil ?? null, null);
@@ -75,7 +100,12 @@ describe("a failure's Retry-After (retryAfterPauses)", () => {
   const failing = (input = {}) => initialState(parsePolicyConfig({ minSamples: 50, ...input }));
 
   test('pauses the fleet as a 429 does, and the failures still count', () => {
-    const r = step(failing({ retryAfterPauses: true }), { type: 'report', counts: { transient: 8 }, retryAfterMs: 20_000 }, T0, 0.5);
+    const r = step(
+      failing({ retryAfterPauses: true }),
+      { type: 'report', counts: { transient: 8 }, retryAfterMs: 20_000 },
+      T0,
+      0.5,
+    );
     assert.equal(r.state.pacedUntil, T0 + 20_000);
     assert.equal(breakerView(r.state).pacedUntil, T0 + 20_000);
     assert.deepEqual(r.transitions, []);
@@ -89,7 +119,12 @@ describe("a failure's Retry-After (retryAfterPauses)", () => {
   });
 
   test('a Retry-After on successes alone pauses nothing', () => {
-    const r = step(failing({ retryAfterPauses: true }), { type: 'report', counts: { success: 8 }, retryAfterMs: 20_000 }, T0, 0.5);
+    const r = step(
+      failing({ retryAfterPauses: true }),
+      { type: 'report', counts: { success: 8 }, retryAfterMs: 20_000 },
+      T0,
+      0.5,
+    );
     assert.equal(r.state.pacedUntil ?? null, null);
   });
 });

@@ -25,10 +25,15 @@ const T0 = 1_000_000;
 const cfg = (input: PolicyConfigInput = {}): PolicyConfig => parsePolicyConfig(input);
 const fresh = (input: PolicyConfigInput = {}): PolicyState => initialState(cfg(input));
 
-const go = (state: PolicyState, event: PolicyEvent, now: number, rand = MID): StepResult => step(state, event, now, rand);
+const go = (state: PolicyState, event: PolicyEvent, now: number, rand = MID): StepResult =>
+  step(state, event, now, rand);
 const tick = (state: PolicyState, now: number): StepResult => go(state, { type: 'tick' }, now);
-const report = (state: PolicyState, now: number, counts: Extract<PolicyEvent, { type: 'report' }>['counts'], extra: { latency?: number[]; retryAfterMs?: number } = {}) =>
-  go(state, { type: 'report', counts, ...extra }, now);
+const report = (
+  state: PolicyState,
+  now: number,
+  counts: Extract<PolicyEvent, { type: 'report' }>['counts'],
+  extra: { latency?: number[]; retryAfterMs?: number } = {},
+) => go(state, { type: 'report', counts, ...extra }, now);
 
 function only(transitions: TransitionRecord[]): TransitionRecord {
   assert.equal(transitions.length, 1, `expected one transition, got ${JSON.stringify(transitions)}`);
@@ -51,7 +56,12 @@ function halfOpen(input: PolicyConfigInput = {}): { state: PolicyState; now: num
   return { state: r.state, now };
 }
 
-function grant(state: PolicyState, now: number, requestId = 'req-1', requester = 'worker-1'): { state: PolicyState; token: ProbeToken } {
+function grant(
+  state: PolicyState,
+  now: number,
+  requestId = 'req-1',
+  requester = 'worker-1',
+): { state: PolicyState; token: ProbeToken } {
   const r = go(state, { type: 'probe-request', requestId, requester }, now);
   if (r.decision?.kind !== 'granted') assert.fail(`expected a grant, got ${JSON.stringify(r.decision)}`);
   return { state: r.state, token: r.decision.token };
@@ -141,7 +151,12 @@ describe('closed -> open', () => {
   });
 
   test('a p95 latency above 1.5x healthyP95Ms opens the breaker', () => {
-    const r = report(fresh({ healthyP95Ms: 100 }), T0, { success: 20 }, { latency: histogramOf(new Array<number>(20).fill(400)) });
+    const r = report(
+      fresh({ healthyP95Ms: 100 }),
+      T0,
+      { success: 20 },
+      { latency: histogramOf(new Array<number>(20).fill(400)) },
+    );
     const t = only(r.transitions);
     assert.equal(t.reason, 'latency');
     assert.equal(t.to, 'open');
@@ -151,12 +166,22 @@ describe('closed -> open', () => {
   });
 
   test('a p95 latency within budget keeps the breaker closed', () => {
-    const r = report(fresh({ healthyP95Ms: 100 }), T0, { success: 20 }, { latency: histogramOf(new Array<number>(20).fill(90)) });
+    const r = report(
+      fresh({ healthyP95Ms: 100 }),
+      T0,
+      { success: 20 },
+      { latency: histogramOf(new Array<number>(20).fill(90)) },
+    );
     assert.deepEqual(r.transitions, []);
   });
 
   test('the latency rule waits for latencyMinSamples latency samples', () => {
-    const r = report(fresh({ healthyP95Ms: 100 }), T0, { success: 40 }, { latency: histogramOf(new Array<number>(19).fill(5_000)) });
+    const r = report(
+      fresh({ healthyP95Ms: 100 }),
+      T0,
+      { success: 40 },
+      { latency: histogramOf(new Array<number>(19).fill(5_000)) },
+    );
     assert.deepEqual(r.transitions, []);
     const more = report(r.state, T0 + 1, {}, { latency: histogramOf([5_000]) });
     assert.equal(only(more.transitions).reason, 'latency');
@@ -164,8 +189,14 @@ describe('closed -> open', () => {
 
   test('an explicit latencyBudgetMs is the budget', () => {
     const slow = histogramOf(new Array<number>(20).fill(400));
-    assert.deepEqual(report(fresh({ healthyP95Ms: 100, latencyBudgetMs: 1_000 }), T0, { success: 20 }, { latency: slow }).transitions, []);
-    assert.equal(only(report(fresh({ latencyBudgetMs: 300 }), T0, { success: 20 }, { latency: slow }).transitions).reason, 'latency');
+    assert.deepEqual(
+      report(fresh({ healthyP95Ms: 100, latencyBudgetMs: 1_000 }), T0, { success: 20 }, { latency: slow }).transitions,
+      [],
+    );
+    assert.equal(
+      only(report(fresh({ latencyBudgetMs: 300 }), T0, { success: 20 }, { latency: slow }).transitions).reason,
+      'latency',
+    );
   });
 
   test('slow-call rate: half or more of the completed calls slower than slowCallMs open the breaker', () => {
@@ -178,11 +209,33 @@ describe('closed -> open', () => {
   });
 
   test('slow-call rate: below slowCallRatio, below latencyMinSamples, or off (slowCallMs null) it stays closed', () => {
-    const slow = (n: number, fast: number) => histogramOf([...new Array<number>(n).fill(12_000), ...new Array<number>(fast).fill(300)]);
-    assert.deepEqual(report(fresh({ slowCallMs: 10_000 }), T0, { success: 20 }, { latency: slow(9, 11) }).transitions, []);
-    assert.deepEqual(report(fresh({ slowCallMs: 10_000, minSamples: 5, latencyMinSamples: 20 }), T0, { success: 19 }, { latency: slow(19, 0) }).transitions, []);
-    assert.deepEqual(report(fresh({ slowCallMs: 10_000, slowCallRatio: 0.9 }), T0, { success: 20 }, { latency: slow(17, 3) }).transitions, []);
-    assert.equal(only(report(fresh({ slowCallMs: 10_000, slowCallRatio: 0.8 }), T0, { success: 20 }, { latency: slow(17, 3) }).transitions).reason, 'slow-calls');
+    const slow = (n: number, fast: number) =>
+      histogramOf([...new Array<number>(n).fill(12_000), ...new Array<number>(fast).fill(300)]);
+    assert.deepEqual(
+      report(fresh({ slowCallMs: 10_000 }), T0, { success: 20 }, { latency: slow(9, 11) }).transitions,
+      [],
+    );
+    assert.deepEqual(
+      report(
+        fresh({ slowCallMs: 10_000, minSamples: 5, latencyMinSamples: 20 }),
+        T0,
+        { success: 19 },
+        { latency: slow(19, 0) },
+      ).transitions,
+      [],
+    );
+    assert.deepEqual(
+      report(fresh({ slowCallMs: 10_000, slowCallRatio: 0.9 }), T0, { success: 20 }, { latency: slow(17, 3) })
+        .transitions,
+      [],
+    );
+    assert.equal(
+      only(
+        report(fresh({ slowCallMs: 10_000, slowCallRatio: 0.8 }), T0, { success: 20 }, { latency: slow(17, 3) })
+          .transitions,
+      ).reason,
+      'slow-calls',
+    );
     const off = report(fresh(), T0, { success: 20 }, { latency: slow(20, 0) });
     assert.deepEqual(off.transitions, []);
     assert.equal(windowFigures(off.state, T0).slowCalls, undefined, 'no slow count while the rule is off');
@@ -219,7 +272,10 @@ describe('closed -> open', () => {
 
   test('a permanent surge below minSamples does not trip', () => {
     assert.deepEqual(report(fresh({ permanentSurgeCount: 5 }), T0, { permanent: 19 }).transitions, []);
-    assert.equal(only(report(fresh({ permanentSurgeCount: 5 }), T0, { permanent: 20 }).transitions).reason, 'permanent-surge');
+    assert.equal(
+      only(report(fresh({ permanentSurgeCount: 5 }), T0, { permanent: 20 }).transitions).reason,
+      'permanent-surge',
+    );
   });
 
   test('reports while open are recorded but change no state', () => {
@@ -242,7 +298,11 @@ describe('the fast window', () => {
     assert.equal(windowFigures(r.state, T0 + 20_000).n, 445, 'while the whole window holds 445');
     s = fresh({ fastWindowMs: 0 });
     s = report(s, T0, { success: 400 }).state;
-    assert.deepEqual(report(s, T0 + 20_000, { transient: 45 }).transitions, [], 'with the fast window off, 45 of 445 is no trip');
+    assert.deepEqual(
+      report(s, T0 + 20_000, { transient: 45 }).transitions,
+      [],
+      'with the fast window off, 45 of 445 is no trip',
+    );
   });
 
   test('the fast window needs fastMinSamples: fewer failures wait for the whole window', () => {
@@ -268,7 +328,13 @@ describe('the fast window on a renderer that takes seconds', () => {
   // render time, so their stalls reach the entity over about 3 s, 15 a second: never 40 within one second.
   function slowFleet(input: PolicyConfigInput): { state: PolicyState; now: number } {
     let s = fresh(input);
-    for (let i = 0; i < 20; i++) s = report(s, T0 + i * 1_000, { success: 40 }, { latency: histogramOf(Array.from({ length: 40 }, (_, j) => 1_000 + 50 * j)) }).state;
+    for (let i = 0; i < 20; i++)
+      s = report(
+        s,
+        T0 + i * 1_000,
+        { success: 40 },
+        { latency: histogramOf(Array.from({ length: 40 }, (_, j) => 1_000 + 50 * j)) },
+      ).state;
     return { state: s, now: T0 + 20_000 };
   }
   const stalls = (state: PolicyState, from: number): StepResult[] => {
@@ -301,9 +367,22 @@ describe('the fast window on a renderer that takes seconds', () => {
     // under latencyMinSamples (20) but at the floor the fleet's 8 calls in flight bring minSamples down to.
     const worker = (input: PolicyConfigInput) => {
       let s = fresh({ fastWindowFollowsLatency: true, smallFleetFloor: 3, ...input });
-      for (let i = 0; i < 13; i++) s = go(s, { type: 'report', counts: { success: 1 }, latency: histogramOf([2_500 + 80 * i]), concurrency: 8 }, T0 + i * 600).state;
+      for (let i = 0; i < 13; i++)
+        s = go(
+          s,
+          { type: 'report', counts: { success: 1 }, latency: histogramOf([2_500 + 80 * i]), concurrency: 8 },
+          T0 + i * 600,
+        ).state;
       const out: StepResult[] = [];
-      [3, 2, 2, 1].forEach((transient, i) => out.push(go(i ? out[i - 1]!.state : s, { type: 'report', counts: { transient }, concurrency: 8 }, T0 + 13_000 + i * 500)));
+      [3, 2, 2, 1].forEach((transient, i) =>
+        out.push(
+          go(
+            i ? out[i - 1]!.state : s,
+            { type: 'report', counts: { transient }, concurrency: 8 },
+            T0 + 13_000 + i * 500,
+          ),
+        ),
+      );
       return out;
     };
     const steps = worker({ fastWindowFollowsFloor: true });
@@ -318,7 +397,13 @@ describe('the fast window on a renderer that takes seconds', () => {
 
   test('a fast endpoint keeps its one-second fast window', () => {
     let s = fresh({ fastWindowFollowsLatency: true });
-    for (let i = 0; i < 20; i++) s = report(s, T0 + i * 1_000, { success: 40 }, { latency: histogramOf(Array.from({ length: 40 }, () => 30)) }).state;
+    for (let i = 0; i < 20; i++)
+      s = report(
+        s,
+        T0 + i * 1_000,
+        { success: 40 },
+        { latency: histogramOf(Array.from({ length: 40 }, () => 30)) },
+      ).state;
     const steps = stalls(s, T0 + 24_000);
     assert.ok(
       steps.every((r) => r.transitions.length === 0),
@@ -336,7 +421,10 @@ describe('probe cancel', () => {
     assert.equal(r.state.probeSuccesses, 0);
     assert.deepEqual(r.transitions, []);
     assert.equal(grant(r.state, now + 11, 'next').token.generation, g.token.generation + 1);
-    assert.match(go(r.state, { type: 'probe-cancel', requestId: 'gave-up' }, now + 12).ignored ?? '', /holds no live token/);
+    assert.match(
+      go(r.state, { type: 'probe-cancel', requestId: 'gave-up' }, now + 12).ignored ?? '',
+      /holds no live token/,
+    );
   });
 });
 
@@ -392,7 +480,13 @@ describe('half-open probes', () => {
     const r = go(state, { type: 'probe-request', requestId: 'req-1', requester: 'worker-7' }, now + 5);
     assert.deepEqual(r.decision, {
       kind: 'granted',
-      token: { generation: 1, requestId: 'req-1', holder: 'worker-7', grantedAt: now + 5, leaseUntil: now + 5 + 30_000 },
+      token: {
+        generation: 1,
+        requestId: 'req-1',
+        holder: 'worker-7',
+        grantedAt: now + 5,
+        leaseUntil: now + 5 + 30_000,
+      },
     });
     assert.deepEqual(r.transitions, []);
   });
@@ -434,7 +528,11 @@ describe('half-open probes', () => {
   test('an expired lease frees the slot for a new token of the next generation', () => {
     const { state, now } = halfOpen();
     const g = grant(state, now, 'req-1');
-    const stillBusy = go(g.state, { type: 'probe-request', requestId: 'req-2', requester: 'w2' }, g.token.leaseUntil - 1);
+    const stillBusy = go(
+      g.state,
+      { type: 'probe-request', requestId: 'req-2', requester: 'w2' },
+      g.token.leaseUntil - 1,
+    );
     assert.equal(stillBusy.decision?.kind, 'denied');
     const next = grant(stillBusy.state, g.token.leaseUntil, 'req-2', 'w2');
     assert.equal(next.token.generation, 2);
@@ -451,7 +549,11 @@ describe('half-open probes', () => {
   test('the result of an expired token is ignored', () => {
     const { state, now } = halfOpen();
     const g = grant(state, now);
-    const r = go(g.state, { type: 'probe-result', generation: g.token.generation, outcome: 'transient' }, g.token.leaseUntil);
+    const r = go(
+      g.state,
+      { type: 'probe-result', generation: g.token.generation, outcome: 'transient' },
+      g.token.leaseUntil,
+    );
     assert.deepEqual(r.transitions, []);
     assert.equal(r.state.phase, 'half-open');
     assert.match(r.ignored ?? '', /generation 1 ignored/);
@@ -461,7 +563,11 @@ describe('half-open probes', () => {
     const { state, now } = halfOpen();
     const first = grant(state, now, 'a');
     const second = grant(first.state, first.token.leaseUntil, 'b');
-    const r = go(second.state, { type: 'probe-result', generation: first.token.generation, outcome: 'success' }, first.token.leaseUntil + 1);
+    const r = go(
+      second.state,
+      { type: 'probe-result', generation: first.token.generation, outcome: 'success' },
+      first.token.leaseUntil + 1,
+    );
     assert.ok(r.ignored);
     assert.equal(r.state.probeSuccesses, 0);
     assert.deepEqual(r.state.probes, [second.token]);
@@ -677,11 +783,20 @@ describe('force-open', () => {
   test('force-open without a duration blocks until told otherwise', () => {
     const r = go(fresh(), { type: 'force-open', reason: 'maintenance' }, T0);
     const t = only(r.transitions);
-    assert.deepEqual([t.at, t.from, t.to, t.reason, t.detail], [T0, 'closed', 'forced-open', 'forced-open', 'maintenance']);
+    assert.deepEqual(
+      [t.at, t.from, t.to, t.reason, t.detail],
+      [T0, 'closed', 'forced-open', 'forced-open', 'maintenance'],
+    );
     assert.equal(r.state.forcedUntil, null);
     const later = tick(r.state, T0 + 365 * 86_400_000);
     assert.deepEqual(later.transitions, []);
-    assert.deepEqual(permit(later.state, T0 + 365 * 86_400_000), { state: 'forced-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: false });
+    assert.deepEqual(permit(later.state, T0 + 365 * 86_400_000), {
+      state: 'forced-open',
+      allow: false,
+      retryAfterMs: null,
+      allowance: 0,
+      probeRequired: false,
+    });
     const req = go(later.state, { type: 'probe-request', requestId: 'a', requester: 'w' }, T0 + 1);
     assert.deepEqual(req.decision, { kind: 'denied', reason: 'forced-open', retryAfterMs: null });
   });
@@ -715,7 +830,11 @@ describe('force-open', () => {
     const forced = go(g.state, { type: 'force-open' }, now + 1);
     assert.deepEqual(forced.state.probes, []);
     assert.equal(only(forced.transitions).from, 'half-open');
-    const result = go(forced.state, { type: 'probe-result', generation: g.token.generation, outcome: 'success' }, now + 2);
+    const result = go(
+      forced.state,
+      { type: 'probe-result', generation: g.token.generation, outcome: 'success' },
+      now + 2,
+    );
     assert.ok(result.ignored);
   });
 
@@ -755,10 +874,19 @@ describe('force-close', () => {
     const opened = tripped(fresh(), T0);
     const r = go(opened, { type: 'force-close', reason: 'operator override' }, T0 + 1);
     const t = only(r.transitions);
-    assert.deepEqual([t.from, t.to, t.reason, t.detail], ['open', 'forced-closed', 'forced-close', 'operator override']);
+    assert.deepEqual(
+      [t.from, t.to, t.reason, t.detail],
+      ['open', 'forced-closed', 'forced-close', 'operator override'],
+    );
     assert.equal(r.state.mode, 'forced-closed');
     assert.deepEqual(r.state.window, []);
-    assert.deepEqual(permit(r.state, T0 + 1), { state: 'forced-closed', allow: true, retryAfterMs: null, allowance: 1, probeRequired: false });
+    assert.deepEqual(permit(r.state, T0 + 1), {
+      state: 'forced-closed',
+      allow: true,
+      retryAfterMs: null,
+      allowance: 1,
+      probeRequired: false,
+    });
   });
 
   test('a forced-closed breaker never trips and needs no probes', () => {
@@ -804,7 +932,11 @@ describe('reset', () => {
     assert.equal(state.phase, 'half-open');
     const fresh = grant(state, halfOpenAt, 'after-reset', 'worker-b');
     assert.notEqual(fresh.token.generation, old.token.generation);
-    const late = go(fresh.state, { type: 'probe-result', generation: old.token.generation, outcome: 'transient' }, halfOpenAt + 1);
+    const late = go(
+      fresh.state,
+      { type: 'probe-result', generation: old.token.generation, outcome: 'transient' },
+      halfOpenAt + 1,
+    );
     assert.match(late.ignored ?? '', /ignored/);
     assert.equal(late.state.phase, 'half-open');
   });
@@ -830,8 +962,17 @@ describe('disable (metrics only)', () => {
     const r = go(fresh(), { type: 'disable' }, T0);
     const t = only(r.transitions);
     assert.deepEqual([t.from, t.to, t.reason, t.shadow], ['closed', 'metrics-only', 'disabled', undefined]);
-    assert.deepEqual(permit(r.state, T0), { state: 'metrics-only', allow: true, retryAfterMs: null, allowance: 1, probeRequired: false });
-    assert.deepEqual(go(r.state, { type: 'probe-request', requestId: 'a', requester: 'w' }, T0).decision, { kind: 'not-needed', state: 'metrics-only' });
+    assert.deepEqual(permit(r.state, T0), {
+      state: 'metrics-only',
+      allow: true,
+      retryAfterMs: null,
+      allowance: 1,
+      probeRequired: false,
+    });
+    assert.deepEqual(go(r.state, { type: 'probe-request', requestId: 'a', requester: 'w' }, T0).decision, {
+      kind: 'not-needed',
+      state: 'metrics-only',
+    });
   });
 
   test('a metrics-only breaker trips in the shadow, recorded with shadow: true, but still allows traffic', () => {
@@ -883,7 +1024,10 @@ describe('disable (metrics only)', () => {
     const opened = report(disabled, T0, { transient: 20 }).state;
     const r = go(opened, { type: 'enable', reason: 'back to normal' }, T0 + 1);
     const t = only(r.transitions);
-    assert.deepEqual([t.from, t.to, t.reason, t.detail, t.shadow], ['metrics-only', 'closed', 'enabled', 'back to normal', undefined]);
+    assert.deepEqual(
+      [t.from, t.to, t.reason, t.detail, t.shadow],
+      ['metrics-only', 'closed', 'enabled', 'back to normal', undefined],
+    );
     assert.equal(r.state.mode, 'auto');
     assert.equal(r.state.phase, 'closed');
     assert.deepEqual(r.state.window, []);
@@ -1006,8 +1150,15 @@ describe('configure', () => {
   test('a configure that leaves the close rule alone keeps the round, and so does one from an entity recorded before rounds restarted', () => {
     const { state, now } = halfOpen({ probesToClose: 2 });
     const g = grant(state, now, 'a');
-    const one = go(g.state, { type: 'probe-result', generation: g.token.generation, outcome: 'success' }, now + 1).state;
-    assert.equal(go(one, { type: 'configure', config: { minSamples: 4 }, newRound: true }, now + 2).state.probeSuccesses, 1);
+    const one = go(
+      g.state,
+      { type: 'probe-result', generation: g.token.generation, outcome: 'success' },
+      now + 1,
+    ).state;
+    assert.equal(
+      go(one, { type: 'configure', config: { minSamples: 4 }, newRound: true }, now + 2).state.probeSuccesses,
+      1,
+    );
     assert.equal(go(one, { type: 'configure', config: { probesToClose: 3 } }, now + 2).state.probeSuccesses, 1);
   });
 
@@ -1024,34 +1175,70 @@ describe('configure', () => {
 
 describe('permit', () => {
   test('closed: allow at full allowance, no probe needed', () => {
-    assert.deepEqual(permit(fresh(), T0), { state: 'closed', allow: true, retryAfterMs: null, allowance: 1, probeRequired: false });
+    assert.deepEqual(permit(fresh(), T0), {
+      state: 'closed',
+      allow: true,
+      retryAfterMs: null,
+      allowance: 1,
+      probeRequired: false,
+    });
   });
 
   test('open: refuse with the remaining cooldown', () => {
     const s = tripped(fresh(), T0);
-    assert.deepEqual(permit(s, T0 + 12_000), { state: 'open', allow: false, retryAfterMs: 18_000, allowance: 0, probeRequired: false });
+    assert.deepEqual(permit(s, T0 + 12_000), {
+      state: 'open',
+      allow: false,
+      retryAfterMs: 18_000,
+      allowance: 0,
+      probeRequired: false,
+    });
   });
 
   test('open with its cooldown over by now: half-open, probes only', () => {
     const s = tripped(fresh(), T0);
-    assert.deepEqual(permit(s, T0 + 30_000), { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true });
+    assert.deepEqual(permit(s, T0 + 30_000), {
+      state: 'half-open',
+      allow: false,
+      retryAfterMs: null,
+      allowance: 0,
+      probeRequired: true,
+    });
   });
 
   test('half-open: refuse ordinary traffic, require a probe token', () => {
     const { state, now } = halfOpen();
-    assert.deepEqual(permit(state, now), { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true });
+    assert.deepEqual(permit(state, now), {
+      state: 'half-open',
+      allow: false,
+      retryAfterMs: null,
+      allowance: 0,
+      probeRequired: true,
+    });
   });
 
   test('forced-open with a duration: refuse until it ends, then half-open', () => {
     const s = go(fresh(), { type: 'force-open', durationMs: 10_000 }, T0).state;
-    assert.deepEqual(permit(s, T0 + 4_000), { state: 'forced-open', allow: false, retryAfterMs: 6_000, allowance: 0, probeRequired: false });
+    assert.deepEqual(permit(s, T0 + 4_000), {
+      state: 'forced-open',
+      allow: false,
+      retryAfterMs: 6_000,
+      allowance: 0,
+      probeRequired: false,
+    });
     assert.equal(permit(s, T0 + 10_000).state, 'half-open');
   });
 
   test('closed during a ramp: the allowance is below 1', () => {
     const { state, now } = halfOpen();
     const closed = closeByProbes(state, now);
-    assert.deepEqual(permit(closed, now + 1_000), { state: 'closed', allow: true, retryAfterMs: null, allowance: rampAllowance(closed, now + 1_000), probeRequired: false });
+    assert.deepEqual(permit(closed, now + 1_000), {
+      state: 'closed',
+      allow: true,
+      retryAfterMs: null,
+      allowance: rampAllowance(closed, now + 1_000),
+      probeRequired: false,
+    });
     assert.ok(permit(closed, now + 1_000).allowance < 1);
   });
 

@@ -1,7 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { OUTCOME_KINDS, fastFigures, figures, histogramOf, parsePolicyConfig, percentile, prune, record, type OutcomeCounts, type RollingWindow, zeroCounts } from '../../src/breaker';
+import {
+  OUTCOME_KINDS,
+  fastFigures,
+  figures,
+  histogramOf,
+  parsePolicyConfig,
+  percentile,
+  prune,
+  record,
+  type OutcomeCounts,
+  type RollingWindow,
+  zeroCounts,
+} from '../../src/breaker';
 
 const config = parsePolicyConfig({ windowMs: 10_000, bucketMs: 1_000 });
 /** An arbitrary instant far from today. */
@@ -99,7 +111,14 @@ describe('sliding', () => {
 
 describe('figures', () => {
   test('figures total every outcome kind and derive n, samples and the failure ratio', () => {
-    const counts: OutcomeCounts = { success: 6, transient: 3, 'service-exception': 1, permanent: 4, neutral: 7, 'rate-limited': 2 };
+    const counts: OutcomeCounts = {
+      success: 6,
+      transient: 3,
+      'service-exception': 1,
+      permanent: 4,
+      neutral: 7,
+      'rate-limited': 2,
+    };
     const w = record([], 1_000, counts, histogramOf([10, 20, 30]), config);
     assert.deepEqual(figures(w, 1_000, config), {
       successes: 6,
@@ -154,33 +173,42 @@ describe('figures', () => {
     });
     const shape = fc
       .record({ windowMs: fc.integer({ min: 1_000, max: 20_000 }), buckets: fc.integer({ min: 1, max: 40 }) })
-      .map(({ windowMs, buckets }) => parsePolicyConfig({ windowMs, bucketMs: Math.max(100, Math.floor(windowMs / buckets)) }));
+      .map(({ windowMs, buckets }) =>
+        parsePolicyConfig({ windowMs, bucketMs: Math.max(100, Math.floor(windowMs / buckets)) }),
+      );
     fc.assert(
-      fc.property(shape, fc.array(report, { maxLength: 40 }), fc.integer({ min: 0, max: 30_000 }), (cfg, reports, lookAhead) => {
-        let now = 0;
-        let w: RollingWindow = [];
-        const log: Array<{ at: number; counts: Partial<OutcomeCounts>; latency: number[] }> = [];
-        for (const r of reports) {
-          now += r.dt;
-          w = record(w, now, r.counts, r.latency ? histogramOf(r.latency) : undefined, cfg);
-          log.push({ at: now, counts: r.counts, latency: r.latency ?? [] });
-        }
-        const at = now + lookAhead;
-        const kept = log.filter((e) => Math.floor(e.at / cfg.bucketMs) * cfg.bucketMs + cfg.bucketMs > at - cfg.windowMs);
-        const sum = (k: (typeof OUTCOME_KINDS)[number]) => kept.reduce((acc, e) => acc + (e.counts[k] ?? 0), 0);
-        const f = figures(w, at, cfg);
-        assert.equal(f.successes, sum('success'));
-        assert.equal(f.transient, sum('transient'));
-        assert.equal(f.serviceException, sum('service-exception'));
-        assert.equal(f.permanent, sum('permanent'));
-        assert.equal(f.neutral, sum('neutral'));
-        assert.equal(f.rateLimited, sum('rate-limited'));
-        assert.equal(f.n, f.successes + f.failures);
-        assert.equal(f.samples, f.n + f.permanent);
-        const latency = kept.flatMap((e) => e.latency);
-        assert.equal(f.latencySamples, latency.length);
-        assert.equal(f.p95Ms, percentile(histogramOf(latency), 0.95));
-      }),
+      fc.property(
+        shape,
+        fc.array(report, { maxLength: 40 }),
+        fc.integer({ min: 0, max: 30_000 }),
+        (cfg, reports, lookAhead) => {
+          let now = 0;
+          let w: RollingWindow = [];
+          const log: Array<{ at: number; counts: Partial<OutcomeCounts>; latency: number[] }> = [];
+          for (const r of reports) {
+            now += r.dt;
+            w = record(w, now, r.counts, r.latency ? histogramOf(r.latency) : undefined, cfg);
+            log.push({ at: now, counts: r.counts, latency: r.latency ?? [] });
+          }
+          const at = now + lookAhead;
+          const kept = log.filter(
+            (e) => Math.floor(e.at / cfg.bucketMs) * cfg.bucketMs + cfg.bucketMs > at - cfg.windowMs,
+          );
+          const sum = (k: (typeof OUTCOME_KINDS)[number]) => kept.reduce((acc, e) => acc + (e.counts[k] ?? 0), 0);
+          const f = figures(w, at, cfg);
+          assert.equal(f.successes, sum('success'));
+          assert.equal(f.transient, sum('transient'));
+          assert.equal(f.serviceException, sum('service-exception'));
+          assert.equal(f.permanent, sum('permanent'));
+          assert.equal(f.neutral, sum('neutral'));
+          assert.equal(f.rateLimited, sum('rate-limited'));
+          assert.equal(f.n, f.successes + f.failures);
+          assert.equal(f.samples, f.n + f.permanent);
+          const latency = kept.flatMap((e) => e.latency);
+          assert.equal(f.latencySamples, latency.length);
+          assert.equal(f.p95Ms, percentile(histogramOf(latency), 0.95));
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -189,27 +217,41 @@ describe('figures', () => {
 describe('the fast window', () => {
   test('is the shortest run of newest buckets within fastWindowMs holding fastMinSamples samples, whatever the reports', () => {
     const kind = fc.constantFrom(...OUTCOME_KINDS);
-    const report = fc.record({ dt: fc.integer({ min: 0, max: 1_500 }), counts: fc.dictionary(kind, fc.integer({ min: 0, max: 9 }), { maxKeys: 6 }) });
-    const shape = fc.record({ fastWindowMs: fc.integer({ min: 0, max: 10_000 }), fastMinSamples: fc.integer({ min: 1, max: 60 }) });
+    const report = fc.record({
+      dt: fc.integer({ min: 0, max: 1_500 }),
+      counts: fc.dictionary(kind, fc.integer({ min: 0, max: 9 }), { maxKeys: 6 }),
+    });
+    const shape = fc.record({
+      fastWindowMs: fc.integer({ min: 0, max: 10_000 }),
+      fastMinSamples: fc.integer({ min: 1, max: 60 }),
+    });
     const cfg0 = parsePolicyConfig({ windowMs: 10_000, bucketMs: 250 });
     fc.assert(
-      fc.property(shape, fc.array(report, { maxLength: 60 }), fc.integer({ min: 0, max: 3_000 }), ({ fastWindowMs, fastMinSamples }, reports, lookAhead) => {
-        const cfg = { ...cfg0, fastWindowMs, fastMinSamples, minSamples: 1 };
-        let now = T2001;
-        let w: RollingWindow = [];
-        for (const r of reports) w = record(w, (now += r.dt), r.counts, undefined, cfg);
-        const at = now + lookAhead;
-        // The definition, summed suffix by suffix (what fastFigures did before it counted in one pass).
-        let expected: ReturnType<typeof fastFigures> = null;
-        if (fastWindowMs > 0) {
-          const recent = prune(w, at, { ...cfg, windowMs: fastWindowMs });
-          for (let i = recent.length - 1; i >= 0 && !expected; i--) {
-            const f = figures(recent.slice(i), Number.MAX_SAFE_INTEGER - 1, { ...cfg, windowMs: Number.MAX_SAFE_INTEGER });
-            if (f.samples >= fastMinSamples) expected = f;
+      fc.property(
+        shape,
+        fc.array(report, { maxLength: 60 }),
+        fc.integer({ min: 0, max: 3_000 }),
+        ({ fastWindowMs, fastMinSamples }, reports, lookAhead) => {
+          const cfg = { ...cfg0, fastWindowMs, fastMinSamples, minSamples: 1 };
+          let now = T2001;
+          let w: RollingWindow = [];
+          for (const r of reports) w = record(w, (now += r.dt), r.counts, undefined, cfg);
+          const at = now + lookAhead;
+          // The definition, summed suffix by suffix (what fastFigures did before it counted in one pass).
+          let expected: ReturnType<typeof fastFigures> = null;
+          if (fastWindowMs > 0) {
+            const recent = prune(w, at, { ...cfg, windowMs: fastWindowMs });
+            for (let i = recent.length - 1; i >= 0 && !expected; i--) {
+              const f = figures(recent.slice(i), Number.MAX_SAFE_INTEGER - 1, {
+                ...cfg,
+                windowMs: Number.MAX_SAFE_INTEGER,
+              });
+              if (f.samples >= fastMinSamples) expected = f;
+            }
           }
-        }
-        assert.deepEqual(fastFigures(w, at, cfg), expected);
-      }),
+          assert.deepEqual(fastFigures(w, at, cfg), expected);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -47,11 +47,21 @@ const re = (text: string) => new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, '\\$
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: env.namespace ?? 'default',
+    taskQueue,
+  });
   running = worker.run();
   await startEntity(env.client, taskQueue, { key: closedKey }, { reporter: 'w1', counts: { success: 5 } });
   await startEntity(env.client, taskQueue, { key: auditKey }, { reporter: 'w1', counts: { success: 5 } });
-  const failing = await startEntity(env.client, taskQueue, { key: failingKey }, { reporter: 'w1', counts: { transient: 25 } });
+  const failing = await startEntity(
+    env.client,
+    taskQueue,
+    { key: failingKey },
+    { reporter: 'w1', counts: { transient: 25 } },
+  );
   assert.equal((await failing.query(viewQuery)).state, 'open');
 });
 after(async () => {
@@ -71,14 +81,21 @@ async function listUntil(state: string | undefined, pred: (bs: ListedBreaker[]) 
   return breakers;
 }
 
-async function cliRun(args: string[], envVars: Record<string, string | undefined>, nodeArgs: string[] = []): Promise<{ code: number; out: string; err: string }> {
+async function cliRun(
+  args: string[],
+  envVars: Record<string, string | undefined>,
+  nodeArgs: string[] = [],
+): Promise<{ code: number; out: string; err: string }> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const [k, v] of Object.entries(envVars)) {
     if (v === undefined) delete childEnv[k];
     else childEnv[k] = v;
   }
   try {
-    const { stdout, stderr } = await run(process.execPath, [...nodeArgs, cli, ...args], { env: childEnv, timeout: 60_000 });
+    const { stdout, stderr } = await run(process.execPath, [...nodeArgs, cli, ...args], {
+      env: childEnv,
+      timeout: 60_000,
+    });
     return { code: 0, out: stdout, err: stderr };
   } catch (e) {
     const x = e as { code: number; stdout: string; stderr: string };
@@ -100,10 +117,21 @@ test('keys: a key as listed, a workflow id, or an endpoint URL', () => {
   const fromUrl = resolveBreakerKey('HTTPS://Tiles.Example.com/osm/{z}/{x}/{y}.png');
   assert.equal(fromUrl.key, 'https://tiles.example.com:443');
   assert.equal(fromUrl.from, 'url');
-  assert.equal(resolveBreakerKey('http://wms.example.com:8080/mapserv?map=a', { partition: 'roads' }).key, 'http://wms.example.com:8080/roads');
-  assert.throws(() => resolveBreakerKey('tiles.example.com'), /not a breaker key or an endpoint URL: "tiles.example.com"/);
+  assert.equal(
+    resolveBreakerKey('http://wms.example.com:8080/mapserv?map=a', { partition: 'roads' }).key,
+    'http://wms.example.com:8080/roads',
+  );
+  assert.throws(
+    () => resolveBreakerKey('tiles.example.com'),
+    /not a breaker key or an endpoint URL: "tiles.example.com"/,
+  );
   // A named key, for a call with no URL of its own to key on.
-  assert.deepEqual(resolveBreakerKey('breaker/geocoder:primary'), { key: 'geocoder:primary', workflowId: 'breaker/geocoder:primary', input: 'breaker/geocoder:primary', from: 'key' });
+  assert.deepEqual(resolveBreakerKey('breaker/geocoder:primary'), {
+    key: 'geocoder:primary',
+    workflowId: 'breaker/geocoder:primary',
+    input: 'breaker/geocoder:primary',
+    from: 'key',
+  });
   // A host and port is never a name.
   assert.throws(() => resolveBreakerKey('localhost:8080'), /not a breaker key or an endpoint URL: "localhost:8080"/);
 });
@@ -112,10 +140,22 @@ test('named keys: lower-case parts joined by a colon; anything else is refused n
   assert.equal(namedBreakerKey('geocoder:primary'), 'geocoder:primary');
   assert.equal(namedBreakerKey('wfs:parcels:v2'), 'wfs:parcels:v2');
   assert.ok(isCanonicalKey('elevation:eu-west_1'));
-  for (const bad of ['geocoder', 'Geocoder:primary', 'geo coder:a', 'tiles:8080', 'http:foo', '1geo:a', 'geo:', 'a:b/c']) {
+  for (const bad of [
+    'geocoder',
+    'Geocoder:primary',
+    'geo coder:a',
+    'tiles:8080',
+    'http:foo',
+    '1geo:a',
+    'geo:',
+    'a:b/c',
+  ]) {
     assert.throws(
       () => namedBreakerKey(bad),
-      (err: unknown) => err instanceof Error && err.message.startsWith('breaker key: a name is ') && err.message.endsWith(`(got ${JSON.stringify(bad)})`),
+      (err: unknown) =>
+        err instanceof Error &&
+        err.message.startsWith('breaker key: a name is ') &&
+        err.message.endsWith(`(got ${JSON.stringify(bad)})`),
     );
     assert.equal(isCanonicalKey(bad), false, bad);
   }
@@ -134,7 +174,12 @@ test('durations for --for', () => {
 test('list shows running entities with their state, and filters by state', async () => {
   // The entity sets its search attributes once its start-up check (an activity) has answered; until then the
   // state comes from its memo.
-  const all = await listUntil(undefined, (bs) => bs.some((b) => b.key === closedKey && b.stateFrom === 'search-attribute') && bs.some((b) => b.key === failingKey && b.state === 'open'));
+  const all = await listUntil(
+    undefined,
+    (bs) =>
+      bs.some((b) => b.key === closedKey && b.stateFrom === 'search-attribute') &&
+      bs.some((b) => b.key === failingKey && b.state === 'open'),
+  );
   const closed = all.find((b) => b.key === closedKey);
   assert.ok(closed, `listed: ${JSON.stringify(all.map((b) => b.key))}`);
   assert.equal(closed.workflowId, `breaker/${closedKey}`);
@@ -151,14 +196,22 @@ test('list shows running entities with their state, and filters by state', async
 });
 
 test('open, close and reset: each confirmed by the status, recorded with reason, claimed actor and sender', async () => {
-  const opened = await adminBreaker(env.client, closedKey, 'force-open', { reason: 'renderer maintenance', durationMs: 600_000, actor: 'test:ops' });
+  const opened = await adminBreaker(env.client, closedKey, 'force-open', {
+    reason: 'renderer maintenance',
+    durationMs: 600_000,
+    actor: 'test:ops',
+  });
   assert.equal(opened.confirmed, true);
   assert.equal(opened.status.view.state, 'forced-open');
   assert.ok(opened.status.view.forcedUntil !== null && opened.status.view.forcedUntil > Date.now() + 500_000);
   assert.equal(opened.transition?.reason, 'forced-open');
   assert.equal(opened.transition?.detail, `renderer maintenance (by "test:ops", claimed; ${me()})`);
   assert.equal(opened.transition?.actor, 'test:ops');
-  assert.deepEqual(opened.transition?.sender, { identity: env.client.options.identity, user: userInfo().username, host: hostname() });
+  assert.deepEqual(opened.transition?.sender, {
+    identity: env.client.options.identity,
+    user: userInfo().username,
+    host: hostname(),
+  });
   assert.deepEqual(opened.sender, opened.transition?.sender);
   assert.equal(opened.status.permit.allow, false);
 
@@ -181,7 +234,11 @@ test('open, close and reset: each confirmed by the status, recorded with reason,
   assert.equal(closed.confirmed, true);
   assert.equal(closed.status.view.state, 'forced-closed');
   assert.equal(closed.transition?.reason, 'forced-close');
-  assert.match(closed.transition.detail, /^renderer back \(by "cli:.+@.+", claimed; sent by .+\)$/, 'the default actor is cli:<user>@<host>');
+  assert.match(
+    closed.transition.detail,
+    /^renderer back \(by "cli:.+@.+", claimed; sent by .+\)$/,
+    'the default actor is cli:<user>@<host>',
+  );
   assert.equal(closed.transition?.actor, `cli:${userInfo().username}@${hostname()}`);
 
   const reset = await adminBreaker(env.client, closedKey, 'reset', { actor: 'test:ops' });
@@ -208,12 +265,18 @@ test('an unknown key errors, naming the key and the workflow id tried', async ()
   await assert.rejects(showBreaker(env.client, key), (err: unknown) => {
     assert.ok(err instanceof BreakerNotFoundError);
     assert.match(err.message, new RegExp(`no breaker entity for key ${key.replace(/[.]/g, '\\.')}`));
-    assert.ok(err.message.includes(`workflow id "breaker/${key}" not found in namespace "${env.namespace ?? 'default'}"`), err.message);
+    assert.ok(
+      err.message.includes(`workflow id "breaker/${key}" not found in namespace "${env.namespace ?? 'default'}"`),
+      err.message,
+    );
     return true;
   });
   await assert.rejects(adminBreaker(env.client, key, 'force-open'), BreakerNotFoundError);
   // A key typed with a path: the error points at the origin key too.
-  await assert.rejects(showBreaker(env.client, `http://nope-${tag}.example.test:80/osm/1/2/3.png`), /its key is http:\/\/nope-.*:80 \(paths are not part of a key\)/);
+  await assert.rejects(
+    showBreaker(env.client, `http://nope-${tag}.example.test:80/osm/1/2/3.png`),
+    /its key is http:\/\/nope-.*:80 \(paths are not part of a key\)/,
+  );
 });
 
 test('an entity that is not running: show reports it, admin refuses', async () => {
@@ -226,7 +289,11 @@ test('an entity that is not running: show reports it, admin refuses', async () =
   assert.equal(shown.running, false);
   assert.ok(!shown.running);
   assert.equal(shown.executionStatus, 'TERMINATED');
-  await assert.rejects(adminBreaker(env.client, key, 'reset'), (err: unknown) => err instanceof BreakerNotRunningError && /is not running: its latest run is TERMINATED/.test(err.message));
+  await assert.rejects(
+    adminBreaker(env.client, key, 'reset'),
+    (err: unknown) =>
+      err instanceof BreakerNotRunningError && /is not running: its latest run is TERMINATED/.test(err.message),
+  );
 });
 
 test("an entity that finished idle: show gives its last run's transitions", async () => {
@@ -239,7 +306,10 @@ test("an entity that finished idle: show gives its last run's transitions", asyn
   assert.equal(shown.executionStatus, 'COMPLETED');
   assert.ok(shown.closeTime instanceof Date);
   assert.equal(shown.transitions[0]?.detail, 'last words (by "test", claimed)');
-  await assert.rejects(adminBreaker(env.client, key, 'force-open'), /is not running: its latest run is COMPLETED since .* the next report starts it again/);
+  await assert.rejects(
+    adminBreaker(env.client, key, 'force-open'),
+    /is not running: its latest run is COMPLETED since .* the next report starts it again/,
+  );
 });
 
 test('the CLI: breaker list --json and breaker show against the server', async () => {
@@ -280,7 +350,9 @@ test('the CLI: breaker list --json and breaker show against the server', async (
   assert.match(since.out, /^over the last 1h 00m \(since \d{4}-.*\): open [^,]+, not closed .* in 1 interval$/m);
   assert.match(since.out, /^ {2}\d{4}-\d\d-\d\dT[\d:.]+Z -> now \(still not closed\) {2}\S+ {2}failure-ratio \(open /m);
   const sinceJson = await cliRun(['breaker', 'show', failingKey, '--since', '1h', '--json'], serverEnv());
-  const report = (JSON.parse(sinceJson.out) as { openReport: { intervals: { reason: string; to: number | null }[]; openMs: number } }).openReport;
+  const report = (
+    JSON.parse(sinceJson.out) as { openReport: { intervals: { reason: string; to: number | null }[]; openMs: number } }
+  ).openReport;
   assert.deepEqual(
     report.intervals.map((i) => [i.reason, i.to]),
     [['failure-ratio', null]],
@@ -297,7 +369,10 @@ test('the CLI: breaker list --json and breaker show against the server', async (
 });
 
 test('the CLI: breaker open --actor records the actor as claimed, beside the identity of the process that sent it', async () => {
-  const open = await cliRun(['breaker', 'open', auditKey, '--actor', 'mallory', '--reason', 'audit', '--json'], serverEnv());
+  const open = await cliRun(
+    ['breaker', 'open', auditKey, '--actor', 'mallory', '--reason', 'audit', '--json'],
+    serverEnv(),
+  );
   assert.equal(open.code, 0, open.err);
   const result = JSON.parse(open.out) as AdminResult;
   assert.equal(result.confirmed, true);
@@ -324,7 +399,9 @@ test('the CLI: breaker open --actor records the actor as claimed, beside the ide
   assert.match(show.out, re(`forced-open: ${detail}`));
 
   // A claimed actor that imitates the sender part stays inside its quotes; the real sender follows it.
-  const forged = await adminBreaker(env.client, auditKey, 'reset', { actor: 'x", claimed; sent by 1@trusted as admin@trusted' });
+  const forged = await adminBreaker(env.client, auditKey, 'reset', {
+    actor: 'x", claimed; sent by 1@trusted as admin@trusted',
+  });
   assert.equal(forged.transition?.detail, `by "x\\", claimed; sent by 1@trusted as admin@trusted", claimed; ${me()}`);
   assert.equal(forged.transition?.actor, 'x", claimed; sent by 1@trusted as admin@trusted');
 });
@@ -350,16 +427,31 @@ test('an emergency force-open is signalled before anything is read: an entity th
   const key = `http://unpolled-${tag}.example.test:80`;
   await startEntity(env.client, queue, { key });
   const before = Date.now();
-  await assert.rejects(adminBreaker(env.client, key, 'force-open', { reason: 'renderer on fire', actor: 'test:ops', confirmTimeoutMs: 1_000 }), (err: unknown) => {
-    assert.ok(err instanceof AdminNotConfirmedError, String(err));
-    assert.equal(err.action, 'force-open');
-    assert.equal(err.workflowId, `breaker/${key}`);
-    assert.ok(err.sentAt >= before && err.sentAt <= Date.now());
-    assert.match(err.message, /the force-open signal was sent to breaker .* and accepted by the server, but is not yet confirmed: the entity answered no status query within/);
-    return true;
-  });
+  await assert.rejects(
+    adminBreaker(env.client, key, 'force-open', {
+      reason: 'renderer on fire',
+      actor: 'test:ops',
+      confirmTimeoutMs: 1_000,
+    }),
+    (err: unknown) => {
+      assert.ok(err instanceof AdminNotConfirmedError, String(err));
+      assert.equal(err.action, 'force-open');
+      assert.equal(err.workflowId, `breaker/${key}`);
+      assert.ok(err.sentAt >= before && err.sentAt <= Date.now());
+      assert.match(
+        err.message,
+        /the force-open signal was sent to breaker .* and accepted by the server, but is not yet confirmed: the entity answered no status query within/,
+      );
+      return true;
+    },
+  );
   // A worker comes: the signal was delivered, so the breaker opens without anyone sending it again.
-  const late = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue: queue });
+  const late = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: env.namespace ?? 'default',
+    taskQueue: queue,
+  });
   await late.runUntil(async () => {
     const shown = await showBreaker(env.client, key);
     assert.ok(shown.running);
@@ -373,9 +465,17 @@ test(`the CLI: breaker open that the server accepted but the entity has not conf
   const queue = uniqueTaskQueue('breaker-cli-unconfirmed');
   const key = `http://unconfirmed-${tag}.example.test:80`;
   const cliEnv = { ...serverEnv(), TILEBREAKER_TASK_QUEUE: queue };
-  const sent = await cliRun(['breaker', 'open', key, '--for', '10m', '--reason', 'renderer on fire', '--confirm-timeout', '2s'], cliEnv);
+  const sent = await cliRun(
+    ['breaker', 'open', key, '--for', '10m', '--reason', 'renderer on fire', '--confirm-timeout', '2s'],
+    cliEnv,
+  );
   assert.equal(sent.code, EXIT_SENT_NOT_CONFIRMED, sent.err);
-  assert.match(sent.err, new RegExp(`force-open of breaker ${key.replace(/[.]/g, '\\.')} SENT, NOT YET CONFIRMED: the server accepted the signal at \\d{4}-`));
+  assert.match(
+    sent.err,
+    new RegExp(
+      `force-open of breaker ${key.replace(/[.]/g, '\\.')} SENT, NOT YET CONFIRMED: the server accepted the signal at \\d{4}-`,
+    ),
+  );
   assert.match(sent.err, /the entity answered no status query within \d+\.\d s of the signal/);
   assert.match(sent.err, /applies it at its next workflow task, without it being sent again/);
   // It is not a failure to run, and nothing is blamed on the workers.
@@ -383,7 +483,15 @@ test(`the CLI: breaker open that the server accepted but the entity has not conf
 
   const json = await cliRun(['breaker', 'reset', key, '--json', '--confirm-timeout', '1s'], cliEnv);
   assert.equal(json.code, EXIT_SENT_NOT_CONFIRMED, json.err);
-  const r = JSON.parse(json.out) as { key: string; workflowId: string; action: string; sent: boolean; sentAt: number; confirmed: boolean; why: string };
+  const r = JSON.parse(json.out) as {
+    key: string;
+    workflowId: string;
+    action: string;
+    sent: boolean;
+    sentAt: number;
+    confirmed: boolean;
+    why: string;
+  };
   assert.equal(r.key, key);
   assert.equal(r.workflowId, `breaker/${key}`);
   assert.equal(r.action, 'reset');
@@ -393,7 +501,12 @@ test(`the CLI: breaker open that the server accepted but the entity has not conf
 
   // A worker comes for that queue: both signals apply in order (open, then reset), with no one sending them
   // again; an open now is confirmed and exits 0.
-  const late = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue: queue });
+  const late = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: env.namespace ?? 'default',
+    taskQueue: queue,
+  });
   await late.runUntil(async () => {
     const log = await showBreaker(env.client, key, { limit: 5 });
     assert.deepEqual(
@@ -412,7 +525,12 @@ test(`the CLI: breaker open that the server accepted but the entity has not conf
 test('a breaker can be opened ahead of a maintenance window: open and configure start an entity for a key that has none', async () => {
   const key = `http://maintenance-${tag}.example.test:80`;
   await assert.rejects(showBreaker(env.client, key), BreakerNotFoundError);
-  const opened = await adminBreaker(env.client, key, 'force-open', { reason: 'renderer upgrade', durationMs: 3_600_000, actor: 'test:ops', taskQueue });
+  const opened = await adminBreaker(env.client, key, 'force-open', {
+    reason: 'renderer upgrade',
+    durationMs: 3_600_000,
+    actor: 'test:ops',
+    taskQueue,
+  });
   assert.equal(opened.confirmed, true);
   assert.equal(opened.status.view.state, 'forced-open');
   assert.equal(opened.transition?.reason, 'forced-open');
@@ -471,7 +589,11 @@ test('the CLI starts lean for breaker commands: open, show and list load neither
       ['breaker', 'list'],
     ]) {
       const out = path.join(dir, `${args[1]}.json`);
-      const r = await cliRun(args, { ...serverEnv(), TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_TEST_MODULES_OUT: out }, ['--require', recorder]);
+      const r = await cliRun(
+        args,
+        { ...serverEnv(), TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_TEST_MODULES_OUT: out },
+        ['--require', recorder],
+      );
       assert.equal(r.code, 0, r.err);
       const loaded = JSON.parse(readFileSync(out, 'utf8')) as string[];
       // The recorder sees what the command ran with.
@@ -495,12 +617,18 @@ test('the CLI: force-close is its own command (never trips until reset, and show
   const key = `http://forced-${tag}.example.test:80`;
   const cliEnv = { ...serverEnv(), TILEBREAKER_TASK_QUEUE: taskQueue };
   const help = await cliRun(['breaker', '--help'], {});
-  assert.match(help.out, /^ {2}force-close \[options\] <key>\s+force a breaker closed: .* it never trips until `breaker reset`/m);
+  assert.match(
+    help.out,
+    /^ {2}force-close \[options\] <key>\s+force a breaker closed: .* it never trips until `breaker reset`/m,
+  );
   assert.match(help.out, /^ {2}close \[options\] <key>\s+close a breaker: back to automatic/m);
 
   const forced = await cliRun(['breaker', 'force-close', key, '--reason', 'vendor says ignore errors'], cliEnv);
   assert.equal(forced.code, 0, forced.err);
-  assert.match(forced.out, /: force-close done; state now forced-closed: never trips until `breaker reset` or `breaker close`$/m);
+  assert.match(
+    forced.out,
+    /: force-close done; state now forced-closed: never trips until `breaker reset` or `breaker close`$/m,
+  );
   const shown = await cliRun(['breaker', 'show', key], cliEnv);
   assert.match(shown.out, /^ {2}state {8}forced-closed: never trips until `breaker reset` or `breaker close`$/m);
   // Failures do not trip it.
@@ -511,7 +639,10 @@ test('the CLI: force-close is its own command (never trips until reset, and show
   const closed = await cliRun(['breaker', 'close', key, '--json'], cliEnv);
   assert.equal(closed.code, 0, closed.err);
   const r = JSON.parse(closed.out) as AdminResult & { command: string };
-  assert.deepEqual([r.command, r.action, r.expected, r.confirmed, r.status.view.state, r.status.view.mode], ['close', 'reset', 'closed', true, 'closed', 'auto']);
+  assert.deepEqual(
+    [r.command, r.action, r.expected, r.confirmed, r.status.view.state, r.status.view.mode],
+    ['close', 'reset', 'closed', true, 'closed', 'auto'],
+  );
   assert.equal(r.transition?.reason, 'reset');
   const text = await cliRun(['breaker', 'close', key], cliEnv);
   assert.match(text.out, /: close \(reset\) done; state now closed \(automatic: trips again on failures\)$/m);

@@ -13,7 +13,10 @@ const main = path.join(__dirname, '..', '..', 'src', 'cli', 'main.js');
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-json-errors-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<{ code: number; out: string; err: string }> {
+function cli(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+): Promise<{ code: number; out: string; err: string }> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   // No server: every case here fails before connecting, or because none is named.
   delete childEnv['TEMPORAL_ADDRESS'];
@@ -22,7 +25,9 @@ function cli(args: string[], env: Record<string, string | undefined> = {}): Prom
     else childEnv[k] = v;
   }
   return new Promise((resolve) => {
-    execFile(process.execPath, [main, ...args], { env: childEnv, timeout: 60_000 }, (err, out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }));
+    execFile(process.execPath, [main, ...args], { env: childEnv, timeout: 60_000 }, (err, out, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    );
   });
 }
 
@@ -51,10 +56,16 @@ test("usage errors under --json: commander's invalid value, unknown option and m
   assert.match(e.message, /^option '--state <state>' argument 'bogus' is invalid\. must be one of closed, /);
 
   const unknown = jsonError(await cli(['schedule', 'list', '--bogus', '--json']));
-  assert.deepEqual([unknown.kind, unknown.code, unknown.field, unknown.exitCode], ['usage', 'commander.unknownOption', '--bogus', 2]);
+  assert.deepEqual(
+    [unknown.kind, unknown.code, unknown.field, unknown.exitCode],
+    ['usage', 'commander.unknownOption', '--bogus', 2],
+  );
 
   const missing = jsonError(await cli(['schedule', 'create', 'x', '--json']));
-  assert.deepEqual([missing.kind, missing.code, missing.field], ['usage', 'commander.missingMandatoryOptionValue', '--cron']);
+  assert.deepEqual(
+    [missing.kind, missing.code, missing.field],
+    ['usage', 'commander.missingMandatoryOptionValue', '--cron'],
+  );
 
   const command = jsonError(await cli(['mosaic', 'frobnicate', '--json']));
   assert.equal(command.kind, 'usage');
@@ -74,12 +85,31 @@ test('errors a command throws under --json: the flag named as field; a refused p
 
   const sources = path.join(dir, 'sources.yaml');
   writeFileSync(sources, 'sources:\n  demo:\n    type: xyz\n    url: http://127.0.0.1:9/{z}/{x}/{y}.png\n');
-  const plan = await cli(['mosaic', 'start', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44,19.5,49.9', '--zoom', '7', '--out', path.join(dir, 'x.tif'), '--max-tiles', '3', '--json']);
+  const plan = await cli([
+    'mosaic',
+    'start',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--bbox',
+    '5.7,44,19.5,49.9',
+    '--zoom',
+    '7',
+    '--out',
+    path.join(dir, 'x.tif'),
+    '--max-tiles',
+    '3',
+    '--json',
+  ]);
   assert.equal(plan.code, 2);
   const p = jsonError(plan);
   assert.equal(p.kind, 'invalid');
   assert.equal(p.field, 'maxTiles');
-  assert.match(p.issues?.[0] ?? '', /^maxTiles: the plan has 20 tiles .* more than maxTiles 3; raise maxTiles to 20 or more/);
+  assert.match(
+    p.issues?.[0] ?? '',
+    /^maxTiles: the plan has 20 tiles .* more than maxTiles 3; raise maxTiles to 20 or more/,
+  );
 
   const noServer = jsonError(await cli(['breaker', 'list', '--json']));
   assert.deepEqual([noServer.kind, noServer.exitCode], ['error', 2]);
@@ -106,7 +136,10 @@ test('errorBody: kind, field and issues from the error; --json after -- is an op
   assert.equal(fieldOf("error: required option '--cron <expr>' not specified"), '--cron');
   assert.equal(fieldOf('mosaic request: deadline: at most 7 days ahead (got "30d")'), 'deadline');
   assert.equal(fieldOf('no mosaic with id or name "x"'), undefined);
-  const config = errorBody(new ConfigError('breaker policy', ['windowMs: must be >= 1000 (got 5)', 'cooldownMs: too small (got 1)']), 2);
+  const config = errorBody(
+    new ConfigError('breaker policy', ['windowMs: must be >= 1000 (got 5)', 'cooldownMs: too small (got 1)']),
+    2,
+  );
   assert.deepEqual(config, {
     message: 'breaker policy: windowMs: must be >= 1000 (got 5); cooldownMs: too small (got 1)',
     kind: 'invalid',
@@ -125,7 +158,9 @@ test('"--json" taken as an option\'s value is that value, not the flag: the erro
 
 test('seed refusals of --levels and --into under --json are kind invalid with their issues, as other refused values are', async () => {
   const area = ['seed', '--sources', path.join(dir, 'unused.yaml'), '--source', 'osm', '--bbox', '5.7,44,6.5,44.6'];
-  const notARange = jsonError(await cli([...area, '--levels', '14-twelve', '--into', path.join(dir, 'a.mbtiles'), '--json']));
+  const notARange = jsonError(
+    await cli([...area, '--levels', '14-twelve', '--into', path.join(dir, 'a.mbtiles'), '--json']),
+  );
   assert.deepEqual([notARange.kind, notARange.exitCode, notARange.field], ['invalid', 2, '--levels']);
   assert.deepEqual(notARange.issues, ['--levels: must be a zoom level or a range such as 10-14 (got "14-twelve")']);
   const inverted = jsonError(await cli([...area, '--levels', '9-3', '--into', path.join(dir, 'a.mbtiles'), '--json']));
@@ -133,5 +168,8 @@ test('seed refusals of --levels and --into under --json are kind invalid with th
   assert.deepEqual(inverted.issues, ['levels: the first level must not be after the last (got [9,3])']);
   const into = jsonError(await cli([...area, '--levels', '3', '--into', path.join(dir, 'a.sqlite'), '--json']));
   assert.deepEqual([into.kind, into.field], ['invalid', 'into']);
-  assert.match(into.issues?.[0] ?? '', /^into: must be a path or an s3:\/\/ URL ending in \.mbtiles \(got ".*a\.sqlite"\)$/);
+  assert.match(
+    into.issues?.[0] ?? '',
+    /^into: must be a path or an s3:\/\/ URL ending in \.mbtiles \(got ".*a\.sqlite"\)$/,
+  );
 });

@@ -49,8 +49,11 @@ after(async () => {
 
 function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [main, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 }, (err, out, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    execFile(
+      process.execPath,
+      [main, ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 },
+      (err, out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
     );
   });
 }
@@ -59,7 +62,17 @@ const area = ['--sources', '', '--source', 'demo', '--bbox', '5.7,44,19.5,49.9',
 const withSources = () => area.map((a) => (a === '' ? sources : a));
 
 test('mosaic start --wait --json: a whole mosaic exits 0 and prints its result', async () => {
-  const r = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'ok.tif'), '--id', 'cli-ok', '--wait', '--json']);
+  const r = await cli([
+    'mosaic',
+    'start',
+    ...withSources(),
+    '--out',
+    path.join(dir, 'ok.tif'),
+    '--id',
+    'cli-ok',
+    '--wait',
+    '--json',
+  ]);
   assert.equal(r.code, 0, r.err);
   const result = JSON.parse(r.out) as { total: number; counts: { ok: number }; manifest: string };
   assert.equal(result.total, 20);
@@ -75,7 +88,18 @@ test('mosaic start --wait --json: a whole mosaic exits 0 and prints its result',
 test('mosaic start with the renderer down and fallback hole: done with gaps, exit 3', async () => {
   server.setDown(true);
   try {
-    const r = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'holes.tif'), '--fallback', 'hole', '--id', 'cli-holes', '--wait']);
+    const r = await cli([
+      'mosaic',
+      'start',
+      ...withSources(),
+      '--out',
+      path.join(dir, 'holes.tif'),
+      '--fallback',
+      'hole',
+      '--id',
+      'cli-holes',
+      '--wait',
+    ]);
     assert.equal(r.code, 3, `${r.out}\n${r.err}`);
     assert.match(r.out, /20 tiles: ok 0, .*hole \d+, dead-lettered \d+/);
     // status says what watch says: done with gaps is exit 3, not 0.
@@ -87,22 +111,52 @@ test('mosaic start with the renderer down and fallback hole: done with gaps, exi
 });
 
 test('bad input exits 2 before anything starts, naming the field and the value', async () => {
-  const r = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '19.5,44,5.7,49.9' : a)), '--out', path.join(dir, 'bad.tif')]);
+  const r = await cli([
+    'mosaic',
+    'start',
+    ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '19.5,44,5.7,49.9' : a)),
+    '--out',
+    path.join(dir, 'bad.tif'),
+  ]);
   assert.equal(r.code, 2);
   assert.match(r.err, /bbox: west must be less than east .*got \[19\.5,44,5\.7,49\.9\]/);
   const z = await cli(['mosaic', 'start', ...withSources(), '--zoom', 'seven', '--out', path.join(dir, 'bad.tif')]);
   assert.equal(z.code, 2);
   assert.match(z.err, /--zoom: must be a number \(got "seven"\)/);
-  const holes = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '5.7,,19.5,49.9' : a)), '--out', path.join(dir, 'bad.tif')]);
+  const holes = await cli([
+    'mosaic',
+    'start',
+    ...withSources().map((a) => (a === '5.7,44,19.5,49.9' ? '5.7,,19.5,49.9' : a)),
+    '--out',
+    path.join(dir, 'bad.tif'),
+  ]);
   assert.equal(holes.code, 2);
   assert.match(holes.err, /--bbox: must be four numbers west,south,east,north \(got "5\.7,,19\.5,49\.9"\)/);
   // Checked against the sources file on the client, with the worker's planner: nothing is started.
-  const zoom = await cli(['mosaic', 'start', ...withSources().map((a) => (a === '7' ? '23' : a)), '--out', path.join(dir, 'zoom.tif'), '--id', 'cli-zoom']);
+  const zoom = await cli([
+    'mosaic',
+    'start',
+    ...withSources().map((a) => (a === '7' ? '23' : a)),
+    '--out',
+    path.join(dir, 'zoom.tif'),
+    '--id',
+    'cli-zoom',
+  ]);
   assert.equal(zoom.code, 2, zoom.out);
   assert.match(zoom.err, /zoom: must be within the source's range 0\.\.\d+ \(got 23\)/);
   await assert.rejects(env.client.workflow.getHandle('cli-zoom').describe(), /not found/);
   const nightly = path.join(dir, 'nightly-bad.json');
-  writeFileSync(nightly, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'n.tif'), maxTiles: 3 }));
+  writeFileSync(
+    nightly,
+    JSON.stringify({
+      sourcesFile: sources,
+      sourceName: 'demo',
+      bbox: [5.7, 44, 19.5, 49.9],
+      zoom: 7,
+      output: path.join(dir, 'n.tif'),
+      maxTiles: 3,
+    }),
+  );
   const sched = await cli(['schedule', 'create', 'cli-bad-nightly', '--cron', '30 1 * * *', '--request', nightly]);
   assert.equal(sched.code, 2, sched.out);
   assert.match(sched.err, /maxTiles: the plan has 20 tiles .* more than maxTiles 3/);
@@ -115,13 +169,31 @@ test('bad input exits 2 before anything starts, naming the field and the value',
 
 test('schedule create, list --json and delete through the CLI', async () => {
   const request = path.join(dir, 'nightly.json');
-  writeFileSync(request, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'nightly.tif') }));
+  writeFileSync(
+    request,
+    JSON.stringify({
+      sourcesFile: sources,
+      sourceName: 'demo',
+      bbox: [5.7, 44, 19.5, 49.9],
+      zoom: 7,
+      output: path.join(dir, 'nightly.tif'),
+    }),
+  );
   const c = await cli(['schedule', 'create', 'cli-nightly', '--cron', '30 1 * * *', '--request', request, '--json']);
   assert.equal(c.code, 0, c.err);
-  assert.deepEqual(JSON.parse(c.out), { scheduleId: 'cli-nightly', name: 'nightly', cron: '30 1 * * *', timezone: 'UTC', overlap: 'skip' });
+  assert.deepEqual(JSON.parse(c.out), {
+    scheduleId: 'cli-nightly',
+    name: 'nightly',
+    cron: '30 1 * * *',
+    timezone: 'UTC',
+    overlap: 'skip',
+  });
   const l = await cli(['schedule', 'list', '--json']);
   // One object, its rows under items, as every list command gives them.
-  const listed = JSON.parse(l.out) as { items: { scheduleId: string; cron: string[]; nextRuns: string[] }[]; count: number };
+  const listed = JSON.parse(l.out) as {
+    items: { scheduleId: string; cron: string[]; nextRuns: string[] }[];
+    count: number;
+  };
   assert.equal(listed.count, listed.items.length);
   const mine = listed.items.find((s) => s.scheduleId === 'cli-nightly');
   assert.deepEqual(mine?.cron, ['30 1 * * *']);
@@ -136,8 +208,27 @@ test('schedule create, list --json and delete through the CLI', async () => {
 
 test('schedule list names the time zone of each cron spec, in text and --json, for schedules made before it was kept too', async () => {
   const request = path.join(dir, 'zurich.json');
-  writeFileSync(request, JSON.stringify({ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output: path.join(dir, 'zurich.tif') }));
-  const c = await cli(['schedule', 'create', 'cli-zurich', '--cron', '30 1 * * *', '--timezone', 'Europe/Zurich', '--request', request]);
+  writeFileSync(
+    request,
+    JSON.stringify({
+      sourcesFile: sources,
+      sourceName: 'demo',
+      bbox: [5.7, 44, 19.5, 49.9],
+      zoom: 7,
+      output: path.join(dir, 'zurich.tif'),
+    }),
+  );
+  const c = await cli([
+    'schedule',
+    'create',
+    'cli-zurich',
+    '--cron',
+    '30 1 * * *',
+    '--timezone',
+    'Europe/Zurich',
+    '--request',
+    request,
+  ]);
   assert.equal(c.code, 0, c.err);
   // As an earlier release made it: the zone in the spec only, not in the memo.
   await env.client.schedule.create({
@@ -152,7 +243,9 @@ test('schedule list names the time zone of each cron spec, in text and --json, f
     assert.equal(text.code, 0, text.err);
     assert.match(text.out, /^cli-zurich {2}30 1 \* \* \* \(Europe\/Zurich\) {2}active/m);
     assert.match(text.out, /^cli-old-tokyo {2}0 3 \* \* \* \(Asia\/Tokyo\) {2}paused/m);
-    const json = JSON.parse((await cli(['schedule', 'list', '--json'])).out) as { items: { scheduleId: string; timezone: string }[] };
+    const json = JSON.parse((await cli(['schedule', 'list', '--json'])).out) as {
+      items: { scheduleId: string; timezone: string }[];
+    };
     assert.deepEqual(
       json.items
         .filter((s) => s.scheduleId.startsWith('cli-zurich') || s.scheduleId.startsWith('cli-old-tokyo'))
@@ -173,10 +266,19 @@ test('mosaic redrive refuses while the mosaic itself is still running', async ()
   const slow = await startDemoTileServer({ latencyMs: 300 });
   try {
     const output = path.join(dir, 'running.tif');
-    const handle = await startMosaic(env.client, taskQueue, { source: { type: 'xyz', url: slow.template, concurrency: 1 }, bbox: [5.7, 44, 19.5, 49.9], zoom: 7, output, breaker: false });
+    const handle = await startMosaic(env.client, taskQueue, {
+      source: { type: 'xyz', url: slow.template, concurrency: 1 },
+      bbox: [5.7, 44, 19.5, 49.9],
+      zoom: 7,
+      output,
+      breaker: false,
+    });
     const r = await cli(['mosaic', 'redrive', output]);
     assert.equal(r.code, 2, r.err);
-    assert.match(r.err, /mosaic mosaic\/running-[0-9a-f]{8} is still running; re-drive it once it has finished, or cancel it first/);
+    assert.match(
+      r.err,
+      /mosaic mosaic\/running-[0-9a-f]{8} is still running; re-drive it once it has finished, or cancel it first/,
+    );
     const named = await cli(['mosaic', 'redrive', output, '--name', 'demo']);
     assert.equal(named.code, 2, named.err);
     assert.match(named.err, /--name "demo": give --sources FILE as well/);
@@ -198,22 +300,40 @@ test('mosaic redrive --wait-for: a bad duration exits 2 naming the flag and the 
   const r = await cli(['mosaic', 'redrive', output, '--wait-for', '90s', '--id', id, '--no-wait']);
   assert.equal(r.code, 0, r.err);
   const history = await env.client.workflow.getHandle(id).fetchHistory();
-  const input = defaultPayloadConverter.fromPayload<{ manifest: string; waitForMs?: number }>(history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!);
+  const input = defaultPayloadConverter.fromPayload<{ manifest: string; waitForMs?: number }>(
+    history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!,
+  );
   assert.equal(input.waitForMs, 90_000);
   await env.client.workflow.getHandle(id).result();
 });
 
 test('the watch line says which breaker a wait is on, in which state, when the next try is and when it gives up, each time named', () => {
   const now = Date.parse('2001-02-03T12:00:00Z');
-  const waitingFor = { key: 'http://127.0.0.1:8080', state: 'half-open' as const, deadlineAt: Date.parse('2001-02-03T12:30:00Z') };
-  assert.equal(waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 4 s; gives up at 2001-02-03T12:30:00.000Z');
-  assert.equal(waitingLine({ waitingFor: { ...waitingFor, deadlineAt: null }, waitingUntil: now + 4_400 }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 4 s');
-  assert.equal(waitingLine({ waitingFor, waitingUntil: null }, now), 'waiting for breaker http://127.0.0.1:8080 (half-open): gives up at 2001-02-03T12:30:00.000Z');
+  const waitingFor = {
+    key: 'http://127.0.0.1:8080',
+    state: 'half-open' as const,
+    deadlineAt: Date.parse('2001-02-03T12:30:00Z'),
+  };
+  assert.equal(
+    waitingLine({ waitingFor, waitingUntil: now + 4_400 }, now),
+    'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 4 s; gives up at 2001-02-03T12:30:00.000Z',
+  );
+  assert.equal(
+    waitingLine({ waitingFor: { ...waitingFor, deadlineAt: null }, waitingUntil: now + 4_400 }, now),
+    'waiting for breaker http://127.0.0.1:8080 (half-open): next try in 4 s',
+  );
+  assert.equal(
+    waitingLine({ waitingFor, waitingUntil: null }, now),
+    'waiting for breaker http://127.0.0.1:8080 (half-open): gives up at 2001-02-03T12:30:00.000Z',
+  );
   assert.equal(waitingLine({ waitingFor: null, waitingUntil: now + 4_400 }, now), null);
   // A workflow from before waitingFor existed.
   assert.equal(waitingLine({ waitingUntil: now + 4_400 }, now), null);
   // The bar's phase gives the next try, named as such (the deadline is the line's), never a bare "until".
-  assert.equal(barPhase({ phase: 'waiting', waitingUntil: now + 4_400 }), 'waiting for the breaker, next try at 12:00:04Z');
+  assert.equal(
+    barPhase({ phase: 'waiting', waitingUntil: now + 4_400 }),
+    'waiting for the breaker, next try at 12:00:04Z',
+  );
   assert.equal(barPhase({ phase: 'fetching', waitingUntil: null }), 'fetching');
 });
 
@@ -245,7 +365,15 @@ test('the watch prints the waiting line when what is waited for changes, not on 
 });
 
 test('mosaic start flags: --block-tiles and --parallel-batches reach the request; a bad request file is named in the error', () => {
-  const r = requestFromOptions({ sources: 's.yaml', bbox: '1,2,3,4', zoom: '5', out: 'x.tif', blockTiles: '64', parallelBatches: '2', deadline: '1h30m' });
+  const r = requestFromOptions({
+    sources: 's.yaml',
+    bbox: '1,2,3,4',
+    zoom: '5',
+    out: 'x.tif',
+    blockTiles: '64',
+    parallelBatches: '2',
+    deadline: '1h30m',
+  });
   assert.equal(r.blockTiles, 64);
   assert.equal(r.parallelBatches, 2);
   assert.equal(r.deadline, '1h30m');
@@ -253,7 +381,10 @@ test('mosaic start flags: --block-tiles and --parallel-batches reach the request
   assert.equal('sidecars' in r, false);
   assert.equal(requestFromOptions({ out: 'x.tif', sidecars: true }).sidecars, undefined);
   assert.equal(requestFromOptions({ out: 'x.tif', sidecars: false }).sidecars, false);
-  assert.throws(() => requestFromOptions({ parallelBatches: 'many' }), /--parallel-batches: must be a number \(got "many"\)/);
+  assert.throws(
+    () => requestFromOptions({ parallelBatches: 'many' }),
+    /--parallel-batches: must be a number \(got "many"\)/,
+  );
   const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-req-'));
   try {
     const bad = path.join(dir, 'alps.yaml');
@@ -271,7 +402,16 @@ test('one spelling everywhere: redrive takes --source NAME as mosaic start does,
   const r = await cli(['mosaic', 'redrive', path.join(dir, 'any.manifest.json'), '--source', 'demo']);
   assert.equal(r.code, 2);
   assert.match(r.err, /--name "demo": give --sources FILE as well/);
-  const s = await cli(['mosaic', 'start', ...withSources(), '--out', path.join(dir, 'nowait.tif'), '--id', 'cli-nowait', '--no-wait']);
+  const s = await cli([
+    'mosaic',
+    'start',
+    ...withSources(),
+    '--out',
+    path.join(dir, 'nowait.tif'),
+    '--id',
+    'cli-nowait',
+    '--no-wait',
+  ]);
   assert.equal(s.code, 0, s.err);
   assert.match(s.out, /^started mosaic cli-nowait /);
   await env.client.workflow.getHandle('cli-nowait').result();
@@ -297,7 +437,12 @@ test('mosaic cancel of a mosaic whose plan was refused says it had ended and wro
       'm',
     ),
   );
-  const j = JSON.parse((await cli(['mosaic', 'cancel', handle.workflowId, '--json'])).out) as { status: string; wasRunning: boolean; manifest: string; message: string };
+  const j = JSON.parse((await cli(['mosaic', 'cancel', handle.workflowId, '--json'])).out) as {
+    status: string;
+    wasRunning: boolean;
+    manifest: string;
+    message: string;
+  };
   assert.deepEqual([j.status, j.wasRunning, j.manifest], ['FAILED', false, 'none']);
 });
 
@@ -330,8 +475,12 @@ test('cancelReport: what a cancel left, by where the run was (planning, fetching
   const fetching = cancelReport('mosaic/a', { ...base, progress: progress(130, 40, 'cancelled') });
   assert.deepEqual(fetching, {
     manifest: 'partial',
-    message: 'mosaic mosaic/a: CANCELLED: Workflow execution cancelled. It stopped after 40/130 tiles; its partial manifest beside the output accounts for every tile.',
+    message:
+      'mosaic mosaic/a: CANCELLED: Workflow execution cancelled. It stopped after 40/130 tiles; its partial manifest beside the output accounts for every tile.',
   });
-  assert.equal(cancelReport('mosaic/a', { ...base, progress: progress(130, 130, 'assembling'), status: 'FAILED' }).manifest, 'none');
+  assert.equal(
+    cancelReport('mosaic/a', { ...base, progress: progress(130, 130, 'assembling'), status: 'FAILED' }).manifest,
+    'none',
+  );
   assert.equal(cancelReport('mosaic/a', base).manifest, 'unknown');
 });

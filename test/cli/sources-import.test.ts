@@ -30,7 +30,12 @@ function cli(args: string[]): Promise<{ code: number; out: string; err: string }
   });
 }
 
-const LV95 = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [4000, 2000, 1000, 500, 250, 100, 50, 20, 10, 5, 2.5], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
+const LV95 = {
+  crs: 'EPSG:2056',
+  origin: [2_420_000, 1_350_000],
+  resolutions: [4000, 2000, 1000, 500, 250, 100, 50, 20, 10, 5, 2.5],
+  extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000],
+};
 const MATRICES = (n: number) => Array.from({ length: n }, (_, i) => String(i).padStart(2, '0'));
 
 describe('sources from a WMTS capabilities document (MapProxy)', () => {
@@ -57,7 +62,10 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
   });
 
   test('KVP: wmts-kvp sources at the GetTile endpoint, TILEMATRIX the identifier', () => {
-    const { sources, notes } = sourcesFromCapabilities(readFileSync(path.join(fixtures, 'mapproxy-wmts-kvp.xml'), 'utf8'), 'http://127.0.0.1:8091/service');
+    const { sources, notes } = sourcesFromCapabilities(
+      readFileSync(path.join(fixtures, 'mapproxy-wmts-kvp.xml'), 'utf8'),
+      'http://127.0.0.1:8091/service',
+    );
     assert.deepEqual(notes, []);
     const relief = parseSource(sources.relief);
     assert.equal(relief.type, 'wmts-kvp');
@@ -74,12 +82,20 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
     const { sources, notes } = sourcesFromCapabilities(xml, 'x');
     assert.deepEqual(notes, []);
     const res = Array.from({ length: 8 }, (_, z) => 0.703125 / 2 ** z);
-    assert.deepEqual(sources.world?.grid, { crs: 'EPSG:4326', origin: [-180, 90], resolutions: res, extent: [-180, -90, 180, 90] });
+    assert.deepEqual(sources.world?.grid, {
+      crs: 'EPSG:4326',
+      origin: [-180, 90],
+      resolutions: res,
+      extent: [-180, -90, 180, 90],
+    });
     const world = parseSource(sources.world);
     assert.equal(tileUrl(world, { z: 7, x: 134, y: 30 }), 'http://127.0.0.1:8091/wmts/world/wgs84/07/134/30.png');
     const crs84 = sourcesFromCapabilities(
       xml
-        .replace('<ows:SupportedCRS>EPSG:4326</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:OGC:1.3:CRS84</ows:SupportedCRS>')
+        .replace(
+          '<ows:SupportedCRS>EPSG:4326</ows:SupportedCRS>',
+          '<ows:SupportedCRS>urn:ogc:def:crs:OGC:1.3:CRS84</ows:SupportedCRS>',
+        )
         .replaceAll('<TopLeftCorner>90.0 -180.0</TopLeftCorner>', '<TopLeftCorner>-180.0 90.0</TopLeftCorner>'),
       'x',
     );
@@ -88,14 +104,30 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
 
   test('what cannot become a source is noted, not guessed: a geographic set other than EPSG:4326, not a capabilities document; different corners are kept', async () => {
     const xml = readFileSync(path.join(fixtures, 'mapproxy-wmts-rest.xml'), 'utf8');
-    const geographic = sourcesFromCapabilities(xml.replace('<ows:SupportedCRS>EPSG:2056</ows:SupportedCRS>', '<ows:SupportedCRS>urn:ogc:def:crs:EPSG::4258</ows:SupportedCRS>'), 'x');
+    const geographic = sourcesFromCapabilities(
+      xml.replace(
+        '<ows:SupportedCRS>EPSG:2056</ows:SupportedCRS>',
+        '<ows:SupportedCRS>urn:ogc:def:crs:EPSG::4258</ows:SupportedCRS>',
+      ),
+      'x',
+    );
     assert.deepEqual(Object.keys(geographic.sources), ['basemap-GLOBAL_WEBMERCATOR']);
     assert.ok(
-      geographic.notes.some((n) => /layer "relief", matrix set "lv95": a geographic CRS \(EPSG:4258\); of those, a source grid takes EPSG:4326 only/.test(n)),
+      geographic.notes.some((n) =>
+        /layer "relief", matrix set "lv95": a geographic CRS \(EPSG:4258\); of those, a source grid takes EPSG:4326 only/.test(
+          n,
+        ),
+      ),
       geographic.notes.join('\n'),
     );
     // A set whose matrices have corners of their own keeps them, level by level.
-    const corners = sourcesFromCapabilities(xml.replace('<TopLeftCorner>2420000.0 1350000.0</TopLeftCorner>', '<TopLeftCorner>2400000.0 1350000.0</TopLeftCorner>'), 'x');
+    const corners = sourcesFromCapabilities(
+      xml.replace(
+        '<TopLeftCorner>2420000.0 1350000.0</TopLeftCorner>',
+        '<TopLeftCorner>2400000.0 1350000.0</TopLeftCorner>',
+      ),
+      'x',
+    );
     const origins = corners.sources.relief?.grid?.origins;
     assert.deepEqual(origins?.slice(0, 2), [
       [2_400_000, 1_350_000],
@@ -120,7 +152,9 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
     const mercator = sourcesFromCapabilities(shifted, 'x');
     assert.equal(mercator.sources['basemap-GLOBAL_WEBMERCATOR'], undefined);
     assert.ok(
-      mercator.notes.some((n) => /matrix set "GLOBAL_WEBMERCATOR": an EPSG:3857 set that is not the Web Mercator quad tree/.test(n)),
+      mercator.notes.some((n) =>
+        /matrix set "GLOBAL_WEBMERCATOR": an EPSG:3857 set that is not the Web Mercator quad tree/.test(n),
+      ),
       mercator.notes.join('\n'),
     );
     const notXml = path.join(dir, 'page.xml');
@@ -131,39 +165,57 @@ describe('sources from a WMTS capabilities document (MapProxy)', () => {
   });
 });
 
-describe('sources from a WMS capabilities document (MapServer)', { skip: wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is not installed' }, () => {
-  test('every named layer a wms source at the GetMap endpoint; a tile of one is drawn', async () => {
-    const wms = await startWms();
-    try {
-      const capabilities = `${wms.url}?SERVICE=WMS&REQUEST=GetCapabilities&VERSION=1.3.0`;
-      const reported = await cli(['sources', 'import', capabilities, '--json']);
-      assert.equal(reported.code, 0, reported.err);
-      // The GetMap URL the document reports (the fixture's mapfile names one without the port).
-      assert.equal((JSON.parse(reported.out) as { sources: Record<string, { url: string }> }).sources.quadrants!.url, 'http://127.0.0.1/cgi-bin/mapserv?');
-      const r = await cli(['sources', 'import', capabilities, '--use-fetched-url']);
-      assert.equal(r.code, 0, r.err);
-      const file = path.join(dir, 'wms.yaml');
-      writeFileSync(file, r.out);
-      const quadrants = await loadSource(file, 'quadrants');
-      assert.equal(quadrants.source.url, wms.url);
-      assert.equal(quadrants.source.type, 'wms');
-      assert.deepEqual([quadrants.source.type === 'wms' && quadrants.source.layers, quadrants.source.type === 'wms' && quadrants.source.version], [['quadrants'], '1.3.0']);
-      assert.ok((await loadSource(file, 'roads-styled')).source);
-      // The layer's tile over the fixture is an image.
-      const res = await fetch(tileUrl(quadrants.source, { z: 14, x: 8192, y: 8191 }));
-      assert.equal(res.headers.get('content-type'), 'image/png');
-    } finally {
-      await wms.stop();
-    }
-  });
-});
+describe(
+  'sources from a WMS capabilities document (MapServer)',
+  { skip: wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is not installed' },
+  () => {
+    test('every named layer a wms source at the GetMap endpoint; a tile of one is drawn', async () => {
+      const wms = await startWms();
+      try {
+        const capabilities = `${wms.url}?SERVICE=WMS&REQUEST=GetCapabilities&VERSION=1.3.0`;
+        const reported = await cli(['sources', 'import', capabilities, '--json']);
+        assert.equal(reported.code, 0, reported.err);
+        // The GetMap URL the document reports (the fixture's mapfile names one without the port).
+        assert.equal(
+          (JSON.parse(reported.out) as { sources: Record<string, { url: string }> }).sources.quadrants!.url,
+          'http://127.0.0.1/cgi-bin/mapserv?',
+        );
+        const r = await cli(['sources', 'import', capabilities, '--use-fetched-url']);
+        assert.equal(r.code, 0, r.err);
+        const file = path.join(dir, 'wms.yaml');
+        writeFileSync(file, r.out);
+        const quadrants = await loadSource(file, 'quadrants');
+        assert.equal(quadrants.source.url, wms.url);
+        assert.equal(quadrants.source.type, 'wms');
+        assert.deepEqual(
+          [
+            quadrants.source.type === 'wms' && quadrants.source.layers,
+            quadrants.source.type === 'wms' && quadrants.source.version,
+          ],
+          [['quadrants'], '1.3.0'],
+        );
+        assert.ok((await loadSource(file, 'roads-styled')).source);
+        // The layer's tile over the fixture is an image.
+        const res = await fetch(tileUrl(quadrants.source, { z: 14, x: 8192, y: 8191 }));
+        assert.equal(res.headers.get('content-type'), 'image/png');
+      } finally {
+        await wms.stop();
+      }
+    });
+  },
+);
 
 describe('reading the document', () => {
   test('a URL nothing answers names the host and why (connection refused), never its query', async () => {
     const port = await freePort();
     const r = await cli(['sources', 'import', `http://127.0.0.1:${port}/wms?SERVICE=WMS&token=hunter2`]);
     assert.equal(r.code, 2, r.err);
-    assert.match(r.err, new RegExp(`could not fetch http://127\\.0\\.0\\.1:${port}/wms: 127\\.0\\.0\\.1:${port} refused the connection \\(nothing listens there\\) \\(ECONNREFUSED\\)`));
+    assert.match(
+      r.err,
+      new RegExp(
+        `could not fetch http://127\\.0\\.0\\.1:${port}/wms: 127\\.0\\.0\\.1:${port} refused the connection \\(nothing listens there\\) \\(ECONNREFUSED\\)`,
+      ),
+    );
     assert.doesNotMatch(r.err, /hunter2|fetch failed/);
   });
 

@@ -80,7 +80,10 @@ test('a failing layer exits 1 with the classified reason', async () => {
   // The Retry-After a 503 carried is in the JSON (null where there was none).
   assert.equal((JSON.parse(down.out) as TileJson).retryAfterMs, null);
   const busyFile = path.join(dir, 'busy.yaml');
-  writeFileSync(busyFile, `sources:\n  busy:\n    type: xyz\n    url: "${server.url}/status/503/{z}/{x}/{y}.png?retryAfter=7"\n`);
+  writeFileSync(
+    busyFile,
+    `sources:\n  busy:\n    type: xyz\n    url: "${server.url}/status/503/{z}/{x}/{y}.png?retryAfter=7"\n`,
+  );
   const busy = JSON.parse((await tile('5/1/2', '--source', busyFile)).out) as TileJson;
   assert.deepEqual([busy.httpStatus, busy.retryAfterMs], [503, 7_000]);
   const wms = await tile('5/1/2', '--source', sources, '--name', 'wms-broken');
@@ -104,7 +107,10 @@ test('bad input exits 2 and names what was wrong', async () => {
   assert.match(none.err, /tile: give the sources file with --sources FILE/);
   const named = await tile('5/1/2', '--source', 'good');
   assert.equal(named.code, 2);
-  assert.match(named.err, /tile: give the sources file with --sources FILE \(and the source in it with --source NAME\)/);
+  assert.match(
+    named.err,
+    /tile: give the sources file with --sources FILE \(and the source in it with --source NAME\)/,
+  );
 });
 
 test('--sources FILE, as mosaic start and redrive spell it, works for tile too (--source kept as the older spelling)', async () => {

@@ -39,10 +39,23 @@ before(async () => {
   assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: apt-get install chromium (or set TILEBREAKER_CHROMIUM)`);
   mkdirSync(ARTEFACTS, { recursive: true });
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    breaker: BREAKER,
+    roots: TEST_ROOTS,
+  });
   running = worker.run();
   readOnly = await startConsole({ client: env.client, taskQueue, roots: TEST_ROOTS });
-  withActions = await startConsole({ client: env.client, taskQueue, roots: TEST_ROOTS, allowActions: true, actor: 'console:test' });
+  withActions = await startConsole({
+    client: env.client,
+    taskQueue,
+    roots: TEST_ROOTS,
+    allowActions: true,
+    actor: 'console:test',
+  });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 });
 after(async () => {
@@ -124,7 +137,13 @@ test('during a mosaic with an outage, the breaker opening shows on the page whil
   await page.locator('#show-image').click();
   await page.waitForSelector('#map-wrap:not([hidden]) img.leaflet-image-layer', { timeout: 30_000 });
   const image = page.locator('img.leaflet-image-layer');
-  for (let i = 0; i < 300 && !(await image.evaluate((img: { complete: boolean; naturalWidth: number }) => img.complete && img.naturalWidth > 0)); i++) await delay(100);
+  for (
+    let i = 0;
+    i < 300 &&
+    !(await image.evaluate((img: { complete: boolean; naturalWidth: number }) => img.complete && img.naturalWidth > 0));
+    i++
+  )
+    await delay(100);
   // Holes are painted red over the image: about their share of the grid, give or take the margins. The map
   // draws its overlay a frame after the image: read the screenshot until both are there (or give up).
   const holeShare = manifest.counts.hole / manifest.total;
@@ -134,8 +153,14 @@ test('during a mosaic with an outage, the breaker opening shows on the page whil
     if (seen.background < seen.px * 0.6 && seen.red > seen.px * holeShare * 0.2) break;
     await delay(200);
   }
-  assert.ok(seen.background < seen.px * 0.6, `the mosaic's image fills the map (${seen.background} of ${seen.px} pixels are the bare background)`);
-  assert.ok(seen.red > seen.px * holeShare * 0.2, `hole tiles show red: ${seen.red} of ${seen.px} pixels for ${manifest.counts.hole} of ${manifest.total} tiles`);
+  assert.ok(
+    seen.background < seen.px * 0.6,
+    `the mosaic's image fills the map (${seen.background} of ${seen.px} pixels are the bare background)`,
+  );
+  assert.ok(
+    seen.red > seen.px * holeShare * 0.2,
+    `hole tiles show red: ${seen.red} of ${seen.px} pixels for ${manifest.counts.hole} of ${manifest.total} tiles`,
+  );
   await page.screenshot({ path: path.join(ARTEFACTS, 'console.png'), fullPage: true });
 
   // A click on a hole shows its manifest record.
@@ -167,7 +192,11 @@ test('a read-only console refuses actions, on the page and on the wire; one star
   assert.notEqual((await entity(tiles).query(statusQuery)).view.state, 'forced-open', 'nothing was sent');
   // Straight to the server: the same refusal, whatever the page shows.
   const wire = await page.evaluate(async (k) => {
-    const r = await fetch('/api/breakers/open', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: k }) });
+    const r = await fetch('/api/breakers/open', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ key: k }),
+    });
     return { status: r.status, body: (await r.json()) as { error: string } };
   }, key);
   assert.equal(wire.status, 403);
@@ -209,7 +238,11 @@ test('the console answers only under its own address, takes actions only from it
           agent: false,
           path: opts.pathname ?? '/api/breakers/reset',
           method: opts.method ?? 'POST',
-          headers: { host: opts.host ?? u.host, ...(opts.origin ? { origin: opts.origin } : {}), 'content-type': opts.type ?? 'application/json' },
+          headers: {
+            host: opts.host ?? u.host,
+            ...(opts.origin ? { origin: opts.origin } : {}),
+            'content-type': opts.type ?? 'application/json',
+          },
         },
         (res) => {
           let body = '';
@@ -222,7 +255,11 @@ test('the console answers only under its own address, takes actions only from it
     });
   };
   // A page on another name that resolves here (DNS rebinding) is not answered.
-  assert.equal((await raw({ host: 'attacker.example:80', origin: `http://${u.host}`, pathname: '/api/overview', method: 'GET' })).status, 421);
+  assert.equal(
+    (await raw({ host: 'attacker.example:80', origin: `http://${u.host}`, pathname: '/api/overview', method: 'GET' }))
+      .status,
+    421,
+  );
   // A form on another site cannot post an action.
   assert.equal((await raw({ origin: 'http://attacker.example' })).status, 403);
   assert.equal((await raw({ origin: `http://${u.host}`, type: 'text/plain' })).status, 415);

@@ -61,12 +61,22 @@ function counted(): { storage: Storage; reads: Map<string, number> } {
   };
 }
 
-const put = (key: string, body: Buffer) => s3.client.send(new PutObjectCommand({ Bucket: 'mosaics', Key: key, Body: body }));
+const put = (key: string, body: Buffer) =>
+  s3.client.send(new PutObjectCommand({ Bucket: 'mosaics', Key: key, Body: body }));
 const png = (r: number, g: number, b: number) =>
   sharp({ create: { width: 8, height: 8, channels: 3, background: { r, g, b } } })
     .png()
     .toBuffer();
-const manifest = (image: string) => Buffer.from(JSON.stringify({ grid: { cols: 1, rows: 1, tileSize: 8 }, width: 8, height: 8, files: [image], tiles: [{ i: 0, z: 0, x: 0, y: 0, status: 'ok' }] }));
+const manifest = (image: string) =>
+  Buffer.from(
+    JSON.stringify({
+      grid: { cols: 1, rows: 1, tileSize: 8 },
+      width: 8,
+      height: 8,
+      files: [image],
+      tiles: [{ i: 0, z: 0, x: 0, y: 0, status: 'ok' }],
+    }),
+  );
 
 test("the console's object size: an image in a bucket over the bound is refused before it is read, naming it, its size and the bound", async () => {
   // Noise: a PNG that does not compress below the bound (about 12 KB).
@@ -77,8 +87,13 @@ test("the console's object size: an image in a bucket over the bound is refused 
   await put('console/big.manifest.json', manifest('s3://mosaics/console/big.png'));
   assert.ok(noise.length > 1_000, `${noise.length} bytes`);
   const { storage, reads } = counted();
-  const view = new MosaicsView(finished('s3://mosaics/console/big.manifest.json'), ROOTS, { storage: () => storage, maxImageBytes: 1_000 });
-  await assert.rejects(view.preview('mosaic/big'), { message: `big.png is ${noise.length} bytes, more than the console reads (1000)` });
+  const view = new MosaicsView(finished('s3://mosaics/console/big.manifest.json'), ROOTS, {
+    storage: () => storage,
+    maxImageBytes: 1_000,
+  });
+  await assert.rejects(view.preview('mosaic/big'), {
+    message: `big.png is ${noise.length} bytes, more than the console reads (1000)`,
+  });
   assert.equal(reads.get('s3://mosaics/console/big.png') ?? 0, 0, 'the image was not read');
 });
 

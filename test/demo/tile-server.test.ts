@@ -82,7 +82,10 @@ test('a coast that crosses the edge between two tiles meets itself there; a tile
       // Two neighbouring columns differ where a coast runs slantwise; across the edge they may differ as much, no more.
       const within = Math.max(disagree(column(left, TILE_SIZE - 2), a), disagree(column(right, 0), column(right, 1)));
       const across = disagree(a, column(right, 0));
-      assert.ok(across <= within + 2, `${z}/${x}/${y} | ${x + 1}: ${across} rows of the shared edge disagree (land/sea), ${within} between neighbouring columns`);
+      assert.ok(
+        across <= within + 2,
+        `${z}/${x}/${y} | ${x + 1}: ${across} rows of the shared edge disagree (land/sea), ${within} between neighbouring columns`,
+      );
       // The tile after next put in the right one's place: its edge does not continue the left one's.
       if (disagree(a, column(farther, 0)) > within + 8) misplacedShows++;
     }
@@ -102,7 +105,9 @@ test('over the Alps at the demo zoom, country borders are drawn where they are',
   const px = Math.floor(((mx + ORIGIN_SHIFT_M) / span - x) * TILE_SIZE);
   const py = Math.floor(((ORIGIN_SHIFT_M - my) / span - y) * TILE_SIZE);
   let near = false;
-  for (let dy = -6; dy <= 6; dy++) for (let dx = -6; dx <= 6; dx++) near ||= isBorder(rgb(t, Math.min(255, Math.max(0, px + dx)), Math.min(255, Math.max(0, py + dy))));
+  for (let dy = -6; dy <= 6; dy++)
+    for (let dx = -6; dx <= 6; dx++)
+      near ||= isBorder(rgb(t, Math.min(255, Math.max(0, px + dx)), Math.min(255, Math.max(0, py + dy))));
   assert.ok(near, `a border passes within 6 px of the tripoint (${px}, ${py})`);
   // ...and none in the middle of a country (Paris).
   const [ix, iy] = lonLatToTile(2.35, 48.86, z);

@@ -47,12 +47,15 @@ interface Files {
  */
 function interpolate(value: string): string | null {
   let unresolved = false;
-  const out = value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*)|(:?\?)[^}]*)?\}/g, (m, _name, dash: string | undefined, def: string | undefined) => {
-    if (m === '$$') return '$';
-    if (dash !== undefined) return def ?? '';
-    unresolved = true;
-    return '';
-  });
+  const out = value.replace(
+    /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*)|(:?\?)[^}]*)?\}/g,
+    (m, _name, dash: string | undefined, def: string | undefined) => {
+      if (m === '$$') return '$';
+      if (dash !== undefined) return def ?? '';
+      unresolved = true;
+      return '';
+    },
+  );
   return unresolved ? null : out;
 }
 
@@ -70,19 +73,22 @@ function environment(s: Service): Map<string, string> {
   return env;
 }
 
-const words = (v: string | string[] | undefined): string[] => (v === undefined ? [] : Array.isArray(v) ? v.map(String) : v.split(/\s+/).filter(Boolean));
+const words = (v: string | string[] | undefined): string[] =>
+  v === undefined ? [] : Array.isArray(v) ? v.map(String) : v.split(/\s+/).filter(Boolean);
 const isTilebreaker = (s: Service) => s.build !== undefined || /^tilebreaker(:|$)/.test(s.image ?? '');
 
 /** An image reference pinned to a version: a digest, or a tag with a digit in it that is not a moving name. */
 function imageProblem(name: string, image: string): string | null {
   const resolved = interpolate(image);
-  if (resolved === null) return `${name}: image ${image} depends on a variable without a default (pin a default version)`;
+  if (resolved === null)
+    return `${name}: image ${image} depends on a variable without a default (pin a default version)`;
   if (/@sha256:[0-9a-f]{64}$/.test(resolved)) return null;
   const last = resolved.slice(resolved.lastIndexOf('/') + 1);
   const colon = last.indexOf(':');
   if (colon < 0) return `${name}: image ${resolved} has no tag (pin a version)`;
   const tag = last.slice(colon + 1);
-  if (/^(latest|stable|edge|main|master|nightly|lts|current)$/i.test(tag) || !/\d/.test(tag)) return `${name}: image ${resolved} is not pinned to a version (tag ${tag})`;
+  if (/^(latest|stable|edge|main|master|nightly|lts|current)$/i.test(tag) || !/\d/.test(tag))
+    return `${name}: image ${resolved} is not pinned to a version (tag ${tag})`;
   return null;
 }
 
@@ -102,26 +108,32 @@ function help(cmdPath: readonly string[]): Promise<Help> {
   let p = helps.get(key);
   if (!p) {
     p = new Promise<Help>((resolve) => {
-      execFile(process.execPath, [cliMain, ...cmdPath, '--help'], { timeout: 30_000, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' } }, (err, stdout) => {
-        const text = String(stdout);
-        const usage = /^Usage: tilebreaker(.*)$/m.exec(text)?.[1] ?? '';
-        const section = (title: string) => {
-          const m = new RegExp(`^${title}:\\n((?:  .*\\n?)*)`, 'm').exec(text);
-          return m?.[1] ?? '';
-        };
-        const commands = [...section('Commands').matchAll(/^ {2}(\S+)/gm)].map((m) => m[1]!);
-        const options = new Map<string, boolean>();
-        for (const m of section('Options').matchAll(/^ {2}(?:-\w, )?(--[\w-]+)( [<[])?/gm)) options.set(m[1]!, m[2] !== undefined);
-        resolve({
-          ok: !err && usage.startsWith(` ${key}`.trimEnd()),
-          text,
-          commands,
-          options,
-          required: (usage.match(/<[^>]+>/g) ?? []).length,
-          optional: (usage.match(/\[(?!options\])[^\]]+\]/g) ?? []).length,
-          variadic: /\.\.\.[\]>]/.test(usage),
-        });
-      });
+      execFile(
+        process.execPath,
+        [cliMain, ...cmdPath, '--help'],
+        { timeout: 30_000, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' } },
+        (err, stdout) => {
+          const text = String(stdout);
+          const usage = /^Usage: tilebreaker(.*)$/m.exec(text)?.[1] ?? '';
+          const section = (title: string) => {
+            const m = new RegExp(`^${title}:\\n((?:  .*\\n?)*)`, 'm').exec(text);
+            return m?.[1] ?? '';
+          };
+          const commands = [...section('Commands').matchAll(/^ {2}(\S+)/gm)].map((m) => m[1]!);
+          const options = new Map<string, boolean>();
+          for (const m of section('Options').matchAll(/^ {2}(?:-\w, )?(--[\w-]+)( [<[])?/gm))
+            options.set(m[1]!, m[2] !== undefined);
+          resolve({
+            ok: !err && usage.startsWith(` ${key}`.trimEnd()),
+            text,
+            commands,
+            options,
+            required: (usage.match(/<[^>]+>/g) ?? []).length,
+            optional: (usage.match(/\[(?!options\])[^\]]+\]/g) ?? []).length,
+            variadic: /\.\.\.[\]>]/.test(usage),
+          });
+        },
+      );
     });
     helps.set(key, p);
   }
@@ -142,7 +154,8 @@ async function cliProblem(args: readonly string[]): Promise<string | null> {
   if (h.commands.length > 0 && cmdPath.length > 0 && !(args[i] ?? '').startsWith('-')) {
     return `tilebreaker ${cmdPath.join(' ')}: no subcommand ${JSON.stringify(args[i] ?? '')} (has ${h.commands.join(', ')})`;
   }
-  if (cmdPath.length === 0 && i < args.length && !args[i]!.startsWith('-')) return `tilebreaker: no command ${JSON.stringify(args[i])}`;
+  if (cmdPath.length === 0 && i < args.length && !args[i]!.startsWith('-'))
+    return `tilebreaker: no command ${JSON.stringify(args[i])}`;
   let positionals = 0;
   for (; i < args.length; i++) {
     const a = args[i]!;
@@ -156,8 +169,10 @@ async function cliProblem(args: readonly string[]): Promise<string | null> {
       positionals++;
     }
   }
-  if (positionals < h.required) return `tilebreaker ${cmdPath.join(' ')}: ${h.required} argument(s) required, ${positionals} given`;
-  if (!h.variadic && positionals > h.required + h.optional) return `tilebreaker ${cmdPath.join(' ')}: too many arguments (${positionals})`;
+  if (positionals < h.required)
+    return `tilebreaker ${cmdPath.join(' ')}: ${h.required} argument(s) required, ${positionals} given`;
+  if (!h.variadic && positionals > h.required + h.optional)
+    return `tilebreaker ${cmdPath.join(' ')}: too many arguments (${positionals})`;
   return null;
 }
 
@@ -180,7 +195,10 @@ async function composeProblems(f: Files): Promise<string[]> {
     }
   }
   const nodeImage = /^ARG NODE_IMAGE=(\S+)$/m.exec(f.dockerfile)?.[1];
-  if (!nodeImage || !/^node:\d+\.\d+\.\d+-/.test(nodeImage)) problems.push(`Dockerfile: NODE_IMAGE ${nodeImage ?? '(none)'} is not pinned to a Node.js release (node:X.Y.Z-...)`);
+  if (!nodeImage || !/^node:\d+\.\d+\.\d+-/.test(nodeImage))
+    problems.push(
+      `Dockerfile: NODE_IMAGE ${nodeImage ?? '(none)'} is not pinned to a Node.js release (node:X.Y.Z-...)`,
+    );
   for (const m of f.dockerfile.matchAll(/^FROM\s+(\S+)/gm)) {
     if (m[1] !== '${NODE_IMAGE}') {
       const why = imageProblem('Dockerfile FROM', m[1]!);
@@ -200,7 +218,9 @@ async function composeProblems(f: Files): Promise<string[]> {
   }
 
   // Workers: a healthcheck that reads the port their metrics are served on.
-  const workers = services.filter(([, s]) => isTilebreaker(s) && words(s.command)[0] === 'worker' && s.entrypoint === undefined);
+  const workers = services.filter(
+    ([, s]) => isTilebreaker(s) && words(s.command)[0] === 'worker' && s.entrypoint === undefined,
+  );
   if (workers.length === 0) problems.push('no worker service');
   for (const [name, s] of workers) {
     const hc = s.healthcheck;
@@ -213,31 +233,37 @@ async function composeProblems(f: Files): Promise<string[]> {
     const addr = interpolate(env.get('TILEBREAKER_METRICS_ADDR') ?? '') ?? '';
     const port = /:(\d+)$/.exec(addr)?.[1];
     const probed = /127\.0\.0\.1:(\d+)\/metrics/.exec(testWords.join(' '))?.[1];
-    if (port === undefined) problems.push(`${name}: healthcheck needs TILEBREAKER_METRICS_ADDR (the endpoint it reads)`);
-    else if (probed !== port) problems.push(`${name}: healthcheck reads port ${probed ?? '(none)'}, metrics are served on ${port}`);
+    if (port === undefined)
+      problems.push(`${name}: healthcheck needs TILEBREAKER_METRICS_ADDR (the endpoint it reads)`);
+    else if (probed !== port)
+      problems.push(`${name}: healthcheck reads port ${probed ?? '(none)'}, metrics are served on ${port}`);
   }
 
   // No secret written in the file: secret-named variables only refer to a variable (no default), secret flags likewise.
   for (const [name, s] of services) {
     for (const [k, v] of environment(s)) {
-      if (SECRET_NAME.test(k) && v !== '' && !isReference(v)) problems.push(`${name}: ${k} is written in the file (give it as \${${k}} from .env)`);
+      if (SECRET_NAME.test(k) && v !== '' && !isReference(v))
+        problems.push(`${name}: ${k} is written in the file (give it as \${${k}} from .env)`);
     }
     const argv = [...words(s.entrypoint), ...words(s.command)];
     argv.forEach((a, i) => {
       const m = SECRET_FLAG.exec(a);
       if (!m) return;
       const v = m[2] === '=' ? a.slice(a.indexOf('=') + 1) : argv[i + 1];
-      if (v !== undefined && !isReference(v)) problems.push(`${name}: ${a.split('=')[0]} is given a value written in the file`);
+      if (v !== undefined && !isReference(v))
+        problems.push(`${name}: ${a.split('=')[0]} is given a value written in the file`);
     });
     for (const e of Array.isArray(s.env_file) ? s.env_file : s.env_file !== undefined ? [s.env_file] : []) {
       const file = typeof e === 'string' ? e : e.path;
-      if (!f.gitignore.split('\n').some((l) => l.trim() === file.replace(/^\.\//, ''))) problems.push(`${name}: env_file ${file} is not git-ignored`);
+      if (!f.gitignore.split('\n').some((l) => l.trim() === file.replace(/^\.\//, '')))
+        problems.push(`${name}: env_file ${file} is not git-ignored`);
     }
   }
   for (const [file, text] of Object.entries(f.templates)) {
     for (const line of text.split('\n')) {
       const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line.trim());
-      if (m && SECRET_NAME.test(m[1]!) && m[2]!.trim() !== '') problems.push(`${file}: ${m[1]} has a value (a template leaves secrets empty)`);
+      if (m && SECRET_NAME.test(m[1]!) && m[2]!.trim() !== '')
+        problems.push(`${file}: ${m[1]} has a value (a template leaves secrets empty)`);
     }
   }
 
@@ -248,12 +274,16 @@ async function composeProblems(f: Files): Promise<string[]> {
     const env = environment(s);
     const buckets = parseBucketList(interpolate(env.get('TILEBREAKER_OUTPUT_BUCKETS') ?? '') ?? '');
     if (typeof output === 'string' && !buckets.some((b) => locationWithin(output, b))) {
-      problems.push(`${name}: TILEBREAKER_OUTPUT_BUCKETS (${buckets.join(', ') || 'none'}) does not allow config/nightly.yaml's output ${output}`);
+      problems.push(
+        `${name}: TILEBREAKER_OUTPUT_BUCKETS (${buckets.join(', ') || 'none'}) does not allow config/nightly.yaml's output ${output}`,
+      );
     }
     const sourcesDir = env.get('TILEBREAKER_SOURCES_DIR') ?? '';
     const sourcesFile = f.nightly.sourcesFile;
     if (typeof sourcesFile !== 'string' || !locationWithin(sourcesFile, sourcesDir))
-      problems.push(`${name}: config/nightly.yaml's sourcesFile ${String(sourcesFile)} is not under TILEBREAKER_SOURCES_DIR ${sourcesDir}`);
+      problems.push(
+        `${name}: config/nightly.yaml's sourcesFile ${String(sourcesFile)} is not under TILEBREAKER_SOURCES_DIR ${sourcesDir}`,
+      );
     const mounted = (s.volumes ?? []).some((v) => typeof v === 'string' && v === `./config:${sourcesDir}:ro`);
     if (!mounted) problems.push(`${name}: ./config is not mounted read-only at ${sourcesDir}`);
   }
@@ -277,7 +307,11 @@ function loadFiles(): Files {
     compose: parse(composeText) as Compose,
     dockerfile: read('Dockerfile'),
     nightly: parse(read('config/nightly.yaml')) as Partial<MosaicRequest>,
-    documented: [...documentedCommands(composeText), ...documentedCommands(read('docs/fleet.md')), ...documentedCommands(read('README.md'))],
+    documented: [
+      ...documentedCommands(composeText),
+      ...documentedCommands(read('docs/fleet.md')),
+      ...documentedCommands(read('README.md')),
+    ],
     gitignore: read('.gitignore'),
     templates: { '.env.example': read('.env.example'), 'tiles.env.example': read('tiles.env.example') },
   };
@@ -305,7 +339,10 @@ test('docker-compose.yml: images pinned, tilebreaker commands the CLI accepts, w
 
 test('the nightly request and sample sources plan with the worker planner (the sources file read where ./config is)', async () => {
   const f = loadFiles();
-  const request = { ...f.nightly, sourcesFile: path.join(repo, 'config', path.basename(String(f.nightly.sourcesFile))) } as MosaicRequest;
+  const request = {
+    ...f.nightly,
+    sourcesFile: path.join(repo, 'config', path.basename(String(f.nightly.sourcesFile))),
+  } as MosaicRequest;
   const plan = await planMosaic(request);
   assert.equal(plan.output, f.nightly.output);
   assert.ok(plan.total > 0 && plan.total <= 1_000, `tiles: ${plan.total}`);
@@ -313,30 +350,106 @@ test('the nightly request and sample sources plan with the worker planner (the s
 
 test('each broken rule is caught: a mutated copy of the files fails, naming the service and the rule', async () => {
   const cases: [string, (f: Files) => void, RegExp][] = [
-    ['an image on latest', (f) => (service(f, 'prometheus').image = 'prom/prometheus:latest'), /prometheus: image prom\/prometheus:latest is not pinned/],
-    ['an image without a tag', (f) => (service(f, 's3').image = 'versity/versitygw'), /s3: image versity\/versitygw has no tag/],
-    ['a version variable without a default', (f) => (service(f, 's3').image = 'versity/versitygw:${VERSITYGW_VERSION}'), /s3: image .* variable without a default/],
-    ['a default of latest', (f) => (service(f, 'aws').image = 'amazon/aws-cli:${AWS_CLI_VERSION:-latest}'), /aws: image amazon\/aws-cli:latest is not pinned/],
-    ['the Dockerfile on a floating Node', (f) => (f.dockerfile = f.dockerfile.replace(/^ARG NODE_IMAGE=.*$/m, 'ARG NODE_IMAGE=node:24-bookworm-slim')), /Dockerfile: NODE_IMAGE node:24-bookworm-slim/],
-    ['a worker command the CLI lacks', (f) => (service(f, 'worker').command = ['wroker']), /worker: command .*no command "wroker"/],
-    ['a worker option the CLI lacks', (f) => (service(f, 'worker').command = ['worker', '--output-buckets', 's3://mosaics/nightly']), /worker: command .*unknown option --output-buckets/],
-    ['a cli subcommand the CLI lacks', (f) => (service(f, 'cli').command = ['mosaic', 'begin']), /cli: command .*no subcommand "begin"/],
+    [
+      'an image on latest',
+      (f) => (service(f, 'prometheus').image = 'prom/prometheus:latest'),
+      /prometheus: image prom\/prometheus:latest is not pinned/,
+    ],
+    [
+      'an image without a tag',
+      (f) => (service(f, 's3').image = 'versity/versitygw'),
+      /s3: image versity\/versitygw has no tag/,
+    ],
+    [
+      'a version variable without a default',
+      (f) => (service(f, 's3').image = 'versity/versitygw:${VERSITYGW_VERSION}'),
+      /s3: image .* variable without a default/,
+    ],
+    [
+      'a default of latest',
+      (f) => (service(f, 'aws').image = 'amazon/aws-cli:${AWS_CLI_VERSION:-latest}'),
+      /aws: image amazon\/aws-cli:latest is not pinned/,
+    ],
+    [
+      'the Dockerfile on a floating Node',
+      (f) => (f.dockerfile = f.dockerfile.replace(/^ARG NODE_IMAGE=.*$/m, 'ARG NODE_IMAGE=node:24-bookworm-slim')),
+      /Dockerfile: NODE_IMAGE node:24-bookworm-slim/,
+    ],
+    [
+      'a worker command the CLI lacks',
+      (f) => (service(f, 'worker').command = ['wroker']),
+      /worker: command .*no command "wroker"/,
+    ],
+    [
+      'a worker option the CLI lacks',
+      (f) => (service(f, 'worker').command = ['worker', '--output-buckets', 's3://mosaics/nightly']),
+      /worker: command .*unknown option --output-buckets/,
+    ],
+    [
+      'a cli subcommand the CLI lacks',
+      (f) => (service(f, 'cli').command = ['mosaic', 'begin']),
+      /cli: command .*no subcommand "begin"/,
+    ],
     [
       'a documented command with a missing argument',
       (f) => f.documented.push(['schedule', 'create', '--cron', '0 2 * * *', '--request', '/config/nightly.yaml']),
       /documented command .*1 argument\(s\) required, 0 given/,
     ],
-    ['a documented command with an unknown option', (f) => f.documented.push(['mosaic', 'start', '--requests', '/config/nightly.yaml']), /documented command .*unknown option --requests/],
-    ['a worker without a healthcheck', (f) => delete service(f, 'worker').healthcheck, /worker: worker without a healthcheck/],
-    ['a disabled healthcheck', (f) => (service(f, 'worker').healthcheck = { disable: true }), /worker: worker without a healthcheck/],
-    ['a healthcheck on another port', (f) => setEnv(service(f, 'worker'), 'TILEBREAKER_METRICS_ADDR', '0.0.0.0:9465'), /worker: healthcheck reads port 9464, metrics are served on 9465/],
-    ['a secret written in the file', (f) => setEnv(service(f, 'worker'), 'AWS_SECRET_ACCESS_KEY', 'wJalrXUtnFEMI'), /worker: AWS_SECRET_ACCESS_KEY is written in the file/],
-    ['a secret with a default', (f) => setEnv(service(f, 'postgresql'), 'POSTGRES_PASSWORD', '${POSTGRES_PASSWORD:-temporal}'), /postgresql: POSTGRES_PASSWORD is written in the file/],
-    ['a secret in list form', (f) => (service(f, 'temporal').environment = ['POSTGRES_PWD=temporal']), /temporal: POSTGRES_PWD is written in the file/],
-    ['a tile credential in the file', (f) => setEnv(service(f, 'cli'), 'TILES_API_KEY', 'k-123'), /cli: TILES_API_KEY is written in the file/],
-    ['a secret flag', (f) => (service(f, 's3').command = ['--access', 'admin', '--secret', 'hunter2', 'posix', '/data']), /s3: --access is given a value.*s3: --secret is given a value/s],
-    ['an env file git does not ignore', (f) => (service(f, 'worker').env_file = ['tiles.env.example']), /worker: env_file tiles.env.example is not git-ignored/],
-    ['a template with a value', (f) => (f.templates['tiles.env.example'] += '\nAERIAL_TOKEN=abc\n'), /tiles.env.example: AERIAL_TOKEN has a value/],
+    [
+      'a documented command with an unknown option',
+      (f) => f.documented.push(['mosaic', 'start', '--requests', '/config/nightly.yaml']),
+      /documented command .*unknown option --requests/,
+    ],
+    [
+      'a worker without a healthcheck',
+      (f) => delete service(f, 'worker').healthcheck,
+      /worker: worker without a healthcheck/,
+    ],
+    [
+      'a disabled healthcheck',
+      (f) => (service(f, 'worker').healthcheck = { disable: true }),
+      /worker: worker without a healthcheck/,
+    ],
+    [
+      'a healthcheck on another port',
+      (f) => setEnv(service(f, 'worker'), 'TILEBREAKER_METRICS_ADDR', '0.0.0.0:9465'),
+      /worker: healthcheck reads port 9464, metrics are served on 9465/,
+    ],
+    [
+      'a secret written in the file',
+      (f) => setEnv(service(f, 'worker'), 'AWS_SECRET_ACCESS_KEY', 'wJalrXUtnFEMI'),
+      /worker: AWS_SECRET_ACCESS_KEY is written in the file/,
+    ],
+    [
+      'a secret with a default',
+      (f) => setEnv(service(f, 'postgresql'), 'POSTGRES_PASSWORD', '${POSTGRES_PASSWORD:-temporal}'),
+      /postgresql: POSTGRES_PASSWORD is written in the file/,
+    ],
+    [
+      'a secret in list form',
+      (f) => (service(f, 'temporal').environment = ['POSTGRES_PWD=temporal']),
+      /temporal: POSTGRES_PWD is written in the file/,
+    ],
+    [
+      'a tile credential in the file',
+      (f) => setEnv(service(f, 'cli'), 'TILES_API_KEY', 'k-123'),
+      /cli: TILES_API_KEY is written in the file/,
+    ],
+    [
+      'a secret flag',
+      (f) => (service(f, 's3').command = ['--access', 'admin', '--secret', 'hunter2', 'posix', '/data']),
+      /s3: --access is given a value.*s3: --secret is given a value/s,
+    ],
+    [
+      'an env file git does not ignore',
+      (f) => (service(f, 'worker').env_file = ['tiles.env.example']),
+      /worker: env_file tiles.env.example is not git-ignored/,
+    ],
+    [
+      'a template with a value',
+      (f) => (f.templates['tiles.env.example'] += '\nAERIAL_TOKEN=abc\n'),
+      /tiles.env.example: AERIAL_TOKEN has a value/,
+    ],
     [
       'a bucket prefix beside the output',
       (f) => setEnv(service(f, 'worker'), 'TILEBREAKER_OUTPUT_BUCKETS', 's3://mosaics/nightly2'),
@@ -347,9 +460,21 @@ test('each broken rule is caught: a mutated copy of the files fails, naming the 
       (f) => setEnv(service(f, 'worker'), 'TILEBREAKER_OUTPUT_BUCKETS', 's3://${S3_BUCKET:-archive}/nightly'),
       /worker: TILEBREAKER_OUTPUT_BUCKETS \(s3:\/\/archive\/nightly\) does not allow/,
     ],
-    ['no bucket prefix', (f) => setEnv(service(f, 'worker'), 'TILEBREAKER_OUTPUT_BUCKETS', undefined), /worker: TILEBREAKER_OUTPUT_BUCKETS \(none\) does not allow/],
-    ['an output outside the prefix', (f) => (f.nightly.output = 's3://mosaics/adhoc/alps.tif'), /does not allow config\/nightly.yaml's output s3:\/\/mosaics\/adhoc\/alps.tif/],
-    ['config mounted writable', (f) => (service(f, 'worker').volumes = ['./config:/config', 'scratch:/scratch']), /worker: .\/config is not mounted read-only at \/config/],
+    [
+      'no bucket prefix',
+      (f) => setEnv(service(f, 'worker'), 'TILEBREAKER_OUTPUT_BUCKETS', undefined),
+      /worker: TILEBREAKER_OUTPUT_BUCKETS \(none\) does not allow/,
+    ],
+    [
+      'an output outside the prefix',
+      (f) => (f.nightly.output = 's3://mosaics/adhoc/alps.tif'),
+      /does not allow config\/nightly.yaml's output s3:\/\/mosaics\/adhoc\/alps.tif/,
+    ],
+    [
+      'config mounted writable',
+      (f) => (service(f, 'worker').volumes = ['./config:/config', 'scratch:/scratch']),
+      /worker: .\/config is not mounted read-only at \/config/,
+    ],
   ];
   for (const [what, mutate, expected] of cases) {
     const f = structuredClone(loadFiles());
@@ -359,6 +484,8 @@ test('each broken rule is caught: a mutated copy of the files fails, naming the 
   }
   // Through the text too, as a careless edit would make it.
   const f = loadFiles();
-  f.compose = parse(read('docker-compose.yml').replace(/versitygw:\$\{VERSITYGW_VERSION:-v[\d.]+\}/, 'versitygw:latest')) as Compose;
+  f.compose = parse(
+    read('docker-compose.yml').replace(/versitygw:\$\{VERSITYGW_VERSION:-v[\d.]+\}/, 'versitygw:latest'),
+  ) as Compose;
   assert.match((await composeProblems(f)).join('\n'), /s3: image versity\/versitygw:latest is not pinned/);
 });

@@ -22,10 +22,20 @@ function testSources(folder: string): string[] {
 }
 
 test('npm test runs scripts/test.sh: every dist/test/**/*.test.js once, no helper module; .ci/run runs npm test', () => {
-  const scripts = (JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const scripts = (
+    JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+  ).scripts;
   assert.match(scripts['test']!, /&& bash scripts\/test\.sh$/);
-  assert.doesNotMatch(scripts['test']!, /node --test[^&]*dist\/test\/(\s|$)/, 'not the folder: Node 20 loads its helpers as test files');
-  const listed = execFileSync('bash', [path.join(repo, 'scripts', 'test.sh')], { cwd: repo, env: { ...process.env, TILEBREAKER_LIST_TESTS: '1' }, encoding: 'utf8' })
+  assert.doesNotMatch(
+    scripts['test']!,
+    /node --test[^&]*dist\/test\/(\s|$)/,
+    'not the folder: Node 20 loads its helpers as test files',
+  );
+  const listed = execFileSync('bash', [path.join(repo, 'scripts', 'test.sh')], {
+    cwd: repo,
+    env: { ...process.env, TILEBREAKER_LIST_TESTS: '1' },
+    encoding: 'utf8',
+  })
     .trim()
     .split('\n')
     .sort();

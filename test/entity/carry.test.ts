@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { figures, fastFigures, histogramOf, initialState, parsePolicyConfig, record, type TransitionRecord } from '../../src/breaker';
+import {
+  figures,
+  fastFigures,
+  histogramOf,
+  initialState,
+  parsePolicyConfig,
+  record,
+  type TransitionRecord,
+} from '../../src/breaker';
 import type { CarriedState, EntityInput } from '../../src/messages/breaker';
 import { carry, LOG_CARRIED, restore } from '../../src/workflows/breaker-entity/carry';
 import { entityOptions, withHistoryDefault } from '../../src/workflows/breaker-entity/config';
@@ -43,7 +51,12 @@ describe('the continue-as-new payload', () => {
     assert.equal(back.operatorSet, true);
     assert.ok(back.log.length >= 200 && back.log.length <= LOG_CARRIED, `${back.log.length} transitions`);
     // Every carried transition says when, from, to and why (enough for open intervals and their reasons) ...
-    back.log.forEach((t, i) => assert.deepEqual([t.at, t.from, t.to, t.reason, t.cooldownMs], [old.log[i]!.at, 'half-open', 'open', 'probe-failed', 240_000]));
+    back.log.forEach((t, i) =>
+      assert.deepEqual(
+        [t.at, t.from, t.to, t.reason, t.cooldownMs],
+        [old.log[i]!.at, 'half-open', 'open', 'probe-failed', 240_000],
+      ),
+    );
     // ... the newest with their figures and who, cut to a bounded length.
     assert.deepEqual(back.log[0]!.figures, old.log[0]!.figures);
     assert.ok(back.log[0]!.actor!.startsWith('xxx') && back.log[0]!.actor!.length <= 200);
@@ -55,17 +68,51 @@ describe('the continue-as-new payload', () => {
   test('a window that fits is carried bucket for bucket, the fast window included', () => {
     const config = parsePolicyConfig({});
     let window = initialState(config).window;
-    for (let t = T0 - 29_000; t <= T0; t += 100) window = record(window, t, { success: 3, transient: t % 700 === 0 ? 1 : 0 }, histogramOf([120, 150, 180]), config);
+    for (let t = T0 - 29_000; t <= T0; t += 100)
+      window = record(
+        window,
+        t,
+        { success: 3, transient: t % 700 === 0 ? 1 : 0 },
+        histogramOf([120, 150, 180]),
+        config,
+      );
     const policy = { ...initialState(config), window };
-    const back = restore(carry({ ...restore({ policy, log: [], lastReportAt: T0, decisions: [], counters: worstCarried(T0).counters }) }, T0));
+    const back = restore(
+      carry(
+        { ...restore({ policy, log: [], lastReportAt: T0, decisions: [], counters: worstCarried(T0).counters }) },
+        T0,
+      ),
+    );
     assert.deepEqual(back.policy.window, window);
     assert.deepEqual(fastFigures(back.policy.window, T0, config), fastFigures(window, T0, config));
   });
 
   test('a shadow transition (metrics-only) stays a shadow in brief', () => {
-    const shadow: TransitionRecord = { at: T0 - 60_000, from: 'closed', to: 'open', reason: 'failure-ratio', detail: 'would trip', shadow: true };
-    const log = [...Array.from({ length: 20 }, (_, i): TransitionRecord => ({ at: T0 - i, from: 'closed', to: 'forced-open', reason: 'forced-open', detail: 'maintenance' })), shadow];
-    const parts = restore({ policy: initialState(parsePolicyConfig({})), log, lastReportAt: T0, decisions: [], counters: worstCarried(T0).counters });
+    const shadow: TransitionRecord = {
+      at: T0 - 60_000,
+      from: 'closed',
+      to: 'open',
+      reason: 'failure-ratio',
+      detail: 'would trip',
+      shadow: true,
+    };
+    const log = [
+      ...Array.from({ length: 20 }, (_, i): TransitionRecord => ({
+        at: T0 - i,
+        from: 'closed',
+        to: 'forced-open',
+        reason: 'forced-open',
+        detail: 'maintenance',
+      })),
+      shadow,
+    ];
+    const parts = restore({
+      policy: initialState(parsePolicyConfig({})),
+      log,
+      lastReportAt: T0,
+      decisions: [],
+      counters: worstCarried(T0).counters,
+    });
     const back = restore(carry(parts, T0));
     assert.deepEqual(back.log[20], { ...shadow, detail: '' });
   });
@@ -83,6 +130,9 @@ describe('the history limit', () => {
   test('runs with the bounded carry continue as new after 1,000 events unless told otherwise (2,000 before)', () => {
     assert.equal(entityOptions(undefined).maxHistoryEvents, 2_000);
     assert.equal(withHistoryDefault(entityOptions(undefined), undefined).maxHistoryEvents, 1_000);
-    assert.equal(withHistoryDefault(entityOptions({ maxHistoryEvents: 5_000 }), { maxHistoryEvents: 5_000 }).maxHistoryEvents, 5_000);
+    assert.equal(
+      withHistoryDefault(entityOptions({ maxHistoryEvents: 5_000 }), { maxHistoryEvents: 5_000 }).maxHistoryEvents,
+      5_000,
+    );
   });
 });

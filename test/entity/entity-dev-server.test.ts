@@ -19,7 +19,10 @@ const bare = `bare-${process.pid}`;
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES, [bare]);
   // The dev server registers its attributes in every namespace: take them out of the bare one.
-  await env.connection.operatorService.removeSearchAttributes({ namespace: bare, searchAttributes: BREAKER_SEARCH_ATTRIBUTES.map((k) => k.name) });
+  await env.connection.operatorService.removeSearchAttributes({
+    namespace: bare,
+    searchAttributes: BREAKER_SEARCH_ATTRIBUTES.map((k) => k.name),
+  });
   for (const namespace of ['default', bare]) {
     const client = new Client({ connection: env.connection, namespace });
     const worker = await createWorker({ connection: env.nativeConnection, client, namespace, taskQueue });
@@ -53,7 +56,9 @@ test('with the search attributes registered, an open breaker is listed by Breake
     if (checked === null) await delay(100);
   }
   assert.equal(checked, true);
-  assert.deepEqual(await listByState(env.client, `BreakerState = "open" AND BreakerKey = "${key}"`), [`breaker/${key}`]);
+  assert.deepEqual(await listByState(env.client, `BreakerState = "open" AND BreakerKey = "${key}"`), [
+    `breaker/${key}`,
+  ]);
 });
 
 test('in a namespace without them, the entity notices, skips them, and still works', async () => {

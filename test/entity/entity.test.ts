@@ -4,7 +4,16 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { histogramOf } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
-import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, transitionsQuery, viewQuery } from '../../src/messages/breaker';
+import {
+  adminSignal,
+  probeDecisionQuery,
+  probeResultSignal,
+  reportSignal,
+  requestProbeSignal,
+  statusQuery,
+  transitionsQuery,
+  viewQuery,
+} from '../../src/messages/breaker';
 import { worstCarried } from '../helpers/carried-worst-case';
 import { probeOnce, startEntity, waitForView } from '../helpers/entity';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
@@ -22,7 +31,12 @@ const noSA = { searchAttributes: false };
 
 before(async () => {
   env = await timeSkippingEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
   endpoint = await startTestEndpoint(200);
 });
@@ -87,14 +101,22 @@ describe('cooldown and probes', () => {
       transitions.map((t) => `${t.from}>${t.to}:${t.reason}`),
       ['closed>open:failure-ratio', 'open>half-open:cooldown-elapsed', 'half-open>closed:probes-succeeded'],
     );
-    assert.equal(transitions[1]!.at - transitions[0]!.at, 10 * 60_000, 'the cooldown ran on a durable timer to the millisecond');
+    assert.equal(
+      transitions[1]!.at - transitions[0]!.at,
+      10 * 60_000,
+      'the cooldown ran on a durable timer to the millisecond',
+    );
     const status = await h.query(statusQuery);
     assert.equal(status.counters.selfProbes, 3);
     assert.equal(endpoint.requests - before, 3, 'three real HTTP probes reached the endpoint');
   });
 
   test('with probeIntervalMs null, a failed probe re-opens with a doubled cooldown', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probeIntervalMs: null }, options: noSA });
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 60_000, cooldownJitter: 0, probeIntervalMs: null },
+      options: noSA,
+    });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
     await h.signal(requestProbeSignal, { requestId: 'r1', requester: 'w1' });
@@ -103,14 +125,21 @@ describe('cooldown and probes', () => {
     if (decision?.kind !== 'granted') return;
     await h.signal(probeResultSignal, { generation: decision.token.generation, outcome: 'transient' });
     const [reopen] = await h.query(transitionsQuery, 1);
-    assert.deepEqual([reopen!.from, reopen!.to, reopen!.reason, reopen!.cooldownMs], ['half-open', 'open', 'probe-failed', 120_000]);
+    assert.deepEqual(
+      [reopen!.from, reopen!.to, reopen!.reason, reopen!.cooldownMs],
+      ['half-open', 'open', 'probe-failed', 120_000],
+    );
     const status = await h.query(statusQuery);
     // Doubled as its incident grows, yet one open: a failed probe is not another incident.
     assert.deepEqual([status.permit.allow, status.permit.retryAfterMs, status.consecutiveOpens], [false, 120_000, 1]);
   });
 
   test('by default a failed probe re-opens for 5 s, not the doubled 120 s: the next probe tests again soon', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0 }, options: noSA });
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 60_000, cooldownJitter: 0 },
+      options: noSA,
+    });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
     await h.signal(requestProbeSignal, { requestId: 'r1', requester: 'w1' });
@@ -120,11 +149,19 @@ describe('cooldown and probes', () => {
     const [reopen] = await h.query(transitionsQuery, 1);
     assert.deepEqual([reopen!.reason, reopen!.cooldownMs], ['probe-failed', 5_000]);
     const status = await h.query(statusQuery);
-    assert.deepEqual([status.config.probeIntervalMs, status.consecutiveOpens], [5_000, 1], 'one incident, one open: the next trip from closed waits longer only if it comes within the flap window');
+    assert.deepEqual(
+      [status.config.probeIntervalMs, status.consecutiveOpens],
+      [5_000, 1],
+      'one incident, one open: the next trip from closed waits longer only if it comes within the flap window',
+    );
   });
 
   test('a new entity: one incident is one open: a second hang 90 s after the first closed, its probe failed, waits the base cooldown again', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 30_000, cooldownJitter: 0, probesToClose: 1 }, options: noSA });
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 30_000, cooldownJitter: 0, probesToClose: 1 },
+      options: noSA,
+    });
     let id = 0;
     const hang = async () => {
       await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
@@ -146,7 +183,11 @@ describe('cooldown and probes', () => {
   });
 
   test('a new entity backs off its failed trials (5, 10, 20 s, ... up to 8x) and a k-of-n round closes on 2 of 3', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 2, probeTrials: 3 }, options: noSA });
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 2, probeTrials: 3 },
+      options: noSA,
+    });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     let id = 0;
     const probe = (outcome: 'success' | 'transient') => probeOnce(env, h, `r${++id}`, outcome);
@@ -162,7 +203,11 @@ describe('cooldown and probes', () => {
     );
     assert.match(reopens[0]!.detail, /2 of 3 trials failed/);
     const status = await h.query(statusQuery);
-    assert.deepEqual([status.config.probeBackoff, status.config.probeTrials, status.config.slowCallMs], [2, 3, 10_000], "a new entity's defaults");
+    assert.deepEqual(
+      [status.config.probeBackoff, status.config.probeTrials, status.config.slowCallMs],
+      [2, 3, 10_000],
+      "a new entity's defaults",
+    );
     // One failed trial among three does not reopen: success, failure, success closes.
     await probe('success');
     await probe('transient');
@@ -173,7 +218,11 @@ describe('cooldown and probes', () => {
   });
 
   test('a new entity trips on the slow-call rate (calls completing in over 10 s) and a probe that slow fails', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 1 }, options: noSA });
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 60_000, cooldownJitter: 0, probesToClose: 1 },
+      options: noSA,
+    });
     const latency = histogramOf([...new Array<number>(12).fill(12_000), ...new Array<number>(12).fill(800)]);
     await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, latency });
     await h.signal(reportSignal, { reporter: 'w2', counts: { success: 12 }, latency });
@@ -194,7 +243,11 @@ describe('cooldown and probes', () => {
     const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 1_000 }, options: noSA });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     await waitForView(env, h, (v) => v.state === 'half-open');
-    await Promise.all(Array.from({ length: 20 }, (_, i) => h.signal(requestProbeSignal, { requestId: `c${i}`, requester: `worker-${i}` })));
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        h.signal(requestProbeSignal, { requestId: `c${i}`, requester: `worker-${i}` }),
+      ),
+    );
     const decisions = await Promise.all(Array.from({ length: 20 }, (_, i) => h.query(probeDecisionQuery, `c${i}`)));
     assert.equal(decisions.filter((d) => d?.kind === 'granted').length, 1);
     assert.equal(decisions.filter((d) => d?.kind === 'denied' && d.reason === 'busy').length, 19);
@@ -202,7 +255,11 @@ describe('cooldown and probes', () => {
   });
 
   test('a vanished holder’s lease expires and the next requester gets a new generation; its late result is ignored', async () => {
-    const h = await startEntity(env.client, taskQueue, { key: key(), config: { cooldownMs: 1_000, probeLeaseMs: 30_000 }, options: noSA });
+    const h = await startEntity(env.client, taskQueue, {
+      key: key(),
+      config: { cooldownMs: 1_000, probeLeaseMs: 30_000 },
+      options: noSA,
+    });
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 20 } });
     await waitForView(env, h, (v) => v.state === 'half-open');
     await h.signal(requestProbeSignal, { requestId: 'gone', requester: 'crashed-worker' });
@@ -216,7 +273,11 @@ describe('cooldown and probes', () => {
     // The crashed worker comes back with a success for the old generation: ignored, nothing changes. Its
     // report of calls decided on a view before the last grant is counted as late.
     await h.signal(probeResultSignal, { generation: first.token.generation, outcome: 'success' });
-    await h.signal(reportSignal, { reporter: 'crashed-worker', generation: first.token.generation, counts: { transient: 1 } });
+    await h.signal(reportSignal, {
+      reporter: 'crashed-worker',
+      generation: first.token.generation,
+      counts: { transient: 1 },
+    });
     const status = await h.query(statusQuery);
     assert.equal(status.counters.ignoredResults, 1);
     assert.equal(status.counters.lateReports, 1);
@@ -228,7 +289,12 @@ describe('cooldown and probes', () => {
 describe('admin', () => {
   test('force-open with a duration, its expiry, force-close, disable, enable, reset and configure', async () => {
     const h = await startEntity(env.client, taskQueue, { key: key(), options: noSA });
-    await h.signal(adminSignal, { action: 'force-open', durationMs: 3_600_000, reason: 'renderer upgrade', actor: 'sre-1' });
+    await h.signal(adminSignal, {
+      action: 'force-open',
+      durationMs: 3_600_000,
+      reason: 'renderer upgrade',
+      actor: 'sre-1',
+    });
     let view = await h.query(viewQuery);
     assert.equal(view.state, 'forced-open');
     view = await waitForView(env, h, (v) => v.state !== 'forced-open', { stepMs: 600_000 });
@@ -287,7 +353,12 @@ describe('idle', () => {
     const exit = await h.result(); // the time-skipping server skips the idle half hour
     assert.equal(exit.reason, 'idle');
     assert.equal(exit.counters.reports, 2);
-    const again = await startEntity(env.client, taskQueue, { key: k, options: { ...noSA, idleMs: 30 * 60_000 } }, { reporter: 'w1', counts: { transient: 1 } });
+    const again = await startEntity(
+      env.client,
+      taskQueue,
+      { key: k, options: { ...noSA, idleMs: 30 * 60_000 } },
+      { reporter: 'w1', counts: { transient: 1 } },
+    );
     const status = await again.query(statusQuery);
     assert.equal(status.counters.reports, 1);
     assert.equal(status.figures.transient, 1);
@@ -302,18 +373,31 @@ describe('continue-as-new', () => {
     // What a run before the bound carried at its largest that Temporal still takes: a 600-bucket window of wide
     // histograms, the default log of 500 transitions with their figures, 256 decisions, 1,000 reporters.
     const worst = worstCarried(now);
-    const log = worst.log.slice(0, 500).map((t) => ({ ...t, detail: t.detail.slice(0, 120), actor: 'alice', sender: { identity: '1234@ops-host', user: 'alice', host: 'ops-host' } }));
+    const log = worst.log.slice(0, 500).map((t) => ({
+      ...t,
+      detail: t.detail.slice(0, 120),
+      actor: 'alice',
+      sender: { identity: '1234@ops-host', user: 'alice', host: 'ops-host' },
+    }));
     // (searchAttributesOn false: the test server has no BreakerState.)
-    const carried = { ...worst, log, searchAttributesOn: false, policy: { ...worst.policy, probes: worst.policy.probes.slice(0, 1) } };
+    const carried = {
+      ...worst,
+      log,
+      searchAttributesOn: false,
+      policy: { ...worst.policy, probes: worst.policy.probes.slice(0, 1) },
+    };
     const h = await startEntity(env.client, taskQueue, { key: k, carried, options: { ...noSA, maxHistoryEvents: 50 } });
     const firstRun = (await h.describe()).runId;
     // Enough reports to pass 50 events, then quiet: a continue-as-new completes only in a task no new signal
     // interrupts.
     const sent = 20;
     for (let i = 1; i < sent; i++) await h.signal(reportSignal, { reporter: `w${i % 7}`, counts: { success: 1 } });
-    for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++)
+      await new Promise((r) => setTimeout(r, 100));
     const history = await env.client.workflow.getHandle(h.workflowId, firstRun).fetchHistory();
-    const can = history.events!.find((e) => e.workflowExecutionContinuedAsNewEventAttributes)?.workflowExecutionContinuedAsNewEventAttributes;
+    const can = history.events!.find(
+      (e) => e.workflowExecutionContinuedAsNewEventAttributes,
+    )?.workflowExecutionContinuedAsNewEventAttributes;
     assert.ok(can, `no continue-as-new after ${sent} reports`);
     const bytes = can.input!.payloads![0]!.data!.length;
     assert.ok(bytes < 64 * 1024, `continue-as-new carried ${bytes} bytes`);
@@ -333,16 +417,22 @@ describe('continue-as-new', () => {
 
   test("the next run's memo holds the view from its start, so a guard reading it before that run's first task sees the breaker open, not closed", async () => {
     const k = key();
-    const h = await startEntity(env.client, taskQueue, { key: k, config: { minSamples: 5, cooldownMs: 3_600_000 }, options: { ...noSA, maxHistoryEvents: 50 } });
+    const h = await startEntity(env.client, taskQueue, {
+      key: k,
+      config: { minSamples: 5, cooldownMs: 3_600_000 },
+      options: { ...noSA, maxHistoryEvents: 50 },
+    });
     await h.signal(reportSignal, { reporter: 'w', counts: { transient: 10 } });
     assert.equal((await h.query(viewQuery)).state, 'open');
     const firstRun = (await h.describe()).runId;
     for (let i = 0; i < 30; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { transient: 1 } });
-    for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++)
+      await new Promise((r) => setTimeout(r, 100));
     const next = await env.client.workflow.getHandle(h.workflowId).describe();
     assert.notEqual(next.runId, firstRun, 'no continue-as-new');
     // The memo the next run was started with (its first event), before any task of its own ran.
-    const started = (await env.client.workflow.getHandle(h.workflowId, next.runId).fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!;
+    const started = (await env.client.workflow.getHandle(h.workflowId, next.runId).fetchHistory()).events![0]!
+      .workflowExecutionStartedEventAttributes!;
     const memo = started.memo?.fields?.['view'];
     assert.ok(memo, 'the next run started with no view in its memo');
     const view = JSON.parse(Buffer.from(memo.data!).toString('utf8')) as { state: string; cooldownUntil: number };
@@ -352,7 +442,11 @@ describe('continue-as-new', () => {
 
   test('carries the whole state and loses no signal sent while it happens', async () => {
     const k = key();
-    const h = await startEntity(env.client, taskQueue, { key: k, config: { minSamples: 1_000_000 }, options: { ...noSA, maxHistoryEvents: 60 } });
+    const h = await startEntity(env.client, taskQueue, {
+      key: k,
+      config: { minSamples: 1_000_000 },
+      options: { ...noSA, maxHistoryEvents: 60 },
+    });
     await h.signal(adminSignal, { action: 'disable', reason: 'before continue-as-new' });
     const firstRun = (await h.describe()).runId;
     // 300 reports from 10 concurrent senders: the entity continues as new meanwhile.

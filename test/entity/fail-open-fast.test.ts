@@ -14,12 +14,22 @@ test('while the Temporal server hangs, calls fail open without each waiting out 
   const proxy = await TcpProxy.start(env.address);
   const connection = await Connection.connect({ address: proxy.address });
   const client = new Client({ connection });
-  const guard = new BreakerGuard({ client, taskQueue: uniqueTaskQueue('fail-open-fast'), reporter: 'w1', reportIntervalMs: 60_000, logger: { warn: () => {} } });
+  const guard = new BreakerGuard({
+    client,
+    taskQueue: uniqueTaskQueue('fail-open-fast'),
+    reporter: 'w1',
+    reportIntervalMs: 60_000,
+    logger: { warn: () => {} },
+  });
   const key = breakerKey('http://tiles-fast.example.test');
   const LOOPS = 10;
   try {
     const first = await guard.acquire(key);
-    assert.deepEqual([first.kind, first.kind === 'proceed' && first.failOpen], ['proceed', false], 'the server answers: no entity, closed');
+    assert.deepEqual(
+      [first.kind, first.kind === 'proceed' && first.failOpen],
+      ['proceed', false],
+      'the server answers: no entity, closed',
+    );
     guard.release(first, { kind: 'neutral' });
     proxy.hang();
     // LOOPS workers deciding calls back to back for 8 s (four RPC deadlines) of outage.
@@ -49,7 +59,10 @@ test('while the Temporal server hangs, calls fail open without each waiting out 
     assert.ok(firstOpen >= 0, 'calls failed open');
     assert.ok(decisions.slice(firstOpen).every(failedOpen), 'once one call failed open, every later one did');
     assert.ok(guard.stats.waitedUnreachable >= 1, 'the calls that found the outage waited for the read that failed');
-    assert.ok(guard.stats.waitedUnreachable <= LOOPS, `${guard.stats.waitedUnreachable} calls waited on a failed read: only the first read's, not one per re-read`);
+    assert.ok(
+      guard.stats.waitedUnreachable <= LOOPS,
+      `${guard.stats.waitedUnreachable} calls waited on a failed read: only the first read's, not one per re-read`,
+    );
     assert.ok(guard.stats.viewReads >= 2, 'the guard kept reading, in the background');
 
     // The server answers again: a background read sees it, and calls decide on the entity's view again.
@@ -61,7 +74,11 @@ test('while the Temporal server hangs, calls fail open without each waiting out 
       if (d.kind !== 'refused') guard.release(d, { kind: 'neutral' });
       await delay(100);
     } while (d.kind === 'proceed' && d.failOpen && Date.now() < back);
-    assert.deepEqual([d.kind, d.kind === 'proceed' && d.failOpen], ['proceed', false], 'recovered: the view decides again');
+    assert.deepEqual(
+      [d.kind, d.kind === 'proceed' && d.failOpen],
+      ['proceed', false],
+      'recovered: the view decides again',
+    );
   } finally {
     await guard.close();
     await connection.close();

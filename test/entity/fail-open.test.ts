@@ -30,7 +30,10 @@ test('when the Temporal server is down the guard fails open, counts it and logs 
       decisions.every((d) => d.kind === 'proceed' && d.failOpen),
       JSON.stringify(decisions),
     );
-    assert.ok(Date.now() - started < 500 + 1_000, `5 decisions took ${Date.now() - started} ms: after one failed read, the guard fails open at once`);
+    assert.ok(
+      Date.now() - started < 500 + 1_000,
+      `5 decisions took ${Date.now() - started} ms: after one failed read, the guard fails open at once`,
+    );
     assert.equal(guard.stats.failOpen, 5);
     assert.equal(warnings.length, 1, 'logged once for the interval, not once per call');
     assert.match(warnings[0]!.message, /unreachable; failing open/);

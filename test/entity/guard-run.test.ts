@@ -8,7 +8,13 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
-import { BreakerGuard, BreakerRefusedError, ChainExhaustedError, ContractBreachError, type Provider } from '../../src/activities/guard';
+import {
+  BreakerGuard,
+  BreakerRefusedError,
+  ChainExhaustedError,
+  ContractBreachError,
+  type Provider,
+} from '../../src/activities/guard';
 import { breakerWorkflowId, namedBreakerKey } from '../../src/breaker';
 import { createWorker } from '../../src/client/worker';
 import { statusQuery } from '../../src/messages/breaker';
@@ -22,7 +28,14 @@ let n = 0;
 const name = (what: string) => namedBreakerKey(`geocoder:${what}-${process.pid}-${++n}`);
 const guards: BreakerGuard[] = [];
 const guard = (reporter: string, extra: Partial<ConstructorParameters<typeof BreakerGuard>[0]> = {}) => {
-  const g = new BreakerGuard({ client: env.client, taskQueue, reporter, entityOptions: { searchAttributes: false }, logger: { warn: () => undefined }, ...extra });
+  const g = new BreakerGuard({
+    client: env.client,
+    taskQueue,
+    reporter,
+    entityOptions: { searchAttributes: false },
+    logger: { warn: () => undefined },
+    ...extra,
+  });
   guards.push(g);
   return g;
 };
@@ -43,7 +56,13 @@ async function geocoder(): Promise<Geocoder> {
     if (g.mode === 'hang') return; // never answers (the client aborts)
     res.writeHead(200, { 'content-type': 'application/json' });
     // Bern: in EPSG:4326, or (a wrongly configured mirror) in EPSG:3857 metres.
-    res.end(JSON.stringify(g.mode === 'ok' ? { lon: 7.4474, lat: 46.948, crs: 'EPSG:4326' } : { lon: 829_040, lat: 5_933_537, crs: 'EPSG:3857' }));
+    res.end(
+      JSON.stringify(
+        g.mode === 'ok'
+          ? { lon: 7.4474, lat: 46.948, crs: 'EPSG:4326' }
+          : { lon: 829_040, lat: 5_933_537, crs: 'EPSG:3857' },
+      ),
+    );
   });
   await new Promise<void>((r) => g.server.listen(0, '127.0.0.1', r));
   g.url = `http://127.0.0.1:${(g.server.address() as AddressInfo).port}/`;
@@ -66,7 +85,11 @@ const lookup =
   };
 /** Switzerland, in EPSG:4326. */
 const inSwitzerland = (p: Place) =>
-  p.crs !== 'EPSG:4326' ? `crs ${p.crs}, not EPSG:4326` : p.lon < 5.9 || p.lon > 10.5 || p.lat < 45.8 || p.lat > 47.9 ? `(${p.lon}, ${p.lat}) outside 5.9,45.8,10.5,47.9` : null;
+  p.crs !== 'EPSG:4326'
+    ? `crs ${p.crs}, not EPSG:4326`
+    : p.lon < 5.9 || p.lon > 10.5 || p.lat < 45.8 || p.lat > 47.9
+      ? `(${p.lon}, ${p.lat}) outside 5.9,45.8,10.5,47.9`
+      : null;
 
 const status = (key: string) => env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery);
 async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5_000): Promise<T> {
@@ -83,7 +106,12 @@ async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5_000)
 
 before(async () => {
   env = await timeSkippingEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
 });
 after(async () => {
@@ -99,7 +127,10 @@ describe('guard.run: the guard around any call', () => {
     const primary = await geocoder();
     const key = name('released');
     // No trip in this test: the leaked decision must be let through.
-    const g = guard('released', { stall: { initialMs: 300, floorMs: 300 }, config: { minSamples: 1_000, volumeFloor: null } });
+    const g = guard('released', {
+      stall: { initialMs: 300, floorMs: 300 },
+      config: { minSamples: 1_000, volumeFloor: null },
+    });
     assert.deepEqual(await g.run(key, lookup(primary)), { lon: 7.4474, lat: 46.948, crs: 'EPSG:4326' });
     await assert.rejects(
       g.run(key, () => Promise.reject(new Error('the parser failed'))),
@@ -165,7 +196,10 @@ describe('guard.run: the guard around any call', () => {
     await g.flush();
     const s = await status(key);
     assert.deepEqual([s.figures.successes, s.figures.failures, s.figures.neutral], [1, 0, 0]);
-    await assert.rejects(g.run(key, lookup(primary), { signal: AbortSignal.abort(new Error('cancelled before it began')) }), /cancelled before it began/);
+    await assert.rejects(
+      g.run(key, lookup(primary), { signal: AbortSignal.abort(new Error('cancelled before it began')) }),
+      /cancelled before it began/,
+    );
     assert.equal(primary.requests, 2, 'a call cancelled before it began sends nothing');
   });
 

@@ -17,7 +17,15 @@ test('closing the guard while a report is in the client retries waits for it: th
   const uncaught: unknown[] = [];
   const onUncaught = (err: unknown) => uncaught.push(err);
   process.on('uncaughtException', onUncaught);
-  const guard = new BreakerGuard({ client, taskQueue: uniqueTaskQueue('shutdown'), reporter: 'w1', reportIntervalMs: 100, rpcTimeoutMs: 2_000, cacheTtlMs: 60_000, logger: { warn: () => {} } });
+  const guard = new BreakerGuard({
+    client,
+    taskQueue: uniqueTaskQueue('shutdown'),
+    reporter: 'w1',
+    reportIntervalMs: 100,
+    rpcTimeoutMs: 2_000,
+    cacheTtlMs: 60_000,
+    logger: { warn: () => {} },
+  });
   const key = breakerKey('http://tiles-shutdown.example.test');
   let closed = false;
   try {

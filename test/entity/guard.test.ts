@@ -17,14 +17,25 @@ let n = 0;
 const host = () => `http://tiles-${process.pid}-${++n}.example.test`;
 const guards: BreakerGuard[] = [];
 const guard = (reporter: string, extra: Partial<ConstructorParameters<typeof BreakerGuard>[0]> = {}) => {
-  const g = new BreakerGuard({ client: env.client, taskQueue, reporter, entityOptions: { searchAttributes: false }, ...extra });
+  const g = new BreakerGuard({
+    client: env.client,
+    taskQueue,
+    reporter,
+    entityOptions: { searchAttributes: false },
+    ...extra,
+  });
   guards.push(g);
   return g;
 };
 
 before(async () => {
   env = await timeSkippingEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
 });
 after(async () => {
@@ -117,13 +128,22 @@ describe('the guard', () => {
     g.release(next, { kind: 'rate-limited', latencyMs: 3, retryAfterMs: 5_000 });
     const refused = await g.acquire(key);
     assert.ok(refused.kind === 'refused' && refused.state === 'closed', JSON.stringify(refused));
-    assert.ok(refused.retryAfterMs !== null && refused.retryAfterMs > 4_000 && refused.retryAfterMs <= 5_000, JSON.stringify(refused));
+    assert.ok(
+      refused.retryAfterMs !== null && refused.retryAfterMs > 4_000 && refused.retryAfterMs <= 5_000,
+      JSON.stringify(refused),
+    );
     assert.match(refused.reason, /^paced: the endpoint asked to wait \(Retry-After\) until /);
     // A server asking for a day holds this process no longer than the policy's longest cooldown (288 s).
     const other = breakerKey(host());
     g.release(await g.acquire(other), { kind: 'rate-limited', retryAfterMs: 86_400_000 });
     const capped = await g.acquire(other);
-    assert.ok(capped.kind === 'refused' && capped.retryAfterMs !== null && capped.retryAfterMs <= 288_000 && capped.retryAfterMs > 287_000, JSON.stringify(capped));
+    assert.ok(
+      capped.kind === 'refused' &&
+        capped.retryAfterMs !== null &&
+        capped.retryAfterMs <= 288_000 &&
+        capped.retryAfterMs > 287_000,
+      JSON.stringify(capped),
+    );
   });
 
   test('an entity terminated while open and started afresh is a new, closed breaker, even before its first task (a new run chain)', async () => {
@@ -139,7 +159,11 @@ describe('the guard', () => {
     // A fresh run, held before its first task (a queue nobody polls): running, young, no memo, a new first run
     // id. (A continue-as-new's next run shares its first run id and keeps the last view: view-cache.test.ts.)
     await env.client.workflow.getHandle(id).terminate('test: an operator ends the entity');
-    await env.client.workflow.start(breakerEntityWorkflow, { workflowId: id, taskQueue: `${taskQueue}-nobody`, args: [{ key, options: { searchAttributes: false } }] });
+    await env.client.workflow.start(breakerEntityWorkflow, {
+      workflowId: id,
+      taskQueue: `${taskQueue}-nobody`,
+      args: [{ key, options: { searchAttributes: false } }],
+    });
     await new Promise((r) => setTimeout(r, 100));
     const d = await g.acquire(key);
     assert.deepEqual([d.kind, d.kind !== 'probe' && d.state], ['proceed', 'closed'], `decided as ${JSON.stringify(d)}`);
@@ -232,7 +256,9 @@ describe('the guard', () => {
     const key = breakerKey(host());
     const config = { cooldownMs: 1_000, cooldownJitter: 0, probesToClose: 1, rampMs: 0 };
     // Six processes, their shares of a 3 s spread fixed: 0, 0.5, 1 ... 2.5 s.
-    const gs = Array.from({ length: 6 }, (_, i) => guard(`spread${i}`, { config, probeSpreadMs: 3_000, probeJitter: i / 6 }));
+    const gs = Array.from({ length: 6 }, (_, i) =>
+      guard(`spread${i}`, { config, probeSpreadMs: 3_000, probeJitter: i / 6 }),
+    );
     for (let i = 0; i < 20; i++) gs[0]!.release(await gs[0]!.acquire(key), { kind: 'transient' });
     const handle = env.client.workflow.getHandle(breakerWorkflowId(key));
     await until(

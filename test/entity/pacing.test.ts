@@ -20,7 +20,12 @@ const guards: BreakerGuard[] = [];
 
 before(async () => {
   env = await devServerEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
   endpoint = await startTestEndpoint(200);
 });
@@ -47,7 +52,13 @@ async function simulatedWorker(
   onCall: (at: number) => void,
 ): Promise<void> {
   const end = typeof endAt === 'number' ? () => endAt : endAt;
-  const guard = new BreakerGuard({ client: env.client, taskQueue, reporter, config: { maxRequestsPerSecond: rate }, entityOptions: { searchAttributes: false } });
+  const guard = new BreakerGuard({
+    client: env.client,
+    taskQueue,
+    reporter,
+    config: { maxRequestsPerSecond: rate },
+    entityOptions: { searchAttributes: false },
+  });
   guards.push(guard);
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
@@ -123,7 +134,10 @@ test("three workers together stay under the endpoint's fleet-wide rate limit, ea
   assert.ok(steady <= RATE * 1.1, `steady rate ${steady.toFixed(1)}/s over the limit ${RATE}/s`);
   assert.ok(steady >= RATE * 0.6, `steady rate ${steady.toFixed(1)}/s: the limit is used, not starved`);
   // Before the count, no worker takes more than the whole rate (plus the second its first view may be late).
-  assert.ok(before <= 3 * RATE * (from / 1000 + 1), `${before} requests in the ${from} ms before every worker was counted, for a limit of ${RATE}/s`);
+  assert.ok(
+    before <= 3 * RATE * (from / 1000 + 1),
+    `${before} requests in the ${from} ms before every worker was counted, for a limit of ${RATE}/s`,
+  );
   assert.ok(
     perWorker.every((n) => n >= total / 6),
     `every worker gets a share: ${perWorker.join(', ')}`,
@@ -139,8 +153,14 @@ test('a share smaller than one call per five seconds stays counted (keepalive re
     const key = breakerKey(other.url);
     let total = 0;
     const started = Date.now();
-    await Promise.all(Array.from({ length: WORKERS }, (_, w) => simulatedWorker(`slow-${w}`, RATE, key, `${other.url}/0/0/0.png`, 1, started, started + RUN_MS, () => total++)));
-    console.log(`pacing (small shares): ${total} requests in ${RUN_MS / 1000} s for a limit of ${RATE}/s across ${WORKERS} workers`);
+    await Promise.all(
+      Array.from({ length: WORKERS }, (_, w) =>
+        simulatedWorker(`slow-${w}`, RATE, key, `${other.url}/0/0/0.png`, 1, started, started + RUN_MS, () => total++),
+      ),
+    );
+    console.log(
+      `pacing (small shares): ${total} requests in ${RUN_MS / 1000} s for a limit of ${RATE}/s across ${WORKERS} workers`,
+    );
     // One call per six seconds each, the first at a random moment of the first six: 15 on average.
     assert.ok(total <= RATE * (RUN_MS / 1000) + 3, `total ${total}`);
   } finally {

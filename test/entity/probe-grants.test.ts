@@ -20,7 +20,12 @@ const taskQueue = uniqueTaskQueue('probe-grants');
 
 before(async () => {
   env = await devServerEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
 });
 after(async () => {
@@ -44,7 +49,11 @@ test('a grant older than the newest decisions is still answered after continue-a
     env.client,
     taskQueue,
     // A lease long enough to outlast the test, no self-probe, and an early continue-as-new.
-    { key, config: { cooldownMs: 1_000, cooldownJitter: 0, probeLeaseMs: 600_000, probesToClose: 2 }, options: { maxHistoryEvents: 60, selfProbeDelayMs: 3_600_000, searchAttributes: false } },
+    {
+      key,
+      config: { cooldownMs: 1_000, cooldownJitter: 0, probeLeaseMs: 600_000, probesToClose: 2 },
+      options: { maxHistoryEvents: 60, selfProbeDelayMs: 3_600_000, searchAttributes: false },
+    },
     { reporter: 'w1', counts: { transient: 25 } },
   );
   await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 250, maxSteps: 200 });

@@ -11,7 +11,13 @@ import { statusQuery, transitionsQuery } from '../../src/messages/breaker';
 import { timeSkippingEnv, uniqueTaskQueue } from '../helpers/temporal-env';
 
 const quiet = { warn: () => undefined };
-const proceed = (key: string): GuardDecision => ({ kind: 'proceed', key, state: 'closed', allowance: 1, failOpen: false });
+const proceed = (key: string): GuardDecision => ({
+  kind: 'proceed',
+  key,
+  state: 'closed',
+  allowance: 1,
+  failOpen: false,
+});
 const fleetView = (failureRatio: number, reporters: number): BreakerView => ({
   state: 'closed',
   mode: 'auto',
@@ -107,13 +113,26 @@ describe('quarantine and quorum on a real entity', () => {
   // No hold after failures: it would hold each of the sick worker's 60 failing calls for up to a second (the
   // breaker stays closed for it), and this test is about what the entity and the quarantine make of them.
   const guard = (reporter: string) => {
-    const g = new BreakerGuard({ client: env.client, taskQueue, reporter, entityOptions: { searchAttributes: false }, logger: quiet, reportIntervalMs: 100, holdAfterFailures: 0 });
+    const g = new BreakerGuard({
+      client: env.client,
+      taskQueue,
+      reporter,
+      entityOptions: { searchAttributes: false },
+      logger: quiet,
+      reportIntervalMs: 100,
+      holdAfterFailures: 0,
+    });
     guards.push(g);
     return g;
   };
   before(async () => {
     env = await timeSkippingEnv();
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+    });
     running = worker.run();
   });
   after(async () => {

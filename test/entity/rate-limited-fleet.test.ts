@@ -31,12 +31,28 @@ const IN_FLIGHT_MS = 50;
 test("a 429's Retry-After pauses the whole fleet (two workers) without opening the breaker, and the fetch completes", async () => {
   const env = await devServerEnv();
   const taskQueue = uniqueTaskQueue('rate-limited-fleet');
-  const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  const worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   const running = worker.run();
-  const server = await startWaitAskingServer({ from: LIMIT_FROM_REQUEST, forMs: LIMITED_MS, status: 429, retryAfterS: RETRY_AFTER_MS / 1000 });
+  const server = await startWaitAskingServer({
+    from: LIMIT_FROM_REQUEST,
+    forMs: LIMITED_MS,
+    status: 429,
+    retryAfterS: RETRY_AFTER_MS / 1000,
+  });
   const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-429-'));
   const workers = ['w1', 'w2'].map((name) => {
-    const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: name, cacheTtlMs: VIEW_TTL_MS, entityOptions: { searchAttributes: false } });
+    const guard = new BreakerGuard({
+      client: env.client,
+      taskQueue,
+      reporter: name,
+      cacheTtlMs: VIEW_TTL_MS,
+      entityOptions: { searchAttributes: false },
+    });
     const pools = new EndpointPools();
     return { name, guard, pools, fetch: makeFetchBatch({ pools, guard }) };
   });
@@ -74,13 +90,18 @@ test("a 429's Retry-After pauses the whole fleet (two workers) without opening t
     const first = limited[0];
     assert.ok(first, 'the server answered 429');
     // How long after the first 429 each other request still arrived before its Retry-After had elapsed.
-    const early = hits.filter((h) => h.at > first.answeredAt && h.at < first.answeredAt + RETRY_AFTER_MS).map((h) => `${h.worker}+${h.at - first.answeredAt}ms`);
+    const early = hits
+      .filter((h) => h.at > first.answeredAt && h.at < first.answeredAt + RETRY_AFTER_MS)
+      .map((h) => `${h.worker}+${h.at - first.answeredAt}ms`);
     console.log(
       `429 pacing: ${hits.length} requests, ${limited.length} answered 429 (w1 ${limited.filter((h) => h.worker === 'w1').length}, w2 ${limited.filter((h) => h.worker === 'w2').length}); ` +
         `before the first one's Retry-After ended: ${early.join(', ') || 'none'}; paced calls w1 ${workers[0]!.guard.stats.paced}, w2 ${workers[1]!.guard.stats.paced}`,
     );
     console.log(`429 pacing: the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first 429`);
-    assert.ok(w2.heardAt > 0 && w2.heardAt - first.answeredAt <= FLEET_HEARS_WITHIN_MS, `the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first 429`);
+    assert.ok(
+      w2.heardAt > 0 && w2.heardAt - first.answeredAt <= FLEET_HEARS_WITHIN_MS,
+      `the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first 429`,
+    );
     for (const r of limited) {
       const end = r.answeredAt + RETRY_AFTER_MS;
       // The worker that got it sends nothing more until its Retry-After has elapsed (requests already in flight aside) ...

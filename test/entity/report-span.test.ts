@@ -4,7 +4,12 @@ import { splitReport } from '../../src/workflows/breaker-entity/report-span';
 import { coarseCount, Roster } from '../../src/workflows/breaker-entity/roster';
 
 test("a report's counts less its earlier part land at arrival; the earlier part is spread", () => {
-  const p = splitReport({ reporter: 'w', counts: { success: 210, transient: 3 }, latency: [5, 200], earlier: { counts: { success: 200 }, latency: [5, 190], fromAgoMs: 24_000, toAgoMs: 1_000 } });
+  const p = splitReport({
+    reporter: 'w',
+    counts: { success: 210, transient: 3 },
+    latency: [5, 200],
+    earlier: { counts: { success: 200 }, latency: [5, 190], fromAgoMs: 24_000, toAgoMs: 1_000 },
+  });
   assert.deepEqual(p.counts, { success: 10, transient: 3 });
   assert.deepEqual(p.latency, [0, 10]);
   assert.deepEqual(p.earlier, { counts: { success: 200 }, latency: [5, 190], fromAgoMs: 24_000, toAgoMs: 1_000 });
@@ -12,10 +17,23 @@ test("a report's counts less its earlier part land at arrival; the earlier part 
 
 test('an earlier part that makes no sense is clipped or ignored, never thrown on', () => {
   const counts = { success: 5 };
-  assert.deepEqual(splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: 10, toAgoMs: 20 } }), { counts });
-  assert.deepEqual(splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: Number.NaN, toAgoMs: 0 } }), { counts });
-  assert.deepEqual(splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: 10, toAgoMs: 0 } }).counts, {});
-  assert.deepEqual(splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: 10, toAgoMs: 0 } }).earlier?.counts, { success: 5 });
+  assert.deepEqual(
+    splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: 10, toAgoMs: 20 } }),
+    { counts },
+  );
+  assert.deepEqual(
+    splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: Number.NaN, toAgoMs: 0 } }),
+    { counts },
+  );
+  assert.deepEqual(
+    splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: 10, toAgoMs: 0 } }).counts,
+    {},
+  );
+  assert.deepEqual(
+    splitReport({ reporter: 'w', counts, earlier: { counts: { success: 9 }, fromAgoMs: 10, toAgoMs: 0 } }).earlier
+      ?.counts,
+    { success: 5 },
+  );
   assert.deepEqual(splitReport({ reporter: 'w', counts }), { counts });
 });
 

@@ -15,14 +15,30 @@ test('reports the server refuses are dropped and counted; after 3 in a row calls
   const { cli } = localBinaries();
   const env = await withStartRetries(() =>
     TestWorkflowEnvironment.createLocal({
-      server: { ...(cli ? { executable: { type: 'existing-path' as const, path: cli } } : {}), ip: '127.0.0.1', extraArgs: ['--dynamic-config-value', 'history.maximumSignalsPerExecution=4'] },
+      server: {
+        ...(cli ? { executable: { type: 'existing-path' as const, path: cli } } : {}),
+        ip: '127.0.0.1',
+        extraArgs: ['--dynamic-config-value', 'history.maximumSignalsPerExecution=4'],
+      },
     }),
   );
   const taskQueue = uniqueTaskQueue('dropped');
-  const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  const worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   const running = worker.run();
   const warnings: string[] = [];
-  const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: 'w1', reportIntervalMs: 60_000, entityOptions: { searchAttributes: false }, logger: { warn: (m) => warnings.push(m) } });
+  const guard = new BreakerGuard({
+    client: env.client,
+    taskQueue,
+    reporter: 'w1',
+    reportIntervalMs: 60_000,
+    entityOptions: { searchAttributes: false },
+    logger: { warn: (m) => warnings.push(m) },
+  });
   const key = breakerKey(`http://tiles-dropped-${process.pid}.example.test`);
   const report = async () => {
     const d = await guard.acquire(key);

@@ -30,7 +30,12 @@ const root = mkdtempSync(path.join(tmpdir(), 'tilebreaker-503-'));
 
 before(async () => {
   env = await devServerEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
 });
 after(async () => {
@@ -43,7 +48,14 @@ after(async () => {
 /** Two workers, each with its own guard and pools, fetching from `url` (header x-worker names them). */
 function fleet(url: string, config: PolicyConfigInput = {}) {
   const workers = ['w1', 'w2'].map((name) => {
-    const guard = new BreakerGuard({ client: env.client, taskQueue, reporter: name, cacheTtlMs: VIEW_TTL_MS, entityOptions: { searchAttributes: false }, config });
+    const guard = new BreakerGuard({
+      client: env.client,
+      taskQueue,
+      reporter: name,
+      cacheTtlMs: VIEW_TTL_MS,
+      entityOptions: { searchAttributes: false },
+      config,
+    });
     const pools = new EndpointPools();
     return { name, guard, pools, fetch: makeFetchBatch({ pools, guard }) };
   });
@@ -72,7 +84,12 @@ function fleet(url: string, config: PolicyConfigInput = {}) {
 
 test("a 503's Retry-After under a closed breaker pauses the whole fleet at once: no worker sends until it has passed, and the failures count", async () => {
   const RETRY_AFTER_MS = 2_000;
-  const server = await startWaitAskingServer({ from: 40, forMs: 1_000, status: 503, retryAfterS: RETRY_AFTER_MS / 1000 });
+  const server = await startWaitAskingServer({
+    from: 40,
+    forMs: 1_000,
+    status: 503,
+    retryAfterS: RETRY_AFTER_MS / 1000,
+  });
   const { workers, fetch, close } = fleet(server.url);
   const handle = env.client.workflow.getHandle(breakerWorkflowId(breakerKey(server.url)));
   try {
@@ -88,11 +105,18 @@ test("a 503's Retry-After under a closed breaker pauses the whole fleet at once:
     const first = await server.first;
     const { hits } = server;
     const unavailable = hits.filter((h) => h.status === 503);
-    console.log(`503 pause: ${hits.length} requests, ${unavailable.length} answered 503; the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first`);
-    assert.ok(w2.heardAt > 0 && w2.heardAt - first.answeredAt <= FLEET_HEARS_WITHIN_MS, `the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first 503`);
+    console.log(
+      `503 pause: ${hits.length} requests, ${unavailable.length} answered 503; the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first`,
+    );
+    assert.ok(
+      w2.heardAt > 0 && w2.heardAt - first.answeredAt <= FLEET_HEARS_WITHIN_MS,
+      `the entity published the pause ${w2.heardAt - first.answeredAt} ms after the first 503`,
+    );
     // The worker that got it sends nothing more until its Retry-After has passed (requests already in flight aside) ...
     for (const r of unavailable) {
-      const own = hits.filter((h) => h.worker === r.worker && h.at >= r.answeredAt + IN_FLIGHT_MS && h.at < r.answeredAt + RETRY_AFTER_MS);
+      const own = hits.filter(
+        (h) => h.worker === r.worker && h.at >= r.answeredAt + IN_FLIGHT_MS && h.at < r.answeredAt + RETRY_AFTER_MS,
+      );
       assert.deepEqual(own, [], `${r.worker} sent before the Retry-After of its 503 at ${r.answeredAt} ended`);
     }
     // ... and no worker does once the entity has published it and every cached view has turned over.
@@ -133,7 +157,9 @@ test('a 503 with Retry-After that goes on opens the breaker after the pauses, an
     // A decision reads the entity afresh once a pause ends, so nothing goes out on a view from before the open.
     const halfOpen = transitions.find((t) => t.at > open.at && t.to === 'half-open')?.at ?? Infinity;
     const late = server.hits.filter((h) => h.at > open.at + VIEW_TTL_MS && h.at < halfOpen);
-    console.log(`503 pause: opened ${open.at - (await server.first).answeredAt} ms after the first 503 (${open.detail}); ${server.hits.filter((h) => h.at > open.at).length} requests after it`);
+    console.log(
+      `503 pause: opened ${open.at - (await server.first).answeredAt} ms after the first 503 (${open.detail}); ${server.hits.filter((h) => h.at > open.at).length} requests after it`,
+    );
     assert.deepEqual(
       late.map((h) => `${h.worker} +${h.at - open.at} ms`),
       [],

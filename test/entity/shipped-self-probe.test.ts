@@ -27,7 +27,10 @@ import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-e
 const dir = mkdtempSync(path.join(tmpdir(), 'tilebreaker-shipped-probe-'));
 const taskQueue = uniqueTaskQueue('shipped-probe');
 // Quick to trip and to cool down, and quick to end idle (the CLI's worker keeps the 1 h default).
-const BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 }, entityOptions: { idleMs: 4_000 } };
+const BREAKER = {
+  config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 },
+  entityOptions: { idleMs: 4_000 },
+};
 let env: TestWorkflowEnvironment;
 let worker: Worker;
 let running: Promise<void>;
@@ -35,7 +38,14 @@ let server: DemoTileServer;
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    breaker: BREAKER,
+    roots: TEST_ROOTS,
+  });
   running = worker.run();
   server = await startDemoTileServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 });
 });
@@ -52,7 +62,10 @@ test('a half-open breaker with no traffic probes the tile server by itself, clos
   const result = await (await startMosaic(env.client, taskQueue, req, `mosaic-shipped-probe-${process.pid}`)).result();
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
-  assert.ok(m.counts['dead-lettered'] > 0 && server.isDown(), `the outage left dead letters: ${JSON.stringify(m.counts)}`);
+  assert.ok(
+    m.counts['dead-lettered'] > 0 && server.isDown(),
+    `the outage left dead letters: ${JSON.stringify(m.counts)}`,
+  );
 
   const key = breakerKey(server.template);
   const handle = env.client.workflow.getHandle(breakerWorkflowId(key));
@@ -71,7 +84,10 @@ test('a half-open breaker with no traffic probes the tile server by itself, clos
     status = await handle.query(statusQuery);
   }
   assert.equal(status.view.state, 'closed', `closed by itself; last: ${JSON.stringify(status.view)}`);
-  assert.ok(status.counters.selfProbes >= 3, `closed by its own probes (probesToClose 3): ${JSON.stringify(status.counters)}`);
+  assert.ok(
+    status.counters.selfProbes >= 3,
+    `closed by its own probes (probesToClose 3): ${JSON.stringify(status.counters)}`,
+  );
   const closing = (await handle.query(transitionsQuery, 5)).find((t) => t.to === 'closed');
   assert.equal(closing?.from, 'half-open');
   assert.ok(server.stats.requests - before >= 3, 'the probes reached the server');
@@ -91,10 +107,14 @@ test('a source with credentials probes by itself too: the entity keeps its sourc
   const front = createServer((req, res) => {
     if (req.headers.authorization !== `Bearer ${token}`) return void res.writeHead(401).end('token required');
     authorized++;
-    const up = httpRequest(`${upstream.url}${req.url}`, { headers: { 'user-agent': req.headers['user-agent'] ?? '' } }, (a) => {
-      res.writeHead(a.statusCode ?? 502, a.headers);
-      a.pipe(res);
-    });
+    const up = httpRequest(
+      `${upstream.url}${req.url}`,
+      { headers: { 'user-agent': req.headers['user-agent'] ?? '' } },
+      (a) => {
+        res.writeHead(a.statusCode ?? 502, a.headers);
+        a.pipe(res);
+      },
+    );
     up.on('error', () => res.destroy());
     up.end();
   });
@@ -109,13 +129,19 @@ test('a source with credentials probes by itself too: the entity keeps its sourc
   try {
     const { source: _inline, ...rest } = demoRequest(upstream, dir, 'secured', { fallback: 'fail-fast' });
     const req = { ...rest, sourcesFile: file, sourceName: 'secured' };
-    const result = await (await startMosaic(env.client, taskQueue, req, `mosaic-secured-probe-${process.pid}`)).result();
+    const result = await (
+      await startMosaic(env.client, taskQueue, req, `mosaic-secured-probe-${process.pid}`)
+    ).result();
     assert.ok(readManifest(result).counts['dead-lettered'] > 0 && upstream.isDown());
     const handle = env.client.workflow.getHandle(breakerWorkflowId(breakerKey(origin)));
     const tripped = await handle.query(statusQuery);
     assert.notEqual(tripped.view.state, 'closed');
     assert.deepEqual(tripped.probe?.source, { file, name: 'secured' }, 'the probe names the source');
-    assert.doesNotMatch(JSON.stringify(await handle.fetchHistory()), new RegExp(token), "the token is nowhere in the entity's history");
+    assert.doesNotMatch(
+      JSON.stringify(await handle.fetchHistory()),
+      new RegExp(token),
+      "the token is nowhere in the entity's history",
+    );
     const before = authorized;
     upstream.setDown(false);
     let status: BreakerStatus = tripped;
@@ -142,5 +168,9 @@ test('a learned probe carries nothing secret and is only ever http(s)', () => {
   assert.equal(p.spec('k1'), undefined, 'not http(s)');
   p.learn('k1', 'https://tiles.example.test/1/2/3.png', 'tilebreaker/1');
   p.learn('k1', 'https://tiles.example.test/9/9/9.png');
-  assert.deepEqual(p.spec('k1'), { url: 'https://tiles.example.test/1/2/3.png', headers: { 'user-agent': 'tilebreaker/1' } }, 'the first fit one, kept');
+  assert.deepEqual(
+    p.spec('k1'),
+    { url: 'https://tiles.example.test/1/2/3.png', headers: { 'user-agent': 'tilebreaker/1' } },
+    'the first fit one, kept',
+  );
 });

@@ -9,7 +9,15 @@ import type { Worker } from '@temporalio/worker';
 import { adminBreaker, configureBreaker, listBreakers, type ListResult } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
 import { formatList, parseForceOpenFor } from '../../src/cli/breaker-commands';
-import { adminSignal, cancelProbeSignal, probeResultSignal, reportSignal, requestProbeSignal, statusQuery, type BreakerStatus } from '../../src/messages/breaker';
+import {
+  adminSignal,
+  cancelProbeSignal,
+  probeResultSignal,
+  reportSignal,
+  requestProbeSignal,
+  statusQuery,
+  type BreakerStatus,
+} from '../../src/messages/breaker';
 import { checkAdminAction, checkSignal, MAX_COUNT, reportSchema } from '../../src/messages/breaker-validation';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startEntity, type EntityHandle } from '../helpers/entity';
@@ -28,7 +36,12 @@ let h: EntityHandle;
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: env.namespace ?? 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: env.namespace ?? 'default',
+    taskQueue,
+  });
   running = worker.run();
   h = await startEntity(env.client, taskQueue, { key }, { reporter: 'w1', counts: { success: 5, transient: 1 } });
 });
@@ -52,7 +65,16 @@ async function cliRun(args: string[]): Promise<{ code: number; out: string; err:
 /** What a refused signal must leave as it was: everything but the refusal counter and the clock. */
 function unchanged(s: BreakerStatus) {
   const { refusedSignals: _r, ...counters } = s.counters;
-  return { view: s.view, figures: s.figures, config: s.config, probe: s.probe, probes: s.probes, consecutiveOpens: s.consecutiveOpens, counters, lastReportAt: s.lastReportAt };
+  return {
+    view: s.view,
+    figures: s.figures,
+    config: s.config,
+    probe: s.probe,
+    probes: s.probes,
+    consecutiveOpens: s.consecutiveOpens,
+    counters,
+    lastReportAt: s.lastReportAt,
+  };
 }
 
 // Straight by signal, as anyone who may signal the entity could: no client check stands in the way.
@@ -62,29 +84,80 @@ const bad: [string, (h: EntityHandle) => Promise<void>][] = [
   ['force-open for -5 ms', (h) => h.signal(adminSignal, { action: 'force-open', durationMs: -5 })],
   ['force-open for "soon"', (h) => h.signal(adminSignal, { action: 'force-open', durationMs: 'soon' as never })],
   ['a negative count', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: -5 } })],
-  ['a string count', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: '9' as never, success: '00' as never } })],
+  [
+    'a string count',
+    (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: '9' as never, success: '00' as never } }),
+  ],
   ['a count of 1e30', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1e30 } })],
   ['a fractional count', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: 2.5 } })],
   ['no counts at all', (h) => h.signal(reportSignal, { reporter: 'evil' } as never)],
-  ['a latency histogram with a negative bucket', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, latency: [-1, 3] })],
-  ['a latency histogram far too long', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, latency: new Array<number>(5_000).fill(1) })],
-  ['a rate-limit pause of 1e308 ms', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { 'rate-limited': 1 }, rateLimitedForMs: 1e308 })],
+  [
+    'a latency histogram with a negative bucket',
+    (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, latency: [-1, 3] }),
+  ],
+  [
+    'a latency histogram far too long',
+    (h) =>
+      h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, latency: new Array<number>(5_000).fill(1) }),
+  ],
+  [
+    'a rate-limit pause of 1e308 ms',
+    (h) => h.signal(reportSignal, { reporter: 'evil', counts: { 'rate-limited': 1 }, rateLimitedForMs: 1e308 }),
+  ],
   ['an inFlight of -3', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { success: 1 }, inFlight: -3 })],
   ['a report that is a string', (h) => h.signal(reportSignal, 'hello' as never)],
-  ['a witness of 10,000 characters', (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: 1 }, witness: 'x'.repeat(10_000) })],
+  [
+    'a witness of 10,000 characters',
+    (h) => h.signal(reportSignal, { reporter: 'evil', counts: { transient: 1 }, witness: 'x'.repeat(10_000) }),
+  ],
   ['a file:// probe', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'file:///etc/passwd' } })],
-  ['a probe with a password in its URL', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://user:secret@tiles.example.test/0/0/0.png' } })],
-  ['a probe sending an Authorization header', (h) => h.signal(adminSignal, { action: 'set-probe', probe: { url: 'https://tiles.example.test/0/0/0.png', headers: { Authorization: 'Bearer x' } } })],
-  ['a configure whose config is a string', (h) => h.signal(adminSignal, { action: 'configure', config: 'everything' as never })],
-  ['a configure the policy cannot run', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: -1 } })],
-  ['a configure past its bounds (a cooldown of 1e15 ms)', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 1e15 } })],
-  ['a configure whose cooldown grows past 30 days', (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 86_400_000, cooldownMaxFactor: 100 } })],
+  [
+    'a probe with a password in its URL',
+    (h) =>
+      h.signal(adminSignal, {
+        action: 'set-probe',
+        probe: { url: 'https://user:secret@tiles.example.test/0/0/0.png' },
+      }),
+  ],
+  [
+    'a probe sending an Authorization header',
+    (h) =>
+      h.signal(adminSignal, {
+        action: 'set-probe',
+        probe: { url: 'https://tiles.example.test/0/0/0.png', headers: { Authorization: 'Bearer x' } },
+      }),
+  ],
+  [
+    'a configure whose config is a string',
+    (h) => h.signal(adminSignal, { action: 'configure', config: 'everything' as never }),
+  ],
+  [
+    'a configure the policy cannot run',
+    (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: -1 } }),
+  ],
+  [
+    'a configure past its bounds (a cooldown of 1e15 ms)',
+    (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 1e15 } }),
+  ],
+  [
+    'a configure whose cooldown grows past 30 days',
+    (h) => h.signal(adminSignal, { action: 'configure', config: { cooldownMs: 86_400_000, cooldownMaxFactor: 100 } }),
+  ],
   ['an unknown admin action', (h) => h.signal(adminSignal, { action: 'explode' } as never)],
   ['a reason of 10,000 characters', (h) => h.signal(adminSignal, { action: 'reset', reason: 'x'.repeat(10_000) })],
   ['a probe result of generation -1', (h) => h.signal(probeResultSignal, { generation: -1, outcome: 'success' })],
-  ['a probe result with an unknown outcome', (h) => h.signal(probeResultSignal, { generation: 1, outcome: 'great' as never })],
-  ['a probe result with a latency of 1e308', (h) => h.signal(probeResultSignal, { generation: 1, outcome: 'success', latencyMs: 1e308 })],
-  ['a probe request with a numeric id', (h) => h.signal(requestProbeSignal, { requestId: 42 as never, requester: 'x' })],
+  [
+    'a probe result with an unknown outcome',
+    (h) => h.signal(probeResultSignal, { generation: 1, outcome: 'great' as never }),
+  ],
+  [
+    'a probe result with a latency of 1e308',
+    (h) => h.signal(probeResultSignal, { generation: 1, outcome: 'success', latencyMs: 1e308 }),
+  ],
+  [
+    'a probe request with a numeric id',
+    (h) => h.signal(requestProbeSignal, { requestId: 42 as never, requester: 'x' }),
+  ],
   ['a cancel with no id', (h) => h.signal(cancelProbeSignal, {} as never)],
 ];
 
@@ -105,7 +178,11 @@ test('bad payloads sent straight by signal are refused whole, counted, and chang
   // A good signal after them still works.
   await h.signal(reportSignal, { reporter: 'w2', counts: { success: 3 }, somethingNewer: true } as never);
   const good = await h.query(statusQuery);
-  assert.equal(good.figures.successes, before.figures.successes + 3, 'an unknown field is dropped, not a reason to refuse');
+  assert.equal(
+    good.figures.successes,
+    before.figures.successes + 3,
+    'an unknown field is dropped, not a reason to refuse',
+  );
   assert.equal(good.counters.refusedSignals, bad.length);
 });
 
@@ -124,9 +201,18 @@ test('breaker list and breaker show still work, and show counts the refusals', a
 });
 
 test('the client and the CLI refuse the same values before sending, naming the field and the value', async () => {
-  await assert.rejects(adminBreaker(env.client, key, 'force-open', { durationMs: 1e308 }), /durationMs must be a whole number of ms from 1 to 2592000000 \(30 days\) \(got 1e\+308\)/);
-  assert.throws(() => checkAdminAction({ action: 'set-probe', probe: { url: 'file:///etc/passwd' } }), /probe\.url: must be an http:\/\/ or https:\/\/ URL \(got "file:\/\/\/etc\/passwd"\)/);
-  assert.throws(() => checkAdminAction({ action: 'force-open', reason: 'r', durationMs: 1e308 }), /durationMs: .*\(got 1e\+308\)/);
+  await assert.rejects(
+    adminBreaker(env.client, key, 'force-open', { durationMs: 1e308 }),
+    /durationMs must be a whole number of ms from 1 to 2592000000 \(30 days\) \(got 1e\+308\)/,
+  );
+  assert.throws(
+    () => checkAdminAction({ action: 'set-probe', probe: { url: 'file:///etc/passwd' } }),
+    /probe\.url: must be an http:\/\/ or https:\/\/ URL \(got "file:\/\/\/etc\/passwd"\)/,
+  );
+  assert.throws(
+    () => checkAdminAction({ action: 'force-open', reason: 'r', durationMs: 1e308 }),
+    /durationMs: .*\(got 1e\+308\)/,
+  );
   const c = checkSignal('report', { reporter: 'w', counts: { transient: -5 } });
   assert.ok(!c.ok && /counts\.transient: .*\(got -5\)/.test(c.problem), JSON.stringify(c));
   assert.throws(() => parseForceOpenFor('40d'), /--for must be at most 30d \(got "40d"\)/);
@@ -145,14 +231,19 @@ test('configure bounds refused: the CLI exits 2 naming the field, the value and 
   assert.doesNotMatch(text.out, /done/);
   const json = await cliRun(['breaker', 'configure', key, 'cooldownMultiplier=1000000', '--json']);
   assert.equal(json.code, 2, json.err);
-  const { error } = JSON.parse(json.out) as { error: { kind: string; field: string; exitCode: number; issues: string[] } };
+  const { error } = JSON.parse(json.out) as {
+    error: { kind: string; field: string; exitCode: number; issues: string[] };
+  };
   assert.deepEqual([error.kind, error.field, error.exitCode], ['invalid', 'cooldownMultiplier', 2]);
   assert.deepEqual(error.issues, ['cooldownMultiplier: must be at most 100 (100) (got 1000000)']);
   // Within each bound alone, past 30 days once grown: refused against the configuration in force (the client).
   const grown = await cliRun(['breaker', 'configure', key, 'cooldownMs=864000000']);
   assert.equal(grown.code, 2, grown.err);
   assert.match(grown.err, /cooldownMs: x cooldownMaxFactor \(8\) must be at most 2592000000 \(30 days\)/);
-  await assert.rejects(configureBreaker(env.client, key, { probeLeaseMs: 1e12 }), /probeLeaseMs: must be at most 3600000 \(1 h\) \(got 1000000000000\)/);
+  await assert.rejects(
+    configureBreaker(env.client, key, { probeLeaseMs: 1e12 }),
+    /probeLeaseMs: must be at most 3600000 \(1 h\) \(got 1000000000000\)/,
+  );
   const after = await h.query(statusQuery);
   assert.deepEqual(after.config, before.config, 'nothing was sent');
   assert.equal(after.counters.refusedSignals, before.counters.refusedSignals, 'nothing reached the entity');
@@ -160,7 +251,12 @@ test('configure bounds refused: the CLI exits 2 naming the field, the value and 
 
 test('a restarted reporter does not make a quorum on a real entity: reports carry the witness through to the policy', async () => {
   const qkey = `http://quorum-${tag}.example.test:80`;
-  const q = await startEntity(env.client, taskQueue, { key: qkey }, { reporter: 'worker-1@b-0001', witness: 'host:b', counts: { success: 10 } });
+  const q = await startEntity(
+    env.client,
+    taskQueue,
+    { key: qkey },
+    { reporter: 'worker-1@b-0001', witness: 'host:b', counts: { success: 10 } },
+  );
   const reportsSeen = async (n: number): Promise<BreakerStatus> => {
     let s = await q.query(statusQuery);
     for (let i = 0; i < 100 && s.counters.reports < n; i++) {
@@ -228,7 +324,16 @@ test('a bad time stored before the checks prints as such instead of failing the 
   } as const;
   const list: ListResult = {
     breakers: [
-      { key: 'http://a.example.test:80', workflowId: 'breaker/a', runId: 'r', state: 'forced-open', stateFrom: 'search-attribute', view, startTime: new Date(now), taskQueue: 'q' },
+      {
+        key: 'http://a.example.test:80',
+        workflowId: 'breaker/a',
+        runId: 'r',
+        state: 'forced-open',
+        stateFrom: 'search-attribute',
+        view,
+        startTime: new Date(now),
+        taskQueue: 'q',
+      },
       {
         key: 'http://b.example.test:80',
         workflowId: 'breaker/b',
@@ -272,7 +377,16 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
   const lat = (n: number, v = 1) => new Array<number>(n).fill(v);
   const reports: unknown[] = [
     { reporter: 'w', counts: {} },
-    { reporter: 'w', counts: { success: 3, transient: 1, 'rate-limited': 2 }, latency: lat(52), generation: 4, inFlight: 8, stalled: 1, retryAfterMs: 0, rateLimitedForMs: 2_000 },
+    {
+      reporter: 'w',
+      counts: { success: 3, transient: 1, 'rate-limited': 2 },
+      latency: lat(52),
+      generation: 4,
+      inFlight: 8,
+      stalled: 1,
+      retryAfterMs: 0,
+      rateLimitedForMs: 2_000,
+    },
     { reporter: 'w', counts: { success: MAX_COUNT } },
     { reporter: 'w', counts: { success: MAX_COUNT + 1 } },
     { reporter: 'w', counts: { success: -1 } },
@@ -292,11 +406,20 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
     { reporter: 'w', counts: { success: 1 }, probe: { url: 'file:///etc/passwd' } },
     { reporter: 'w', counts: { success: 1 }, newerField: 1 },
     // A spaced report: its older outcomes' span and how often its sender reports.
-    { reporter: 'w', counts: { success: 40, transient: 1 }, earlier: { counts: { success: 38 }, latency: lat(52, 0), fromAgoMs: 8_000, toAgoMs: 1_000 }, everyMs: 8_000 },
+    {
+      reporter: 'w',
+      counts: { success: 40, transient: 1 },
+      earlier: { counts: { success: 38 }, latency: lat(52, 0), fromAgoMs: 8_000, toAgoMs: 1_000 },
+      everyMs: 8_000,
+    },
     { reporter: 'w', counts: { success: 4 }, earlier: { counts: { success: 3 }, fromAgoMs: 3_600_001, toAgoMs: 0 } },
     { reporter: 'w', counts: { success: 4 }, earlier: { counts: { success: -3 }, fromAgoMs: 2_000, toAgoMs: 0 } },
     { reporter: 'w', counts: { success: 4 }, earlier: { counts: { success: 3 }, fromAgoMs: 2_000 } },
-    { reporter: 'w', counts: { success: 4 }, earlier: { counts: { success: 3 }, fromAgoMs: 2_000, toAgoMs: 0, extra: 1 } },
+    {
+      reporter: 'w',
+      counts: { success: 4 },
+      earlier: { counts: { success: 3 }, fromAgoMs: 2_000, toAgoMs: 0, extra: 1 },
+    },
     { reporter: 'w', counts: { success: 4 }, everyMs: 600_001 },
     { reporter: 'w', counts: { success: 4 }, everyMs: 1.5 },
     { reporter: 'x'.repeat(257), counts: {} },
@@ -310,7 +433,16 @@ test("the reports' fast check accepts exactly what the schema accepts", () => {
     [],
     'report',
   ];
-  for (const r of reports) assert.equal(checkSignal('report', r).ok, reportSchema.safeParse(r).success, JSON.stringify(r));
-  assert.equal(checkSignal('report', { reporter: 'w', counts: {}, witness: 'host:node-3' }).ok, true, 'a witness is accepted');
-  assert.equal(checkSignal('report', { reporter: 'w', counts: {}, witness: 'x'.repeat(257) }).ok, false, 'a witness is bounded');
+  for (const r of reports)
+    assert.equal(checkSignal('report', r).ok, reportSchema.safeParse(r).success, JSON.stringify(r));
+  assert.equal(
+    checkSignal('report', { reporter: 'w', counts: {}, witness: 'host:node-3' }).ok,
+    true,
+    'a witness is accepted',
+  );
+  assert.equal(
+    checkSignal('report', { reporter: 'w', counts: {}, witness: 'x'.repeat(257) }).ok,
+    false,
+    'a witness is bounded',
+  );
 });

@@ -57,7 +57,12 @@ const guards: BreakerGuard[] = [];
 
 before(async () => {
   env = await timeSkippingEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   running = worker.run();
 });
 after(async () => {
@@ -69,7 +74,11 @@ after(async () => {
 });
 
 /** One call the way the pipeline makes it: acquire, request with the decision's signal, release or abandon. */
-async function call(g: BreakerGuard, key: string, url: string): Promise<{ decision: GuardDecision; outcome: OutcomeKind | 'shed' }> {
+async function call(
+  g: BreakerGuard,
+  key: string,
+  url: string,
+): Promise<{ decision: GuardDecision; outcome: OutcomeKind | 'shed' }> {
   const decision = await g.acquire(key);
   if (decision.kind === 'refused') return { decision, outcome: 'neutral' };
   const signal = decision.kind === 'proceed' ? decision.signal : undefined;
@@ -94,7 +103,13 @@ describe('a hanging endpoint', () => {
     const server = await hangingServer();
     try {
       const key = breakerKey(server.url);
-      const g = new BreakerGuard({ client: env.client, taskQueue, reporter: 'stall-trip', entityOptions: { searchAttributes: false }, stall: { floorMs: 500, initialMs: 500 } });
+      const g = new BreakerGuard({
+        client: env.client,
+        taskQueue,
+        reporter: 'stall-trip',
+        entityOptions: { searchAttributes: false },
+        stall: { floorMs: 500, initialMs: 500 },
+      });
       guards.push(g);
       // Healthy first: the entity exists and has 30 s of successes in its window.
       for (let i = 0; i < 40; i++) await call(g, key, `${server.url}/ok`);
@@ -114,7 +129,10 @@ describe('a hanging endpoint', () => {
         const signal = r.decision.kind === 'proceed' ? r.decision.signal : undefined;
         assert.ok(signal?.reason instanceof BreakerOpenedError, 'aborted with a BreakerOpenedError');
       }
-      assert.ok(endedAfter < 10_000, `the hung calls ended ${endedAfter} ms after the hang began, long before the 20 s timeout`);
+      assert.ok(
+        endedAfter < 10_000,
+        `the hung calls ended ${endedAfter} ms after the hang began, long before the 20 s timeout`,
+      );
       const handle = env.client.workflow.getHandle(breakerWorkflowId(key));
       const opened = (await handle.query(transitionsQuery)).find((t) => t.to === 'open');
       assert.ok(opened, 'the breaker opened');
@@ -124,7 +142,11 @@ describe('a hanging endpoint', () => {
       assert.equal(g.stats.shed, 8);
       const status = await handle.query(statusQuery);
       assert.ok((status.counters.stalled ?? 0) >= 8, 'the entity counts the stall failures it was told of');
-      assert.equal(status.config.probeIntervalMs, 5_000, 'a new entity probes every 5 s after a failed probe (min(cooldownMs, 5 s))');
+      assert.equal(
+        status.config.probeIntervalMs,
+        5_000,
+        'a new entity probes every 5 s after a failed probe (min(cooldownMs, 5 s))',
+      );
       // Refused now, without a request.
       const before = server.received;
       assert.equal((await g.acquire(key)).kind, 'refused');
@@ -166,7 +188,11 @@ describe('a hanging endpoint', () => {
       await g.flush();
       const status = await env.client.workflow.getHandle(breakerWorkflowId(key)).query(statusQuery);
       assert.equal(g.stats.stalled, 8);
-      assert.equal(status.figures.transient, 9, '8 stall failures and the quick one; the 8 dropped connections are not counted again');
+      assert.equal(
+        status.figures.transient,
+        9,
+        '8 stall failures and the quick one; the 8 dropped connections are not counted again',
+      );
       assert.equal(status.figures.successes, 10);
       assert.equal(status.view.state, 'closed');
     } finally {

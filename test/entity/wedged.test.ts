@@ -27,7 +27,8 @@ after(async () => {
 class CountingMeter implements MetricMeter {
   readonly counts = new Map<string, number>();
   createCounter(name: string): MetricCounter {
-    const add = (value: number, tags: MetricTags = {}) => this.counts.set(this.id(name, tags), (this.counts.get(this.id(name, tags)) ?? 0) + value);
+    const add = (value: number, tags: MetricTags = {}) =>
+      this.counts.set(this.id(name, tags), (this.counts.get(this.id(name, tags)) ?? 0) + value);
     return { name, kind: 'counter', valueType: 'int', add, withTags: () => assert.fail('not used') };
   }
   createGauge(name: string): MetricGauge {
@@ -48,12 +49,22 @@ class CountingMeter implements MetricMeter {
 }
 
 async function startWorker(taskQueue: string): Promise<{ worker: Worker; running: Promise<void> }> {
-  const worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue });
+  const worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+  });
   return { worker, running: worker.run() };
 }
 
 /** Decides calls to `key` (releasing each as neutral) until one satisfies `ok`; fails after `ms`. */
-async function decideUntil(guard: BreakerGuard, key: string, ok: (d: GuardDecision) => boolean, ms: number): Promise<{ decision: GuardDecision; seen: GuardDecision[] }> {
+async function decideUntil(
+  guard: BreakerGuard,
+  key: string,
+  ok: (d: GuardDecision) => boolean,
+  ms: number,
+): Promise<{ decision: GuardDecision; seen: GuardDecision[] }> {
   const seen: GuardDecision[] = [];
   const end = Date.now() + ms;
   for (;;) {
@@ -90,7 +101,9 @@ test('an open breaker whose workers are gone: past its cooldown and the grace th
     // The entity exists (a report created it), then an operator opens it for 3 s.
     guard.release(await guard.acquire(key), { kind: 'success', latencyMs: 5 });
     await guard.flush();
-    await env.client.workflow.getHandle(breakerWorkflowId(key)).signal(adminSignal, { action: 'force-open', durationMs: 3_000, actor: 'test' });
+    await env.client.workflow
+      .getHandle(breakerWorkflowId(key))
+      .signal(adminSignal, { action: 'force-open', durationMs: 3_000, actor: 'test' });
     const open = await decideUntil(guard, key, (d) => d.kind === 'refused' && d.state === 'forced-open', 10_000);
     assert.equal(open.decision.kind, 'refused');
     // Its only worker stops: the timer that ends the force-open fires, and nobody does the task it schedules.
@@ -106,7 +119,10 @@ test('an open breaker whose workers are gone: past its cooldown and the grace th
     assert.equal(guard.stats.wedged, 1, 'one episode');
     assert.ok(guard.stats.wedgedFailOpen >= 4, `${guard.stats.wedgedFailOpen} wedged fail-opens`);
     assert.equal(meter.get('tilebreaker_guard_entity_wedged', { endpoint: key }), 1);
-    assert.equal(meter.get('tilebreaker_guard_fail_open', { endpoint: key, reason: 'wedged' }), guard.stats.wedgedFailOpen);
+    assert.equal(
+      meter.get('tilebreaker_guard_fail_open', { endpoint: key, reason: 'wedged' }),
+      guard.stats.wedgedFailOpen,
+    );
     assert.equal(warnings.filter((m) => /wedged/.test(m)).length, 1, `logged once: ${JSON.stringify(warnings)}`);
 
     // A worker polls the queue again: the entity does its pending task (the force-open ends), and the guard
@@ -115,7 +131,11 @@ test('an open breaker whose workers are gone: past its cooldown and the grace th
     const back = await decideUntil(guard, key, (d) => !(d.kind === 'proceed' && d.failOpen), 60_000);
     assert.notEqual(back.decision.kind === 'proceed' && back.decision.failOpen, true);
     assert.equal(guard.stats.wedged, 1, 'the episode ended; no new one');
-    assert.equal(warnings.filter((m) => /moving again/.test(m)).length, 1, `recovery logged once: ${JSON.stringify(warnings)}`);
+    assert.equal(
+      warnings.filter((m) => /moving again/.test(m)).length,
+      1,
+      `recovery logged once: ${JSON.stringify(warnings)}`,
+    );
     const view = await guard.view(key);
     assert.ok(view && view.state !== 'forced-open', `the entity moved on: ${JSON.stringify(view)}`);
   } finally {

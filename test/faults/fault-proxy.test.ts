@@ -12,7 +12,8 @@ let wms: Wms;
 let proxy: FaultProxy;
 
 /** A GetMap of the fixture's north-east quadrant, WIDTH x HEIGHT 256 unless told. */
-const getMap = (size = 256) => `${proxy.url}?SERVICE=WMS&VERSION=1.3.0&REQUEST=GetMap&LAYERS=quadrants&STYLES=&CRS=EPSG:3857&BBOX=1000,1000,2000,2000&WIDTH=${size}&HEIGHT=${size}&FORMAT=image/png`;
+const getMap = (size = 256) =>
+  `${proxy.url}?SERVICE=WMS&VERSION=1.3.0&REQUEST=GetMap&LAYERS=quadrants&STYLES=&CRS=EPSG:3857&BBOX=1000,1000,2000,2000&WIDTH=${size}&HEIGHT=${size}&FORMAT=image/png`;
 
 interface Answer {
   status: number;
@@ -28,7 +29,14 @@ function get(url: string, timeoutMs = 5_000): Promise<Answer> {
     const req = request(url, { agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), ms: Date.now() - started }));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(chunks),
+          ms: Date.now() - started,
+        }),
+      );
       res.on('error', (err: NodeJS.ErrnoException) => reject(new Error(err.code ?? err.message)));
     });
     req.setTimeout(timeoutMs, () => req.destroy(new Error('timeout')));
@@ -38,7 +46,13 @@ function get(url: string, timeoutMs = 5_000): Promise<Answer> {
 }
 
 const expected = { width: 256, height: 256, blankIsFailure: true };
-const asFetched = (a: Answer) => ({ url: getMap(), status: a.status, headers: Object.fromEntries(Object.entries(a.headers).map(([k, v]) => [k, String(v)])), body: a.body, latencyMs: a.ms });
+const asFetched = (a: Answer) => ({
+  url: getMap(),
+  status: a.status,
+  headers: Object.fromEntries(Object.entries(a.headers).map(([k, v]) => [k, String(v)])),
+  body: a.body,
+  latencyMs: a.ms,
+});
 
 describe('the fault proxy in front of MapServer', { skip }, () => {
   before(async () => {
@@ -56,7 +70,10 @@ describe('the fault proxy in front of MapServer', { skip }, () => {
     assert.equal(a.status, 200);
     assert.equal((await classify(asFetched(a), expected)).kind, 'success');
     const { channels } = await sharp(a.body).stats();
-    assert.ok(channels[0]!.mean > 200 && channels[2]!.mean < 80, 'the north-east quadrant is red: the real server drew it');
+    assert.ok(
+      channels[0]!.mean > 200 && channels[2]!.mean < 80,
+      'the north-east quadrant is red: the real server drew it',
+    );
     assert.equal(proxy.countBetween(before), 1);
     assert.equal(proxy.log.at(-1)!.mode, 'pass');
     assert.ok(proxy.log.at(-1)!.upstreamMs! >= 0, "the upstream's answer time is logged");

@@ -59,7 +59,14 @@ const QUICK_TIMEOUTS = { connectMs: 1_000, headersMs: 2_500, bodyMs: 2_500, tota
 /** A night's metatiled run: zoom Z + 2 over the same extent, 1,024 tiles in 64 GetMaps of 4 x 4 with a 64 px buffer. */
 const NIGHT = { tiles: 1024, batchSize: 64 } as const;
 
-function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, concurrency = 4, metatiled: boolean | 'night' = false, timeouts = QUICK_TIMEOUTS): MosaicRequest {
+function request(
+  proxy: FaultProxy,
+  name: string,
+  fallback: FallbackPolicy,
+  concurrency = 4,
+  metatiled: boolean | 'night' = false,
+  timeouts = QUICK_TIMEOUTS,
+): MosaicRequest {
   return {
     source: {
       type: 'wms',
@@ -72,7 +79,9 @@ function request(proxy: FaultProxy, name: string, fallback: FallbackPolicy, conc
       // Per worker and endpoint (the connection pool's size too): 4 calls in flight, the volume floor's 5 apart.
       concurrency,
       // A metatiled case keeps the product's timeouts (15 s for headers): a hang must trip on its stalls, long before.
-      ...(metatiled ? { metatile: { size: [4, 4] as [number, number], ...(metatiled === 'night' ? { buffer: 64 } : {}) } } : { timeouts }),
+      ...(metatiled
+        ? { metatile: { size: [4, 4] as [number, number], ...(metatiled === 'night' ? { buffer: 64 } : {}) } }
+        : { timeouts }),
     },
     sourceName: 'fixture',
     crs: 'EPSG:3857',
@@ -122,21 +131,39 @@ function p95(values: number[]): number {
   return sorted[Math.max(0, Math.ceil(0.95 * sorted.length) - 1)] ?? 0;
 }
 
-const HEADER = 'mode              policy    trip-s reason        after statuses                        exit p95-ms  time transitions (s from the fault start; r: recovered)';
+const HEADER =
+  'mode              policy    trip-s reason        after statuses                        exit p95-ms  time transitions (s from the fault start; r: recovered)';
 
 async function runCase(
   t: TestContext,
   mode: FaultMode,
   fallback: FallbackPolicy,
-  opts: { forMs?: number; afterRequests?: number; concurrency?: number; label?: string; metatiled?: boolean | 'night'; timeouts?: typeof QUICK_TIMEOUTS; renderMs?: () => number } = {},
+  opts: {
+    forMs?: number;
+    afterRequests?: number;
+    concurrency?: number;
+    label?: string;
+    metatiled?: boolean | 'night';
+    timeouts?: typeof QUICK_TIMEOUTS;
+    renderMs?: () => number;
+  } = {},
 ): Promise<CaseResult> {
   const proxy = await startFaultProxy(wms.url);
   if (opts.renderMs) proxy.renderTime(opts.renderMs);
   const started = Date.now();
   try {
     const forMs = opts.forMs ?? (fallback === 'wait' ? WAIT_FAULT_MS : undefined);
-    proxy.schedule({ mode, afterRequests: opts.afterRequests ?? FAULT_AFTER, ...(forMs !== undefined ? { forMs } : {}), slowMs: SLOW_MS, retryAfterS: RETRY_AFTER_S });
-    const result = await mosaic(request(proxy, `${mode}-${fallback}-${++seq}`, fallback, opts.concurrency, opts.metatiled, opts.timeouts), `faults-${mode}-${fallback}-${seq}`);
+    proxy.schedule({
+      mode,
+      afterRequests: opts.afterRequests ?? FAULT_AFTER,
+      ...(forMs !== undefined ? { forMs } : {}),
+      slowMs: SLOW_MS,
+      retryAfterS: RETRY_AFTER_S,
+    });
+    const result = await mosaic(
+      request(proxy, `${mode}-${fallback}-${++seq}`, fallback, opts.concurrency, opts.metatiled, opts.timeouts),
+      `faults-${mode}-${fallback}-${seq}`,
+    );
     const ended = Date.now();
     const manifest = readManifest(result);
     // No entity yet, no transition: a run whose every call succeeded may end before its guard's first report
@@ -162,7 +189,9 @@ async function runCase(
       faultStartedAt,
       recoveredAt: proxy.recoveredAt,
       dropped: proxy.dropped,
-      p95Ms: p95(proxy.log.filter((r) => r.at < faultStartedAt && r.upstreamMs !== undefined).map((r) => r.upstreamMs!)),
+      p95Ms: p95(
+        proxy.log.filter((r) => r.at < faultStartedAt && r.upstreamMs !== undefined).map((r) => r.upstreamMs!),
+      ),
       seconds: (ended - started) / 1000,
     };
     const rel = (at: number) => ((at - faultStartedAt) / 1000).toFixed(1);
@@ -176,7 +205,12 @@ async function runCase(
       String(out.exit).padStart(4),
       String(out.p95Ms).padStart(6),
       `${out.seconds.toFixed(1)}s`.padStart(5),
-      [...transitions.map((r) => `${r.to}@${rel(r.at)}`), ...(proxy.recoveredAt ? [`r@${rel(proxy.recoveredAt)}${mode === 'hang' ? `(dropped ${proxy.dropped})` : ''}`] : [])].join(' '),
+      [
+        ...transitions.map((r) => `${r.to}@${rel(r.at)}`),
+        ...(proxy.recoveredAt
+          ? [`r@${rel(proxy.recoveredAt)}${mode === 'hang' ? `(dropped ${proxy.dropped})` : ''}`]
+          : []),
+      ].join(' '),
     ].join(' ');
     figures.push(row);
     t.diagnostic(row);
@@ -241,7 +275,10 @@ function expectCase(mode: FaultMode, fallback: FallbackPolicy, r: CaseResult): v
     // The stall rule's own bound, as the summary test below judges it: a loaded machine slows MapServer itself,
     // and the rule follows the latency it learned (a threshold below 4 x its p95), by design.
     const bound = Math.max(STALL_TRIP_MAX_S, (4 * r.p95Ms) / 1000 + 3);
-    assert.ok(r.tripS! <= bound, `tripped ${r.tripS} s after the fault started (bound ${bound.toFixed(2)} s, MapServer p95 ${r.p95Ms} ms)`);
+    assert.ok(
+      r.tripS! <= bound,
+      `tripped ${r.tripS} s after the fault started (bound ${bound.toFixed(2)} s, MapServer p95 ${r.p95Ms} ms)`,
+    );
   } else {
     // A 503's Retry-After pauses the fleet first (as the server asked): the evidence that trips comes after it.
     const bound = 3 + (mode === '503' ? RETRY_AFTER_S : 0);
@@ -252,11 +289,15 @@ function expectCase(mode: FaultMode, fallback: FallbackPolicy, r: CaseResult): v
   assert.ok(c.ok >= FAULT_AFTER - 8, JSON.stringify(c));
   // Every other tile says why: the breaker refused it, or the server failed it with this fault's kind.
   for (const tile of r.manifest.tiles.filter((x) => x.status !== 'ok')) {
-    assert.ok(tile.breakerState !== undefined || tile.kind === KIND[mode], `tile ${tile.i}: ${tile.status} ${tile.kind} ${tile.reason}`);
+    assert.ok(
+      tile.breakerState !== undefined || tile.kind === KIND[mode],
+      `tile ${tile.i}: ${tile.status} ${tile.kind} ${tile.reason}`,
+    );
     // A tile requested before the breaker refused (or abandoned) it says what its last request got: only a
     // tile never requested is a bare refusal.
     if (tile.attempts > 0) assert.equal(tile.kind, KIND[mode], `tile ${tile.i}: ${JSON.stringify(tile)}`);
-    else assert.ok(tile.breakerState !== undefined && tile.kind === undefined, `tile ${tile.i}: ${JSON.stringify(tile)}`);
+    else
+      assert.ok(tile.breakerState !== undefined && tile.kind === undefined, `tile ${tile.i}: ${JSON.stringify(tile)}`);
     if (tile.status === 'stale') assert.match(tile.reason, /; served the copy fetched /);
   }
   if (fallback === 'fail-fast') {
@@ -282,7 +323,14 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
   before(async () => {
     wms = await startWms({ extent: EXTENT });
     env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+      breaker: BREAKER,
+      roots: TEST_ROOTS,
+    });
     running = worker.run();
     // One good mosaic fills the store the stale cases draw from.
     const proxy = await startFaultProxy(wms.url);
@@ -342,7 +390,13 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     // The answers after the recovery are eight renders at once: on a loaded machine MapServer can take longer than
     // the quick cases' 3 s for them, which would be a slow server's real failures, not the burst this is about.
     const timeouts = { connectMs: 1_000, headersMs: 8_000, bodyMs: 8_000, totalMs: 9_000 };
-    const r = await runCase(t, 'hang', 'fail-fast', { forMs: 2_000, afterRequests: 2, concurrency: 8, label: 'hang 2s burst', timeouts });
+    const r = await runCase(t, 'hang', 'fail-fast', {
+      forMs: 2_000,
+      afterRequests: 2,
+      concurrency: 8,
+      label: 'hang 2s burst',
+      timeouts,
+    });
     assert.ok(r.dropped >= 5, `${r.dropped} connections dropped at the recovery: enough to reach the volume floor`);
     assert.equal(r.trip, null, `tripped ${r.tripS} s after the hang started: ${r.trip?.detail}`);
     assert.deepEqual([r.manifest.counts.ok, r.exit], [TILES, 0]);
@@ -357,17 +411,26 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     assert.equal(r.trip.reason, 'failure-ratio', r.trip.detail);
     // Four stalls may fall short of the sample floor: then a second stall period trips it. The threshold is at
     // most about 3 x the p95 here, so two periods are 6 x, plus slack for a loaded machine.
-    assert.ok(r.tripS! <= Math.max(STALL_TRIP_MAX_S, (6 * r.p95Ms) / 1000 + 3), `tripped ${r.tripS} s after the hang started (MapServer p95 ${r.p95Ms} ms)`);
+    assert.ok(
+      r.tripS! <= Math.max(STALL_TRIP_MAX_S, (6 * r.p95Ms) / 1000 + 3),
+      `tripped ${r.tripS} s after the hang started (MapServer p95 ${r.p95Ms} ms)`,
+    );
     const c = r.manifest.counts;
     assert.ok(c.ok >= 12 * 16 - 4 * 16, JSON.stringify(c));
     assert.deepEqual([c.ok + c['dead-lettered'], c.failed, r.exit], [METATILED.tiles, 0, 3], JSON.stringify(c));
     for (const tile of r.manifest.tiles.filter((x) => x.status !== 'ok')) {
       // Refused by the breaker, or requested and abandoned when it opened (a stall is transient).
-      assert.ok(tile.breakerState !== undefined || tile.kind === 'transient', `tile ${tile.i}: ${JSON.stringify(tile)}`);
+      assert.ok(
+        tile.breakerState !== undefined || tile.kind === 'transient',
+        `tile ${tile.i}: ${JSON.stringify(tile)}`,
+      );
     }
     // The hung GetMaps were abandoned when the breaker opened, not waited out to the 15 s header timeout.
     const abandoned = r.manifest.tiles.filter((x) => x.abandonedAfterMs !== undefined);
-    assert.ok(abandoned.length > 0 && abandoned.every((x) => x.abandonedAfterMs! < 15_000), JSON.stringify(abandoned.slice(0, 2)));
+    assert.ok(
+      abandoned.length > 0 && abandoned.every((x) => x.abandonedAfterMs! < 15_000),
+      JSON.stringify(abandoned.slice(0, 2)),
+    );
   });
 
   test('a hang on a renderer that takes 2-3 s, a dozen GetMaps into a night (8 in flight): the stalls trip the fast window, though the answers of the GetMaps already rendering still land', async (t) => {
@@ -381,7 +444,13 @@ describe('faults of a real MapServer, mid-mosaic, under each fallback', { skip }
     // (The 8 s target is the benchmark's, not a pass or fail here.)
     let seed = 7;
     const renderMs = () => 2_000 + 1_000 * ((seed = (seed * 16807) % 2147483647) / 2147483647);
-    const r = await runCase(t, 'hang', 'fail-fast', { afterRequests: 13, metatiled: 'night', concurrency: 8, label: 'hang 2-3 s renders', renderMs });
+    const r = await runCase(t, 'hang', 'fail-fast', {
+      afterRequests: 13,
+      metatiled: 'night',
+      concurrency: 8,
+      label: 'hang 2-3 s renders',
+      renderMs,
+    });
     assert.ok(r.trip, 'the breaker tripped');
     assert.match(r.trip.detail, /in the newest \d+ samples/, 'the fast window tripped, not the whole window');
     assert.ok(r.tripS! <= (3 * r.p95Ms) / 1000 + 3, `tripped ${r.tripS} s after the hang started (p95 ${r.p95Ms} ms)`);

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { clipRing, COVERED_SHARE, prepareCoverage, ringArea, rowAreas, type Coverage, type Ring } from '../../src/geo/coverage';
+import {
+  clipRing,
+  COVERED_SHARE,
+  prepareCoverage,
+  ringArea,
+  rowAreas,
+  type Coverage,
+  type Ring,
+} from '../../src/geo/coverage';
 import { prng } from '../helpers/prng';
 import { parseMosaicRequest } from '../../src/messages/mosaic-request';
 
@@ -36,8 +44,14 @@ test('a ring clipped to a box keeps the area inside it, whichever way the ring t
 
 /** The reference: each tile clipped on its own (Sutherland-Hodgman on four sides), holes taken away. */
 const areaByClipping = (c: Coverage, b: ReturnType<typeof box>) =>
-  c.reduce((sum, [outer, ...holes]) => sum + ringArea(clipRing(outer!, b)) - holes.reduce((h, r) => h + ringArea(clipRing(r, b)), 0), 0);
-const covers = (c: Coverage, b: ReturnType<typeof box>) => rowAreas(prepareCoverage(c), b.minX, b.maxX - b.minX, 1, b.minY, b.maxY)[0]! > (b.maxX - b.minX) * (b.maxY - b.minY) * COVERED_SHARE;
+  c.reduce(
+    (sum, [outer, ...holes]) =>
+      sum + ringArea(clipRing(outer!, b)) - holes.reduce((h, r) => h + ringArea(clipRing(r, b)), 0),
+    0,
+  );
+const covers = (c: Coverage, b: ReturnType<typeof box>) =>
+  rowAreas(prepareCoverage(c), b.minX, b.maxX - b.minX, 1, b.minY, b.maxY)[0]! >
+  (b.maxX - b.minX) * (b.maxY - b.minY) * COVERED_SHARE;
 
 test('which boxes a coverage covers: area inside counts, a touch, a wrap-around or a hole does not', () => {
   // A U open to the north around the box (1..2, 1..2): it wraps three sides and covers none of it.
@@ -88,7 +102,10 @@ test("a row's areas agree with clipping each tile on its own, on random polygons
       const areas = rowAreas(prepareCoverage(c), 0, w, cols, y, y + w);
       for (let k = 0; k < cols; k++) {
         const want = areaByClipping(c, box(k * w, y, (k + 1) * w, y + w));
-        assert.ok(Math.abs(areas[k]! - want) <= 1e-9 * w * w + 1e-9, `round ${round}, row ${y}, column ${k}: ${areas[k]} vs ${want}`);
+        assert.ok(
+          Math.abs(areas[k]! - want) <= 1e-9 * w * w + 1e-9,
+          `round ${round}, row ${y}, column ${k}: ${areas[k]} vs ${want}`,
+        );
       }
     }
   }
@@ -119,14 +136,16 @@ test('an edge narrower than float steps on a column boundary adds nothing to its
   // 500 map sheets in one row of 2,048 columns: each sheet covers its own column.
   const sheets: Coverage = Array.from({ length: 500 }, (_, k) => [square(2 * k + 0.25, 0.25, 2 * k + 0.75, 0.75)]);
   const row = rowAreas(prepareCoverage(sheets), 0, 1, 2_048, 0, 1);
-  for (let k = 0; k < 2_048; k++) assert.ok(Math.abs(row[k]! - (k % 2 === 0 && k < 1_000 ? 0.25 : 0)) < 1e-9, `column ${k}: ${row[k]}`);
+  for (let k = 0; k < 2_048; k++)
+    assert.ok(Math.abs(row[k]! - (k % 2 === 0 && k < 1_000 ? 0.25 : 0)) < 1e-9, `column ${k}: ${row[k]}`);
 });
 
 test('a comb of 20,000 positions over 1,000 columns: a row costs its vertices plus its columns, not their product', () => {
   // Teeth crossing the whole row, as a forged coverage might: per-tile clipping would take vertices x columns.
   const teeth = 5_000;
   const ring: Ring = [[0, 0]];
-  for (let t = 0; t < teeth; t++) ring.push([1_000, t * 2 + 0.5], [1_000, t * 2 + 1.5], [0.5, t * 2 + 1.5], [0.5, t * 2 + 2.5]);
+  for (let t = 0; t < teeth; t++)
+    ring.push([1_000, t * 2 + 0.5], [1_000, t * 2 + 1.5], [0.5, t * 2 + 1.5], [0.5, t * 2 + 2.5]);
   ring.push([0, 10_001], [0, 0]);
   const areas = rowAreas(prepareCoverage([[ring]]), 0, 1, 1_000, 100, 110);
   // Every column from 1 on is half covered (the teeth), column 0 a little more (the comb's spine).
@@ -145,7 +164,10 @@ test('a coverage in a request: GeoJSON shapes read, bad ones named by field, the
   assert.deepEqual(r.coverage, [[square(6, 45, 8, 47)]]);
   // Given both, the bbox stays as given.
   assert.deepEqual(parseMosaicRequest({ ...base, bbox: [6.5, 45, 7, 46], coverage: poly }).bbox, [6.5, 45, 7, 46]);
-  const multi = parseMosaicRequest({ ...base, coverage: { type: 'MultiPolygon', coordinates: [[square(6, 45, 7, 46)], [square(9, 45, 10, 46)]] } });
+  const multi = parseMosaicRequest({
+    ...base,
+    coverage: { type: 'MultiPolygon', coordinates: [[square(6, 45, 7, 46)], [square(9, 45, 10, 46)]] },
+  });
   assert.equal(multi.coverage?.length, 2);
   assert.throws(() => parseMosaicRequest(base), /bbox: give a bbox, a coverage, or both/);
   assert.throws(
@@ -180,9 +202,18 @@ test('a coverage in a request: GeoJSON shapes read, bad ones named by field, the
       }),
     /coverage\.coordinates\.0: a ring must end where it starts/,
   );
-  assert.throws(() => parseMosaicRequest({ ...base, coverage: { type: 'Polygon', coordinates: [square(190, 45, 200, 47)] } }), /coverage: must lie within longitude -180\.\.180/);
-  const huge = { type: 'Polygon', coordinates: [[...Array.from({ length: 2_001 }, (_, k) => [6 + k / 1e5, 45 + (k % 2) / 10]), [6, 45]]] };
-  assert.throws(() => parseMosaicRequest({ ...base, coverage: huge }), /coverage: has 2002 positions, more than 2000; simplify it \(ogr2ogr -simplify, mapshaper\)/);
+  assert.throws(
+    () => parseMosaicRequest({ ...base, coverage: { type: 'Polygon', coordinates: [square(190, 45, 200, 47)] } }),
+    /coverage: must lie within longitude -180\.\.180/,
+  );
+  const huge = {
+    type: 'Polygon',
+    coordinates: [[...Array.from({ length: 2_001 }, (_, k) => [6 + k / 1e5, 45 + (k % 2) / 10]), [6, 45]]],
+  };
+  assert.throws(
+    () => parseMosaicRequest({ ...base, coverage: huge }),
+    /coverage: has 2002 positions, more than 2000; simplify it \(ogr2ogr -simplify, mapshaper\)/,
+  );
   // Even one made only of bad positions: one short error, not one per position.
   const bad = { type: 'Polygon', coordinates: [Array.from({ length: 50_000 }, () => ['x', 'y'])] };
   assert.throws(
@@ -195,5 +226,8 @@ test('a coverage in a request: GeoJSON shapes read, bad ones named by field, the
     () => parseMosaicRequest({ ...base, coverage: hidden }),
     (err: Error) => err.name === 'ConfigError' && /coverage: has more than 2000 positions/.test(err.message),
   );
-  assert.throws(() => parseMosaicRequest({ ...base, coverage: { type: 'Polygon', coordinates: [[]] } }), /coverage\.coordinates\.0: a ring needs at least 4 positions/);
+  assert.throws(
+    () => parseMosaicRequest({ ...base, coverage: { type: 'Polygon', coordinates: [[]] } }),
+    /coverage\.coordinates\.0: a ring needs at least 4 positions/,
+  );
 });

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { gridLevelSize, gridProblems, gridTileBounds, gridTileRange, type GridDef } from '../../src/geo/grid';
 
-const lv95: GridDef = { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [4000, 1000, 100, 10, 0.1], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] };
+const lv95: GridDef = {
+  crs: 'EPSG:2056',
+  origin: [2_420_000, 1_350_000],
+  resolutions: [4000, 1000, 100, 10, 0.1],
+  extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000],
+};
 
 test('a level covers the extent: whole tiles from the origin, no column of float noise', () => {
   assert.deepEqual(gridLevelSize(lv95, 0, 256), { cols: 1, rows: 1 });
@@ -42,13 +47,34 @@ test('levels with corners of their own: each level counts its tiles from its cor
     resolutions: [100, 50],
     extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000],
   };
-  assert.deepEqual(gridTileBounds(g, 0, 1, 1, 256), { minX: 2_425_600, maxX: 2_451_200, maxY: 1_334_400, minY: 1_308_800 });
-  assert.deepEqual(gridTileBounds(g, 1, 1, 1, 256), { minX: 2_422_800, maxX: 2_435_600, maxY: 1_339_200, minY: 1_326_400 });
-  assert.deepEqual(gridTileRange(g, { minX: 2_422_800, maxX: 2_435_600, minY: 1_326_400, maxY: 1_339_200 }, 1, 256), { xMin: 1, xMax: 1, yMin: 1, yMax: 1 });
+  assert.deepEqual(gridTileBounds(g, 0, 1, 1, 256), {
+    minX: 2_425_600,
+    maxX: 2_451_200,
+    maxY: 1_334_400,
+    minY: 1_308_800,
+  });
+  assert.deepEqual(gridTileBounds(g, 1, 1, 1, 256), {
+    minX: 2_422_800,
+    maxX: 2_435_600,
+    maxY: 1_339_200,
+    minY: 1_326_400,
+  });
+  assert.deepEqual(gridTileRange(g, { minX: 2_422_800, maxX: 2_435_600, minY: 1_326_400, maxY: 1_339_200 }, 1, 256), {
+    xMin: 1,
+    xMax: 1,
+    yMin: 1,
+    yMax: 1,
+  });
   assert.deepEqual(gridLevelSize(g, 1, 256), { cols: Math.ceil(490_000 / 12_800), rows: Math.ceil(322_000 / 12_800) });
   assert.deepEqual(gridProblems(g), []);
   const paths = (d: GridDef) => gridProblems(d).map((p) => `${p.path.join('.')}: ${p.message}`);
   assert.deepEqual(paths({ ...g, origins: [g.origin] }), ['origins: must give one corner per resolution (2), got 1']);
-  assert.match(paths({ ...g, origins: [[2_400_001, 1_360_000], g.origins![1]!] }).join('\n'), /origins\.0: must be the origin, level 0's corner/);
-  assert.match(paths({ ...g, origins: [g.origin, [2_430_000, 1_352_000]] }).join('\n'), /origins\.1: must be the top-left corner of the extent or beyond it/);
+  assert.match(
+    paths({ ...g, origins: [[2_400_001, 1_360_000], g.origins![1]!] }).join('\n'),
+    /origins\.0: must be the origin, level 0's corner/,
+  );
+  assert.match(
+    paths({ ...g, origins: [g.origin, [2_430_000, 1_352_000]] }).join('\n'),
+    /origins\.1: must be the top-left corner of the extent or beyond it/,
+  );
 });

@@ -1,8 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { lonLatToMeters, lonLatToTile, MAX_LATITUDE, metersToLonLat, metersToTile, ORIGIN_SHIFT_M, resolution, tileBounds, tmsY } from '../../src/geo/mercator';
+import {
+  lonLatToMeters,
+  lonLatToTile,
+  MAX_LATITUDE,
+  metersToLonLat,
+  metersToTile,
+  ORIGIN_SHIFT_M,
+  resolution,
+  tileBounds,
+  tmsY,
+} from '../../src/geo/mercator';
 
-const close = (a: number, b: number, eps: number, what: string) => assert.ok(Math.abs(a - b) <= eps, `${what}: ${a} vs ${b}`);
+const close = (a: number, b: number, eps: number, what: string) =>
+  assert.ok(Math.abs(a - b) <= eps, `${what}: ${a} vs ${b}`);
 
 describe('web mercator', () => {
   test('the grid spans 20037508.342789244 m each way and ends at 85.0511287798066 degrees', () => {
@@ -20,7 +31,12 @@ describe('web mercator', () => {
   });
 
   test('tile bounds of known tiles, to the metre', () => {
-    assert.deepEqual(tileBounds(0, 0, 0), { minX: -ORIGIN_SHIFT_M, maxX: ORIGIN_SHIFT_M, minY: -ORIGIN_SHIFT_M, maxY: ORIGIN_SHIFT_M });
+    assert.deepEqual(tileBounds(0, 0, 0), {
+      minX: -ORIGIN_SHIFT_M,
+      maxX: ORIGIN_SHIFT_M,
+      minY: -ORIGIN_SHIFT_M,
+      maxY: ORIGIN_SHIFT_M,
+    });
     const b = tileBounds(1, 1, 0);
     assert.deepEqual([b.minX, b.minY, b.maxX, b.maxY], [0, 0, ORIGIN_SHIFT_M, ORIGIN_SHIFT_M]);
     // Reference values from mercantile 1.2 (xy_bounds), a widely used independent implementation.

@@ -5,7 +5,15 @@
  * log the entity options allow (5,000) with each trip's figures and long operator texts, 256 probe decisions,
  * a thousand reporters with calls in flight.
  */
-import { LATENCY_BUCKETS, initialState, parsePolicyConfig, type PolicyConfigInput, type ProbeDecision, type TransitionRecord, type WindowFigures } from '../../src/breaker';
+import {
+  LATENCY_BUCKETS,
+  initialState,
+  parsePolicyConfig,
+  type PolicyConfigInput,
+  type ProbeDecision,
+  type TransitionRecord,
+  type WindowFigures,
+} from '../../src/breaker';
 import type { CarriedState } from '../../src/messages/breaker';
 
 /** The configuration with the largest state: 600 buckets of the longest window, 100 concurrent probes. */
@@ -21,14 +29,22 @@ export const WORST_CONFIG: PolicyConfigInput = {
 };
 
 /** An id as a guard makes them (src/activities/guard/reporter-id.ts, probe-requests.ts), at its longest. */
-const guardId = (i: number) => `worker-${1_000_000 + i}@ip-10-123-234-45.eu-central-1.compute.internal-${(0xdeadbeef + i).toString(16)}`;
+const guardId = (i: number) =>
+  `worker-${1_000_000 + i}@ip-10-123-234-45.eu-central-1.compute.internal-${(0xdeadbeef + i).toString(16)}`;
 
 export function worstCarried(now: number): CarriedState {
   const config = parsePolicyConfig(WORST_CONFIG);
   const buckets = config.windowMs / config.bucketMs;
   const window = Array.from({ length: buckets }, (_, i) => ({
     start: Math.floor(now / config.bucketMs) * config.bucketMs - (buckets - 1 - i) * config.bucketMs,
-    counts: { success: 987_654, transient: 876_543, 'service-exception': 765_432, permanent: 654_321, neutral: 543_210, 'rate-limited': 432_109 },
+    counts: {
+      success: 987_654,
+      transient: 876_543,
+      'service-exception': 765_432,
+      permanent: 654_321,
+      neutral: 543_210,
+      'rate-limited': 432_109,
+    },
     latency: Array.from({ length: LATENCY_BUCKETS }, (_, j) => 100_000 + i * 7 + j),
   }));
   const probes = Array.from({ length: config.maxConcurrentProbes }, (_, i) => ({
@@ -38,7 +54,15 @@ export function worstCarried(now: number): CarriedState {
     grantedAt: now,
     leaseUntil: now + config.probeLeaseMs,
   }));
-  const policy = { ...initialState(config), window, probes, lastGeneration: 1_000_099, phase: 'half-open' as const, consecutiveOpens: 7, probeSuccesses: 999 };
+  const policy = {
+    ...initialState(config),
+    window,
+    probes,
+    lastGeneration: 1_000_099,
+    phase: 'half-open' as const,
+    consecutiveOpens: 7,
+    probeSuccesses: 999,
+  };
   const figures: WindowFigures = {
     successes: 987_654_321,
     failures: 876_543_210,
@@ -65,14 +89,25 @@ export function worstCarried(now: number): CarriedState {
     actor: text,
     sender: { identity: text, user: text, host: text },
   }));
-  const decisions: [string, ProbeDecision][] = Array.from({ length: 256 }, (_, i) => [`${guardId(i)}/${now}/${i}`, { kind: 'granted', token: probes[i % probes.length]! }]);
+  const decisions: [string, ProbeDecision][] = Array.from({ length: 256 }, (_, i) => [
+    `${guardId(i)}/${now}/${i}`,
+    { kind: 'granted', token: probes[i % probes.length]! },
+  ]);
   return {
     policy,
     log,
     lastReportAt: now,
     lastTransitionAt: now,
     decisions,
-    counters: { reports: 9_999_999_999, lateReports: 9_999_999, stalled: 9_999_999, probeRequests: 9_999_999, selfProbes: 9_999_999, ignoredResults: 9_999_999, continuedAsNew: 9_999_999 },
+    counters: {
+      reports: 9_999_999_999,
+      lateReports: 9_999_999,
+      stalled: 9_999_999,
+      probeRequests: 9_999_999,
+      selfProbes: 9_999_999,
+      ignoredResults: 9_999_999,
+      continuedAsNew: 9_999_999,
+    },
     searchAttributesOn: true,
     reporters: Array.from({ length: 1_000 }, (_, i) => [guardId(i), now - (i % 5_000)]),
     inFlight: Array.from({ length: 1_000 }, (_, i) => [guardId(i), now - (i % 5_000), 1_000]),

@@ -3,13 +3,26 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { setTimeout as delay } from 'node:timers/promises';
 import { breakerWorkflowId, type BreakerView } from '../../src/breaker';
 import { breakerEntityWorkflow } from '../../src/workflows/breaker-entity';
-import { probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery, type EntityInput, type OutcomeReport } from '../../src/messages/breaker';
+import {
+  probeDecisionQuery,
+  probeResultSignal,
+  reportSignal,
+  requestProbeSignal,
+  viewQuery,
+  type EntityInput,
+  type OutcomeReport,
+} from '../../src/messages/breaker';
 import type { OutcomeKind } from '../../src/breaker';
 
 export type EntityHandle = WorkflowHandle<typeof breakerEntityWorkflow>;
 
 /** Starts an entity as the guard would: signal-with-start with a report (an empty one by default). */
-export async function startEntity(client: Client, taskQueue: string, input: EntityInput, report: OutcomeReport = { reporter: 'test', counts: {} }): Promise<EntityHandle> {
+export async function startEntity(
+  client: Client,
+  taskQueue: string,
+  input: EntityInput,
+  report: OutcomeReport = { reporter: 'test', counts: {} },
+): Promise<EntityHandle> {
   return client.workflow.signalWithStart(breakerEntityWorkflow, {
     workflowId: breakerWorkflowId(input.key),
     taskQueue,
@@ -43,7 +56,13 @@ export async function waitForView(
  * One half-open trial as a worker runs it: waits (skipping time) until the entity is half-open, asks for the
  * probe token as `requestId`, and answers with `outcome` in `latencyMs`. Throws when no token is granted.
  */
-export async function probeOnce(env: TestWorkflowEnvironment, handle: EntityHandle, requestId: string, outcome: OutcomeKind, latencyMs = 30): Promise<void> {
+export async function probeOnce(
+  env: TestWorkflowEnvironment,
+  handle: EntityHandle,
+  requestId: string,
+  outcome: OutcomeKind,
+  latencyMs = 30,
+): Promise<void> {
   await waitForView(env, handle, (v) => v.state === 'half-open', { stepMs: 5_000, maxSteps: 40 });
   await handle.signal(requestProbeSignal, { requestId, requester: 'worker-1' });
   const d = await handle.query(probeDecisionQuery, requestId);

@@ -1,4 +1,11 @@
-import { Agent, createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  Agent,
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import sharp from 'sharp';
 
@@ -19,7 +26,8 @@ import sharp from 'sharp';
  * Every request received is logged with its time and the mode that answered it (a refused connection is
  * never received, so never logged).
  */
-export type FaultMode = 'pass' | 'hang' | 'slow' | 'service-exception' | '503' | 'refused' | 'reset' | 'blank' | 'error-image';
+export type FaultMode =
+  'pass' | 'hang' | 'slow' | 'service-exception' | '503' | 'refused' | 'reset' | 'blank' | 'error-image';
 
 export interface FaultOptions {
   /** slow: the delay before each answer. Default 4 000 ms. */
@@ -127,10 +135,20 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
   const forward = (req: IncomingMessage, res: ServerResponse, entry?: ReceivedRequest, retried = false) => {
     const started = Date.now();
     if (entry && !retried) res.on('finish', () => (entry.upstreamMs = Date.now() - started));
-    const up = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: { ...req.headers, host: upstream.host }, agent }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const up = httpRequest(
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        path: req.url,
+        method: req.method,
+        headers: { ...req.headers, host: upstream.host },
+        agent,
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     up.on('error', () => {
       // lighttpd closes an idle keep-alive connection after 5 s; a request sent on one it had just closed is
       // sent again on a new one, as real proxies do (GetMaps are idempotent), not turned into a reset.
@@ -151,7 +169,11 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
       if (plan.forMs !== undefined) endTimer = setTimeout(() => void end(), plan.forMs);
       else finish();
     }
-    const entry: ReceivedRequest = { at: Date.now(), mode, ...(req.headers['user-agent'] === 'tilebreaker-probe' ? { selfProbe: true as const } : {}) };
+    const entry: ReceivedRequest = {
+      at: Date.now(),
+      mode,
+      ...(req.headers['user-agent'] === 'tilebreaker-probe' ? { selfProbe: true as const } : {}),
+    };
     log.push(entry);
     switch (mode) {
       case 'pass': {
@@ -176,14 +198,18 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
       case 'service-exception':
         return res.writeHead(200, { 'content-type': 'application/vnd.ogc.se_xml' }).end(SERVICE_EXCEPTION);
       case '503':
-        return res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': String(opts.retryAfterS) }).end('Service Unavailable');
+        return res
+          .writeHead(503, { 'content-type': 'text/plain', 'retry-after': String(opts.retryAfterS) })
+          .end('Service Unavailable');
       case 'refused':
       case 'reset':
         return req.socket.destroy();
       case 'blank':
       case 'error-image': {
         const [w, h] = requestedSize(req.url);
-        void image(mode === 'blank' ? 'blank' : 'error', w, h).then((png) => res.writeHead(200, { 'content-type': 'image/png' }).end(png));
+        void image(mode === 'blank' ? 'blank' : 'error', w, h).then((png) =>
+          res.writeHead(200, { 'content-type': 'image/png' }).end(png),
+        );
         return;
       }
     }
@@ -227,7 +253,8 @@ export async function startFaultProxy(upstreamUrl: string): Promise<FaultProxy> 
         await closed;
       });
     }
-    if (prev === 'refused' && next !== 'refused') pending = pending.then(() => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)));
+    if (prev === 'refused' && next !== 'refused')
+      pending = pending.then(() => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)));
     return pending;
   };
 

@@ -48,7 +48,8 @@ export async function startFaultServer(tileSize = 256): Promise<FaultServer> {
     state.requests++;
     const u = new URL(req.url ?? '/', 'http://x');
     const [, route, arg] = u.pathname.split('/');
-    const send = (status: number, type: string, body: Buffer | string) => res.writeHead(status, { 'content-type': type }).end(body);
+    const send = (status: number, type: string, body: Buffer | string) =>
+      res.writeHead(status, { 'content-type': type }).end(body);
     switch (route) {
       case 'ok':
         return send(200, 'image/png', png);
@@ -61,7 +62,13 @@ export async function startFaultServer(tileSize = 256): Promise<FaultServer> {
       case 'etag':
         // A tile with a validator: a conditional request for the same version gets 304.
         if (req.headers['if-none-match'] === '"v1"') return res.writeHead(304, { etag: '"v1"' }).end();
-        return res.writeHead(200, { 'content-type': 'image/png', etag: '"v1"', 'last-modified': 'Sun, 01 Nov 2026 00:00:00 GMT' }).end(png);
+        return res
+          .writeHead(200, {
+            'content-type': 'image/png',
+            etag: '"v1"',
+            'last-modified': 'Sun, 01 Nov 2026 00:00:00 GMT',
+          })
+          .end(png);
       case 'ok-jpeg':
         return send(200, 'image/jpeg', jpeg);
       case 'blank':
@@ -81,7 +88,11 @@ export async function startFaultServer(tileSize = 256): Promise<FaultServer> {
       case 'se-500':
         return send(500, 'application/vnd.ogc.se_xml', SE_111);
       case 'html':
-        return send(200, 'text/html', '<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>');
+        return send(
+          200,
+          'text/html',
+          '<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>',
+        );
       case 'empty':
         return send(200, 'image/png', Buffer.alloc(0));
       case 'json':

@@ -32,7 +32,12 @@ const MAPSERV = '/usr/lib/cgi-bin/mapserv';
 const LIGHTTPD = '/usr/sbin/lighttpd';
 
 export function wmsAvailable(): boolean {
-  return existsSync(MAPSERV) && existsSync(LIGHTTPD) && existsSync('/usr/bin/gdal_translate') && existsSync('/usr/bin/ogr2ogr');
+  return (
+    existsSync(MAPSERV) &&
+    existsSync(LIGHTTPD) &&
+    existsSync('/usr/bin/gdal_translate') &&
+    existsSync('/usr/bin/ogr2ogr')
+  );
 }
 
 // Around Null Island: 2 x 2 km in EPSG:3857.
@@ -60,7 +65,13 @@ export async function startWms(opts: { extent?: [number, number, number, number]
       const east = x >= size / 2;
       const north = y < size / 2;
       const shade = (x + y) % 64;
-      const [r, g, b] = north ? (east ? [255, shade, shade] : [shade, 255, shade]) : east ? [255, 255, shade] : [shade, shade, 255];
+      const [r, g, b] = north
+        ? east
+          ? [255, shade, shade]
+          : [shade, 255, shade]
+        : east
+          ? [255, 255, shade]
+          : [shade, shade, 255];
       raw[i] = r;
       raw[i + 1] = g;
       raw[i + 2] = b;
@@ -71,7 +82,20 @@ export async function startWms(opts: { extent?: [number, number, number, number]
     .toFile(path.join(dir, 'quadrants.png'));
   execFileSync(
     'gdal_translate',
-    ['-q', '-of', 'GTiff', '-a_srs', `EPSG:${EPSG}`, '-a_ullr', String(EXTENT[0]), String(EXTENT[3]), String(EXTENT[2]), String(EXTENT[1]), 'quadrants.png', 'quadrants.tif'],
+    [
+      '-q',
+      '-of',
+      'GTiff',
+      '-a_srs',
+      `EPSG:${EPSG}`,
+      '-a_ullr',
+      String(EXTENT[0]),
+      String(EXTENT[3]),
+      String(EXTENT[2]),
+      String(EXTENT[1]),
+      'quadrants.png',
+      'quadrants.tif',
+    ],
     { cwd: dir },
   );
   writeFileSync(
@@ -190,7 +214,11 @@ END
  * lighttpd on 127.0.0.1 in front of Debian's mapserv CGI (a CGI front passes MapServer's status codes through),
  * with `configFile` as MAPSERVER_CONFIG_FILE; `extra` adds lighttpd settings.
  */
-export async function startMapservCgi(dir: string, configFile: string, extra = ''): Promise<{ url: string; port: number; child: ChildProcess }> {
+export async function startMapservCgi(
+  dir: string,
+  configFile: string,
+  extra = '',
+): Promise<{ url: string; port: number; child: ChildProcess }> {
   const port = await freePort();
   const conf = path.join(dir, 'lighttpd.conf');
   writeFileSync(

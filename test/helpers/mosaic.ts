@@ -29,14 +29,30 @@ export function assertAccounted(m: Manifest): string | null {
 
 export const gdalAvailable = () => spawnSync('gdalinfo', ['--version']).status === 0;
 
-export function gdalinfo(file: string): { geoTransform: number[]; coordinateSystem: { wkt: string }; size: number[]; bands: { overviews?: unknown[] }[]; stac?: Record<string, unknown> } {
+export function gdalinfo(file: string): {
+  geoTransform: number[];
+  coordinateSystem: { wkt: string };
+  size: number[];
+  bands: { overviews?: unknown[] }[];
+  stac?: Record<string, unknown>;
+} {
   return JSON.parse(execFileSync('gdalinfo', ['-json', file], { encoding: 'utf8' })) as ReturnType<typeof gdalinfo>;
 }
 
 /** 13 x 10 = 130 tiles at zoom 8 over the Alps from the demo tile server `s`, written to `<dir>/<name>.tif`. */
-export function demoRequest(s: DemoTileServer, dir: string, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest {
+export function demoRequest(
+  s: DemoTileServer,
+  dir: string,
+  name: string,
+  extra: Partial<MosaicRequest> = {},
+): MosaicRequest {
   return {
-    source: { type: 'xyz', url: s.template, concurrency: 2, timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 } },
+    source: {
+      type: 'xyz',
+      url: s.template,
+      concurrency: 2,
+      timeouts: { connectMs: 1_000, headersMs: 2_000, bodyMs: 2_000, totalMs: 3_000 },
+    },
     sourceName: 'demo',
     bbox: [2.0, 42.0, 19.5, 49.9],
     zoom: 8,
@@ -51,7 +67,13 @@ export function demoRequest(s: DemoTileServer, dir: string, name: string, extra:
  * `cols` x `rows` tiles at zoom 12 from `x0`,`y0` (EPSG:3857 corners) from the demo tile server `s` at 2
  * requests per worker, written to `<dir>/<name>/mosaic.tif`.
  */
-export function tileBoxRequest(s: DemoTileServer, dir: string, name: string, box: { cols: number; rows: number; x0?: number; y0?: number }, extra: Partial<MosaicRequest> = {}): MosaicRequest {
+export function tileBoxRequest(
+  s: DemoTileServer,
+  dir: string,
+  name: string,
+  box: { cols: number; rows: number; x0?: number; y0?: number },
+  extra: Partial<MosaicRequest> = {},
+): MosaicRequest {
   const { cols, rows, x0 = 2100, y0 = 1400 } = box;
   const nw = tileBounds(12, x0, y0);
   const se = tileBounds(12, x0 + cols - 1, y0 + rows - 1);

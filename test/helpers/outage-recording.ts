@@ -4,7 +4,13 @@ import type { AttemptRecord, ServerStats } from '../../bench/outage/types';
 export const O = 978_307_200_000;
 
 /** A failed (503) attempt from `from` to `to` ms after the outage's start, decided at `decidedAt` as `state`. */
-export function failedAttempt(worker: number, from: number, to: number, probe: boolean, decision: { decidedAt: number; state: string; failOpen?: boolean }): AttemptRecord {
+export function failedAttempt(
+  worker: number,
+  from: number,
+  to: number,
+  probe: boolean,
+  decision: { decidedAt: number; state: string; failOpen?: boolean },
+): AttemptRecord {
   return {
     worker,
     start: O + from,

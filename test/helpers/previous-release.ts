@@ -1,5 +1,14 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../../src/client/local-server';
 
@@ -22,9 +31,13 @@ export interface ReleaseBuild {
  * says so, never a skip.
  */
 export function buildRelease(ref: string = PREVIOUS_RELEASE, root: string = packageRoot()): ReleaseBuild {
-  const found = spawnSync('git', ['-C', root, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { encoding: 'utf8' });
+  const found = spawnSync('git', ['-C', root, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`], {
+    encoding: 'utf8',
+  });
   if (found.status !== 0) {
-    throw new Error(`the previous release ${ref} is not in this clone's history (${root}); the upgrade test builds it from git: fetch main's full history (git fetch --unshallow origin main)`);
+    throw new Error(
+      `the previous release ${ref} is not in this clone's history (${root}); the upgrade test builds it from git: fetch main's full history (git fetch --unshallow origin main)`,
+    );
   }
   const commit = found.stdout.trim();
   const dir = path.join(root, '.build-releases', commit);
@@ -37,14 +50,29 @@ export function buildRelease(ref: string = PREVIOUS_RELEASE, root: string = pack
   const aside = `${dir}.building-${process.pid}`;
   rmSync(aside, { recursive: true, force: true });
   mkdirSync(aside, { recursive: true });
-  const archive = execFileSync('git', ['-C', root, 'archive', '--format=tar', commit], { maxBuffer: 512 * 1024 * 1024 });
+  const archive = execFileSync('git', ['-C', root, 'archive', '--format=tar', commit], {
+    maxBuffer: 512 * 1024 * 1024,
+  });
   execFileSync('tar', ['-x', '-C', aside], { input: archive });
   symlinkSync(realpathSync(path.join(root, 'node_modules')), path.join(aside, 'node_modules'), 'dir');
-  writeFileSync(path.join(aside, 'tsconfig.release.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src/**/*.ts'], compilerOptions: { declaration: false, sourceMap: false } }));
-  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.release.json'], { cwd: aside, encoding: 'utf8' });
+  writeFileSync(
+    path.join(aside, 'tsconfig.release.json'),
+    JSON.stringify({
+      extends: './tsconfig.json',
+      include: ['src/**/*.ts'],
+      compilerOptions: { declaration: false, sourceMap: false },
+    }),
+  );
+  const tsc = spawnSync(
+    process.execPath,
+    [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.release.json'],
+    { cwd: aside, encoding: 'utf8' },
+  );
   if (tsc.status !== 0 || !existsSync(path.join(aside, 'dist', 'src', 'cli', 'main.js'))) {
     rmSync(aside, { recursive: true, force: true });
-    throw new Error(`building ${commit} in ${aside} failed (tsc exit ${tsc.status}): ${(tsc.stdout + tsc.stderr).slice(-2_000)}`);
+    throw new Error(
+      `building ${commit} in ${aside} failed (tsc exit ${tsc.status}): ${(tsc.stdout + tsc.stderr).slice(-2_000)}`,
+    );
   }
   const buildMs = Date.now() - started;
   writeFileSync(path.join(aside, '.built'), JSON.stringify({ commit, buildMs, at: new Date().toISOString() }));
@@ -62,4 +90,5 @@ export function buildRelease(ref: string = PREVIOUS_RELEASE, root: string = pack
 }
 
 /** The package version the build says it is. */
-export const releaseVersion = (b: ReleaseBuild): string => (JSON.parse(readFileSync(path.join(b.dir, 'package.json'), 'utf8')) as { version: string }).version;
+export const releaseVersion = (b: ReleaseBuild): string =>
+  (JSON.parse(readFileSync(path.join(b.dir, 'package.json'), 'utf8')) as { version: string }).version;

@@ -42,7 +42,12 @@ export async function startPrometheus(targets: string[]): Promise<Prometheus> {
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     PROMETHEUS,
-    [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    [
+      `--config.file=${path.join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${path.join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';
@@ -66,11 +71,15 @@ export async function startPrometheus(targets: string[]): Promise<Prometheus> {
   return {
     url,
     async query(expr) {
-      const data = await api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(`/api/v1/query?query=${encodeURIComponent(expr)}`);
+      const data = await api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+        `/api/v1/query?query=${encodeURIComponent(expr)}`,
+      );
       return data.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
     },
     async alerts() {
-      const data = await api<{ alerts: { labels: Record<string, string>; state: 'pending' | 'firing' }[] }>('/api/v1/alerts');
+      const data = await api<{ alerts: { labels: Record<string, string>; state: 'pending' | 'firing' }[] }>(
+        '/api/v1/alerts',
+      );
       return data.alerts;
     },
     async stop() {

@@ -38,10 +38,17 @@ Runtime.install({
  */
 export async function timeSkippingEnv(): Promise<TestWorkflowEnvironment> {
   const { testServer } = localBinaries();
-  return withStartRetries(() => TestWorkflowEnvironment.createTimeSkipping(testServer ? { server: { executable: { type: 'existing-path', path: testServer } } } : {}));
+  return withStartRetries(() =>
+    TestWorkflowEnvironment.createTimeSkipping(
+      testServer ? { server: { executable: { type: 'existing-path', path: testServer } } } : {},
+    ),
+  );
 }
 
-export async function devServerEnv(searchAttributes: SearchAttributeKey<SearchAttributeType>[] = [], extraNamespaces: string[] = []): Promise<TestWorkflowEnvironment> {
+export async function devServerEnv(
+  searchAttributes: SearchAttributeKey<SearchAttributeType>[] = [],
+  extraNamespaces: string[] = [],
+): Promise<TestWorkflowEnvironment> {
   const conn = connectionConfigFromEnv();
   if (conn.address) {
     return TestWorkflowEnvironment.createFromExistingServer({

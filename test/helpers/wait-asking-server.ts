@@ -25,7 +25,12 @@ export interface WaitAskingServer {
  * `Retry-After: retryAfterS` for `forMs`, and a good tile otherwise, each after 20 ms; it logs every request
  * with the worker that sent it.
  */
-export async function startWaitAskingServer(opts: { from: number; forMs: number; status: 429 | 503; retryAfterS: number }): Promise<WaitAskingServer> {
+export async function startWaitAskingServer(opts: {
+  from: number;
+  forMs: number;
+  status: 429 | 503;
+  retryAfterS: number;
+}): Promise<WaitAskingServer> {
   const png = await gradientImage(256, 256, 'png');
   const hits: Hit[] = [];
   let since: number | null = null;
@@ -40,7 +45,9 @@ export async function startWaitAskingServer(opts: { from: number; forMs: number;
       hit.answeredAt = Date.now();
       if (hit.status !== 200) {
         answered(hit);
-        res.writeHead(hit.status, { 'content-type': 'text/plain', 'retry-after': String(opts.retryAfterS) }).end(hit.status === 429 ? 'slow down' : 'renderer unavailable');
+        res
+          .writeHead(hit.status, { 'content-type': 'text/plain', 'retry-after': String(opts.retryAfterS) })
+          .end(hit.status === 429 ? 'slow down' : 'renderer unavailable');
       } else res.writeHead(200, { 'content-type': 'image/png' }).end(png);
     }, 20);
   });

@@ -50,19 +50,28 @@ function request(template: string, name: string, cols: number, rows: number): Mo
   };
 }
 
-const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => (t ? Number(t.seconds) * 1000 + Math.round((t.nanos ?? 0) / 1e6) : NaN);
+const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+  t ? Number(t.seconds) * 1000 + Math.round((t.nanos ?? 0) / 1e6) : NaN;
 
 test('a worker SIGKILLed mid-batch: the batch is retried within seconds and no tile it finished is fetched again', async () => {
   const env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
   cleanups.push(() => env.teardown());
   const served = new Map<string, number>();
-  const server = await startDemoTileServer({ latencyMs: 100, onServed: (p) => served.set(p, (served.get(p) ?? 0) + 1) });
+  const server = await startDemoTileServer({
+    latencyMs: 100,
+    onServed: (p) => served.set(p, (served.get(p) ?? 0) + 1),
+  });
   cleanups.push(() => server.close());
   const taskQueue = uniqueTaskQueue('resume-kill');
   const fleet = [worker(env, taskQueue), worker(env, taskQueue)];
   await Promise.all(fleet.map((w) => w.ready));
   // One batch of 400 tiles at 2 requests in flight, 100 ms each: about 20 s of fetching.
-  const handle = await startMosaic(env.client, taskQueue, request(server.template, 'kill', 20, 20), `resume-kill-${process.pid}`);
+  const handle = await startMosaic(
+    env.client,
+    taskQueue,
+    request(server.template, 'kill', 20, 20),
+    `resume-kill-${process.pid}`,
+  );
   for (const until = Date.now() + 180_000; Date.now() < until && server.stats.ok < 120;) await delay(50);
   assert.ok(server.stats.ok >= 120, `the batch got going (${server.stats.ok} tiles served)`);
   const running = (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? '';
@@ -77,7 +86,8 @@ test('a worker SIGKILLed mid-batch: the batch is retried within seconds and no t
   let retryStarted = NaN;
   for (let i = 0; i < 1_200 && Number.isNaN(retryStarted); i++) {
     const p = (await handle.describe()).raw.pendingActivities?.[0];
-    if (p && (p.attempt ?? 0) >= 2 && p.lastStartedTime && p.lastWorkerIdentity !== running) retryStarted = ms(p.lastStartedTime);
+    if (p && (p.attempt ?? 0) >= 2 && p.lastStartedTime && p.lastWorkerIdentity !== running)
+      retryStarted = ms(p.lastStartedTime);
     else await delay(100);
   }
   assert.ok(!Number.isNaN(retryStarted), 'the batch was retried');
@@ -87,7 +97,9 @@ test('a worker SIGKILLed mid-batch: the batch is retried within seconds and no t
   assert.equal(assertAccounted(m), null);
   assert.equal(m.counts.ok, 400, JSON.stringify(m.counts));
   const twice = [...served.values()].filter((n) => n > 1).length;
-  console.log(`kill: ${atKill} tiles served at the kill, ${twice} fetched twice; retry started ${retryStarted - lastBeat} ms after the dead attempt's last heartbeat`);
+  console.log(
+    `kill: ${atKill} tiles served at the kill, ${twice} fetched twice; retry started ${retryStarted - lastBeat} ms after the dead attempt's last heartbeat`,
+  );
   // Only requests in flight at the kill (served, never stored) may go out again: at most the source's concurrency.
   assert.ok(twice <= 2, `${twice} tiles fetched twice`);
   // Each tile recorded once, with the request that stored it.
@@ -108,7 +120,13 @@ async function devServer(port: number | undefined, dbFilename: string): Promise<
   const { cli } = localBinaries();
   return withStartRetries(() =>
     Env.createLocal({
-      server: { ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}), ip: '127.0.0.1', ...(port ? { port } : {}), dbFilename, searchAttributes: BREAKER_SEARCH_ATTRIBUTES },
+      server: {
+        ...(cli ? { executable: { type: 'existing-path', path: cli } } : {}),
+        ip: '127.0.0.1',
+        ...(port ? { port } : {}),
+        dbFilename,
+        searchAttributes: BREAKER_SEARCH_ATTRIBUTES,
+      },
     }),
   );
 }
@@ -128,10 +146,18 @@ test('Temporal unreachable for longer than any heartbeat timeout while a batch f
   // 256 tiles, 2 in flight at 80 ms: about 10 s of fetching. Temporal goes down with the last 56 to fetch, so
   // the batch finishes unseen within a few seconds, before the worker itself gives up on an attempt it cannot
   // heartbeat for (the batch's 6 s heartbeat timeout): the tiles in flight then would be fetched again.
-  const handle = await startMosaic(env.client, taskQueue, request(server.template, 'outage', 16, 16), `resume-outage-${process.pid}`);
+  const handle = await startMosaic(
+    env.client,
+    taskQueue,
+    request(server.template, 'outage', 16, 16),
+    `resume-outage-${process.pid}`,
+  );
   // Waits for the state, not a time: on a loaded machine the batch may take far longer than its 10 s.
   for (const until = Date.now() + 180_000; Date.now() < until && server.stats.ok < 200;) await delay(20);
-  assert.ok(server.stats.ok >= 200 && server.stats.ok < 256, `the batch is under way (${server.stats.ok} of 256 tiles)`);
+  assert.ok(
+    server.stats.ok >= 200 && server.stats.ok < 256,
+    `the batch is under way (${server.stats.ok} of 256 tiles)`,
+  );
   await env.teardown();
   const downAt = server.stats.ok;
   // Down longer than the 20 s heartbeat timeout of before: the batch finishes unseen (its completion is lost),
@@ -145,7 +171,9 @@ test('Temporal unreachable for longer than any heartbeat timeout while a batch f
   assert.equal(assertAccounted(m), null);
   assert.equal(m.counts.ok, 256, JSON.stringify(m.counts));
   const twice = [...served.values()].filter((n) => n > 1).length;
-  console.log(`outage: ${downAt} tiles served when Temporal went down, ${server.stats.ok} served in all, ${twice} fetched twice`);
+  console.log(
+    `outage: ${downAt} tiles served when Temporal went down, ${server.stats.ok} served in all, ${twice} fetched twice`,
+  );
   assert.equal(twice, 0, `${twice} tiles fetched twice`);
   assert.ok(
     m.tiles.every((t) => t.attempts === 1),

@@ -38,7 +38,8 @@ async function countingProxy(wms: Wms): Promise<CountingProxy> {
   const proxy: CountingProxy = {
     url: '',
     log: [],
-    count: (layers, from = 0, to = Infinity) => proxy.log.filter((r) => r.layers === layers && r.at >= from && r.at <= to).length,
+    count: (layers, from = 0, to = Infinity) =>
+      proxy.log.filter((r) => r.layers === layers && r.at >= from && r.at <= to).length,
     onRequest: () => undefined,
     close: async () => {
       server.closeAllConnections();
@@ -74,7 +75,13 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
   before(async () => {
     env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
     // The default breaker policy: what a fleet runs.
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+      roots: TEST_ROOTS,
+    });
     running = worker.run();
   });
   after(async () => {
@@ -96,9 +103,21 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
   }
 
   /** 13 x 13 = 169 tiles at zoom 18 over the fixture's raster. */
-  function request(proxy: CountingProxy, name: string, layers: string[], extra: Partial<MosaicRequest> = {}): MosaicRequest {
+  function request(
+    proxy: CountingProxy,
+    name: string,
+    layers: string[],
+    extra: Partial<MosaicRequest> = {},
+  ): MosaicRequest {
     return {
-      source: { type: 'wms', url: proxy.url, layers, transparent: false, concurrency: 4, timeouts: { connectMs: 1_000, headersMs: 5_000, bodyMs: 5_000, totalMs: 10_000 } },
+      source: {
+        type: 'wms',
+        url: proxy.url,
+        layers,
+        transparent: false,
+        concurrency: 4,
+        timeouts: { connectMs: 1_000, headersMs: 5_000, bodyMs: 5_000, totalMs: 10_000 },
+      },
       sourceName: name,
       bbox: [100, 100, 1_900, 1_900],
       crs: 'EPSG:3857',
@@ -129,23 +148,32 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     const earlier = Buffer.from('an earlier image');
     writeFileSync(path.join(dir, 'wrong-layer.tif'), earlier);
     const started = Date.now();
-    const [bad, good] = await Promise.all([run(request(proxy, 'wrong-layer', ['quadrantz']), 'wrong-layer'), run(request(proxy, 'good-layer', ['quadrants']), 'good-layer')]);
+    const [bad, good] = await Promise.all([
+      run(request(proxy, 'wrong-layer', ['quadrantz']), 'wrong-layer'),
+      run(request(proxy, 'good-layer', ['quadrants']), 'good-layer'),
+    ]);
     const badRequests = proxy.count('quadrantz');
     const goodRequests = proxy.count('quadrants');
-    console.log(`wrong layer: ${badRequests} requests for ${bad.total} tiles; good layer: ${goodRequests} requests, ${good.counts.ok} ok; ${Date.now() - started} ms`);
+    console.log(
+      `wrong layer: ${badRequests} requests for ${bad.total} tiles; good layer: ${goodRequests} requests, ${good.counts.ok} ok; ${Date.now() - started} ms`,
+    );
 
     const m = readManifest(bad);
     assert.equal(assertAccounted(m), null);
     assert.equal(m.counts.failed, bad.total, JSON.stringify(m.counts));
     assert.ok(
-      m.tiles.every((t) => t.configError === true && /^configuration error: LayerNotDefined for source "wrong-layer"/.test(t.reason)),
+      m.tiles.every(
+        (t) =>
+          t.configError === true && /^configuration error: LayerNotDefined for source "wrong-layer"/.test(t.reason),
+      ),
       m.tiles[0]!.reason,
     );
     assert.match(bad.configError ?? '', /^configuration error: LayerNotDefined for source "wrong-layer"/);
     assert.equal((m as unknown as { configError: string }).configError, bad.configError, 'the manifest says it');
     assert.equal(exitCodeFor(bad), 4);
     assert.ok(readFileSync(path.join(dir, 'wrong-layer.tif')).equals(earlier), 'the earlier image is left as it was');
-    for (const sidecar of ['wrong-layer.tfw', 'wrong-layer.prj', 'wrong-layer.tif.aux.xml']) assert.equal(existsSync(path.join(dir, sidecar)), false, `no ${sidecar}`);
+    for (const sidecar of ['wrong-layer.tfw', 'wrong-layer.prj', 'wrong-layer.tif.aux.xml'])
+      assert.equal(existsSync(path.join(dir, sidecar)), false, `no ${sidecar}`);
     assert.match((m as unknown as { image: string }).image, /^not written: the run met a configuration error/);
     assert.deepEqual(
       bad.files.filter((f) => /wrong-layer\.(tif|tfw|prj|tif\.aux\.xml)$/.test(f)),
@@ -166,7 +194,10 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
 
   test('a wrong layer in a job of several blocks: later blocks are recorded failed with the error, not requested', async () => {
     const { proxy } = await server();
-    const result = await run(request(proxy, 'wrong-layer-blocks', ['quadrantz'], { blockTiles: 32 }), 'wrong-layer-blocks');
+    const result = await run(
+      request(proxy, 'wrong-layer-blocks', ['quadrantz'], { blockTiles: 32 }),
+      'wrong-layer-blocks',
+    );
     const m = readManifest(result);
     assert.equal(assertAccounted(m), null);
     assert.equal(m.counts.failed, result.total, JSON.stringify(m.counts));
@@ -194,7 +225,9 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     const openMs = open.at - vanishedAt;
     const untilOpen = proxy.count('quadrants', vanishedAt, open.at);
     const afterVanish = proxy.count('quadrants', vanishedAt);
-    console.log(`vanishing layer: opened (${open.reason}) ${openMs} ms after the layer vanished, after ${untilOpen} requests; ${afterVanish} requests after it vanished in all`);
+    console.log(
+      `vanishing layer: opened (${open.reason}) ${openMs} ms after the layer vanished, after ${untilOpen} requests; ${afterVanish} requests after it vanished in all`,
+    );
 
     assert.equal(open.reason, 'failure-ratio');
     assert.ok(openMs < 3_000, `opened ${openMs} ms after the layer vanished`);
@@ -207,7 +240,13 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     assert.equal(m.counts.ok + m.counts['dead-lettered'], result.total);
     // Each dead letter is a systemic fault (a service exception, re-drivable) or a refusal by the open breaker.
     const dead = m.tiles.filter((t) => t.status === 'dead-lettered');
-    assert.ok(dead.every((t) => (t.kind === 'service-exception' && /^systemic: LayerNotDefined/.test(t.reason)) || t.breakerState !== undefined));
+    assert.ok(
+      dead.every(
+        (t) =>
+          (t.kind === 'service-exception' && /^systemic: LayerNotDefined/.test(t.reason)) ||
+          t.breakerState !== undefined,
+      ),
+    );
     // The breaker counted the vanished layer's answers as service exceptions (systemic), not as permanent faults.
     // (Which dead letters still show that kind depends on timing: a retry the open breaker refused records the refusal.)
     const counted = /; (\d+) transient, (\d+) service-exception\)/.exec(open.detail);
@@ -222,12 +261,37 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     const queue = uniqueTaskQueue('redeploy');
     const storeRoot = path.join(dir, 'redeploy-store');
     const metatiled = (name: string, fallback: 'fail-fast' | 'wait'): MosaicRequest => {
-      const req = request(proxy, 'redeployed', ['quadrants'], { storeRoot, fallback, output: path.join(dir, `${name}.tif`), ...(fallback === 'wait' ? { deadline: '3m' } : {}) });
-      return { ...req, source: { type: 'wms', url: proxy.url, layers: ['quadrants'], transparent: false, concurrency: 4, metatile: { size: [4, 4] } } };
+      const req = request(proxy, 'redeployed', ['quadrants'], {
+        storeRoot,
+        fallback,
+        output: path.join(dir, `${name}.tif`),
+        ...(fallback === 'wait' ? { deadline: '3m' } : {}),
+      });
+      return {
+        ...req,
+        source: {
+          type: 'wms',
+          url: proxy.url,
+          layers: ['quadrants'],
+          transparent: false,
+          concurrency: 4,
+          metatile: { size: [4, 4] },
+        },
+      };
     };
     // `stop`: ends what ran beside the mosaic while its worker is still up to answer queries.
-    const onWorker = async (name: string, req: MosaicRequest, stop: () => Promise<void> = () => Promise.resolve()): Promise<MosaicResult> => {
-      const w: WorkerProcess = startWorkerProcess(env.address, 'default', queue, {}, { args: ['--breaker-config', policy] });
+    const onWorker = async (
+      name: string,
+      req: MosaicRequest,
+      stop: () => Promise<void> = () => Promise.resolve(),
+    ): Promise<MosaicResult> => {
+      const w: WorkerProcess = startWorkerProcess(
+        env.address,
+        'default',
+        queue,
+        {},
+        { args: ['--breaker-config', policy] },
+      );
       try {
         await w.ready;
         return await (await startMosaic(env.client, queue, req, `${name}-${process.pid}`)).result();
@@ -269,7 +333,11 @@ describe('configuration errors and a vanishing layer on a real MapServer', { ski
     );
     assert.ok(restoredAt > 0 && opened, 'the breaker opened on the missing layer');
     assert.equal(opened.reason, 'failure-ratio', opened.detail);
-    assert.match(opened.detail, /[1-9]\d* service-exception\)/, 'counted as systemic (service exceptions), not as permanent faults');
+    assert.match(
+      opened.detail,
+      /[1-9]\d* service-exception\)/,
+      'counted as systemic (service exceptions), not as permanent faults',
+    );
     assert.equal(result.configError, undefined, 'not a configuration error');
     const m = readManifest(result);
     assert.equal(assertAccounted(m), null);

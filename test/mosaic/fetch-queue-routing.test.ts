@@ -53,8 +53,19 @@ function request(name: string): MosaicRequest {
 
 /** A worker of one's own on the main queue only: tilebreaker's workflows and activities, no fetch worker. */
 async function ownWorker(taskQueue: string, fetchQueueStartWithinMs?: number) {
-  const runtime = createActivityRuntime({ client: env.client, taskQueue, roots: TEST_ROOTS, ...(fetchQueueStartWithinMs ? { fetchQueueStartWithinMs } : {}) });
-  const worker = await Worker.create({ connection: env.nativeConnection, namespace: 'default', taskQueue, workflowsPath, activities: runtime.activities });
+  const runtime = createActivityRuntime({
+    client: env.client,
+    taskQueue,
+    roots: TEST_ROOTS,
+    ...(fetchQueueStartWithinMs ? { fetchQueueStartWithinMs } : {}),
+  });
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    namespace: 'default',
+    taskQueue,
+    workflowsPath,
+    activities: runtime.activities,
+  });
   return { runtime, worker };
 }
 
@@ -62,7 +73,12 @@ async function ownWorker(taskQueue: string, fetchQueueStartWithinMs?: number) {
 async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<never>(
+        (_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms)),
+      ),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -87,7 +103,8 @@ async function batches(workflowId: string): Promise<BatchEvent[]> {
       out.push(b);
     }
     const st = e.activityTaskStartedEventAttributes;
-    if (st && byId.has(String(st.scheduledEventId))) byId.get(String(st.scheduledEventId))!.identity = st.identity ?? '';
+    if (st && byId.has(String(st.scheduledEventId)))
+      byId.get(String(st.scheduledEventId))!.identity = st.identity ?? '';
     const done = e.activityTaskCompletedEventAttributes;
     if (done && byId.has(String(done.scheduledEventId))) byId.get(String(done.scheduledEventId))!.outcome = 'completed';
     const to = e.activityTaskTimedOutEventAttributes;
@@ -117,7 +134,14 @@ test('nobody polls <queue>-fetch: a worker of your own (main queue only) finishe
 test('opted in with createFetchWorker: while it polls, the plan names <queue>-fetch and the fetch worker runs every batch', async () => {
   const taskQueue = uniqueTaskQueue('routing-opt-in');
   const { runtime, worker } = await ownWorker(taskQueue);
-  const fetcher = await createFetchWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue, activities: runtime.activities, fetchBatches: 2, identity: `fetcher-${process.pid}` });
+  const fetcher = await createFetchWorker({
+    connection: env.nativeConnection,
+    namespace: 'default',
+    taskQueue,
+    activities: runtime.activities,
+    fetchBatches: 2,
+    identity: `fetcher-${process.pid}`,
+  });
   try {
     const fetching = fetcher.run();
     const result = await worker.runUntil(async () => {
@@ -131,7 +155,10 @@ test('opted in with createFetchWorker: while it polls, the plan names <queue>-fe
     await fetching;
     assert.equal(result.r.counts.ok, 64);
     assert.equal(result.b.length, 8);
-    assert.deepEqual([...new Set(result.b.map((b) => `${b.queue} ${b.outcome} ${b.identity}`))], [`${fetchTaskQueue(taskQueue)} completed fetcher-${process.pid}`]);
+    assert.deepEqual(
+      [...new Set(result.b.map((b) => `${b.queue} ${b.outcome} ${b.identity}`))],
+      [`${fetchTaskQueue(taskQueue)} completed fetcher-${process.pid}`],
+    );
   } finally {
     if (fetcher.getState() === 'RUNNING') fetcher.shutdown();
     await runtime.close();
@@ -142,12 +169,20 @@ test('the plan said served but the fetch worker has gone (the server still lists
   const taskQueue = uniqueTaskQueue('routing-gone');
   const { runtime, worker } = await ownWorker(taskQueue, 2_000);
   // A fetch worker polls, then stops: the server keeps listing its poll for minutes.
-  const fetcher = await createFetchWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue, activities: runtime.activities });
+  const fetcher = await createFetchWorker({
+    connection: env.nativeConnection,
+    namespace: 'default',
+    taskQueue,
+    activities: runtime.activities,
+  });
   const fetching = fetcher.run();
   for (let i = 0; i < 100 && !(await servedFetchQueue(env.client, taskQueue, 60_000)); i++) await delay(100);
   fetcher.shutdown();
   await fetching;
-  assert.ok(await servedFetchQueue(env.client, taskQueue, 60_000), 'the server still lists the stopped fetch worker (else this test tests nothing)');
+  assert.ok(
+    await servedFetchQueue(env.client, taskQueue, 60_000),
+    'the server still lists the stopped fetch worker (else this test tests nothing)',
+  );
   try {
     const started = Date.now();
     const result = await worker.runUntil(async () => {
@@ -160,7 +195,10 @@ test('the plan said served but the fetch worker has gone (the server still lists
     const onMain = result.b.filter((b) => b.queue === taskQueue);
     // Every batch went to the fetch queue first (the plan said served), timed out unstarted, and ran on the main queue.
     assert.equal(onFetch.length, 8);
-    assert.deepEqual([...new Set(onFetch.map((b) => `${b.outcome} ${b.identity ?? 'never started'}`))], ['timed-out never started']);
+    assert.deepEqual(
+      [...new Set(onFetch.map((b) => `${b.outcome} ${b.identity ?? 'never started'}`))],
+      ['timed-out never started'],
+    );
     assert.equal(onMain.length, 8);
     assert.deepEqual([...new Set(onMain.map((b) => b.outcome))], ['completed']);
     // 8 batches, 2 at a time, each waiting 2 s: at least 8 s.
@@ -172,15 +210,28 @@ test('the plan said served but the fetch worker has gone (the server still lists
 
 test('bad options are refused, naming the option and the value', async () => {
   for (const bad of [999, 1.5, 86_400_001]) {
-    assert.throws(() => createActivityRuntime({ client: env.client, taskQueue: 'q', roots: TEST_ROOTS, fetchQueueStartWithinMs: bad }), {
-      message: `fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${bad})`,
-    });
+    assert.throws(
+      () =>
+        createActivityRuntime({ client: env.client, taskQueue: 'q', roots: TEST_ROOTS, fetchQueueStartWithinMs: bad }),
+      {
+        message: `fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${bad})`,
+      },
+    );
   }
   const runtime = createActivityRuntime({ client: env.client, taskQueue: 'q', roots: TEST_ROOTS });
   try {
-    await assert.rejects(createFetchWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue: 'q', activities: runtime.activities, fetchBatches: 0 }), {
-      message: 'fetchBatches must be a whole number of at least 1 (got 0)',
-    });
+    await assert.rejects(
+      createFetchWorker({
+        connection: env.nativeConnection,
+        namespace: 'default',
+        taskQueue: 'q',
+        activities: runtime.activities,
+        fetchBatches: 0,
+      }),
+      {
+        message: 'fetchBatches must be a whole number of at least 1 (got 0)',
+      },
+    );
   } finally {
     await runtime.close();
   }

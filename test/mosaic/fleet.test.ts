@@ -35,7 +35,13 @@ function worker(taskQueue: string): WorkerProcess {
 }
 
 /** A `cols` x `rows` block of zoom-12 tiles (one per request) from the demo tile server `s`. */
-function request(s: DemoTileServer, name: string, cols: number, rows: number, extra: Partial<MosaicRequest>): MosaicRequest {
+function request(
+  s: DemoTileServer,
+  name: string,
+  cols: number,
+  rows: number,
+  extra: Partial<MosaicRequest>,
+): MosaicRequest {
   return tileBoxRequest(s, dir, name, { cols, rows }, extra);
 }
 
@@ -45,9 +51,11 @@ async function batchesByWorker(workflowId: string): Promise<Map<string, number>>
   const types = new Map<string, string>();
   const counts = new Map<string, number>();
   for (const e of events) {
-    if (e.activityTaskScheduledEventAttributes) types.set(String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name ?? '');
+    if (e.activityTaskScheduledEventAttributes)
+      types.set(String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name ?? '');
     const st = e.activityTaskStartedEventAttributes;
-    if (st && types.get(String(st.scheduledEventId)) === 'fetchMosaicBatch') counts.set(st.identity ?? '?', (counts.get(st.identity ?? '?') ?? 0) + 1);
+    if (st && types.get(String(st.scheduledEventId)) === 'fetchMosaicBatch')
+      counts.set(st.identity ?? '?', (counts.get(st.identity ?? '?') ?? 0) + 1);
   }
   return counts;
 }
@@ -61,12 +69,21 @@ test("one mosaic's fetch batches spread over the fleet: two worker processes eac
   await delay(500);
   // 256 tiles in 32 batches of 8, 4 in flight. With eager dispatch the worker that completed the workflow task
   // took nearly every batch (29 of 32 with three workers in bench:throughput).
-  const handle = await startMosaic(env.client, taskQueue, request(server, 'spread', 16, 16, { batchSize: 8, parallelBatches: 4 }), `fleet-spread-${process.pid}`);
+  const handle = await startMosaic(
+    env.client,
+    taskQueue,
+    request(server, 'spread', 16, 16, { batchSize: 8, parallelBatches: 4 }),
+    `fleet-spread-${process.pid}`,
+  );
   const result = await handle.result();
   assert.equal(result.counts.ok, 256);
   const counts = await batchesByWorker(handle.workflowId);
-  const per = fleet.map((w) => [...counts.entries()].filter(([who]) => who.startsWith(w.identityPrefix)).reduce((a, [, k]) => a + k, 0));
-  console.log(`spread: fetch batches per worker ${per.join(' / ')} (${[...counts.entries()].map(([who, k]) => `${who} ${k}`).join(', ')})`);
+  const per = fleet.map((w) =>
+    [...counts.entries()].filter(([who]) => who.startsWith(w.identityPrefix)).reduce((a, [, k]) => a + k, 0),
+  );
+  console.log(
+    `spread: fetch batches per worker ${per.join(' / ')} (${[...counts.entries()].map(([who, k]) => `${who} ${k}`).join(', ')})`,
+  );
   assert.equal(
     per.reduce((a, b) => a + b, 0),
     32,
@@ -78,7 +95,10 @@ test("one mosaic's fetch batches spread over the fleet: two worker processes eac
 test('a worker SIGKILLed mid-batch: another worker finishes the batch, and only the tiles of its last ~2 s are fetched twice', async () => {
   // When each tile went out, by path: a tile fetched twice was finished before the kill and lost.
   const servedAt = new Map<string, number[]>();
-  const server = await startDemoTileServer({ latencyMs: 100, onServed: (p) => servedAt.set(p, [...(servedAt.get(p) ?? []), Date.now()]) });
+  const server = await startDemoTileServer({
+    latencyMs: 100,
+    onServed: (p) => servedAt.set(p, [...(servedAt.get(p) ?? []), Date.now()]),
+  });
   cleanups.push(() => server.close());
   const taskQueue = uniqueTaskQueue('fleet-kill');
   const fleet = [worker(taskQueue), worker(taskQueue)];
@@ -107,7 +127,9 @@ test('a worker SIGKILLed mid-batch: another worker finishes the batch, and only 
   const oldest = Math.min(...twice.map(([, at]) => at[0]!));
   const lostMs = twice.length ? killedAt - oldest : 0;
   const who = await batchesByWorker(handle.workflowId);
-  console.log(`kill: ${atKill} tiles served at the kill, ${twice.length} fetched twice, first served from ${lostMs} ms before the kill; batch finished by ${[...who.keys()].join(', ')}`);
+  console.log(
+    `kill: ${atKill} tiles served at the kill, ${twice.length} fetched twice, first served from ${lostMs} ms before the kill; batch finished by ${[...who.keys()].join(', ')}`,
+  );
   assert.ok(
     [...who.keys()].every((id) => id.startsWith(survivor.identityPrefix)),
     'the surviving worker finished the batch',

@@ -10,18 +10,34 @@ import { startMosaic } from '../../src/client/mosaics';
 import { createWorker } from '../../src/client/worker';
 import { resolution } from '../../src/geo/mercator';
 import { metatileBatches, metatileBlocks } from '../../src/messages/metatile-batches';
-import { selectionIndices, type MosaicRequest, type TileGrid, type TileSelection } from '../../src/messages/mosaic-types';
+import {
+  selectionIndices,
+  type MosaicRequest,
+  type TileGrid,
+  type TileSelection,
+} from '../../src/messages/mosaic-types';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startFaultProxy } from '../helpers/fault-proxy';
 import { startWms, wmsAvailable, type Wms } from '../helpers/mapserver';
 import { assertAccounted, readManifest } from '../helpers/mosaic';
 import { devServerEnv, TEST_ROOTS, uniqueTaskQueue } from '../helpers/temporal-env';
 
-const grid = (xMin: number, yMin: number, cols: number, rows: number): TileGrid => ({ z: 10, xMin, xMax: xMin + cols - 1, yMin, yMax: yMin + rows - 1, tileSize: 256 });
+const grid = (xMin: number, yMin: number, cols: number, rows: number): TileGrid => ({
+  z: 10,
+  xMin,
+  xMax: xMin + cols - 1,
+  yMin,
+  yMax: yMin + rows - 1,
+  tileSize: 256,
+});
 /** The metatiles (aligned to 0/0) each batch touches. */
 const metatilesOf = (g: TileGrid, b: TileSelection, [mc, mr]: [number, number]) => {
   const n = g.xMax - g.xMin + 1;
-  return new Set(selectionIndices(b).map((i) => `${Math.floor((g.yMin + Math.floor(i / n)) / mr)}/${Math.floor((g.xMin + (i % n)) / mc)}`));
+  return new Set(
+    selectionIndices(b).map(
+      (i) => `${Math.floor((g.yMin + Math.floor(i / n)) / mr)}/${Math.floor((g.xMin + (i % n)) / mc)}`,
+    ),
+  );
 };
 
 describe('batches and blocks of whole metatiles', () => {
@@ -55,7 +71,10 @@ describe('batches and blocks of whole metatiles', () => {
             const where = new Map<string, number>();
             batches.forEach((b, k) => {
               for (const m of metatilesOf(g, b, [mc, mr])) {
-                assert.ok(!where.has(m) || where.get(m) === k, `metatile ${m} split between batches ${where.get(m)} and ${k}`);
+                assert.ok(
+                  !where.has(m) || where.get(m) === k,
+                  `metatile ${m} split between batches ${where.get(m)} and ${k}`,
+                );
                 where.set(m, k);
               }
             });
@@ -90,7 +109,13 @@ describe('a metatiled WMS mosaic asks a real MapServer for the minimum number of
   before(async () => {
     wms = await startWms({ extent: [0, 0, SIDE, SIDE] });
     env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+      roots: TEST_ROOTS,
+    });
     running = worker.run();
   });
   after(async () => {
@@ -105,7 +130,15 @@ describe('a metatiled WMS mosaic asks a real MapServer for the minimum number of
     const proxy = await startFaultProxy(wms.url);
     try {
       const request: MosaicRequest = {
-        source: { type: 'wms', url: proxy.url, version: '1.3.0', layers: ['quadrants'], transparent: false, metatile: { size: [4, 4], buffer: 0 }, concurrency: 2 },
+        source: {
+          type: 'wms',
+          url: proxy.url,
+          version: '1.3.0',
+          layers: ['quadrants'],
+          transparent: false,
+          metatile: { size: [4, 4], buffer: 0 },
+          concurrency: 2,
+        },
         sourceName: 'fixture',
         crs: 'EPSG:3857',
         bbox: [1, 1, SIDE - 1, SIDE - 1],

@@ -29,7 +29,12 @@ const skip = wmsAvailable() ? false : 'cgi-mapserver, lighttpd or gdal-bin is no
 
 interface MirrorManifest {
   tiers: Record<string, number>;
-  mirrors: { name: string; usable: boolean; reason: string; agreement?: { tiles: number; meanAbsDiff: number; maxMeanAbsDiff: number; differingShare: number } }[];
+  mirrors: {
+    name: string;
+    usable: boolean;
+    reason: string;
+    agreement?: { tiles: number; meanAbsDiff: number; maxMeanAbsDiff: number; differingShare: number };
+  }[];
   mask: { file: string; values: Record<string, number> };
   tiles: { status: string; tier?: string; reason: string; pass: number }[];
 }
@@ -48,7 +53,13 @@ describe('a mirror chain on real MapServer layers', { skip }, () => {
 
   before(async () => {
     env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-    worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
+    worker = await createWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      namespace: 'default',
+      taskQueue,
+      roots: TEST_ROOTS,
+    });
     running = worker.run();
     wms = await startWms();
     twin = await wms.startTwin();
@@ -102,7 +113,16 @@ describe('a mirror chain on real MapServer layers', { skip }, () => {
     const handle = await startMosaic(
       env.client,
       taskQueue,
-      { sourcesFile, sourceName: 'primary', bbox: [100, 100, 1_900, 1_900], crs: 'EPSG:3857', zoom: 17, output: path.join(dir, 'mirrored.tif'), fallback: 'hole', batchSize: 8 },
+      {
+        sourcesFile,
+        sourceName: 'primary',
+        bbox: [100, 100, 1_900, 1_900],
+        crs: 'EPSG:3857',
+        zoom: 17,
+        output: path.join(dir, 'mirrored.tif'),
+        fallback: 'hole',
+        batchSize: 8,
+      },
       `mirror-${process.pid}`,
     );
     result = await handle.result();
@@ -113,9 +133,15 @@ describe('a mirror chain on real MapServer layers', { skip }, () => {
     const byName = new Map(m.mirrors.map((x) => [x.name, x]));
     assert.deepEqual([...byName.keys()], ['red-roads', 'geographic', 'twin']);
     assert.equal(byName.get('red-roads')!.usable, false);
-    assert.match(byName.get('red-roads')!.reason, /^mirror "red-roads" disagrees with "primary" on tile 17\/\d+\/\d+: mean abs diff [\d.]+ \(at most 3\)/);
+    assert.match(
+      byName.get('red-roads')!.reason,
+      /^mirror "red-roads" disagrees with "primary" on tile 17\/\d+\/\d+: mean abs diff [\d.]+ \(at most 3\)/,
+    );
     assert.equal(byName.get('geographic')!.usable, false);
-    assert.equal(byName.get('geographic')!.reason, 'mirror "geographic": CRS EPSG:4326 (matrix set "WorldCRS84Quad") differs from the primary\'s EPSG:3857');
+    assert.equal(
+      byName.get('geographic')!.reason,
+      'mirror "geographic": CRS EPSG:4326 (matrix set "WorldCRS84Quad") differs from the primary\'s EPSG:3857',
+    );
     const twinPlan = byName.get('twin')!;
     assert.equal(twinPlan.usable, true, twinPlan.reason);
     assert.equal(twinPlan.agreement?.maxMeanAbsDiff, 0, 'the same mapfile on another server agrees exactly');
@@ -132,7 +158,10 @@ describe('a mirror chain on real MapServer layers', { skip }, () => {
       m.tiles.filter((x) => x.tier === 'mirror:twin').every((x) => /served by mirror "twin"/.test(x.reason)),
       m.tiles.find((x) => x.tier === 'mirror:twin')?.reason,
     );
-    assert.ok(sentDuringOutage < m.tiers['mirror:twin']!, `the breaker kept the primary's outage requests (${sentDuringOutage}) below the tiles it failed`);
+    assert.ok(
+      sentDuringOutage < m.tiers['mirror:twin']!,
+      `the breaker kept the primary's outage requests (${sentDuringOutage}) below the tiles it failed`,
+    );
 
     // The mask: one pixel per tile, the mirror's tiles in their own value.
     const { data } = await sharp(m.mask.file).extractChannel(0).raw().toBuffer({ resolveWithObject: true });
@@ -148,10 +177,14 @@ describe('a mirror chain on real MapServer layers', { skip }, () => {
   test("a re-drive with replaceMirrors, once the primary is back, fetches the mirror's tiles from the primary", async () => {
     assert.ok(result, 'the mirrored mosaic ran');
     await proxy.set('pass');
-    await env.client.workflow.getHandle(breakerWorkflowId(breakerKey(proxy.url))).signal(adminSignal, { action: 'reset', reason: 'test' });
+    await env.client.workflow
+      .getHandle(breakerWorkflowId(breakerKey(proxy.url)))
+      .signal(adminSignal, { action: 'reset', reason: 'test' });
     const before = proxy.log.length;
     const mirrored = readManifest(result) as unknown as MirrorManifest;
-    const id = await startRedrive(env.client, taskQueue, result.manifest, `mirror-redrive-${process.pid}`, undefined, { replaceMirrors: true });
+    const id = await startRedrive(env.client, taskQueue, result.manifest, `mirror-redrive-${process.pid}`, undefined, {
+      replaceMirrors: true,
+    });
     const r2 = (await env.client.workflow.getHandle(id).result()) as MosaicResult;
     const m2 = readManifest(r2) as unknown as MirrorManifest & Parameters<typeof assertAccounted>[0];
     assert.equal(assertAccounted(m2), null);
@@ -160,6 +193,9 @@ describe('a mirror chain on real MapServer layers', { skip }, () => {
     // The entity's self-probes of the primary, due about then (the breaker was open until the reset), are no
     // tiles of the re-drive, and not counted (43 requests for 41 tiles failed one CI run; cause not traced).
     const sent = proxy.log.slice(before).filter((r) => !r.selfProbe).length;
-    assert.ok(sent >= mirrored.tiers['mirror:twin']! && sent <= mirrored.tiers['mirror:twin']! + 1, `${sent} requests for ${mirrored.tiers['mirror:twin']} mirror tiles`);
+    assert.ok(
+      sent >= mirrored.tiers['mirror:twin']! && sent <= mirrored.tiers['mirror:twin']! + 1,
+      `${sent} requests for ${mirrored.tiers['mirror:twin']} mirror tiles`,
+    );
   });
 });

@@ -32,7 +32,14 @@ const BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000,
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    breaker: BREAKER,
+    roots: TEST_ROOTS,
+  });
   running = worker.run();
 });
 after(async () => {
@@ -49,7 +56,8 @@ async function server(opts: Parameters<typeof startDemoTileServer>[0] = {}): Pro
   return s;
 }
 
-const request = (s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest => demoRequest(s, dir, name, extra);
+const request = (s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest =>
+  demoRequest(s, dir, name, extra);
 
 async function run(req: MosaicRequest, id: string): Promise<MosaicResult> {
   const handle = await startMosaic(env.client, taskQueue, req, id);
@@ -72,7 +80,10 @@ async function endOutageAfterTrip(s: DemoTileServer, afterMs = 1_500): Promise<v
   s.setDown(false);
 }
 
-const resetBreaker = (s: DemoTileServer) => env.client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'test' });
+const resetBreaker = (s: DemoTileServer) =>
+  env.client.workflow
+    .getHandle(breakerWorkflowId(breakerKey(s.url)))
+    .signal(adminSignal, { action: 'reset', reason: 'test' });
 
 test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is in the manifest, GDAL reads EPSG:3857 and the plan's geotransform; a re-drive fetches only the dead letters", async () => {
   // Down from its 41st request until 1.5 s after the breaker opened.
@@ -88,7 +99,11 @@ test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
   assert.equal(m.counts.ok + m.counts['dead-lettered'], 130);
   // Refused while open, or while half-open (one probe out): with a 1 s cooldown the outage cycles through both.
   const refused = m.tiles.filter((t) => t.breakerState === 'open' || t.breakerState === 'half-open');
-  const seen = [...new Set(m.tiles.filter((t) => t.status !== 'ok').map((t) => `${t.breakerState ?? '-'} ${t.reason.slice(0, 90)}`))].slice(0, 6);
+  const seen = [
+    ...new Set(
+      m.tiles.filter((t) => t.status !== 'ok').map((t) => `${t.breakerState ?? '-'} ${t.reason.slice(0, 90)}`),
+    ),
+  ].slice(0, 6);
   if (!refused.length) {
     const log = await env.client.workflow
       .getHandle(breakerWorkflowId(breakerKey(s.url)))
@@ -105,7 +120,10 @@ test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
     'most refusals cost no request at all',
   );
   // The breaker kept most of the outage's requests away from the server.
-  assert.ok(s.stats.whileDown < m.counts['dead-lettered'], `requests while down ${s.stats.whileDown} < dead-lettered ${m.counts['dead-lettered']}`);
+  assert.ok(
+    s.stats.whileDown < m.counts['dead-lettered'],
+    `requests while down ${s.stats.whileDown} < dead-lettered ${m.counts['dead-lettered']}`,
+  );
 
   if (gdalAvailable()) {
     const info = gdalinfo(result.output);
@@ -113,7 +131,9 @@ test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
     const b = gridBounds(plan.grid);
     const res = (b.maxX - b.minX) / info.size[0]!;
     const expected = [b.minX, res, 0, b.maxY, 0, -res];
-    info.geoTransform.forEach((v, k) => assert.ok(Math.abs(v - expected[k]!) <= 1e-6, `geotransform[${k}] ${v} vs ${expected[k]}`));
+    info.geoTransform.forEach((v, k) =>
+      assert.ok(Math.abs(v - expected[k]!) <= 1e-6, `geotransform[${k}] ${v} vs ${expected[k]}`),
+    );
     assert.match(info.coordinateSystem.wkt, /Pseudo-Mercator|3857/);
     assert.deepEqual(info.size, [13 * 256, 10 * 256]);
   }
@@ -123,7 +143,11 @@ test("fail-fast: an outage mid-run dead-letters the refused tiles, every tile is
   await resetBreaker(s);
   const before = s.stats.requests;
   const dead = m.counts['dead-lettered'];
-  const redrive = await env.client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-ff-${process.pid}`, args: [{ manifest: result.manifest }] });
+  const redrive = await env.client.workflow.start('redriveMosaicWorkflow', {
+    taskQueue,
+    workflowId: `redrive-ff-${process.pid}`,
+    args: [{ manifest: result.manifest }],
+  });
   const r2 = (await redrive.result()) as MosaicResult;
   const m2 = readManifest(r2);
   assert.equal(assertAccounted(m2), null);
@@ -137,7 +161,10 @@ test('a re-drive that reads the sources file again uses the source as fixed sinc
   // The run's source names a credential nobody set: every tile fails as a configuration error, no request made.
   // Credentials come only with sources from a sources file (an inline source could send them anywhere).
   const brokenFile = path.join(dir, 'broken-sources.yaml');
-  writeFileSync(brokenFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n    auth: { type: bearer, tokenEnv: TB_TEST_UNSET_TOKEN }\n`);
+  writeFileSync(
+    brokenFile,
+    `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n    auth: { type: bearer, tokenEnv: TB_TEST_UNSET_TOKEN }\n`,
+  );
   const { source: _inline, ...broken } = request(s, 'fixed', { zoom: 6 });
   const result = await run({ ...broken, sourcesFile: brokenFile }, `mosaic-fixed-${process.pid}`);
   const m = readManifest(result);
@@ -160,7 +187,11 @@ test('a re-drive that reads the sources file again uses the source as fixed sinc
   const other = path.join(dir, 'other-sources.yaml');
   writeFileSync(other, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    tileSize: 512\n`);
   await assert.rejects(
-    env.client.workflow.execute('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-other-${process.pid}`, args: [{ manifest: result.manifest, sources: { sourcesFile: other } }] }),
+    env.client.workflow.execute('redriveMosaicWorkflow', {
+      taskQueue,
+      workflowId: `redrive-other-${process.pid}`,
+      args: [{ manifest: result.manifest, sources: { sourcesFile: other } }],
+    }),
     (err: unknown) => {
       assert.ok(err instanceof WorkflowFailedError);
       const app = (err.cause as { cause?: { type?: string; message?: string } } | undefined)?.cause;
@@ -177,10 +208,16 @@ test('hole: refused tiles are left transparent and marked not rendered, in the m
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
   const holes = m.tiles.filter((t) => t.status === 'hole');
-  assert.ok(holes.length > 0 && holes.every((t) => /not rendered/.test(t.reason) && (t.breakerState === 'open' || t.breakerState === 'half-open')));
+  assert.ok(
+    holes.length > 0 &&
+      holes.every(
+        (t) => /not rendered/.test(t.reason) && (t.breakerState === 'open' || t.breakerState === 'half-open'),
+      ),
+  );
   const cols = 13;
   const { data, info } = await sharp(result.output).raw().toBuffer({ resolveWithObject: true });
-  const alphaAt = (i: number) => data[((Math.floor(i / cols) * 256 + 128) * info.width + (i % cols) * 256 + 128) * info.channels + 3];
+  const alphaAt = (i: number) =>
+    data[((Math.floor(i / cols) * 256 + 128) * info.width + (i % cols) * 256 + 128) * info.channels + 3];
   assert.equal(alphaAt(holes[0]!.i), 0, 'a hole is transparent');
   assert.equal(alphaAt(m.tiles.find((t) => t.status === 'ok')!.i), 255, 'an ok tile is opaque');
   const mask = await sharp(result.mask).raw().toBuffer({ resolveWithObject: true });
@@ -195,11 +232,18 @@ test('stale: with the renderer down from the start, refused tiles are served fro
   const first = await run(request(s, 'stale-1', { storeRoot: store }), `mosaic-stale1-${process.pid}`);
   assert.equal(first.counts.ok, 130);
   s.setDown(true);
-  const result = await run(request(s, 'stale-2', { storeRoot: store, fallback: 'stale' }), `mosaic-stale2-${process.pid}`);
+  const result = await run(
+    request(s, 'stale-2', { storeRoot: store, fallback: 'stale' }),
+    `mosaic-stale2-${process.pid}`,
+  );
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
   assert.ok(m.counts.stale > 60, `most tiles stale: ${JSON.stringify(m.counts)}`);
-  assert.equal(m.counts.stale + m.counts['dead-lettered'], 130, 'tiles that failed before the breaker opened are dead letters');
+  assert.equal(
+    m.counts.stale + m.counts['dead-lettered'],
+    130,
+    'tiles that failed before the breaker opened are dead letters',
+  );
   assert.ok(m.tiles.filter((t) => t.status === 'stale').every((t) => /served the copy fetched/.test(t.reason)));
   // Stale tiles are drawn: the mosaic has no transparent stale cell.
   const mask = await sharp(result.mask).raw().toBuffer({ resolveWithObject: true });
@@ -224,7 +268,9 @@ test('a re-run that meets an outage draws its gaps from their earlier copies in 
   const gaps = m.tiles.filter((t) => t.status === 'dead-lettered' || t.status === 'failed');
   assert.equal(gaps.length, 130);
   assert.ok(
-    gaps.every((t) => t.earlierCopyFetchedAt !== undefined && Date.parse(t.earlierCopyFetchedAt) > 0 && t.path !== undefined),
+    gaps.every(
+      (t) => t.earlierCopyFetchedAt !== undefined && Date.parse(t.earlierCopyFetchedAt) > 0 && t.path !== undefined,
+    ),
     'each gap names the copy drawn',
   );
   assert.equal(result.earlierCopies, 130);
@@ -239,7 +285,10 @@ test('a re-run that meets an outage draws its gaps from their earlier copies in 
 test('wait: refused tiles wait on a durable timer for the breaker and are fetched after the outage; nothing is lost', async () => {
   // Down until 1.5 s after the breaker opened: a fixed 3 s outage was once absorbed by the tiles' own retries.
   const s = await server({ latencyMs: 5, outageAfterRequests: 40, outageMs: 120_000 });
-  const [result] = await Promise.all([run(request(s, 'wait', { fallback: 'wait', deadline: '2m' }), `mosaic-wait-${process.pid}`), endOutageAfterTrip(s)]);
+  const [result] = await Promise.all([
+    run(request(s, 'wait', { fallback: 'wait', deadline: '2m' }), `mosaic-wait-${process.pid}`),
+    endOutageAfterTrip(s),
+  ]);
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
   const waited = m.tiles.filter((t) => t.pass > 0);
@@ -271,20 +320,31 @@ test('bad requests are refused before any fetch, naming the field and the value'
     await assert.rejects(planMosaic(request(s, 'bad', extra)), message);
   }
   // Through the workflow: it fails with the same message, without a retry, without a request.
-  const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `mosaic-bad-${process.pid}`, args: [request(s, 'bad', { zoom: 23 })] });
+  const handle = await env.client.workflow.start('mosaicWorkflow', {
+    taskQueue,
+    workflowId: `mosaic-bad-${process.pid}`,
+    args: [request(s, 'bad', { zoom: 23 })],
+  });
   await assert.rejects(handle.result(), (err: unknown) => {
     assert.ok(err instanceof WorkflowFailedError);
-    const app = (err.cause as { cause?: { type?: string; message?: string; nonRetryable?: boolean } } | undefined)?.cause;
+    const app = (err.cause as { cause?: { type?: string; message?: string; nonRetryable?: boolean } } | undefined)
+      ?.cause;
     assert.equal(app?.type, 'ConfigError');
     assert.match(app?.message ?? '', /zoom: must be within the source's range 0\.\.22 \(got 23\)/);
     return true;
   });
   // Planned once: a ConfigError is not retried.
   const history = await handle.fetchHistory();
-  assert.equal(history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'planMosaic').length, 1);
+  assert.equal(
+    history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'planMosaic').length,
+    1,
+  );
   assert.equal(s.stats.requests, 0);
   // And the client refuses it before starting anything.
-  await assert.rejects(startMosaic(env.client, taskQueue, request(s, 'bad', { bbox: [10, 40, 5, 45] })), /west must be less than east/);
+  await assert.rejects(
+    startMosaic(env.client, taskQueue, request(s, 'bad', { bbox: [10, 40, 5, 45] })),
+    /west must be less than east/,
+  );
 });
 
 test('cancel: the mosaic stops and writes a partial manifest that still accounts for every tile', async () => {
@@ -301,10 +361,17 @@ test('cancel: the mosaic stops and writes a partial manifest that still accounts
   assert.ok(m.counts.ok > 0 && m.counts['dead-lettered'] > 0, JSON.stringify(m.counts));
   // The batches in flight were waited for: every tile the server delivered before the cancel is recorded
   // (give or take the requests it answered just as they were aborted).
-  assert.ok(m.counts.ok >= s.stats.ok - 4 && m.counts.ok <= s.stats.ok, `manifest ok ${m.counts.ok}, server served ${s.stats.ok}`);
+  assert.ok(
+    m.counts.ok >= s.stats.ok - 4 && m.counts.ok <= s.stats.ok,
+    `manifest ok ${m.counts.ok}, server served ${s.stats.ok}`,
+  );
   // A re-drive of the cancelled mosaic finishes it.
   await resetBreaker(s).catch(() => undefined);
-  const r = await env.client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-cancel-${process.pid}`, args: [{ manifest: path.join(dir, 'cancel.tif') }] });
+  const r = await env.client.workflow.start('redriveMosaicWorkflow', {
+    taskQueue,
+    workflowId: `redrive-cancel-${process.pid}`,
+    args: [{ manifest: path.join(dir, 'cancel.tif') }],
+  });
   const done = readManifest((await r.result()) as MosaicResult);
   assert.equal(done.counts.ok, 130);
   assert.equal(done.partial, false);
@@ -313,7 +380,12 @@ test('cancel: the mosaic stops and writes a partial manifest that still accounts
 test('cancel means cancel when every batch is already in flight: the mosaic ends CANCELLED with a partial manifest, not COMPLETED', async () => {
   const s = await server({ latencyMs: 150 });
   // Two batches of 65 tiles, both running from the start: no batch is left to not start.
-  const handle = await startMosaic(env.client, taskQueue, request(s, 'cancel-all', { batchSize: 65, parallelBatches: 2 }), `mosaic-cancel-all-${process.pid}`);
+  const handle = await startMosaic(
+    env.client,
+    taskQueue,
+    request(s, 'cancel-all', { batchSize: 65, parallelBatches: 2 }),
+    `mosaic-cancel-all-${process.pid}`,
+  );
   for (let i = 0; i < 100 && s.stats.requests < 6; i++) await delay(100);
   await handle.cancel();
   await assert.rejects(handle.result());
@@ -332,7 +404,8 @@ test('a job larger than a block runs child workflows, each history bounded', asy
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null);
   const children: string[] = [];
-  for await (const wf of env.client.workflow.list({ query: `WorkflowId STARTS_WITH "mosaic-blocks-${process.pid}/"` })) children.push(wf.workflowId);
+  for await (const wf of env.client.workflow.list({ query: `WorkflowId STARTS_WITH "mosaic-blocks-${process.pid}/"` }))
+    children.push(wf.workflowId);
   assert.equal(children.length, 3, children.join(', '));
   assert.ok(existsSync(result.output));
 });

@@ -42,7 +42,14 @@ const servers: DemoTileServer[] = [];
 
 before(async () => {
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, breaker: BREAKER, roots: TEST_ROOTS });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    breaker: BREAKER,
+    roots: TEST_ROOTS,
+  });
   running = worker.run();
   quiet = await createWorker({
     connection: env.nativeConnection,
@@ -66,8 +73,11 @@ after(async () => {
 
 function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [main, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 180_000 }, (err, out, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    execFile(
+      process.execPath,
+      [main, ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 180_000 },
+      (err, out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
     );
   });
 }
@@ -80,7 +90,8 @@ function outageServer(): Promise<DemoTileServer> {
   });
 }
 
-const request = (s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest => demoRequest(s, dir, name, extra);
+const request = (s: DemoTileServer, name: string, extra: Partial<MosaicRequest> = {}): MosaicRequest =>
+  demoRequest(s, dir, name, extra);
 
 /** A fail-fast mosaic of 130 tiles through that outage: its manifest, with dead letters and the breaker tripped. */
 async function mosaicThroughOutage(name: string): Promise<{ s: DemoTileServer; manifest: string; m: Manifest }> {
@@ -109,7 +120,8 @@ async function timersOf(id: string): Promise<number[]> {
   });
 }
 
-const WAITING_LINE = /waiting for breaker (\S+) \((open|half-open)\): next try in \d+ s; gives up at (\d{4}-\d\d-\d\dT[\d:.]+Z)/;
+const WAITING_LINE =
+  /waiting for breaker (\S+) \((open|half-open)\): next try in \d+ s; gives up at (\d{4}-\d\d-\d\dT[\d:.]+Z)/;
 
 test('a re-drive started while the breaker is open waits for it: the server comes back during the wait and ONE run recovers every dead letter (exit 0)', async (t) => {
   const { s, manifest, m } = await mosaicThroughOutage('recovers');
@@ -127,7 +139,10 @@ test('a re-drive started while the breaker is open waits for it: the server come
   }
   assert.ok(waiting, 'progress.waitingFor was seen while the re-drive waited');
   assert.equal(waiting.key, key);
-  assert.ok(waiting.state === 'open' || waiting.state === 'half-open', `it waits on a refusing breaker: ${waiting.state}`);
+  assert.ok(
+    waiting.state === 'open' || waiting.state === 'half-open',
+    `it waits on a refusing breaker: ${waiting.state}`,
+  );
   assert.ok(s.isDown());
   const whileDown = s.stats.requests - before;
   const cameBack = Date.now();
@@ -150,7 +165,10 @@ test('a re-drive started while the breaker is open waits for it: the server come
   assert.equal(line[1], key);
   const requests = s.stats.requests - before;
   // The dead letters once each, and the probes (tiles, or the entity's own) that found the server down.
-  assert.ok(requests <= dead + whileDown + 3, `requests ${requests} for ${dead} dead letters (${whileDown} while down)`);
+  assert.ok(
+    requests <= dead + whileDown + 3,
+    `requests ${requests} for ${dead} dead letters (${whileDown} while down)`,
+  );
   t.diagnostic(
     `figures: recovered ${dead} dead letters in one re-drive; fetched ${((fetchedAt! - cameBack) / 1000).toFixed(1)} s after the server came back; the server got ${requests} requests (${whileDown} while down)`,
   );
@@ -182,13 +200,20 @@ test('a re-drive with a short --wait-for against a server that stays down ends a
   const timers = await timersOf(id);
   assert.ok(timers.length >= 3, `several waits: ${timers.join(', ')}`);
   assert.ok(Math.max(...timers) <= 3_000, `every wait follows the breaker's retryAfter: ${timers.join(', ')} ms`);
-  t.diagnostic(`figures: ${requests} requests in ${(took / 1000).toFixed(1)} s against ${failedProbes} failed probes; ${timers.length} waits of ${timers.join(', ')} ms`);
+  t.diagnostic(
+    `figures: ${requests} requests in ${(took / 1000).toFixed(1)} s against ${failedProbes} failed probes; ${timers.length} waits of ${timers.join(', ')} ms`,
+  );
 });
 
 test("an ordinary mosaic under wait says what it waits for, and with a 1 s cooldown and no entity self-probe picks up within the breaker's retryAfter of the server's recovery, not a grown backoff", async (t) => {
   const s = await outageServer();
   const key = breakerKey(s.url);
-  const handle = await startMosaic(env.client, quietQueue, request(s, 'wait-quiet', { fallback: 'wait', deadline: '5m' }), `mosaic-wait-quiet-${process.pid}`);
+  const handle = await startMosaic(
+    env.client,
+    quietQueue,
+    request(s, 'wait-quiet', { fallback: 'wait', deadline: '5m' }),
+    `mosaic-wait-quiet-${process.pid}`,
+  );
   let waiting: MosaicProgress['waitingFor'] = null;
   for (let k = 0; k < 300 && !waiting; k++) {
     waiting = (await progressOf(handle.workflowId))?.waitingFor ?? null;
@@ -209,7 +234,9 @@ test("an ordinary mosaic under wait says what it waits for, and with a 1 s coold
   const timers = await timersOf(handle.workflowId);
   assert.ok(timers.length >= 4, `several waits: ${timers.join(', ')}`);
   assert.ok(Math.max(...timers) <= 3_000, `every wait follows the breaker's retryAfter: ${timers.join(', ')} ms`);
-  t.diagnostic(`figures: picked up ${(pickup / 1000).toFixed(1)} s after the server came back; waits ${timers.join(', ')} ms`);
+  t.diagnostic(
+    `figures: picked up ${(pickup / 1000).toFixed(1)} s after the server came back; waits ${timers.join(', ')} ms`,
+  );
 });
 
 test('a maintenance window ended early: breaker reset wakes a mosaic waiting on a forced-open breaker within seconds, not at the end of its wait', async (t) => {
@@ -217,9 +244,19 @@ test('a maintenance window ended early: breaker reset wakes a mosaic waiting on 
   servers.push(s);
   const key = breakerKey(s.url);
   // Opened ahead of the window, for ten minutes: the mosaic's wait is as long as its deadline allows.
-  const opened = await adminBreaker(env.client, key, 'force-open', { durationMs: 600_000, reason: 'renderer upgrade', actor: 'test:ops', taskQueue });
+  const opened = await adminBreaker(env.client, key, 'force-open', {
+    durationMs: 600_000,
+    reason: 'renderer upgrade',
+    actor: 'test:ops',
+    taskQueue,
+  });
   assert.equal(opened.status.view.state, 'forced-open');
-  const handle = await startMosaic(env.client, taskQueue, request(s, 'wait-window', { fallback: 'wait', deadline: '5m' }), `mosaic-wait-window-${process.pid}`);
+  const handle = await startMosaic(
+    env.client,
+    taskQueue,
+    request(s, 'wait-window', { fallback: 'wait', deadline: '5m' }),
+    `mosaic-wait-window-${process.pid}`,
+  );
   let waiting: MosaicProgress['waitingFor'] = null;
   for (let k = 0; k < 300 && waiting?.state !== 'forced-open'; k++) {
     waiting = (await progressOf(handle.workflowId))?.waitingFor ?? null;

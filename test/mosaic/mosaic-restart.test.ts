@@ -40,7 +40,12 @@ async function devServer(port: number | undefined, dbFilename: string): Promise<
 /** `tilebreaker worker` in its own process, so it can be SIGKILLed. */
 function workerProcess(address: string, taskQueue: string): ChildProcess {
   const child = spawn(process.execPath, [path.join(__dirname, '..', '..', 'src', 'cli', 'main.js'), 'worker'], {
-    env: { ...process.env, TEMPORAL_ADDRESS: address, TILEBREAKER_TASK_QUEUE: taskQueue, TILEBREAKER_OUTPUT_DIR: tmpdir() },
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: address,
+      TILEBREAKER_TASK_QUEUE: taskQueue,
+      TILEBREAKER_OUTPUT_DIR: tmpdir(),
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
@@ -95,6 +100,11 @@ test('a worker SIGKILLed mid-mosaic and a dev server restarted mid-run: the mosa
   assert.equal(m.counts.ok, 130, JSON.stringify(m.counts));
   // Tiles served twice: at most those of the batches in flight when the worker died (a retried batch resumes
   // from its last heartbeat, so in practice only the tiles of its last second).
-  assert.ok(original.repeats <= request.batchSize * request.parallelBatches, `${original.repeats} tiles fetched twice (killed at ${atKill} requests)`);
-  console.log(`restart: killed at ${atKill} requests; ${original.requests} requests for 130 tiles, ${original.repeats} repeated`);
+  assert.ok(
+    original.repeats <= request.batchSize * request.parallelBatches,
+    `${original.repeats} tiles fetched twice (killed at ${atKill} requests)`,
+  );
+  console.log(
+    `restart: killed at ${atKill} requests; ${original.requests} requests for 130 tiles, ${original.repeats} repeated`,
+  );
 });

@@ -44,7 +44,14 @@ function sourcesFile(name: string, s: DemoTileServer, concurrency: number): stri
 
 before(async () => {
   env = await devServerEnv(ALL_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS, breaker: BREAKER });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    roots: TEST_ROOTS,
+    breaker: BREAKER,
+  });
   running = worker.run();
   fast = await startDemoTileServer({ latencyMs: 2 });
   slow = await startDemoTileServer({ latencyMs: 2_000 });
@@ -77,8 +84,11 @@ const request = (sourcesFile: string, output: string, extra: Partial<MosaicReque
 
 function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [main, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 }, (err, out, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
+    execFile(
+      process.execPath,
+      [main, ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 },
+      (err, out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: stderr }),
     );
   });
 }
@@ -98,7 +108,11 @@ async function eventually<T>(what: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-async function schedule(id: string, req: MosaicRequest, opts: { name?: string; overlap?: string } = {}): Promise<string> {
+async function schedule(
+  id: string,
+  req: MosaicRequest,
+  opts: { name?: string; overlap?: string } = {},
+): Promise<string> {
   await createMosaicSchedule(env.client, taskQueue, id, '0 2 * * *', req, undefined, opts);
   schedules.push(id);
   return id;
@@ -123,7 +137,8 @@ const untilRunning = (workflowId: string) =>
     return d;
   });
 
-const launcherMemo = async (id: string) => (await env.client.workflow.getHandle(id).describe()).memo as ScheduledMosaicMemo;
+const launcherMemo = async (id: string) =>
+  (await env.client.workflow.getHandle(id).describe()).memo as ScheduledMosaicMemo;
 
 test(
   "two schedules on one output: one runs the mosaic under the output's id, the other is skipped naming it; status, list and cancel by name reach the scheduled run",
@@ -146,7 +161,12 @@ test(
     const skipped = (await env.client.workflow.getHandle(b).result()) as ScheduledMosaicResult;
     assert.equal(skipped.outcome, 'skipped');
     assert.equal(skipped.workflowId, id);
-    assert.match(skipped.message, new RegExp(`^skipped \\(overlap skip\\): ${id} is already running \\(a mosaic or re-drive of ${output.replace(/[.\\/]/g, '\\$&')}`));
+    assert.match(
+      skipped.message,
+      new RegExp(
+        `^skipped \\(overlap skip\\): ${id} is already running \\(a mosaic or re-drive of ${output.replace(/[.\\/]/g, '\\$&')}`,
+      ),
+    );
     assert.equal((await launcherMemo(b)).state, 'skipped');
     // The same schedule triggered again (trigger's own overlap is allow-all): the output is still taken. The
     // server names a schedule's run by the second it was taken in: a trigger within the second of a's (a quiet
@@ -170,105 +190,186 @@ test(
     );
     const cancelled = await cli(['mosaic', 'cancel', 'twice', '--json']);
     assert.equal(cancelled.code, 0, cancelled.err);
-    assert.deepEqual([(JSON.parse(cancelled.out) as { workflowId: string; status: string }).workflowId, (JSON.parse(cancelled.out) as { status: string }).status], [id, 'CANCELLED']);
+    assert.deepEqual(
+      [
+        (JSON.parse(cancelled.out) as { workflowId: string; status: string }).workflowId,
+        (JSON.parse(cancelled.out) as { status: string }).status,
+      ],
+      [id, 'CANCELLED'],
+    );
     // The launcher ends with its mosaic.
     await assert.rejects(env.client.workflow.getHandle(a).result(), WorkflowFailedError);
   },
 );
 
-test("a start by hand and a re-drive during a schedule's run are refused, naming the running id and its schedule", { timeout: 420_000 }, async () => {
-  const output = path.join(dir, 'nightly.tif');
-  const id = mosaicWorkflowId(output);
-  await schedule('one-run-nightly', request(slowSources, output, LONG));
-  await trigger('one-run-nightly');
-  await untilRunning(id);
-  try {
-    await assert.rejects(
-      startMosaic(env.client, taskQueue, request(fastSources, output)),
-      (err: unknown) => err instanceof MosaicAlreadyRunningError && err.workflowId === id && err.message.includes(`is already running as ${id} (started by schedule one-run-nightly); follow it with`),
-    );
-    const byCli = await cli(['mosaic', 'start', '--sources', fastSources, '--source', 'demo', '--bbox', '5.7,44,19.5,49.9', '--zoom', '7', '--no-breaker', '--out', output]);
-    assert.equal(byCli.code, 2, byCli.out);
-    assert.ok(byCli.err.includes(`a mosaic of ${output} is already running as ${id} (started by schedule one-run-nightly); follow it with: tilebreaker mosaic watch ${id}`), byCli.err);
-    await assert.rejects(startRedrive(env.client, taskQueue, output), {
-      message: `mosaic ${id} (started by schedule one-run-nightly) is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`,
-    });
-  } finally {
-    await cancelMosaic(env.client, id);
-  }
-});
+test(
+  "a start by hand and a re-drive during a schedule's run are refused, naming the running id and its schedule",
+  { timeout: 420_000 },
+  async () => {
+    const output = path.join(dir, 'nightly.tif');
+    const id = mosaicWorkflowId(output);
+    await schedule('one-run-nightly', request(slowSources, output, LONG));
+    await trigger('one-run-nightly');
+    await untilRunning(id);
+    try {
+      await assert.rejects(
+        startMosaic(env.client, taskQueue, request(fastSources, output)),
+        (err: unknown) =>
+          err instanceof MosaicAlreadyRunningError &&
+          err.workflowId === id &&
+          err.message.includes(`is already running as ${id} (started by schedule one-run-nightly); follow it with`),
+      );
+      const byCli = await cli([
+        'mosaic',
+        'start',
+        '--sources',
+        fastSources,
+        '--source',
+        'demo',
+        '--bbox',
+        '5.7,44,19.5,49.9',
+        '--zoom',
+        '7',
+        '--no-breaker',
+        '--out',
+        output,
+      ]);
+      assert.equal(byCli.code, 2, byCli.out);
+      assert.ok(
+        byCli.err.includes(
+          `a mosaic of ${output} is already running as ${id} (started by schedule one-run-nightly); follow it with: tilebreaker mosaic watch ${id}`,
+        ),
+        byCli.err,
+      );
+      await assert.rejects(startRedrive(env.client, taskQueue, output), {
+        message: `mosaic ${id} (started by schedule one-run-nightly) is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${id})`,
+      });
+    } finally {
+      await cancelMosaic(env.client, id);
+    }
+  },
+);
 
-test("a schedule's run while a run by hand holds the output: skip ends it, buffer-one waits and then runs, allow-all fails; each names the running id", { timeout: 420_000 }, async () => {
-  const output = path.join(dir, 'held.tif');
-  const id = mosaicWorkflowId(output);
-  const manual = await startMosaic(env.client, taskQueue, request(slowSources, output, LONG), { name: 'held' });
-  assert.equal(manual.workflowId, id);
-  await schedule('one-run-skip', request(fastSources, output), { overlap: 'skip' });
-  await schedule('one-run-buffer', request(fastSources, output), { overlap: 'buffer-one' });
-  await schedule('one-run-fail', request(fastSources, output), { overlap: 'allow-all' });
+test(
+  "a schedule's run while a run by hand holds the output: skip ends it, buffer-one waits and then runs, allow-all fails; each names the running id",
+  { timeout: 420_000 },
+  async () => {
+    const output = path.join(dir, 'held.tif');
+    const id = mosaicWorkflowId(output);
+    const manual = await startMosaic(env.client, taskQueue, request(slowSources, output, LONG), { name: 'held' });
+    assert.equal(manual.workflowId, id);
+    await schedule('one-run-skip', request(fastSources, output), { overlap: 'skip' });
+    await schedule('one-run-buffer', request(fastSources, output), { overlap: 'buffer-one' });
+    await schedule('one-run-fail', request(fastSources, output), { overlap: 'allow-all' });
 
-  const skipped = (await env.client.workflow.getHandle(await trigger('one-run-skip')).result()) as ScheduledMosaicResult;
-  assert.deepEqual([skipped.outcome, skipped.workflowId], ['skipped', id]);
-
-  const failing = await trigger('one-run-fail');
-  await assert.rejects(env.client.workflow.getHandle(failing).result(), (err: unknown) => {
-    assert.ok(err instanceof WorkflowFailedError);
-    assert.match(String(err.cause?.message), new RegExp(`^not started \\(overlap allow-all, but one output runs once at a time\\): ${id} is already running`));
-    return true;
-  });
-
-  const buffered = await trigger('one-run-buffer');
-  const waiting = await eventually('the buffered run waits', async () => {
-    const m = await launcherMemo(buffered);
-    if (m.state !== 'waiting') throw new Error(String(m.state));
-    return m;
-  });
-  assert.match(String(waiting.message), new RegExp(`^waiting \\(overlap buffer-one\\) until ${id} ends`));
-  // The run by hand is untouched while the scheduled one waits; once it ends, the scheduled one runs.
-  assert.equal((await manual.describe()).status.name, 'RUNNING');
-  await cancelMosaic(env.client, id);
-  const ran = (await env.client.workflow.getHandle(buffered).result()) as ScheduledMosaicResult;
-  assert.deepEqual([ran.outcome, ran.workflowId, ran.result?.counts.ok], ['completed', id, 20]);
-  assert.equal((await env.client.workflow.getHandle(id).describe()).parentExecution?.workflowId, buffered);
-});
-
-test('a re-drive runs under the output id: a start by hand, a second re-drive and a schedule during it are refused or skipped, naming it', { timeout: 420_000 }, async () => {
-  // Dead letters first: the renderer is down, the breaker trips and refuses the rest (fail-fast).
-  const down = await startDemoTileServer({ latencyMs: 2 });
-  const output = path.join(dir, 'redriven.tif');
-  const id = mosaicWorkflowId(output);
-  try {
-    down.setDown(true);
-    const first = await startMosaic(env.client, taskQueue, request(sourcesFile('down', down, 4), output, { ...LONG, breaker: true, fallback: 'fail-fast' }));
-    const result = await first.result();
-    assert.ok(readManifest(result).counts['dead-lettered'] > 0, JSON.stringify(result.counts));
-  } finally {
-    await down.close();
-  }
-  // Re-driven from the slow renderer (the same tiles), so it runs while the test tries the others.
-  const redrive = await startRedrive(env.client, taskQueue, output, undefined, { sourcesFile: slowSources, sourceName: 'demo' });
-  assert.equal(redrive, id);
-  assert.equal((await untilRunning(id)).type, 'redriveMosaicWorkflow');
-  try {
-    await assert.rejects(
-      startMosaic(env.client, taskQueue, request(fastSources, output)),
-      (err: unknown) => err instanceof MosaicAlreadyRunningError && err.message.includes(`is already running as ${id} (a re-drive); follow it with`),
-    );
-    await assert.rejects(startRedrive(env.client, taskQueue, output), { message: `a re-drive of this mosaic is already running as ${id}; follow it with: tilebreaker mosaic watch ${id}` });
-    await schedule('one-run-during-redrive', request(fastSources, output));
-    const skipped = (await env.client.workflow.getHandle(await trigger('one-run-during-redrive')).result()) as ScheduledMosaicResult;
+    const skipped = (await env.client.workflow
+      .getHandle(await trigger('one-run-skip'))
+      .result()) as ScheduledMosaicResult;
     assert.deepEqual([skipped.outcome, skipped.workflowId], ['skipped', id]);
-    assert.equal(await eventually('the re-drive by name', () => resolveMosaicId(env.client, 'redriven')), id);
-  } finally {
+
+    const failing = await trigger('one-run-fail');
+    await assert.rejects(env.client.workflow.getHandle(failing).result(), (err: unknown) => {
+      assert.ok(err instanceof WorkflowFailedError);
+      assert.match(
+        String(err.cause?.message),
+        new RegExp(
+          `^not started \\(overlap allow-all, but one output runs once at a time\\): ${id} is already running`,
+        ),
+      );
+      return true;
+    });
+
+    const buffered = await trigger('one-run-buffer');
+    const waiting = await eventually('the buffered run waits', async () => {
+      const m = await launcherMemo(buffered);
+      if (m.state !== 'waiting') throw new Error(String(m.state));
+      return m;
+    });
+    assert.match(String(waiting.message), new RegExp(`^waiting \\(overlap buffer-one\\) until ${id} ends`));
+    // The run by hand is untouched while the scheduled one waits; once it ends, the scheduled one runs.
+    assert.equal((await manual.describe()).status.name, 'RUNNING');
     await cancelMosaic(env.client, id);
-  }
-});
+    const ran = (await env.client.workflow.getHandle(buffered).result()) as ScheduledMosaicResult;
+    assert.deepEqual([ran.outcome, ran.workflowId, ran.result?.counts.ok], ['completed', id, 20]);
+    assert.equal((await env.client.workflow.getHandle(id).describe()).parentExecution?.workflowId, buffered);
+  },
+);
+
+test(
+  'a re-drive runs under the output id: a start by hand, a second re-drive and a schedule during it are refused or skipped, naming it',
+  { timeout: 420_000 },
+  async () => {
+    // Dead letters first: the renderer is down, the breaker trips and refuses the rest (fail-fast).
+    const down = await startDemoTileServer({ latencyMs: 2 });
+    const output = path.join(dir, 'redriven.tif');
+    const id = mosaicWorkflowId(output);
+    try {
+      down.setDown(true);
+      const first = await startMosaic(
+        env.client,
+        taskQueue,
+        request(sourcesFile('down', down, 4), output, { ...LONG, breaker: true, fallback: 'fail-fast' }),
+      );
+      const result = await first.result();
+      assert.ok(readManifest(result).counts['dead-lettered'] > 0, JSON.stringify(result.counts));
+    } finally {
+      await down.close();
+    }
+    // Re-driven from the slow renderer (the same tiles), so it runs while the test tries the others.
+    const redrive = await startRedrive(env.client, taskQueue, output, undefined, {
+      sourcesFile: slowSources,
+      sourceName: 'demo',
+    });
+    assert.equal(redrive, id);
+    assert.equal((await untilRunning(id)).type, 'redriveMosaicWorkflow');
+    try {
+      await assert.rejects(
+        startMosaic(env.client, taskQueue, request(fastSources, output)),
+        (err: unknown) =>
+          err instanceof MosaicAlreadyRunningError &&
+          err.message.includes(`is already running as ${id} (a re-drive); follow it with`),
+      );
+      await assert.rejects(startRedrive(env.client, taskQueue, output), {
+        message: `a re-drive of this mosaic is already running as ${id}; follow it with: tilebreaker mosaic watch ${id}`,
+      });
+      await schedule('one-run-during-redrive', request(fastSources, output));
+      const skipped = (await env.client.workflow
+        .getHandle(await trigger('one-run-during-redrive'))
+        .result()) as ScheduledMosaicResult;
+      assert.deepEqual([skipped.outcome, skipped.workflowId], ['skipped', id]);
+      assert.equal(await eventually('the re-drive by name', () => resolveMosaicId(env.client, 'redriven')), id);
+    } finally {
+      await cancelMosaic(env.client, id);
+    }
+  },
+);
 
 test('bad schedule input names the field and the value', async () => {
-  await assert.rejects(createMosaicSchedule(env.client, taskQueue, 'one-run-bad', '0 2 * * *', request(fastSources, path.join(dir, 'bad.tif')), undefined, { overlap: 'cancel-other' }), {
-    message: '--overlap: must be one of skip, buffer-one, buffer-all, allow-all (got "cancel-other")',
-  });
-  const r = await cli(['schedule', 'create', 'one-run-bad', '--cron', '0 2 * * *', '--request', path.join(dir, 'nope.yaml'), '--overlap', 'terminate-other']);
+  await assert.rejects(
+    createMosaicSchedule(
+      env.client,
+      taskQueue,
+      'one-run-bad',
+      '0 2 * * *',
+      request(fastSources, path.join(dir, 'bad.tif')),
+      undefined,
+      { overlap: 'cancel-other' },
+    ),
+    {
+      message: '--overlap: must be one of skip, buffer-one, buffer-all, allow-all (got "cancel-other")',
+    },
+  );
+  const r = await cli([
+    'schedule',
+    'create',
+    'one-run-bad',
+    '--cron',
+    '0 2 * * *',
+    '--request',
+    path.join(dir, 'nope.yaml'),
+    '--overlap',
+    'terminate-other',
+  ]);
   assert.equal(r.code, 2);
   assert.match(r.err, /--overlap: must be one of skip, buffer-one, buffer-all, allow-all \(got "terminate-other"\)/);
   // Started by anyone with a made-up id: refused before it starts anything.
@@ -288,7 +389,10 @@ test('bad schedule input names the field and the value', async () => {
   });
   await assert.rejects(launcher.result(), (err: unknown) => {
     assert.ok(err instanceof WorkflowFailedError);
-    assert.equal(err.cause?.message, 'scheduled mosaic: workflowId: must be an output mosaic id, mosaic/<name>-<8 hex digits> (got "breaker/https://x")');
+    assert.equal(
+      err.cause?.message,
+      'scheduled mosaic: workflowId: must be an output mosaic id, mosaic/<name>-<8 hex digits> (got "breaker/https://x")',
+    );
     return true;
   });
 });

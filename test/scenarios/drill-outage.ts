@@ -10,7 +10,14 @@ const MIN = 60_000;
 export function outageDrill(): DrillInput {
   return {
     key: 'https://tiles.example.test:443',
-    config: { cooldownMs: 5 * MIN, cooldownJitter: 0.2, minSamples: 20, probesToClose: 2, probeLeaseMs: MIN, rampMs: 30_000 },
+    config: {
+      cooldownMs: 5 * MIN,
+      cooldownJitter: 0.2,
+      minSamples: 20,
+      probesToClose: 2,
+      probeLeaseMs: MIN,
+      rampMs: 30_000,
+    },
     steps: [
       { atMs: 0, event: { type: 'report', counts: { success: 30 } } },
       { atMs: 10_000, event: { type: 'report', counts: { transient: 40 } } },

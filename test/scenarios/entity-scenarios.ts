@@ -1,7 +1,14 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { histogramOf } from '../../src/breaker';
-import { adminSignal, probeDecisionQuery, probeResultSignal, reportSignal, requestProbeSignal, viewQuery } from '../../src/messages/breaker';
+import {
+  adminSignal,
+  probeDecisionQuery,
+  probeResultSignal,
+  reportSignal,
+  requestProbeSignal,
+  viewQuery,
+} from '../../src/messages/breaker';
 import { probeOnce, startEntity, waitForView } from '../helpers/entity';
 import { startTestEndpoint } from '../helpers/tile-server';
 
@@ -46,8 +53,14 @@ export const entityProbeContention: EntityScenario = async ({ env, client, taskQ
   });
   await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
   await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 30_000 });
-  await Promise.all(Array.from({ length: 20 }, (_, i) => h.signal(requestProbeSignal, { requestId: `a${i}`, requester: `worker-${i}` })));
-  const granted = (await Promise.all(Array.from({ length: 20 }, (_, i) => h.query(probeDecisionQuery, `a${i}`)))).find((d) => d?.kind === 'granted');
+  await Promise.all(
+    Array.from({ length: 20 }, (_, i) =>
+      h.signal(requestProbeSignal, { requestId: `a${i}`, requester: `worker-${i}` }),
+    ),
+  );
+  const granted = (await Promise.all(Array.from({ length: 20 }, (_, i) => h.query(probeDecisionQuery, `a${i}`)))).find(
+    (d) => d?.kind === 'granted',
+  );
   if (granted?.kind !== 'granted') throw new Error('no grant');
   // The holder vanishes; its lease lapses; a late result for its generation is ignored.
   await waitForView(env, h, (v) => v.probesOutstanding === 0, { stepMs: 10_000 });
@@ -90,7 +103,11 @@ export const entityFailedTrials: EntityScenario = async ({ env, client, taskQueu
  * trip waits the base cooldown again, not one grown by the first incident's failed probe.
  */
 export const entityOneIncident: EntityScenario = async ({ env, client, taskQueue }) => {
-  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-one-incident', config: { cooldownMs: 30_000, probesToClose: 1 }, options: idle });
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-one-incident',
+    config: { cooldownMs: 30_000, probesToClose: 1 },
+    options: idle,
+  });
   for (const incident of [1, 2]) {
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });
     await waitForView(env, h, (v) => v.state === 'open');
@@ -108,7 +125,11 @@ export const entityOneIncident: EntityScenario = async ({ env, client, taskQueue
  * slower than the threshold fails, two fast ones close it, and the entity finishes idle.
  */
 export const entitySlowCalls: EntityScenario = async ({ env, client, taskQueue }) => {
-  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-slow-calls', config: { cooldownMs: 60_000, probesToClose: 2 }, options: idle });
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-slow-calls',
+    config: { cooldownMs: 60_000, probesToClose: 2 },
+    options: idle,
+  });
   const latency = histogramOf([...new Array<number>(14).fill(12_000), ...new Array<number>(10).fill(800)]);
   await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, latency });
   await h.signal(reportSignal, { reporter: 'w2', counts: { success: 12 }, latency });
@@ -124,13 +145,18 @@ export const entitySlowCalls: EntityScenario = async ({ env, client, taskQueue }
  * a render time, trip the breaker in a fast window that reaches back the p95 latency; then two probes close it.
  */
 export const entityRenderTimeStalls: EntityScenario = async ({ env, client, taskQueue }) => {
-  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-render-time-stalls', config: { cooldownMs: 60_000, probesToClose: 2 }, options: idle });
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-render-time-stalls',
+    config: { cooldownMs: 60_000, probesToClose: 2 },
+    options: idle,
+  });
   const latency = histogramOf(Array.from({ length: 20 }, (_, i) => 1_000 + i * 100));
   for (let i = 0; i < 6; i++) {
     await h.signal(reportSignal, { reporter: `w${i % 2}`, counts: { success: 20 }, latency });
     await env.sleep(1_000);
   }
-  if ((await h.query(viewQuery)).fleet?.stallMs === undefined) throw new Error('the view gave no fleet stall threshold');
+  if ((await h.query(viewQuery)).fleet?.stallMs === undefined)
+    throw new Error('the view gave no fleet stall threshold');
   await env.sleep(4_000);
   for (let i = 0; i < 12 && (await h.query(viewQuery)).state === 'closed'; i++) {
     await h.signal(reportSignal, { reporter: `w${i % 2}`, counts: { transient: 4 }, stalled: 4 });
@@ -149,9 +175,18 @@ export const entityRenderTimeStalls: EntityScenario = async ({ env, client, task
  * holds fewer latency samples than latencyMinSamples; then a probe closes it.
  */
 export const entityStallSpan: EntityScenario = async ({ env, client, taskQueue }) => {
-  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-stall-span', config: { cooldownMs: 60_000, probesToClose: 1 }, options: idle });
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-stall-span',
+    config: { cooldownMs: 60_000, probesToClose: 1 },
+    options: idle,
+  });
   for (let i = 0; i < 13; i++) {
-    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 1 }, latency: histogramOf([2_500 + 80 * i]), inFlight: 8 });
+    await h.signal(reportSignal, {
+      reporter: 'w1',
+      counts: { success: 1 },
+      latency: histogramOf([2_500 + 80 * i]),
+      inFlight: 8,
+    });
     await env.sleep(600);
   }
   await env.sleep(4_000);
@@ -172,7 +207,11 @@ export const entityStallSpan: EntityScenario = async ({ env, client, taskQueue }
  * pause ends, the endpoint answers again and the entity finishes idle, never having opened.
  */
 export const entityRetryAfterPause: EntityScenario = async ({ env, client, taskQueue }) => {
-  const h = await startEntity(client, taskQueue, { key: 'http://127.0.0.1:1/recorded-retry-after-pause', config: { minSamples: 20 }, options: idle });
+  const h = await startEntity(client, taskQueue, {
+    key: 'http://127.0.0.1:1/recorded-retry-after-pause',
+    config: { minSamples: 20 },
+    options: idle,
+  });
   await h.signal(reportSignal, { reporter: 'w1', counts: { success: 30 } });
   await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 4 }, retryAfterMs: 20_000 });
   await waitForView(env, h, (v) => v.pacedUntil !== undefined);
@@ -191,7 +230,12 @@ export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, ta
     options: { ...idle, maxHistoryEvents: 80 },
   });
   const firstRunId = (await h.describe()).runId;
-  await h.signal(adminSignal, { action: 'force-open', durationMs: 15 * 60_000, reason: 'renderer upgrade', actor: 'sre' });
+  await h.signal(adminSignal, {
+    action: 'force-open',
+    durationMs: 15 * 60_000,
+    reason: 'renderer upgrade',
+    actor: 'sre',
+  });
   await waitForView(env, h, (v) => v.state === 'half-open', { stepMs: 5 * 60_000 });
   await h.signal(adminSignal, { action: 'force-close', actor: 'sre' });
   await h.signal(adminSignal, { action: 'configure', config: { failureRatio: 0.3 } });
@@ -202,7 +246,8 @@ export const entityAdminContinueAsNew: EntityScenario = async ({ env, client, ta
   for (let i = 0; i < 60; i++) await h.signal(reportSignal, { reporter: `w${i % 4}`, counts: { success: 3 } });
   const first = client.workflow.getHandle(h.workflowId, firstRunId);
   for (let i = 0; i < 100 && (await first.describe()).status.name === 'RUNNING'; i++) await env.sleep(1_000);
-  if ((await first.describe()).status.name !== 'CONTINUED_AS_NEW') throw new Error('the first run did not continue as new');
+  if ((await first.describe()).status.name !== 'CONTINUED_AS_NEW')
+    throw new Error('the first run did not continue as new');
   await h.signal(adminSignal, { action: 'force-open', reason: 'stop the new run' });
   await client.workflow.getHandle(h.workflowId).terminate('recording done');
   return first;
@@ -247,7 +292,8 @@ export const entityRateLimit: EntityScenario = async ({ env, client, taskQueue }
   for (let i = 0; i < 40; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { success: 2 } });
   const first = client.workflow.getHandle(h.workflowId, firstRunId);
   for (let i = 0; i < 100 && (await first.describe()).status.name === 'RUNNING'; i++) await env.sleep(1_000);
-  if ((await first.describe()).status.name !== 'CONTINUED_AS_NEW') throw new Error('the first run did not continue as new');
+  if ((await first.describe()).status.name !== 'CONTINUED_AS_NEW')
+    throw new Error('the first run did not continue as new');
   await client.workflow.getHandle(h.workflowId).terminate('recording done');
   return first;
 };
@@ -263,14 +309,19 @@ export const entityCompactCarry: EntityScenario = async ({ env, client, taskQueu
     config: { minSamples: 10, cooldownMs: 60_000 },
     options: { ...idle, maxHistoryEvents: 60 },
   });
-  await h.signal(reportSignal, { reporter: 'w1', counts: { success: 4 }, latency: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2] });
+  await h.signal(reportSignal, {
+    reporter: 'w1',
+    counts: { success: 4 },
+    latency: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2],
+  });
   await h.signal(reportSignal, { reporter: 'w2', counts: { transient: 6, 'service-exception': 2 } });
   await waitForView(env, h, (v) => v.state === 'open');
   await h.signal(adminSignal, { action: 'force-close', reason: 'the renderer is back', actor: 'sre' });
   const runs: string[] = [(await h.describe()).runId];
   // Bursts of reports, each followed by a quiet second: a continue-as-new completes in a task no signal interrupts.
   for (let burst = 0; burst < 20 && runs.length < 3; burst++) {
-    for (let i = 0; i < 20; i++) await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { success: 2 }, inFlight: 2 });
+    for (let i = 0; i < 20; i++)
+      await h.signal(reportSignal, { reporter: `w${i % 3}`, counts: { success: 2 }, inFlight: 2 });
     await env.sleep(1_000);
     const run = (await client.workflow.getHandle(h.workflowId).describe()).runId;
     if (run !== runs[runs.length - 1]) runs.push(run);
@@ -358,7 +409,11 @@ export const entitySignalValidation: EntityScenario = async ({ env, client, task
     await h.signal(reportSignal, { reporter: 'evil', counts: { transient: -5 } });
     await h.signal(reportSignal, { reporter: 'evil', counts: { transient: '9' as never } });
     await h.signal(adminSignal, { action: 'set-probe', probe: { url: 'file:///etc/passwd' } });
-    await h.signal(reportSignal, { reporter: 'w1', counts: { success: 12 }, probe: { url: `${endpoint.url}/0/0/0.png`, contentTypePrefix: 'image/' } });
+    await h.signal(reportSignal, {
+      reporter: 'w1',
+      counts: { success: 12 },
+      probe: { url: `${endpoint.url}/0/0/0.png`, contentTypePrefix: 'image/' },
+    });
     await h.signal(reportSignal, { reporter: 'w2', counts: { transient: 25 } });
     // Two reporters failing: the quorum (a new entity's 2) is met.
     await h.signal(reportSignal, { reporter: 'w1', counts: { transient: 25 } });

@@ -18,7 +18,9 @@ import type { ScheduledMosaicInput } from '../../src/messages/scheduled-mosaic';
 import type { EntityScenario, ScenarioContext } from './entity-scenarios';
 
 /** The breaker of the workers that record mosaic scenarios: quick to trip and to cool down. */
-export const SCENARIO_BREAKER = { config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 } };
+export const SCENARIO_BREAKER = {
+  config: { minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 },
+};
 
 function request(s: DemoTileServer, dir: string, extra: Partial<MosaicRequest>): MosaicRequest {
   return {
@@ -33,7 +35,10 @@ function request(s: DemoTileServer, dir: string, extra: Partial<MosaicRequest>):
   };
 }
 
-async function withServer(opts: Parameters<typeof startDemoTileServer>[0], fn: (s: DemoTileServer, dir: string) => Promise<WorkflowHandle>): Promise<WorkflowHandle> {
+async function withServer(
+  opts: Parameters<typeof startDemoTileServer>[0],
+  fn: (s: DemoTileServer, dir: string) => Promise<WorkflowHandle>,
+): Promise<WorkflowHandle> {
   const s = await startDemoTileServer(opts);
   try {
     return await fn(s, mkdtempSync(path.join(tmpdir(), 'tilebreaker-scenario-')));
@@ -57,8 +62,14 @@ const redriveAfterOutage: EntityScenario = ({ client, taskQueue }) =>
     const h = await startMosaic(client, taskQueue, request(s, dir, { fallback: 'fail-fast' }), 'redrive-source');
     const result = await h.result();
     while (s.isDown()) await new Promise((r) => setTimeout(r, 100));
-    await client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'recording' });
-    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive', args: [{ manifest: result.manifest }] });
+    await client.workflow
+      .getHandle(breakerWorkflowId(breakerKey(s.url)))
+      .signal(adminSignal, { action: 'reset', reason: 'recording' });
+    const r = await client.workflow.start('redriveMosaicWorkflow', {
+      taskQueue,
+      workflowId: 'mosaic-redrive',
+      args: [{ manifest: result.manifest }],
+    });
     await r.result();
     return r;
   });
@@ -71,7 +82,11 @@ const redriveWaits: EntityScenario = ({ client, taskQueue }) =>
   withServer({ latencyMs: 5, outageAfterRequests: 40, outageMs: 10 * 60_000 }, async (s, dir) => {
     const h = await startMosaic(client, taskQueue, request(s, dir, { fallback: 'fail-fast' }), 'redrive-wait-source');
     const result = await h.result();
-    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive-wait', args: [{ manifest: result.manifest, waitForMs: 5 * 60_000 }] });
+    const r = await client.workflow.start('redriveMosaicWorkflow', {
+      taskQueue,
+      workflowId: 'mosaic-redrive-wait',
+      args: [{ manifest: result.manifest, waitForMs: 5 * 60_000 }],
+    });
     for (let k = 0; k < 300; k++) {
       const p = await r.query(progressQuery).catch(() => null);
       if (p?.waitingFor) break;
@@ -88,14 +103,19 @@ const redriveWaits: EntityScenario = ({ client, taskQueue }) =>
  */
 const attributesAsked: EntityScenario = ({ client, taskQueue }) =>
   withServer({ latencyMs: 5 }, async (s, dir) => {
-    const h = await client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: 'mosaic-search-attributes-asked', args: [request(s, dir, {})] });
+    const h = await client.workflow.start('mosaicWorkflow', {
+      taskQueue,
+      workflowId: 'mosaic-search-attributes-asked',
+      args: [request(s, dir, {})],
+    });
     await h.result();
     return h;
   });
 
 /** Once the recording worker's fetch worker has polled (the planner asks the server), a mosaic. */
 const fetchQueueRouted: EntityScenario = async (ctx) => {
-  for (let i = 0; i < 100 && !(await servedFetchQueue(ctx.client, ctx.taskQueue, 60_000)); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 100 && !(await servedFetchQueue(ctx.client, ctx.taskQueue, 60_000)); i++)
+    await new Promise((r) => setTimeout(r, 100));
   return mosaicRun('mosaic-fetch-queue-routed', { latencyMs: 5 }, {})(ctx);
 };
 
@@ -106,15 +126,35 @@ const fetchQueueRouted: EntityScenario = async (ctx) => {
  */
 const fetchQueueFallback: EntityScenario = async ({ env, client }) => {
   const taskQueue = uniqueTaskQueue('fetch-queue-fallback');
-  const runtime = createActivityRuntime({ client, taskQueue, roots: TEST_ROOTS, breaker: SCENARIO_BREAKER, fetchQueueStartWithinMs: 1_000 });
+  const runtime = createActivityRuntime({
+    client,
+    taskQueue,
+    roots: TEST_ROOTS,
+    breaker: SCENARIO_BREAKER,
+    fetchQueueStartWithinMs: 1_000,
+  });
   try {
-    const fetcher = await createFetchWorker({ connection: env.nativeConnection, namespace: 'default', taskQueue, activities: runtime.activities });
+    const fetcher = await createFetchWorker({
+      connection: env.nativeConnection,
+      namespace: 'default',
+      taskQueue,
+      activities: runtime.activities,
+    });
     const fetching = fetcher.run();
-    for (let i = 0; i < 100 && !(await servedFetchQueue(client, taskQueue, 60_000)); i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 100 && !(await servedFetchQueue(client, taskQueue, 60_000)); i++)
+      await new Promise((r) => setTimeout(r, 100));
     fetcher.shutdown();
     await fetching;
-    const worker = await Worker.create({ connection: env.nativeConnection, namespace: 'default', taskQueue, workflowsPath, activities: runtime.activities });
-    return await worker.runUntil(mosaicRun('mosaic-fetch-queue-fallback', { latencyMs: 5 }, {})({ env, client, taskQueue }));
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      namespace: 'default',
+      taskQueue,
+      workflowsPath,
+      activities: runtime.activities,
+    });
+    return await worker.runUntil(
+      mosaicRun('mosaic-fetch-queue-fallback', { latencyMs: 5 }, {})({ env, client, taskQueue }),
+    );
   } finally {
     await runtime.close();
   }
@@ -136,7 +176,11 @@ const scheduledWaits: EntityScenario = ({ client, taskQueue }) =>
       label: { name: 'mosaic', source: 'demo', zoom: req.zoom, output: req.output },
       attributes: true,
     };
-    const h = await client.workflow.start('scheduledMosaicWorkflow', { taskQueue, workflowId: 'mosaic-scheduled-waits', args: [input] });
+    const h = await client.workflow.start('scheduledMosaicWorkflow', {
+      taskQueue,
+      workflowId: 'mosaic-scheduled-waits',
+      args: [input],
+    });
     await manual.result();
     await h.result();
     return h;
@@ -152,7 +196,13 @@ const continueAsNew =
   (name: string, blocks: boolean): EntityScenario =>
   ({ client, taskQueue }: ScenarioContext) =>
     withServer({ latencyMs: 5, outageAfterRequests: 8, outageMs: 40_000 }, async (s, dir) => {
-      const extra: Partial<MosaicRequest> = { fallback: 'wait', deadline: '10m', eventsPerRun: 200, batchSize: 8, ...(blocks ? { blockTiles: 24, maxTiles: 1_000 } : {}) };
+      const extra: Partial<MosaicRequest> = {
+        fallback: 'wait',
+        deadline: '10m',
+        eventsPerRun: 200,
+        batchSize: 8,
+        ...(blocks ? { blockTiles: 24, maxTiles: 1_000 } : {}),
+      };
       const h = await startMosaic(client, taskQueue, request(s, dir, extra), name);
       await h.result();
       return blocks ? client.workflow.getHandle(`${h.workflowId}/p0-block-0`) : h;
@@ -165,9 +215,18 @@ const continueAsNew =
  */
 const redriveContinueAsNew: EntityScenario = ({ client, taskQueue }) =>
   withServer({ latencyMs: 5, outageAfterRequests: 8, outageMs: 40_000 }, async (s, dir) => {
-    const h = await startMosaic(client, taskQueue, request(s, dir, { fallback: 'fail-fast', eventsPerRun: 200, batchSize: 8 }), 'redrive-continue-source');
+    const h = await startMosaic(
+      client,
+      taskQueue,
+      request(s, dir, { fallback: 'fail-fast', eventsPerRun: 200, batchSize: 8 }),
+      'redrive-continue-source',
+    );
     const result = await h.result();
-    const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-redrive-continue-as-new', args: [{ manifest: result.manifest, waitForMs: 10 * 60_000 }] });
+    const r = await client.workflow.start('redriveMosaicWorkflow', {
+      taskQueue,
+      workflowId: 'mosaic-redrive-continue-as-new',
+      args: [{ manifest: result.manifest, waitForMs: 10 * 60_000 }],
+    });
     await r.result();
     return r;
   });
@@ -187,11 +246,22 @@ const mirrorRedrive: EntityScenario = ({ client, taskQueue }) =>
         `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n    mirrors: [copy]\n  copy:\n    type: xyz\n    url: "${mirror.template}"\n    concurrency: 2\n`,
       );
       const { source: _inline, ...req } = request(s, dir, { fallback: 'hole' });
-      const h = await startMosaic(client, taskQueue, { ...req, sourcesFile, sourceName: 'demo' }, 'mirror-redrive-source');
+      const h = await startMosaic(
+        client,
+        taskQueue,
+        { ...req, sourcesFile, sourceName: 'demo' },
+        'mirror-redrive-source',
+      );
       const result = await h.result();
       s.setDown(false);
-      await client.workflow.getHandle(breakerWorkflowId(breakerKey(s.url))).signal(adminSignal, { action: 'reset', reason: 'recording' });
-      const r = await client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: 'mosaic-mirror-redrive', args: [{ manifest: result.manifest, replaceMirrors: true }] });
+      await client.workflow
+        .getHandle(breakerWorkflowId(breakerKey(s.url)))
+        .signal(adminSignal, { action: 'reset', reason: 'recording' });
+      const r = await client.workflow.start('redriveMosaicWorkflow', {
+        taskQueue,
+        workflowId: 'mosaic-mirror-redrive',
+        args: [{ manifest: result.manifest, replaceMirrors: true }],
+      });
       await r.result();
       return r;
     } finally {
@@ -206,7 +276,18 @@ const seedLevels =
     withServer({ latencyMs: 5 }, async (s, dir) => {
       const sourcesFile = path.join(dir, 'sources.yaml');
       writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
-      const h = await startSeed(client, taskQueue, { sourcesFile, sourceName: 'demo', bbox: [5.7, 44.0, 8.5, 46.6], levels: [first, last], into: path.join(dir, 'alps.mbtiles') }, id);
+      const h = await startSeed(
+        client,
+        taskQueue,
+        {
+          sourcesFile,
+          sourceName: 'demo',
+          bbox: [5.7, 44.0, 8.5, 46.6],
+          levels: [first, last],
+          into: path.join(dir, 'alps.mbtiles'),
+        },
+        id,
+      );
       await h.result();
       return h;
     });
@@ -216,8 +297,18 @@ const seedScheduled: EntityScenario = ({ client, taskQueue }) =>
   withServer({ latencyMs: 5 }, async (s, dir) => {
     const sourcesFile = path.join(dir, 'sources.yaml');
     writeFileSync(sourcesFile, `sources:\n  demo:\n    type: xyz\n    url: "${s.template}"\n    concurrency: 2\n`);
-    const request = prepareSeed({ sourcesFile, sourceName: 'demo', bbox: [5.7, 44.0, 8.5, 46.6], levels: [5, 6], into: path.join(dir, 'weekly.mbtiles') });
-    const h = await client.workflow.start('scheduledSeedWorkflow', { taskQueue, workflowId: 'seed-scheduled', args: [{ request, workflowId: seedWorkflowId(request.into), scheduleId: 'weekly' }] });
+    const request = prepareSeed({
+      sourcesFile,
+      sourceName: 'demo',
+      bbox: [5.7, 44.0, 8.5, 46.6],
+      levels: [5, 6],
+      into: path.join(dir, 'weekly.mbtiles'),
+    });
+    const h = await client.workflow.start('scheduledSeedWorkflow', {
+      taskQueue,
+      workflowId: 'seed-scheduled',
+      args: [{ request, workflowId: seedWorkflowId(request.into), scheduleId: 'weekly' }],
+    });
     await h.result();
     return h;
   });
@@ -231,8 +322,16 @@ export const mosaicScenarios = {
   'seed-scheduled': seedScheduled,
   // A mirror served the refused tiles; a re-drive with replaceMirrors fetches them from the primary again.
   'mosaic-mirror-redrive': mirrorRedrive,
-  'mosaic-fail-fast-outage': mosaicRun('mosaic-fail-fast-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'fail-fast' }),
-  'mosaic-wait-outage': mosaicRun('mosaic-wait-outage', { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 }, { fallback: 'wait', deadline: '10m' }),
+  'mosaic-fail-fast-outage': mosaicRun(
+    'mosaic-fail-fast-outage',
+    { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 },
+    { fallback: 'fail-fast' },
+  ),
+  'mosaic-wait-outage': mosaicRun(
+    'mosaic-wait-outage',
+    { latencyMs: 5, outageAfterRequests: 40, outageMs: 2_000 },
+    { fallback: 'wait', deadline: '10m' },
+  ),
   'mosaic-blocks': mosaicRun('mosaic-blocks', {}, { blockTiles: 48 }),
   'mosaic-redrive': redriveAfterOutage,
   'mosaic-redrive-wait': redriveWaits,

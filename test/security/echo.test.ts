@@ -32,7 +32,9 @@ before(async () => {
     // Padding puts the echo across the reason's 500-character cut.
     const pad = req.url!.startsWith('/long') ? 'x'.repeat(470) : '';
     res.writeHead(status, { 'content-type': 'application/vnd.ogc.se_xml' });
-    res.end(`<?xml version="1.0"?><ServiceExceptionReport version="1.1.1"><ServiceException code="InvalidParameterValue">bad request ${pad}${quoted}</ServiceException></ServiceExceptionReport>`);
+    res.end(
+      `<?xml version="1.0"?><ServiceExceptionReport version="1.1.1"><ServiceException code="InvalidParameterValue">bad request ${pad}${quoted}</ServiceException></ServiceExceptionReport>`,
+    );
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -56,13 +58,21 @@ test("a credential the server quotes back never reaches a tile's reason, whateve
   for (const prefix of ['/200', '/500']) {
     for (const auth of auths) {
       const source = parseSource({ type: 'xyz', url: `${base}${prefix}/{z}/{x}/{y}.png`, auth });
-      const [r] = await makeFetchBatch({ pools })({ sourceName: 'echo', source, tiles: [{ z: 1, x: 0, y: 0 }], storeRoot: dir, breaker: false, retry: { attempts: 1 } });
+      const [r] = await makeFetchBatch({ pools })({
+        sourceName: 'echo',
+        source,
+        tiles: [{ z: 1, x: 0, y: 0 }],
+        storeRoot: dir,
+        breaker: false,
+        retry: { attempts: 1 },
+      });
       assert.equal(r!.status, 'failed');
       // The echo made it into the reason (so the check below looks at something), masked.
       assert.match(r!.reason, /bad request/, r!.reason);
       assert.match(r!.reason, /\*\*\*/, r!.reason);
       assert.ok(!r!.reason.includes(CANARY), `${auth!.type} ${prefix}: ${r!.reason}`);
-      if (auth!.type === 'basic') assert.ok(!r!.reason.includes(Buffer.from(`echo-user:${CANARY}`).toString('base64')), r!.reason);
+      if (auth!.type === 'basic')
+        assert.ok(!r!.reason.includes(Buffer.from(`echo-user:${CANARY}`).toString('base64')), r!.reason);
     }
   }
 });
@@ -76,8 +86,16 @@ test('an echoed credential is masked before the reason is cut or escaped, in eve
   ];
   for (const [prefix, auth] of cases) {
     const source = parseSource({ type: 'xyz', url: `${base}${prefix}/{z}/{x}/{y}.png`, auth });
-    const [r] = await makeFetchBatch({ pools })({ sourceName: 'echo', source, tiles: [{ z: 1, x: 0, y: 0 }], storeRoot: dir, breaker: false, retry: { attempts: 1 } });
+    const [r] = await makeFetchBatch({ pools })({
+      sourceName: 'echo',
+      source,
+      tiles: [{ z: 1, x: 0, y: 0 }],
+      storeRoot: dir,
+      breaker: false,
+      retry: { attempts: 1 },
+    });
     assert.match(r!.reason, /bad request/, r!.reason);
-    for (const piece of [CANARY, CANARY.slice(0, 10), 'Sk!(live)', 'Sk%21', 'Sk!%28']) assert.ok(!r!.reason.includes(piece), `${prefix} ${auth!.type}: ${piece} in ${r!.reason}`);
+    for (const piece of [CANARY, CANARY.slice(0, 10), 'Sk!(live)', 'Sk%21', 'Sk!%28'])
+      assert.ok(!r!.reason.includes(piece), `${prefix} ${auth!.type}: ${piece} in ${r!.reason}`);
   }
 });

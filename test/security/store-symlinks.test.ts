@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
@@ -55,13 +64,22 @@ describe('a tile store with symlinks inside it', () => {
     const body = await gradientImage(256, 256);
     const a = storeDir();
     symlinkSync(elsewhere, path.join(a, 'good'));
-    await assert.rejects(new TileStore(a).put('good', { z: 3, x: 4, y: 2 }, body, meta()), (err: Error) => err.message === 'tile store: good/3/4 leads outside the store through a symlink; not used');
+    await assert.rejects(
+      new TileStore(a).put('good', { z: 3, x: 4, y: 2 }, body, meta()),
+      (err: Error) => err.message === 'tile store: good/3/4 leads outside the store through a symlink; not used',
+    );
     const b = storeDir();
     mkdirSync(path.join(b, 'osm'));
     symlinkSync(elsewhere, path.join(b, 'osm', '3'));
-    await assert.rejects(new TileStore(b).put('osm', { z: 3, x: 4, y: 2 }, body, meta()), /tile store: osm\/3\/4 leads outside the store/);
+    await assert.rejects(
+      new TileStore(b).put('osm', { z: 3, x: 4, y: 2 }, body, meta()),
+      /tile store: osm\/3\/4 leads outside the store/,
+    );
     symlinkSync(elsewhere, path.join(b, 'osm', 'chunks'));
-    await assert.rejects(new TileStore(b).putChunk('osm', 3, { url: 'http://x/1', width: 512, height: 512 }, body, 'image/png'), /tile store: osm\/chunks\/3 leads outside the store/);
+    await assert.rejects(
+      new TileStore(b).putChunk('osm', 3, { url: 'http://x/1', width: 512, height: 512 }, body, 'image/png'),
+      /tile store: osm\/chunks\/3 leads outside the store/,
+    );
     assert.deepEqual(escaped(), []);
     // A link that stays inside the store is fine.
     const c = storeDir();
@@ -85,14 +103,20 @@ describe('a tile store with symlinks inside it', () => {
     const store = new TileStore(b);
     await store.put('osm', { z: 3, x: 4, y: 2 }, await gradientImage(256, 256), meta());
     symlinkSync(secret, path.join(b, 'osm', '3', '4', '2.json'));
-    await assert.rejects(store.get('osm', { z: 3, x: 4, y: 2 }), /tile store: osm\/3\/4\/2\.json is a symlink; not read/);
+    await assert.rejects(
+      store.get('osm', { z: 3, x: 4, y: 2 }),
+      /tile store: osm\/3\/4\/2\.json is a symlink; not read/,
+    );
     // A column folder linked out: not read either.
     const c = storeDir();
     mkdirSync(path.join(c, 'osm', '3'), { recursive: true });
     mkdirSync(path.join(elsewhere, 'col'));
     writeFileSync(path.join(elsewhere, 'col', '2.png'), await gradientImage(256, 256));
     symlinkSync(path.join(elsewhere, 'col'), path.join(c, 'osm', '3', '4'));
-    await assert.rejects(new TileStore(c).get('osm', { z: 3, x: 4, y: 2 }), /tile store: osm\/3\/4 leads outside the store/);
+    await assert.rejects(
+      new TileStore(c).get('osm', { z: 3, x: 4, y: 2 }),
+      /tile store: osm\/3\/4 leads outside the store/,
+    );
     rmSync(path.join(elsewhere, 'col'), { recursive: true });
   });
 
@@ -102,7 +126,14 @@ describe('a tile store with symlinks inside it', () => {
     symlinkSync(elsewhere, path.join(storeRoot, 'osm', '5', '1'));
     const fetchTiles = makeFetchBatch({ pools, roots });
     const source = parseSource({ type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png`, concurrency: 2 });
-    const results = await fetchTiles({ sourceName: 'osm', source, tiles: [0, 1, 2].map((x) => ({ z: 5, x, y: 0 })), storeRoot, breaker: false, retry: { attempts: 1 } });
+    const results = await fetchTiles({
+      sourceName: 'osm',
+      source,
+      tiles: [0, 1, 2].map((x) => ({ z: 5, x, y: 0 })),
+      storeRoot,
+      breaker: false,
+      retry: { attempts: 1 },
+    });
     assert.deepEqual(
       results.map((r) => [r.status, r.attempts]),
       [
@@ -118,13 +149,27 @@ describe('a tile store with symlinks inside it', () => {
     mkdirSync(path.join(storeRoot, 'osm', '5', '7'), { recursive: true });
     symlinkSync(secret, path.join(storeRoot, 'osm', '5', '7', '0.png'));
     const down = parseSource({ type: 'xyz', url: `${server.url}/status/503/{z}/{x}/{y}.png` });
-    const [stale] = await fetchTiles({ sourceName: 'osm', source: down, tiles: [{ z: 5, x: 7, y: 0 }], storeRoot, breaker: false, whenRefused: 'stale', retry: { attempts: 1 } });
-    assert.deepEqual([stale!.status, stale!.reason, stale!.path], ['failed', 'tile store: osm/5/7/0.png is a symlink; not read', undefined]);
+    const [stale] = await fetchTiles({
+      sourceName: 'osm',
+      source: down,
+      tiles: [{ z: 5, x: 7, y: 0 }],
+      storeRoot,
+      breaker: false,
+      whenRefused: 'stale',
+      retry: { attempts: 1 },
+    });
+    assert.deepEqual(
+      [stale!.status, stale!.reason, stale!.path],
+      ['failed', 'tile store: osm/5/7/0.png is a symlink; not read', undefined],
+    );
   });
 
   test('the assembly never draws a symlinked tile a journal names: the manifest records it failed', async () => {
     const source = { type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png` } as const;
-    const plan = await planMosaic({ source, bbox: [5.7, 44.0, 6.0, 44.3], zoom: 5, output: path.join(out, 'asm.tif') }, { roots, runTag: 'r1' });
+    const plan = await planMosaic(
+      { source, bbox: [5.7, 44.0, 6.0, 44.3], zoom: 5, output: path.join(out, 'asm.tif') },
+      { roots, runTag: 'r1' },
+    );
     const store = new TileStore(plan.storeRoot);
     const tiles = [];
     for (let i = 0; i < plan.total; i++) {
@@ -139,14 +184,22 @@ describe('a tile store with symlinks inside it', () => {
     symlinkSync(outsideImage, tiles[0]!.path);
     await writeJournal(plan.journalDir, { batchId: 'p0-b-0', pass: 0, writtenAt: Date.now(), tiles });
     const result = await assembleMosaic({ plan, partial: false }, roots);
-    const manifest = JSON.parse(readFileSync(result.manifest, 'utf8')) as { tiles: { status: string; reason: string; path?: string }[] };
+    const manifest = JSON.parse(readFileSync(result.manifest, 'utf8')) as {
+      tiles: { status: string; reason: string; path?: string }[];
+    };
     assert.equal(manifest.tiles[0]!.status, 'failed');
-    assert.equal(manifest.tiles[0]!.reason, `tile store: inline/5/${tiles[0]!.x}/${tiles[0]!.y}.png is a symlink; not read`);
+    assert.equal(
+      manifest.tiles[0]!.reason,
+      `tile store: inline/5/${tiles[0]!.x}/${tiles[0]!.y}.png is a symlink; not read`,
+    );
     assert.equal(manifest.tiles[0]!.path, undefined);
     assert.ok(manifest.tiles.slice(1).every((t) => t.status === 'ok'));
     assert.equal(result.counts.failed, 1);
     // A symlinked journal is not read either.
-    writeFileSync(path.join(elsewhere, 'forged.json'), JSON.stringify({ batchId: 'x', pass: 9, writtenAt: 0, tiles: [] }));
+    writeFileSync(
+      path.join(elsewhere, 'forged.json'),
+      JSON.stringify({ batchId: 'x', pass: 9, writtenAt: 0, tiles: [] }),
+    );
     symlinkSync(path.join(elsewhere, 'forged.json'), path.join(plan.journalDir, 'forged.json'));
     assert.deepEqual(
       (await readJournals(plan.journalDir)).map((j) => j.batchId),
@@ -169,7 +222,9 @@ describe('a tile store with symlinks inside it', () => {
     // As JPEG with an ETag: the write would remove the other copies and write a sidecar.
     await assert.rejects(
       store.put('osm', { z: 3, x: 4, y: 2 }, body, { fetchedAt: Date.now(), contentType: 'image/jpeg', etag: '"e"' }),
-      (err: Error) => err instanceof StoreEscapeError && err.message === 'tile store: osm/3/4 leads outside the store through a symlink; not used',
+      (err: Error) =>
+        err instanceof StoreEscapeError &&
+        err.message === 'tile store: osm/3/4 leads outside the store through a symlink; not used',
     );
     assert.deepEqual(readdirSync(col).sort(), [...held].sort());
     for (const f of held) assert.equal(readFileSync(path.join(col, f), 'utf8'), `outside ${f}`);
@@ -183,9 +238,23 @@ describe('a tile store with symlinks inside it', () => {
   async function storedLevel(name: string) {
     const source = { type: 'xyz', url: `${server.url}/ok/{z}/{x}/{y}.png` } as const;
     // Planned as the activity does: the plan is written beside the journals, where the pack reads it.
-    const plan = await planMosaicRun({ source, bbox: [5.0, 44.0, 8.0, 46.0], zoom: 8, output: path.join(out, `${name}.tif`) }, 'r1', roots);
+    const plan = await planMosaicRun(
+      { source, bbox: [5.0, 44.0, 8.0, 46.0], zoom: 8, output: path.join(out, `${name}.tif`) },
+      'r1',
+      roots,
+    );
     const store = new TileStore(plan.storeRoot);
-    const tiles: { i: number; z: number; x: number; y: number; status: 'ok'; reason: string; attempts: number; pass: number; path: string }[] = [];
+    const tiles: {
+      i: number;
+      z: number;
+      x: number;
+      y: number;
+      status: 'ok';
+      reason: string;
+      attempts: number;
+      pass: number;
+      path: string;
+    }[] = [];
     for (let i = 0; i < plan.total; i++) {
       const { z, x, y } = tileOf(plan.grid, i);
       const put = await store.put(plan.sourceName, { z, x, y }, await gradientImage(256, 256), meta());
@@ -233,15 +302,25 @@ describe('a tile store with symlinks inside it', () => {
     const { plan, tiles, swap } = await storedLevel('stitch');
     swapAfterCheck(t, swap);
     const rel = `inline/${tiles[0]!.z}/${tiles[0]!.x}/${tiles[0]!.y}.png`;
-    await assert.rejects(assembleMosaic({ plan, partial: false }, roots), (err: Error) => err instanceof StoreEscapeError && err.message.endsWith(`tile store: ${rel} is a symlink; not read`));
+    await assert.rejects(
+      assembleMosaic({ plan, partial: false }, roots),
+      (err: Error) =>
+        err instanceof StoreEscapeError && err.message.endsWith(`tile store: ${rel} is a symlink; not read`),
+    );
     assert.ok(!existsSync(plan.output), 'no image drawn');
     const manifestFile = plan.output.replace(/\.tif$/, '.manifest.json');
     const first = JSON.parse(readFileSync(manifestFile, 'utf8')) as { image: string };
     assert.match(first.image, /^not written: .*is a symlink; not read$/);
     t.mock.restoreAll();
     const retried = await assembleMosaic({ plan, partial: false }, roots);
-    const manifest = JSON.parse(readFileSync(retried.manifest, 'utf8')) as { image: string; tiles: { status: string; reason: string }[] };
-    assert.deepEqual([manifest.image, manifest.tiles[0]!.status, manifest.tiles[0]!.reason], ['written', 'failed', `tile store: ${rel} is a symlink; not read`]);
+    const manifest = JSON.parse(readFileSync(retried.manifest, 'utf8')) as {
+      image: string;
+      tiles: { status: string; reason: string }[];
+    };
+    assert.deepEqual(
+      [manifest.image, manifest.tiles[0]!.status, manifest.tiles[0]!.reason],
+      ['written', 'failed', `tile store: ${rel} is a symlink; not read`],
+    );
   });
 
   test('readConfinedFile reads a regular file inside the root; a symlink, a FIFO or a folder linked outside is refused without its content', async () => {
@@ -264,6 +343,9 @@ describe('a tile store with symlinks inside it', () => {
     execFileSync('mkfifo', [path.join(a, 'osm', '3', '4', '3.png')]);
     await refused(path.join(a, 'osm', '3', '4', '3.png'), 'tile store: osm/3/4/3.png is not a regular file; not read');
     symlinkSync(elsewhere, path.join(a, 'osm', '3', '5'));
-    await refused(path.join(a, 'osm', '3', '5', 'secret.txt'), 'tile store: osm/3/5 leads outside the store through a symlink; not used');
+    await refused(
+      path.join(a, 'osm', '3', '5', 'secret.txt'),
+      'tile store: osm/3/5 leads outside the store through a symlink; not used',
+    );
   });
 });

@@ -49,7 +49,13 @@ const baitFiles: Record<string, string> = {};
 
 before(async () => {
   env = await devServerEnv();
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: { sources: [conf], outputs: [out] } });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    roots: { sources: [conf], outputs: [out] },
+  });
   running = worker.run();
   server = await startDemoTileServer({ latencyMs: 1 });
   for (const [name, text] of Object.entries(bait)) {
@@ -72,7 +78,12 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const request = (extra: Partial<MosaicRequest>): MosaicRequest => ({ bbox: [5.7, 44.0, 6.5, 44.6], zoom: 6, output: path.join(out, 'm.tif'), ...extra });
+const request = (extra: Partial<MosaicRequest>): MosaicRequest => ({
+  bbox: [5.7, 44.0, 6.5, 44.6],
+  zoom: 6,
+  output: path.join(out, 'm.tif'),
+  ...extra,
+});
 
 /** Every string in a history: fields as exported, and each payload's bytes decoded. */
 function historyText(value: unknown, acc: string[] = []): string[] {
@@ -91,27 +102,40 @@ async function failureOf(handle: WorkflowHandle): Promise<{ failure: string; his
     assert.fail('the workflow should have failed');
   } catch (err) {
     assert.ok(err instanceof WorkflowFailedError, String(err));
-    for (let e: unknown = err; e instanceof Error; e = (e as Error & { cause?: unknown }).cause) failure += `${e.name}: ${e.message}${'type' in e ? ` (${String(e.type)})` : ''}\n`;
+    for (let e: unknown = err; e instanceof Error; e = (e as Error & { cause?: unknown }).cause)
+      failure += `${e.name}: ${e.message}${'type' in e ? ` (${String(e.type)})` : ''}\n`;
   }
   const history = historyText(await handle.fetchHistory()).join('\n');
   return { failure, history };
 }
 
 function assertClean(what: string, ...texts: string[]): void {
-  for (const t of texts) assert.ok(!t.includes(CANARY), `${what}: the canary leaked:\n${t.slice(Math.max(0, t.indexOf(CANARY) - 300), t.indexOf(CANARY) + 100)}`);
+  for (const t of texts)
+    assert.ok(
+      !t.includes(CANARY),
+      `${what}: the canary leaked:\n${t.slice(Math.max(0, t.indexOf(CANARY) - 300), t.indexOf(CANARY) + 100)}`,
+    );
 }
 
 function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [main, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
+    execFile(
+      process.execPath,
+      [main, ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 60_000 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
     );
   });
 }
 
 test('a workflow started directly with sourcesFile at a file that is not a sources file: refused, and the file is quoted nowhere', async () => {
   for (const [name, file] of Object.entries(baitFiles)) {
-    const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-${name}-${process.pid}`, args: [request({ sourcesFile: file })] });
+    const handle = await env.client.workflow.start('mosaicWorkflow', {
+      taskQueue,
+      workflowId: `canary-${name}-${process.pid}`,
+      args: [request({ sourcesFile: file })],
+    });
     const { failure, history } = await failureOf(handle);
     assert.match(failure, /ApplicationFailure: (mosaic request|sources file .*): /, name);
     assert.ok(failure.includes(file), `${name}: the failure names the file: ${failure}`);
@@ -134,9 +158,17 @@ test('a sources file outside the sources roots, or reached through a symlink out
     ['link', path.join(conf, 'link.yaml')],
     ['etc', '/etc/passwd'],
   ] as const) {
-    const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-root-${name}-${process.pid}`, args: [request({ sourcesFile: file })] });
+    const handle = await env.client.workflow.start('mosaicWorkflow', {
+      taskQueue,
+      workflowId: `canary-root-${name}-${process.pid}`,
+      args: [request({ sourcesFile: file })],
+    });
     const { failure } = await failureOf(handle);
-    assert.match(failure, /sourcesFile: ".*" (is outside|leads outside this worker's roots .* through a symlink|must name a \.yaml)/, failure);
+    assert.match(
+      failure,
+      /sourcesFile: ".*" (is outside|leads outside this worker's roots .* through a symlink|must name a \.yaml)/,
+      failure,
+    );
     assertClean(name, failure);
   }
 });
@@ -144,14 +176,26 @@ test('a sources file outside the sources roots, or reached through a symlink out
 test('outputs outside the output roots, under /proc, or with a source named "..": refused at planning within seconds, nothing written', async () => {
   const source = { type: 'xyz', url: server.template } as const;
   const cases: [string, Partial<MosaicRequest>, RegExp][] = [
-    ['proc', { source, output: '/proc/self/cwd/wedge.tif' }, /output: "\/proc\/self\/cwd\/wedge\.tif" (lies under|is outside)/],
-    ['outside', { source, output: path.join(elsewhere, 'm.tif') }, /output: ".*elsewhere\/m\.tif" is outside this worker's roots/],
+    [
+      'proc',
+      { source, output: '/proc/self/cwd/wedge.tif' },
+      /output: "\/proc\/self\/cwd\/wedge\.tif" (lies under|is outside)/,
+    ],
+    [
+      'outside',
+      { source, output: path.join(elsewhere, 'm.tif') },
+      /output: ".*elsewhere\/m\.tif" is outside this worker's roots/,
+    ],
     ['store', { source, storeRoot: '/var/tmp/tilebreaker-escape' }, /storeRoot: .* is outside/],
     ['dotdot', { source, sourceName: '..' }, /sourceName: must be a source name/],
   ];
   for (const [name, extra, expected] of cases) {
     const started = Date.now();
-    const handle = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-out-${name}-${process.pid}`, args: [request(extra)] });
+    const handle = await env.client.workflow.start('mosaicWorkflow', {
+      taskQueue,
+      workflowId: `canary-out-${name}-${process.pid}`,
+      args: [request(extra)],
+    });
     const { failure } = await failureOf(handle);
     assert.match(failure, expected, name);
     // A hang guard, not a speed target: the old code spun in mkdir for three activity timeouts.
@@ -196,10 +240,20 @@ test("credentials go only where an operator's sources file sends them: an inline
     const url = `http://127.0.0.1:${(thief.address() as AddressInfo).port}/{z}/{x}/{y}.png`;
     const auth = { type: 'bearer', tokenEnv: 'TB_CANARY_SECRET' } as const;
     // An inline source with auth is refused at planning.
-    const inline = await env.client.workflow.start('mosaicWorkflow', { taskQueue, workflowId: `canary-auth-inline-${process.pid}`, args: [request({ source: { type: 'xyz', url, auth } })] });
-    assert.match((await failureOf(inline)).failure, /source\.auth: credentials are used only with sources read from a sources file/);
+    const inline = await env.client.workflow.start('mosaicWorkflow', {
+      taskQueue,
+      workflowId: `canary-auth-inline-${process.pid}`,
+      args: [request({ source: { type: 'xyz', url, auth } })],
+    });
+    assert.match(
+      (await failureOf(inline)).failure,
+      /source\.auth: credentials are used only with sources read from a sources file/,
+    );
     // A block handed a plan whose source carries auth: without a sources file, or differing from it.
-    writeFileSync(path.join(conf, 'real.yaml'), `sources:\n  real:\n    type: xyz\n    url: ${server.template}\n    auth: { type: bearer, tokenEnv: TB_CANARY_SECRET }\n`);
+    writeFileSync(
+      path.join(conf, 'real.yaml'),
+      `sources:\n  real:\n    type: xyz\n    url: ${server.template}\n    auth: { type: bearer, tokenEnv: TB_CANARY_SECRET }\n`,
+    );
     const good = await env.client.workflow.execute<typeof mosaicWorkflow>('mosaicWorkflow', {
       taskQueue,
       workflowId: `canary-auth-good-${process.pid}`,
@@ -212,7 +266,13 @@ test("credentials go only where an operator's sources file sends them: an inline
       ['no-file', { ...plan, source: { ...(plan.source as object), url }, sourcesFile: undefined }],
       ['other-url', { ...plan, source: { ...(plan.source as object), url } }],
       // A mirror is a source too: one carrying the credential to another host is refused as the source would be.
-      ['mirror', { ...plan, mirrors: [{ name: 'real', source: { ...(plan.source as object), url }, usable: true, reason: 'forged' }] }],
+      [
+        'mirror',
+        {
+          ...plan,
+          mirrors: [{ name: 'real', source: { ...(plan.source as object), url }, usable: true, reason: 'forged' }],
+        },
+      ],
     ] as const;
     await Promise.all(
       forgeries.map(async ([name, forged]) => {
@@ -222,7 +282,11 @@ test("credentials go only where an operator's sources file sends them: an inline
           args: [{ plan: forged, tiles: { start: 0, count: 1 }, tag: 'b0', basePass: 0 }],
         });
         const { failure } = await failureOf(h);
-        assert.match(failure, name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/, `${name}: ${failure}`);
+        assert.match(
+          failure,
+          name === 'no-file' ? /names no sources file/ : /differs from the one in .*real\.yaml as it is now/,
+          `${name}: ${failure}`,
+        );
       }),
     );
     assert.deepEqual(seen, [], 'the other host received nothing');
@@ -235,20 +299,32 @@ test("credentials go only where an operator's sources file sends them: an inline
 test('a block workflow handed a plan of its own making is held to the same roots', async () => {
   const { failure } = await failureOf(await rootsBlock);
   assert.match(failure, /mosaic batch: output: ".*elsewhere\/b\.tif" is outside this worker's roots/);
-  assert.ok(!existsSync(path.join(elsewhere, 'tiles')) && !existsSync(path.join(elsewhere, 'b.work')), 'nothing written outside the roots');
+  assert.ok(
+    !existsSync(path.join(elsewhere, 'tiles')) && !existsSync(path.join(elsewhere, 'b.work')),
+    'nothing written outside the roots',
+  );
 });
 
 test('a block handed a malformed plan or selection is refused before it loops: strings in the grid, a zero batch size, tiles beyond the plan', async () => {
   const base = forgedPlan(out, 'b.tiles');
   const cases: [string, Record<string, unknown>, unknown, RegExp][] = [
-    ['grid-string', { ...base, grid: { ...base.grid, z: '../../../elsewhere/PWNED' } }, { start: 0, count: 1 }, /plan: grid\.z: .*expected number/],
+    [
+      'grid-string',
+      { ...base, grid: { ...base.grid, z: '../../../elsewhere/PWNED' } },
+      { start: 0, count: 1 },
+      /plan: grid\.z: .*expected number/,
+    ],
     ['batch-zero', { ...base, batchSize: 0 }, { start: 0, count: 1 }, /plan: batchSize: .*>=1/],
     ['beyond', base, { start: 0, count: 1_000_000_000 }, /mosaic block: tiles/],
     ['total', { ...base, total: 5 }, { start: 0, count: 1 }, /total: must be the number of tiles of the grid/],
   ];
   for (const [name, plan, tiles, expected] of cases) {
     const started = Date.now();
-    const h = await env.client.workflow.start('mosaicBlockWorkflow', { taskQueue, workflowId: `canary-plan-${name}-${process.pid}`, args: [{ plan, tiles, tag: 'b0', basePass: 0 }] });
+    const h = await env.client.workflow.start('mosaicBlockWorkflow', {
+      taskQueue,
+      workflowId: `canary-plan-${name}-${process.pid}`,
+      args: [{ plan, tiles, tag: 'b0', basePass: 0 }],
+    });
     const { failure } = await failureOf(h);
     assert.match(failure, expected, `${name}: ${failure}`);
     assert.ok(Date.now() - started < 30_000, `${name} took ${Date.now() - started} ms`);
@@ -258,7 +334,21 @@ test('a block handed a malformed plan or selection is refused before it loops: s
 
 /** `mosaic start --wait` through the CLI, for a small area, with the sources file given. */
 function cliMosaic(sources: string, name: string) {
-  return cli(['mosaic', 'start', '--sources', sources, '--bbox', '5.7,44,6.5,44.6', '--zoom', '6', '--out', path.join(out, `${name}.tif`), '--id', `canary-${name}-${process.pid}`, '--wait']);
+  return cli([
+    'mosaic',
+    'start',
+    '--sources',
+    sources,
+    '--bbox',
+    '5.7,44,6.5,44.6',
+    '--zoom',
+    '6',
+    '--out',
+    path.join(out, `${name}.tif`),
+    '--id',
+    `canary-${name}-${process.pid}`,
+    '--wait',
+  ]);
 }
 
 test('the CLI: mosaic start and redrive with --sources at a bait file print no canary, and tile --source neither', async () => {
@@ -271,7 +361,15 @@ test('the CLI: mosaic start and redrive with --sources at a bait file print no c
   writeFileSync(path.join(conf, 'good.yaml'), `sources:\n  demo:\n    type: xyz\n    url: ${server.template}\n`);
   const good = await cliMosaic(path.join(conf, 'good.yaml'), 'good');
   assert.equal(good.code, 0, good.out + good.err);
-  const redrive = await cli(['mosaic', 'redrive', path.join(out, 'good.manifest.json'), '--sources', baitFiles.gitConfig!, '--id', `canary-redrive-${process.pid}`]);
+  const redrive = await cli([
+    'mosaic',
+    'redrive',
+    path.join(out, 'good.manifest.json'),
+    '--sources',
+    baitFiles.gitConfig!,
+    '--id',
+    `canary-redrive-${process.pid}`,
+  ]);
   assert.notEqual(redrive.code, 0);
   assert.match(redrive.out + redrive.err, /git-?[cC]onfig\.yaml/);
   assertClean('mosaic redrive', redrive.out, redrive.err);

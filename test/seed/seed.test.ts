@@ -33,7 +33,13 @@ let sources: string;
 
 before(async () => {
   env = await devServerEnv(ALL_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: TEST_ROOTS });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    roots: TEST_ROOTS,
+  });
   running = worker.run();
   server = await startDemoTileServer({ latencyMs: 1 });
   sources = path.join(dir, 'sources.yaml');
@@ -51,7 +57,16 @@ const seed = (extra: Partial<SeedRequest>, id: string): Promise<SeedResult> =>
   env.client.workflow.execute('seedWorkflow', {
     taskQueue,
     workflowId: `seed-${id}-${process.pid}`,
-    args: [{ sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44.0, 6.5, 44.6], levels: [3, 5], into: path.join(dir, 'alps.mbtiles'), ...extra }],
+    args: [
+      {
+        sourcesFile: sources,
+        sourceName: 'demo',
+        bbox: [5.7, 44.0, 6.5, 44.6],
+        levels: [3, 5],
+        into: path.join(dir, 'alps.mbtiles'),
+        ...extra,
+      },
+    ],
   });
 
 /** The CLI as a user runs it, against this file's server and worker. */
@@ -61,7 +76,8 @@ const cli = (args: string[]) =>
       process.execPath,
       [path.join(__dirname, '..', '..', 'src', 'cli', 'main.js'), ...args],
       { env: { ...process.env, TEMPORAL_ADDRESS: env.address, TILEBREAKER_TASK_QUEUE: taskQueue }, timeout: 120_000 },
-      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
     );
   });
 
@@ -73,8 +89,16 @@ test('levels 3-5 into MBTiles: every served tile once, rows counted from the sou
   const db = new Database(into, { readonly: true });
   try {
     assert.equal(db.pragma('application_id', { simple: true }), 0x4d504258);
-    const meta = Object.fromEntries((db.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [r.name, r.value]));
-    assert.deepEqual([meta.name, meta.format, meta.minzoom, meta.maxzoom, meta.type], ['demo', 'png', '3', '5', 'baselayer']);
+    const meta = Object.fromEntries(
+      (db.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [
+        r.name,
+        r.value,
+      ]),
+    );
+    assert.deepEqual(
+      [meta.name, meta.format, meta.minzoom, meta.maxzoom, meta.type],
+      ['demo', 'png', '3', '5', 'baselayer'],
+    );
     // The deepest level's grid (one z5 tile, 11.25 degrees wide), which every level covers: not the z3 grid's.
     const [w, s, e, n] = meta.bounds!.split(',').map(Number);
     assert.ok(w! <= 5.7 && s! <= 44.0 && e! >= 6.5 && n! >= 44.6, meta.bounds);
@@ -86,7 +110,9 @@ test('levels 3-5 into MBTiles: every served tile once, rows counted from the sou
       assert.equal(manifest.counts.ok, manifest.total, `z${z}: ${JSON.stringify(manifest.counts)}`);
       assert.equal(manifest.image, 'not requested');
       assert.equal(existsSync(level.output), false, `z${z}: no image`);
-      const rows = db.prepare('SELECT tile_column x, tile_row r, tile_data d FROM tiles WHERE zoom_level = ?').all(z) as { x: number; r: number; d: Buffer }[];
+      const rows = db
+        .prepare('SELECT tile_column x, tile_row r, tile_data d FROM tiles WHERE zoom_level = ?')
+        .all(z) as { x: number; r: number; d: Buffer }[];
       assert.equal(rows.length, manifest.total, `z${z}: one row per tile`);
       packed += rows.length;
       // Each tile is the stored file's bytes, at its TMS row.
@@ -104,7 +130,11 @@ test('levels 3-5 into MBTiles: every served tile once, rows counted from the sou
   const info = spawnSync('gdalinfo', ['-json', into], { encoding: 'utf8' });
   if (info.error) return;
   assert.equal(info.status, 0, info.stderr);
-  const doc = JSON.parse(info.stdout) as { driverShortName: string; stac?: { 'proj:epsg'?: number }; bands: { overviews?: unknown[] }[] };
+  const doc = JSON.parse(info.stdout) as {
+    driverShortName: string;
+    stac?: { 'proj:epsg'?: number };
+    bands: { overviews?: unknown[] }[];
+  };
   assert.equal(doc.driverShortName, 'MBTiles');
   assert.equal(doc.stac?.['proj:epsg'], 3857);
   assert.ok((doc.bands[0]!.overviews ?? []).length >= 1, 'the lower levels are overviews');
@@ -121,19 +151,55 @@ test('bad seeds are refused before any level runs, naming the field and the valu
       return true;
     });
   };
-  await refused({ levels: [5, 3] }, 'inverted', /^seed request: levels: the first level must not be after the last \(got \[5,3\]\)$/);
-  await refused({ levels: [3, 31] }, 'deep', /levels: must be \[first, last\], whole zoom levels 0\.\.30 \(got \[3,31\]\)/);
-  await refused({ into: path.join(dir, 'alps.sqlite') }, 'ext', /into: must be a path or an s3:\/\/ URL ending in \.mbtiles/);
+  await refused(
+    { levels: [5, 3] },
+    'inverted',
+    /^seed request: levels: the first level must not be after the last \(got \[5,3\]\)$/,
+  );
+  await refused(
+    { levels: [3, 31] },
+    'deep',
+    /levels: must be \[first, last\], whole zoom levels 0\.\.30 \(got \[3,31\]\)/,
+  );
+  await refused(
+    { into: path.join(dir, 'alps.sqlite') },
+    'ext',
+    /into: must be a path or an s3:\/\/ URL ending in \.mbtiles/,
+  );
   // A bucket the worker allows none of: its first level's planning refuses it, naming the variable to set.
-  await refused({ into: 's3://maps/alps.mbtiles' }, 's3', /output: "s3:\/\/maps\/alps\.z3\.tif" cannot be used: this worker allows no bucket; set TILEBREAKER_OUTPUT_BUCKETS/);
-  await refused({ directChunks: true } as Partial<SeedRequest>, 'chunks', /directChunks: a seed fetches tiles, not chunks \(got true\)/);
+  await refused(
+    { into: 's3://maps/alps.mbtiles' },
+    's3',
+    /output: "s3:\/\/maps\/alps\.z3\.tif" cannot be used: this worker allows no bucket; set TILEBREAKER_OUTPUT_BUCKETS/,
+  );
+  await refused(
+    { directChunks: true } as Partial<SeedRequest>,
+    'chunks',
+    /directChunks: a seed fetches tiles, not chunks \(got true\)/,
+  );
   // Outside the worker's output roots: the first level's planning refuses it, nothing is written.
-  await refused({ into: '/srv/maps/alps.mbtiles' }, 'roots', /output: "\/srv\/maps\/alps\.z3\.tif" is outside this worker's roots/);
+  await refused(
+    { into: '/srv/maps/alps.mbtiles' },
+    'roots',
+    /output: "\/srv\/maps\/alps\.z3\.tif" is outside this worker's roots/,
+  );
 });
 
 test('tilebreaker seed: one command over levels into MBTiles, a line per level and exit 0; a bad --levels is named before anything starts', async () => {
   const into = path.join(dir, 'cli.mbtiles');
-  const r = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4-5', '--into', into]);
+  const r = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4-5',
+    '--into',
+    into,
+  ]);
   assert.equal(r.code, 0, `${r.out}\n${r.err}`);
   const lines = r.out.trim().split('\n');
   assert.match(lines[0]!, new RegExp(`^seed ${into.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: \\d+ tiles packed$`));
@@ -148,32 +214,110 @@ test('tilebreaker seed: one command over levels into MBTiles, a line per level a
   } finally {
     db.close();
   }
-  const bad = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '14-twelve', '--into', into]);
+  const bad = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '14-twelve',
+    '--into',
+    into,
+  ]);
   assert.notEqual(bad.code, 0);
   assert.match(bad.err, /--levels: must be a zoom level or a range such as 10-14 \(got "14-twelve"\)/);
   // Every level is planned here first: a source not in the file, a deepest level over maxTiles, a source on a
   // grid MBTiles cannot hold, each refused (exit 2) before any level runs.
-  const missing = await cli(['seed', '--sources', sources, '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
+  const missing = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'nosuch',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4',
+    '--into',
+    path.join(dir, 'wrong.mbtiles'),
+  ]);
   assert.equal(missing.code, 2, `${missing.out}\n${missing.err}`);
   assert.match(missing.err, /nosuch/);
-  const large = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4-9', '--max-tiles', '3', '--into', path.join(dir, 'large.mbtiles')]);
+  const large = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4-9',
+    '--max-tiles',
+    '3',
+    '--into',
+    path.join(dir, 'large.mbtiles'),
+  ]);
   assert.equal(large.code, 2, `${large.out}\n${large.err}`);
-  assert.match(large.err, /maxTiles: the plan has \d+ tiles \(\d+ columns x \d+ rows at zoom 9\), more than maxTiles 3/);
+  assert.match(
+    large.err,
+    /maxTiles: the plan has \d+ tiles \(\d+ columns x \d+ rows at zoom 9\), more than maxTiles 3/,
+  );
   assert.equal(existsSync(path.join(dir, 'large.z4.manifest.json')), false, 'no level ran');
   const lv95 = path.join(dir, 'lv95.yaml');
   writeFileSync(
     lv95,
     JSON.stringify({
       sources: {
-        lv95: { type: 'xyz', url: server.template, grid: { crs: 'EPSG:2056', origin: [2_420_000, 1_350_000], resolutions: [1000, 500], extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000] } },
+        lv95: {
+          type: 'xyz',
+          url: server.template,
+          grid: {
+            crs: 'EPSG:2056',
+            origin: [2_420_000, 1_350_000],
+            resolutions: [1000, 500],
+            extent: [2_420_000, 1_030_000, 2_900_000, 1_350_000],
+          },
+        },
       },
     }),
   );
-  const projected = await cli(['seed', '--sources', lv95, '--source', 'lv95', '--bbox', '7.4,46.9,7.5,47', '--levels', '0-1', '--into', path.join(dir, 'lv95.mbtiles')]);
+  const projected = await cli([
+    'seed',
+    '--sources',
+    lv95,
+    '--source',
+    'lv95',
+    '--bbox',
+    '7.4,46.9,7.5,47',
+    '--levels',
+    '0-1',
+    '--into',
+    path.join(dir, 'lv95.mbtiles'),
+  ]);
   assert.equal(projected.code, 2, `${projected.out}\n${projected.err}`);
-  assert.match(projected.err, /--into: an MBTiles file holds Web Mercator tiles; the source "lv95" is on a grid in EPSG:2056/);
+  assert.match(
+    projected.err,
+    /--into: an MBTiles file holds Web Mercator tiles; the source "lv95" is on a grid in EPSG:2056/,
+  );
   // A level's configuration error found by the worker (the file on the workers only): exit 4, the field named.
-  const wrong = await cli(['seed', '--sources', sources, '--sources-on-worker', '--source', 'nosuch', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', path.join(dir, 'wrong.mbtiles')]);
+  const wrong = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--sources-on-worker',
+    '--source',
+    'nosuch',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4',
+    '--into',
+    path.join(dir, 'wrong.mbtiles'),
+  ]);
   assert.equal(wrong.code, 4, `${wrong.out}\n${wrong.err}`);
   assert.match(wrong.err, /seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
   // Under --json, the same failure as one JSON object on stdout, with the same exit code.
@@ -193,7 +337,9 @@ test('tilebreaker seed: one command over levels into MBTiles, a line per level a
     '--json',
   ]);
   assert.equal(wrongJson.code, 4, `${wrongJson.out}\n${wrongJson.err}`);
-  const e = (JSON.parse(wrongJson.out) as { error: { message: string; kind: string; exitCode: number; workflowId: string } }).error;
+  const e = (
+    JSON.parse(wrongJson.out) as { error: { message: string; kind: string; exitCode: number; workflowId: string } }
+  ).error;
   assert.deepEqual([e.kind, e.exitCode], ['failed', 4]);
   assert.match(e.workflowId, /^seed\/wrong-[0-9a-f]{8}$/);
   assert.match(e.message, /^seed seed\/wrong-[0-9a-f]{8} failed: .*nosuch/);
@@ -206,13 +352,24 @@ test('refresh mode: tiles fetched within the age are kept with no request; older
     const file = path.join(dir, 'refresh-sources.yaml');
     writeFileSync(file, `sources:\n  cdn:\n    type: xyz\n    url: ${fresh.template}\n    concurrency: 4\n`);
     const into = path.join(dir, 'refresh.mbtiles');
-    const run = (refreshBefore: string, id: string) => seed({ sourcesFile: file, sourceName: 'cdn', bbox: [5.0, 44.0, 8.0, 46.5], levels: [5, 7], into, refreshBefore }, id);
+    const run = (refreshBefore: string, id: string) =>
+      seed(
+        { sourcesFile: file, sourceName: 'cdn', bbox: [5.0, 44.0, 8.0, 46.5], levels: [5, 7], into, refreshBefore },
+        id,
+      );
     const tilesOf = (r: SeedResult) => r.levels.flatMap((l) => readManifest(l).tiles);
     const packed = () => {
       const db = new Database(into, { readonly: true });
       try {
         return new Map(
-          (db.prepare('SELECT zoom_level z, tile_column x, tile_row r, tile_data d FROM tiles').all() as { z: number; x: number; r: number; d: Buffer }[]).map((t) => [`${t.z}/${t.x}/${t.r}`, t.d]),
+          (
+            db.prepare('SELECT zoom_level z, tile_column x, tile_row r, tile_data d FROM tiles').all() as {
+              z: number;
+              x: number;
+              r: number;
+              d: Buffer;
+            }[]
+          ).map((t) => [`${t.z}/${t.x}/${t.r}`, t.d]),
         );
       } finally {
         db.close();
@@ -278,16 +435,43 @@ test('refresh mode: tiles fetched within the age are kept with no request; older
 
 test('refreshBefore is checked: an age or an instant, and not with directChunks', () => {
   assert.throws(
-    () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: 'last week' }),
+    () =>
+      parseMosaicRequest({
+        sourcesFile: 's.yaml',
+        sourceName: 'a',
+        bbox: [0, 0, 1, 1],
+        zoom: 3,
+        output: 'a.tif',
+        refreshBefore: 'last week',
+      }),
     /refreshBefore: must be an age such as 7d or 12h, or an ISO-8601 instant such as 2026-12-01T00:00:00Z \(got "last week"\)/,
   );
   assert.throws(
-    () => parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: '7d', directChunks: true }),
+    () =>
+      parseMosaicRequest({
+        sourcesFile: 's.yaml',
+        sourceName: 'a',
+        bbox: [0, 0, 1, 1],
+        zoom: 3,
+        output: 'a.tif',
+        refreshBefore: '7d',
+        directChunks: true,
+      }),
     /refreshBefore: needs a tile cache to keep tiles from; directChunks keeps none/,
   );
   // Any instant passes as written, whatever today is (the cutoff is the planner's, against its clock).
   const instant = new Date(Date.UTC(2001, 6, 1)).toISOString();
-  assert.equal(parseMosaicRequest({ sourcesFile: 's.yaml', sourceName: 'a', bbox: [0, 0, 1, 1], zoom: 3, output: 'a.tif', refreshBefore: instant }).refreshBefore, instant);
+  assert.equal(
+    parseMosaicRequest({
+      sourcesFile: 's.yaml',
+      sourceName: 'a',
+      bbox: [0, 0, 1, 1],
+      zoom: 3,
+      output: 'a.tif',
+      refreshBefore: instant,
+    }).refreshBefore,
+    instant,
+  );
 });
 
 test('tilebreaker seed --coverage: only the tiles overlapping the polygon are fetched and packed, the rest recorded outside; exit 0', async () => {
@@ -308,7 +492,13 @@ test('tilebreaker seed --coverage: only the tiles overlapping the polygon are fe
     [x0 + e, y0 + e],
   ].map(([x, y]) => [lon(x!), lat(y!)]);
   const file = path.join(dir, 'l-shape.geojson');
-  writeFileSync(file, JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: { name: 'L' }, geometry: { type: 'Polygon', coordinates: [ring] } }] }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      type: 'FeatureCollection',
+      features: [{ type: 'Feature', properties: { name: 'L' }, geometry: { type: 'Polygon', coordinates: [ring] } }],
+    }),
+  );
   const expected = new Set<string>();
   for (const [cx, cy] of [
     [0, 0],
@@ -328,14 +518,30 @@ test('tilebreaker seed --coverage: only the tiles overlapping the polygon are fe
   }
   const into = path.join(dir, 'l-shape.mbtiles');
   const requests = server.stats.requests;
-  const r = await cli(['seed', '--sources', sources, '--source', 'demo', '--coverage', file, '--levels', '6-7', '--into', into]);
+  const r = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--coverage',
+    file,
+    '--levels',
+    '6-7',
+    '--into',
+    into,
+  ]);
   assert.equal(r.code, 0, `${r.out}\n${r.err}`);
   assert.equal(server.stats.requests - requests, expected.size, 'one request per covered tile, none outside');
   assert.match(r.out, /ok 5\/9, stale 0, hole 0, dead-lettered 0, failed 0, outside the coverage 4/);
   assert.match(r.out, /ok 20\/36, stale 0, hole 0, dead-lettered 0, failed 0, outside the coverage 16/);
   const db = new Database(into, { readonly: true });
   try {
-    const rows = db.prepare('SELECT zoom_level z, tile_column x, tile_row r FROM tiles').all() as { z: number; x: number; r: number }[];
+    const rows = db.prepare('SELECT zoom_level z, tile_column x, tile_row r FROM tiles').all() as {
+      z: number;
+      x: number;
+      r: number;
+    }[];
     assert.deepEqual(new Set(rows.map((t) => `${t.z}/${t.x}/${2 ** t.z - 1 - t.r}`)), expected);
   } finally {
     db.close();
@@ -374,7 +580,10 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
     '6h',
   ]);
   assert.equal(made.code, 0, `${made.out}\n${made.err}`);
-  assert.match(made.out, /^created schedule seed-weekly: seed levels 4-5 into \/.*weekly\.mbtiles, "0 3 \* \* 0" \(Europe\/Zurich\)$/m);
+  assert.match(
+    made.out,
+    /^created schedule seed-weekly: seed levels 4-5 into \/.*weekly\.mbtiles, "0 3 \* \* 0" \(Europe\/Zurich\)$/m,
+  );
   assert.equal(existsSync(into), false, 'nothing seeded until the schedule runs');
   const listed = await cli(['schedule', 'list']);
   assert.match(listed.out, /^seed-weekly {2}0 3 \* \* 0 \(Europe\/Zurich\) {2}active {2}next \d{4}-.*\(seed\)$/m);
@@ -384,7 +593,9 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
   let runId: string | undefined;
   for (let i = 0; i < 200 && runId === undefined; i++) {
     const recent = (await schedule.describe()).info.recentActions;
-    runId = recent.map((a) => ('workflow' in a.action ? a.action.workflow.workflowId : undefined)).find((w) => w !== undefined);
+    runId = recent
+      .map((a) => ('workflow' in a.action ? a.action.workflow.workflowId : undefined))
+      .find((w) => w !== undefined);
     if (runId === undefined) await new Promise((r) => setTimeout(r, 100));
   }
   assert.match(runId ?? '', /^seed-schedule\/seed-weekly-/);
@@ -408,10 +619,19 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
     const skipped = (await env.client.workflow.execute('scheduledSeedWorkflow', {
       taskQueue,
       workflowId: `seed-schedule-by-hand-${process.pid}`,
-      args: [{ request: { sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44.0, 6.5, 44.6], levels: [4, 5], into }, workflowId: seedWorkflowId(into), scheduleId: 'seed-weekly' }],
+      args: [
+        {
+          request: { sourcesFile: sources, sourceName: 'demo', bbox: [5.7, 44.0, 6.5, 44.6], levels: [4, 5], into },
+          workflowId: seedWorkflowId(into),
+          scheduleId: 'seed-weekly',
+        },
+      ],
     })) as ScheduledSeedResult;
     assert.equal(skipped.outcome, 'skipped');
-    assert.match((skipped as { message: string }).message, /^skipped: seed\/weekly-[0-9a-f]{8} is already running \(a seed of .*weekly\.mbtiles, by hand or by another schedule\)$/);
+    assert.match(
+      (skipped as { message: string }).message,
+      /^skipped: seed\/weekly-[0-9a-f]{8} is already running \(a seed of .*weekly\.mbtiles, by hand or by another schedule\)$/,
+    );
   } finally {
     await held.terminate('test over');
   }
@@ -419,7 +639,21 @@ test('tilebreaker seed --schedule: a Temporal Schedule whose runs seed the file;
   assert.equal(deleted.code, 0, deleted.err);
   assert.doesNotMatch((await cli(['schedule', 'list'])).out, /seed-weekly/);
   // The schedule's flags without --schedule are a mistake, said before anything is made.
-  const stray = await cli(['seed', '--sources', sources, '--source', 'demo', '--bbox', '5.7,44.0,6.5,44.6', '--levels', '4', '--into', into, '--schedule-id', 'x']);
+  const stray = await cli([
+    'seed',
+    '--sources',
+    sources,
+    '--source',
+    'demo',
+    '--bbox',
+    '5.7,44.0,6.5,44.6',
+    '--levels',
+    '4',
+    '--into',
+    into,
+    '--schedule-id',
+    'x',
+  ]);
   assert.notEqual(stray.code, 0);
   assert.match(stray.err, /--schedule-id and --timezone go with --schedule/);
 });
@@ -435,13 +669,29 @@ test('a re-seed that keeps its levels: a seed that meets an outage keeps every t
       env.client.workflow.execute('seedWorkflow', {
         taskQueue,
         workflowId: `seed-${id}-${process.pid}`,
-        args: [{ sourcesFile: file, sourceName: 'keep', bbox: [5.7, 44.0, 6.5, 44.6], levels: [3, 4], into, fallback: 'fail-fast' } satisfies SeedRequest],
+        args: [
+          {
+            sourcesFile: file,
+            sourceName: 'keep',
+            bbox: [5.7, 44.0, 6.5, 44.6],
+            levels: [3, 4],
+            into,
+            fallback: 'fail-fast',
+          } satisfies SeedRequest,
+        ],
       }) as Promise<SeedResult>;
     const rows = () => {
       const db = new Database(into, { readonly: true });
       try {
-        const tiles = db.prepare('SELECT zoom_level z, tile_column x, tile_row y, tile_data d FROM tiles ORDER BY z, x, y').all() as { z: number; x: number; y: number; d: Buffer }[];
-        const meta = Object.fromEntries((db.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [r.name, r.value]));
+        const tiles = db
+          .prepare('SELECT zoom_level z, tile_column x, tile_row y, tile_data d FROM tiles ORDER BY z, x, y')
+          .all() as { z: number; x: number; y: number; d: Buffer }[];
+        const meta = Object.fromEntries(
+          (db.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [
+            r.name,
+            r.value,
+          ]),
+        );
         return { tiles, meta };
       } finally {
         db.close();
@@ -450,7 +700,10 @@ test('a re-seed that keeps its levels: a seed that meets an outage keeps every t
     const good = await run('keep-1');
     assert.equal(seedExitCode(good), 0);
     const before = rows();
-    assert.ok(before.tiles.length > 0 && good.tiles === before.tiles.length, `${good.tiles} packed, ${before.tiles.length} rows`);
+    assert.ok(
+      before.tiles.length > 0 && good.tiles === before.tiles.length,
+      `${good.tiles} packed, ${before.tiles.length} rows`,
+    );
 
     // The same seed while the server answers 503: no tile served, every one of the file's tiles kept.
     flaky.setDown(true);
@@ -472,7 +725,10 @@ test('a re-seed that keeps its levels: a seed that meets an outage keeps every t
       after.tiles.every((t, k) => t.d.equals(before.tiles[k]!.d)),
       'the same bytes',
     );
-    assert.deepEqual([after.meta.minzoom, after.meta.maxzoom, after.meta.format, after.meta.bounds], [before.meta.minzoom, before.meta.maxzoom, before.meta.format, before.meta.bounds]);
+    assert.deepEqual(
+      [after.meta.minzoom, after.meta.maxzoom, after.meta.format, after.meta.bounds],
+      [before.meta.minzoom, before.meta.maxzoom, before.meta.format, before.meta.bounds],
+    );
   } finally {
     flaky.setDown(false);
     await flaky.close();
@@ -495,48 +751,69 @@ async function untilRunning(workflowId: string): Promise<void> {
   }
 }
 
-test('a seed level and its re-drive as one run: refused while the seed runs the level, naming it; once it has ended, the re-drive takes the level id', { timeout: 600_000 }, async () => {
-  const into = path.join(dir, 'held.mbtiles');
-  const levelId = `${seedWorkflowId(into)}/z8`;
-  const manifest = path.join(dir, 'held.z8.manifest.json');
-  // About 60 tiles at zoom 8: from the slow renderer (one tile every 2 s) the level outlasts the checks; it is cancelled.
-  const area = { sourceName: 'demo', bbox: [5.7, 44, 19.5, 49.9] as [number, number, number, number], levels: [8, 8] as [number, number], into };
-  const down = await startDemoTileServer({ latencyMs: 2 });
-  const slow = await startDemoTileServer({ latencyMs: 2_000 });
-  const sourcesFor = (name: string, s: DemoTileServer, concurrency: number) => {
-    const file = path.join(dir, `${name}.yaml`);
-    writeFileSync(file, `sources:\n  demo:\n    type: xyz\n    url: ${s.template}\n    concurrency: ${concurrency}\n`);
-    return file;
-  };
-  try {
-    // Dead letters first: the renderer is down, the breaker trips and refuses the rest (fail-fast).
-    down.setDown(true);
-    const first = await (await startSeed(env.client, taskQueue, { ...area, sourcesFile: sourcesFor('down', down, 4), fallback: 'fail-fast' })).result();
-    assert.ok(readManifest(first.levels[0]!).counts['dead-lettered'] > 0, JSON.stringify(first.levels[0]!.counts));
-    // The seed again, from the slow renderer: its level runs (and plans anew) while a re-drive is tried.
-    const again = await startSeed(env.client, taskQueue, { ...area, sourcesFile: sourcesFor('slow', slow, 1) });
-    await untilRunning(levelId);
-    // As from a machine that cannot read the manifest (a bucket, another disk): the level is found by its id alone.
-    unlinkSync(manifest);
+test(
+  'a seed level and its re-drive as one run: refused while the seed runs the level, naming it; once it has ended, the re-drive takes the level id',
+  { timeout: 600_000 },
+  async () => {
+    const into = path.join(dir, 'held.mbtiles');
+    const levelId = `${seedWorkflowId(into)}/z8`;
+    const manifest = path.join(dir, 'held.z8.manifest.json');
+    // About 60 tiles at zoom 8: from the slow renderer (one tile every 2 s) the level outlasts the checks; it is cancelled.
+    const area = {
+      sourceName: 'demo',
+      bbox: [5.7, 44, 19.5, 49.9] as [number, number, number, number],
+      levels: [8, 8] as [number, number],
+      into,
+    };
+    const down = await startDemoTileServer({ latencyMs: 2 });
+    const slow = await startDemoTileServer({ latencyMs: 2_000 });
+    const sourcesFor = (name: string, s: DemoTileServer, concurrency: number) => {
+      const file = path.join(dir, `${name}.yaml`);
+      writeFileSync(
+        file,
+        `sources:\n  demo:\n    type: xyz\n    url: ${s.template}\n    concurrency: ${concurrency}\n`,
+      );
+      return file;
+    };
     try {
-      await assert.rejects(startRedrive(env.client, taskQueue, manifest), {
-        message: `mosaic ${levelId} (a level of seed ${seedWorkflowId(into)}) is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${levelId})`,
+      // Dead letters first: the renderer is down, the breaker trips and refuses the rest (fail-fast).
+      down.setDown(true);
+      const first = await (
+        await startSeed(env.client, taskQueue, {
+          ...area,
+          sourcesFile: sourcesFor('down', down, 4),
+          fallback: 'fail-fast',
+        })
+      ).result();
+      assert.ok(readManifest(first.levels[0]!).counts['dead-lettered'] > 0, JSON.stringify(first.levels[0]!.counts));
+      // The seed again, from the slow renderer: its level runs (and plans anew) while a re-drive is tried.
+      const again = await startSeed(env.client, taskQueue, { ...area, sourcesFile: sourcesFor('slow', slow, 1) });
+      await untilRunning(levelId);
+      // As from a machine that cannot read the manifest (a bucket, another disk): the level is found by its id alone.
+      unlinkSync(manifest);
+      try {
+        await assert.rejects(startRedrive(env.client, taskQueue, manifest), {
+          message: `mosaic ${levelId} (a level of seed ${seedWorkflowId(into)}) is still running; re-drive it once it has finished, or cancel it first (tilebreaker mosaic cancel ${levelId})`,
+        });
+      } finally {
+        await again.cancel();
+      }
+      await assert.rejects(again.result());
+      await env.client.workflow
+        .getHandle(levelId)
+        .result()
+        .catch(() => undefined);
+      // No level runs now: the re-drive runs, under the level's id, and fetches what the cancelled level left.
+      const id = await startRedrive(env.client, taskQueue, manifest, undefined, {
+        sourcesFile: sources,
+        sourceName: 'demo',
       });
+      assert.equal(id, levelId);
+      const redriven = (await env.client.workflow.getHandle(id).result()) as MosaicResult;
+      assert.equal(redriven.counts.ok, readManifest(redriven).total, JSON.stringify(redriven.counts));
     } finally {
-      await again.cancel();
+      await down.close();
+      await slow.close();
     }
-    await assert.rejects(again.result());
-    await env.client.workflow
-      .getHandle(levelId)
-      .result()
-      .catch(() => undefined);
-    // No level runs now: the re-drive runs, under the level's id, and fetches what the cancelled level left.
-    const id = await startRedrive(env.client, taskQueue, manifest, undefined, { sourcesFile: sources, sourceName: 'demo' });
-    assert.equal(id, levelId);
-    const redriven = (await env.client.workflow.getHandle(id).result()) as MosaicResult;
-    assert.equal(redriven.counts.ok, readManifest(redriven).total, JSON.stringify(redriven.counts));
-  } finally {
-    await down.close();
-    await slow.close();
-  }
-});
+  },
+);

@@ -27,16 +27,32 @@ describe('source configuration', () => {
     // Every placeholder is required: without {y} every row of a column would fetch the same tile.
     rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}.png' }, 'url', 'missing {y}');
     rejects({ type: 'tms', url: 'https://t.example/{z}/{y}.png' }, 'url', 'missing {x}');
-    rejects({ type: 'wmts-rest', url: 'https://w.example/wmts/{TileMatrix}/{TileRow}.png' }, 'url', 'missing {TileCol}');
+    rejects(
+      { type: 'wmts-rest', url: 'https://w.example/wmts/{TileMatrix}/{TileRow}.png' },
+      'url',
+      'missing {TileCol}',
+    );
     rejects({ type: 'xyz', url: 'https://u:p@tiles.example.com/{z}/{x}/{y}.png' }, 'url', 'credentials');
     rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', minZoom: 9, maxZoom: 3 }, 'minZoom', '(got 9)');
-    rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', headers: { Authorization: 'Bearer x' } }, 'headers', 'use auth');
+    rejects(
+      { type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', headers: { Authorization: 'Bearer x' } },
+      'headers',
+      'use auth',
+    );
     rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', format: 'png' }, 'format', '(got "png")');
     rejects({ type: 'wms', url: 'http://w.example/wms', layers: [] }, 'layers', '(got [])');
     rejects({ type: 'wms', url: 'http://w.example/wms', layers: ['a', 'b'], styles: ['s'] }, 'styles', '(got ["s"])');
-    rejects({ type: 'wms', url: 'http://w.example/wms', layers: ['a'], params: { bbox: '1' } }, 'params.bbox', 'set by tilebreaker');
+    rejects(
+      { type: 'wms', url: 'http://w.example/wms', layers: ['a'], params: { bbox: '1' } },
+      'params.bbox',
+      'set by tilebreaker',
+    );
     rejects({ type: 'wms', url: 'http://w.example/wms', layers: ['a'], version: '1.2.0' }, 'version', '(got "1.2.0")');
-    rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', auth: { type: 'bearer', tokenEnv: 'my token' } }, 'auth.tokenEnv', '(got "my token")');
+    rejects(
+      { type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', auth: { type: 'bearer', tokenEnv: 'my token' } },
+      'auth.tokenEnv',
+      '(got "my token")',
+    );
     rejects({ type: 'xyz', url: 'https://t.example/{z}/{x}/{y}.png', colour: 'red' }, '(root)', '"colour"');
   });
 
@@ -60,7 +76,11 @@ describe('mirrors', () => {
 
   test('a source lists other sources of its file as mirrors, in order', () => {
     const f = parseSourcesFile({
-      sources: { osm: tile('a.example', { mirrors: ['osm-b', 'osm-c'] }), 'osm-b': tile('b.example'), 'osm-c': { type: 'wms', url: 'http://c.example/wms', layers: ['osm'] } },
+      sources: {
+        osm: tile('a.example', { mirrors: ['osm-b', 'osm-c'] }),
+        'osm-b': tile('b.example'),
+        'osm-c': { type: 'wms', url: 'http://c.example/wms', layers: ['osm'] },
+      },
     });
     assert.deepEqual(f.sources.osm?.mirrors, ['osm-b', 'osm-c']);
     assert.equal(f.sources['osm-b']?.mirrors, undefined);
@@ -74,18 +94,35 @@ describe('mirrors', () => {
   });
 
   test('a mirror names another source of the same file, itself without mirrors', () => {
-    fileRejects({ osm: tile('a.example', { mirrors: ['osm2'] }) }, 'sources.osm.mirrors.0: is not a source of this file (got "osm2")');
+    fileRejects(
+      { osm: tile('a.example', { mirrors: ['osm2'] }) },
+      'sources.osm.mirrors.0: is not a source of this file (got "osm2")',
+    );
     // An inherited property is no source.
-    fileRejects({ osm: tile('a.example', { mirrors: ['constructor'] }) }, 'sources.osm.mirrors.0: is not a source of this file (got "constructor")');
-    fileRejects({ osm: tile('a.example', { mirrors: ['osm'] }) }, 'sources.osm.mirrors.0: is this source itself (got "osm")');
+    fileRejects(
+      { osm: tile('a.example', { mirrors: ['constructor'] }) },
+      'sources.osm.mirrors.0: is not a source of this file (got "constructor")',
+    );
+    fileRejects(
+      { osm: tile('a.example', { mirrors: ['osm'] }) },
+      'sources.osm.mirrors.0: is this source itself (got "osm")',
+    );
     fileRejects(
       { osm: tile('a.example', { mirrors: ['b'] }), b: tile('b.example', { mirrors: ['c'] }), c: tile('c.example') },
       'sources.osm.mirrors.0: has mirrors of its own: mirror chains are one level deep (got "b")',
     );
     // Two sources mirroring each other is a chain too, reported on both.
     assert.throws(
-      () => parseSourcesFile({ sources: { a: tile('a.example', { mirrors: ['b'] }), b: tile('b.example', { mirrors: ['a'] }) } }, 'sources file s.yaml', true),
-      (e: unknown) => e instanceof ConfigError && e.issues.length === 2 && /^sources file s\.yaml: sources\.a\.mirrors\.0: has mirrors of its own/.test(e.message),
+      () =>
+        parseSourcesFile(
+          { sources: { a: tile('a.example', { mirrors: ['b'] }), b: tile('b.example', { mirrors: ['a'] }) } },
+          'sources file s.yaml',
+          true,
+        ),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.issues.length === 2 &&
+        /^sources file s\.yaml: sources\.a\.mirrors\.0: has mirrors of its own/.test(e.message),
     );
   });
 
@@ -104,19 +141,37 @@ describe('request URLs', () => {
   });
 
   test('WMTS REST and KVP GetTile', () => {
-    const rest = parseSource({ type: 'wmts-rest', url: 'https://w.example/wmts/roads/{Style}/{TileMatrixSet}/{TileMatrix}/{TileRow}/{TileCol}.png' });
-    assert.equal(tileUrl(rest, { z: 3, x: 4, y: 2 }), 'https://w.example/wmts/roads/default/GoogleMapsCompatible/3/2/4.png');
-    const kvp = parseSource({ type: 'wmts-kvp', url: 'https://w.example/gwc/service/wmts?token=public', layer: 'roads', tileMatrixSet: 'EPSG:3857', tileMatrixPrefix: 'EPSG:3857:' });
+    const rest = parseSource({
+      type: 'wmts-rest',
+      url: 'https://w.example/wmts/roads/{Style}/{TileMatrixSet}/{TileMatrix}/{TileRow}/{TileCol}.png',
+    });
+    assert.equal(
+      tileUrl(rest, { z: 3, x: 4, y: 2 }),
+      'https://w.example/wmts/roads/default/GoogleMapsCompatible/3/2/4.png',
+    );
+    const kvp = parseSource({
+      type: 'wmts-kvp',
+      url: 'https://w.example/gwc/service/wmts?token=public',
+      layer: 'roads',
+      tileMatrixSet: 'EPSG:3857',
+      tileMatrixPrefix: 'EPSG:3857:',
+    });
     const u = new URL(tileUrl(kvp, { z: 3, x: 4, y: 2 }));
     assert.equal(u.searchParams.get('token'), 'public');
     assert.deepEqual(
-      ['SERVICE', 'REQUEST', 'LAYER', 'TILEMATRIXSET', 'TILEMATRIX', 'TILEROW', 'TILECOL', 'FORMAT'].map((k) => u.searchParams.get(k)),
+      ['SERVICE', 'REQUEST', 'LAYER', 'TILEMATRIXSET', 'TILEMATRIX', 'TILEROW', 'TILECOL', 'FORMAT'].map((k) =>
+        u.searchParams.get(k),
+      ),
       ['WMTS', 'GetTile', 'roads', 'EPSG:3857', 'EPSG:3857:3', '2', '4', 'image/png'],
     );
   });
 
   test('WMS GetMap: SRS in 1.1.1, CRS in 1.3.0, EPSG:3857 bbox easting first in both', () => {
-    const base = { type: 'wms', url: 'http://w.example/cgi-bin/mapserv?map=/data/x.map', layers: ['roads', 'labels'] } as const;
+    const base = {
+      type: 'wms',
+      url: 'http://w.example/cgi-bin/mapserv?map=/data/x.map',
+      layers: ['roads', 'labels'],
+    } as const;
     const b = tileBounds(1, 1, 0);
     for (const version of ['1.1.1', '1.3.0'] as const) {
       const s = parseSource({ ...base, version });

@@ -21,7 +21,15 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const ok = (x: number): TileResult => ({ z: 9, x, y: 1, status: 'ok', reason: 'fetched', attempts: 1, path: `s3://mosaics/nightly/big.tiles/demo/9/${x}/1.png` });
+const ok = (x: number): TileResult => ({
+  z: 9,
+  x,
+  y: 1,
+  status: 'ok',
+  reason: 'fetched',
+  attempts: 1,
+  path: `s3://mosaics/nightly/big.tiles/demo/9/${x}/1.png`,
+});
 
 test('a checkpoint resume within the heartbeat: a bucket checkpoint of many objects heartbeats every second of loading and reads them a few at a time', async () => {
   const journal = 's3://mosaics/nightly/big.work/journal-run';
@@ -33,7 +41,12 @@ test('a checkpoint resume within the heartbeat: a bucket checkpoint of many obje
     await Promise.all(
       tiles
         .slice(from, from + 20)
-        .map((t) => real.write(`${journal}/p0-b0-0.checkpoint/1000-aaaaaaaa-${String(t.x).padStart(6, '0')}.jsonl`, Buffer.from(`${JSON.stringify({ owner: 'wf/run-1', at: [[t.x, ok(t.x)]] })}\n`))),
+        .map((t) =>
+          real.write(
+            `${journal}/p0-b0-0.checkpoint/1000-aaaaaaaa-${String(t.x).padStart(6, '0')}.jsonl`,
+            Buffer.from(`${JSON.stringify({ owner: 'wf/run-1', at: [[t.x, ok(t.x)]] })}\n`),
+          ),
+        ),
     );
   }
   // Each read costs READ_MS on the test's clock, whatever the machine takes: 120 of them, 6 s of loading.
@@ -55,7 +68,13 @@ test('a checkpoint resume within the heartbeat: a bucket checkpoint of many obje
     },
   };
   const beats: number[] = [];
-  const checkpoint = ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', () => assert.fail('no warning expected'), slow);
+  const checkpoint = ObjectCheckpoint.open(
+    journal,
+    'p0-b0-0',
+    'wf/run-1',
+    () => assert.fail('no warning expected'),
+    slow,
+  );
   const loaded = await checkpoint.load(tiles, { heartbeat: () => beats.push(clock), now: () => clock });
   assert.deepEqual(
     loaded,
@@ -77,7 +96,10 @@ test("a loaded bucket checkpoint is compacted into one object where its last one
   const prefix = `${journal}/p0-b0-0.checkpoint`;
   const real = objectStorage(s3.client);
   const tiles = [0, 1, 2].map((x) => ({ z: 9, x, y: 1 }));
-  await real.write(`${prefix}/1000-aaaaaaaa-000000.jsonl`, Buffer.from(line('wf/run-1', [[0, hole(0)]]) + line('wf/run-0', [[2, ok(2)]])));
+  await real.write(
+    `${prefix}/1000-aaaaaaaa-000000.jsonl`,
+    Buffer.from(line('wf/run-1', [[0, hole(0)]]) + line('wf/run-0', [[2, ok(2)]])),
+  );
   await real.write(`${prefix}/1000-aaaaaaaa-000001.jsonl`, Buffer.from(line('wf/run-1', [[0, ok(0)]])));
   await real.write(`${prefix}/2000-bbbbbbbb-000000.jsonl`, Buffer.from(line('wf/run-1', [[1, hole(1)]])));
   const warnings: string[] = [];
@@ -90,7 +112,10 @@ test("a loaded bucket checkpoint is compacted into one object where its last one
   assert.deepEqual(second, [ok(0), ok(1), null]);
   assert.deepEqual(await real.listFiles(prefix), ['2000-bbbbbbbb-000001-merged.jsonl']);
   // The other run's line went along: its own load still finds it.
-  assert.deepEqual(await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-0', (w) => warnings.push(w), real).load(tiles), [null, null, ok(2)]);
+  assert.deepEqual(
+    await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-0', (w) => warnings.push(w), real).load(tiles),
+    [null, null, ok(2)],
+  );
   assert.deepEqual(warnings, []);
 });
 
@@ -102,7 +127,13 @@ test('a load that finds one of the listed objects gone (another attempt compacti
   await real.write(`${prefix}/1000-aaaaaaaa-000000.jsonl`, Buffer.from(line('wf/run-1', [[0, ok(0)]])));
   await real.write(`${prefix}/1000-aaaaaaaa-000001.jsonl`, Buffer.from(line('wf/run-1', [[1, ok(1)]])));
   const vanishing: Storage = { ...real, read: async (loc) => (loc.endsWith('-000000.jsonl') ? null : real.read(loc)) };
-  const loaded = await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', () => assert.fail('no warning expected'), vanishing).load(tiles);
+  const loaded = await ObjectCheckpoint.open(
+    journal,
+    'p0-b0-0',
+    'wf/run-1',
+    () => assert.fail('no warning expected'),
+    vanishing,
+  ).load(tiles);
   assert.deepEqual(loaded, [null, ok(1)]);
   assert.deepEqual((await real.listFiles(prefix)).sort(), ['1000-aaaaaaaa-000000.jsonl', '1000-aaaaaaaa-000001.jsonl']);
 });
@@ -128,6 +159,12 @@ test('a checkpoint object the bucket refused goes again, first, with the next: e
   await checkpoint.close();
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /not written yet \(storage: cannot write .*\(ECONNREFUSED\)\): tried again with the next/);
-  const loaded = await ObjectCheckpoint.open(journal, 'p0-b0-0', 'wf/run-1', () => assert.fail('no warning expected'), real).load(tiles);
+  const loaded = await ObjectCheckpoint.open(
+    journal,
+    'p0-b0-0',
+    'wf/run-1',
+    () => assert.fail('no warning expected'),
+    real,
+  ).load(tiles);
   assert.deepEqual(loaded, [ok(0), hole(1)]);
 });

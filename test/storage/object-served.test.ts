@@ -32,13 +32,19 @@ test('a tile store in a bucket records served shapes as one small object per sha
   await store.markServed('osm', key, T + 60_000);
   assert.equal(await store.servedAt('osm', key), T + 60_000, 'a later mark replaces the earlier one');
   assert.equal(await store.servedAt('osm', shapeKey('another shape')), null);
-  assert.equal(await new ObjectTileStore('s3://mosaics/elsewhere', s3.client).servedAt('osm', key), null, 'per store prefix');
+  assert.equal(
+    await new ObjectTileStore('s3://mosaics/elsewhere', s3.client).servedAt('osm', key),
+    null,
+    'per store prefix',
+  );
   const listed = await s3.client.send(new ListObjectsV2Command({ Bucket: 'mosaics', Prefix: 'store/' }));
   assert.deepEqual(
     listed.Contents?.map((o) => o.Key),
     [`store/osm/.served/${key}`],
   );
-  const body = await (await s3.client.send(new GetObjectCommand({ Bucket: 'mosaics', Key: `store/osm/.served/${key}` }))).Body!.transformToString();
+  const body = await (
+    await s3.client.send(new GetObjectCommand({ Bucket: 'mosaics', Key: `store/osm/.served/${key}` }))
+  ).Body!.transformToString();
   assert.doesNotMatch(body, /SECRET123|maps\.example/);
   await assert.rejects(store.markServed('osm', 'not-a-hash', T), /shapeKey must be a sha256 hex digest/);
   await assert.rejects(store.servedAt('../x', key), /tile store: source name/);

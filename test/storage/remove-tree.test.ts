@@ -1,16 +1,26 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DeleteObjectsCommand, ListObjectsV2Command, type DeleteObjectsCommandOutput, type ListObjectsV2CommandOutput, type S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectsCommand,
+  ListObjectsV2Command,
+  type DeleteObjectsCommandOutput,
+  type ListObjectsV2CommandOutput,
+  type S3Client,
+} from '@aws-sdk/client-s3';
 import { objectStorage } from '../../src/activities/storage/storage';
 
 /** An S3 client that answers listings and deletes as `answer` says, and counts the listings. */
-function fakeS3(answer: { list: () => Partial<ListObjectsV2CommandOutput>; delete: (keys: string[]) => Partial<DeleteObjectsCommandOutput> }) {
+function fakeS3(answer: {
+  list: () => Partial<ListObjectsV2CommandOutput>;
+  delete: (keys: string[]) => Partial<DeleteObjectsCommandOutput>;
+}) {
   const calls = { list: 0, delete: 0 };
   const client = {
     send(cmd: unknown) {
       if (cmd instanceof ListObjectsV2Command) {
         // The code before the guard listed for ever: fail loudly instead of hanging the test.
-        if (++calls.list > 50) return Promise.reject(Object.assign(new Error('listed 50 times'), { name: 'EndlessListing' }));
+        if (++calls.list > 50)
+          return Promise.reject(Object.assign(new Error('listed 50 times'), { name: 'EndlessListing' }));
         return Promise.resolve(answer.list());
       }
       if (cmd instanceof DeleteObjectsCommand) {
@@ -29,10 +39,15 @@ test('removing a bucket prefix whose keys the server could not delete fails, nam
   const keys = [0, 1, 2].map(journal);
   const { storage, calls } = fakeS3({
     list: () => ({ Contents: keys.map((Key) => ({ Key })), IsTruncated: false }),
-    delete: (ks) => ({ Errors: ks.slice(1).map((Key) => ({ Key, Code: 'AccessDenied', Message: `no access to ${Key}` })) }),
+    delete: (ks) => ({
+      Errors: ks.slice(1).map((Key) => ({ Key, Code: 'AccessDenied', Message: `no access to ${Key}` })),
+    }),
   });
   await assert.rejects(storage.removeTree('s3://mosaics/nightly/alps.work/journal-old'), (err: Error) => {
-    assert.equal(err.message, 'storage: cannot remove s3://mosaics/nightly/alps.work/journal-old (2 of 3 keys could not be removed: AccessDenied)');
+    assert.equal(
+      err.message,
+      'storage: cannot remove s3://mosaics/nightly/alps.work/journal-old (2 of 3 keys could not be removed: AccessDenied)',
+    );
     return true;
   });
   assert.deepEqual(calls, { list: 1, delete: 1 });
@@ -46,7 +61,10 @@ test('removing a bucket prefix whose listing keeps the same keys after they were
     delete: () => ({}),
   });
   await assert.rejects(storage.removeTree('s3://mosaics/nightly/alps.work/journal-old'), (err: Error) => {
-    assert.equal(err.message, 'storage: cannot remove s3://mosaics/nightly/alps.work/journal-old (1000 keys still listed after they were deleted)');
+    assert.equal(
+      err.message,
+      'storage: cannot remove s3://mosaics/nightly/alps.work/journal-old (1000 keys still listed after they were deleted)',
+    );
     return true;
   });
   assert.deepEqual(calls, { list: 2, delete: 1 });
@@ -71,9 +89,12 @@ test('removing listed bucket files fails naming their prefix and the count when 
     list: () => ({}),
     delete: (ks) => ({ Errors: [{ Key: ks[0], Code: 'AccessDenied' }] }),
   });
-  const files = [0, 1].map((n) => `s3://mosaics/nightly/alps.work/journal-run/p0-b0-0.checkpoint/1000-aaaaaaaa-00000${n}.jsonl`);
+  const files = [0, 1].map(
+    (n) => `s3://mosaics/nightly/alps.work/journal-run/p0-b0-0.checkpoint/1000-aaaaaaaa-00000${n}.jsonl`,
+  );
   await assert.rejects(storage.remove(files), {
-    message: 'storage: cannot remove s3://mosaics/nightly/alps.work/journal-run/p0-b0-0.checkpoint (1 of 2 keys could not be removed: AccessDenied)',
+    message:
+      'storage: cannot remove s3://mosaics/nightly/alps.work/journal-run/p0-b0-0.checkpoint (1 of 2 keys could not be removed: AccessDenied)',
   });
   assert.deepEqual(calls, { list: 0, delete: 1 });
 });

@@ -27,8 +27,17 @@ test("the S3 client's retries: a transient failure is retried with a growing, bo
   assert.ok(now - 1_000 <= STORE_RETRY_MS && now - 1_000 > STORE_RETRY_MS - 1_500, `waited ${now - 1_000} ms`);
   assert.equal(token.getRetryCount(), delays.length);
 
-  const throttled = await retry.refreshRetryTokenForRetry(await retry.acquireInitialRetryToken('s3'), { errorType: 'THROTTLING', error: new Error('SlowDown') });
+  const throttled = await retry.refreshRetryTokenForRetry(await retry.acquireInitialRetryToken('s3'), {
+    errorType: 'THROTTLING',
+    error: new Error('SlowDown'),
+  });
   assert.equal(throttled.getRetryCount(), 1);
   const denied = new Error('AccessDenied');
-  await assert.rejects(retry.refreshRetryTokenForRetry(await retry.acquireInitialRetryToken('s3'), { errorType: 'CLIENT_ERROR', error: denied }), (err) => err === denied);
+  await assert.rejects(
+    retry.refreshRetryTokenForRetry(await retry.acquireInitialRetryToken('s3'), {
+      errorType: 'CLIENT_ERROR',
+      error: denied,
+    }),
+    (err) => err === denied,
+  );
 });

@@ -44,7 +44,13 @@ before(async () => {
   restoreEnv = useS3Env(s3.env);
   tiles = await startDemoTileServer({ latencyMs: 2 });
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
-  worker = await createWorker({ connection: env.nativeConnection, client: env.client, namespace: 'default', taskQueue, roots: { ...TEST_ROOTS, buckets: ['s3://mosaics/nightly'] } });
+  worker = await createWorker({
+    connection: env.nativeConnection,
+    client: env.client,
+    namespace: 'default',
+    taskQueue,
+    roots: { ...TEST_ROOTS, buckets: ['s3://mosaics/nightly'] },
+  });
   running = worker.run();
 });
 
@@ -59,7 +65,13 @@ after(async () => {
 });
 
 /** Levels 7-8 over the western Alps, from this file's demo tile server. */
-const demoSeed = (into: string): SeedRequest => ({ source: { type: 'xyz', url: tiles.template }, sourceName: 'demo', bbox: [6.0, 45.0, 8.0, 46.5], levels: [7, 8], into });
+const demoSeed = (into: string): SeedRequest => ({
+  source: { type: 'xyz', url: tiles.template },
+  sourceName: 'demo',
+  bbox: [6.0, 45.0, 8.0, 46.5],
+  levels: [7, 8],
+  into,
+});
 
 const read = async (url: string): Promise<Buffer> => {
   const { bucket, key } = { bucket: url.slice(5).split('/')[0]!, key: url.slice(5).split('/').slice(1).join('/') };
@@ -77,22 +89,37 @@ test('object URLs: canonical keys only, joined and split on whole segments', () 
   assert.throws(() => joinLocation('s3://mosaics/nightly', '../other'), /cannot join/);
   assert.equal(parentLocation('s3://mosaics/nightly/p.tif'), 's3://mosaics/nightly');
   assert.ok(locationWithin('s3://mosaics/nightly/p.tif', 's3://mosaics/nightly'));
-  assert.ok(!locationWithin('s3://mosaics/nightly-other/p.tif', 's3://mosaics/nightly'), 'a prefix counts on whole segments');
+  assert.ok(
+    !locationWithin('s3://mosaics/nightly-other/p.tif', 's3://mosaics/nightly'),
+    'a prefix counts on whole segments',
+  );
   assert.ok(!locationWithin('s3://other/nightly/p.tif', 's3://mosaics/nightly'));
   assert.ok(!locationWithin('/tmp/nightly/p.tif', 's3://mosaics/nightly'));
 });
 
 test("bucket roots: a location outside the worker's bucket prefixes, or any bucket without them, is refused naming the field and the value", async () => {
   const roots = { ...TEST_ROOTS, buckets: ['s3://mosaics/nightly'] };
-  assert.equal(await confineLocation('s3://mosaics/nightly/alps.tif', roots, 'output', 'mosaic request'), 's3://mosaics/nightly/alps.tif');
+  assert.equal(
+    await confineLocation('s3://mosaics/nightly/alps.tif', roots, 'output', 'mosaic request'),
+    's3://mosaics/nightly/alps.tif',
+  );
   for (const [loc, why] of [
-    ['s3://mosaics/other/alps.tif', /output: "s3:\/\/mosaics\/other\/alps.tif" is outside this worker's bucket prefixes \(s3:\/\/mosaics\/nightly\)/],
+    [
+      's3://mosaics/other/alps.tif',
+      /output: "s3:\/\/mosaics\/other\/alps.tif" is outside this worker's bucket prefixes \(s3:\/\/mosaics\/nightly\)/,
+    ],
     ['s3://mosaics/nightly/../other/alps.tif', /output: .* '\.\.' segment/],
     ['s3://mosaics/nightlyx/alps.tif', /outside/],
   ] as const) {
-    await assert.rejects(confineLocation(loc, roots, 'output', 'mosaic request'), (err: Error) => err instanceof ConfigError && why.test(err.message));
+    await assert.rejects(
+      confineLocation(loc, roots, 'output', 'mosaic request'),
+      (err: Error) => err instanceof ConfigError && why.test(err.message),
+    );
   }
-  await assert.rejects(confineLocation('s3://mosaics/nightly/alps.tif', TEST_ROOTS, 'storeRoot', 'fetch batch'), /storeRoot: .* this worker allows no bucket; set TILEBREAKER_OUTPUT_BUCKETS/);
+  await assert.rejects(
+    confineLocation('s3://mosaics/nightly/alps.tif', TEST_ROOTS, 'storeRoot', 'fetch batch'),
+    /storeRoot: .* this worker allows no bucket; set TILEBREAKER_OUTPUT_BUCKETS/,
+  );
 });
 
 test('storage on a real S3 server: missing reads are null, folders list, trees go, a large upload is multipart with a checksum', async () => {
@@ -106,7 +133,11 @@ test('storage on a real S3 server: missing reads are null, folders list, trees g
   assert.equal((await storage.read('s3://mosaics/t/a/one.json'))?.toString(), '{"a":1}');
   await storage.removeTree('s3://mosaics/t/a');
   assert.deepEqual(await storage.list('s3://mosaics/t/a'), []);
-  assert.deepEqual(await storage.list('s3://mosaics/t/ab'), ['three.json'], 'a sibling sharing the prefix is not removed');
+  assert.deepEqual(
+    await storage.list('s3://mosaics/t/ab'),
+    ['three.json'],
+    'a sibling sharing the prefix is not removed',
+  );
 
   // 40 MiB: three parts of 16 MiB.
   const big = Buffer.alloc(40 * 1024 * 1024);
@@ -114,12 +145,17 @@ test('storage on a real S3 server: missing reads are null, folders list, trees g
   const file = path.join(dir, 'big.bin');
   writeFileSync(file, big);
   await storage.upload(file, 's3://mosaics/t/big.bin');
-  const head = await s3.client.send(new HeadObjectCommand({ Bucket: 'mosaics', Key: 't/big.bin', ChecksumMode: 'ENABLED' }));
+  const head = await s3.client.send(
+    new HeadObjectCommand({ Bucket: 'mosaics', Key: 't/big.bin', ChecksumMode: 'ENABLED' }),
+  );
   assert.equal(head.ContentLength, big.length);
   assert.match(head.ETag ?? '', /-3"$/, `a multipart upload of three parts (ETag ${head.ETag})`);
   assert.ok(head.ChecksumSHA256, 'the object carries the SHA-256 checksum it was uploaded with');
   assert.ok((await read('s3://mosaics/t/big.bin')).equals(big));
-  await assert.rejects(objectStorage(s3.client).write('s3://no-such-bucket/x', Buffer.from('x')), /storage: cannot write s3:\/\/no-such-bucket\/x \(NoSuchBucket, HTTP 404\)/);
+  await assert.rejects(
+    objectStorage(s3.client).write('s3://no-such-bucket/x', Buffer.from('x')),
+    /storage: cannot write s3:\/\/no-such-bucket\/x \(NoSuchBucket, HTTP 404\)/,
+  );
 });
 
 test('the tile store in a bucket: tiles round-trip with their validators, the newest copy wins, chunks are named by their request', async () => {
@@ -129,7 +165,12 @@ test('the tile store in a bucket: tiles round-trip with their validators, the ne
     .toBuffer();
   const t = { z: 3, x: 4, y: 2 };
   assert.equal(await store.get('osm', t), null);
-  const put = await store.put('osm', t, png, { fetchedAt: 1_700_000_000_000, contentType: 'image/png', etag: '"v1"', lastModified: 'Tue, 14 Nov 2023 22:13:20 GMT' });
+  const put = await store.put('osm', t, png, {
+    fetchedAt: 1_700_000_000_000,
+    contentType: 'image/png',
+    etag: '"v1"',
+    lastModified: 'Tue, 14 Nov 2023 22:13:20 GMT',
+  });
   assert.deepEqual(put, { path: 's3://mosaics/store/osm/3/4/2.png', bytes: png.length });
   const got = await store.get('osm', t);
   assert.equal(got?.path, put.path);
@@ -153,7 +194,13 @@ test('the tile store in a bucket: tiles round-trip with their validators, the ne
   const foreign = await store.get('osm', { z: 3, x: 5, y: 2 });
   assert.equal(foreign?.meta.etag, undefined);
   assert.equal(foreign?.meta.width, 256);
-  const chunk = await store.putChunk('osm', 3, { url: 'http://x/wms?bbox=1', width: 512, height: 512 }, png, 'image/png');
+  const chunk = await store.putChunk(
+    'osm',
+    3,
+    { url: 'http://x/wms?bbox=1', width: 512, height: 512 },
+    png,
+    'image/png',
+  );
   assert.match(chunk, /^s3:\/\/mosaics\/store\/osm\/chunks\/3\/512x512-[0-9a-f]{24}\.png$/);
   await assert.rejects(store.put('../etc', t, png, { fetchedAt: 0, contentType: 'image/png' }), /source name/);
 });
@@ -178,7 +225,8 @@ test('a bucket killed for 3 s under 48 tile writes at once: every write waits it
     outcomes.filter((o) => o !== 'ok'),
     [],
   );
-  for (let i = 0; i < 48; i++) assert.ok(await store.get('osm', { z: 6, x: i, y: 7 }), `tile 6/${i}/7 is in the bucket`);
+  for (let i = 0; i < 48; i++)
+    assert.ok(await store.get('osm', { z: 6, x: i, y: 7 }), `tile 6/${i}/7 is in the bucket`);
 });
 
 test('a mosaic into a bucket: plan, journals, tile store, mask, manifest and GeoTIFF all in the bucket, every tile accounted for; a re-drive reads it back', async () => {
@@ -211,14 +259,19 @@ test('a mosaic into a bucket: plan, journals, tile store, mask, manifest and Geo
   if (gdalAvailable()) {
     const local = path.join(await mkdtemp(path.join(dir, 'get-')), 'alps.tif');
     await writeFile(local, tif);
-    for (const f of ['alps.tif.aux.xml', 'alps.tfw', 'alps.prj']) await writeFile(path.join(path.dirname(local), f), await read(`s3://mosaics/nightly/${f}`));
+    for (const f of ['alps.tif.aux.xml', 'alps.tfw', 'alps.prj'])
+      await writeFile(path.join(path.dirname(local), f), await read(`s3://mosaics/nightly/${f}`));
     assert.match(gdalinfo(local).coordinateSystem.wkt, /Pseudo-Mercator|3857/);
     await rm(path.dirname(local), { recursive: true });
   }
 
   // A re-drive finds the plan and journals in the bucket; nothing is dead-lettered, so nothing is fetched.
   const before = tiles.stats.requests;
-  const redrive = await env.client.workflow.start('redriveMosaicWorkflow', { taskQueue, workflowId: `redrive-s3-${process.pid}`, args: [{ manifest: result.manifest }] });
+  const redrive = await env.client.workflow.start('redriveMosaicWorkflow', {
+    taskQueue,
+    workflowId: `redrive-s3-${process.pid}`,
+    args: [{ manifest: result.manifest }],
+  });
   const r2 = (await redrive.result()) as MosaicResult;
   assert.equal(r2.counts.ok, 130);
   assert.equal(tiles.stats.requests, before);
@@ -237,71 +290,103 @@ function sqliteUnavailable(): string | false {
   }
 }
 
-test('a seed into a bucket: the levels and their tile store in the bucket, the MBTiles file uploaded whole; a bucket the worker does not allow is refused', { skip: sqliteUnavailable() }, async () => {
-  const result = await startSeed(env.client, taskQueue, demoSeed('s3://mosaics/nightly/seed.mbtiles')).then((h) => h.result());
-  assert.equal(result.into, 's3://mosaics/nightly/seed.mbtiles');
-  assert.equal(seedExitCode(result), 0);
-  assert.deepEqual(
-    result.levels.map((l) => l.manifest),
-    ['s3://mosaics/nightly/seed.z7.manifest.json', 's3://mosaics/nightly/seed.z8.manifest.json'],
-  );
-  const local = path.join(await mkdtemp(path.join(dir, 'seed-')), 'seed.mbtiles');
-  await writeFile(local, await read(result.into));
-  const db = new Database(local, { readonly: true });
-  try {
-    let packed = 0;
-    for (const level of result.levels) {
-      const m = JSON.parse((await read(level.manifest)).toString('utf8')) as Manifest & { grid: { z: number } };
-      assert.equal(m.counts.ok, m.total);
-      const z = m.grid.z;
-      for (const t of m.tiles) {
-        assert.ok(t.path?.startsWith(`s3://mosaics/nightly/seed.tiles/demo/${z}/`), t.path);
-        const row = db.prepare('SELECT tile_data d FROM tiles WHERE zoom_level = ? AND tile_column = ? AND tile_row = ?').get(z, t.x, 2 ** z - 1 - t.y) as { d: Buffer } | undefined;
-        assert.ok(row?.d.equals(await read(t.path!)), `z${z} ${t.x}/${t.y}: the stored object's bytes`);
-        packed++;
-      }
-    }
-    assert.equal(result.tiles, packed);
-    assert.equal((db.prepare('SELECT count(*) n FROM tiles').get() as { n: number }).n, packed);
-  } finally {
-    db.close();
-  }
-  // A seed of another level into the same object keeps the levels it had (read back from the bucket).
-  const z6 = await startSeed(env.client, taskQueue, { ...demoSeed('s3://mosaics/nightly/seed.mbtiles'), levels: [6, 6] }, `seed-z6-${process.pid}`).then((h) => h.result());
-  assert.equal(z6.kept, result.tiles, JSON.stringify({ tiles: z6.tiles, kept: z6.kept }));
-  const served6 = z6.levels[0]!.counts.ok;
-  assert.equal(z6.tiles, result.tiles + served6);
-  await writeFile(local, await read(z6.into));
-  const again = new Database(local, { readonly: true });
-  try {
-    const levels = again.prepare('SELECT zoom_level z, count(*) n FROM tiles GROUP BY zoom_level ORDER BY z').all() as { z: number; n: number }[];
-    assert.deepEqual(
-      levels.map((l) => l.z),
-      [6, 7, 8],
+test(
+  'a seed into a bucket: the levels and their tile store in the bucket, the MBTiles file uploaded whole; a bucket the worker does not allow is refused',
+  { skip: sqliteUnavailable() },
+  async () => {
+    const result = await startSeed(env.client, taskQueue, demoSeed('s3://mosaics/nightly/seed.mbtiles')).then((h) =>
+      h.result(),
     );
-    const meta = Object.fromEntries((again.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [r.name, r.value]));
-    assert.deepEqual([meta.minzoom, meta.maxzoom], ['6', '8']);
-  } finally {
-    again.close();
-  }
-  await assert.rejects(
-    startSeed(env.client, taskQueue, demoSeed('s3://mosaics/elsewhere/seed.mbtiles'), `seed-elsewhere-${process.pid}`).then((h) => h.result()),
-    (err: unknown) => {
-      const chain: string[] = [];
-      for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) chain.push(e.message);
-      assert.match(chain.join(' / '), /output: "s3:\/\/mosaics\/elsewhere\/seed\.z7\.tif" is outside this worker's/);
-      return true;
-    },
-  );
-});
+    assert.equal(result.into, 's3://mosaics/nightly/seed.mbtiles');
+    assert.equal(seedExitCode(result), 0);
+    assert.deepEqual(
+      result.levels.map((l) => l.manifest),
+      ['s3://mosaics/nightly/seed.z7.manifest.json', 's3://mosaics/nightly/seed.z8.manifest.json'],
+    );
+    const local = path.join(await mkdtemp(path.join(dir, 'seed-')), 'seed.mbtiles');
+    await writeFile(local, await read(result.into));
+    const db = new Database(local, { readonly: true });
+    try {
+      let packed = 0;
+      for (const level of result.levels) {
+        const m = JSON.parse((await read(level.manifest)).toString('utf8')) as Manifest & { grid: { z: number } };
+        assert.equal(m.counts.ok, m.total);
+        const z = m.grid.z;
+        for (const t of m.tiles) {
+          assert.ok(t.path?.startsWith(`s3://mosaics/nightly/seed.tiles/demo/${z}/`), t.path);
+          const row = db
+            .prepare('SELECT tile_data d FROM tiles WHERE zoom_level = ? AND tile_column = ? AND tile_row = ?')
+            .get(z, t.x, 2 ** z - 1 - t.y) as { d: Buffer } | undefined;
+          assert.ok(row?.d.equals(await read(t.path!)), `z${z} ${t.x}/${t.y}: the stored object's bytes`);
+          packed++;
+        }
+      }
+      assert.equal(result.tiles, packed);
+      assert.equal((db.prepare('SELECT count(*) n FROM tiles').get() as { n: number }).n, packed);
+    } finally {
+      db.close();
+    }
+    // A seed of another level into the same object keeps the levels it had (read back from the bucket).
+    const z6 = await startSeed(
+      env.client,
+      taskQueue,
+      { ...demoSeed('s3://mosaics/nightly/seed.mbtiles'), levels: [6, 6] },
+      `seed-z6-${process.pid}`,
+    ).then((h) => h.result());
+    assert.equal(z6.kept, result.tiles, JSON.stringify({ tiles: z6.tiles, kept: z6.kept }));
+    const served6 = z6.levels[0]!.counts.ok;
+    assert.equal(z6.tiles, result.tiles + served6);
+    await writeFile(local, await read(z6.into));
+    const again = new Database(local, { readonly: true });
+    try {
+      const levels = again
+        .prepare('SELECT zoom_level z, count(*) n FROM tiles GROUP BY zoom_level ORDER BY z')
+        .all() as { z: number; n: number }[];
+      assert.deepEqual(
+        levels.map((l) => l.z),
+        [6, 7, 8],
+      );
+      const meta = Object.fromEntries(
+        (again.prepare('SELECT name, value FROM metadata').all() as { name: string; value: string }[]).map((r) => [
+          r.name,
+          r.value,
+        ]),
+      );
+      assert.deepEqual([meta.minzoom, meta.maxzoom], ['6', '8']);
+    } finally {
+      again.close();
+    }
+    await assert.rejects(
+      startSeed(
+        env.client,
+        taskQueue,
+        demoSeed('s3://mosaics/elsewhere/seed.mbtiles'),
+        `seed-elsewhere-${process.pid}`,
+      ).then((h) => h.result()),
+      (err: unknown) => {
+        const chain: string[] = [];
+        for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) chain.push(e.message);
+        assert.match(chain.join(' / '), /output: "s3:\/\/mosaics\/elsewhere\/seed\.z7\.tif" is outside this worker's/);
+        return true;
+      },
+    );
+  },
+);
 
 test('a mosaic into a bucket prefix the worker does not allow is refused before any fetch, naming the field and the value', async () => {
   const before = tiles.stats.requests;
-  const handle = await startMosaic(env.client, taskQueue, demoRequest(tiles, dir, 'x', { output: 's3://mosaics/elsewhere/x.tif' }));
+  const handle = await startMosaic(
+    env.client,
+    taskQueue,
+    demoRequest(tiles, dir, 'x', { output: 's3://mosaics/elsewhere/x.tif' }),
+  );
   await assert.rejects(handle.result(), (err: Error) => {
     const app = (err.cause as { cause?: { type?: string; message?: string } } | undefined)?.cause;
     assert.equal(app?.type, 'ConfigError');
-    assert.match(app?.message ?? '', /output: "s3:\/\/mosaics\/elsewhere\/x.tif" is outside this worker's bucket prefixes \(s3:\/\/mosaics\/nightly\)/);
+    assert.match(
+      app?.message ?? '',
+      /output: "s3:\/\/mosaics\/elsewhere\/x.tif" is outside this worker's bucket prefixes \(s3:\/\/mosaics\/nightly\)/,
+    );
     return true;
   });
   assert.equal(tiles.stats.requests, before);
@@ -310,7 +395,15 @@ test('a mosaic into a bucket prefix the worker does not allow is refused before 
 test("a batch checkpoint in a bucket: what one attempt finished, a later attempt of the same run reads back; other runs' records and forged ones are ignored; the assembly removes them", async () => {
   const dir = 's3://mosaics/nightly/ck.work/journal-run';
   const tiles = [0, 1, 2, 3].map((x) => ({ z: 5, x, y: 9 }));
-  const result = (x: number) => ({ z: 5, x, y: 9, status: 'ok' as const, reason: 'fetched', attempts: 1, path: `s3://mosaics/nightly/ck.tiles/demo/5/${x}/9.png` });
+  const result = (x: number) => ({
+    z: 5,
+    x,
+    y: 9,
+    status: 'ok' as const,
+    reason: 'fetched',
+    attempts: 1,
+    path: `s3://mosaics/nightly/ck.tiles/demo/5/${x}/9.png`,
+  });
   const warnings: string[] = [];
   const first = await openCheckpoint(dir, 'p0-b0-0', 'wf/run-1', (w) => warnings.push(w));
   const results = tiles.map(() => null as ReturnType<typeof result> | null);
@@ -325,7 +418,9 @@ test("a batch checkpoint in a bucket: what one attempt finished, a later attempt
   await other.close();
   await objectStorage(s3.client).write(
     `${dir}/p0-b0-0.checkpoint/0-forged-000000.jsonl`,
-    Buffer.from(`${JSON.stringify({ owner: 'wf/run-1', at: [[3, { z: 5, x: 99, y: 9, status: 'ok', reason: 'x', attempts: 1 }]] })}\nnot json\n`),
+    Buffer.from(
+      `${JSON.stringify({ owner: 'wf/run-1', at: [[3, { z: 5, x: 99, y: 9, status: 'ok', reason: 'x', attempts: 1 }]] })}\nnot json\n`,
+    ),
   );
   const again = await openCheckpoint(dir, 'p0-b0-0', 'wf/run-1', () => undefined);
   const loaded = await again.load(tiles);
@@ -348,9 +443,21 @@ test("stale sidecars in a bucket: a run without sidecars removes the .aux.xml, w
     );
   const sidecars = ['nightly/resized.tif.aux.xml', 'nightly/resized.tfw', 'nightly/resized.prj'];
   // A small mosaic with its sidecars, then a larger one of the same output without: the old ones describe the small grid.
-  await (await startMosaic(env.client, taskQueue, demoRequest(tiles, dir, 'resized', { output: out, bbox: [5.7, 44, 6.5, 44.6], zoom: 6 }))).result();
+  await (
+    await startMosaic(
+      env.client,
+      taskQueue,
+      demoRequest(tiles, dir, 'resized', { output: out, bbox: [5.7, 44, 6.5, 44.6], zoom: 6 }),
+    )
+  ).result();
   for (const key of sidecars) assert.equal(await exists(key), true, `the first run wrote ${key}`);
-  const second = await (await startMosaic(env.client, taskQueue, demoRequest(tiles, dir, 'resized', { output: out, bbox: [5.7, 44, 8.5, 46.6], zoom: 7, sidecars: false }))).result();
+  const second = await (
+    await startMosaic(
+      env.client,
+      taskQueue,
+      demoRequest(tiles, dir, 'resized', { output: out, bbox: [5.7, 44, 8.5, 46.6], zoom: 7, sidecars: false }),
+    )
+  ).result();
   for (const key of sidecars) assert.equal(await exists(key), false, `the run without sidecars removed ${key}`);
   assert.equal(await exists('nightly/resized.tif'), true);
   // The mask keeps its own (named after the mask, not the image).

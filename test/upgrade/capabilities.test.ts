@@ -19,11 +19,21 @@ let old: { parseMosaicRequest: (r: unknown) => unknown; checkPlan: (p: unknown, 
 before(() => {
   previous = buildRelease(PREVIOUS_RELEASE);
   const dist = path.join(previous.dir, 'dist', 'src', 'messages');
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  old = { ...(require(path.join(dist, 'mosaic-request.js')) as Pick<typeof old, 'parseMosaicRequest'>), ...(require(path.join(dist, 'plan-check.js')) as Pick<typeof old, 'checkPlan'>) };
+  /* eslint-disable @typescript-eslint/no-require-imports -- the previous release is loaded from its own build */
+  old = {
+    ...(require(path.join(dist, 'mosaic-request.js')) as Pick<typeof old, 'parseMosaicRequest'>),
+    ...(require(path.join(dist, 'plan-check.js')) as Pick<typeof old, 'checkPlan'>),
+  };
+  /* eslint-enable @typescript-eslint/no-require-imports */
 });
 
-const request = (output: string): MosaicRequest => ({ source: { type: 'xyz', url: 'https://tiles.example.com/{z}/{x}/{y}.png' }, sourceName: 'demo', bbox: [5, 45, 6, 46], zoom: 8, output });
+const request = (output: string): MosaicRequest => ({
+  source: { type: 'xyz', url: 'https://tiles.example.com/{z}/{x}/{y}.png' },
+  sourceName: 'demo',
+  bbox: [5, 45, 6, 46],
+  zoom: 8,
+  output,
+});
 
 function plan(output: string, extra: Partial<MosaicPlan> = {}): MosaicPlan {
   const base = output.replace(/\.tif$/, '');
@@ -52,7 +62,11 @@ function plan(output: string, extra: Partial<MosaicPlan> = {}): MosaicPlan {
 test('a request for an s3:// output names object-storage, and the previous release refuses it; a local one is unchanged and accepted', () => {
   const s3 = resolveRequestPaths(request('s3://maps/nightly/alps.tif'));
   assert.deepEqual(s3.requires, ['object-storage']);
-  assert.throws(() => old.parseMosaicRequest(s3), /requires/, `the previous release (${previous.commit.slice(0, 7)}) refuses it`);
+  assert.throws(
+    () => old.parseMosaicRequest(s3),
+    /requires/,
+    `the previous release (${previous.commit.slice(0, 7)}) refuses it`,
+  );
   assert.doesNotThrow(() => parseMosaicRequest(s3));
   const local = resolveRequestPaths(request('/data/alps.tif'));
   assert.equal('requires' in local, false);
@@ -69,6 +83,9 @@ test('a plan with s3:// locations names object-storage, and the previous release
 });
 
 test('this release refuses a capability it does not know, in a request and in a plan', () => {
-  assert.throws(() => parseMosaicRequest({ ...request('/data/alps.tif'), requires: ['batch-checkpoints'] }), /requires/);
+  assert.throws(
+    () => parseMosaicRequest({ ...request('/data/alps.tif'), requires: ['batch-checkpoints'] }),
+    /requires/,
+  );
   assert.throws(() => checkPlan({ ...plan('/data/alps.tif'), requires: ['batch-checkpoints'] }, 'plan'), /requires/);
 });

@@ -26,13 +26,18 @@ function fakeClient(current: string | null, summaries: (n: number) => Summary[])
   const client = {
     options: { namespace: 'default' },
     workflowService: {
-      describeWorkerDeploymentVersion: () => Promise.resolve({ workerDeploymentVersionInfo: { taskQueueInfos: POLLED } }),
+      describeWorkerDeploymentVersion: () =>
+        Promise.resolve({ workerDeploymentVersionInfo: { taskQueueInfos: POLLED } }),
       describeWorkerDeployment: () =>
         Promise.resolve({
           conflictToken: new Uint8Array([1]),
           workerDeploymentInfo: {
             routingConfig: current === null ? {} : { currentDeploymentVersion: { buildId: current } },
-            versionSummaries: summaries(reads++).map((s) => ({ deploymentVersion: { buildId: s.buildId }, createTime: { seconds: s.created, nanos: 0 }, status: s.status ?? 1 })),
+            versionSummaries: summaries(reads++).map((s) => ({
+              deploymentVersion: { buildId: s.buildId },
+              createTime: { seconds: s.created, nanos: 0 },
+              status: s.status ?? 1,
+            })),
           },
         }),
       setWorkerDeploymentCurrentVersion: (req: { buildId: string }) => {
@@ -49,7 +54,9 @@ const v = (buildId: string) => ({ deploymentName: 'tq', buildId });
 test('promotion: a build not yet listed in the deployment summary is looked for again, then promoted over an older release', async () => {
   const current = { buildId: '0.1.0+aaaaaaaaaaaa', created: 100, status: 2 };
   // The summary lags: the new build is listed only from the third read.
-  const f = fakeClient(current.buildId, (n) => (n < 2 ? [current] : [current, { buildId: '0.2.0+bbbbbbbbbbbb', created: 200 }]));
+  const f = fakeClient(current.buildId, (n) =>
+    n < 2 ? [current] : [current, { buildId: '0.2.0+bbbbbbbbbbbb', created: 200 }],
+  );
   const outcome = await promoteWhenPolling(f.client, v('0.2.0+bbbbbbbbbbbb'), QUEUES, { timeoutMs: 60_000 });
   assert.deepEqual(outcome, { promoted: true, previous: '0.1.0+aaaaaaaaaaaa' });
   assert.deepEqual(f.set, [{ buildId: '0.2.0+bbbbbbbbbbbb' }]);
@@ -59,32 +66,51 @@ test('promotion: a build not yet listed in the deployment summary is looked for 
 test('promotion: a build never listed gives up at the timeout, saying why', async () => {
   const f = fakeClient('0.1.0+aaaaaaaaaaaa', () => [{ buildId: '0.1.0+aaaaaaaaaaaa', created: 100, status: 2 }]);
   const outcome = await promoteWhenPolling(f.client, v('0.2.0+bbbbbbbbbbbb'), QUEUES, { timeoutMs: 1_200 });
-  assert.deepEqual(outcome, { promoted: false, why: 'timed out', lastError: 'build 0.2.0+bbbbbbbbbbbb is not yet listed in deployment tq' });
+  assert.deepEqual(outcome, {
+    promoted: false,
+    why: 'timed out',
+    lastError: 'build 0.2.0+bbbbbbbbbbbb is not yet listed in deployment tq',
+  });
   assert.deepEqual(f.set, []);
 });
 
 test('promotion: an older release that the server first saw after the current one does not take over; a newer one first seen before it does', async () => {
   const newer = { buildId: '0.2.0+bbbbbbbbbbbb', created: 100, status: 2 };
   const old = fakeClient(newer.buildId, () => [newer, { buildId: '0.1.0+aaaaaaaaaaaa', created: 200 }]);
-  assert.deepEqual(await promoteWhenPolling(old.client, v('0.1.0+aaaaaaaaaaaa'), QUEUES, { timeoutMs: 60_000 }), { promoted: false, why: 'newer current' });
+  assert.deepEqual(await promoteWhenPolling(old.client, v('0.1.0+aaaaaaaaaaaa'), QUEUES, { timeoutMs: 60_000 }), {
+    promoted: false,
+    why: 'newer current',
+  });
   assert.deepEqual(old.set, []);
   const next = fakeClient(newer.buildId, () => [newer, { buildId: '0.3.0+cccccccccccc', created: 50 }]);
-  assert.deepEqual(await promoteWhenPolling(next.client, v('0.3.0+cccccccccccc'), QUEUES, { timeoutMs: 60_000 }), { promoted: true, previous: newer.buildId });
+  assert.deepEqual(await promoteWhenPolling(next.client, v('0.3.0+cccccccccccc'), QUEUES, { timeoutMs: 60_000 }), {
+    promoted: true,
+    previous: newer.buildId,
+  });
 });
 
 test('promotion: two builds of one version, or build ids without a version, are left to the operator', async () => {
   const current = { buildId: '0.2.0+bbbbbbbbbbbb', created: 100, status: 2 };
   const rebuild = fakeClient(current.buildId, () => [current, { buildId: '0.2.0+dddddddddddd', created: 200 }]);
-  assert.deepEqual(await promoteWhenPolling(rebuild.client, v('0.2.0+dddddddddddd'), QUEUES, { timeoutMs: 60_000 }), { promoted: false, why: 'not newer' });
+  assert.deepEqual(await promoteWhenPolling(rebuild.client, v('0.2.0+dddddddddddd'), QUEUES, { timeoutMs: 60_000 }), {
+    promoted: false,
+    why: 'not newer',
+  });
   const ci = fakeClient('ci-41', () => [
     { buildId: 'ci-41', created: 100, status: 2 },
     { buildId: 'ci-42', created: 200 },
   ]);
-  assert.deepEqual(await promoteWhenPolling(ci.client, v('ci-42'), QUEUES, { timeoutMs: 60_000 }), { promoted: false, why: 'not newer' });
+  assert.deepEqual(await promoteWhenPolling(ci.client, v('ci-42'), QUEUES, { timeoutMs: 60_000 }), {
+    promoted: false,
+    why: 'not newer',
+  });
   assert.deepEqual([...rebuild.set, ...ci.set], []);
   // From unversioned workers (the release before versioning) any build that never was current takes over.
   const first = fakeClient(null, () => [{ buildId: 'ci-42', created: 200 }]);
-  assert.deepEqual(await promoteWhenPolling(first.client, v('ci-42'), QUEUES, { timeoutMs: 60_000 }), { promoted: true, previous: 'unversioned' });
+  assert.deepEqual(await promoteWhenPolling(first.client, v('ci-42'), QUEUES, { timeoutMs: 60_000 }), {
+    promoted: true,
+    previous: 'unversioned',
+  });
 });
 
 test('compareReleases: by semantic-version precedence of the package version before the +', () => {

@@ -31,12 +31,19 @@ let previous: ReleaseBuild;
 const cleanups: (() => Promise<void> | void)[] = [];
 // A breaker that opens within a few failures and cools down in a second, for every entity these workers create.
 const breakerFile = path.join(dir, 'breaker.json');
-writeFileSync(breakerFile, JSON.stringify({ minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 }));
+writeFileSync(
+  breakerFile,
+  JSON.stringify({ minSamples: 4, fastMinSamples: 4, cooldownMs: 1_000, cooldownMaxFactor: 2, rampMs: 500 }),
+);
 
 before(async () => {
   // Fails (never skips) when the commit is not in the clone: see buildRelease.
   previous = buildRelease(PREVIOUS_RELEASE);
-  console.log(previous.buildMs ? `built ${previous.commit} in ${(previous.buildMs / 1000).toFixed(1)} s (${previous.dir})` : `previous release ${previous.commit}: cached build in ${previous.dir}`);
+  console.log(
+    previous.buildMs
+      ? `built ${previous.commit} in ${(previous.buildMs / 1000).toFixed(1)} s (${previous.dir})`
+      : `previous release ${previous.commit}: cached build in ${previous.dir}`,
+  );
   env = await devServerEnv(BREAKER_SEARCH_ATTRIBUTES);
 });
 after(async () => {
@@ -68,7 +75,13 @@ async function waitFor(what: string, ms: number, check: () => Promise<boolean> |
 type Build = 'previous' | 'this';
 
 function worker(build: Build, taskQueue: string): WorkerProcess {
-  const w = startWorkerProcess(env.address, env.namespace ?? 'default', taskQueue, {}, { args: ['--breaker-config', breakerFile], ...(build === 'previous' ? { cli: previous.cli } : {}) });
+  const w = startWorkerProcess(
+    env.address,
+    env.namespace ?? 'default',
+    taskQueue,
+    {},
+    { args: ['--breaker-config', breakerFile], ...(build === 'previous' ? { cli: previous.cli } : {}) },
+  );
   cleanups.push(async () => {
     w.child.kill('SIGKILL');
     await w.exited;
@@ -84,13 +97,22 @@ async function stop(w: WorkerProcess): Promise<void> {
 
 /** The build the deployment routes to now (null: unversioned workers). */
 async function currentBuild(taskQueue: string): Promise<string | null> {
-  const d = await env.client.workflowService.describeWorkerDeployment({ namespace: env.namespace ?? 'default', deploymentName: defaultDeploymentName(taskQueue) });
+  const d = await env.client.workflowService.describeWorkerDeployment({
+    namespace: env.namespace ?? 'default',
+    deploymentName: defaultDeploymentName(taskQueue),
+  });
   return d.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId ?? null;
 }
 
 /** 20 x 20 zoom-12 tiles, one request each at 100 ms, waiting out the breaker (everything ends ok). */
 function request(s: DemoTileServer, name: string): MosaicRequest {
-  return tileBoxRequest(s, dir, name, { cols: 20, rows: 20 }, { batchSize: 16, parallelBatches: 2, fallback: 'wait', deadline: '10m' });
+  return tileBoxRequest(
+    s,
+    dir,
+    name,
+    { cols: 20, rows: 20 },
+    { batchSize: 16, parallelBatches: 2, fallback: 'wait', deadline: '10m' },
+  );
 }
 
 interface HistoryFacts {
@@ -105,24 +127,36 @@ interface HistoryFacts {
 
 async function historyFacts(workflowId: string): Promise<HistoryFacts> {
   const events = (await env.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const facts: HistoryFacts = { workflowTasks: new Map(), batches: new Map(), workflowTaskFailures: [], workflowTaskFailedOn: [], scheduleToStartTimeouts: 0 };
+  const facts: HistoryFacts = {
+    workflowTasks: new Map(),
+    batches: new Map(),
+    workflowTaskFailures: [],
+    workflowTaskFailedOn: [],
+    scheduleToStartTimeouts: 0,
+  };
   const types = new Map<string, string>();
   const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
   for (const e of events) {
-    if (e.workflowTaskStartedEventAttributes) bump(facts.workflowTasks, e.workflowTaskStartedEventAttributes.identity ?? '?');
+    if (e.workflowTaskStartedEventAttributes)
+      bump(facts.workflowTasks, e.workflowTaskStartedEventAttributes.identity ?? '?');
     if (e.workflowTaskFailedEventAttributes) {
-      facts.workflowTaskFailures.push(`${String(e.workflowTaskFailedEventAttributes.cause)}: ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`);
+      facts.workflowTaskFailures.push(
+        `${String(e.workflowTaskFailedEventAttributes.cause)}: ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`,
+      );
       facts.workflowTaskFailedOn.push(e.workflowTaskFailedEventAttributes.identity ?? '?');
     }
-    if (e.activityTaskScheduledEventAttributes) types.set(String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name ?? '');
+    if (e.activityTaskScheduledEventAttributes)
+      types.set(String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name ?? '');
     const st = e.activityTaskStartedEventAttributes;
     if (st && types.get(String(st.scheduledEventId)) === 'fetchMosaicBatch') bump(facts.batches, st.identity ?? '?');
-    if (Number(e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType) === 2) facts.scheduleToStartTimeouts++;
+    if (Number(e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType) === 2)
+      facts.scheduleToStartTimeouts++;
   }
   return facts;
 }
 
-const by = (m: Map<string, number>, w: WorkerProcess) => [...m.entries()].filter(([who]) => who.startsWith(w.identityPrefix)).reduce((a, [, k]) => a + k, 0);
+const by = (m: Map<string, number>, w: WorkerProcess) =>
+  [...m.entries()].filter(([who]) => who.startsWith(w.identityPrefix)).reduce((a, [, k]) => a + k, 0);
 
 /** Nondeterminism, as the server records a workflow task failed by replay (the cause's enum name or number). */
 const NONDETERMINISM = /^(24|NonDeterministic|WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR)/;
@@ -147,11 +181,20 @@ async function handOver(
   const taskQueue = uniqueTaskQueue(label);
   const first = worker(from, taskQueue);
   await within(`the ${from} build's worker starts`, 60_000, first.ready);
-  if (from === 'this') await waitFor("this build's worker makes itself current", 60_000, async () => (await currentBuild(taskQueue)) === defaultBuildId());
+  if (from === 'this')
+    await waitFor(
+      "this build's worker makes itself current",
+      60_000,
+      async () => (await currentBuild(taskQueue)) === defaultBuildId(),
+    );
   const handle = await startMosaic(env.client, taskQueue, request(server, label), `${label}-${process.pid}`);
   const key = breakerKey(server.template);
   // In flight: tiles fetched by the first worker, the outage on, the entity running with its breaker open.
-  await waitFor('the outage opens the breaker', 90_000, async () => server.stats.outages.length > 0 && (await breakerStatus(env.client, key)).view.state !== 'closed');
+  await waitFor(
+    'the outage opens the breaker',
+    90_000,
+    async () => server.stats.outages.length > 0 && (await breakerStatus(env.client, key)).view.state !== 'closed',
+  );
   const okAtSwitch = server.stats.ok;
   const switched = await switchTo(taskQueue);
   await stop(first);
@@ -165,12 +208,20 @@ async function handOver(
     second = await rollForward(taskQueue);
     await stop(switched);
   }
-  const result = await within('the mosaic finishes after the switch', 240_000, handle.result()).catch(async (err: unknown) => {
-    // Say why: a workflow task failing on the build switched to (nondeterminism, an unknown type) is the usual cause.
-    const facts = await Promise.all([historyFacts(handle.workflowId), historyFacts(`breaker/${key}`)]).catch(() => null);
-    const failures = facts ? [...new Set([...facts[0].workflowTaskFailures, ...facts[1].workflowTaskFailures].map((f) => f.slice(0, 300)))] : ['(histories unreadable)'];
-    throw new Error(`${err instanceof Error ? err.message : String(err)}; workflow task failures (mosaic, entity): ${JSON.stringify(failures)}`);
-  });
+  const result = await within('the mosaic finishes after the switch', 240_000, handle.result()).catch(
+    async (err: unknown) => {
+      // Say why: a workflow task failing on the build switched to (nondeterminism, an unknown type) is the usual cause.
+      const facts = await Promise.all([historyFacts(handle.workflowId), historyFacts(`breaker/${key}`)]).catch(
+        () => null,
+      );
+      const failures = facts
+        ? [...new Set([...facts[0].workflowTaskFailures, ...facts[1].workflowTaskFailures].map((f) => f.slice(0, 300)))]
+        : ['(histories unreadable)'];
+      throw new Error(
+        `${err instanceof Error ? err.message : String(err)}; workflow task failures (mosaic, entity): ${JSON.stringify(failures)}`,
+      );
+    },
+  );
 
   const m = readManifest(result);
   assert.equal(assertAccounted(m), null, 'every planned tile is in the manifest once');
@@ -186,32 +237,55 @@ async function handOver(
   assert.ok(by(mosaic.batches, first) > 0, 'the first worker ran fetch batches');
   assert.ok(by(mosaic.batches, second) > 0, 'the second worker ran fetch batches');
   assert.ok(by(mosaic.workflowTasks, second) > 0, "the mosaic's workflow moved to the second worker");
-  assert.ok(by(entity.workflowTasks, first) > 0 && by(entity.workflowTasks, second) > 0, 'the breaker entity ran on both workers');
+  assert.ok(
+    by(entity.workflowTasks, first) > 0 && by(entity.workflowTasks, second) > 0,
+    'the breaker entity ran on both workers',
+  );
   if (rollForward) {
     const failed = [...mosaic.workflowTaskFailures, ...entity.workflowTaskFailures];
     const on = [...mosaic.workflowTaskFailedOn, ...entity.workflowTaskFailedOn];
-    assert.ok(failed.length > 0 && failed.every((f) => NONDETERMINISM.test(f)), `parked by nondeterminism alone: ${JSON.stringify(failed.slice(0, 4))}`);
+    assert.ok(
+      failed.length > 0 && failed.every((f) => NONDETERMINISM.test(f)),
+      `parked by nondeterminism alone: ${JSON.stringify(failed.slice(0, 4))}`,
+    );
     assert.ok(
       on.every((who) => who.startsWith(switched.identityPrefix)),
       `every failed task was on the build rolled back to: ${JSON.stringify(on)}`,
     );
-  } else assert.deepEqual([...mosaic.workflowTaskFailures, ...entity.workflowTaskFailures], [], 'no workflow task failed (no nondeterminism, no unknown type)');
-  assert.equal(mosaic.scheduleToStartTimeouts, 0, 'every batch on the fetch queue was taken by a worker of the routed build');
+  } else
+    assert.deepEqual(
+      [...mosaic.workflowTaskFailures, ...entity.workflowTaskFailures],
+      [],
+      'no workflow task failed (no nondeterminism, no unknown type)',
+    );
+  assert.equal(
+    mosaic.scheduleToStartTimeouts,
+    0,
+    'every batch on the fetch queue was taken by a worker of the routed build',
+  );
   const d = await env.client.workflow.getHandle(`breaker/${key}`).describe();
   assert.ok(d.status.name === 'RUNNING' || d.status.name === 'COMPLETED', `the entity is ${d.status.name}`);
   return { taskQueue, result };
 }
 
-test(`rolling upgrade: a worker of the previous release (${PREVIOUS_RELEASE}) replaced by one of this build, a mosaic and a breaker in flight`, { timeout: 420_000 }, async () => {
-  const { taskQueue } = await handOver('upgrade', 'previous', async (tq) => {
-    const next = worker('this', tq);
-    await within("this build's worker starts", 60_000, next.ready);
-    // No operator step: the new build makes itself current once it polls both queues.
-    await waitFor("this build's worker makes itself current", 60_000, async () => (await currentBuild(tq)) === defaultBuildId());
-    return next;
-  });
-  assert.equal(await currentBuild(taskQueue), defaultBuildId());
-});
+test(
+  `rolling upgrade: a worker of the previous release (${PREVIOUS_RELEASE}) replaced by one of this build, a mosaic and a breaker in flight`,
+  { timeout: 420_000 },
+  async () => {
+    const { taskQueue } = await handOver('upgrade', 'previous', async (tq) => {
+      const next = worker('this', tq);
+      await within("this build's worker starts", 60_000, next.ready);
+      // No operator step: the new build makes itself current once it polls both queues.
+      await waitFor(
+        "this build's worker makes itself current",
+        60_000,
+        async () => (await currentBuild(tq)) === defaultBuildId(),
+      );
+      return next;
+    });
+    assert.equal(await currentBuild(taskQueue), defaultBuildId());
+  },
+);
 
 test(
   'rollback: this build replaced by the previous release, the routing set back to unversioned workers as docs/upgrading.md says; workflows that ran this build park until the roll forward',
@@ -222,7 +296,19 @@ test(
     const setCurrent = (tq: string, to: string[]) =>
       execFileSync(
         cli,
-        ['worker', 'deployment', 'set-current-version', '--deployment-name', defaultDeploymentName(tq), ...to, '--yes', '--address', env.address, '--namespace', env.namespace ?? 'default'],
+        [
+          'worker',
+          'deployment',
+          'set-current-version',
+          '--deployment-name',
+          defaultDeploymentName(tq),
+          ...to,
+          '--yes',
+          '--address',
+          env.address,
+          '--namespace',
+          env.namespace ?? 'default',
+        ],
         { stdio: 'pipe' },
       );
     let forward: WorkerProcess | undefined;
@@ -254,7 +340,11 @@ test(
     const again = worker('this', taskQueue);
     await within("this build's worker starts again", 60_000, again.ready);
     await waitFor("this build's worker polls again", 60_000, async () => {
-      const q = await env.client.workflowService.describeTaskQueue({ namespace: env.namespace ?? 'default', taskQueue: { name: `${taskQueue}-fetch`, kind: 1 }, taskQueueType: 2 });
+      const q = await env.client.workflowService.describeTaskQueue({
+        namespace: env.namespace ?? 'default',
+        taskQueue: { name: `${taskQueue}-fetch`, kind: 1 },
+        taskQueueType: 2,
+      });
       return (q.pollers ?? []).some((p) => p.identity?.startsWith(again.identityPrefix));
     });
     await delay(3_000);

@@ -56,6 +56,7 @@ test('the dev server runs a drill and lists it by the BreakerState search attrib
   }
   assert.deepEqual(found, [workflowId]);
   let closedMatches = 0;
-  for await (const _ of env.client.workflow.list({ query: `BreakerState = "closed" AND BreakerKey = "${key}"` })) closedMatches++;
+  for await (const _ of env.client.workflow.list({ query: `BreakerState = "closed" AND BreakerKey = "${key}"` }))
+    closedMatches++;
   assert.equal(closedMatches, 0);
 });

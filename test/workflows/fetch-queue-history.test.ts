@@ -21,15 +21,33 @@ interface Event {
 }
 
 function fixture(name: string): { queue: string; fetchQueues: string[]; timedOut: number; plan: MosaicPlan } {
-  const h = JSON.parse(readFileSync(path.join(packageRoot(), 'test', 'histories', `${name}.json`), 'utf8')) as { events: Event[] };
+  const h = JSON.parse(readFileSync(path.join(packageRoot(), 'test', 'histories', `${name}.json`), 'utf8')) as {
+    events: Event[];
+  };
   const queue = h.events[0]!.workflowExecutionStartedEventAttributes!.taskQueue!.name!;
-  const types = new Map(h.events.flatMap((e) => (e.activityTaskScheduledEventAttributes ? [[String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name]] : [])));
-  const fetchQueues = h.events.flatMap((e) =>
-    e.activityTaskScheduledEventAttributes?.activityType?.name === 'fetchMosaicBatch' ? [e.activityTaskScheduledEventAttributes.taskQueue?.name ?? ''] : [],
+  const types = new Map(
+    h.events.flatMap((e) =>
+      e.activityTaskScheduledEventAttributes
+        ? [[String(e.eventId), e.activityTaskScheduledEventAttributes.activityType?.name]]
+        : [],
+    ),
   );
-  const planDone = h.events.find((e) => e.activityTaskCompletedEventAttributes && types.get(String(e.activityTaskCompletedEventAttributes.scheduledEventId)) === 'planMosaic');
+  const fetchQueues = h.events.flatMap((e) =>
+    e.activityTaskScheduledEventAttributes?.activityType?.name === 'fetchMosaicBatch'
+      ? [e.activityTaskScheduledEventAttributes.taskQueue?.name ?? '']
+      : [],
+  );
+  const planDone = h.events.find(
+    (e) =>
+      e.activityTaskCompletedEventAttributes &&
+      types.get(String(e.activityTaskCompletedEventAttributes.scheduledEventId)) === 'planMosaic',
+  );
   const data = planDone!.activityTaskCompletedEventAttributes!.result!.payloads![0]!.data!;
-  const timedOut = h.events.filter((e) => e.activityTaskTimedOutEventAttributes && types.get(String(e.activityTaskTimedOutEventAttributes.scheduledEventId)) === 'fetchMosaicBatch').length;
+  const timedOut = h.events.filter(
+    (e) =>
+      e.activityTaskTimedOutEventAttributes &&
+      types.get(String(e.activityTaskTimedOutEventAttributes.scheduledEventId)) === 'fetchMosaicBatch',
+  ).length;
   return { queue, fetchQueues, timedOut, plan: JSON.parse(Buffer.from(data, 'base64').toString()) as MosaicPlan };
 }
 
@@ -54,6 +72,10 @@ test('a run recorded after its fetch worker had gone: the plan names <task queue
   const onFetch = f.fetchQueues.filter((q) => q === fetchTaskQueue(f.queue)).length;
   assert.ok(onFetch > 0);
   assert.equal(f.timedOut, onFetch, 'every batch on the fetch queue timed out');
-  assert.equal(f.fetchQueues.filter((q) => q === f.queue).length, onFetch, 'one batch on the main queue for each that timed out');
+  assert.equal(
+    f.fetchQueues.filter((q) => q === f.queue).length,
+    onFetch,
+    'one batch on the main queue for each that timed out',
+  );
   assert.equal(f.fetchQueues.length, 2 * onFetch);
 });

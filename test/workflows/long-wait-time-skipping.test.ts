@@ -48,7 +48,10 @@ async function runChain(client: Client, workflowId: string): Promise<Run[]> {
     const events = history.events ?? [];
     const first = events[0]!;
     const last = events.at(-1)!;
-    const closedAs = Object.keys(last).find((k) => k.startsWith('workflowExecution') && k.endsWith('EventAttributes') && last[k as keyof typeof last]) ?? '?';
+    const closedAs =
+      Object.keys(last).find(
+        (k) => k.startsWith('workflowExecution') && k.endsWith('EventAttributes') && last[k as keyof typeof last],
+      ) ?? '?';
     runs.unshift({
       runId: runId ?? '(newest)',
       events: events.length,
@@ -76,11 +79,25 @@ async function longWait(
   server.setDown(true);
   const taskQueue = uniqueTaskQueue(name);
   const runtime = createActivityRuntime({ client: env.client, taskQueue, roots: TEST_ROOTS, breaker: BREAKER });
-  const declines = (): Promise<never> => Promise.reject(ApplicationFailure.nonRetryable('no breaker watch on the time-skipping server', 'NoWatch'));
+  const declines = (): Promise<never> =>
+    Promise.reject(ApplicationFailure.nonRetryable('no breaker watch on the time-skipping server', 'NoWatch'));
   try {
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowsPath, activities: { ...runtime.activities, awaitBreaker: declines } });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowsPath,
+      activities: { ...runtime.activities, awaitBreaker: declines },
+    });
     const days = durationMs(extra.deadline ?? '7d')! / DAY;
-    const request = tileBoxRequest(server, dir, name, box, { fallback: 'wait', deadline: '7d', batchSize: 2, parallelBatches: 2, blockTiles: 64, maxTiles: box.cols * box.rows, ...extra });
+    const request = tileBoxRequest(server, dir, name, box, {
+      fallback: 'wait',
+      deadline: '7d',
+      batchSize: 2,
+      parallelBatches: 2,
+      blockTiles: 64,
+      maxTiles: box.cols * box.rows,
+      ...extra,
+    });
     const workflowId = `mosaic/${name}`;
     const wallStart = Date.now();
     const result = await worker.runUntil(async () => {
@@ -93,26 +110,38 @@ async function longWait(
     const manifest = readManifest(result);
     assert.equal(assertAccounted(manifest), null);
     assert.equal(manifest.counts['dead-lettered'], box.cols * box.rows, JSON.stringify(manifest.counts));
-    for (const tile of manifest.tiles) assert.match(tile.reason, /breaker|half-open|503/, `tile ${tile.i}: ${tile.reason}`);
-    t.diagnostic(`${name}: manifest ${JSON.stringify(manifest.counts)}; reasons: ${[...new Set(manifest.tiles.map((x) => x.reason))].join(' | ')}`);
+    for (const tile of manifest.tiles)
+      assert.match(tile.reason, /breaker|half-open|503/, `tile ${tile.i}: ${tile.reason}`);
+    t.diagnostic(
+      `${name}: manifest ${JSON.stringify(manifest.counts)}; reasons: ${[...new Set(manifest.tiles.map((x) => x.reason))].join(' | ')}`,
+    );
 
     // (a) and (c): every run of the mosaic's chain (and of its blocks' chains) well under 10,240 events.
     const chains = [{ id: workflowId, runs: await runChain(env.client, workflowId) }];
     const blocks = extra.blockTiles ? Math.ceil((box.cols * box.rows) / extra.blockTiles) : 0;
-    for (let b = 0; b < blocks; b++) chains.push({ id: `${workflowId}/p0-block-${b}`, runs: await runChain(env.client, `${workflowId}/p0-block-${b}`) });
+    for (let b = 0; b < blocks; b++)
+      chains.push({
+        id: `${workflowId}/p0-block-${b}`,
+        runs: await runChain(env.client, `${workflowId}/p0-block-${b}`),
+      });
     const all = chains.flatMap((c) => c.runs);
     const first = chains[0]!.runs[0]!;
     const lastClose = Math.max(...all.map((r) => r.closedAt));
     const most = Math.max(...all.map((r) => r.events));
     for (const c of chains) {
-      t.diagnostic(`${c.id}: ${c.runs.length} run(s), events per run ${c.runs.map((r) => r.events).join(', ')}; closed as ${c.runs.map((r) => r.closedAs).join(', ')}`);
+      t.diagnostic(
+        `${c.id}: ${c.runs.length} run(s), events per run ${c.runs.map((r) => r.events).join(', ')}; closed as ${c.runs.map((r) => r.closedAs).join(', ')}`,
+      );
     }
     t.diagnostic(
       `${name}: most events in one run ${most} (continue-as-new after ${extra.eventsPerRun ?? DEFAULT_EVENTS_PER_RUN}); ${all.length} runs in all; chain closed ${((lastClose - first.startedAt) / DAY).toFixed(2)} days after the first; wall time ${wallS.toFixed(0)} s`,
     );
     assert.ok(most < 10_240 / 3, `a run had ${most} events`);
     const longest = chains.reduce((a, c) => (c.runs.length > a.runs.length ? c : a));
-    assert.ok(longest.runs.length >= minRuns, `the longest chain had ${longest.runs.length} runs, expected at least ${minRuns}`);
+    assert.ok(
+      longest.runs.length >= minRuns,
+      `the longest chain had ${longest.runs.length} runs, expected at least ${minRuns}`,
+    );
     for (const c of chains) {
       assert.ok(
         c.runs.slice(0, -1).every((r) => r.closedAs === 'ContinuedAsNew'),
@@ -121,7 +150,10 @@ async function longWait(
       assert.equal(c.runs.at(-1)!.closedAs, 'Completed');
     }
     // The waiting went on until the deadline, not less.
-    assert.ok(lastClose - first.startedAt >= days * DAY - 60_000, `the chain's runs span ${(lastClose - first.startedAt) / DAY} days`);
+    assert.ok(
+      lastClose - first.startedAt >= days * DAY - 60_000,
+      `the chain's runs span ${(lastClose - first.startedAt) / DAY} days`,
+    );
   } finally {
     await runtime.close();
     await server.close();

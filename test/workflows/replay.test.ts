@@ -16,10 +16,16 @@ test('there is at least one committed history to replay', () => {
 });
 
 test('every committed history replays against the current workflow code', async () => {
-  const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as unknown }));
+  const histories = files.map((f) => ({
+    workflowId: f.replace(/\.json$/, ''),
+    history: JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as unknown,
+  }));
   const failures: string[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowsPath, replayName: 'committed-histories' }, histories)) {
+  for await (const result of Worker.runReplayHistories(
+    { workflowsPath, replayName: 'committed-histories' },
+    histories,
+  )) {
     replayed++;
     if (result.error) failures.push(`${result.workflowId}: ${result.error.name}: ${result.error.message}`);
   }

@@ -22,6 +22,9 @@ test('a worker of a build already bundled takes the kept bundle instead of bundl
   // What the next worker gets is the kept file: marked here, it comes back marked.
   writeFileSync(file, `${first.workflowBundle.code}\n// kept`);
   const second = await workflowCode(env, () => 'build-a');
-  assert.ok('workflowBundle' in second && second.workflowBundle.code.endsWith('// kept'), 'read from the cache, not bundled again');
+  assert.ok(
+    'workflowBundle' in second && second.workflowBundle.code.endsWith('// kept'),
+    'read from the cache, not bundled again',
+  );
   assert.equal(existsSync(path.join(dir, 'workflows-build-b.js')), false);
 });

@@ -8,7 +8,12 @@ import { OUTPUT_BUCKETS_ENV, type WorkerRoots } from './roots';
  * folders (after symlinks), an `s3://` URL against the bucket prefixes the operator allowed. Returns the
  * location to use; throws a ConfigError naming the field, the value and the roots.
  */
-export async function confineLocation(loc: string, roots: WorkerRoots, field: string, subject: string): Promise<string> {
+export async function confineLocation(
+  loc: string,
+  roots: WorkerRoots,
+  field: string,
+  subject: string,
+): Promise<string> {
   if (!isObjectUrl(loc)) return confinePath(loc, roots.outputs, field, subject);
   const refuse = (why: string): never => {
     throw new ConfigError(subject, [`${field}: ${JSON.stringify(loc)} ${why}`]);
@@ -16,7 +21,13 @@ export async function confineLocation(loc: string, roots: WorkerRoots, field: st
   const shape = objectUrlRefusal(loc);
   if (shape) refuse(shape);
   const buckets = roots.buckets ?? [];
-  if (buckets.length === 0) refuse(`cannot be used: this worker allows no bucket; set ${OUTPUT_BUCKETS_ENV} on the worker (s3://bucket/prefix, comma-separated)`);
-  if (!buckets.some((b) => locationWithin(loc, b))) refuse(`is outside this worker's bucket prefixes (${buckets.join(', ')}); set ${OUTPUT_BUCKETS_ENV} on the worker to allow it`);
+  if (buckets.length === 0)
+    refuse(
+      `cannot be used: this worker allows no bucket; set ${OUTPUT_BUCKETS_ENV} on the worker (s3://bucket/prefix, comma-separated)`,
+    );
+  if (!buckets.some((b) => locationWithin(loc, b)))
+    refuse(
+      `is outside this worker's bucket prefixes (${buckets.join(', ')}); set ${OUTPUT_BUCKETS_ENV} on the worker to allow it`,
+    );
   return loc.replace(/\/+$/, '');
 }

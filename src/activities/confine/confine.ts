@@ -12,7 +12,8 @@ const MAX_PATH_CHARS = 4_096;
 const MAX_DEPTH = 64;
 
 /** `p` is `dir` or lies under it, as written (no file system call). */
-export const within = (p: string, dir: string) => p === dir || p.startsWith(dir.endsWith(path.sep) ? dir : dir + path.sep);
+export const within = (p: string, dir: string) =>
+  p === dir || p.startsWith(dir.endsWith(path.sep) ? dir : dir + path.sep);
 const forbidden = (p: string) => FORBIDDEN.some((f) => within(p, f));
 
 /** Why `p` cannot be used at all, before any file system call; null when it may be resolved. */
@@ -51,12 +52,18 @@ export async function realPathOf(p: string): Promise<string> {
  * is outside the roots as written is refused before any file system call, and one that leads outside through
  * a symlink is refused without saying where: neither may tell a requester what exists outside the roots.
  */
-export async function confinePath(p: string, roots: readonly string[], field: string, subject: string): Promise<string> {
+export async function confinePath(
+  p: string,
+  roots: readonly string[],
+  field: string,
+  subject: string,
+): Promise<string> {
   const env = field.startsWith('sources') ? SOURCES_DIR_ENV : OUTPUT_DIR_ENV;
   const refuse = (why: string): never => {
     throw new ConfigError(subject, [`${field}: ${JSON.stringify(p)} ${why}`]);
   };
-  const outside = () => refuse(`is outside this worker's roots (${roots.join(', ')}); set ${env} on the worker to allow it`);
+  const outside = () =>
+    refuse(`is outside this worker's roots (${roots.join(', ')}); set ${env} on the worker to allow it`);
   if (roots.length === 0) refuse('cannot be used: this worker has no roots configured for it');
   const abs = path.resolve(roots[0]!, p);
   const shape = shapeRefusal(abs);
@@ -72,7 +79,8 @@ export async function confinePath(p: string, roots: readonly string[], field: st
     return refuse(`cannot be resolved (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   if (forbidden(real)) refuse(`leads through a symlink under ${FORBIDDEN.join(', ')}, which a worker never touches`);
-  if (!realRoots.some((r) => within(real, r))) refuse(`leads outside this worker's roots (${roots.join(', ')}) through a symlink`);
+  if (!realRoots.some((r) => within(real, r)))
+    refuse(`leads outside this worker's roots (${roots.join(', ')}) through a symlink`);
   return real;
 }
 

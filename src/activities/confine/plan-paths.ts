@@ -10,7 +10,11 @@ import type { WorkerRoots } from './roots';
  * hand a block or a re-drive a plan of their own, so each activity that acts on one checks it again, and
  * then uses the real paths it checked.
  */
-export async function confinePlan(plan: MosaicPlan, roots: WorkerRoots | undefined, subject: string): Promise<MosaicPlan> {
+export async function confinePlan(
+  plan: MosaicPlan,
+  roots: WorkerRoots | undefined,
+  subject: string,
+): Promise<MosaicPlan> {
   if (!roots) return plan;
   checkPlan(plan, `${subject}: plan`);
   const at = (p: string, field: string) => confineLocation(p, roots, field, subject);

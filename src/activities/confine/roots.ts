@@ -60,7 +60,11 @@ export function parseBucketList(value: string | undefined): string[] {
 }
 
 /** Roots with explicit lists in place of the environment's (the worker command's --sources-dir / --output-dir). */
-export function withRoots(base: WorkerRoots, override: { sources?: readonly string[]; outputs?: readonly string[]; buckets?: readonly string[] }, cwd: string = process.cwd()): WorkerRoots {
+export function withRoots(
+  base: WorkerRoots,
+  override: { sources?: readonly string[]; outputs?: readonly string[]; buckets?: readonly string[] },
+  cwd: string = process.cwd(),
+): WorkerRoots {
   const abs = (list: readonly string[]) => list.map((p) => path.resolve(cwd, p));
   const buckets = override.buckets?.length ? override.buckets.map((b) => b.replace(/\/+$/, '')) : base.buckets;
   return {

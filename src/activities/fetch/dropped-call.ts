@@ -26,6 +26,9 @@ export function droppedWithoutAnswer(x: Pick<HttpExchange, 'status' | 'error'>):
 }
 
 /** The call under `decision` was dropped in a way that recovery may have caused: send it once more at once. */
-export function resendDropped(decision: 'probe' | 'proceed', x: Pick<HttpExchange, 'status' | 'error' | 'latencyMs'>): boolean {
+export function resendDropped(
+  decision: 'probe' | 'proceed',
+  x: Pick<HttpExchange, 'status' | 'error' | 'latencyMs'>,
+): boolean {
   return droppedWithoutAnswer(x) && (decision === 'probe' || x.latencyMs >= RESEND_AFTER_MS);
 }

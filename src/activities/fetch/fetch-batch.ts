@@ -18,7 +18,14 @@ import { StoreEscapeError } from '../store/store-bounds';
 import type { StoredTile, Tiles } from '../store/tiles';
 import { storageFor } from '../storage/storage';
 import { classify, type Verdict } from '../validate/classify';
-import { judgeRequestFault, processShapes, requestShape, shapeKey, wantsRecord, type ShapeMemory } from '../validate/shape-memory';
+import {
+  judgeRequestFault,
+  processShapes,
+  requestShape,
+  shapeKey,
+  wantsRecord,
+  type ShapeMemory,
+} from '../validate/shape-memory';
 import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
 import { ApplicationFailure } from '@temporalio/common';
@@ -104,7 +111,8 @@ export interface TileResult extends TileAddress {
 export interface FetchDeps {
   pools: EndpointPools;
   /** The process's guard (only what a batch uses of it, so tests can watch the outcomes); absent: no breaker. */
-  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> & Partial<Pick<BreakerGuard, 'learnProbe' | 'restarted' | 'waitOutPause'>>;
+  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> &
+    Partial<Pick<BreakerGuard, 'learnProbe' | 'restarted' | 'waitOutPause'>>;
   /** On a worker: tile stores only under these roots' output folders. */
   roots?: WorkerRoots;
   /**
@@ -153,26 +161,40 @@ export function makeFetchBatch(deps: FetchDeps) {
     const ctx = activityContext();
     const beaten = (ctx?.info.heartbeatDetails as { results?: (TileResult | null)[] } | undefined)?.results;
     const policy: RetryPolicy = { ...DEFAULT_RETRY, ...input.retry };
-    const storeRoot = deps.roots ? await confineLocation(input.storeRoot, deps.roots, 'storeRoot', 'fetch batch') : input.storeRoot;
+    const storeRoot = deps.roots
+      ? await confineLocation(input.storeRoot, deps.roots, 'storeRoot', 'fetch batch')
+      : input.storeRoot;
     // Heartbeat details can be written by anyone who may heartbeat activities, a checkpoint by anyone who may
     // write its folder: a resumed tile must be the tile at that position, and its file one this store holds, or
     // the tile is fetched again.
     const fromStore = (r: TileResult | null | undefined, t: TileAddress) =>
-      r && r.z === t.z && r.x === t.x && r.y === t.y && (r.path === undefined || locationWithin(isObjectUrl(r.path) ? r.path : path.resolve(r.path), storeRoot)) ? r : null;
+      r &&
+      r.z === t.z &&
+      r.x === t.x &&
+      r.y === t.y &&
+      (r.path === undefined || locationWithin(isObjectUrl(r.path) ? r.path : path.resolve(r.path), storeRoot))
+        ? r
+        : null;
     const heartbeat = beaten && beaten.length === input.tiles.length ? beaten : [];
     const checkpoint = resume.resumed?.length === input.tiles.length ? resume.resumed : [];
     // The union: the checkpoint is the fresher of the two (written as tiles finish, not every 1.5 s).
-    const results: (TileResult | null)[] = input.tiles.map((t, i) => fromStore(checkpoint[i], t) ?? fromStore(heartbeat[i], t));
+    const results: (TileResult | null)[] = input.tiles.map(
+      (t, i) => fromStore(checkpoint[i], t) ?? fromStore(heartbeat[i], t),
+    );
     if (deps.roots) {
       await checkCredentialedSource(input.source, input.sourceName, input.sourcesFile, deps.roots, 'fetch batch');
       // A mirror sends its credentials as the source does: only as the operator's sources file pairs them.
-      for (const m of input.mirrors ?? []) await checkCredentialedSource(m.source, m.name, input.sourcesFile, deps.roots, 'fetch batch');
+      for (const m of input.mirrors ?? [])
+        await checkCredentialedSource(m.source, m.name, input.sourcesFile, deps.roots, 'fetch batch');
     }
     const store = openTileStore(storeRoot);
     // The served records that follow the source across outputs (served-ledger.ts); none without roots.
     // Confined as the store is (a symlink planted there must not lead out of the roots); refused, it is not kept.
     const ledgerAt = deps.roots ? servedLedgerRoot(storeRoot, deps.roots) : null;
-    const ledgerRoot = ledgerAt === null || !deps.roots ? null : await confineLocation(ledgerAt, deps.roots, 'served records', 'fetch batch').catch(() => null);
+    const ledgerRoot =
+      ledgerAt === null || !deps.roots
+        ? null
+        : await confineLocation(ledgerAt, deps.roots, 'served records', 'fetch batch').catch(() => null);
     const served: ServedRecords = { store, ledger: ledgerRoot === null ? null : openTileStore(ledgerRoot) };
     const key = sourceBreakerKey(input.source);
     const useBreaker = input.breaker !== false && deps.guard !== undefined;
@@ -202,7 +224,8 @@ export function makeFetchBatch(deps: FetchDeps) {
     // not asked of the server again. Refresh mode keeps more.
     const retrySince = ctx && ctx.info.attempt > 1 ? ctx.info.scheduledTimestampMs : undefined;
     const keepSince = input.keepFetchedSince ?? retrySince;
-    const keepWhy = input.keepFetchedSince !== undefined ? 'within the refresh age' : 'stored by an earlier attempt of this batch';
+    const keepWhy =
+      input.keepFetchedSince !== undefined ? 'within the refresh age' : 'stored by an earlier attempt of this batch';
     // One request per unit: a tile, or the tiles of one metatile (WMS sources with `metatile`).
     // Only the tiles not finished yet (a resumed batch): a metatile partly done before is fetched for the rest.
     const pending = input.tiles.map((_, i) => i).filter((i) => !results[i]);
@@ -221,7 +244,11 @@ export function makeFetchBatch(deps: FetchDeps) {
     // from a mirror, which must not be serialised behind the others).
     const refusedShapes = new Set<string>();
     const known = (shape: string) =>
-      refusedShapes.has(shape) || shapes.served(shape) || [served.store, served.ledger].some((t) => t !== null && shapes.recorded(recordOf(t, input.sourceName, shape), now()) !== null);
+      refusedShapes.has(shape) ||
+      shapes.served(shape) ||
+      [served.store, served.ledger].some(
+        (t) => t !== null && shapes.recorded(recordOf(t, input.sourceName, shape), now()) !== null,
+      );
     const probing = new Set<string>();
     const configErrors = new Map<string, number>();
     const stopped = new Map<string, string>();
@@ -241,13 +268,22 @@ export function makeFetchBatch(deps: FetchDeps) {
         if (halted()) return;
         const stop = stopped.get(shape);
         if (stop !== undefined) {
-          for (const i of unit.members) results[i] ??= { ...input.tiles[i]!, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: stop };
+          for (const i of unit.members)
+            results[i] ??= {
+              ...input.tiles[i]!,
+              status: 'failed',
+              kind: 'permanent',
+              configError: true,
+              attempts: 0,
+              reason: stop,
+            };
           continue;
         }
         const solo = !known(shape);
         if (solo) probing.add(shape);
         // Woken as soon as a request answers; the timer also notices the ramp's allowance growing.
-        while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance))) await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 50)));
+        while (active >= Math.max(1, Math.ceil(input.source.concurrency * allowance)))
+          await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 50)));
         if (halted()) {
           if (solo) probing.delete(shape);
           return;
@@ -263,17 +299,31 @@ export function makeFetchBatch(deps: FetchDeps) {
           requesting = false;
         };
         try {
-          const out = await fetchUnit(deps, served, input, unit, key, useBreaker, policy, onDecision, ctx?.cancellationSignal, { made: 0 }, answered);
+          const out = await fetchUnit(
+            deps,
+            served,
+            input,
+            unit,
+            key,
+            useBreaker,
+            policy,
+            onDecision,
+            ctx?.cancellationSignal,
+            { made: 0 },
+            answered,
+          );
           if (out) {
             unit.members.forEach((i, k) => (results[i] = out[k]!));
             resume.onFinished?.(unit.members, results);
-            if (out.some((r) => (r.breakerState !== undefined && r.attempts === 0) || r.tier !== undefined)) refusedShapes.add(shape);
+            if (out.some((r) => (r.breakerState !== undefined && r.attempts === 0) || r.tier !== undefined))
+              refusedShapes.add(shape);
           }
           const configError = out?.find((r) => r.configError && r.attempts > 0);
           if (configError) {
             const n = (configErrors.get(shape) ?? 0) + 1;
             configErrors.set(shape, n);
-            if (n >= CONFIG_ERRORS_TO_STOP) stopped.set(shape, `${configError.reason}; not requested after ${n} configuration errors`);
+            if (n >= CONFIG_ERRORS_TO_STOP)
+              stopped.set(shape, `${configError.reason}; not requested after ${n} configuration errors`);
           }
         } finally {
           answered();
@@ -302,7 +352,10 @@ export function makeFetchBatch(deps: FetchDeps) {
       throw ApplicationFailure.retryable(`fetch batch stopped starting requests: ${lost}`, 'HeartbeatLost');
     }
     // Cancelled: unfinished tiles are accounted for too.
-    return results.map((r, i) => r ?? { ...input.tiles[i]!, status: 'deferred', reason: 'activity cancelled before this tile', attempts: 0 });
+    return results.map(
+      (r, i) =>
+        r ?? { ...input.tiles[i]!, status: 'deferred', reason: 'activity cancelled before this tile', attempts: 0 },
+    );
   };
 }
 
@@ -320,7 +373,13 @@ interface ServedRecords {
  * success in this process, then at most every MARK_EVERY_MS each, so it costs nothing per tile. A write that
  * fails costs only the record (the next success tries again): the tiles were stored, or not, on their own.
  */
-async function markServed(shapes: ShapeMemory, served: ServedRecords, sourceName: string, shape: string, now: number): Promise<void> {
+async function markServed(
+  shapes: ShapeMemory,
+  served: ServedRecords,
+  sourceName: string,
+  shape: string,
+  now: number,
+): Promise<void> {
   for (const t of [served.store, served.ledger]) {
     if (t === null) continue;
     const where = recordOf(t, sourceName, shape);
@@ -337,7 +396,13 @@ async function markServed(shapes: ShapeMemory, served: ServedRecords, sourceName
  * When the shape was last recorded served, and where: the tile store's record, else the ledger's (a read of the
  * last minute that found one is not repeated); null when neither has one.
  */
-async function recordedServed(shapes: ShapeMemory, served: ServedRecords, sourceName: string, shape: string, now: number): Promise<{ at: number; where: string } | null> {
+async function recordedServed(
+  shapes: ShapeMemory,
+  served: ServedRecords,
+  sourceName: string,
+  shape: string,
+  now: number,
+): Promise<{ at: number; where: string } | null> {
   let latest: { at: number; where: string } | null = null;
   for (const [t, where] of [
     [served.store, 'the tile store'],
@@ -368,7 +433,13 @@ async function fetchUnit(...args: Parameters<typeof requestUnit>): Promise<TileR
   } catch (err) {
     if (!(err instanceof StoreEscapeError)) throw err;
     const [, , input, unit] = args;
-    return unit.members.map((i) => ({ ...input.tiles[i]!, status: 'failed', kind: 'permanent', reason: err.message, attempts: tried.made }));
+    return unit.members.map((i) => ({
+      ...input.tiles[i]!,
+      status: 'failed',
+      kind: 'permanent',
+      reason: err.message,
+      attempts: tried.made,
+    }));
   }
 }
 
@@ -410,7 +481,14 @@ async function requestUnit(
       url = applyAuth(source.auth, unit.url, headers);
     } catch (err) {
       // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
-      return each((t) => ({ ...t, status: 'failed', kind: 'permanent', configError: true, attempts: 0, reason: (err as Error).message }));
+      return each((t) => ({
+        ...t,
+        status: 'failed',
+        kind: 'permanent',
+        configError: true,
+        attempts: 0,
+        reason: (err as Error).message,
+      }));
     }
     // A pause the endpoint asked for (its Retry-After, to this process or the fleet) is waited out holding no
     // connection; then a connection slot (queued here, not in the pool): the breaker decides, and the clocks
@@ -431,7 +509,12 @@ async function requestUnit(
         slot.release();
         // A retry the breaker refused: the record keeps what the last request got, then the refusal.
         const last = verdict;
-        const d = last ? { ...decision, reason: `${lastReason(last, attempt - 1, url, source, secrets)}; attempt ${attempt} not sent: ${decision.reason}` } : decision;
+        const d = last
+          ? {
+              ...decision,
+              reason: `${lastReason(last, attempt - 1, url, source, secrets)}; attempt ${attempt} not sent: ${decision.reason}`,
+            }
+          : decision;
         const made = last ? { kind: last.kind, httpStatus: last.httpStatus, latencyMs: last.latencyMs } : {};
         const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, d.reason);
         if (mirrored === null) return null;
@@ -448,7 +531,12 @@ async function requestUnit(
       const options = {
         dispatcher: deps.pools.for(source),
         headers,
-        signal: AbortSignal.any([deadline, ...(signal ? [signal] : []), ...(shed ? [shed] : []), ...(lease ? [lease] : [])]),
+        signal: AbortSignal.any([
+          deadline,
+          ...(signal ? [signal] : []),
+          ...(shed ? [shed] : []),
+          ...(lease ? [lease] : []),
+        ]),
         redirects: redirectPolicy(source),
         ...(source.auth ? { auth: source.auth } : {}),
       };
@@ -471,20 +559,31 @@ async function requestUnit(
     if (shed?.aborted && decision) {
       // Counted while it stalled; now refused like any call the open breaker stops: the fallback applies.
       deps.guard!.abandon(decision);
-      const why = shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
+      const why =
+        shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
       const opened = {
         kind: 'refused' as const,
         key,
         state: 'open' as const,
         retryAfterMs: null,
-        reason: scrubSecrets(`${why} after ${Math.round(x.latencyMs / 100) / 10} s (${redactUrl(url, source.auth)})`, secrets),
+        reason: scrubSecrets(
+          `${why} after ${Math.round(x.latencyMs / 100) / 10} s (${redactUrl(url, source.auth)})`,
+          secrets,
+        ),
       };
       // Made, not refused: the breaker counted it as a stall (transient) and abandoned it when it opened.
-      const made = { kind: 'transient' as const, httpStatus: x.status, latencyMs: x.latencyMs, abandonedAfterMs: Math.round(x.latencyMs) };
+      const made = {
+        kind: 'transient' as const,
+        httpStatus: x.status,
+        latencyMs: x.latencyMs,
+        abandonedAfterMs: Math.round(x.latencyMs),
+      };
       const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, opened.reason);
       if (mirrored === null) return null;
       const stored = await staleCopies(store, input, tiles, mirrored);
-      return each((t, k) => servedOrRefused(mirrored[k], refused(input, t, opened, stored[k] ?? null, tried.made, made)));
+      return each((t, k) =>
+        servedOrRefused(mirrored[k], refused(input, t, opened, stored[k] ?? null, tried.made, made)),
+      );
     }
     if (x.status === 304 && conditional) {
       deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
@@ -518,12 +617,17 @@ async function requestUnit(
     // store records it for the fleet and earlier runs), otherwise the configuration's. The store is read only
     // for such a fault that this process's memory cannot judge: rare.
     const judgedAt = now();
-    const recordedAt = wantsRecord(classified, shape, shapes, judgedAt) ? await recordedServed(shapes, stores, input.sourceName, shape, judgedAt) : null;
+    const recordedAt = wantsRecord(classified, shape, shapes, judgedAt)
+      ? await recordedServed(shapes, stores, input.sourceName, shape, judgedAt)
+      : null;
     const judged = judgeRequestFault(classified, shape, shapes, judgedAt, input.sourceName, recordedAt);
     verdict = judged.verdict;
     deps.metrics?.request(input.sourceName, key, verdict.kind, x.latencyMs / 1000);
     if (lease?.aborted && !deadline.aborted && verdict.kind === 'transient') {
-      verdict = { ...verdict, reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}` };
+      verdict = {
+        ...verdict,
+        reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}`,
+      };
     }
     if (verdict.kind === 'success') shapes.succeeded(shape, now());
     // A good tile's URL is the entity's self-probe (a URL this worker fetches anyway). The spec is stored in the
@@ -532,11 +636,17 @@ async function requestUnit(
     if (verdict.kind === 'success' && decision) {
       const plain = !source.auth && !Object.keys(source.headers).length;
       if (plain) deps.guard!.learnProbe?.(key, unit.url, source.userAgent);
-      else if (input.sourcesFile !== undefined) deps.guard!.learnProbe?.(key, unit.url, source.userAgent, { file: input.sourcesFile, name: input.sourceName });
+      else if (input.sourcesFile !== undefined)
+        deps.guard!.learnProbe?.(key, unit.url, source.userAgent, { file: input.sourcesFile, name: input.sourceName });
     }
     // A configuration error says nothing about the endpoint's health: never counted toward the host's breaker.
     const counted = judged.configError ? 'neutral' : verdict.kind;
-    if (decision) deps.guard!.release(decision, { kind: counted, latencyMs: verdict.latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
+    if (decision)
+      deps.guard!.release(decision, {
+        kind: counted,
+        latencyMs: verdict.latencyMs,
+        ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}),
+      });
     if (verdict.kind === 'success' && chunk) {
       const v = verdict;
       answered();
@@ -571,11 +681,28 @@ async function requestUnit(
       const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
       await markServed(shapes, stores, input.sourceName, shape, now());
       const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
-      return each((t, k) => ({ ...t, status: 'ok', kind: 'success', reason, attempts: tried.made, httpStatus: v.httpStatus, bytes: saved[k]!.bytes, latencyMs: v.latencyMs, path: saved[k]!.path }));
+      return each((t, k) => ({
+        ...t,
+        status: 'ok',
+        kind: 'success',
+        reason,
+        attempts: tried.made,
+        httpStatus: v.httpStatus,
+        bytes: saved[k]!.bytes,
+        latencyMs: v.latencyMs,
+        path: saved[k]!.path,
+      }));
     }
     if (verdict.kind === 'neutral' && !verdict.configError) {
       const v = verdict;
-      return each((t) => ({ ...t, status: 'hole', kind: 'neutral', reason: scrubSecrets(v.reason, secrets), attempts: tried.made, httpStatus: v.httpStatus }));
+      return each((t) => ({
+        ...t,
+        status: 'hole',
+        kind: 'neutral',
+        reason: scrubSecrets(v.reason, secrets),
+        attempts: tried.made,
+        httpStatus: v.httpStatus,
+      }));
     }
     const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
     if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
@@ -592,7 +719,10 @@ async function requestUnit(
     status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
     kind: v.kind,
     // A server may quote the request back (a ServiceException, an error page): never the credential.
-    reason: scrubSecrets(`${v.configError && !v.reason.startsWith('configuration error') ? 'configuration error: ' : ''}${v.reason} (${redacted})`, secrets),
+    reason: scrubSecrets(
+      `${v.configError && !v.reason.startsWith('configuration error') ? 'configuration error: ' : ''}${v.reason} (${redacted})`,
+      secrets,
+    ),
     attempts: tried.made,
     httpStatus: v.httpStatus,
     bytes: v.bytes,
@@ -603,7 +733,15 @@ async function requestUnit(
   // Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
   if (v.configError || !CURABLE_KINDS.has(v.kind)) return failed;
   // A tile the source failed to serve after its retries goes to the mirrors as a refused one does.
-  const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, scrubSecrets(`${v.reason} after ${tried.made} attempts`, secrets));
+  const mirrored = await fromMirrors(
+    deps,
+    store,
+    input,
+    tiles,
+    policy,
+    signal,
+    scrubSecrets(`${v.reason} after ${tried.made} attempts`, secrets),
+  );
   if (mirrored === null) return null;
   // `stale` means stale: a tile the server failed to render now is drawn from its last good copy too, as a
   // refused one is.
@@ -612,12 +750,26 @@ async function requestUnit(
     const mirror = mirrored[k];
     if (mirror) return servedOrRefused(mirror, r);
     const copy = stored[k];
-    return copy ? { ...r, status: 'stale', reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`, path: copy.path, bytes: copy.meta.bytes } : r;
+    return copy
+      ? {
+          ...r,
+          status: 'stale',
+          reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`,
+          path: copy.path,
+          bytes: copy.meta.bytes,
+        }
+      : r;
   });
 }
 
 /** What the last failed request got, and where it went (credentials masked), for a record that goes on past it. */
-function lastReason(v: Verdict, attempt: number, url: string, source: SourceConfig, secrets: readonly string[]): string {
+function lastReason(
+  v: Verdict,
+  attempt: number,
+  url: string,
+  source: SourceConfig,
+  secrets: readonly string[],
+): string {
   return scrubSecrets(`attempt ${attempt}: ${v.reason} (${redactUrl(url, source.auth)})`, secrets);
 }
 
@@ -644,7 +796,15 @@ async function fromMirrors(
   for (const m of input.mirrors ?? []) {
     const left = out.flatMap((r, k) => (r ? [] : [k]));
     if (!left.length) break;
-    const mirrorInput: FetchBatchInput = { ...input, sourceName: m.name, source: m.source, tiles: left.map((k) => tiles[k]!), whenRefused: 'defer', conditional: false, mirrors: [] };
+    const mirrorInput: FetchBatchInput = {
+      ...input,
+      sourceName: m.name,
+      source: m.source,
+      tiles: left.map((k) => tiles[k]!),
+      whenRefused: 'defer',
+      conditional: false,
+      mirrors: [],
+    };
     for (const unit of requestUnits(m.source, mirrorInput.tiles)) {
       const got = await requestUnit(
         deps,
@@ -661,7 +821,12 @@ async function fromMirrors(
       if (got === null) return null;
       unit.members.forEach((j, n) => {
         const r = got[n]!;
-        if (r.status === 'ok') out[left[j]!] = { ...r, tier: `mirror:${m.name}`, reason: `${why}; served by mirror ${JSON.stringify(m.name)}: ${r.reason}` };
+        if (r.status === 'ok')
+          out[left[j]!] = {
+            ...r,
+            tier: `mirror:${m.name}`,
+            reason: `${why}; served by mirror ${JSON.stringify(m.name)}: ${r.reason}`,
+          };
       });
     }
   }
@@ -686,7 +851,12 @@ function servedOrRefused(mirror: TileResult | null | undefined, primary: TileRes
  * The last good copies of the tiles no mirror served, read only when they are needed: under the stale
  * fallback, after the mirrors had their turn.
  */
-function staleCopies(store: Tiles, input: FetchBatchInput, tiles: TileAddress[], mirrored: readonly (TileResult | null)[]): Promise<(Awaited<ReturnType<Tiles['get']>> | null)[]> {
+function staleCopies(
+  store: Tiles,
+  input: FetchBatchInput,
+  tiles: TileAddress[],
+  mirrored: readonly (TileResult | null)[],
+): Promise<(Awaited<ReturnType<Tiles['get']>> | null)[]> {
   if (input.whenRefused !== 'stale') return Promise.resolve([]);
   return Promise.all(tiles.map((t, k) => (mirrored[k] ? Promise.resolve(null) : store.get(input.sourceName, t))));
 }
@@ -699,12 +869,29 @@ function refused(
   attempts: number,
   made: Pick<TileResult, 'kind' | 'httpStatus' | 'latencyMs' | 'abandonedAfterMs'> = {},
 ): TileResult {
-  const base = { ...tile, attempts, ...made, breakerState: d.state, ...(d.retryAfterMs !== null ? { retryAfterMs: d.retryAfterMs } : {}) };
+  const base = {
+    ...tile,
+    attempts,
+    ...made,
+    breakerState: d.state,
+    ...(d.retryAfterMs !== null ? { retryAfterMs: d.retryAfterMs } : {}),
+  };
   if (input.whenRefused === 'stale' && stored) {
-    return { ...base, status: 'stale', reason: `${d.reason}; served the copy fetched ${new Date(stored.meta.fetchedAt).toISOString()}`, path: stored.path, bytes: stored.meta.bytes };
+    return {
+      ...base,
+      status: 'stale',
+      reason: `${d.reason}; served the copy fetched ${new Date(stored.meta.fetchedAt).toISOString()}`,
+      path: stored.path,
+      bytes: stored.meta.bytes,
+    };
   }
-  if (input.whenRefused === 'hole') return { ...base, status: 'hole', reason: `${d.reason}; left as a hole (not rendered)` };
-  return { ...base, status: 'deferred', reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}` };
+  if (input.whenRefused === 'hole')
+    return { ...base, status: 'hole', reason: `${d.reason}; left as a hole (not rendered)` };
+  return {
+    ...base,
+    status: 'deferred',
+    reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}`,
+  };
 }
 
 /**
@@ -712,7 +899,14 @@ function refused(
  * `since` (a metatile is kept only whole, as it is fetched whole). True when they were recorded ok with no
  * request, `why` in their reason.
  */
-async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[], since: number, results: (TileResult | null)[], why: string): Promise<boolean> {
+async function keptFresh(
+  store: Tiles,
+  input: FetchBatchInput,
+  members: number[],
+  since: number,
+  results: (TileResult | null)[],
+  why: string,
+): Promise<boolean> {
   let stored: (StoredTile | null)[];
   try {
     stored = await Promise.all(members.map((i) => store.get(input.sourceName, input.tiles[i]!)));
@@ -721,7 +915,8 @@ async function keptFresh(store: Tiles, input: FetchBatchInput, members: number[]
     return false;
   }
   // A copy of another size (the source's tileSize changed since) is not this source's tile.
-  const fits = (s: StoredTile) => s.meta.width === undefined || (s.meta.width === input.source.tileSize && s.meta.height === input.source.tileSize);
+  const fits = (s: StoredTile) =>
+    s.meta.width === undefined || (s.meta.width === input.source.tileSize && s.meta.height === input.source.tileSize);
   if (!stored.every((s) => s !== null && s.meta.fetchedAt >= since && fits(s))) return false;
   members.forEach((i, k) => {
     const s = stored[k]!;

@@ -1,4 +1,9 @@
-import { ActivityCancelledError, ActivityNotFoundError, ActivityPausedError, ActivityResetError } from '@temporalio/client';
+import {
+  ActivityCancelledError,
+  ActivityNotFoundError,
+  ActivityPausedError,
+  ActivityResetError,
+} from '@temporalio/client';
 import type { Context } from '@temporalio/activity';
 
 /** What the server made of one heartbeat sent to it. */
@@ -28,7 +33,8 @@ export class HeartbeatLease {
     private readonly confirm: ConfirmHeartbeat,
     private readonly now: () => number,
   ) {
-    if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new RangeError(`heartbeat lease: timeoutMs must be a number of ms > 0 (got ${timeoutMs})`);
+    if (!(Number.isFinite(timeoutMs) && timeoutMs > 0))
+      throw new RangeError(`heartbeat lease: timeoutMs must be a number of ms > 0 (got ${timeoutMs})`);
     // The server has just handed this attempt out.
     this.acceptedAt = now();
   }
@@ -57,7 +63,8 @@ export class HeartbeatLease {
     if (this.gaveUp !== null) return this.gaveUp;
     const silent = this.now() - this.acceptedAt;
     if (this.gone) this.gaveUp = 'the server no longer knows this attempt (timed out, or its workflow closed)';
-    else if (silent > this.timeoutMs) this.gaveUp = `no heartbeat accepted by the server for ${(silent / 1000).toFixed(1)} s (heartbeat timeout ${(this.timeoutMs / 1000).toFixed(1)} s)`;
+    else if (silent > this.timeoutMs)
+      this.gaveUp = `no heartbeat accepted by the server for ${(silent / 1000).toFixed(1)} s (heartbeat timeout ${(this.timeoutMs / 1000).toFixed(1)} s)`;
     return this.gaveUp;
   }
 }
@@ -84,7 +91,12 @@ export function attemptLease(ctx: Context | undefined, now: () => number): Heart
     } catch (err) {
       if (err instanceof ActivityNotFoundError) return 'gone';
       // Cancelled, paused, reset: the server recorded the heartbeat, and the SDK delivers the cancel.
-      if (err instanceof ActivityCancelledError || err instanceof ActivityPausedError || err instanceof ActivityResetError) return 'accepted';
+      if (
+        err instanceof ActivityCancelledError ||
+        err instanceof ActivityPausedError ||
+        err instanceof ActivityResetError
+      )
+        return 'accepted';
       return 'unanswered';
     }
   };

@@ -59,7 +59,12 @@ export function requestUnits(source: SourceConfig, tiles: TileAddress[]): Reques
     const nw = sourceTileBounds(source, { z, x: x0, y: y0 });
     const se = sourceTileBounds(source, { z, x: x1, y: y1 });
     const r = source.grid ? source.grid.resolutions[z]! : resolution(z, T);
-    const bbox = { minX: nw.minX - left * r, maxX: se.maxX + right * r, maxY: nw.maxY + top * r, minY: se.minY - bottom * r };
+    const bbox = {
+      minX: nw.minX - left * r,
+      maxX: se.maxX + right * r,
+      maxY: nw.maxY + top * r,
+      minY: se.minY - bottom * r,
+    };
     const width = (x1 - x0 + 1) * T + left + right;
     const height = (y1 - y0 + 1) * T + top + bottom;
     return {
@@ -77,12 +82,22 @@ export function requestUnits(source: SourceConfig, tiles: TileAddress[]): Reques
  * PNG at zlib level 1 without adaptive filtering, as tile seeders do (mapcache's "fast"): the encode is most of
  * a metatile's CPU, and the tile store is a cache, not the archive.
  */
-export async function cutMetatile(pixels: DecodedPixels, meta: MetaCut, tileSize: number, format: string): Promise<Buffer[]> {
+export async function cutMetatile(
+  pixels: DecodedPixels,
+  meta: MetaCut,
+  tileSize: number,
+  format: string,
+): Promise<Buffer[]> {
   const raw = { width: pixels.width, height: pixels.height, channels: pixels.channels };
   const f = format.toLowerCase();
   return Promise.all(
     meta.cells.map(([c, r]) => {
-      const tile = sharp(pixels.data, { raw }).extract({ left: meta.left + c * tileSize, top: meta.top + r * tileSize, width: tileSize, height: tileSize });
+      const tile = sharp(pixels.data, { raw }).extract({
+        left: meta.left + c * tileSize,
+        top: meta.top + r * tileSize,
+        width: tileSize,
+        height: tileSize,
+      });
       if (f.includes('jpeg') || f.includes('jpg')) return tile.jpeg({ quality: 90 }).toBuffer();
       if (f.includes('webp')) return tile.webp({ lossless: true }).toBuffer();
       return tile.png({ compressionLevel: 1, adaptiveFiltering: false }).toBuffer();

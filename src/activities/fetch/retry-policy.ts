@@ -24,6 +24,11 @@ export function retryable(kind: OutcomeKind): boolean {
 }
 
 /** Full jitter: uniform in [0, min(cap, base * 2^retry)), at least `retryAfterMs`. */
-export function backoffMs(retry: number, policy: RetryPolicy, retryAfterMs = 0, rand: () => number = Math.random): number {
+export function backoffMs(
+  retry: number,
+  policy: RetryPolicy,
+  retryAfterMs = 0,
+  rand: () => number = Math.random,
+): number {
   return Math.max(retryAfterMs, rand() * Math.min(policy.capMs, policy.baseMs * 2 ** retry));
 }

@@ -12,7 +12,17 @@ export interface CallVerdict {
 }
 
 /** Node and undici errors of a call that got no answer from the endpoint: the endpoint's failure. */
-const NO_ANSWER = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ESOCKETTIMEDOUT']);
+const NO_ANSWER = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ESOCKETTIMEDOUT',
+]);
 
 /**
  * The default classification of a call that is not a tile (`run`'s `classify` may override it, wholly or for
@@ -45,7 +55,8 @@ export function classifyCall(settled: Settled<unknown>): CallVerdict {
   }
   if (err instanceof Error && err.name === 'TimeoutError') return { kind: 'transient' };
   if (err instanceof SyntaxError) return { kind: 'service-exception' };
-  if ((err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError) && code === undefined) return { kind: 'neutral' };
+  if ((err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError) && code === undefined)
+    return { kind: 'neutral' };
   return { kind: 'transient' };
 }
 
@@ -78,7 +89,12 @@ function codeOf(v: unknown): string | undefined {
 /** A header of a fetch Response (Headers) or of a plain headers object. */
 function headerOf(v: unknown, name: string): string | undefined {
   const h = field(v, 'headers');
-  if (h && typeof (h as { get?: unknown }).get === 'function') return (h as { get(n: string): string | null }).get(name) ?? undefined;
+  if (h && typeof (h as { get?: unknown }).get === 'function')
+    return (h as { get(n: string): string | null }).get(name) ?? undefined;
   const value = field(h, name);
-  return typeof value === 'string' ? value : Array.isArray(value) && typeof value[0] === 'string' ? value[0] : undefined;
+  return typeof value === 'string'
+    ? value
+    : Array.isArray(value) && typeof value[0] === 'string'
+      ? value[0]
+      : undefined;
 }

@@ -57,7 +57,11 @@ export class ChainExhaustedError extends Error {
  * earlier one can answer, so a fast fallback serving the wrong thing is never preferred to a correct primary.
  * A cancellation ends the chain at once.
  */
-export async function runChain<T>(host: RunHost & { fallback(name: string, key: string): void }, providers: readonly Provider<T>[], o: ChainOptions<T> = {}): Promise<ChainResult<T>> {
+export async function runChain<T>(
+  host: RunHost & { fallback(name: string, key: string): void },
+  providers: readonly Provider<T>[],
+  o: ChainOptions<T> = {},
+): Promise<ChainResult<T>> {
   if (providers.length === 0) throw new Error('runChain: providers must name at least one provider (got none)');
   const passedOver: PassedOver[] = [];
   const name = o.name ?? 'chain';
@@ -67,11 +71,23 @@ export async function runChain<T>(host: RunHost & { fallback(name: string, key: 
     const classify = p.classify ?? o.classify;
     let got: { value: T; kind: OutcomeKind };
     try {
-      got = await runOnce(host, p.key, p.call, { ...o, name, ...(contract ? { contract } : {}), ...(classify ? { classify } : {}) });
+      got = await runOnce(host, p.key, p.call, {
+        ...o,
+        name,
+        ...(contract ? { contract } : {}),
+        ...(classify ? { classify } : {}),
+      });
     } catch (err) {
       if (o.signal?.aborted) throw err;
-      if (err instanceof BreakerRefusedError) passedOver.push({ provider, why: 'refused', detail: `breaker ${err.state}: ${err.reason}`, retryAfterMs: err.retryAfterMs });
-      else if (err instanceof ContractBreachError) passedOver.push({ provider, why: 'breach', detail: maskSecretsInText(err.why).slice(0, 500) });
+      if (err instanceof BreakerRefusedError)
+        passedOver.push({
+          provider,
+          why: 'refused',
+          detail: `breaker ${err.state}: ${err.reason}`,
+          retryAfterMs: err.retryAfterMs,
+        });
+      else if (err instanceof ContractBreachError)
+        passedOver.push({ provider, why: 'breach', detail: maskSecretsInText(err.why).slice(0, 500) });
       else passedOver.push({ provider, why: 'failed', detail: describe(err) });
       continue;
     }
@@ -82,7 +98,9 @@ export async function runChain<T>(host: RunHost & { fallback(name: string, key: 
     if (index > 0) host.fallback(name, providers[0]!.key);
     return { value: got.value, provider, index, passedOver };
   }
-  const waits = passedOver.filter((p) => p.why === 'refused' && typeof p.retryAfterMs === 'number').map((p) => p.retryAfterMs as number);
+  const waits = passedOver
+    .filter((p) => p.why === 'refused' && typeof p.retryAfterMs === 'number')
+    .map((p) => p.retryAfterMs as number);
   throw new ChainExhaustedError(passedOver, waits.length ? Math.min(...waits) : null);
 }
 

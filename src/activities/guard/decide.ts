@@ -1,4 +1,14 @@
-import { breakerView, DEFAULT_POLICY_CONFIG, initialState, pausedForMs, permitFor, rateShare, type BreakerStateName, type BreakerView, type ProbeToken } from '../../breaker';
+import {
+  breakerView,
+  DEFAULT_POLICY_CONFIG,
+  initialState,
+  pausedForMs,
+  permitFor,
+  rateShare,
+  type BreakerStateName,
+  type BreakerView,
+  type ProbeToken,
+} from '../../breaker';
 import type { FailOpenReason } from '../../messages/metrics';
 import type { ResolvedGuardOptions } from './types';
 
@@ -16,7 +26,10 @@ import type { ResolvedGuardOptions } from './types';
 export const CLOSED_VIEW: BreakerView = breakerView(initialState(DEFAULT_POLICY_CONFIG));
 
 /** The options the decision reads. */
-export type DecideOptions = Pick<ResolvedGuardOptions, 'failureFlushMs' | 'maxPaceWaitMs' | 'cacheTtlMs' | 'probeSpreadMs' | 'probeJitter' | 'config'> &
+export type DecideOptions = Pick<
+  ResolvedGuardOptions,
+  'failureFlushMs' | 'maxPaceWaitMs' | 'cacheTtlMs' | 'probeSpreadMs' | 'probeJitter' | 'config'
+> &
   Partial<Pick<ResolvedGuardOptions, 'holdAfterFailures' | 'holdMs'>>;
 
 /** This process's own quarantine of the key, while it holds (quarantine.ts keeps it). */
@@ -56,7 +69,9 @@ export interface OwnState {
 
 /** The entity's answer to a request for the probe token (probe-requests.ts). */
 export type ProbeAnswer =
-  { kind: 'probe'; token: ProbeToken } | { kind: 'proceed'; state: BreakerStateName; allowance: number } | { kind: 'refused'; state: BreakerStateName; retryAfterMs: number | null; reason: string };
+  | { kind: 'probe'; token: ProbeToken }
+  | { kind: 'proceed'; state: BreakerStateName; allowance: number }
+  | { kind: 'refused'; state: BreakerStateName; retryAfterMs: number | null; reason: string };
 
 /** What this decision has done so far (the guard records each step it performs). */
 export interface Progress {
@@ -77,7 +92,12 @@ export interface Progress {
 }
 
 /** A decision's first step: nothing done yet (and again after a probe spread's wait). */
-export const START: Readonly<Progress> = Object.freeze({ alarmAwaited: false, read: false, pauseWaited: false, paced: false });
+export const START: Readonly<Progress> = Object.freeze({
+  alarmAwaited: false,
+  read: false,
+  pauseWaited: false,
+  paced: false,
+});
 
 /** A step that ends the decision. */
 export type FinalStep =
@@ -124,7 +144,13 @@ export function isFinal(step: GuardStep): step is FinalStep {
  * entity, closed until someone reports; undefined: it could not be read, or is wedged), meaningful once
  * `progress.read`.
  */
-export function nextStep(view: BreakerView | null | undefined, own: OwnState, o: DecideOptions, now: number, progress: Progress): NextStep {
+export function nextStep(
+  view: BreakerView | null | undefined,
+  own: OwnState,
+  o: DecideOptions,
+  now: number,
+  progress: Progress,
+): NextStep {
   const p = progress;
   if (p.answer) return { step: admitted(fromAnswer(p.answer), own, now), spreadSince: null };
   // This process has just seen failures: let the entity hear of them and read its verdict before calling
@@ -135,10 +161,21 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
   // A 429 asked to wait (this process's own, or the fleet's from the entity): a call that may go waits it out
   // first; the breaker stays closed. Failing open keeps the last pause known, as it keeps the pace. Once
   // waiting, the pause is looked at after each wait until none is left; never again once the rate is asked.
-  if (p.share === undefined && !p.paced && (p.pauseWaited || view === undefined || permitFor(view ?? CLOSED_VIEW, now).allow)) {
+  if (
+    p.share === undefined &&
+    !p.paced &&
+    (p.pauseWaited || view === undefined || permitFor(view ?? CLOSED_VIEW, now).allow)
+  ) {
     const seen = view === undefined ? own.lastView : view;
     const left = pauseLeftMs(own.pausedUntil, seen, now);
-    if (left > o.maxPaceWaitMs) return { step: refuse(seen?.state ?? 'closed', left, `paced: the endpoint asked to wait (Retry-After) until ${timeText(now + left)}`) };
+    if (left > o.maxPaceWaitMs)
+      return {
+        step: refuse(
+          seen?.state ?? 'closed',
+          left,
+          `paced: the endpoint asked to wait (Retry-After) until ${timeText(now + left)}`,
+        ),
+      };
     if (left > 0) return { step: { kind: 'wait', untilMs: now + left, why: 'paused', then: 'reread' } };
   }
 
@@ -147,7 +184,19 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
   if (view === undefined) {
     const rate = p.paced ? null : failOpenRate(own.share, own.lastView, o.config?.maxRequestsPerSecond ?? null);
     if (rate !== null) return { step: { kind: 'pace', rate, then: 'decide' } };
-    return { step: admitted({ kind: 'fail-open', reason: own.wedged ? 'wedged' : 'unreachable', state: 'closed', allowance: 1, quarantineProbe: false }, own, now) };
+    return {
+      step: admitted(
+        {
+          kind: 'fail-open',
+          reason: own.wedged ? 'wedged' : 'unreachable',
+          state: 'closed',
+          allowance: 1,
+          quarantineProbe: false,
+        },
+        own,
+        now,
+      ),
+    };
   }
 
   // No entity yet (or it finished idle): closed until someone reports otherwise.
@@ -163,31 +212,56 @@ export function nextStep(view: BreakerView | null | undefined, own: OwnState, o:
     if (p.share === undefined) return { step: { kind: 'share', allowance: permit.allowance } };
     if (p.share !== null) return { step: { kind: 'pace', rate: p.share, then: 'reread' } };
   }
-  if (permit.allow) return { step: admitted({ kind: 'proceed', state: permit.state, allowance: permit.allowance, quarantineProbe: false }, own, now), spreadSince: null };
-  if (!permit.probeRequired) return { step: refuse(permit.state, permit.retryAfterMs, `breaker ${permit.state}`), spreadSince: null };
+  if (permit.allow)
+    return {
+      step: admitted(
+        { kind: 'proceed', state: permit.state, allowance: permit.allowance, quarantineProbe: false },
+        own,
+        now,
+      ),
+      spreadSince: null,
+    };
+  if (!permit.probeRequired)
+    return { step: refuse(permit.state, permit.retryAfterMs, `breaker ${permit.state}`), spreadSince: null };
   // Half-open with every token out: refuse here, without a signal (a fleet asking every second would load
   // the entity for nothing). The holder's result or the lease's end frees the slot; the next view shows it.
   // Unless the token out is this process's own, just returned with a success: the round's next probe is
   // asked for at once, behind that result (probe-requests.ts), with no spread (nobody else saw it free).
   if (own.nextProbe && !own.asking) return { step: { kind: 'request-probe' }, spreadSince: null };
   if (view && view.state === 'half-open' && view.probesOutstanding >= view.maxConcurrentProbes) {
-    return { step: refuse('half-open', o.cacheTtlMs, 'half-open: another worker holds the probe token'), spreadSince: null };
+    return {
+      step: refuse('half-open', o.cacheTtlMs, 'half-open: another worker holds the probe token'),
+      spreadSince: null,
+    };
   }
   // The whole fleet sees the half-open at the same instant: wait this process's share of the spread, then
   // decide afresh on the state as it is by then (another process's token may be out).
   const spread = probeSpread(view, own.spreadSince, o, now);
   const remember = spread.remember === undefined ? {} : { spreadSince: spread.remember };
-  if (spread.waitMs > 0) return { step: { kind: 'wait', untilMs: now + spread.waitMs, why: 'probe-spread', then: 'restart' }, ...remember };
+  if (spread.waitMs > 0)
+    return { step: { kind: 'wait', untilMs: now + spread.waitMs, why: 'probe-spread', then: 'restart' }, ...remember };
   // Half-open: one request for a token per process at a time; the others wait for its answer.
-  if (own.asking) return { step: refuse('half-open', o.cacheTtlMs, 'half-open: this process is already asking for the probe token'), ...remember };
+  if (own.asking)
+    return {
+      step: refuse('half-open', o.cacheTtlMs, 'half-open: this process is already asking for the probe token'),
+      ...remember,
+    };
   return { step: { kind: 'request-probe' }, ...remember };
 }
 
 /** How long this decision holds now after failures in a row (0: not at all): a quarter of holdMs at a time. */
-export function holdLeftMs(view: BreakerView | null, allow: boolean, own: Pick<OwnState, 'failStreak'>, o: DecideOptions, p: Pick<Progress, 'heldSince'>, now: number): number {
+export function holdLeftMs(
+  view: BreakerView | null,
+  allow: boolean,
+  own: Pick<OwnState, 'failStreak'>,
+  o: DecideOptions,
+  p: Pick<Progress, 'heldSince'>,
+  now: number,
+): number {
   const after = o.holdAfterFailures ?? 0;
   const holdMs = o.holdMs ?? 0;
-  if (!view || !allow || view.state !== 'closed' || after <= 0 || holdMs <= 0 || (own.failStreak ?? 0) < after) return 0;
+  if (!view || !allow || view.state !== 'closed' || after <= 0 || holdMs <= 0 || (own.failStreak ?? 0) < after)
+    return 0;
   const left = (p.heldSince ?? now) + holdMs - now;
   return left > 0 ? Math.min(left, holdMs / 4) : 0;
 }
@@ -216,7 +290,12 @@ export function failOpenRate(share: number | null, last: BreakerView | null, own
  * force-open) says when it ended, the same instant fleet-wide; a view that says half-open already, from when
  * this process first saw it so (`remember`: that is now). Never more than one spread.
  */
-export function probeSpread(view: BreakerView | null, firstSeen: number | undefined, o: Pick<DecideOptions, 'probeSpreadMs' | 'probeJitter'>, now: number): { waitMs: number; remember?: number } {
+export function probeSpread(
+  view: BreakerView | null,
+  firstSeen: number | undefined,
+  o: Pick<DecideOptions, 'probeSpreadMs' | 'probeJitter'>,
+  now: number,
+): { waitMs: number; remember?: number } {
   if (!(o.probeSpreadMs > 0)) return { waitMs: 0 };
   const ended = view?.state === 'open' ? view.cooldownUntil : view?.state === 'forced-open' ? view.forcedUntil : null;
   let since: number;
@@ -230,7 +309,8 @@ export function probeSpread(view: BreakerView | null, firstSeen: number | undefi
 }
 
 /** What this process's quarantine does to a call the breaker lets through (quarantine.ts has the rule). */
-export type QuarantineVerdict = { kind: 'pass' } | { kind: 'probe' } | { kind: 'refuse'; retryAfterMs: number; reason: string };
+export type QuarantineVerdict =
+  { kind: 'pass' } | { kind: 'probe' } | { kind: 'refuse'; retryAfterMs: number; reason: string };
 
 /** While quarantined, calls are refused except one per probe interval, when none is in flight. */
 export function quarantineVerdict(q: QuarantineState | null, now: number): QuarantineVerdict {
@@ -248,7 +328,14 @@ function admitted(step: FinalStep, own: OwnState, now: number): FinalStep {
   const q = quarantineVerdict(own.quarantine, now);
   if (q.kind === 'refuse') return refuse(step.state, q.retryAfterMs, q.reason);
   const quarantineProbe = q.kind === 'probe';
-  if (step.kind === 'proceed' && own.blind) return { kind: 'fail-open', reason: 'reports-dropped', state: step.state, allowance: step.allowance, quarantineProbe };
+  if (step.kind === 'proceed' && own.blind)
+    return {
+      kind: 'fail-open',
+      reason: 'reports-dropped',
+      state: step.state,
+      allowance: step.allowance,
+      quarantineProbe,
+    };
   return { ...step, quarantineProbe };
 }
 

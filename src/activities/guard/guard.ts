@@ -1,5 +1,13 @@
 import { maxCooldownMs, parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
-import { nextStep, pauseLeftMs, START, type DecideOptions, type FinalStep, type OwnState, type Progress } from './decide';
+import {
+  nextStep,
+  pauseLeftMs,
+  START,
+  type DecideOptions,
+  type FinalStep,
+  type OwnState,
+  type Progress,
+} from './decide';
 import { isFailure } from '../../breaker';
 import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
@@ -16,7 +24,14 @@ import { Quarantine } from './quarantine';
 import { ReadBudget } from './read-budget';
 import { ReportSender } from './report-sender';
 import { FleetSizes, ReportSchedule } from './report-spacing';
-import { resolveGuardOptions, type CallOutcome, type GuardDecision, type GuardOptions, type GuardStats, type ResolvedGuardOptions } from './types';
+import {
+  resolveGuardOptions,
+  type CallOutcome,
+  type GuardDecision,
+  type GuardOptions,
+  type GuardStats,
+  type ResolvedGuardOptions,
+} from './types';
 import { ViewCache, type CachedView } from './view-cache';
 import { runChain, type ChainOptions, type ChainResult, type Provider } from './chain';
 import { runOnce, type RunCall, type RunHost, type RunOptions } from './run';
@@ -81,7 +96,16 @@ export class BreakerGuard {
     const config = parsePolicyConfig(options.config ?? {});
     this.o = resolveGuardOptions(options);
     const { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, holdAfterFailures, holdMs } = this.o;
-    this.decideOptions = { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, holdAfterFailures, holdMs, ...(this.o.config ? { config: this.o.config } : {}) };
+    this.decideOptions = {
+      failureFlushMs,
+      maxPaceWaitMs,
+      cacheTtlMs,
+      probeSpreadMs,
+      probeJitter,
+      holdAfterFailures,
+      holdMs,
+      ...(this.o.config ? { config: this.o.config } : {}),
+    };
     // This process's own pause after a 429 is capped as the entity caps the fleet's (by this guard's policy).
     this.pauses = new Pauses(maxCooldownMs(config));
     this.link = new EntityLink(this.o, this.stats);
@@ -102,9 +126,13 @@ export class BreakerGuard {
       wedged: (key, evidence) => {
         this.stats.wedged++;
         this.o.metrics.entityWedged(key);
-        this.o.logger.warn('breaker entity wedged (its workflow tasks are not done); failing open until it moves again', { key, ...evidence });
+        this.o.logger.warn(
+          'breaker entity wedged (its workflow tasks are not done); failing open until it moves again',
+          { key, ...evidence },
+        );
       },
-      moving: (key, wedgedForMs) => this.o.logger.warn('breaker entity moving again; no longer failing open for it', { key, wedgedForMs }),
+      moving: (key, wedgedForMs) =>
+        this.o.logger.warn('breaker entity moving again; no longer failing open for it', { key, wedgedForMs }),
     });
     this.calls = new InFlightCalls(this.o.stall || {});
     this.reports = new ReportSender(
@@ -188,7 +216,10 @@ export class BreakerGuard {
     if (checked.success) return probe;
     if (!this.badProbes.has(key)) {
       this.badProbes.add(key);
-      this.o.logger.warn('self-probe spec left out: the entity would refuse it', { key, issues: checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+      this.o.logger.warn('self-probe spec left out: the entity would refuse it', {
+        key,
+        issues: checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+      });
     }
     return undefined;
   }
@@ -233,7 +264,13 @@ export class BreakerGuard {
             this.views.invalidate(key);
             progress = { ...START };
             view = undefined;
-          } else progress = { ...progress, pauseWaited: step.why === 'paused' || progress.pauseWaited, read: false, heldSince };
+          } else
+            progress = {
+              ...progress,
+              pauseWaited: step.why === 'paused' || progress.pauseWaited,
+              read: false,
+              heldSince,
+            };
           break;
         }
         case 'share':
@@ -300,7 +337,14 @@ export class BreakerGuard {
         if (step.reason === 'reports-dropped') {
           this.stats.failOpen++;
           this.stats.blindFailOpen++;
-          decision = { kind: 'proceed', key, state: step.state, allowance: step.allowance, failOpen: true, failOpenReason: step.reason };
+          decision = {
+            kind: 'proceed',
+            key,
+            state: step.state,
+            allowance: step.allowance,
+            failOpen: true,
+            failOpenReason: step.reason,
+          };
         } else decision = this.link.failOpen(key, step.reason);
         break;
     }
@@ -351,7 +395,8 @@ export class BreakerGuard {
     if (outcome.kind === 'local') outcome = { ...outcome, kind: 'neutral' };
     // This process stops at once; the report carries the wait to the entity, which pauses the fleet. A failure's
     // Retry-After (a 503 asking to wait) holds this process as a 429's does.
-    if ((outcome.kind === 'rate-limited' || isFailure(outcome.kind)) && outcome.retryAfterMs) this.pauses.rateLimited(decision.key, outcome.retryAfterMs, Date.now());
+    if ((outcome.kind === 'rate-limited' || isFailure(outcome.kind)) && outcome.retryAfterMs)
+      this.pauses.rateLimited(decision.key, outcome.retryAfterMs, Date.now());
     if (decision.kind === 'probe') {
       this.probes.result(decision, outcome);
       return;
@@ -408,7 +453,8 @@ export class BreakerGuard {
       const view = await this.readView(key);
       if (!view || this.closed) return;
       const p = permitFor(view, Date.now());
-      if (!p.allow) this.stats.shed += this.calls.abortStalled(key, `breaker ${p.state}: the call stalled and was abandoned`);
+      if (!p.allow)
+        this.stats.shed += this.calls.abortStalled(key, `breaker ${p.state}: the call stalled and was abandoned`);
     } catch {
       // The state could not be read: the calls go on until they end or time out, as when failing open.
     } finally {

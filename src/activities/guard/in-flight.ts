@@ -159,7 +159,14 @@ export class InFlightCalls {
       // the last answered one is stalled once past the p95, the age by which healthy calls have answered; its
       // later periods run as before. The hang's calls are then judged over one p95, not over a render time
       // plus the threshold, while the answers of calls sent before the hang still land.
-      if (due === call.before && t.p95Ms !== null && age >= t.p95Ms && unanswered.has(call.key) && call.startedAt >= this.entry(call.key).answeredSentAt) due++;
+      if (
+        due === call.before &&
+        t.p95Ms !== null &&
+        age >= t.p95Ms &&
+        unanswered.has(call.key) &&
+        call.startedAt >= this.entry(call.key).answeredSentAt
+      )
+        due++;
       if (due > call.stalls) {
         out.set(call.key, (out.get(call.key) ?? 0) + due - call.stalls);
         call.stalls = due;
@@ -176,7 +183,8 @@ export class InFlightCalls {
 
   /** Calls to `key` counted as stalled are still in flight (the guard then reads the breaker's state more often). */
   stalled(key: string): boolean {
-    for (const call of this.calls.values()) if (call.key === key && call.stalls > 0 && !call.controller.signal.aborted) return true;
+    for (const call of this.calls.values())
+      if (call.key === key && call.stalls > 0 && !call.controller.signal.aborted) return true;
     return false;
   }
 

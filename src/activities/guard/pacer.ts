@@ -121,7 +121,11 @@ export class Pacer {
         return;
       }
       // (A process that reports less often in a large fleet is counted for longer: report-spacing.ts.)
-      if (Date.now() - this.reports.reportedAt(key) >= Math.max(KEEPALIVE_EVERY_MS, this.reports.everyMs(key)) && this.reports.empty(key)) this.link.track(this.reports.sendEmpty(key));
+      if (
+        Date.now() - this.reports.reportedAt(key) >= Math.max(KEEPALIVE_EVERY_MS, this.reports.everyMs(key)) &&
+        this.reports.empty(key)
+      )
+        this.link.track(this.reports.sendEmpty(key));
     }, KEEPALIVE_EVERY_MS);
     kp.keepalive.unref();
   }

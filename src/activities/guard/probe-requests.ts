@@ -68,7 +68,8 @@ export class ProbeRequests {
       }),
     );
     this.link.track(sent);
-    if (outcome.kind === 'success') this.succeeded.set(decision.key, { at: Date.now(), sent: sent.catch(() => undefined) });
+    if (outcome.kind === 'success')
+      this.succeeded.set(decision.key, { at: Date.now(), sent: sent.catch(() => undefined) });
     else this.succeeded.delete(decision.key);
   }
 
@@ -76,18 +77,28 @@ export class ProbeRequests {
     const requestId = `${this.o.reporter}/${Date.now()}/${++this.seq}`;
     const deadline = Date.now() + this.o.rpcTimeoutMs;
     try {
-      await this.link.rpc(() => this.link.handle(key).signal(requestProbeSignal, { requestId, requester: this.o.reporter }));
+      await this.link.rpc(() =>
+        this.link.handle(key).signal(requestProbeSignal, { requestId, requester: this.o.reporter }),
+      );
     } catch (err) {
       // The state was just read (half-open: the endpoint is not known to be healthy), so this is a slow or
       // briefly unavailable server, not a lost coordination store: refuse and ask again shortly. If Temporal is
       // really gone, the next read fails and the guard fails open then.
       this.link.noteUnreachable(key, err);
-      return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: 'half-open: the probe request did not reach the entity' };
+      return {
+        kind: 'refused',
+        key,
+        state: 'half-open',
+        retryAfterMs: this.o.cacheTtlMs,
+        reason: 'half-open: the probe request did not reach the entity',
+      };
     }
     // The decision is usually there on the first read; back off (5, 10, 20 ... 100 ms) while it is not.
     let pause = this.o.probePollMs;
     while (Date.now() < deadline) {
-      const decision = await this.link.rpc(() => this.link.handle(key).query(probeDecisionQuery, requestId)).catch(() => null);
+      const decision = await this.link
+        .rpc(() => this.link.handle(key).query(probeDecisionQuery, requestId))
+        .catch(() => null);
       if (decision) {
         this.views.invalidate(key); // the state moved: read it afresh next time
         return this.fromDecision(key, decision);
@@ -98,7 +109,13 @@ export class ProbeRequests {
     // The entity is too slow to answer. Give the token back if it was granted (so it does not sit out its
     // lease), and do not call: half-open means the endpoint is not known to be healthy.
     this.link.track(this.link.signal(key, (h) => h.signal(cancelProbeSignal, { requestId })));
-    return { kind: 'refused', key, state: 'half-open', retryAfterMs: this.o.cacheTtlMs, reason: `half-open: no probe decision within ${this.o.rpcTimeoutMs} ms` };
+    return {
+      kind: 'refused',
+      key,
+      state: 'half-open',
+      retryAfterMs: this.o.cacheTtlMs,
+      reason: `half-open: no probe decision within ${this.o.rpcTimeoutMs} ms`,
+    };
   }
 
   private fromDecision(key: string, d: ProbeDecision): GuardDecision {
@@ -114,7 +131,8 @@ export class ProbeRequests {
           key,
           state: d.reason === 'busy' ? 'half-open' : d.reason,
           // A busy token frees when its holder reports; look again soon rather than after the whole lease.
-          retryAfterMs: d.reason === 'busy' ? Math.min(d.retryAfterMs ?? this.o.cacheTtlMs, this.o.cacheTtlMs) : d.retryAfterMs,
+          retryAfterMs:
+            d.reason === 'busy' ? Math.min(d.retryAfterMs ?? this.o.cacheTtlMs, this.o.cacheTtlMs) : d.retryAfterMs,
           reason: d.reason === 'busy' ? 'half-open: another worker holds the probe token' : `breaker ${d.reason}`,
         };
     }

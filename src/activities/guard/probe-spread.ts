@@ -12,7 +12,8 @@ export class ProbeSpread {
 
   /** Checks the options the spread is taken from (`spreadMs`, and this process's share of it, `jitter`). */
   constructor(spreadMs: number, jitter: number) {
-    if (!(Number.isFinite(spreadMs) && spreadMs >= 0)) throw new RangeError(`probeSpreadMs must be a number of ms >= 0 (got ${spreadMs})`);
+    if (!(Number.isFinite(spreadMs) && spreadMs >= 0))
+      throw new RangeError(`probeSpreadMs must be a number of ms >= 0 (got ${spreadMs})`);
     if (!(jitter >= 0 && jitter < 1)) throw new RangeError(`probeJitter must be in [0, 1) (got ${jitter})`);
   }
 

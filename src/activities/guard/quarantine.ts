@@ -45,7 +45,16 @@ export class Quarantine {
     private readonly metrics: WorkerMetrics,
     private readonly logger: { warn(message: string, meta?: Record<string, unknown>): void },
   ) {
-    this.o = { samples: 20, minSamples: 8, localRun: 5, ratio: 0.8, fleetRatioMax: 0.2, probeIntervalMs: 2_000, confirmMs: 3_000, ...options };
+    this.o = {
+      samples: 20,
+      minSamples: 8,
+      localRun: 5,
+      ratio: 0.8,
+      fleetRatioMax: 0.2,
+      probeIntervalMs: 2_000,
+      confirmMs: 3_000,
+      ...options,
+    };
   }
 
   /** Whether `key` is quarantined in this process now. */
@@ -73,7 +82,13 @@ export class Quarantine {
     const verdict = quarantineVerdict(this.state(decision.key), now);
     if (verdict.kind === 'probe') this.probing(decision, now);
     if (verdict.kind !== 'refuse') return decision;
-    return { kind: 'refused', key: decision.key, state: decision.state, retryAfterMs: verdict.retryAfterMs, reason: verdict.reason };
+    return {
+      kind: 'refused',
+      key: decision.key,
+      state: decision.state,
+      retryAfterMs: verdict.retryAfterMs,
+      reason: verdict.reason,
+    };
   }
 
   /** `decision` goes through as the quarantine's probe call: the next one goes after the interval. */
@@ -96,7 +111,14 @@ export class Quarantine {
       if (kind === 'success') this.lift(decision.key, k, now);
       return;
     }
-    const mark: Mark | null = kind === 'success' ? 's' : kind === 'local' ? 'l' : kind === 'transient' || kind === 'service-exception' ? 'f' : null;
+    const mark: Mark | null =
+      kind === 'success'
+        ? 's'
+        : kind === 'local'
+          ? 'l'
+          : kind === 'transient' || kind === 'service-exception'
+            ? 'f'
+            : null;
     if (mark === null || k.since !== null) return;
     k.marks.push(mark);
     if (k.marks.length > this.o.samples) k.marks.shift();
@@ -118,21 +140,40 @@ export class Quarantine {
   }
 
   /** Why `marks` quarantine this worker: its own local failures, or endpoint failures against a served fleet. */
-  private judge(marks: readonly Mark[], view: BreakerView | null | undefined): { reason: string; local: boolean } | null {
+  private judge(
+    marks: readonly Mark[],
+    view: BreakerView | null | undefined,
+  ): { reason: string; local: boolean } | null {
     const n = marks.length;
     // Local failures are the worker's own by definition: a short unbroken run of them is enough.
     const run = marks.slice(-this.o.localRun);
     if (run.length === this.o.localRun && run.every((m) => m === 'l'))
-      return { local: true, reason: `this worker's last ${run.length} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint` };
+      return {
+        local: true,
+        reason: `this worker's last ${run.length} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint`,
+      };
     if (n < this.o.minSamples) return null;
     const local = marks.filter((m) => m === 'l').length;
     const failed = local + marks.filter((m) => m === 'f').length;
     const own = failed / n;
     if (own < this.o.ratio) return null;
-    if (local / n >= this.o.ratio) return { local: true, reason: `${local} of this worker's last ${n} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint` };
+    if (local / n >= this.o.ratio)
+      return {
+        local: true,
+        reason: `${local} of this worker's last ${n} calls failed locally (its resolver, sockets or proxy), never reaching the endpoint`,
+      };
     const fleet = view?.fleet;
-    if (!fleet || view.state !== 'closed' || fleet.reporters < 2 || fleet.failureRatio > Math.min(this.o.fleetRatioMax, own / 4)) return null;
-    return { local: false, reason: `${failed} of this worker's last ${n} calls failed while the fleet's ${fleet.reporters} reporters see ${Math.round(fleet.failureRatio * 100)}% failing` };
+    if (
+      !fleet ||
+      view.state !== 'closed' ||
+      fleet.reporters < 2 ||
+      fleet.failureRatio > Math.min(this.o.fleetRatioMax, own / 4)
+    )
+      return null;
+    return {
+      local: false,
+      reason: `${failed} of this worker's last ${n} calls failed while the fleet's ${fleet.reporters} reporters see ${Math.round(fleet.failureRatio * 100)}% failing`,
+    };
   }
 
   private enter(key: string, k: KeyQuarantine, reason: string, now: number): void {
@@ -141,7 +182,11 @@ export class Quarantine {
     k.nextProbeAt = now + this.o.probeIntervalMs;
     k.probe = null;
     this.metrics.quarantine(key, true);
-    this.logger.warn('quarantined: refusing this worker its own calls to the endpoint', { key, reason, probeIntervalMs: this.o.probeIntervalMs });
+    this.logger.warn('quarantined: refusing this worker its own calls to the endpoint', {
+      key,
+      reason,
+      probeIntervalMs: this.o.probeIntervalMs,
+    });
   }
 
   private lift(key: string, k: KeyQuarantine, now: number): void {
@@ -155,7 +200,8 @@ export class Quarantine {
 
   private entry(key: string): KeyQuarantine {
     let k = this.keys.get(key);
-    if (!k) this.keys.set(key, (k = { marks: [], since: null, reason: '', suspectSince: null, nextProbeAt: 0, probe: null }));
+    if (!k)
+      this.keys.set(key, (k = { marks: [], since: null, reason: '', suspectSince: null, nextProbeAt: 0, probe: null }));
     return k;
   }
 }

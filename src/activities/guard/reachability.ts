@@ -25,7 +25,8 @@ export class Reachability {
   private failures = 0;
 
   constructor(private readonly maxRecheckMs: number) {
-    if (!(Number.isFinite(maxRecheckMs) && maxRecheckMs > 0)) throw new RangeError(`unreachableRecheckMs must be a number of ms > 0 (got ${maxRecheckMs})`);
+    if (!(Number.isFinite(maxRecheckMs) && maxRecheckMs > 0))
+      throw new RangeError(`unreachableRecheckMs must be a number of ms > 0 (got ${maxRecheckMs})`);
   }
 
   /** A read failed with `err`: how long the key waits before it is read again. */

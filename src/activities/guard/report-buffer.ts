@@ -1,4 +1,11 @@
-import { bucketIndex, emptyHistogram, isFailure, type OutcomeCounts, type OutcomeKind, zeroCounts } from '../../breaker';
+import {
+  bucketIndex,
+  emptyHistogram,
+  isFailure,
+  type OutcomeCounts,
+  type OutcomeKind,
+  zeroCounts,
+} from '../../breaker';
 import type { OutcomeReport } from '../../messages/breaker';
 
 /**
@@ -10,7 +17,14 @@ import type { OutcomeReport } from '../../messages/breaker';
  */
 export class ReportBuffer {
   /** Everything buffered up to the last seal (a subset of the totals), and when its first and last outcome came. */
-  private sealed: { counts: OutcomeCounts; latency: number[]; size: number; failed: number; from: number; to: number } | null = null;
+  private sealed: {
+    counts: OutcomeCounts;
+    latency: number[];
+    size: number;
+    failed: number;
+    from: number;
+    to: number;
+  } | null = null;
   /** When the first outcome since the last seal came (0: none yet), and the latest. */
   private recentFrom = 0;
   private lastAt = 0;
@@ -32,12 +46,14 @@ export class ReportBuffer {
     this.arrive(now);
     this.counts[kind]++;
     this.size++;
-    if (latencyMs !== undefined && kind !== 'neutral' && kind !== 'rate-limited') this.latency[bucketIndex(latencyMs)]!++;
+    if (latencyMs !== undefined && kind !== 'neutral' && kind !== 'rate-limited')
+      this.latency[bucketIndex(latencyMs)]!++;
     if (isFailure(kind)) {
       this.failed++;
       if (retryAfterMs) this.retryAfterMs = Math.max(this.retryAfterMs, retryAfterMs);
     }
-    if (kind === 'rate-limited' && retryAfterMs) this.rateLimitedUntil = Math.max(this.rateLimitedUntil, now + retryAfterMs);
+    if (kind === 'rate-limited' && retryAfterMs)
+      this.rateLimitedUntil = Math.max(this.rateLimitedUntil, now + retryAfterMs);
   }
 
   /** Transient failures for calls still in flight past the stall threshold (no latency: they have not ended). */
@@ -79,7 +95,14 @@ export class ReportBuffer {
 
   private sealIfOld(now: number): void {
     if (!this.recentFrom || now - this.recentFrom < this.recentMs) return;
-    this.sealed = { counts: { ...this.counts }, latency: [...this.latency], size: this.size, failed: this.failed, from: this.sealed?.from ?? this.recentFrom, to: this.lastAt };
+    this.sealed = {
+      counts: { ...this.counts },
+      latency: [...this.latency],
+      size: this.size,
+      failed: this.failed,
+      from: this.sealed?.from ?? this.recentFrom,
+      to: this.lastAt,
+    };
     this.recentFrom = 0;
   }
 

@@ -18,7 +18,8 @@ export class ReportLoss {
     private readonly metrics: WorkerMetrics,
     private readonly logger: { warn(message: string, meta?: Record<string, unknown>): void },
   ) {
-    if (!(Number.isInteger(blindAfter) && blindAfter >= 1)) throw new RangeError(`blindAfterDrops must be an integer >= 1 (got ${blindAfter})`);
+    if (!(Number.isInteger(blindAfter) && blindAfter >= 1))
+      throw new RangeError(`blindAfterDrops must be an integer >= 1 (got ${blindAfter})`);
   }
 
   /** A report to `key`'s entity failed after the client's retries and is dropped. */
@@ -27,7 +28,11 @@ export class ReportLoss {
     this.metrics.reportDropped(key);
     const n = (this.streaks.get(key) ?? 0) + 1;
     this.streaks.set(key, n);
-    if (n === this.blindAfter) this.logger.warn('reports to the breaker entity keep failing; calls to its endpoint count as failing open until one is delivered', { key, droppedInARow: n });
+    if (n === this.blindAfter)
+      this.logger.warn(
+        'reports to the breaker entity keep failing; calls to its endpoint count as failing open until one is delivered',
+        { key, droppedInARow: n },
+      );
   }
 
   /** A report reached `key`'s entity. */

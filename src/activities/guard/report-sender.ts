@@ -1,5 +1,11 @@
 import { breakerWorkflowId, isFailure } from '../../breaker';
-import { BREAKER_ENTITY_WORKFLOW, reportSignal, type BreakerEntityWorkflow, type OutcomeReport, type ProbeSpec } from '../../messages/breaker';
+import {
+  BREAKER_ENTITY_WORKFLOW,
+  reportSignal,
+  type BreakerEntityWorkflow,
+  type OutcomeReport,
+  type ProbeSpec,
+} from '../../messages/breaker';
 import { isNotFound, type EntityLink } from './entity-link';
 import { ReportBuffer } from './report-buffer';
 import { countedForMs, FailureFlushes, FleetSizes, ReportSchedule } from './report-spacing';
@@ -68,7 +74,13 @@ export class ReportSender {
     if ('stalls' in outcome) kr.buffer.addStalls(outcome.stalls);
     else kr.buffer.add(outcome.kind, outcome.latencyMs, outcome.retryAfterMs);
     // A 429 (or a failure) asked to wait: the rest of the fleet pauses only once the entity hears of it, so it goes now.
-    if (!('stalls' in outcome) && (outcome.kind === 'rate-limited' || isFailure(outcome.kind)) && outcome.retryAfterMs && !kr.pacing && !this.closed) {
+    if (
+      !('stalls' in outcome) &&
+      (outcome.kind === 'rate-limited' || isFailure(outcome.kind)) &&
+      outcome.retryAfterMs &&
+      !kr.pacing &&
+      !this.closed
+    ) {
       kr.pacing = true;
       const timer = setTimeout(() => {
         this.timers.delete(timer);
@@ -85,7 +97,13 @@ export class ReportSender {
     const now = Date.now();
     if (failed) kr.failuresHeldSince ??= now;
     const heldTooLong = kr.failuresHeldSince !== null && now - kr.failuresHeldSince >= MAX_FAILURE_HOLD_MS;
-    if (failed && !kr.alarm && !this.closed && kr.buffer.recentlyFailing(now) && (heldTooLong || this.flushes.flushesNow(this.o.reporter, key, this.schedule.reporters(key), now))) {
+    if (
+      failed &&
+      !kr.alarm &&
+      !this.closed &&
+      kr.buffer.recentlyFailing(now) &&
+      (heldTooLong || this.flushes.flushesNow(this.o.reporter, key, this.schedule.reporters(key), now))
+    ) {
       // Failures that keep coming gather for longer (10x), so a failing process sends two reports a second.
       const gatherMs = Date.now() - kr.alarmEndedAt < 1_000 ? 10 * this.o.failureFlushMs : this.o.failureFlushMs;
       kr.alarm = new Promise<void>((resolve) => {
@@ -139,7 +157,9 @@ export class ReportSender {
   /** Sends the buffered reports whose key is due (report-spacing.ts). */
   async flushDue(): Promise<void> {
     const now = Date.now();
-    await Promise.all([...this.keys].filter(([key]) => this.schedule.isDue(key, now)).map(([key, kr]) => this.flushKey(key, kr)));
+    await Promise.all(
+      [...this.keys].filter(([key]) => this.schedule.isDue(key, now)).map(([key, kr]) => this.flushKey(key, kr)),
+    );
   }
 
   /** How often this process reports `key` now (ms): the entity counts it among the key's reporters for two of those. */
@@ -164,7 +184,16 @@ export class ReportSender {
   private entry(key: string): KeyReports {
     let kr = this.keys.get(key);
     if (!kr) {
-      kr = { buffer: new ReportBuffer(this.o.reportIntervalMs), alarm: null, alarmEndedAt: 0, started: false, reportedAt: 0, pacing: false, probeSent: null, failuresHeldSince: null };
+      kr = {
+        buffer: new ReportBuffer(this.o.reportIntervalMs),
+        alarm: null,
+        alarmEndedAt: 0,
+        started: false,
+        reportedAt: 0,
+        pacing: false,
+        probeSent: null,
+        failuresHeldSince: null,
+      };
       this.keys.set(key, kr);
     }
     return kr;
@@ -213,7 +242,14 @@ export class ReportSender {
         this.o.client.workflow.signalWithStart<BreakerEntityWorkflow, [OutcomeReport]>(BREAKER_ENTITY_WORKFLOW, {
           workflowId: breakerWorkflowId(key),
           taskQueue: this.o.taskQueue,
-          args: [{ key, ...(this.o.config ? { config: this.o.config } : {}), ...(probe ? { probe } : {}), ...(this.o.entityOptions ? { options: this.o.entityOptions } : {}) }],
+          args: [
+            {
+              key,
+              ...(this.o.config ? { config: this.o.config } : {}),
+              ...(probe ? { probe } : {}),
+              ...(this.o.entityOptions ? { options: this.o.entityOptions } : {}),
+            },
+          ],
           signal: reportSignal,
           signalArgs: [report],
         }),

@@ -38,7 +38,10 @@ export const GUESS_SETTLE_MS = 2_000;
 export function reportEveryMs(reporters: number, o: SpacingOptions): number {
   const base = o.reportIntervalMs;
   if (!(o.targetSignalsPerSecond > 0) || !Number.isFinite(reporters) || reporters <= 1) return base;
-  return Math.max(base, Math.min(Math.max(base, o.maxReportIntervalMs), (reporters * 1_000) / o.targetSignalsPerSecond));
+  return Math.max(
+    base,
+    Math.min(Math.max(base, o.maxReportIntervalMs), (reporters * 1_000) / o.targetSignalsPerSecond),
+  );
 }
 
 /**
@@ -80,7 +83,8 @@ export class FleetSizes {
       return;
     }
     const held = this.keys.get(key);
-    if (!held || count >= held.count || now - held.at > FLEET_MEMORY_MS) this.keys.set(key, { count, at: now, readAt: now });
+    if (!held || count >= held.count || now - held.at > FLEET_MEMORY_MS)
+      this.keys.set(key, { count, at: now, readAt: now });
     else held.readAt = now;
   }
 
@@ -110,7 +114,10 @@ export class FleetSizes {
  * each worker has read its size.
  */
 export class ReportSchedule {
-  private readonly due = new Map<string, { at: number; sentAt: number; every: number; draw: number; guessed: boolean }>();
+  private readonly due = new Map<
+    string,
+    { at: number; sentAt: number; every: number; draw: number; guessed: boolean }
+  >();
 
   constructor(
     private readonly o: SpacingOptions,
@@ -139,7 +146,8 @@ export class ReportSchedule {
     if (!d) return true;
     const every = this.everyMs(key);
     // Scheduled on a guess, now known; or the fleet grew since: the interval it has now, with the same draw.
-    if ((d.guessed && !this.guessing(key, d)) || every > d.every) return now + this.o.reportIntervalMs / 2 >= d.sentAt + this.spaced(every, d.draw);
+    if ((d.guessed && !this.guessing(key, d)) || every > d.every)
+      return now + this.o.reportIntervalMs / 2 >= d.sentAt + this.spaced(every, d.draw);
     // The fleet may have shrunk since: never wait longer than the longest jittered interval it has now.
     return now + this.o.reportIntervalMs / 2 >= Math.min(d.at, d.sentAt + jittered(every, 1));
   }

@@ -26,7 +26,9 @@ export function witnessIdentity(env: NodeJS.ProcessEnv = process.env, host: stri
   if (configured === undefined || configured === '') return `host:${host}`.slice(0, WITNESS_MAX);
   // eslint-disable-next-line no-control-regex
   if (configured.length > WITNESS_MAX || /[\u0000-\u001f\u007f]/.test(configured)) {
-    throw new Error(`${WITNESS_ENV} must be at most ${WITNESS_MAX} characters without control characters (got ${configured.length} characters)`);
+    throw new Error(
+      `${WITNESS_ENV} must be at most ${WITNESS_MAX} characters without control characters (got ${configured.length} characters)`,
+    );
   }
   return configured;
 }

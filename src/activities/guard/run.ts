@@ -45,7 +45,9 @@ export class BreakerRefusedError extends Error {
     readonly retryAfterMs: number | null,
     readonly reason: string,
   ) {
-    super(`breaker ${key} is ${state}: ${reason}${retryAfterMs !== null ? `; retry after ${Math.ceil(retryAfterMs / 1000)} s` : ''}`);
+    super(
+      `breaker ${key} is ${state}: ${reason}${retryAfterMs !== null ? `; retry after ${Math.ceil(retryAfterMs / 1000)} s` : ''}`,
+    );
   }
 }
 
@@ -76,22 +78,37 @@ export const DEFAULT_RUN_CONCURRENCY = 10;
  * One guarded call, and the kind it was reported as: decided by the guard, `fn` run under that decision,
  * its outcome reported and the decision released whatever `fn` does (returns, throws, or is cancelled).
  */
-export async function runOnce<T>(host: RunHost, key: string, fn: (call: RunCall) => Promise<T>, o: RunOptions<T> = {}): Promise<{ value: T; kind: OutcomeKind }> {
+export async function runOnce<T>(
+  host: RunHost,
+  key: string,
+  fn: (call: RunCall) => Promise<T>,
+  o: RunOptions<T> = {},
+): Promise<{ value: T; kind: OutcomeKind }> {
   const concurrency = o.concurrency ?? DEFAULT_RUN_CONCURRENCY;
-  if (!Number.isSafeInteger(concurrency) || concurrency < 1) throw new Error(`run: concurrency must be a whole number of at least 1 (got ${String(concurrency)})`);
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1)
+    throw new Error(`run: concurrency must be a whole number of at least 1 (got ${String(concurrency)})`);
   o.signal?.throwIfAborted();
   const free = await host.slots.take(key, concurrency, o.signal);
   try {
     const asked = Date.now();
     const decision = await host.acquire(key);
-    if (decision.kind === 'refused') throw new BreakerRefusedError(key, decision.state, decision.retryAfterMs, decision.reason);
+    if (decision.kind === 'refused')
+      throw new BreakerRefusedError(key, decision.state, decision.retryAfterMs, decision.reason);
     if (decision.kind === 'proceed') host.slots.allowed(key, decision.allowance);
     // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
     // two probes would reach a recovering endpoint. A proceeding call is aborted when the breaker opens while it stalls.
-    const bound = decision.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : decision.signal;
+    const bound =
+      decision.kind === 'probe'
+        ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked))
+        : decision.signal;
     const signals = [o.signal, bound].filter((s): s is AbortSignal => s !== undefined);
-    const signal = signals.length === 1 ? signals[0]! : AbortSignal.any(signals.length ? signals : [new AbortController().signal]);
-    const call: RunCall = { signal, probe: decision.kind === 'probe', failOpen: decision.kind === 'proceed' && decision.failOpen };
+    const signal =
+      signals.length === 1 ? signals[0]! : AbortSignal.any(signals.length ? signals : [new AbortController().signal]);
+    const call: RunCall = {
+      signal,
+      probe: decision.kind === 'probe',
+      failOpen: decision.kind === 'proceed' && decision.failOpen,
+    };
     const started = performance.now();
     let settled: Settled<T>;
     try {
@@ -103,7 +120,9 @@ export async function runOnce<T>(host: RunHost, key: string, fn: (call: RunCall)
     if (!settled.ok && signal.aborted && (o.signal?.aborted || decision.kind === 'proceed')) {
       // Cancelled, or shed as the breaker opened on a stalled call: no answer from the endpoint, nothing to report.
       host.abandon(decision);
-      throw o.signal?.aborted || decision.kind !== 'proceed' || !decision.signal?.aborted ? settled.error : decision.signal.reason;
+      throw o.signal?.aborted || decision.kind !== 'proceed' || !decision.signal?.aborted
+        ? settled.error
+        : decision.signal.reason;
     }
     // A probe past its lease bound is judged as what it is, a call that got no answer in time (transient).
     const verdict = judge(settled, o.classify);
@@ -116,7 +135,11 @@ export async function runOnce<T>(host: RunHost, key: string, fn: (call: RunCall)
         throw new ContractBreachError(key, why);
       }
     }
-    host.release(decision, { kind: verdict.kind, latencyMs, ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}) });
+    host.release(decision, {
+      kind: verdict.kind,
+      latencyMs,
+      ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}),
+    });
     host.request(o.name ?? 'run', key, verdict.kind, latencyMs / 1000);
     if (!settled.ok) throw settled.error;
     return { value: settled.value, kind: verdict.kind };
@@ -142,7 +165,9 @@ function judge<T>(settled: Settled<T>, classify: RunOptions<T>['classify']): Cal
   if (!verdict || !ALL_OUTCOME_KINDS.includes(verdict.kind)) return classifyCall(settled);
   // A pause the entity would refuse (not a finite wait of at most 30 days) would lose the whole report it rides in.
   const wait = verdict.retryAfterMs;
-  return wait === undefined || (typeof wait === 'number' && Number.isFinite(wait) && wait >= 0 && wait <= MAX_WAIT_MS) ? verdict : { kind: verdict.kind };
+  return wait === undefined || (typeof wait === 'number' && Number.isFinite(wait) && wait >= 0 && wait <= MAX_WAIT_MS)
+    ? verdict
+    : { kind: verdict.kind };
 }
 
 /** A contract that throws (an answer of an unexpected shape) is broken: its error is the reason. */

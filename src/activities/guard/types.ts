@@ -209,7 +209,9 @@ export interface GuardStats {
 }
 
 /** The options with every default filled in, as the guard's parts read them. */
-export type ResolvedGuardOptions = Required<Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes' | 'witness'>> &
+export type ResolvedGuardOptions = Required<
+  Omit<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes' | 'witness'>
+> &
   Pick<GuardOptions, 'config' | 'probe' | 'entityOptions' | 'stall' | 'quarantine' | 'learnProbes' | 'witness'>;
 
 export function resolveGuardOptions(options: GuardOptions): ResolvedGuardOptions {

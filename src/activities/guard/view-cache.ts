@@ -54,7 +54,8 @@ export class ViewCache {
     // the trip its failures may have caused within moments, not at the next full refresh.
     // A rate-limited key is read every cacheTtlMs whatever the budget: its rate's share follows the sharers'
     // count in the view, and a stale count lets the fleet exceed the limit while workers join.
-    const kept = this.budget && cv.view?.rateLimit === undefined ? this.budget.ttlMs(key, now, this.cacheTtlMs) : this.cacheTtlMs;
+    const kept =
+      this.budget && cv.view?.rateLimit === undefined ? this.budget.ttlMs(key, now, this.cacheTtlMs) : this.cacheTtlMs;
     const ttl = this.fresher(key) ? kept / 4 : kept;
     if (cv.fetchedAt && now - cv.fetchedAt < ttl) return cv.view;
     // Temporal did not answer the last read (of any key): fail open now rather than wait out another timeout;

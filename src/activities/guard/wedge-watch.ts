@@ -11,7 +11,13 @@ export interface PendingTask {
 }
 
 /** The pending workflow task of a DescribeWorkflowExecution answer, if any. */
-export function pendingTaskOf(raw: { pendingWorkflowTask?: { scheduledTime?: Timestamp | null; originalScheduledTime?: Timestamp | null; attempt?: number | null } | null }): PendingTask | null {
+export function pendingTaskOf(raw: {
+  pendingWorkflowTask?: {
+    scheduledTime?: Timestamp | null;
+    originalScheduledTime?: Timestamp | null;
+    attempt?: number | null;
+  } | null;
+}): PendingTask | null {
   const t = raw.pendingWorkflowTask;
   if (!t) return null;
   const scheduledAt = optionalTsToMs(t.originalScheduledTime) || optionalTsToMs(t.scheduledTime);
@@ -19,7 +25,8 @@ export function pendingTaskOf(raw: { pendingWorkflowTask?: { scheduledTime?: Tim
 }
 
 /** What showed an entity wedged: a timer past due in its view, or a workflow task left undone. */
-export type WedgeEvidence = { kind: 'timer-overdue'; dueAt: number } | { kind: 'task-pending'; since: number; attempt: number };
+export type WedgeEvidence =
+  { kind: 'timer-overdue'; dueAt: number } | { kind: 'task-pending'; since: number; attempt: number };
 
 interface KeyWatch {
   task: PendingTask | null;
@@ -42,9 +49,13 @@ export class WedgeWatch {
 
   constructor(
     private readonly graceMs: number,
-    private readonly events: { wedged(key: string, evidence: WedgeEvidence): void; moving(key: string, wedgedForMs: number): void },
+    private readonly events: {
+      wedged(key: string, evidence: WedgeEvidence): void;
+      moving(key: string, wedgedForMs: number): void;
+    },
   ) {
-    if (!(Number.isFinite(graceMs) && graceMs >= 0)) throw new RangeError(`wedgeGraceMs must be a number of ms >= 0 (got ${graceMs})`);
+    if (!(Number.isFinite(graceMs) && graceMs >= 0))
+      throw new RangeError(`wedgeGraceMs must be a number of ms >= 0 (got ${graceMs})`);
   }
 
   /**
@@ -72,8 +83,10 @@ export class WedgeWatch {
     const dueAt = view?.state === 'open' ? view.cooldownUntil : view?.state === 'forced-open' ? view.forcedUntil : null;
     if (dueAt !== null && dueAt !== undefined && now - dueAt > this.graceMs) return { kind: 'timer-overdue', dueAt };
     const t = w.task;
-    if (t && now - t.scheduledAt > this.graceMs) return { kind: 'task-pending', since: t.scheduledAt, attempt: t.attempt };
-    if (t && w.retriedSince !== null && now - w.retriedSince > this.graceMs) return { kind: 'task-pending', since: w.retriedSince, attempt: t.attempt };
+    if (t && now - t.scheduledAt > this.graceMs)
+      return { kind: 'task-pending', since: t.scheduledAt, attempt: t.attempt };
+    if (t && w.retriedSince !== null && now - w.retriedSince > this.graceMs)
+      return { kind: 'task-pending', since: w.retriedSince, attempt: t.attempt };
     return null;
   }
 

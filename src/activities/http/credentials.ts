@@ -5,7 +5,12 @@ import type { AuthConfig } from '../../sources/schema';
  * Applies a source's credentials, read from the environment at the moment of the request (inside the
  * activity), to headers and URL. The configuration only ever names the variables.
  */
-export function applyAuth(auth: AuthConfig | undefined, url: string, headers: Record<string, string>, env: NodeJS.ProcessEnv = process.env): string {
+export function applyAuth(
+  auth: AuthConfig | undefined,
+  url: string,
+  headers: Record<string, string>,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
   if (!auth) return url;
   const read = (name: string) => {
     const value = env[name];
@@ -17,7 +22,8 @@ export function applyAuth(auth: AuthConfig | undefined, url: string, headers: Re
       headers['authorization'] = `Bearer ${read(auth.tokenEnv)}`;
       return url;
     case 'basic':
-      headers['authorization'] = `Basic ${Buffer.from(`${read(auth.userEnv)}:${read(auth.passwordEnv)}`).toString('base64')}`;
+      headers['authorization'] =
+        `Basic ${Buffer.from(`${read(auth.userEnv)}:${read(auth.passwordEnv)}`).toString('base64')}`;
       return url;
     case 'header':
       headers[auth.header.toLowerCase()] = read(auth.valueEnv);
@@ -36,12 +42,24 @@ export function applyAuth(auth: AuthConfig | undefined, url: string, headers: Re
  */
 export function credentialValues(auth: AuthConfig | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
   if (!auth) return [];
-  const names = auth.type === 'bearer' ? [auth.tokenEnv] : auth.type === 'basic' ? [auth.userEnv, auth.passwordEnv] : [auth.valueEnv];
+  const names =
+    auth.type === 'bearer'
+      ? [auth.tokenEnv]
+      : auth.type === 'basic'
+        ? [auth.userEnv, auth.passwordEnv]
+        : [auth.valueEnv];
   const values = names.map((n) => env[n]).filter((v): v is string => v !== undefined && v !== '');
-  if (auth.type === 'basic' && values.length === 2) values.push(Buffer.from(`${values[0]}:${values[1]}`).toString('base64'));
+  if (auth.type === 'basic' && values.length === 2)
+    values.push(Buffer.from(`${values[0]}:${values[1]}`).toString('base64'));
   // As a server may quote them back: URL-encoded either way (a query string is form-encoded), JSON-escaped.
   // And each long run of letters and digits in it, which every encoding leaves as it is.
-  const forms = (v: string) => [v, encodeURIComponent(v), new URLSearchParams([['', v]]).toString().slice(1), JSON.stringify(v).slice(1, -1), ...(v.match(/[A-Za-z0-9_-]{8,}/g) ?? [])];
+  const forms = (v: string) => [
+    v,
+    encodeURIComponent(v),
+    new URLSearchParams([['', v]]).toString().slice(1),
+    JSON.stringify(v).slice(1, -1),
+    ...(v.match(/[A-Za-z0-9_-]{8,}/g) ?? []),
+  ];
   return [...new Set(values.flatMap(forms))];
 }
 

@@ -1,6 +1,13 @@
 import { request, type Dispatcher } from 'undici';
 import type { AuthConfig } from '../../sources/schema';
-import { DEFAULT_REDIRECT_POLICY, isRedirect, nextHop, REDIRECT_REFUSED, withoutCredentials, type RedirectPolicy } from './redirects';
+import {
+  DEFAULT_REDIRECT_POLICY,
+  isRedirect,
+  nextHop,
+  REDIRECT_REFUSED,
+  withoutCredentials,
+  type RedirectPolicy,
+} from './redirects';
 
 /** What came back from one HTTP exchange, or the error that ended it. */
 export interface HttpExchange {
@@ -46,7 +53,12 @@ export async function fetchUrl(url: string, opts: FetchOptions): Promise<HttpExc
     for (;;) {
       status = null;
       headers = {};
-      const res = await request(current, { method: 'GET', headers: sendHeaders, dispatcher: opts.dispatcher, ...(opts.signal ? { signal: opts.signal } : {}) });
+      const res = await request(current, {
+        method: 'GET',
+        headers: sendHeaders,
+        dispatcher: opts.dispatcher,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
       status = res.statusCode;
       headers = flatten(res.headers);
       const location = headers['location'];
@@ -59,11 +71,19 @@ export async function fetchUrl(url: string, opts: FetchOptions): Promise<HttpExc
       await res.body.dump(opts.signal ? { limit: 64 * 1024, signal: opts.signal } : { limit: 64 * 1024 });
       const hop = nextHop(chain, location, policy, secretParam);
       if (!hop.follow) {
-        return { url: current, status, headers, body: Buffer.alloc(0), latencyMs: performance.now() - started, error: { code: REDIRECT_REFUSED, message: hop.reason } };
+        return {
+          url: current,
+          status,
+          headers,
+          body: Buffer.alloc(0),
+          latencyMs: performance.now() - started,
+          error: { code: REDIRECT_REFUSED, message: hop.reason },
+        };
       }
       const next = new URL(hop.url);
       // A Host header set for one origin is wrong for another.
-      if (next.origin !== new URL(current).origin) sendHeaders = Object.fromEntries(Object.entries(sendHeaders).filter(([k]) => k.toLowerCase() !== 'host'));
+      if (next.origin !== new URL(current).origin)
+        sendHeaders = Object.fromEntries(Object.entries(sendHeaders).filter(([k]) => k.toLowerCase() !== 'host'));
       credentials &&= hop.credentials;
       if (!credentials) sendHeaders = withoutCredentials(sendHeaders, opts.auth);
       if (secretParam !== undefined) {
@@ -79,7 +99,8 @@ export async function fetchUrl(url: string, opts: FetchOptions): Promise<HttpExc
     // undici errors carry a string code (ECONNREFUSED, UND_ERR_*), or their cause does (fetch-style wrappers);
     // an abort is a DOMException with a numeric one.
     const e = err as { code?: unknown; name?: string; message?: string; cause?: { code?: unknown } };
-    const code = typeof e.code === 'string' ? e.code : typeof e.cause?.code === 'string' ? e.cause.code : (e.name ?? 'ERROR');
+    const code =
+      typeof e.code === 'string' ? e.code : typeof e.cause?.code === 'string' ? e.cause.code : (e.name ?? 'ERROR');
     return {
       url: current,
       status,
@@ -93,6 +114,7 @@ export async function fetchUrl(url: string, opts: FetchOptions): Promise<HttpExc
 
 function flatten(headers: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers)) if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+  for (const [k, v] of Object.entries(headers))
+    if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
   return out;
 }

@@ -22,7 +22,11 @@ export const DEFAULT_REDIRECT_POLICY: RedirectPolicy = { maxRedirects: 3, allowH
 export const REDIRECT_REFUSED = 'REDIRECT_REFUSED';
 
 export function redirectPolicy(source: SourceConfig): RedirectPolicy {
-  return { maxRedirects: source.maxRedirects, allowHosts: source.redirects?.allowHosts ?? [], sendCredentials: source.redirects?.sendCredentials ?? false };
+  return {
+    maxRedirects: source.maxRedirects,
+    allowHosts: source.redirects?.allowHosts ?? [],
+    sendCredentials: source.redirects?.sendCredentials ?? false,
+  };
 }
 
 /** Statuses whose Location is followed (a GET stays a GET, so 303 is no different). */
@@ -51,23 +55,39 @@ export function nextHop(chain: readonly string[], location: string, policy: Redi
   }
   to.hash = '';
   const hop = `${show(from.href)} -> ${show(to.href)}`;
-  if (to.protocol !== 'http:' && to.protocol !== 'https:') return { follow: false, reason: `redirect refused: ${hop}: only http and https are followed` };
-  if (from.protocol === 'https:' && to.protocol === 'http:') return { follow: false, reason: `redirect refused: ${hop}: from https to http` };
+  if (to.protocol !== 'http:' && to.protocol !== 'https:')
+    return { follow: false, reason: `redirect refused: ${hop}: only http and https are followed` };
+  if (from.protocol === 'https:' && to.protocol === 'http:')
+    return { follow: false, reason: `redirect refused: ${hop}: from https to http` };
   const key = (u: string) => sameUrlKey(u, secretParam);
   if (chain.some((u) => key(u) === key(to.href))) {
-    return { follow: false, reason: `redirect loop: ${[...chain, to.href].map(show).join(' -> ')}: ${show(to.href)} visited twice` };
+    return {
+      follow: false,
+      reason: `redirect loop: ${[...chain, to.href].map(show).join(' -> ')}: ${show(to.href)} visited twice`,
+    };
   }
   if (chain.length > policy.maxRedirects) {
     const n = policy.maxRedirects;
-    return { follow: false, reason: `redirect refused: more than ${n} redirect${n === 1 ? '' : 's'} (maxRedirects): ${[...chain, to.href].map(show).join(' -> ')}` };
+    return {
+      follow: false,
+      reason: `redirect refused: more than ${n} redirect${n === 1 ? '' : 's'} (maxRedirects): ${[...chain, to.href].map(show).join(' -> ')}`,
+    };
   }
   // An upgrade from http to https on the same hostname, default ports only, counts as the source's own: it
   // already had the credentials in clear. Another port may be another service.
-  const upgrade = to.hostname === source.hostname && source.protocol === 'http:' && source.port === '' && to.protocol === 'https:' && to.port === '';
+  const upgrade =
+    to.hostname === source.hostname &&
+    source.protocol === 'http:' &&
+    source.port === '' &&
+    to.protocol === 'https:' &&
+    to.port === '';
   const own = to.origin === source.origin || upgrade;
   if (own) return { follow: true, url: to.href, credentials: true };
   if (!policy.allowHosts.some((h) => hostMatches(h, to))) {
-    return { follow: false, reason: `redirect refused: ${hop}: to another host ${hostPort(to)} not in redirects.allowHosts` };
+    return {
+      follow: false,
+      reason: `redirect refused: ${hop}: to another host ${hostPort(to)} not in redirects.allowHosts`,
+    };
   }
   return { follow: true, url: to.href, credentials: policy.sendCredentials };
 }
@@ -76,9 +96,14 @@ export function nextHop(chain: readonly string[], location: string, policy: Redi
 const CREDENTIAL_HEADER = /auth|token|secret|passw|api-?key|session|cookie/i;
 
 /** The request headers for a hop that may not carry credentials: the auth's own header and lookalikes go. */
-export function withoutCredentials(headers: Record<string, string>, auth: AuthConfig | undefined): Record<string, string> {
+export function withoutCredentials(
+  headers: Record<string, string>,
+  auth: AuthConfig | undefined,
+): Record<string, string> {
   const custom = auth?.type === 'header' ? auth.header.toLowerCase() : null;
-  return Object.fromEntries(Object.entries(headers).filter(([name]) => name.toLowerCase() !== custom && !CREDENTIAL_HEADER.test(name)));
+  return Object.fromEntries(
+    Object.entries(headers).filter(([name]) => name.toLowerCase() !== custom && !CREDENTIAL_HEADER.test(name)),
+  );
 }
 
 /** `host:port` with the scheme's default port spelled out. */

@@ -25,7 +25,11 @@ export function mosaicEndMetrics(metrics: WorkerMetrics, watch: DeadLetterWatch)
  * The fallback that decided a tile's final status, if any: a mirror, a stale copy, a hole the breaker's refusal left
  * (a 404's hole is the server's answer, not a fallback), or a dead letter.
  */
-export function fallbackTier(status: ManifestStatus, breakerState: BreakerStateName | undefined, tier?: string): FallbackTier | null {
+export function fallbackTier(
+  status: ManifestStatus,
+  breakerState: BreakerStateName | undefined,
+  tier?: string,
+): FallbackTier | null {
   if (status === 'ok') return tier?.startsWith('mirror:') ? 'mirror' : null;
   if (status === 'stale') return 'stale';
   if (status === 'dead-lettered') return 'dead-letter';
@@ -38,9 +42,17 @@ export function fallbackTier(status: ManifestStatus, breakerState: BreakerStateN
  * `deadline-missed` when it was assembled after its deadline, `gaps` when a tile is dead-lettered, failed,
  * or a hole the breaker left, else `complete` (stale tiles and 404 holes included).
  */
-export function mosaicFinish(run: { partial: boolean; deadlineAt: number | null; now: number; tiles: readonly ManifestTile[] }): MosaicFinish {
+export function mosaicFinish(run: {
+  partial: boolean;
+  deadlineAt: number | null;
+  now: number;
+  tiles: readonly ManifestTile[];
+}): MosaicFinish {
   if (run.partial) return 'failed';
   if (run.deadlineAt !== null && run.now > run.deadlineAt) return 'deadline-missed';
-  const gap = run.tiles.some((t) => t.status === 'dead-lettered' || t.status === 'failed' || (t.status === 'hole' && t.breakerState !== undefined));
+  const gap = run.tiles.some(
+    (t) =>
+      t.status === 'dead-lettered' || t.status === 'failed' || (t.status === 'hole' && t.breakerState !== undefined),
+  );
   return gap ? 'gaps' : 'complete';
 }

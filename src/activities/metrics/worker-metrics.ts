@@ -1,10 +1,23 @@
-import { noopMetricMeter, type MetricCounter, type MetricGauge, type MetricHistogram, type MetricMeter } from '@temporalio/common';
+import {
+  noopMetricMeter,
+  type MetricCounter,
+  type MetricGauge,
+  type MetricHistogram,
+  type MetricMeter,
+} from '@temporalio/common';
 import type { BreakerStateName, OutcomeKind } from '../../breaker';
 import { METRIC, type FailOpenReason, type FallbackTier, type MosaicFinish } from '../../messages/metrics';
 import type { StatusCounts } from '../../messages/mosaic-types';
 
 /** Every state a breaker can show: the state gauge has one series per state, 1 for the current one. */
-export const BREAKER_STATES: readonly BreakerStateName[] = ['closed', 'open', 'half-open', 'forced-open', 'forced-closed', 'metrics-only'];
+export const BREAKER_STATES: readonly BreakerStateName[] = [
+  'closed',
+  'open',
+  'half-open',
+  'forced-open',
+  'forced-closed',
+  'metrics-only',
+];
 
 interface Instruments {
   meter: MetricMeter;
@@ -107,21 +120,77 @@ export class WorkerMetrics {
     if (this.made?.meter === meter) return this.made;
     this.made = {
       meter,
-      breakerState: meter.createGauge(METRIC.breakerState, 'int', undefined, "1 for the breaker state this worker's cached view shows, 0 for the others"),
-      requests: meter.createCounter(METRIC.requests, undefined, 'HTTP requests to tile endpoints, by outcome classification'),
-      requestDuration: meter.createHistogram(METRIC.requestDuration, 'float', undefined, 'HTTP request duration to tile endpoints, in seconds'),
-      selfProbes: meter.createCounter(METRIC.selfProbes, undefined, "requests the breaker entities' self-probes sent through this worker, by the probe's classification"),
+      breakerState: meter.createGauge(
+        METRIC.breakerState,
+        'int',
+        undefined,
+        "1 for the breaker state this worker's cached view shows, 0 for the others",
+      ),
+      requests: meter.createCounter(
+        METRIC.requests,
+        undefined,
+        'HTTP requests to tile endpoints, by outcome classification',
+      ),
+      requestDuration: meter.createHistogram(
+        METRIC.requestDuration,
+        'float',
+        undefined,
+        'HTTP request duration to tile endpoints, in seconds',
+      ),
+      selfProbes: meter.createCounter(
+        METRIC.selfProbes,
+        undefined,
+        "requests the breaker entities' self-probes sent through this worker, by the probe's classification",
+      ),
       notPermitted: meter.createCounter(METRIC.notPermitted, undefined, 'calls the breaker guard refused'),
-      guardFailOpen: meter.createCounter(METRIC.guardFailOpen, undefined, 'calls let through unprotected: the breaker entity could not be reached, was wedged, or did not hear the reports'),
-      guardReportsDropped: meter.createCounter(METRIC.guardReportsDropped, undefined, 'reports to a breaker entity that failed after retries and were dropped'),
-      guardEntityWedged: meter.createCounter(METRIC.guardEntityWedged, undefined, 'times a breaker entity was found wedged (its timers overdue or a workflow task left undone)'),
-      guardQuarantined: meter.createGauge(METRIC.guardQuarantined, 'int', undefined, "1 while this worker's own calls to the endpoint are quarantined (they fail far more than the fleet's)"),
-      guardQuarantines: meter.createCounter(METRIC.guardQuarantines, undefined, 'times this worker quarantined its own calls to the endpoint'),
-      fallback: meter.createCounter(METRIC.fallback, undefined, 'tiles (or guarded calls) served by a fallback instead of a fetch from the primary'),
-      contractBreaches: meter.createCounter(METRIC.contractBreaches, undefined, "answers refused because they broke the caller's contract"),
-      mosaicTiles: meter.createCounter(METRIC.mosaicTiles, undefined, "tiles of finished mosaic runs, by the manifest's status"),
+      guardFailOpen: meter.createCounter(
+        METRIC.guardFailOpen,
+        undefined,
+        'calls let through unprotected: the breaker entity could not be reached, was wedged, or did not hear the reports',
+      ),
+      guardReportsDropped: meter.createCounter(
+        METRIC.guardReportsDropped,
+        undefined,
+        'reports to a breaker entity that failed after retries and were dropped',
+      ),
+      guardEntityWedged: meter.createCounter(
+        METRIC.guardEntityWedged,
+        undefined,
+        'times a breaker entity was found wedged (its timers overdue or a workflow task left undone)',
+      ),
+      guardQuarantined: meter.createGauge(
+        METRIC.guardQuarantined,
+        'int',
+        undefined,
+        "1 while this worker's own calls to the endpoint are quarantined (they fail far more than the fleet's)",
+      ),
+      guardQuarantines: meter.createCounter(
+        METRIC.guardQuarantines,
+        undefined,
+        'times this worker quarantined its own calls to the endpoint',
+      ),
+      fallback: meter.createCounter(
+        METRIC.fallback,
+        undefined,
+        'tiles (or guarded calls) served by a fallback instead of a fetch from the primary',
+      ),
+      contractBreaches: meter.createCounter(
+        METRIC.contractBreaches,
+        undefined,
+        "answers refused because they broke the caller's contract",
+      ),
+      mosaicTiles: meter.createCounter(
+        METRIC.mosaicTiles,
+        undefined,
+        "tiles of finished mosaic runs, by the manifest's status",
+      ),
       mosaicsFinished: meter.createCounter(METRIC.mosaicsFinished, undefined, 'mosaic runs finished, by result'),
-      deadLettersPending: meter.createGauge(METRIC.deadLettersPending, 'int', undefined, 'dead letters left when the mosaic last finished (0 after a re-drive clears them)'),
+      deadLettersPending: meter.createGauge(
+        METRIC.deadLettersPending,
+        'int',
+        undefined,
+        'dead letters left when the mosaic last finished (0 after a re-drive clears them)',
+      ),
     };
     return this.made;
   }

@@ -22,7 +22,14 @@ export interface NamedSource {
 
 // Tile matrix sets by the CRS of their grid. Every other source type is Web Mercator: the URL builder
 // (src/sources/request-url.ts) addresses XYZ tiles and flips TMS rows itself, so XYZ and TMS share one grid.
-const WEB_MERCATOR_SETS = ['googlemapscompatible', 'webmercatorquad', 'epsg:3857', 'epsg:900913', 'global_webmercator', 'googlemercator'];
+const WEB_MERCATOR_SETS = [
+  'googlemapscompatible',
+  'webmercatorquad',
+  'epsg:3857',
+  'epsg:900913',
+  'global_webmercator',
+  'googlemercator',
+];
 const GEOGRAPHIC_SETS = ['worldcrs84quad', 'inspirecrs84quad', 'wgs1984quad', 'epsg:4326', 'crs:84', 'global_geodetic'];
 
 /** The CRS `s` draws its tiles in, or null for a WMTS matrix set we cannot place. */
@@ -48,7 +55,9 @@ function crsOf(s: SourceConfig): string | null {
 
 function describeCrs(s: SourceConfig): string {
   const crs = crsOf(s) ?? 'unknown';
-  return s.type === 'wmts-rest' || s.type === 'wmts-kvp' ? `${crs} (matrix set ${JSON.stringify(s.tileMatrixSet)})` : crs;
+  return s.type === 'wmts-rest' || s.type === 'wmts-kvp'
+    ? `${crs} (matrix set ${JSON.stringify(s.tileMatrixSet)})`
+    : crs;
 }
 
 /**
@@ -61,19 +70,29 @@ export function gridMismatch(primary: SourceConfig, mirror: SourceConfig, mirror
   const [p, m] = [crsOf(primary), crsOf(mirror)];
   if (p === null || m === null) {
     // A matrix set we cannot place matches only the same set: two servers' unknown grids cannot be compared.
-    const sameSet = (primary.type === 'wmts-rest' || primary.type === 'wmts-kvp') && (mirror.type === 'wmts-rest' || mirror.type === 'wmts-kvp') && primary.tileMatrixSet === mirror.tileMatrixSet;
-    if (!sameSet) return `${who}: CRS ${describeCrs(mirror)} cannot be shown to match the primary's ${describeCrs(primary)}`;
+    const sameSet =
+      (primary.type === 'wmts-rest' || primary.type === 'wmts-kvp') &&
+      (mirror.type === 'wmts-rest' || mirror.type === 'wmts-kvp') &&
+      primary.tileMatrixSet === mirror.tileMatrixSet;
+    if (!sameSet)
+      return `${who}: CRS ${describeCrs(mirror)} cannot be shown to match the primary's ${describeCrs(primary)}`;
   } else if (p !== m) {
     return `${who}: CRS ${describeCrs(mirror)} differs from the primary's ${describeCrs(primary)}`;
   }
   // The same CRS on two grids of their own must be the same grid: origin, resolutions and extent.
-  if ((primary.grid || mirror.grid) && JSON.stringify({ ...primary.grid, proj4: undefined }) !== JSON.stringify({ ...mirror.grid, proj4: undefined })) {
+  if (
+    (primary.grid || mirror.grid) &&
+    JSON.stringify({ ...primary.grid, proj4: undefined }) !== JSON.stringify({ ...mirror.grid, proj4: undefined })
+  ) {
     return `${who}: grid ${JSON.stringify(mirror.grid ?? 'Web Mercator')} differs from the primary's ${JSON.stringify(primary.grid ?? 'Web Mercator')}`;
   }
-  if (mirror.tileSize !== primary.tileSize) return `${who}: tile size ${mirror.tileSize} differs from the primary's ${primary.tileSize}`;
+  if (mirror.tileSize !== primary.tileSize)
+    return `${who}: tile size ${mirror.tileSize} differs from the primary's ${primary.tileSize}`;
   // PNG, JPEG and WebP all decode to the same pixels downstream; anything else the pipeline cannot use.
-  if (!DECODED_FORMAT.test(primary.format)) return `${who}: the primary's format ${primary.format} is not one the pipeline decodes (image/png, image/jpeg, image/webp)`;
-  if (!DECODED_FORMAT.test(mirror.format)) return `${who}: format ${mirror.format} is not one the pipeline decodes (image/png, image/jpeg, image/webp)`;
+  if (!DECODED_FORMAT.test(primary.format))
+    return `${who}: the primary's format ${primary.format} is not one the pipeline decodes (image/png, image/jpeg, image/webp)`;
+  if (!DECODED_FORMAT.test(mirror.format))
+    return `${who}: format ${mirror.format} is not one the pipeline decodes (image/png, image/jpeg, image/webp)`;
   return null;
 }
 
@@ -98,7 +117,12 @@ export interface AgreementTolerance {
  * the same render as JPEG (MapServer's default quality 75) stays inside it, roads drawn in another colour
  * or left out do not.
  */
-export const DEFAULT_TOLERANCE: AgreementTolerance = { blockSize: 4, meanAbsDiff: 3, differingShare: 0.01, threshold: 32 };
+export const DEFAULT_TOLERANCE: AgreementTolerance = {
+  blockSize: 4,
+  meanAbsDiff: 3,
+  differingShare: 0.01,
+  threshold: 32,
+};
 
 export interface TileAgreement {
   tile: TileAddress;
@@ -143,9 +167,15 @@ type Pixels = { rgba: Buffer } | { reason: string };
  * response that is not a good tile (classified as the pipeline does) or no tiles at all make the
  * measurement inconclusive: agrees false, never a pass.
  */
-export async function measureAgreement(primary: NamedSource, mirror: NamedSource, tiles: readonly TileAddress[], opts: AgreementOptions = {}): Promise<Agreement> {
+export async function measureAgreement(
+  primary: NamedSource,
+  mirror: NamedSource,
+  tiles: readonly TileAddress[],
+  opts: AgreementOptions = {},
+): Promise<Agreement> {
   const tol = { ...DEFAULT_TOLERANCE, ...opts.tolerance };
-  if (!Number.isInteger(tol.blockSize) || tol.blockSize < 1) throw new RangeError(`tolerance.blockSize must be a whole number >= 1 (got ${tol.blockSize})`);
+  if (!Number.isInteger(tol.blockSize) || tol.blockSize < 1)
+    throw new RangeError(`tolerance.blockSize must be a whole number >= 1 (got ${tol.blockSize})`);
   const perTile: TileAgreement[] = [];
   const result = (reason?: string): Agreement => summarise(perTile, tol, reason);
   const grid = gridMismatch(primary.source, mirror.source, mirror.name);
@@ -165,8 +195,10 @@ export async function measureAgreement(primary: NamedSource, mirror: NamedSource
   try {
     for (const tile of tiles) {
       const [a, b] = await Promise.all([primaryPixels(tile), fetchPixels(mirror, tile, pools, opts.env)]);
-      if ('reason' in a) return result(`inconclusive: primary ${JSON.stringify(primary.name)}: tile ${tileName(tile)}: ${a.reason}`);
-      if ('reason' in b) return result(`inconclusive: mirror ${JSON.stringify(mirror.name)}: tile ${tileName(tile)}: ${b.reason}`);
+      if ('reason' in a)
+        return result(`inconclusive: primary ${JSON.stringify(primary.name)}: tile ${tileName(tile)}: ${a.reason}`);
+      if ('reason' in b)
+        return result(`inconclusive: mirror ${JSON.stringify(mirror.name)}: tile ${tileName(tile)}: ${b.reason}`);
       perTile.push({ tile, ...compare(a.rgba, b.rgba, mirror.source.tileSize, tol) });
     }
   } finally {
@@ -192,14 +224,22 @@ function summarise(perTile: TileAgreement[], tol: AgreementTolerance, reason: st
     // Every tile has the same size (the grids match), so the mean of shares is the share of all blocks.
     differingShare: mean((t) => t.differingShare),
     maxDifferingShare: max((t) => t.differingShare),
-    agrees: reason === undefined && n > 0 && perTile.every((t) => t.meanAbsDiff <= tol.meanAbsDiff && t.differingShare <= tol.differingShare),
+    agrees:
+      reason === undefined &&
+      n > 0 &&
+      perTile.every((t) => t.meanAbsDiff <= tol.meanAbsDiff && t.differingShare <= tol.differingShare),
     ...(reason !== undefined ? { reason } : {}),
     perTile,
   };
 }
 
 /** One tile of the source as RGBA at its tile size, or why not (no URL in the reason: a URL may carry a key). */
-async function fetchPixels({ source }: NamedSource, tile: TileAddress, pools: EndpointPools, env: NodeJS.ProcessEnv = process.env): Promise<Pixels> {
+async function fetchPixels(
+  { source }: NamedSource,
+  tile: TileAddress,
+  pools: EndpointPools,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Pixels> {
   const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
   let url: string;
   try {
@@ -222,12 +262,23 @@ async function fetchPixels({ source }: NamedSource, tile: TileAddress, pools: En
   }
   if (x.error) return { reason: `no tile: ${x.error.code}` };
   // The pipeline's own judgement: a ServiceException, an error page or a wrong size is no sample.
-  const verdict = await classify(x, { width: source.tileSize, height: source.tileSize, blankIsFailure: source.blankTiles === 'fail', secrets: credentialValues(source.auth, env) });
+  const verdict = await classify(x, {
+    width: source.tileSize,
+    height: source.tileSize,
+    blankIsFailure: source.blankTiles === 'fail',
+    secrets: credentialValues(source.auth, env),
+  });
   if (verdict.kind !== 'success') return { reason: `${verdict.kind}: ${verdict.reason}` };
   try {
-    const { data, info } = await sharp(x.body, { limitInputPixels: LIMIT_INPUT_PIXELS }).toColourspace('srgb').ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+    const { data, info } = await sharp(x.body, { limitInputPixels: LIMIT_INPUT_PIXELS })
+      .toColourspace('srgb')
+      .ensureAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
     if (info.channels !== 4 || info.width !== source.tileSize || info.height !== source.tileSize)
-      return { reason: `decoded to ${info.width}x${info.height}x${info.channels}, not RGBA ${source.tileSize}x${source.tileSize}` };
+      return {
+        reason: `decoded to ${info.width}x${info.height}x${info.channels}, not RGBA ${source.tileSize}x${source.tileSize}`,
+      };
     return { rgba: data };
   } catch (err) {
     return { reason: `undecodable image: ${(err as Error).message.split('\n')[0]}` };
@@ -239,7 +290,12 @@ async function fetchPixels({ source }: NamedSource, tile: TileAddress, pools: En
  * R, G, B, alpha) and the share of blocks whose largest channel difference exceeds `tol.threshold`. Colours
  * are premultiplied by alpha: a transparent pixel is the same whatever colour it carries.
  */
-function compare(a: Buffer, b: Buffer, size: number, tol: AgreementTolerance): { meanAbsDiff: number; differingShare: number } {
+function compare(
+  a: Buffer,
+  b: Buffer,
+  size: number,
+  tol: AgreementTolerance,
+): { meanAbsDiff: number; differingShare: number } {
   const [pa, pb] = [blockMeans(a, size, tol.blockSize), blockMeans(b, size, tol.blockSize)];
   const sums = [0, 0, 0, 0];
   let differing = 0;

@@ -38,7 +38,11 @@ export function sampleTiles(grid: MosaicPlan['grid'], n = SAMPLE_TILES): TileAdd
     [0.75, 0.25],
     [0.25, 0.75],
   ] as const) {
-    const t = { z: grid.z, x: grid.xMin + Math.min(cols - 1, Math.floor(cols * fx)), y: grid.yMin + Math.min(rows - 1, Math.floor(rows * fy)) };
+    const t = {
+      z: grid.z,
+      x: grid.xMin + Math.min(cols - 1, Math.floor(cols * fx)),
+      y: grid.yMin + Math.min(rows - 1, Math.floor(rows * fy)),
+    };
     out.set(`${t.x}/${t.y}`, t);
     if (out.size >= n) break;
   }
@@ -63,7 +67,12 @@ export async function judgeMirrors(
   }
 }
 
-async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' | 'storeRoot'>, c: MirrorCandidate, opts: AgreementOptions, now: number): Promise<MirrorPlan> {
+async function judgeOne(
+  plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' | 'storeRoot'>,
+  c: MirrorCandidate,
+  opts: AgreementOptions,
+  now: number,
+): Promise<MirrorPlan> {
   if (c.refused !== undefined) return { name: c.name, source: c.source, usable: false, reason: c.refused };
   const source = c.source;
   const grid = gridMismatch(plan.source, source, c.name);
@@ -78,7 +87,12 @@ async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' 
       reason: `mirror ${JSON.stringify(c.name)}: shares the primary's breaker ${sourceBreakerKey(source)} (the same scheme, host and port); give one of them a breakerPartition, or use another host`,
     };
   }
-  const measured = await measureAgreement({ name: plan.sourceName, source: plan.source }, { name: c.name, source }, sampleTiles(plan.grid), opts);
+  const measured = await measureAgreement(
+    { name: plan.sourceName, source: plan.source },
+    { name: c.name, source },
+    sampleTiles(plan.grid),
+    opts,
+  );
   const agreement: MirrorAgreement = {
     tiles: measured.tiles,
     meanAbsDiff: round(measured.meanAbsDiff),
@@ -91,12 +105,31 @@ async function judgeOne(plan: Pick<MosaicPlan, 'sourceName' | 'source' | 'grid' 
   const fingerprint = fingerprintOf(plan.source, source);
   if (measured.agrees) {
     await writeRecord(record, { fingerprint, agreement });
-    return { name: c.name, source, usable: true, reason: `agrees with the primary on ${agreement.tiles} sample tiles`, agreement };
+    return {
+      name: c.name,
+      source,
+      usable: true,
+      reason: `agrees with the primary on ${agreement.tiles} sample tiles`,
+      agreement,
+    };
   }
   const inconclusive = measured.reason?.startsWith('inconclusive') ?? true;
   const kept = inconclusive ? await readRecord(record, fingerprint, now) : null;
-  if (kept) return { name: c.name, source, usable: true, reason: `not measured now (${measured.reason ?? 'no reason'}); agreed when measured at ${kept.measuredAt}`, agreement: kept };
-  return { name: c.name, source, usable: false, reason: measured.reason ?? 'the agreement could not be measured', ...(measured.tiles ? { agreement } : {}) };
+  if (kept)
+    return {
+      name: c.name,
+      source,
+      usable: true,
+      reason: `not measured now (${measured.reason ?? 'no reason'}); agreed when measured at ${kept.measuredAt}`,
+      agreement: kept,
+    };
+  return {
+    name: c.name,
+    source,
+    usable: false,
+    reason: measured.reason ?? 'the agreement could not be measured',
+    ...(measured.tiles ? { agreement } : {}),
+  };
 }
 
 const round = (v: number) => Math.round(v * 10_000) / 10_000;

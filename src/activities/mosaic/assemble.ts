@@ -1,5 +1,12 @@
 import { maskUrlSecrets } from '../../breaker/redact';
-import { MANIFEST_STATUSES, zeroStatusCounts, type AssembleInput, type ManifestTile, type MosaicPlan, type MosaicResult } from '../../messages/mosaic-types';
+import {
+  MANIFEST_STATUSES,
+  zeroStatusCounts,
+  type AssembleInput,
+  type ManifestTile,
+  type MosaicPlan,
+  type MosaicResult,
+} from '../../messages/mosaic-types';
 import { openTileStore } from '../store/open-store';
 import { geoTransform, staleSidecars } from './georef';
 import { latestRecords, readJournals } from './journal';
@@ -22,11 +29,18 @@ import { mosaicFinish, type MosaicEnd } from '../metrics/mosaic-metrics';
 const MASK = { ok: 255, mirror: 208, stale: 160 } as const;
 
 /** Why a run that met a configuration error writes no image. */
-export const NOT_WRITTEN_CONFIG_ERROR = 'the run met a configuration error; an image written earlier at the output is left as it was';
+export const NOT_WRITTEN_CONFIG_ERROR =
+  'the run met a configuration error; an image written earlier at the output is left as it was';
 
 /** A tile's mask value. */
 const maskValue = (t: ManifestTile): number =>
-  t.status === 'ok' && t.tier?.startsWith('mirror:') ? MASK.mirror : t.status === 'ok' ? MASK.ok : t.status === 'stale' || t.earlierCopyFetchedAt !== undefined ? MASK.stale : 0;
+  t.status === 'ok' && t.tier?.startsWith('mirror:')
+    ? MASK.mirror
+    : t.status === 'ok'
+      ? MASK.ok
+      : t.status === 'stale' || t.earlierCopyFetchedAt !== undefined
+        ? MASK.stale
+        : 0;
 
 /** Gaps (dead letters, failures) looked up in the tile store at once. */
 const EARLIER_AT_ONCE = 16;
@@ -64,10 +78,17 @@ async function drawEarlierCopies(plan: MosaicPlan, tiles: ManifestTile[], beat: 
  * that no batch recorded (a run cancelled before reaching it) is dead-lettered as not fetched, so a re-drive
  * picks it up. Idempotent: a retry rewrites the same files.
  */
-export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, onEnd?: (end: MosaicEnd) => Promise<void>): Promise<MosaicResult> {
+export async function assembleMosaic(
+  input: AssembleInput,
+  roots?: WorkerRoots,
+  onEnd?: (end: MosaicEnd) => Promise<void>,
+): Promise<MosaicResult> {
   const plan = await confinePlan(input.plan, roots, 'assembly');
   const ctx = activityContext();
-  const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir), plan.total), plan.storeRoot);
+  const records = await confineTileFiles(
+    latestRecords(await readJournals(plan.journalDir), plan.total),
+    plan.storeRoot,
+  );
   // A tile no batch reached that lies outside the coverage is outside, as its batch would have recorded it.
   const unrecorded = records.flatMap((r, i) => (r === null ? [i] : []));
   const covered = await coveredTiles(
@@ -80,12 +101,21 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     (r, i) =>
       r ??
       (outside.has(i)
-        ? { i, ...tileOf(plan.grid, i), status: 'outside', reason: 'outside the coverage: not fetched', attempts: 0, pass: -1 }
+        ? {
+            i,
+            ...tileOf(plan.grid, i),
+            status: 'outside',
+            reason: 'outside the coverage: not fetched',
+            attempts: 0,
+            pass: -1,
+          }
         : {
             i,
             ...tileOf(plan.grid, i),
             status: 'dead-lettered',
-            reason: input.partial ? `not fetched: the run stopped first (${input.stoppedBecause ?? 'stopped'})` : 'not fetched',
+            reason: input.partial
+              ? `not fetched: the run stopped first (${input.stoppedBecause ?? 'stopped'})`
+              : 'not fetched',
             attempts: 0,
             pass: -1,
           }),
@@ -100,7 +130,10 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   const configError = tiles.find((t) => t.configError && t.status === 'failed')?.reason ?? null;
   // A gap the tile store still holds a good copy of is drawn from it, so a run that met a bad night never
   // draws less than the store had; the tile keeps its status (a re-drive fetches it again) and says so.
-  const earlierCopies = plan.image === false || configError !== null || plan.directChunks ? 0 : await drawEarlierCopies(plan, tiles, () => ctx?.heartbeat({ earlierCopies: 'looking' }));
+  const earlierCopies =
+    plan.image === false || configError !== null || plan.directChunks
+      ? 0
+      : await drawEarlierCopies(plan, tiles, () => ctx?.heartbeat({ earlierCopies: 'looking' }));
   const cols = gridCols(plan.grid);
   const rows = gridRows(plan.grid);
   const at = (c: number, r: number) => tiles[r * cols + c]!;
@@ -136,25 +169,45 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
     /** Served tiles by who served them: `primary`, `mirror:<name>`, `stale`, `hole`. */
     tiers,
     /** The source's mirrors and their contracts as judged at planning (docs/sources.md). */
-    mirrors: (plan.mirrors ?? []).map(({ name, usable, reason, agreement }) => ({ name, usable, reason, ...(agreement ? { agreement } : {}) })),
+    mirrors: (plan.mirrors ?? []).map(({ name, usable, reason, agreement }) => ({
+      name,
+      usable,
+      reason,
+      ...(agreement ? { agreement } : {}),
+    })),
     statuses: MANIFEST_STATUSES,
     mask: { file: mask, values: { ok: MASK.ok, mirror: MASK.mirror, stale: MASK.stale, other: 0 } },
     files: [] as string[],
     tiles,
   };
   const storage = storageFor(manifestPath);
-  const writeManifest = () => storage.write(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)), { contentType: 'application/json' });
+  const writeManifest = () =>
+    storage.write(manifestPath, Buffer.from(JSON.stringify(manifest, null, 1)), { contentType: 'application/json' });
   // Outputs in a bucket are made in a local scratch folder and uploaded; local ones are written in place.
   const scratch = isObjectUrl(plan.output) ? await Scratch.open() : null;
   try {
     // The account of every tile goes first: whatever happens to the stitch, the manifest and mask exist.
-    const maskFiles = await publish(scratch, await writeCoverageMask(scratch ? scratch.at(mask) : mask, cols, rows, (c, r) => maskValue(at(c, r)), plan.bounds), mask);
+    const maskFiles = await publish(
+      scratch,
+      await writeCoverageMask(
+        scratch ? scratch.at(mask) : mask,
+        cols,
+        rows,
+        (c, r) => maskValue(at(c, r)),
+        plan.bounds,
+      ),
+      mask,
+    );
     manifest.files = [...maskFiles, manifestPath];
     await writeManifest();
     // A seed level asks for the tiles alone: the store, the manifest and the mask are its outputs. A run that met
     // a configuration error served nothing worth publishing: an image at the output from an earlier run stays.
     const stitched = plan.image === false || configError !== null ? null : await stitchOrSay(maskFiles);
-    manifest.image = stitched ? 'written' : configError !== null ? `not written: ${NOT_WRITTEN_CONFIG_ERROR}` : 'not requested';
+    manifest.image = stitched
+      ? 'written'
+      : configError !== null
+        ? `not written: ${NOT_WRITTEN_CONFIG_ERROR}`
+        : 'not requested';
     manifest.files = [...(stitched ?? []), ...maskFiles, manifestPath];
     await writeManifest();
     // Tidying only: the manifest and image are written, and a checkpoint left behind is never read as a journal.
@@ -173,9 +226,11 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
         tileSize: plan.grid.tileSize,
         tileAt: (c, r) => {
           const t = at(c, r);
-          if ((t.status !== 'ok' && t.status !== 'stale' && t.earlierCopyFetchedAt === undefined) || !t.path) return null;
+          if ((t.status !== 'ok' && t.status !== 'stale' && t.earlierCopyFetchedAt === undefined) || !t.path)
+            return null;
           // Only files of the plan's tile store are drawn, whatever a journal says.
-          if (roots && !locationWithin(isObjectUrl(t.path) ? t.path : path.resolve(t.path), plan.storeRoot)) return null;
+          if (roots && !locationWithin(isObjectUrl(t.path) ? t.path : path.resolve(t.path), plan.storeRoot))
+            return null;
           return t.region ? { file: t.path, ...t.region } : t.path;
         },
         // Local tiles are confined again as they are read: one swapped for a symlink since the check fails the stitch (a retry records it failed).
@@ -188,7 +243,8 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
       });
       // Locally the stitcher removed them; in a bucket an earlier run's stay beside the output unless removed here,
       // before the new image goes up (the old image carries its own tags, so it loses nothing meanwhile).
-      if (scratch && plan.sidecars === false) await storageFor(plan.output).remove(staleSidecars(plan.output, plan.extraFormats.length > 0));
+      if (scratch && plan.sidecars === false)
+        await storageFor(plan.output).remove(staleSidecars(plan.output, plan.extraFormats.length > 0));
       return await publish(scratch, stitched.files, plan.output);
     } catch (err) {
       manifest.image = `not written: ${(err as Error).message}`;
@@ -201,7 +257,12 @@ export async function assembleMosaic(input: AssembleInput, roots?: WorkerRoots, 
   // mosaic and its re-drives share.
   // A re-drive assembles under the first run's plan: that run's deadline is not the re-drive's.
   const deadlineAt = ctx?.info.workflowType === 'redriveMosaicWorkflow' ? null : plan.deadlineAt;
-  await onEnd?.({ mosaic: plan.output, manifest: manifestPath, result: mosaicFinish({ partial: input.partial, deadlineAt, now: Date.now(), tiles }), counts });
+  await onEnd?.({
+    mosaic: plan.output,
+    manifest: manifestPath,
+    result: mosaicFinish({ partial: input.partial, deadlineAt, now: Date.now(), tiles }),
+    counts,
+  });
   return {
     total: plan.total,
     counts,
@@ -223,7 +284,14 @@ async function readTile(ref: string): Promise<Buffer> {
 }
 
 /** Content types of what the assembly writes, for the objects' metadata. */
-const CONTENT_TYPES: Record<string, string> = { '.tif': 'image/tiff', '.tiff': 'image/tiff', '.png': 'image/png', '.webp': 'image/webp', '.xml': 'application/xml', '.prj': 'text/plain' };
+const CONTENT_TYPES: Record<string, string> = {
+  '.tif': 'image/tiff',
+  '.tiff': 'image/tiff',
+  '.png': 'image/png',
+  '.webp': 'image/webp',
+  '.xml': 'application/xml',
+  '.prj': 'text/plain',
+};
 
 /**
  * Files made in `scratch` uploaded beside `target` (same names), returning where they are now; without a

@@ -26,11 +26,15 @@ export function makeAwaitBreaker(deps: { guard?: Pick<BreakerGuard, 'view'> }) {
       if (view === null) return { state: null, woke: true, waitedMs: Date.now() - started };
       // Unreachable (undefined): keep waiting out the time the breaker gave, as the sleep did. A closed breaker
       // that a 429 paused (calls refused for a long Retry-After) lets traffic through when the pause ends.
-      if (view && !REFUSING.has(view.state) && pausedForMs(view, Date.now()) === 0) return { state: view.state, woke: true, waitedMs: Date.now() - started };
+      if (view && !REFUSING.has(view.state) && pausedForMs(view, Date.now()) === 0)
+        return { state: view.state, woke: true, waitedMs: Date.now() - started };
       const left = end - Date.now();
-      if (left <= 0 || ctx?.cancellationSignal.aborted) return { state: view?.state ?? null, woke: false, waitedMs: Date.now() - started };
+      if (left <= 0 || ctx?.cancellationSignal.aborted)
+        return { state: view?.state ?? null, woke: false, waitedMs: Date.now() - started };
       ctx?.heartbeat();
-      await delay(Math.min(POLL_MS, left), undefined, ctx ? { signal: ctx.cancellationSignal } : {}).catch(() => undefined);
+      await delay(Math.min(POLL_MS, left), undefined, ctx ? { signal: ctx.cancellationSignal } : {}).catch(
+        () => undefined,
+      );
     }
   };
 }

@@ -29,7 +29,9 @@ export function makeAwaitWorkflowClosed(client: Client) {
       const left = end - Date.now();
       if (left <= 0 || ctx?.cancellationSignal.aborted) return { closed: false, status };
       ctx?.heartbeat();
-      await delay(Math.min(POLL_MS, left), undefined, ctx ? { signal: ctx.cancellationSignal } : {}).catch(() => undefined);
+      await delay(Math.min(POLL_MS, left), undefined, ctx ? { signal: ctx.cancellationSignal } : {}).catch(
+        () => undefined,
+      );
     }
   };
 }

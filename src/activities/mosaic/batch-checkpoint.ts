@@ -38,8 +38,15 @@ export const LOAD_BEAT_MS = 1_000;
 export const LOAD_READS = 16;
 
 /** The checkpoint of `batchId` for `owner` (its workflow run): a file appended to, or objects in a bucket. */
-export function openCheckpoint(dir: string, batchId: string, owner: string, warn: (why: string) => void): Promise<Checkpoint> {
-  return isObjectUrl(dir) ? Promise.resolve(ObjectCheckpoint.open(dir, batchId, owner, warn)) : BatchCheckpoint.open(dir, batchId, owner, warn);
+export function openCheckpoint(
+  dir: string,
+  batchId: string,
+  owner: string,
+  warn: (why: string) => void,
+): Promise<Checkpoint> {
+  return isObjectUrl(dir)
+    ? Promise.resolve(ObjectCheckpoint.open(dir, batchId, owner, warn))
+    : BatchCheckpoint.open(dir, batchId, owner, warn);
 }
 
 export class BatchCheckpoint implements Checkpoint {
@@ -53,16 +60,28 @@ export class BatchCheckpoint implements Checkpoint {
   ) {}
 
   /** The checkpoint of `batchId` for `owner` (its workflow run), to append to. */
-  static async open(dir: string, batchId: string, owner: string, warn: (why: string) => void): Promise<BatchCheckpoint> {
-    if (!/^[\w.-]+$/.test(batchId)) throw new Error(`checkpoint: batch id must be a simple name (got ${JSON.stringify(batchId)})`);
+  static async open(
+    dir: string,
+    batchId: string,
+    owner: string,
+    warn: (why: string) => void,
+  ): Promise<BatchCheckpoint> {
+    if (!/^[\w.-]+$/.test(batchId))
+      throw new Error(`checkpoint: batch id must be a simple name (got ${JSON.stringify(batchId)})`);
     const c = new BatchCheckpoint(path.join(dir, `${batchId}.checkpoint`), owner);
     try {
       // Never through a symlink: the folder is the plan's, confined; a link in it could lead anywhere.
-      c.fh = await open(c.file, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
+      c.fh = await open(
+        c.file,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW,
+        0o644,
+      );
     } catch (err) {
       // Best effort: without it the batch still runs, resuming from heartbeats only.
       c.failed = true;
-      warn(`checkpoint ${path.basename(c.file)} cannot be written (${(err as NodeJS.ErrnoException).code ?? 'error'}): a retry resumes from heartbeats only`);
+      warn(
+        `checkpoint ${path.basename(c.file)} cannot be written (${(err as NodeJS.ErrnoException).code ?? 'error'}): a retry resumes from heartbeats only`,
+      );
     }
     return c;
   }
@@ -143,8 +162,15 @@ export class ObjectCheckpoint implements Checkpoint {
   }
 
   /** `storage`: the bucket's (tests pass their own). */
-  static open(dir: string, batchId: string, owner: string, warn: (why: string) => void, storage?: Storage): ObjectCheckpoint {
-    if (!/^[\w.-]+$/.test(batchId)) throw new Error(`checkpoint: batch id must be a simple name (got ${JSON.stringify(batchId)})`);
+  static open(
+    dir: string,
+    batchId: string,
+    owner: string,
+    warn: (why: string) => void,
+    storage?: Storage,
+  ): ObjectCheckpoint {
+    if (!/^[\w.-]+$/.test(batchId))
+      throw new Error(`checkpoint: batch id must be a simple name (got ${JSON.stringify(batchId)})`);
     const prefix = joinLocation(dir, `${batchId}.checkpoint`);
     return new ObjectCheckpoint(prefix, owner, warn, storage);
   }
@@ -160,7 +186,9 @@ export class ObjectCheckpoint implements Checkpoint {
     };
     try {
       // Oldest attempt first, in write order: a later record of a tile replaces an earlier one.
-      const names = (await this.storage.listFiles(this.prefix)).filter((n) => n.endsWith('.jsonl')).sort(byAttemptAndSeq);
+      const names = (await this.storage.listFiles(this.prefix))
+        .filter((n) => n.endsWith('.jsonl'))
+        .sort(byAttemptAndSeq);
       pulse();
       // A long attempt leaves one object a second: read a few at a time, in order of the names, stopping
       // once they add up to more than any batch writes.
@@ -191,7 +219,8 @@ export class ObjectCheckpoint implements Checkpoint {
         if (used > MAX_BYTES) break;
         readLines(body.toString('utf8'), this.owner, tiles, out);
       }
-      if (names.length > 1 && used <= MAX_BYTES && bodies.every((b) => b instanceof Buffer)) await this.compact(names, bodies as Buffer[], pulse);
+      if (names.length > 1 && used <= MAX_BYTES && bodies.every((b) => b instanceof Buffer))
+        await this.compact(names, bodies as Buffer[], pulse);
     } catch (err) {
       this.warn(`checkpoint ${this.prefix} cannot be read (${(err as Error).name}): resuming from heartbeats only`);
     }
@@ -207,14 +236,18 @@ export class ObjectCheckpoint implements Checkpoint {
     const last = names[names.length - 1]!;
     const merged = last.endsWith(MERGED) ? last : `${last.slice(0, -'.jsonl'.length)}${MERGED}`;
     // Every line whole, whoever's it is: this merge loses nothing any owner could read.
-    const text = Buffer.concat(bodies.flatMap((b) => (b.length > 0 && b[b.length - 1] !== 0x0a ? [b, Buffer.from('\n')] : [b])));
+    const text = Buffer.concat(
+      bodies.flatMap((b) => (b.length > 0 && b[b.length - 1] !== 0x0a ? [b, Buffer.from('\n')] : [b])),
+    );
     try {
       await this.storage.write(joinLocation(this.prefix, merged), text, { contentType: 'application/x-ndjson' });
       pulse();
       await this.storage.remove(names.filter((n) => n !== merged).map((n) => joinLocation(this.prefix, n)));
       pulse();
     } catch (err) {
-      this.warn(`checkpoint ${this.prefix} cannot be compacted (${(err as Error).name}): a retry reads its objects again`);
+      this.warn(
+        `checkpoint ${this.prefix} cannot be compacted (${(err as Error).name}): a retry reads its objects again`,
+      );
     }
   }
 
@@ -244,19 +277,23 @@ export class ObjectCheckpoint implements Checkpoint {
     this.pending = [];
     const loc = joinLocation(this.prefix, `${this.attempt}-${String(this.seq++).padStart(6, '0')}.jsonl`);
     this.writing = this.writing.then(() =>
-      this.storage.write(loc, Buffer.from(`${lines.join('\n')}\n`), { contentType: 'application/x-ndjson' }).catch((err: unknown) => {
-        // The bucket stayed away past the client's retries: these lines go again, first, with the next
-        // object (a later record of a tile still follows an earlier one). Given up only past what a batch writes.
-        this.pending = [...lines, ...this.pending];
-        if (this.pending.reduce((n, l) => n + l.length, 0) > MAX_BYTES) {
-          this.failed = true;
-          this.pending = [];
-          this.warn(`checkpoint ${this.prefix} cannot be written (${(err as Error).message}): a retry resumes from heartbeats only`);
-          return;
-        }
-        this.warn(`checkpoint ${this.prefix} not written yet (${(err as Error).message}): tried again with the next`);
-        this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
-      }),
+      this.storage
+        .write(loc, Buffer.from(`${lines.join('\n')}\n`), { contentType: 'application/x-ndjson' })
+        .catch((err: unknown) => {
+          // The bucket stayed away past the client's retries: these lines go again, first, with the next
+          // object (a later record of a tile still follows an earlier one). Given up only past what a batch writes.
+          this.pending = [...lines, ...this.pending];
+          if (this.pending.reduce((n, l) => n + l.length, 0) > MAX_BYTES) {
+            this.failed = true;
+            this.pending = [];
+            this.warn(
+              `checkpoint ${this.prefix} cannot be written (${(err as Error).message}): a retry resumes from heartbeats only`,
+            );
+            return;
+          }
+          this.warn(`checkpoint ${this.prefix} not written yet (${(err as Error).message}): tried again with the next`);
+          this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
+        }),
     );
   }
 }
@@ -296,7 +333,9 @@ export async function removeCheckpoints(dir: string): Promise<void> {
   if (isObjectUrl(dir)) {
     const storage = storageFor(dir);
     const names = await storage.list(dir);
-    await Promise.all(names.filter((n) => n.endsWith('.checkpoint')).map((n) => storage.removeTree(joinLocation(dir, n))));
+    await Promise.all(
+      names.filter((n) => n.endsWith('.checkpoint')).map((n) => storage.removeTree(joinLocation(dir, n))),
+    );
     return;
   }
   const names = await readdir(dir).catch(() => [] as string[]);
@@ -321,6 +360,8 @@ function wellFormed(t: unknown, tile: TileAddress): t is TileResult {
     r.attempts >= 0 &&
     // A tile served (ok, or a stale copy) is a stored file: without its path the batch would believe a tile
     // it cannot draw.
-    (r.status === 'ok' || r.status === 'stale' ? typeof r.path === 'string' : r.path === undefined || typeof r.path === 'string')
+    (r.status === 'ok' || r.status === 'stale'
+      ? typeof r.path === 'string'
+      : r.path === undefined || typeof r.path === 'string')
   );
 }

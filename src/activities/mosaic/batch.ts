@@ -1,6 +1,13 @@
 import { CancelledFailure } from '@temporalio/common';
 import type { BreakerStateName } from '../../breaker';
-import { selectionIndices, zeroStatusCounts, type ManifestStatus, type ManifestTile, type MosaicBatchInput, type MosaicBatchSummary } from '../../messages/mosaic-types';
+import {
+  selectionIndices,
+  zeroStatusCounts,
+  type ManifestStatus,
+  type ManifestTile,
+  type MosaicBatchInput,
+  type MosaicBatchSummary,
+} from '../../messages/mosaic-types';
 import { CURABLE_KINDS, makeFetchBatch, sourceBreakerKey, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
 import { openCheckpoint as openBatchCheckpoint, type Checkpoint } from './batch-checkpoint';
@@ -45,7 +52,9 @@ export function makeMosaicBatch(deps: FetchDeps) {
   return async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSummary> {
     const plan = await confinePlan(input.plan, deps.roots, 'mosaic batch');
     if (input.configError !== undefined) return recordConfigError(plan, input, deps);
-    const selection = deps.roots ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles') : input.tiles;
+    const selection = deps.roots
+      ? checkSelection(input.tiles, plan, plan.batchSize, 'mosaic batch: tiles')
+      : input.tiles;
     // Tiles outside the request's coverage are recorded so, with no request.
     const { inside: indices, outside } = await splitByCoverage(plan, selectionIndices(selection), input.pass);
     const addresses = indices.map((i) => tileOf(plan.grid, i));
@@ -57,7 +66,9 @@ export function makeMosaicBatch(deps: FetchDeps) {
       // Also on a first attempt: a batch that moved to the main task queue is a new activity of the same batch.
       // Heartbeating while it loads (a bucket checkpoint of a long attempt is many objects), with the details
       // the last attempt left, so a retry of this one still resumes from them.
-      const resumed = checkpoint ? await checkpoint.load(addresses, { heartbeat: () => ctx?.heartbeat(ctx.info.heartbeatDetails) }) : undefined;
+      const resumed = checkpoint
+        ? await checkpoint.load(addresses, { heartbeat: () => ctx?.heartbeat(ctx.info.heartbeatDetails) })
+        : undefined;
       results = await fetchTiles(
         {
           sourceName: plan.sourceName,
@@ -97,7 +108,9 @@ export function makeMosaicBatch(deps: FetchDeps) {
       const status = manifestStatus(r);
       // Under `wait`, a tile that failed in a way a later attempt may cure during the first pass (while the
       // breaker was tripping, typically) waits too, once; one that keeps failing is dead-lettered.
-      const waits = !input.final && (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered' && input.pass === 0));
+      const waits =
+        !input.final &&
+        (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered' && input.pass === 0));
       if (waits) {
         deferred.push(i);
         if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
@@ -128,13 +141,26 @@ export function makeMosaicBatch(deps: FetchDeps) {
     });
     // The checkpoint stays until the assembly: if this completion never reaches Temporal, the retry rewrites
     // this journal from it without a request.
-    await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles: [...tiles, ...outside] });
+    await writeJournal(plan.journalDir, {
+      batchId: input.batchId,
+      pass: input.pass,
+      writtenAt: Date.now(),
+      tiles: [...tiles, ...outside],
+    });
     // Under the source's breaker key, as its requests are: an alert on an endpoint joins its own fallbacks.
     for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, sourceBreakerKey(plan.source), tier, n);
     // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
     // a cancellation, not a finished batch it would go on from.
-    if (ctx?.cancellationDetails?.cancelRequested) throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');
-    return { counts, deferred, retryAfterMs, breakerStates: [...states], requests, ...(configError !== undefined ? { configError } : {}) };
+    if (ctx?.cancellationDetails?.cancelRequested)
+      throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');
+    return {
+      counts,
+      deferred,
+      retryAfterMs,
+      breakerStates: [...states],
+      requests,
+      ...(configError !== undefined ? { configError } : {}),
+    };
   };
 }
 
@@ -155,13 +181,33 @@ export function tierOf(status: ManifestStatus, r: Pick<TileResult, 'tier'>): Man
  * (no request), as one journal, so the manifest accounts for every tile and the re-drive of a fixed source
  * finds them.
  */
-async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBatchInput, deps: FetchDeps): Promise<MosaicBatchSummary> {
-  const selection = deps.roots ? checkSelection(input.tiles, plan, plan.blockTiles, 'mosaic batch: tiles') : input.tiles;
+async function recordConfigError(
+  plan: MosaicBatchInput['plan'],
+  input: MosaicBatchInput,
+  deps: FetchDeps,
+): Promise<MosaicBatchSummary> {
+  const selection = deps.roots
+    ? checkSelection(input.tiles, plan, plan.blockTiles, 'mosaic batch: tiles')
+    : input.tiles;
   // The workflow's copy of a batch's reason: bounded, as any reason.
   const reason = String(input.configError).slice(0, 2_000);
   const { inside, outside } = await splitByCoverage(plan, selectionIndices(selection), input.pass);
-  const tiles: ManifestTile[] = inside.map((i) => ({ i, ...tileOf(plan.grid, i), status: 'failed', kind: 'permanent', reason, attempts: 0, pass: input.pass, configError: true }));
-  await writeJournal(plan.journalDir, { batchId: input.batchId, pass: input.pass, writtenAt: Date.now(), tiles: [...tiles, ...outside] });
+  const tiles: ManifestTile[] = inside.map((i) => ({
+    i,
+    ...tileOf(plan.grid, i),
+    status: 'failed',
+    kind: 'permanent',
+    reason,
+    attempts: 0,
+    pass: input.pass,
+    configError: true,
+  }));
+  await writeJournal(plan.journalDir, {
+    batchId: input.batchId,
+    pass: input.pass,
+    writtenAt: Date.now(),
+    tiles: [...tiles, ...outside],
+  });
   const counts = zeroStatusCounts();
   counts.failed = tiles.length;
   counts.outside = outside.length;
@@ -169,14 +215,27 @@ async function recordConfigError(plan: MosaicBatchInput['plan'], input: MosaicBa
 }
 
 /** The selection's tiles inside the plan's coverage (all without one), and the records of those outside it. */
-async function splitByCoverage(plan: MosaicBatchInput['plan'], indices: number[], pass: number): Promise<{ inside: number[]; outside: ManifestTile[] }> {
+async function splitByCoverage(
+  plan: MosaicBatchInput['plan'],
+  indices: number[],
+  pass: number,
+): Promise<{ inside: number[]; outside: ManifestTile[] }> {
   if (!plan.coverage) return { inside: indices, outside: [] };
   const covered = await coveredTiles(
     plan,
     plan.source.grid,
     indices.map((i) => tileOf(plan.grid, i)),
   );
-  const outside = indices.filter((_, k) => !covered[k]).map((i): ManifestTile => ({ i, ...tileOf(plan.grid, i), status: 'outside', reason: 'outside the coverage: not fetched', attempts: 0, pass }));
+  const outside = indices
+    .filter((_, k) => !covered[k])
+    .map((i): ManifestTile => ({
+      i,
+      ...tileOf(plan.grid, i),
+      status: 'outside',
+      reason: 'outside the coverage: not fetched',
+      attempts: 0,
+      pass,
+    }));
   return { inside: indices.filter((_, k) => covered[k]), outside };
 }
 

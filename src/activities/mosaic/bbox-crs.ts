@@ -12,15 +12,24 @@ import type { Bounds } from '../../geo/mercator';
 const EDGE_SAMPLES = 32;
 
 /** Positions in degrees to the grid's CRS (proj4js), or null when `crs` is the grid's own. */
-export function toGridCrs(crs: string, grid: GridDef, what: string, field = 'bbox'): ((p: [number, number]) => [number, number]) | null {
+export function toGridCrs(
+  crs: string,
+  grid: GridDef,
+  what: string,
+  field = 'bbox',
+): ((p: [number, number]) => [number, number]) | null {
   if (crs === grid.crs) return null;
   if (crs !== 'EPSG:4326') {
-    throw new ConfigError(what, [`crs: the source's grid is in ${grid.crs}; give the ${field} in ${grid.crs} or in EPSG:4326 (got ${JSON.stringify(crs)})`]);
+    throw new ConfigError(what, [
+      `crs: the source's grid is in ${grid.crs}; give the ${field} in ${grid.crs} or in EPSG:4326 (got ${JSON.stringify(crs)})`,
+    ]);
   }
   const code = epsgCode(grid.crs);
   const definition = grid.proj4 ?? (code !== null ? KNOWN_CRS[code]?.proj4 : undefined);
   if (definition === undefined) {
-    throw new ConfigError(what, [`crs: a ${field} in EPSG:4326 needs ${grid.crs}'s definition: give the source's grid a proj4 string, or the ${field} in ${grid.crs}`]);
+    throw new ConfigError(what, [
+      `crs: a ${field} in EPSG:4326 needs ${grid.crs}'s definition: give the source's grid a proj4 string, or the ${field} in ${grid.crs}`,
+    ]);
   }
   let converter: proj4.Converter;
   try {
@@ -36,7 +45,8 @@ export function toGridCrs(crs: string, grid: GridDef, what: string, field = 'bbo
       // Out of the projection's domain: refused below like a non-finite answer.
     }
     const [x, y] = out;
-    if (x === undefined || y === undefined || !Number.isFinite(x) || !Number.isFinite(y)) throw new ConfigError(what, [`${field}: does not project into ${grid.crs} (at ${p.join(', ')})`]);
+    if (x === undefined || y === undefined || !Number.isFinite(x) || !Number.isFinite(y))
+      throw new ConfigError(what, [`${field}: does not project into ${grid.crs} (at ${p.join(', ')})`]);
     return [x, y];
   };
 }
@@ -62,7 +72,9 @@ export function bboxInGrid(bbox: [number, number, number, number], crs: string, 
       try {
         [x, y] = forward(p);
       } catch {
-        throw new ConfigError(what, [`bbox: ${JSON.stringify(bbox)} does not project into ${grid.crs} (at ${p.join(', ')})`]);
+        throw new ConfigError(what, [
+          `bbox: ${JSON.stringify(bbox)} does not project into ${grid.crs} (at ${p.join(', ')})`,
+        ]);
       }
       minX = Math.min(minX, x);
       maxX = Math.max(maxX, x);

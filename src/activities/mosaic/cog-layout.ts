@@ -15,8 +15,33 @@ import { KNOWN_CRS } from '../../geo/crs';
 import { boundsEpsg, type Bounds3857 } from './georef';
 
 /** Bytes per value of each TIFF field type. */
-const TYPE_SIZE: Readonly<Record<number, number>> = { 1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8 };
-const TAG = { ImageWidth: 256, ImageLength: 257, TileOffsets: 324, TileByteCounts: 325, ModelPixelScale: 33550, ModelTiepoint: 33922, GeoKeyDirectory: 34735 } as const;
+const TYPE_SIZE: Readonly<Record<number, number>> = {
+  1: 1,
+  2: 1,
+  3: 2,
+  4: 4,
+  5: 8,
+  6: 1,
+  7: 1,
+  8: 2,
+  9: 4,
+  10: 8,
+  11: 4,
+  12: 8,
+  13: 4,
+  16: 8,
+  17: 8,
+  18: 8,
+};
+const TAG = {
+  ImageWidth: 256,
+  ImageLength: 257,
+  TileOffsets: 324,
+  TileByteCounts: 325,
+  ModelPixelScale: 33550,
+  ModelTiepoint: 33922,
+  GeoKeyDirectory: 34735,
+} as const;
 const GEO_TAGS: readonly number[] = [TAG.ModelPixelScale, TAG.ModelTiepoint, TAG.GeoKeyDirectory];
 
 interface Entry {
@@ -60,7 +85,9 @@ async function readIfds(fh: FileHandle): Promise<{ f: Format; ifds: Entry[][] }>
   const magic = head.readUInt16LE(2);
   if (magic !== 42 && magic !== 43) throw new Error(`cog: not a TIFF (magic ${magic})`);
   const big = magic === 43;
-  const f: Format = big ? { big, head: 16, count: 8, entry: 20, off: 8 } : { big, head: 8, count: 2, entry: 12, off: 4 };
+  const f: Format = big
+    ? { big, head: 16, count: 8, entry: 20, off: 8 }
+    : { big, head: 8, count: 2, entry: 12, off: 4 };
   let next = offsetAt(f, head, big ? 8 : 4);
   const ifds: Entry[][] = [];
   while (next !== 0) {
@@ -76,7 +103,10 @@ async function readIfds(fh: FileHandle): Promise<{ f: Format; ifds: Entry[][] }>
       const count = big ? Number(body.readBigUInt64LE(o + 4)) : body.readUInt32LE(o + 4);
       const size = (TYPE_SIZE[type] ?? 1) * count;
       const valueAt = o + (big ? 12 : 8);
-      const bytes = size <= f.off ? Buffer.from(body.subarray(valueAt, valueAt + size)) : await readAt(fh, offsetAt(f, body, valueAt), size);
+      const bytes =
+        size <= f.off
+          ? Buffer.from(body.subarray(valueAt, valueAt + size))
+          : await readAt(fh, offsetAt(f, body, valueAt), size);
       entries.push({ tag, type, count, bytes });
     }
     ifds.push(entries);
@@ -87,7 +117,13 @@ async function readIfds(fh: FileHandle): Promise<{ f: Format; ifds: Entry[][] }>
 
 function numbers(e: Entry | undefined, what: string): number[] {
   if (!e) throw new Error(`cog: an IFD has no ${what}`);
-  return Array.from({ length: e.count }, (_, i) => (e.type === 3 ? e.bytes.readUInt16LE(i * 2) : e.type === 16 ? Number(e.bytes.readBigUInt64LE(i * 8)) : e.bytes.readUInt32LE(i * 4)));
+  return Array.from({ length: e.count }, (_, i) =>
+    e.type === 3
+      ? e.bytes.readUInt16LE(i * 2)
+      : e.type === 16
+        ? Number(e.bytes.readBigUInt64LE(i * 8))
+        : e.bytes.readUInt32LE(i * 4),
+  );
 }
 
 function doubles(tag: number, vs: number[]): Entry {
@@ -108,7 +144,9 @@ export function geoTags(bounds: Bounds3857, width: number, height: number): Entr
   // GeoKey directory 1.1.0 with 3 keys: GTModelType, GTRasterType pixel is area, and the CRS's EPSG code as
   // ProjectedCSType (model type 1), or as GeographicType (model type 2) for one in degrees (x longitude, y latitude).
   const geographic = KNOWN_CRS[code]?.geographic === true;
-  const keys = geographic ? [1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 1, 2048, 0, 1, code] : [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, code];
+  const keys = geographic
+    ? [1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 1, 2048, 0, 1, code]
+    : [1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, code];
   return [
     doubles(TAG.ModelPixelScale, [(bounds.maxX - bounds.minX) / width, (bounds.maxY - bounds.minY) / height, 0]),
     doubles(TAG.ModelTiepoint, [0, 0, 0, bounds.minX, bounds.maxY, 0]),
@@ -148,7 +186,11 @@ export async function writeCog(input: string, output: string, bounds: Bounds3857
     main.ifd = [...main.ifd.filter((e) => !GEO_TAGS.includes(e.tag)), ...geoTags(bounds, main.width, height)];
     for (const l of levels) l.ifd.sort((a, b) => a.tag - b.tag);
     // Each IFD block: its entries, then its values that do not fit an entry (word aligned).
-    const blockSize = (ifd: Entry[]) => ifd.reduce((size, e) => size + (e.bytes.length > f.off ? e.bytes.length + (e.bytes.length & 1) : 0), f.count + ifd.length * f.entry + f.off);
+    const blockSize = (ifd: Entry[]) =>
+      ifd.reduce(
+        (size, e) => size + (e.bytes.length > f.off ? e.bytes.length + (e.bytes.length & 1) : 0),
+        f.count + ifd.length * f.entry + f.off,
+      );
     let pos = f.head;
     for (const l of levels) {
       l.at = pos;
@@ -166,7 +208,8 @@ export async function writeCog(input: string, output: string, bounds: Bounds3857
     }
     if (!f.big && pos > 2 ** 32 - 1) throw new Error(`cog: ${pos} bytes do not fit a classic TIFF`);
     const head = Buffer.alloc(ifdsEnd);
-    const writeOffset = (o: number, v: number) => (f.big ? head.writeBigUInt64LE(BigInt(v), o) : head.writeUInt32LE(v, o));
+    const writeOffset = (o: number, v: number) =>
+      f.big ? head.writeBigUInt64LE(BigInt(v), o) : head.writeUInt32LE(v, o);
     head.write('II', 0, 'latin1');
     if (f.big) {
       head.writeUInt16LE(43, 2);
@@ -186,7 +229,9 @@ export async function writeCog(input: string, output: string, bounds: Bounds3857
         let bytes = e.bytes;
         if (e.tag === TAG.TileOffsets) {
           bytes = Buffer.alloc(e.bytes.length);
-          l.newOffsets.forEach((v, i) => (e.type === 16 ? bytes.writeBigUInt64LE(BigInt(v), i * 8) : bytes.writeUInt32LE(v, i * 4)));
+          l.newOffsets.forEach((v, i) =>
+            e.type === 16 ? bytes.writeBigUInt64LE(BigInt(v), i * 8) : bytes.writeUInt32LE(v, i * 4),
+          );
         }
         head.writeUInt16LE(e.tag, p);
         head.writeUInt16LE(e.type, p + 2);

@@ -17,13 +17,27 @@ import type { SourceConfig } from '../../sources/schema';
  * from the sources file as it is now, and failed tiles are fetched again as well; with `replaceMirrors`, the
  * tiles a mirror served too.
  */
-export async function loadDeadLetters(manifestOrOutput: string, sources?: RedriveSources, roots?: WorkerRoots, replaceMirrors = false): Promise<DeadLetters> {
+export async function loadDeadLetters(
+  manifestOrOutput: string,
+  sources?: RedriveSources,
+  roots?: WorkerRoots,
+  replaceMirrors = false,
+): Promise<DeadLetters> {
   const given = manifestOrOutput.replace(/\.manifest\.json$/i, '');
   // On a worker, a relative path is taken from the first output root, and the work folder is checked itself.
-  const base = outputBase(roots ? await confineLocation(given, roots, 'manifest', 'redrive') : isObjectUrl(given) ? given : path.resolve(given));
+  const base = outputBase(
+    roots
+      ? await confineLocation(given, roots, 'manifest', 'redrive')
+      : isObjectUrl(given)
+        ? given
+        : path.resolve(given),
+  );
   const workDir = roots ? await confineLocation(`${base}.work`, roots, 'manifest', 'redrive') : `${base}.work`;
   const file = planFile(workDir);
-  const noPlan = (why: string) => new ConfigError('redrive', [`manifest: no mosaic plan at ${file} for ${JSON.stringify(manifestOrOutput)} (${why})`]);
+  const noPlan = (why: string) =>
+    new ConfigError('redrive', [
+      `manifest: no mosaic plan at ${file} for ${JSON.stringify(manifestOrOutput)} (${why})`,
+    ]);
   let body: Buffer | null;
   try {
     body = await storageFor(file).read(file);
@@ -50,7 +64,8 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
     : replaceMirrors
       ? "not used by a re-drive that replaces the mirrors' tiles"
       : null;
-  if (unused && plan.mirrors) plan = { ...plan, mirrors: plan.mirrors.map((m) => ({ ...m, usable: false, reason: unused })) };
+  if (unused && plan.mirrors)
+    plan = { ...plan, mirrors: plan.mirrors.map((m) => ({ ...m, usable: false, reason: unused })) };
   const journals = await readJournals(plan.journalDir);
   const writtenAt = new Map(journals.flatMap((j) => j.tiles.map((t) => [t.i, j.writtenAt] as const)));
   const records = latestRecords(journals, plan.total);
@@ -70,18 +85,34 @@ export async function loadDeadLetters(manifestOrOutput: string, sources?: Redriv
 }
 
 /** The source from the sources file as it is now, fitted to the plan; it must draw the same tiles (tile size). */
-async function resolveSource(plan: MosaicPlan, sources: RedriveSources, roots: WorkerRoots | undefined): Promise<Pick<MosaicPlan, 'source' | 'sourceName' | 'sourcesFile'>> {
+async function resolveSource(
+  plan: MosaicPlan,
+  sources: RedriveSources,
+  roots: WorkerRoots | undefined,
+): Promise<Pick<MosaicPlan, 'source' | 'sourceName' | 'sourcesFile'>> {
   let name: string;
   let source: SourceConfig;
   let file: string;
   try {
     const given = roots ? sources.sourcesFile : path.resolve(sources.sourcesFile);
-    ({ name, source, file } = await loadSource(given, sources.sourceName, { subject: 'redrive', field: 'sources.sourcesFile', ...(roots ? { roots: roots.sources } : {}) }));
+    ({ name, source, file } = await loadSource(given, sources.sourceName, {
+      subject: 'redrive',
+      field: 'sources.sourcesFile',
+      ...(roots ? { roots: roots.sources } : {}),
+    }));
   } catch (err) {
-    throw err instanceof ConfigError ? err : new ConfigError('redrive', [`sources.sourcesFile: ${JSON.stringify(sources.sourcesFile)} cannot be read`]);
+    throw err instanceof ConfigError
+      ? err
+      : new ConfigError('redrive', [`sources.sourcesFile: ${JSON.stringify(sources.sourcesFile)} cannot be read`]);
   }
   if (source.tileSize !== plan.source.tileSize) {
-    throw new ConfigError('redrive', [`sources file ${sources.sourcesFile}: source ${JSON.stringify(name)} has tileSize ${source.tileSize}, the mosaic was planned with ${plan.source.tileSize}`]);
+    throw new ConfigError('redrive', [
+      `sources file ${sources.sourcesFile}: source ${JSON.stringify(name)} has tileSize ${source.tileSize}, the mosaic was planned with ${plan.source.tileSize}`,
+    ]);
   }
-  return { sourceName: name, sourcesFile: file, source: sourceForPlan(source, { zoom: plan.grid.z, directChunks: plan.directChunks }, 'redrive') };
+  return {
+    sourceName: name,
+    sourcesFile: file,
+    source: sourceForPlan(source, { zoom: plan.grid.z, directChunks: plan.directChunks }, 'redrive'),
+  };
 }

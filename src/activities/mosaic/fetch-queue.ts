@@ -18,7 +18,11 @@ const TASK_QUEUE_TYPE_ACTIVITY = 2;
  * The fetch queue of `taskQueue` if the server lists a worker polling it for activities, else null (no worker
  * serves it, or the server could not say: batches then go to the main queue, which every worker serves).
  */
-export async function servedFetchQueue(client: Client, taskQueue: string, startWithinMs: number): Promise<FetchQueueChoice | null> {
+export async function servedFetchQueue(
+  client: Client,
+  taskQueue: string,
+  startWithinMs: number,
+): Promise<FetchQueueChoice | null> {
   const name = fetchTaskQueue(taskQueue);
   try {
     const r = await client.workflowService.describeTaskQueue({
@@ -33,7 +37,12 @@ export async function servedFetchQueue(client: Client, taskQueue: string, startW
 }
 
 /** `plan` with its fetch queue decided now (a re-drive's plan, read from disk, drops the first run's choice). */
-export async function withFetchQueue(plan: MosaicPlan, client: Client, taskQueue: string, startWithinMs: number): Promise<MosaicPlan> {
+export async function withFetchQueue(
+  plan: MosaicPlan,
+  client: Client,
+  taskQueue: string,
+  startWithinMs: number,
+): Promise<MosaicPlan> {
   const { fetchQueue: _old, ...rest } = plan;
   const q = await servedFetchQueue(client, taskQueue, startWithinMs);
   return q ? { ...rest, fetchQueue: q } : rest;

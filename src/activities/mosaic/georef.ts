@@ -75,7 +75,12 @@ export function pamXml(bounds: Bounds3857, width: number, height: number): strin
   // The geotransform is easting then northing. For EPSG:3857 the mapping says so; for a grid's CRS, whose axes
   // may be northing first (EPSG:3035), none is written, and GDAL then reads the traditional GIS order.
   const mapping = bounds.crs === undefined ? ' dataAxisToSRSAxisMapping="1,2"' : '';
-  return '<PAMDataset>\n' + `  <SRS${mapping}>${escapeXml(srs)}</SRS>\n` + `  <GeoTransform>${gt}</GeoTransform>\n` + '</PAMDataset>\n';
+  return (
+    '<PAMDataset>\n' +
+    `  <SRS${mapping}>${escapeXml(srs)}</SRS>\n` +
+    `  <GeoTransform>${gt}</GeoTransform>\n` +
+    '</PAMDataset>\n'
+  );
 }
 
 /** The world-file extension GDAL and GIS tools look for beside an image of this extension. */
@@ -110,7 +115,12 @@ export function staleSidecars(imagePath: string, prjShared: boolean): string[] {
  * and `<image minus ext>.prj`, each atomically (temp name then rename: a retry overwrites cleanly). Returns the
  * paths written.
  */
-export async function writeSidecars(imagePath: string, bounds: Bounds3857, width: number, height: number): Promise<string[]> {
+export async function writeSidecars(
+  imagePath: string,
+  bounds: Bounds3857,
+  width: number,
+  height: number,
+): Promise<string[]> {
   const stem = imagePath.slice(0, imagePath.length - extname(imagePath).length);
   const wkt = boundsWkt(bounds);
   const files: [string, string][] = [

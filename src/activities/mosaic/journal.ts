@@ -15,8 +15,11 @@ export interface Journal {
 }
 
 export async function writeJournal(dir: string, journal: Journal): Promise<void> {
-  if (!/^[\w.-]+$/.test(journal.batchId)) throw new Error(`journal: batch id must be a simple name (got ${JSON.stringify(journal.batchId)})`);
-  await storageFor(dir).write(joinLocation(dir, `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)), { contentType: 'application/json' });
+  if (!/^[\w.-]+$/.test(journal.batchId))
+    throw new Error(`journal: batch id must be a simple name (got ${JSON.stringify(journal.batchId)})`);
+  await storageFor(dir).write(joinLocation(dir, `${journal.batchId}.json`), Buffer.from(JSON.stringify(journal)), {
+    contentType: 'application/json',
+  });
 }
 
 /** Every journal of a mosaic, oldest pass first (within a pass, in write order). */
@@ -34,7 +37,9 @@ export async function readJournals(dir: string): Promise<Journal[]> {
         if (body === null) return null;
         text = body.toString('utf8');
       } catch (err) {
-        throw new Error(`journal ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { cause: err });
+        throw new Error(`journal ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, {
+          cause: err,
+        });
       }
       try {
         return JSON.parse(text) as Journal;
@@ -65,7 +70,13 @@ export function latestRecords(journals: Journal[], total: number): (ManifestTile
         out[t.i] = { ...before, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) };
         continue;
       }
-      out[t.i] = before ? { ...(t.kind === undefined ? lastRequest(before) : {}), ...t, attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0) } : t;
+      out[t.i] = before
+        ? {
+            ...(t.kind === undefined ? lastRequest(before) : {}),
+            ...t,
+            attempts: (Number(before.attempts) || 0) + (Number(t.attempts) || 0),
+          }
+        : t;
     }
   }
   return out;

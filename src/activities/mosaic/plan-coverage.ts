@@ -3,7 +3,14 @@
  * the plan's tiles it covers: the planner counts those outside, each fetch batch leaves them out.
  */
 import { ConfigError } from '../../breaker/config-error';
-import { COVERED_SHARE, mapCoverage, prepareCoverage, rowAreas, type Coverage, type PreparedRing } from '../../geo/coverage';
+import {
+  COVERED_SHARE,
+  mapCoverage,
+  prepareCoverage,
+  rowAreas,
+  type Coverage,
+  type PreparedRing,
+} from '../../geo/coverage';
 import { gridOrigin, gridTileSpan, type GridDef } from '../../geo/grid';
 import { lonLatToMeters, ORIGIN_SHIFT_M, tileSpan } from '../../geo/mercator';
 import type { MosaicPlan, TileGrid } from '../../messages/mosaic-types';
@@ -49,7 +56,11 @@ function pacer(): () => Promise<void> {
 }
 
 /** Which of the tiles (of one plan: a batch's run of them, the assembly's unreached ones) the coverage covers, a row at a time. */
-export async function coveredTiles(plan: Pick<MosaicPlan, 'grid' | 'coverage'>, def: GridDef | undefined, tiles: TileAddress[]): Promise<boolean[]> {
+export async function coveredTiles(
+  plan: Pick<MosaicPlan, 'grid' | 'coverage'>,
+  def: GridDef | undefined,
+  tiles: TileAddress[],
+): Promise<boolean[]> {
   if (!plan.coverage) return tiles.map(() => true);
   const rings = inTileUnits(plan.coverage, plan.grid, def);
   const rows = new Map<number, { xMin: number; xMax: number }>();
@@ -73,7 +84,12 @@ export async function coveredTiles(plan: Pick<MosaicPlan, 'grid' | 'coverage'>, 
  * The plan's tiles outside the coverage, a row at a time. A coverage whose positions times the plan's rows
  * pass MAX_COVERAGE_WORK is refused first.
  */
-export async function countOutside(grid: TileGrid, def: GridDef | undefined, coverage: Coverage, what: string): Promise<number> {
+export async function countOutside(
+  grid: TileGrid,
+  def: GridDef | undefined,
+  coverage: Coverage,
+  what: string,
+): Promise<number> {
   const positions = coverage.reduce((n, p) => n + p.reduce((m, r) => m + r.length, 0), 0);
   const rows = grid.yMax - grid.yMin + 1;
   if (positions * rows > MAX_COVERAGE_WORK) {
@@ -94,5 +110,7 @@ export async function countOutside(grid: TileGrid, def: GridDef | undefined, cov
 /** A coverage no tile of the plan overlaps is a mistake (another CRS, swapped axes): said before any fetch. */
 export function checkCovers(outside: number, total: number, zoom: number, crs: string, what: string): void {
   if (outside < total) return;
-  throw new ConfigError(what, [`coverage: overlaps none of the ${total} tiles of the bbox at zoom ${zoom} (coordinates in ${crs}, x then y)`]);
+  throw new ConfigError(what, [
+    `coverage: overlaps none of the ${total} tiles of the bbox at zoom ${zoom} (coordinates in ${crs}, x then y)`,
+  ]);
 }

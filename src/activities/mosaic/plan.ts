@@ -30,7 +30,12 @@ export { parseMosaicRequest, type ParsedMosaicRequest } from '../../messages/mos
  * The tiles covering a box at zoom z, in EPSG:3857 (or in the source's own grid `def`): a point on the east or
  * south edge belongs to no extra tile.
  */
-export function gridFor(bounds: { minX: number; minY: number; maxX: number; maxY: number }, z: number, tileSize: number, def?: GridDef): TileGrid {
+export function gridFor(
+  bounds: { minX: number; minY: number; maxX: number; maxY: number },
+  z: number,
+  tileSize: number,
+  def?: GridDef,
+): TileGrid {
   if (def) return { z, tileSize, ...gridTileRange(def, bounds, z, tileSize) };
   const n = 2 ** z;
   const span = tileSpan(z);
@@ -74,22 +79,37 @@ export function gridBounds(g: TileGrid, def?: GridDef): MosaicPlan['bounds'] {
  * The source as a plan uses it: with directChunks, its metatile is the largest square of tiles a GetMap may
  * carry; the zoom must be in its range. Errors are the request's (`what`), naming the field and the value.
  */
-export function sourceForPlan(source: SourceConfig, r: { zoom: number; directChunks?: boolean | undefined }, what: string): SourceConfig {
+export function sourceForPlan(
+  source: SourceConfig,
+  r: { zoom: number; directChunks?: boolean | undefined },
+  what: string,
+): SourceConfig {
   if (r.directChunks) {
-    if (source.type !== 'wms') throw new ConfigError(what, [`directChunks: needs a WMS source (got a ${source.type} source)`]);
+    if (source.type !== 'wms')
+      throw new ConfigError(what, [`directChunks: needs a WMS source (got a ${source.type} source)`]);
     // The largest square of tiles a GetMap may carry, with the source's buffer around it.
     const buffer = source.metatile?.buffer ?? 0;
     const k = Math.max(1, Math.floor((Math.min(source.maxRequestSize, CHUNK_PX) - 2 * buffer) / source.tileSize));
     source = { ...source, metatile: { size: [k, k], buffer } };
   }
   if (r.zoom < source.minZoom || r.zoom > source.maxZoom) {
-    throw new ConfigError(what, [`zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`]);
+    throw new ConfigError(what, [
+      `zoom: must be within the source's range ${source.minZoom}..${source.maxZoom} (got ${r.zoom})`,
+    ]);
   }
-  if ((source.type === 'wmts-rest' || source.type === 'wmts-kvp') && source.tileMatrices && r.zoom >= source.tileMatrices.length) {
-    throw new ConfigError(what, [`zoom: the source's tileMatrices name levels 0..${source.tileMatrices.length - 1} (got ${r.zoom})`]);
+  if (
+    (source.type === 'wmts-rest' || source.type === 'wmts-kvp') &&
+    source.tileMatrices &&
+    r.zoom >= source.tileMatrices.length
+  ) {
+    throw new ConfigError(what, [
+      `zoom: the source's tileMatrices name levels 0..${source.tileMatrices.length - 1} (got ${r.zoom})`,
+    ]);
   }
   if (source.grid && r.zoom >= source.grid.resolutions.length) {
-    throw new ConfigError(what, [`zoom: the source's grid (${source.grid.crs}) has levels 0..${source.grid.resolutions.length - 1} (got ${r.zoom})`]);
+    throw new ConfigError(what, [
+      `zoom: the source's grid (${source.grid.crs}) has levels 0..${source.grid.resolutions.length - 1} (got ${r.zoom})`,
+    ]);
   }
   return source;
 }
@@ -131,10 +151,20 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     try {
       // On a worker, a relative path is taken from the first sources root.
       const file = roots ? r.sourcesFile : path.resolve(r.sourcesFile);
-      ({ name: sourceName, source, file: sourcesFile, mirrors } = await loadSource(file, r.sourceName, { subject: 'mosaic request', ...(roots ? { roots: roots.sources } : {}) }));
+      ({
+        name: sourceName,
+        source,
+        file: sourcesFile,
+        mirrors,
+      } = await loadSource(file, r.sourceName, {
+        subject: 'mosaic request',
+        ...(roots ? { roots: roots.sources } : {}),
+      }));
     } catch (err) {
       // An unreadable or invalid sources file will not fix itself on a retry.
-      throw err instanceof ConfigError ? err : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
+      throw err instanceof ConfigError
+        ? err
+        : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
     }
   } else {
     source = parseSource(r.source, 'mosaic request: source');
@@ -160,11 +190,15 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     }
     grid = gridFor(b, r.zoom, source.tileSize, source.grid);
   } else if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
-    throw new ConfigError('mosaic request', [`crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`]);
+    throw new ConfigError('mosaic request', [
+      `crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`,
+    ]);
   } else {
     // Web Mercator ends short of the poles; a grid of its own (EPSG:4326) may not.
     if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
-      throw new ConfigError('mosaic request', [`${r.bboxFromCoverage ? 'coverage' : 'bbox'}: lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)} (got ${JSON.stringify(r.bbox)})`]);
+      throw new ConfigError('mosaic request', [
+        `${r.bboxFromCoverage ? 'coverage' : 'bbox'}: lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)} (got ${JSON.stringify(r.bbox)})`,
+      ]);
     }
     const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
     const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
@@ -188,9 +222,12 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   const outside = coverage ? await countOutside(grid, source.grid, coverage, 'mosaic request') : 0;
   checkCovers(outside, total, r.zoom, r.crs, 'mosaic request');
   // No image, no image's limits (a seed level may be wider than one stitched row allows).
-  const refused = r.image === false ? null : outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
-  if (refused) throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
-  const confine = (p: string, field: string) => (roots ? confineLocation(p, roots, field, 'mosaic request') : Promise.resolve(isObjectUrl(p) ? p : path.resolve(p)));
+  const refused =
+    r.image === false ? null : outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
+  if (refused)
+    throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
+  const confine = (p: string, field: string) =>
+    roots ? confineLocation(p, roots, field, 'mosaic request') : Promise.resolve(isObjectUrl(p) ? p : path.resolve(p));
   const output = await confine(r.output, 'output');
   const storeRoot = await confine(r.storeRoot ?? `${outputBase(output)}.tiles`, 'storeRoot');
   // Beside the output, but checked on its own: a symlink there must not lead outside the roots.
@@ -201,7 +238,9 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     deadlineAt = d !== null ? now + d : Date.parse(r.deadline);
     if (deadlineAt <= now) {
       // A fixed instant in a schedule's request is in the past from the second night on: say so, do not wait for nothing.
-      throw new ConfigError('mosaic request', [`deadline: ${r.deadline} is already past (now ${new Date(now).toISOString()}); use a duration such as 2h for a recurring run`]);
+      throw new ConfigError('mosaic request', [
+        `deadline: ${r.deadline} is already past (now ${new Date(now).toISOString()}); use a duration such as 2h for a recurring run`,
+      ]);
     }
     if (deadlineAt - now > MAX_DEADLINE_MS) {
       throw new ConfigError('mosaic request', [`deadline: at most 7 days ahead (got ${JSON.stringify(r.deadline)})`]);
@@ -209,7 +248,8 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
   }
   // An age counts back from the plan: every block and re-drive of this run keeps the same tiles.
   const age = r.refreshBefore !== undefined ? durationMs(r.refreshBefore) : null;
-  const refreshBefore = r.refreshBefore === undefined ? undefined : age !== null ? now - age : Date.parse(r.refreshBefore);
+  const refreshBefore =
+    r.refreshBefore === undefined ? undefined : age !== null ? now - age : Date.parse(r.refreshBefore);
   // A metatiled WMS source: batches of whole metatiles (the workflows pack them so), one GetMap each.
   const meta = planMetatile({ source });
   const cells = meta ? meta[0] * meta[1] : 1;
@@ -256,11 +296,18 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
 }
 
 /** A mirror as the plan would use it (its zoom range, a direct-chunk plan's metatile), or why it cannot be. */
-function mirrorCandidate(m: { name: string; source: SourceConfig }, r: { zoom: number; directChunks?: boolean | undefined }): MirrorCandidate {
+function mirrorCandidate(
+  m: { name: string; source: SourceConfig },
+  r: { zoom: number; directChunks?: boolean | undefined },
+): MirrorCandidate {
   try {
     return { name: m.name, source: sourceForPlan(m.source, r, `mirror ${JSON.stringify(m.name)}`) };
   } catch (err) {
-    return { name: m.name, source: m.source, refused: err instanceof ConfigError ? err.message : 'it cannot serve this plan' };
+    return {
+      name: m.name,
+      source: m.source,
+      refused: err instanceof ConfigError ? err.message : 'it cannot serve this plan',
+    };
   }
 }
 
@@ -273,7 +320,11 @@ export async function planMosaicRun(request: MosaicRequest, runTag: string, root
   const storage = storageFor(plan.workDir);
   const mine = baseName(plan.journalDir);
   const entries = await storage.list(plan.workDir);
-  await Promise.all(entries.filter((e) => e.startsWith('journal-') && e !== mine).map((e) => storage.removeTree(joinLocation(plan.workDir, e))));
+  await Promise.all(
+    entries
+      .filter((e) => e.startsWith('journal-') && e !== mine)
+      .map((e) => storage.removeTree(joinLocation(plan.workDir, e))),
+  );
   // The plan goes beside the journals at once, so even a run that dies before assembling can be re-driven.
   await storage.write(planFile(plan.workDir), Buffer.from(JSON.stringify(plan)), { contentType: 'application/json' });
   return plan;

@@ -96,7 +96,10 @@ const KEEPALIVE_MS = 5_000;
 export function outputRefusal(cols: number, rows: number, tileSize: number, extras: readonly string[]): string | null {
   const width = cols * tileSize;
   const height = rows * tileSize;
-  if (extras.includes('webp') && (width > WEBP_MAX_SIDE || height > WEBP_MAX_SIDE || width * height > WEBP_MAX_PIXELS)) {
+  if (
+    extras.includes('webp') &&
+    (width > WEBP_MAX_SIDE || height > WEBP_MAX_SIDE || width * height > WEBP_MAX_PIXELS)
+  ) {
     return (
       `a ${width}x${height} mosaic is too large for a WebP copy (at most ${WEBP_MAX_SIDE} px a side and ` +
       `${WEBP_MAX_PIXELS} pixels: libwebp holds the whole image in memory); drop 'webp' or use 'png'`
@@ -124,7 +127,9 @@ async function removeDeadStitches(dir: string, prefix: string): Promise<void> {
       // Only real folders a stitch made: a symlink is not followed out of the output's folder.
       if (!(await lstat(folder)).isDirectory()) continue;
       const entries = await readdir(folder);
-      const times = await Promise.all([folder, ...entries.map((e) => join(folder, e))].map(async (f) => (await lstat(f)).mtimeMs));
+      const times = await Promise.all(
+        [folder, ...entries.map((e) => join(folder, e))].map(async (f) => (await lstat(f)).mtimeMs),
+      );
       if (Date.now() - Math.max(...times) > DEAD_STITCH_MS) await rm(folder, { recursive: true, force: true });
     } catch {
       // Gone meanwhile, or not ours to read: left alone.
@@ -152,12 +157,14 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
   const width = cols * T;
   const height = rows * T;
   const extras = [...new Set(input.extraFormats)];
-  for (const f of extras) if (f !== 'png' && f !== 'webp') throw new RangeError(`stitch: unknown extra format ${String(f)}`);
+  for (const f of extras)
+    if (f !== 'png' && f !== 'webp') throw new RangeError(`stitch: unknown extra format ${String(f)}`);
   const rowBytes = width * T * 4;
   const refused = outputRefusal(cols, rows, T, extras);
   if (refused) throw new StitchInputError(`stitch: ${refused}`);
   let stripRows = input.stripRows ?? Math.max(1, Math.floor(STRIP_BYTES / rowBytes));
-  if (!Number.isInteger(stripRows) || stripRows < 1) throw new RangeError(`stitch: stripRows must be a positive integer (got ${stripRows})`);
+  if (!Number.isInteger(stripRows) || stripRows < 1)
+    throw new RangeError(`stitch: stripRows must be a positive integer (got ${stripRows})`);
   // A strip must stay under the pixel limit sharp applies to each joined input.
   stripRows = Math.min(stripRows, rows, Math.floor(JOIN_INPUT_PIXEL_LIMIT / (width * T)));
 
@@ -231,7 +238,8 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
       for (const f of await writeSidecars(final, bounds, width, height)) if (!files.includes(f)) files.push(f);
     }
     // Without sidecars, those an earlier run left would describe another grid (an output in a bucket: assemble.ts).
-    if (input.sidecars === false) await Promise.all(staleSidecars(output, extras.length > 0).map((f) => rm(f, { force: true })));
+    if (input.sidecars === false)
+      await Promise.all(staleSidecars(output, extras.length > 0).map((f) => rm(f, { force: true })));
     progress.check();
     return { files, width, height };
   } finally {
@@ -246,7 +254,13 @@ export async function stitchMosaic(input: StitchInput): Promise<{ files: string[
  * come from `valueAt`, an integer 0..255); georeferenced with sidecars (pgw/prj/aux.xml) over the same bounds.
  * Returns the files written, the PNG first.
  */
-export async function writeCoverageMask(path: string, cols: number, rows: number, valueAt: (col: number, row: number) => number, bounds: Bounds3857): Promise<string[]> {
+export async function writeCoverageMask(
+  path: string,
+  cols: number,
+  rows: number,
+  valueAt: (col: number, row: number) => number,
+  bounds: Bounds3857,
+): Promise<string[]> {
   if (!Number.isInteger(cols) || cols < 1 || !Number.isInteger(rows) || rows < 1) {
     throw new RangeError(`mask: cols and rows must be positive integers (got ${cols}x${rows})`);
   }
@@ -254,7 +268,8 @@ export async function writeCoverageMask(path: string, cols: number, rows: number
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const v = valueAt(c, r);
-      if (!Number.isInteger(v) || v < 0 || v > 255) throw new RangeError(`mask: value at (${c},${r}) must be an integer 0..255 (got ${v})`);
+      if (!Number.isInteger(v) || v < 0 || v > 255)
+        throw new RangeError(`mask: value at (${c},${r}) must be an integer 0..255 (got ${v})`);
       pixels[r * cols + c] = v;
     }
   }
@@ -292,7 +307,13 @@ async function readStrip(input: StitchInput, row0: number, n: number): Promise<M
   return bodies;
 }
 
-async function decodeStrip(input: StitchInput, row0: number, n: number, strip: Buffer, bodies: Map<string, Buffer> | null): Promise<void> {
+async function decodeStrip(
+  input: StitchInput,
+  row0: number,
+  n: number,
+  strip: Buffer,
+  bodies: Map<string, Buffer> | null,
+): Promise<void> {
   const { cols, tileSize: T } = input;
   const stride = cols * T * 4;
   const cells: { col: number; row: number; file: string }[] = [];
@@ -308,15 +329,19 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
   }
   const place = (data: Buffer, width: number, left: number, top: number, col: number, row: number) => {
     const at = (row - row0) * T * stride + col * T * 4;
-    for (let y = 0; y < T; y++) data.copy(strip, at + y * stride, ((top + y) * width + left) * 4, ((top + y) * width + left + T) * 4);
+    for (let y = 0; y < T; y++)
+      data.copy(strip, at + y * stride, ((top + y) * width + left) * 4, ((top + y) * width + left + T) * 4);
   };
   // Local files are read here, one per decode, so no more encoded bytes are held than tiles being decoded.
-  const bytes = async (file: string, what: string) => bodies?.get(file) ?? (await readLocal(file, input.storeRoot, what));
+  const bytes = async (file: string, what: string) =>
+    bodies?.get(file) ?? (await readLocal(file, input.storeRoot, what));
   await pool(cells, DECODE_CONCURRENCY, async ({ col, row, file }) => {
     const what = `tile (col ${col}, row ${row}) ${file}`;
     const { data, info } = await decodeRgba(await bytes(file, what), what);
     if (info.width !== T || info.height !== T) {
-      throw new StitchInputError(`stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`);
+      throw new StitchInputError(
+        `stitch: tile (col ${col}, row ${row}) ${file} is ${info.width}x${info.height} px, expected ${T}x${T}`,
+      );
     }
     place(data, T, 0, 0, col, row);
   });
@@ -325,7 +350,9 @@ async function decodeStrip(input: StitchInput, row0: number, n: number, strip: B
     const { data, info } = await decodeRgba(await bytes(file, `chunk ${file}`), `chunk ${file}`);
     for (const g of regions) {
       if (g.left < 0 || g.top < 0 || g.left + T > info.width || g.top + T > info.height) {
-        throw new StitchInputError(`stitch: chunk ${file} is ${info.width}x${info.height} px, too small for a tile at ${g.left},${g.top}`);
+        throw new StitchInputError(
+          `stitch: chunk ${file} is ${info.width}x${info.height} px, too small for a tile at ${g.left},${g.top}`,
+        );
       }
       place(data, info.width, g.left, g.top, g.col, g.row);
     }
@@ -346,12 +373,17 @@ async function readLocal(file: string, storeRoot: string | undefined, what: stri
 async function decodeRgba(file: Buffer, what: string): Promise<{ data: Buffer; info: sharp.OutputInfo }> {
   let out: { data: Buffer; info: sharp.OutputInfo };
   try {
-    out = await sharp(file, { failOn: 'truncated', limitInputPixels: false }).toColourspace('srgb').ensureAlpha(1).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    out = await sharp(file, { failOn: 'truncated', limitInputPixels: false })
+      .toColourspace('srgb')
+      .ensureAlpha(1)
+      .raw({ depth: 'uchar' })
+      .toBuffer({ resolveWithObject: true });
   } catch (err) {
     const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
     throw new Error(`stitch: cannot decode ${what}: ${message}`, { cause: err });
   }
-  if (out.info.channels !== 4) throw new Error(`stitch: ${what} decoded to ${out.info.channels} channels, expected RGBA`);
+  if (out.info.channels !== 4)
+    throw new Error(`stitch: ${what} decoded to ${out.info.channels} channels, expected RGBA`);
   return out;
 }
 

@@ -10,13 +10,23 @@ import { StoreBounds, StoreEscapeError } from '../store/store-bounds';
  * (so the manifest still accounts for it) and its file is never read. Files outside the store as written are
  * left to the caller. One realpath per folder and one lstat per tile.
  */
-export async function confineTileFiles(records: (ManifestTile | null)[], storeRoot: string): Promise<(ManifestTile | null)[]> {
+export async function confineTileFiles(
+  records: (ManifestTile | null)[],
+  storeRoot: string,
+): Promise<(ManifestTile | null)[]> {
   const bounds = new StoreBounds(storeRoot);
   const out = [...records];
   for (let i = 0; i < out.length; i++) {
     const t = out[i];
     // A bucket has no symlinks: only local files are checked.
-    if (!t?.path || (t.status !== 'ok' && t.status !== 'stale') || isObjectUrl(t.path) || isObjectUrl(storeRoot) || !within(path.resolve(t.path), storeRoot)) continue;
+    if (
+      !t?.path ||
+      (t.status !== 'ok' && t.status !== 'stale') ||
+      isObjectUrl(t.path) ||
+      isObjectUrl(storeRoot) ||
+      !within(path.resolve(t.path), storeRoot)
+    )
+      continue;
     try {
       await bounds.checkDir(path.dirname(path.resolve(t.path)));
       await bounds.lstatFile(path.resolve(t.path));

@@ -48,7 +48,9 @@ export interface MbtilesWritten {
 }
 
 /** The earlier file's metadata and tiles, opened read-only; null when there is none. */
-function openEarlier(earlier: string | undefined): { db: Database.Database; meta: Map<string, string> } | { error: string } | null {
+function openEarlier(
+  earlier: string | undefined,
+): { db: Database.Database; meta: Map<string, string> } | { error: string } | null {
   if (earlier === undefined) return null;
   let db: Database.Database;
   try {
@@ -116,7 +118,9 @@ export async function writeMbtiles(
         'CREATE UNIQUE INDEX tile_index ON tiles (zoom_level, tile_column, tile_row);',
     );
     // A tile met twice (a level re-drawn) keeps its last copy.
-    const put = db.prepare('INSERT OR REPLACE INTO tiles (zoom_level, tile_column, tile_row, tile_data) VALUES (?, ?, ?, ?)');
+    const put = db.prepare(
+      'INSERT OR REPLACE INTO tiles (zoom_level, tile_column, tile_row, tile_data) VALUES (?, ?, ?, ?)',
+    );
     const flush = db.transaction((batch: MbtilesTile[]) => {
       for (const t of batch) put.run(t.z, t.x, 2 ** t.z - 1 - t.y, t.data);
     });
@@ -144,12 +148,17 @@ export async function writeMbtiles(
       if (count === 0 && (['png', 'jpg', 'webp'] as string[]).includes(oldFormat)) format = oldFormat as MbtilesFormat;
       if (oldFormat !== format) earlierNotKept = `its tiles are ${oldFormat}, this run's are ${format}`;
       else {
-        const keep = db.prepare('INSERT OR IGNORE INTO tiles (zoom_level, tile_column, tile_row, tile_data) VALUES (?, ?, ?, ?)');
+        const keep = db.prepare(
+          'INSERT OR IGNORE INTO tiles (zoom_level, tile_column, tile_row, tile_data) VALUES (?, ?, ?, ?)',
+        );
         const copy = db.transaction((rows: [number, number, number, Buffer][]) => {
           for (const r of rows) kept += keep.run(...r).changes;
         });
         let rows: [number, number, number, Buffer][] = [];
-        for (const r of old.db.prepare('SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles').raw().iterate() as Iterable<[number, number, number, Buffer]>) {
+        for (const r of old.db
+          .prepare('SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles')
+          .raw()
+          .iterate() as Iterable<[number, number, number, Buffer]>) {
           rows.push(r);
           if (rows.length >= CHUNK) {
             copy(rows);
@@ -164,7 +173,10 @@ export async function writeMbtiles(
           const oldBounds = parseBounds(old.meta.get('bounds'));
           if (count === 0) {
             // Only the earlier tiles: the file says what it said before, or what its tiles say.
-            const range = db.prepare('SELECT MIN(zoom_level) lo, MAX(zoom_level) hi FROM tiles').get() as { lo: number; hi: number };
+            const range = db.prepare('SELECT MIN(zoom_level) lo, MAX(zoom_level) hi FROM tiles').get() as {
+              lo: number;
+              hi: number;
+            };
             minzoom = Number.isInteger(z('minzoom')) ? z('minzoom') : range.lo;
             maxzoom = Number.isInteger(z('maxzoom')) ? z('maxzoom') : range.hi;
             bounds = oldBounds ?? meta.bounds;

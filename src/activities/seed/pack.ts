@@ -30,22 +30,40 @@ const READ_AHEAD = 16;
 const FORMATS: Record<string, MbtilesFormat> = { '.png': 'png', '.jpg': 'jpg', '.jpeg': 'jpg', '.webp': 'webp' };
 
 export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots): Promise<PackMbtilesResult> {
-  if (!/\.mbtiles$/i.test(input.into)) throw new ConfigError('seed', [`into: must be a path or an s3:// URL ending in .mbtiles (got ${JSON.stringify(input.into)})`]);
+  if (!/\.mbtiles$/i.test(input.into))
+    throw new ConfigError('seed', [
+      `into: must be a path or an s3:// URL ending in .mbtiles (got ${JSON.stringify(input.into)})`,
+    ]);
   const bucket = isObjectUrl(input.into);
-  const into = roots ? await confineLocation(input.into, roots, 'into', 'seed') : bucket ? input.into : path.resolve(input.into);
+  const into = roots
+    ? await confineLocation(input.into, roots, 'into', 'seed')
+    : bucket
+      ? input.into
+      : path.resolve(input.into);
   const ctx = activityContext();
   const levels: { plan: MosaicPlan; files: (string | null)[] }[] = [];
   for (const output of new Set(input.outputs)) {
     // The plan beside the level's journals, checked and confined as a re-drive's is.
     const { plan } = await loadDeadLetters(output, undefined, roots);
-    const records = await confineTileFiles(latestRecords(await readJournals(plan.journalDir ?? plan.workDir), plan.total), plan.storeRoot);
+    const records = await confineTileFiles(
+      latestRecords(await readJournals(plan.journalDir ?? plan.workDir), plan.total),
+      plan.storeRoot,
+    );
     const inStore = (p: string) => locationWithin(isObjectUrl(p) ? p : path.resolve(p), plan.storeRoot);
-    levels.push({ plan, files: records.map((r) => (r && (r.status === 'ok' || r.status === 'stale') && r.path && !r.region && inStore(r.path) ? r.path : null)) });
+    levels.push({
+      plan,
+      files: records.map((r) =>
+        r && (r.status === 'ok' || r.status === 'stale') && r.path && !r.region && inStore(r.path) ? r.path : null,
+      ),
+    });
   }
   if (levels.length === 0) throw new ConfigError('seed', ['outputs: no level to pack']);
   const projected = levels.find((l) => l.plan.bounds.crs !== undefined);
   // MBTiles is the Web Mercator XYZ grid's container; a seed on another grid keeps its levels' tile stores.
-  if (projected) throw new ConfigError('seed', [`into: an MBTiles file holds Web Mercator tiles; the source's grid is in ${projected.plan.bounds.crs}`]);
+  if (projected)
+    throw new ConfigError('seed', [
+      `into: an MBTiles file holds Web Mercator tiles; the source's grid is in ${projected.plan.bounds.crs}`,
+    ]);
   // The tiles' format, from the first served tile of any level (MBTiles names one for the whole file).
   const first = levels.flatMap((l) => l.files).find((f) => f !== null);
   const format = FORMATS[path.extname(first ?? '.png').toLowerCase()] ?? 'png';
@@ -92,18 +110,34 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     yield* take(0);
   }
   // SQLite needs a file: into a bucket, the database is built in a folder of its own, then uploaded whole.
-  const scratch = bucket ? await mkdtemp(path.join(process.env[SCRATCH_DIR_ENV] || tmpdir(), 'tilebreaker-pack-')) : null;
+  const scratch = bucket
+    ? await mkdtemp(path.join(process.env[SCRATCH_DIR_ENV] || tmpdir(), 'tilebreaker-pack-'))
+    : null;
   let out: MbtilesWritten;
   try {
     const file = scratch ? path.join(scratch, 'tiles.mbtiles') : into;
     // The file this one replaces: every tile of it that this run does not serve again is kept.
-    const earlier = scratch ? ((await storageFor(into).download(into, path.join(scratch, 'earlier.mbtiles'))) ? path.join(scratch, 'earlier.mbtiles') : undefined) : await earlierFile(into);
-    const meta = { name: input.name, format, bounds: [w, s, e, n] as [number, number, number, number], minzoom: Math.min(...zooms), maxzoom: Math.max(...zooms) };
+    const earlier = scratch
+      ? (await storageFor(into).download(into, path.join(scratch, 'earlier.mbtiles')))
+        ? path.join(scratch, 'earlier.mbtiles')
+        : undefined
+      : await earlierFile(into);
+    const meta = {
+      name: input.name,
+      format,
+      bounds: [w, s, e, n] as [number, number, number, number],
+      minzoom: Math.min(...zooms),
+      maxzoom: Math.max(...zooms),
+    };
     out = await writeMbtiles(file, meta, tiles(), (n) => ctx?.heartbeat({ written: n }), earlier);
     if (scratch) {
       // Heartbeats as the parts go: a large file's upload outlasts the heartbeat timeout, a stalled one does not.
       const sent = (bytes: number) => ctx?.heartbeat({ written: out.written + out.kept, uploaded: bytes });
-      await storageFor(into).upload(file, into, { contentType: 'application/vnd.sqlite3', onProgress: sent, ...(ctx ? { signal: ctx.cancellationSignal } : {}) });
+      await storageFor(into).upload(file, into, {
+        contentType: 'application/vnd.sqlite3',
+        onProgress: sent,
+        ...(ctx ? { signal: ctx.cancellationSignal } : {}),
+      });
     }
   } finally {
     if (scratch) await rm(scratch, { recursive: true, force: true });
@@ -114,7 +148,11 @@ export async function packMbtiles(input: PackMbtilesInput, roots?: WorkerRoots):
     kept: out.kept,
     ...(out.earlierNotKept !== undefined ? { earlierNotKept: out.earlierNotKept } : {}),
     missing,
-    levels: levels.map((l) => ({ zoom: l.plan.grid.z, tiles: l.files.filter((f) => f !== null).length, total: l.plan.total })),
+    levels: levels.map((l) => ({
+      zoom: l.plan.grid.z,
+      tiles: l.files.filter((f) => f !== null).length,
+      total: l.plan.total,
+    })),
   };
 }
 

@@ -28,11 +28,13 @@ export function objectUrlRefusal(loc: string): string | null {
   const slash = rest.indexOf('/');
   const bucket = slash < 0 ? rest : rest.slice(0, slash);
   const key = slash < 0 ? '' : rest.slice(slash + 1).replace(/\/$/, '');
-  if (!BUCKET.test(bucket)) return `has no valid bucket name (3-63 lowercase letters, digits, dots and hyphens; got ${JSON.stringify(bucket)})`;
+  if (!BUCKET.test(bucket))
+    return `has no valid bucket name (3-63 lowercase letters, digits, dots and hyphens; got ${JSON.stringify(bucket)})`;
   if (Buffer.byteLength(key) > MAX_KEY_BYTES) return `has a key longer than ${MAX_KEY_BYTES} bytes`;
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f\\]/.test(key)) return 'has a control character or a backslash in its key';
-  if (key !== '' && key.split('/').some((s) => s === '' || s === '.' || s === '..')) return "has an empty, '.' or '..' segment in its key";
+  if (key !== '' && key.split('/').some((s) => s === '' || s === '.' || s === '..'))
+    return "has an empty, '.' or '..' segment in its key";
   return null;
 }
 
@@ -42,7 +44,9 @@ export function parseObjectUrl(loc: string): ObjectAddress {
   if (why) throw new Error(`${JSON.stringify(loc)} ${why}`);
   const rest = loc.slice(S3_SCHEME.length);
   const slash = rest.indexOf('/');
-  return slash < 0 ? { bucket: rest, key: '' } : { bucket: rest.slice(0, slash), key: rest.slice(slash + 1).replace(/\/$/, '') };
+  return slash < 0
+    ? { bucket: rest, key: '' }
+    : { bucket: rest.slice(0, slash), key: rest.slice(slash + 1).replace(/\/$/, '') };
 }
 
 export const objectUrl = (a: ObjectAddress): string => `${S3_SCHEME}${a.bucket}${a.key ? `/${a.key}` : ''}`;
@@ -52,7 +56,8 @@ export function joinLocation(loc: string, ...parts: string[]): string {
   if (!isObjectUrl(loc)) return path.join(loc, ...parts);
   const a = parseObjectUrl(loc);
   const added = parts.flatMap((p) => p.split('/')).filter((s) => s !== '');
-  if (added.some((s) => s === '.' || s === '..')) throw new Error(`cannot join ${JSON.stringify(parts.join('/'))} to an object URL`);
+  if (added.some((s) => s === '.' || s === '..'))
+    throw new Error(`cannot join ${JSON.stringify(parts.join('/'))} to an object URL`);
   return objectUrl({ bucket: a.bucket, key: [a.key, ...added].filter((s) => s !== '').join('/') });
 }
 

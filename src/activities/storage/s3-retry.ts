@@ -48,7 +48,8 @@ export class StoreRetry {
     // Half the backoff fixed, half at random: calls that failed together do not come back together.
     const delay = Math.min(MAX_DELAY_MS, 100 * 2 ** (n - 1)) * (0.5 + this.random() / 2);
     // The SDK throws the call's own error whatever this rejects with.
-    if (!retryable || this.now() + delay - token.firstAt > this.budgetMs) return Promise.reject(info.error instanceof Error ? info.error : new Error('S3: not retried'));
+    if (!retryable || this.now() + delay - token.firstAt > this.budgetMs)
+      return Promise.reject(info.error instanceof Error ? info.error : new Error('S3: not retried'));
     return Promise.resolve(new Token(n, delay, token.firstAt));
   }
 

@@ -3,7 +3,14 @@ import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import { copyFile, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { DeleteObjectsCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  type S3Client,
+} from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from '../store/atomic-write';
@@ -143,7 +150,13 @@ export function objectStorage(client: S3Client): Storage {
       const { bucket, key } = parseObjectUrl(loc);
       try {
         await client.send(
-          new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ...(opts.contentType ? { ContentType: opts.contentType } : {}), ...(opts.metadata ? { Metadata: opts.metadata } : {}) }),
+          new PutObjectCommand({
+            Bucket: bucket,
+            Key: key,
+            Body: body,
+            ...(opts.contentType ? { ContentType: opts.contentType } : {}),
+            ...(opts.metadata ? { Metadata: opts.metadata } : {}),
+          }),
         );
       } catch (err) {
         throw storageError('write', loc, err);
@@ -160,14 +173,17 @@ export function objectStorage(client: S3Client): Storage {
       const prefix = key === '' ? '' : `${key}/`;
       let previous = '';
       for (;;) {
-        const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 })).catch((err: unknown) => {
-          throw storageError('remove', dir, err);
-        });
+        const out = await client
+          .send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 }))
+          .catch((err: unknown) => {
+            throw storageError('remove', dir, err);
+          });
         const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
         if (keys.length === 0) return;
         // Deleted without an error, yet listed again: deleting them once more would go on for ever.
         const page = keys.map((k) => k.Key).join('\n');
-        if (page === previous) throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
+        if (page === previous)
+          throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
         previous = page;
         await deleteKeys(client, bucket, dir, keys);
         if (!out.IsTruncated) return;
@@ -180,7 +196,8 @@ export function objectStorage(client: S3Client): Storage {
       for (let at = 0; at < locs.length; at += 1_000) {
         const objects = locs.slice(at, at + 1_000).map((loc) => {
           const o = parseObjectUrl(loc);
-          if (o.bucket !== bucket) throw new Error(`storage: cannot remove ${loc} with the files of ${dir} (another bucket)`);
+          if (o.bucket !== bucket)
+            throw new Error(`storage: cannot remove ${loc} with the files of ${dir} (another bucket)`);
           return { Key: o.key };
         });
         await deleteKeys(client, bucket, dir, objects);
@@ -190,7 +207,10 @@ export function objectStorage(client: S3Client): Storage {
       const { bucket, key } = parseObjectUrl(loc);
       try {
         const out = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
-        return { size: out.ContentLength ?? 0, version: `${out.ETag ?? ''}:${out.LastModified?.getTime() ?? ''}:${out.ContentLength ?? ''}` };
+        return {
+          size: out.ContentLength ?? 0,
+          version: `${out.ETag ?? ''}:${out.LastModified?.getTime() ?? ''}:${out.ContentLength ?? ''}`,
+        };
       } catch (err) {
         if (s3Missing(err)) return null;
         throw storageError('read', loc, err);
@@ -246,9 +266,18 @@ async function listObjects(client: S3Client, dir: string, folders: boolean): Pro
   let token: string | undefined;
   try {
     do {
-      const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, Delimiter: '/', ...(token ? { ContinuationToken: token } : {}) }));
+      const out = await client.send(
+        new ListObjectsV2Command({
+          Bucket: bucket,
+          Prefix: prefix,
+          Delimiter: '/',
+          ...(token ? { ContinuationToken: token } : {}),
+        }),
+      );
       for (const c of out.Contents ?? []) if (c.Key && c.Key !== prefix) names.add(c.Key.slice(prefix.length));
-      if (folders) for (const p of out.CommonPrefixes ?? []) if (p.Prefix) names.add(p.Prefix.slice(prefix.length).replace(/\/$/, ''));
+      if (folders)
+        for (const p of out.CommonPrefixes ?? [])
+          if (p.Prefix) names.add(p.Prefix.slice(prefix.length).replace(/\/$/, ''));
       token = out.IsTruncated ? out.NextContinuationToken : undefined;
     } while (token);
   } catch (err) {
@@ -259,9 +288,11 @@ async function listObjects(client: S3Client, dir: string, folders: boolean): Pro
 
 /** One DeleteObjects request (at most 1,000 keys) of the files of `dir`, failing when any key stays. */
 async function deleteKeys(client: S3Client, bucket: string, dir: string, keys: { Key: string }[]): Promise<void> {
-  const deleted = await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } })).catch((err: unknown) => {
-    throw storageError('remove', dir, err);
-  });
+  const deleted = await client
+    .send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }))
+    .catch((err: unknown) => {
+      throw storageError('remove', dir, err);
+    });
   // Quiet still reports each key it could not delete; what is left would mix with what comes next.
   if (deleted.Errors?.length) throw notRemoved(dir, deleted.Errors, keys.length);
 }
@@ -269,7 +300,9 @@ async function deleteKeys(client: S3Client, bucket: string, dir: string, keys: {
 /** DeleteObjects' per-key errors: how many, and the first S3 error code (never the keys or the messages). */
 function notRemoved(dir: string, errors: readonly { Code?: string | undefined }[], of: number): Error {
   const code = errors.find((e) => e.Code && /^[A-Za-z]{1,64}$/.test(e.Code))?.Code;
-  return new Error(`storage: cannot remove ${dir} (${errors.length} of ${of} keys could not be removed${code ? `: ${code}` : ''})`);
+  return new Error(
+    `storage: cannot remove ${dir} (${errors.length} of ${of} keys could not be removed${code ? `: ${code}` : ''})`,
+  );
 }
 
 /** The S3 error's name and status, not its message (which can quote a request). */

@@ -5,10 +5,28 @@ import type { TileAddress } from '../../sources/request-url';
 import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { joinLocation, objectUrl, parseObjectUrl } from '../storage/location';
 import { storageError } from '../storage/storage';
-import { checkShapeKey, chunkName, contentTypeOf, extensionOf, parseServedRecord, SERVED_DIR, servedRecord, type StoredTile, type TileMeta, type Tiles } from './tiles';
+import {
+  checkShapeKey,
+  chunkName,
+  contentTypeOf,
+  extensionOf,
+  parseServedRecord,
+  SERVED_DIR,
+  servedRecord,
+  type StoredTile,
+  type TileMeta,
+  type Tiles,
+} from './tiles';
 
 /** User metadata names (S3 lowercases them): what a tile file on disk tells by itself, an object carries here. */
-const META = { fetchedAt: 'fetched-at', sha256: 'sha256', etag: 'origin-etag', lastModified: 'origin-last-modified', width: 'width', height: 'height' } as const;
+const META = {
+  fetchedAt: 'fetched-at',
+  sha256: 'sha256',
+  etag: 'origin-etag',
+  lastModified: 'origin-last-modified',
+  width: 'width',
+  height: 'height',
+} as const;
 
 /**
  * Tiles as objects, `<prefix>/<source>/<z>/<x>/<y>.<ext>`, for a fleet whose workers share no disk. A PUT is
@@ -34,7 +52,8 @@ export class ObjectTileStore implements Tiles {
   }
 
   private sourcePart(source: string): string {
-    if (!SOURCE_NAME.test(source)) throw new Error(`tile store: source name ${SOURCE_NAME_RULE} (got ${JSON.stringify(source)})`);
+    if (!SOURCE_NAME.test(source))
+      throw new Error(`tile store: source name ${SOURCE_NAME_RULE} (got ${JSON.stringify(source)})`);
     return source;
   }
 
@@ -42,32 +61,74 @@ export class ObjectTileStore implements Tiles {
     return this.key(this.sourcePart(source), String(t.z), String(t.x), String(t.y));
   }
 
-  async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<{ path: string; bytes: number }> {
+  async put(
+    source: string,
+    t: TileAddress,
+    body: Buffer,
+    meta: Omit<TileMeta, 'bytes' | 'sha256'>,
+  ): Promise<{ path: string; bytes: number }> {
     const key = `${this.tileStem(source, t)}.${extensionOf(meta.contentType)}`;
-    const metadata: Record<string, string> = { [META.fetchedAt]: String(Math.round(meta.fetchedAt)), [META.sha256]: createHash('sha256').update(body).digest('hex') };
+    const metadata: Record<string, string> = {
+      [META.fetchedAt]: String(Math.round(meta.fetchedAt)),
+      [META.sha256]: createHash('sha256').update(body).digest('hex'),
+    };
     // Metadata travels as HTTP headers: only printable ASCII survives, and validators are that by definition.
     if (meta.etag !== undefined && /^[\x20-\x7e]*$/.test(meta.etag)) metadata[META.etag] = meta.etag;
-    if (meta.lastModified !== undefined && /^[\x20-\x7e]*$/.test(meta.lastModified)) metadata[META.lastModified] = meta.lastModified;
+    if (meta.lastModified !== undefined && /^[\x20-\x7e]*$/.test(meta.lastModified))
+      metadata[META.lastModified] = meta.lastModified;
     if (meta.width !== undefined) metadata[META.width] = String(meta.width);
     if (meta.height !== undefined) metadata[META.height] = String(meta.height);
     await this.guard('write', key, () =>
-      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentTypeOf(extensionOf(meta.contentType)), Metadata: metadata })),
+      this.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: body,
+          ContentType: contentTypeOf(extensionOf(meta.contentType)),
+          Metadata: metadata,
+        }),
+      ),
     );
     return { path: objectUrl({ bucket: this.bucket, key }), bytes: body.length };
   }
 
-  async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
+  async putChunk(
+    source: string,
+    z: number,
+    unit: { url: string; width: number; height: number },
+    body: Buffer,
+    contentType: string,
+  ): Promise<string> {
     const key = this.key(this.sourcePart(source), 'chunks', String(z), chunkName(unit, contentType));
-    await this.guard('write', key, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentTypeOf(extensionOf(contentType)) })));
+    await this.guard('write', key, () =>
+      this.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: body,
+          ContentType: contentTypeOf(extensionOf(contentType)),
+        }),
+      ),
+    );
     return objectUrl({ bucket: this.bucket, key });
   }
 
   /** The newest copy of the tile (one LIST of its names, one GET), or null. */
   async get(source: string, t: TileAddress): Promise<StoredTile | null> {
     const stem = this.tileStem(source, t);
-    const listed = (await this.guard('list', `${stem}.`, () => this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: `${stem}.`, MaxKeys: 32 })))).Contents ?? [];
+    const listed =
+      (
+        await this.guard('list', `${stem}.`, () =>
+          this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: `${stem}.`, MaxKeys: 32 })),
+        )
+      ).Contents ?? [];
     const copies = listed
-      .filter((o) => o.Key !== undefined && contentTypeOf(o.Key.slice(stem.length + 1)) !== undefined && !o.Key.slice(stem.length + 1).includes('/'))
+      .filter(
+        (o) =>
+          o.Key !== undefined &&
+          contentTypeOf(o.Key.slice(stem.length + 1)) !== undefined &&
+          !o.Key.slice(stem.length + 1).includes('/'),
+      )
       .sort((a, b) => (b.LastModified?.getTime() ?? 0) - (a.LastModified?.getTime() ?? 0));
     for (const copy of copies) {
       const key = copy.Key!;
@@ -86,7 +147,11 @@ export class ObjectTileStore implements Tiles {
       // Metadata another writer left is believed only for the bytes it was written with.
       const own = m[META.sha256] === sha256;
       const meta: TileMeta = {
-        fetchedAt: (own ? num(m[META.fetchedAt]) : undefined) ?? out.LastModified?.getTime() ?? copy.LastModified?.getTime() ?? 0,
+        fetchedAt:
+          (own ? num(m[META.fetchedAt]) : undefined) ??
+          out.LastModified?.getTime() ??
+          copy.LastModified?.getTime() ??
+          0,
         contentType: contentTypeOf(key.slice(stem.length + 1))!,
         bytes: body.length,
         sha256,
@@ -111,7 +176,16 @@ export class ObjectTileStore implements Tiles {
   /** `<prefix>/<source>/.served/<shapeKey>`: one small object, rewritten whole by each mark. */
   async markServed(source: string, shapeKey: string, at: number): Promise<void> {
     const key = this.key(this.sourcePart(source), SERVED_DIR, checkShapeKey(shapeKey));
-    await this.guard('write', key, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: servedRecord(at), ContentType: 'application/json' })));
+    await this.guard('write', key, () =>
+      this.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: servedRecord(at),
+          ContentType: 'application/json',
+        }),
+      ),
+    );
   }
 
   async servedAt(source: string, shapeKey: string): Promise<number | null> {

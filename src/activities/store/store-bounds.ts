@@ -38,14 +38,18 @@ export class StoreBounds {
       real = await realpath(dir);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT') throw new StoreEscapeError(`tile store: ${this.relative(dir)} cannot be resolved (${code ?? 'error'})`);
+      if (code !== 'ENOENT')
+        throw new StoreEscapeError(`tile store: ${this.relative(dir)} cannot be resolved (${code ?? 'error'})`);
       exists = false;
       real = await realPathOf(dir).catch((e: NodeJS.ErrnoException) => {
         throw new StoreEscapeError(`tile store: ${this.relative(dir)} cannot be resolved (${e.code ?? 'error'})`);
       });
     }
     const root = await this.resolvedRoot();
-    if (!within(real, root)) throw new StoreEscapeError(`tile store: ${this.relative(dir)} leads outside the store through a symlink; not used`);
+    if (!within(real, root))
+      throw new StoreEscapeError(
+        `tile store: ${this.relative(dir)} leads outside the store through a symlink; not used`,
+      );
     if (exists) this.inside.add(dir);
   }
 
@@ -80,7 +84,10 @@ export class StoreBounds {
       const real = await realpath(byFd).catch((e: NodeJS.ErrnoException) => {
         throw new StoreEscapeError(`tile store: ${this.relative(dir)} cannot be resolved (${e.code ?? 'error'})`);
       });
-      if (!within(real, await this.resolvedRoot())) throw new StoreEscapeError(`tile store: ${this.relative(dir)} leads outside the store through a symlink; not used`);
+      if (!within(real, await this.resolvedRoot()))
+        throw new StoreEscapeError(
+          `tile store: ${this.relative(dir)} leads outside the store through a symlink; not used`,
+        );
       return { at: (name) => path.join(byFd, name), close: () => fh.close() };
     } catch (err) {
       await fh.close();
@@ -137,7 +144,8 @@ export async function readConfinedFile(file: string, root: string): Promise<Buff
     // O_NONBLOCK: a FIFO planted at the name would otherwise hold the open until someone writes to it.
     fh = await open(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new StoreEscapeError(`tile store: ${rel(abs)} is a symlink; not read`);
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP')
+      throw new StoreEscapeError(`tile store: ${rel(abs)} is a symlink; not read`);
     throw err;
   }
   try {
@@ -150,9 +158,13 @@ export async function readConfinedFile(file: string, root: string): Promise<Buff
         throw new StoreEscapeError(`tile store: ${rel(p)} cannot be resolved (${e.code ?? 'error'})`);
       });
     const [realRoot, realDir] = await Promise.all([resolve(root), resolve(path.dirname(abs))]);
-    if (!within(realDir, realRoot)) throw new StoreEscapeError(`tile store: ${rel(path.dirname(abs))} leads outside the store through a symlink; not used`);
+    if (!within(realDir, realRoot))
+      throw new StoreEscapeError(
+        `tile store: ${rel(path.dirname(abs))} leads outside the store through a symlink; not used`,
+      );
     const there = await lstat(path.join(realDir, path.basename(abs))).catch(() => null);
-    if (!there || there.dev !== st.dev || there.ino !== st.ino) throw new StoreEscapeError(`tile store: ${rel(abs)} was replaced while it was read; not read`);
+    if (!there || there.dev !== st.dev || there.ino !== st.ino)
+      throw new StoreEscapeError(`tile store: ${rel(abs)} was replaced while it was read; not read`);
     return await fh.readFile();
   } finally {
     await fh.close();

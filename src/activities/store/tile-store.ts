@@ -7,7 +7,18 @@ import { SOURCE_NAME, SOURCE_NAME_RULE } from '../../sources/schema';
 import { makeDirs } from '../confine/confine';
 import { atomicWrite } from './atomic-write';
 import { StoreBounds, type OpenedDir } from './store-bounds';
-import { checkShapeKey, chunkName, extensionOf, parseServedRecord, SERVED_DIR, servedRecord, TYPES, type StoredTile, type TileMeta, type Tiles } from './tiles';
+import {
+  checkShapeKey,
+  chunkName,
+  extensionOf,
+  parseServedRecord,
+  SERVED_DIR,
+  servedRecord,
+  TYPES,
+  type StoredTile,
+  type TileMeta,
+  type Tiles,
+} from './tiles';
 
 export type { StoredTile, TileMeta } from './tiles';
 
@@ -55,7 +66,8 @@ export class TileStore implements Tiles {
 
   private sourceDir(source: string): string {
     // A folder of the store: `..` or a path would write beside it.
-    if (!SOURCE_NAME.test(source)) throw new Error(`tile store: source name ${SOURCE_NAME_RULE} (got ${JSON.stringify(source)})`);
+    if (!SOURCE_NAME.test(source))
+      throw new Error(`tile store: source name ${SOURCE_NAME_RULE} (got ${JSON.stringify(source)})`);
     return path.join(this.root, source);
   }
 
@@ -100,12 +112,20 @@ export class TileStore implements Tiles {
   }
 
   /** Writes a tile (and its sidecar when needed); its path and size. */
-  async put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<{ path: string; bytes: number }> {
+  async put(
+    source: string,
+    t: TileAddress,
+    body: Buffer,
+    meta: Omit<TileMeta, 'bytes' | 'sha256'>,
+  ): Promise<{ path: string; bytes: number }> {
     const dir = this.dir(source, t);
     const opened = await this.openDir(dir);
     try {
       // Judged before the write: a slow disk must not make "now" look back-dated.
-      const needsSidecar = meta.etag !== undefined || meta.lastModified !== undefined || Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS;
+      const needsSidecar =
+        meta.etag !== undefined ||
+        meta.lastModified !== undefined ||
+        Math.abs(Date.now() - meta.fetchedAt) > CLOCK_SLACK_MS;
       const ext = extensionOf(meta.contentType);
       const name = `${t.y}.${ext}`;
       await this.removeOtherCopies(dir, opened, t.y, ext);
@@ -114,7 +134,13 @@ export class TileStore implements Tiles {
         // Names the very file it describes (its modification time), so a later copy written without a sidecar
         // is never taken for this one; the metadata goes last: a reader that finds it finds its tile.
         const { mtimeMs } = await stat(opened.at(name));
-        const sidecar: Sidecar = { ...meta, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex'), file: name, fileMtimeMs: mtimeMs };
+        const sidecar: Sidecar = {
+          ...meta,
+          bytes: body.length,
+          sha256: createHash('sha256').update(body).digest('hex'),
+          file: name,
+          fileMtimeMs: mtimeMs,
+        };
         await atomicWrite(opened.at(`${t.y}.json`), Buffer.from(JSON.stringify(sidecar)));
       }
       return { path: path.join(dir, name), bytes: body.length };
@@ -127,7 +153,13 @@ export class TileStore implements Tiles {
    * A whole metatile response kept as one image (a mosaic that needs no tile cache), named by its request so a
    * retry rewrites the same file: `<root>/<source>/chunks/<z>/<width>x<height>-<hash of the request>.<ext>`.
    */
-  async putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string> {
+  async putChunk(
+    source: string,
+    z: number,
+    unit: { url: string; width: number; height: number },
+    body: Buffer,
+    contentType: string,
+  ): Promise<string> {
     const dir = path.join(this.sourceDir(source), 'chunks', String(z));
     const name = chunkName(unit, contentType);
     const opened = await this.openDir(dir);
@@ -192,7 +224,9 @@ export class TileStore implements Tiles {
     const sha256 = createHash('sha256').update(body).digest('hex');
     // The same whole second, not the same nanosecond: a copy restored by tar or cp keeps its sidecar; the hash
     // still has to match.
-    const sameSecond = typeof sidecar?.fileMtimeMs === 'number' && Math.floor(sidecar.fileMtimeMs / 1000) === Math.floor(newest.mtimeMs / 1000);
+    const sameSecond =
+      typeof sidecar?.fileMtimeMs === 'number' &&
+      Math.floor(sidecar.fileMtimeMs / 1000) === Math.floor(newest.mtimeMs / 1000);
     if (sidecar && sidecar.file === path.basename(newest.file) && sameSecond && sidecar.sha256 === sha256) {
       const { file: _file, fileMtimeMs: _mtime, ...meta } = sidecar;
       return { path: newest.file, meta };
@@ -201,7 +235,12 @@ export class TileStore implements Tiles {
     const { width, height } = await sharp(body)
       .metadata()
       .catch(() => ({ width: undefined, height: undefined }));
-    const meta: TileMeta = { fetchedAt: Math.round(newest.mtimeMs), contentType: TYPES[newest.ext]!, bytes: body.length, sha256 };
+    const meta: TileMeta = {
+      fetchedAt: Math.round(newest.mtimeMs),
+      contentType: TYPES[newest.ext]!,
+      bytes: body.length,
+      sha256,
+    };
     return { path: newest.file, meta: width !== undefined && height !== undefined ? { ...meta, width, height } : meta };
   }
 }

@@ -23,9 +23,20 @@ export interface StoredTile {
 export interface Tiles {
   readonly root: string;
   /** Writes a tile; where it is and its size. Writing the same tile twice leaves one tile. */
-  put(source: string, t: TileAddress, body: Buffer, meta: Omit<TileMeta, 'bytes' | 'sha256'>): Promise<{ path: string; bytes: number }>;
+  put(
+    source: string,
+    t: TileAddress,
+    body: Buffer,
+    meta: Omit<TileMeta, 'bytes' | 'sha256'>,
+  ): Promise<{ path: string; bytes: number }>;
   /** Keeps a whole metatile response as one image, named by its request so a retry rewrites the same one. */
-  putChunk(source: string, z: number, unit: { url: string; width: number; height: number }, body: Buffer, contentType: string): Promise<string>;
+  putChunk(
+    source: string,
+    z: number,
+    unit: { url: string; width: number; height: number },
+    body: Buffer,
+    contentType: string,
+  ): Promise<string>;
   /** The last good copy of a tile, or null. */
   get(source: string, t: TileAddress): Promise<StoredTile | null>;
   /**
@@ -42,7 +53,8 @@ export const SERVED_DIR = '.served';
 
 /** A served-shape record's name: a sha256 hex and nothing else, so it stays one name inside the source's folder. */
 export function checkShapeKey(shapeKey: string): string {
-  if (!/^[0-9a-f]{64}$/.test(shapeKey)) throw new Error(`tile store: shapeKey must be a sha256 hex digest (got ${shapeKey.length} characters)`);
+  if (!/^[0-9a-f]{64}$/.test(shapeKey))
+    throw new Error(`tile store: shapeKey must be a sha256 hex digest (got ${shapeKey.length} characters)`);
   return shapeKey;
 }
 
@@ -77,7 +89,8 @@ export const TYPES: Record<string, string> = {
   bin: 'application/octet-stream',
 };
 
-export const extensionOf = (contentType: string) => EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
+export const extensionOf = (contentType: string) =>
+  EXTENSIONS[contentType.split(';')[0]!.trim().toLowerCase()] ?? 'bin';
 export const contentTypeOf = (ext: string): string | undefined => (Object.hasOwn(TYPES, ext) ? TYPES[ext] : undefined);
 
 /** A chunk's file name: its size and a hash of its request, so a retry rewrites the same file. */

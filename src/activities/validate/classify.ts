@@ -57,38 +57,80 @@ const OVERSIZE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
 export async function classify(x: HttpExchange, expected: Expectation): Promise<Verdict> {
   // Masked before any cut or escaping, so no part of a secret survives either.
   const quote = (text: string, max: number) => scrubSecrets(text, expected.secrets ?? []).slice(0, max);
-  const describe = (se: { code: string | null; message: string }) => quote(se.code ? `${se.code}: ${se.message}` : se.message, 500);
+  const describe = (se: { code: string | null; message: string }) =>
+    quote(se.code ? `${se.code}: ${se.message}` : se.message, 500);
   const title = (body: Buffer) => {
     const m = /<title[^>]*>([^<]{0,2000})/i.exec(body.toString('utf8', 0, 8192));
     return m ? JSON.stringify(quote(m[1]!.trim(), 120)) : 'no title';
   };
-  const base = { httpStatus: x.status, bytes: x.body.length, contentType: x.headers['content-type'] ?? null, latencyMs: x.latencyMs };
+  const base = {
+    httpStatus: x.status,
+    bytes: x.body.length,
+    contentType: x.headers['content-type'] ?? null,
+    latencyMs: x.latencyMs,
+  };
   const retryAfter = retryAfterMs(x.headers['retry-after']);
   const withRetryAfter = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
   if (x.error) {
     // The reason already names the hop and the rule, with credentials masked.
-    if (x.error.code === REDIRECT_REFUSED) return { ...base, kind: 'neutral', configError: true, reason: x.error.message };
-    if (x.error.code === OVERSIZE) return { ...base, kind: 'service-exception', reason: `body larger than the source's maxBytes (${x.error.message})` };
+    if (x.error.code === REDIRECT_REFUSED)
+      return { ...base, kind: 'neutral', configError: true, reason: x.error.message };
+    if (x.error.code === OVERSIZE)
+      return {
+        ...base,
+        kind: 'service-exception',
+        reason: `body larger than the source's maxBytes (${x.error.message})`,
+      };
     // The worker's own failure (its resolver, sockets, proxy): the endpoint was never reached.
     const local = x.status === null ? localCause(x.error.code, x.error.message) : null;
-    if (local) return { ...base, kind: 'local', reason: `local: ${local}: ${x.error.code}: ${quote(x.error.message, 300)}` };
+    if (local)
+      return { ...base, kind: 'local', reason: `local: ${local}: ${x.error.code}: ${quote(x.error.message, 300)}` };
     const where = x.status === null ? 'no response' : `HTTP ${x.status}, body cut off`;
     return { ...base, kind: 'transient', reason: `${where}: ${x.error.code}: ${x.error.message}`, ...withRetryAfter };
   }
   const status = x.status!;
   const exception = () => (sniff(x.body) === 'xml' ? parseServiceException(x.body) : null);
 
-  if (status === 429) return { ...base, kind: 'rate-limited', reason: `HTTP 429 rate limited${retryAfter !== undefined ? `, retry after ${retryAfter} ms` : ''}`, ...withRetryAfter };
+  if (status === 429)
+    return {
+      ...base,
+      kind: 'rate-limited',
+      reason: `HTTP 429 rate limited${retryAfter !== undefined ? `, retry after ${retryAfter} ms` : ''}`,
+      ...withRetryAfter,
+    };
   if (status === 404 || status === 204) return { ...base, kind: 'neutral', reason: `HTTP ${status}: no tile there` };
-  if (status === 401 || status === 403) return { ...base, kind: 'neutral', configError: true, reason: `HTTP ${status}: check the source's credentials (auth) and access` };
+  if (status === 401 || status === 403)
+    return {
+      ...base,
+      kind: 'neutral',
+      configError: true,
+      reason: `HTTP ${status}: check the source's credentials (auth) and access`,
+    };
   if (status === 408 || status >= 500) {
     const se = exception();
-    return { ...base, kind: 'transient', reason: `HTTP ${status}${se ? `: ${describe(se)}` : ''}`, ...withRetryAfter, ...(se?.code ? { exceptionCode: se.code } : {}) };
+    return {
+      ...base,
+      kind: 'transient',
+      reason: `HTTP ${status}${se ? `: ${describe(se)}` : ''}`,
+      ...withRetryAfter,
+      ...(se?.code ? { exceptionCode: se.code } : {}),
+    };
   }
   if (status >= 300) {
     const se = exception();
-    const why = status < 400 ? `redirect not followed${x.headers['location'] === undefined ? ' (no Location)' : ''}` : se ? describe(se) : 'request rejected';
-    return { ...base, kind: 'permanent', reason: `HTTP ${status}: ${why}`, ...(se?.code ? { exceptionCode: se.code } : {}), ...(se?.requestFault ? { requestFault: true } : {}) };
+    const why =
+      status < 400
+        ? `redirect not followed${x.headers['location'] === undefined ? ' (no Location)' : ''}`
+        : se
+          ? describe(se)
+          : 'request rejected';
+    return {
+      ...base,
+      kind: 'permanent',
+      reason: `HTTP ${status}: ${why}`,
+      ...(se?.code ? { exceptionCode: se.code } : {}),
+      ...(se?.requestFault ? { requestFault: true } : {}),
+    };
   }
   if (status < 200) return { ...base, kind: 'permanent', reason: `HTTP ${status}: unexpected informational status` };
 
@@ -98,18 +140,43 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
     const se = parseServiceException(x.body);
     if (se) {
       const blame = se.requestFault ? { requestFault: true } : {};
-      return { ...base, kind: se.requestFault ? 'permanent' : 'service-exception', reason: `ServiceException: ${describe(se)}`, ...(se.code ? { exceptionCode: se.code } : {}), ...blame };
+      return {
+        ...base,
+        kind: se.requestFault ? 'permanent' : 'service-exception',
+        reason: `ServiceException: ${describe(se)}`,
+        ...(se.code ? { exceptionCode: se.code } : {}),
+        ...blame,
+      };
     }
     return { ...base, kind: 'service-exception', reason: 'XML document instead of an image' };
   }
-  if (kind === 'html') return { ...base, kind: 'service-exception', reason: `HTML page instead of an image: ${title(x.body)}` };
+  if (kind === 'html')
+    return { ...base, kind: 'service-exception', reason: `HTML page instead of an image: ${title(x.body)}` };
   if (kind === 'empty') return { ...base, kind: 'service-exception', reason: `HTTP ${status} with an empty body` };
-  if (!isImageKind(kind)) return { ...base, kind: 'service-exception', reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})` };
+  if (!isImageKind(kind))
+    return {
+      ...base,
+      kind: 'service-exception',
+      reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})`,
+    };
 
-  const size = expected.width !== null && expected.height !== null ? { width: expected.width, height: expected.height } : null;
+  const size =
+    expected.width !== null && expected.height !== null ? { width: expected.width, height: expected.height } : null;
   const check = await checkImage(x.body, size, kind, expected.keepPixels === true);
   if (!check.ok) return { ...base, kind: 'service-exception', reason: check.reason };
   const image = { width: check.width!, height: check.height!, format: check.format! };
-  if (check.blank && expected.blankIsFailure) return { ...base, kind: 'service-exception', reason: `blank tile (uniform ${check.reason}) where blank is not expected`, image };
-  return { ...base, kind: 'success', reason: check.blank ? `${check.reason}, uniform` : check.reason, image, ...(check.pixels ? { pixels: check.pixels } : {}) };
+  if (check.blank && expected.blankIsFailure)
+    return {
+      ...base,
+      kind: 'service-exception',
+      reason: `blank tile (uniform ${check.reason}) where blank is not expected`,
+      image,
+    };
+  return {
+    ...base,
+    kind: 'success',
+    reason: check.blank ? `${check.reason}, uniform` : check.reason,
+    image,
+    ...(check.pixels ? { pixels: check.pixels } : {}),
+  };
 }

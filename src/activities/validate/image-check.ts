@@ -31,25 +31,61 @@ export const LIMIT_INPUT_PIXELS = 8192 * 8192;
  * A PNG wanted without its pixels is first verified without the decoder's pixel pipeline (png-integrity.ts);
  * only what that cannot prove intact is decoded here.
  */
-export async function checkImage(body: Buffer, expected: { width: number; height: number } | null, format = 'image', keepPixels = false): Promise<ImageCheck> {
+export async function checkImage(
+  body: Buffer,
+  expected: { width: number; height: number } | null,
+  format = 'image',
+  keepPixels = false,
+): Promise<ImageCheck> {
   if (format === 'png' && !keepPixels) {
     // A PNG proven intact byte for byte needs no pixel pipeline; anything else gets the full decode below.
-    const png = await verifyPng(body, { maxPixels: LIMIT_INPUT_PIXELS, width: expected?.width ?? null, height: expected?.height ?? null });
-    if (png) return { ok: true, reason: `${format} ${png.width}x${png.height}`, width: png.width, height: png.height, format, blank: png.blank };
+    const png = await verifyPng(body, {
+      maxPixels: LIMIT_INPUT_PIXELS,
+      width: expected?.width ?? null,
+      height: expected?.height ?? null,
+    });
+    if (png)
+      return {
+        ok: true,
+        reason: `${format} ${png.width}x${png.height}`,
+        width: png.width,
+        height: png.height,
+        format,
+        blank: png.blank,
+      };
   }
   let data: Buffer;
   let info: sharp.OutputInfo;
   try {
-    ({ data, info } = await sharp(body, { failOn: 'truncated', limitInputPixels: LIMIT_INPUT_PIXELS }).raw().toBuffer({ resolveWithObject: true }));
+    ({ data, info } = await sharp(body, { failOn: 'truncated', limitInputPixels: LIMIT_INPUT_PIXELS })
+      .raw()
+      .toBuffer({ resolveWithObject: true }));
   } catch (err) {
-    return { ok: false, reason: `undecodable image: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}` };
+    return {
+      ok: false,
+      reason: `undecodable image: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`,
+    };
   }
   const { width, height } = info;
   if (expected && (width !== expected.width || height !== expected.height)) {
-    return { ok: false, reason: `image is ${width}x${height}, expected ${expected.width}x${expected.height}`, width, height, format };
+    return {
+      ok: false,
+      reason: `image is ${width}x${height}, expected ${expected.width}x${expected.height}`,
+      width,
+      height,
+      format,
+    };
   }
   const pixels = keepPixels ? { pixels: { data, width, height, channels: info.channels } } : {};
-  return { ok: true, reason: `${format} ${width}x${height}`, width, height, format, blank: uniform(data, info.channels), ...pixels };
+  return {
+    ok: true,
+    reason: `${format} ${width}x${height}`,
+    width,
+    height,
+    format,
+    blank: uniform(data, info.channels),
+    ...pixels,
+  };
 }
 
 function uniform(pixels: Buffer, channels: number): boolean {

@@ -70,7 +70,8 @@ export async function verifyPng(body: Buffer, limits: PngLimits): Promise<Intact
       // 8 bits per sample, deflate, adaptive filtering, not interlaced.
       if (data[8] !== 8 || !(colourType in CHANNELS) || data[10] !== 0 || data[11] !== 0 || data[12] !== 0) return null;
       if (width === 0 || height === 0 || width * height > limits.maxPixels) return null;
-      if ((limits.width != null && width !== limits.width) || (limits.height != null && height !== limits.height)) return null;
+      if ((limits.width != null && width !== limits.width) || (limits.height != null && height !== limits.height))
+        return null;
     } else if (type === 'PLTE') {
       if (palette || alphas || idat.length > 0 || length === 0 || length % 3 !== 0) return null;
       palette = data;
@@ -108,7 +109,10 @@ export async function verifyPng(body: Buffer, limits: PngLimits): Promise<Intact
   try {
     // One byte more than promised: a stream that inflates past the header's size is not this image. Large output
     // chunks: zlib's default 16 KB ones cost a round trip to the thread pool each (+50 % for a 256 px tile).
-    pixels = await inflateAsync(stream, { maxOutputLength: expected + 1, chunkSize: Math.min(MAX_CHUNK, Math.max(64, expected + 1)) });
+    pixels = await inflateAsync(stream, {
+      maxOutputLength: expected + 1,
+      chunkSize: Math.min(MAX_CHUNK, Math.max(64, expected + 1)),
+    });
   } catch {
     return null;
   }
@@ -118,7 +122,14 @@ export async function verifyPng(body: Buffer, limits: PngLimits): Promise<Intact
 }
 
 /** Whether every pixel has the colour of the first; in a palette image by colour (with tRNS alpha), not index. */
-function isUniform(pixels: Buffer, width: number, height: number, bpp: number, palette: Buffer | null, alphas: Buffer | null): boolean {
+function isUniform(
+  pixels: Buffer,
+  width: number,
+  height: number,
+  bpp: number,
+  palette: Buffer | null,
+  alphas: Buffer | null,
+): boolean {
   const colour = (k: number) => palette!.readUIntBE(k * 3, 3) * 256 + (alphas && k < alphas.length ? alphas[k]! : 255);
   // The first pixel, as bytes or (palette) as a colour; set from row 0.
   let firstBytes: Buffer | null = null;
@@ -143,7 +154,13 @@ function isUniform(pixels: Buffer, width: number, height: number, bpp: number, p
  * Undoes the PNG row filters (None, Sub, Up, Average, Paeth) of inflated 8-bit image data, handing each row to
  * `onRow` until it returns false; the row buffer is reused.
  */
-export function unfilterRows(pixels: Buffer, width: number, height: number, bpp: number, onRow: (row: Buffer) => boolean): void {
+export function unfilterRows(
+  pixels: Buffer,
+  width: number,
+  height: number,
+  bpp: number,
+  onRow: (row: Buffer) => boolean,
+): void {
   const rowBytes = width * bpp;
   let prev = Buffer.alloc(rowBytes);
   let cur = Buffer.alloc(rowBytes);

@@ -28,7 +28,13 @@ const REQUEST_FAULT_CODES = new Set([
   'tileoutofrange',
 ]);
 
-const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@', removeNSPrefix: true, trimValues: true, processEntities: true });
+const parser = new XMLParser({
+  ignoreAttributes: false,
+  attributeNamePrefix: '@',
+  removeNSPrefix: true,
+  trimValues: true,
+  processEntities: true,
+});
 
 /** Parses an exception document; null when the XML is not one. */
 export function parseServiceException(body: Buffer): ServiceException | null {

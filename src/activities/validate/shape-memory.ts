@@ -41,7 +41,12 @@ const PER_TILE_CODES = new Set(['tileoutofrange', 'invalidpoint']);
  */
 export function requestShape(source: SourceConfig, unitUrl: string): string {
   if (source.type !== 'wms') {
-    const extra = source.type === 'wmts-kvp' ? [source.layer, source.style, source.tileMatrixSet] : source.type === 'wmts-rest' ? [source.style, source.tileMatrixSet] : [];
+    const extra =
+      source.type === 'wmts-kvp'
+        ? [source.layer, source.style, source.tileMatrixSet]
+        : source.type === 'wmts-rest'
+          ? [source.style, source.tileMatrixSet]
+          : [];
     return [source.type, source.url, ...extra].join(' ');
   }
   const u = new URL(unitUrl);
@@ -115,7 +120,9 @@ export const processShapes = new ShapeMemory();
 
 /** A verdict whose ServiceException code blames the request's shape (not one tile). */
 export function isRequestFault(v: Verdict): boolean {
-  return v.kind === 'permanent' && v.requestFault === true && !PER_TILE_CODES.has((v.exceptionCode ?? '').toLowerCase());
+  return (
+    v.kind === 'permanent' && v.requestFault === true && !PER_TILE_CODES.has((v.exceptionCode ?? '').toLowerCase())
+  );
 }
 
 export type Judgement = { verdict: Verdict; systemic: boolean; configError: boolean };
@@ -148,7 +155,14 @@ export interface ServedRecord {
  * CONFIGURATION error (`configError`, reason "configuration error: ..." naming the code and the source). Other
  * verdicts pass.
  */
-export function judgeRequestFault(verdict: Verdict, shape: string, memory: ShapeMemory, now: number, sourceName: string, record: ServedRecord | null = null): Judgement {
+export function judgeRequestFault(
+  verdict: Verdict,
+  shape: string,
+  memory: ShapeMemory,
+  now: number,
+  sourceName: string,
+  record: ServedRecord | null = null,
+): Judgement {
   const recordedAt = record?.at ?? null;
   const where = record?.where ?? 'the tile store';
   if (!isRequestFault(verdict)) return { verdict, systemic: false, configError: verdict.configError === true };
@@ -157,22 +171,37 @@ export function judgeRequestFault(verdict: Verdict, shape: string, memory: Shape
   if (last !== null && now - last <= SYSTEMIC_WITHIN_MS) {
     const ago = Math.round((now - last) / 1000);
     return {
-      verdict: { ...verdict, kind: 'service-exception', reason: `systemic: ${code} for a request that succeeded ${ago} s ago (${verdict.reason})` },
+      verdict: {
+        ...verdict,
+        kind: 'service-exception',
+        reason: `systemic: ${code} for a request that succeeded ${ago} s ago (${verdict.reason})`,
+      },
       systemic: true,
       configError: false,
     };
   }
   if (recordedAt !== null && now - recordedAt <= SERVED_RECORD_WITHIN_MS) {
     return {
-      verdict: { ...verdict, kind: 'service-exception', reason: `systemic: ${code} for a request last served ${agoText(now - recordedAt)} ago (recorded in ${where}) (${verdict.reason})` },
+      verdict: {
+        ...verdict,
+        kind: 'service-exception',
+        reason: `systemic: ${code} for a request last served ${agoText(now - recordedAt)} ago (recorded in ${where}) (${verdict.reason})`,
+      },
       systemic: true,
       configError: false,
     };
   }
-  const stored = recordedAt === null ? 'the tile store has no record of it served' : `${where} last recorded it served ${agoText(now - recordedAt)} ago`;
+  const stored =
+    recordedAt === null
+      ? 'the tile store has no record of it served'
+      : `${where} last recorded it served ${agoText(now - recordedAt)} ago`;
   const never = `${last === null ? 'has not succeeded in this worker' : `last succeeded ${Math.round((now - last) / 60_000)} min ago`}; ${stored}`;
   return {
-    verdict: { ...verdict, configError: true, reason: `configuration error: ${code} for source ${JSON.stringify(sourceName)} (its request ${never}): ${verdict.reason}` },
+    verdict: {
+      ...verdict,
+      configError: true,
+      reason: `configuration error: ${code} for source ${JSON.stringify(sourceName)} (its request ${never}): ${verdict.reason}`,
+    },
     systemic: false,
     configError: true,
   };

@@ -62,7 +62,11 @@ async function getJson(url) {
 }
 
 async function act(url, body) {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const answer = await r.json().catch(() => ({ error: `${r.status}` }));
   say(r.ok ? `done: ${url.split('/').pop()} ${body.key || body.workflowId}` : `refused: ${answer.error}`);
   return r.ok;
@@ -83,7 +87,14 @@ function drawTimeline(b, now) {
   let state = log.length ? log[0].from : b.state || 'closed';
   let at = from;
   const band = (until) => {
-    const r = svg('rect', { x: x(at), y: 8, width: Math.max(0.5, x(until) - x(at)), height: 20, fill: STATE_COLOURS[state] || '#718096', 'data-state': state });
+    const r = svg('rect', {
+      x: x(at),
+      y: 8,
+      width: Math.max(0.5, x(until) - x(at)),
+      height: 20,
+      fill: STATE_COLOURS[state] || '#718096',
+      'data-state': state,
+    });
     r.append(Object.assign(svg('title', {}), { textContent: `${state} ${time(at)} - ${time(until)}` }));
     s.append(r);
   };
@@ -96,9 +107,13 @@ function drawTimeline(b, now) {
   s.append(Object.assign(svg('title', {}), { textContent: `${time(from)} to ${time(now)}` }));
   for (const t of log) {
     const probe = PROBE_REASONS.has(t.reason);
-    const mark = probe ? svg('circle', { cx: x(t.at), cy: 38, r: 4, fill: STATE_COLOURS[t.to] || '#333' }) : svg('rect', { x: x(t.at) - 1, y: 32, width: 2, height: 12, fill: '#1d2430' });
+    const mark = probe
+      ? svg('circle', { cx: x(t.at), cy: 38, r: 4, fill: STATE_COLOURS[t.to] || '#333' })
+      : svg('rect', { x: x(t.at) - 1, y: 32, width: 2, height: 12, fill: '#1d2430' });
     mark.setAttribute('class', probe ? 'probe-mark' : 'transition-mark');
-    mark.append(Object.assign(svg('title', {}), { textContent: `${time(t.at)} ${t.from} -> ${t.to} (${t.reason}): ${t.detail}` }));
+    mark.append(
+      Object.assign(svg('title', {}), { textContent: `${time(t.at)} ${t.from} -> ${t.to} (${t.reason}): ${t.detail}` }),
+    );
     s.append(mark);
   }
   return s;
@@ -113,8 +128,13 @@ function breakerParts(b, actions) {
     'div',
     { className: 'head' },
     el('span', { className: 'key', textContent: b.key }),
-    el('span', { className: `state ${b.state || ''}`, textContent: b.state === 'forced-closed' ? 'forced closed: never trips' : b.state || 'unknown' }),
-    el('span', { textContent: b.notAnswering ? 'not answering' : `open ${duration(b.openMsLast24h)} in the last 24 h` }),
+    el('span', {
+      className: `state ${b.state || ''}`,
+      textContent: b.state === 'forced-closed' ? 'forced closed: never trips' : b.state || 'unknown',
+    }),
+    el('span', {
+      textContent: b.notAnswering ? 'not answering' : `open ${duration(b.openMsLast24h)} in the last 24 h`,
+    }),
     el('span', { textContent: b.reporters === null ? '' : `${b.reporters} reporter${b.reporters === 1 ? '' : 's'}` }),
     el('span', { textContent: b.probes.length ? `probe held by ${b.probes.map((p) => p.holder).join(', ')}` : '' }),
   );
@@ -122,7 +142,12 @@ function breakerParts(b, actions) {
   const list = el('ol', { className: 'transitions', reversed: true });
   for (const t of b.transitions.slice(0, 20)) {
     const who = t.actor ? ` (by "${t.actor}", claimed${t.sender ? `; sent by ${t.sender}` : ''})` : '';
-    list.append(el('li', { className: 'transition', textContent: `${time(t.at)}  ${t.from} -> ${t.to}  ${t.reason}: ${t.detail}${who}` }));
+    list.append(
+      el('li', {
+        className: 'transition',
+        textContent: `${time(t.at)}  ${t.from} -> ${t.to}  ${t.reason}: ${t.detail}${who}`,
+      }),
+    );
   }
   const buttons = el('div', { className: 'actions' });
   for (const [path, label] of [
@@ -130,7 +155,10 @@ function breakerParts(b, actions) {
     ['force-close', 'force closed (never trips)'],
     ['reset', 'reset to automatic'],
   ]) {
-    const btn = el('button', { textContent: label, title: actions ? '' : 'read-only console: start it with --allow-actions' });
+    const btn = el('button', {
+      textContent: label,
+      title: actions ? '' : 'read-only console: start it with --allow-actions',
+    });
     btn.dataset.action = path;
     btn.addEventListener('click', () => act(`/api/breakers/${path}`, { key: b.key }).then(tick));
     buttons.append(btn);
@@ -163,7 +191,12 @@ function drawBreakers(breakers, now, actions) {
     if (changed || now - c.drawnAt >= 5_000) {
       const log = b.transitions.map((t) => t.at);
       const start = Math.max(now - 24 * 3600_000, log.length ? Math.min(...log) : now - 60_000);
-      const axis = el('div', { className: 'axis' }, el('span', { textContent: `from ${time(start)}` }), el('span', { textContent: `now ${time(now)}` }));
+      const axis = el(
+        'div',
+        { className: 'axis' },
+        el('span', { textContent: `from ${time(start)}` }),
+        el('span', { textContent: `now ${time(now)}` }),
+      );
       const p = c.parts;
       c.card.replaceChildren(p.head, p.why, drawTimeline(b, now), axis, p.list, p.buttons);
       c.drawnAt = now;
@@ -216,8 +249,10 @@ async function drawMosaicDetail() {
   $('mosaic-title').textContent = `${d.name} (${d.status}${d.phase && d.status === 'running' ? `, ${d.phase}` : ''})`;
   const counts = el('div', { className: 'counts' });
   if (d.total !== null) counts.append(el('span', { textContent: `${d.done ?? 0} of ${d.total} tiles settled` }));
-  for (const [k, v] of Object.entries(d.counts || {})) if (v) counts.append(el('span', { className: `count-${k}`, textContent: `${k} ${v}` }));
-  if (d.waitingFor) counts.append(el('span', { textContent: `waiting for breaker ${d.waitingFor.key} (${d.waitingFor.state})` }));
+  for (const [k, v] of Object.entries(d.counts || {}))
+    if (v) counts.append(el('span', { className: `count-${k}`, textContent: `${k} ${v}` }));
+  if (d.waitingFor)
+    counts.append(el('span', { textContent: `waiting for breaker ${d.waitingFor.key} (${d.waitingFor.state})` }));
   if (d.failure) counts.append(el('span', { textContent: `failed: ${d.failure}` }));
   $('mosaic-summary').replaceChildren(counts);
   const redrive = el('button', { textContent: 're-drive its dead-lettered tiles' });
@@ -263,7 +298,14 @@ function drawMap(d) {
         [-(row + 1) * ts, col * ts],
         [-row * ts, (col + 1) * ts],
       ],
-      { renderer, color: style.colour, weight: 1, fillColor: style.colour, fillOpacity: style.fill, interactive: false },
+      {
+        renderer,
+        color: style.colour,
+        weight: 1,
+        fillColor: style.colour,
+        fillOpacity: style.fill,
+        interactive: false,
+      },
     ).addTo(map);
   }
   map.fitBounds(bounds);
@@ -279,10 +321,22 @@ function drawMap(d) {
   for (const [code, style] of Object.entries(TILE_STYLES)) {
     const n = [...m.statuses].filter((c) => c === code).length;
     legend.append(
-      el('li', { className: seen.has(code) ? '' : 'absent' }, el('span', { className: 'swatch', style: `background:${code === 'o' ? 'transparent' : style.colour}` }), `${style.name} ${n}`),
+      el(
+        'li',
+        { className: seen.has(code) ? '' : 'absent' },
+        el('span', { className: 'swatch', style: `background:${code === 'o' ? 'transparent' : style.colour}` }),
+        `${style.name} ${n}`,
+      ),
     );
   }
-  legend.append(el('li', {}, el('span', { className: 'swatch', style: `background:${MIRROR.colour}` }), `mirror ${Object.values(m.tiers).filter((t) => t.startsWith('mirror:')).length}`));
+  legend.append(
+    el(
+      'li',
+      {},
+      el('span', { className: 'swatch', style: `background:${MIRROR.colour}` }),
+      `mirror ${Object.values(m.tiers).filter((t) => t.startsWith('mirror:')).length}`,
+    ),
+  );
 }
 
 async function showTile(workflowId, index, latlng) {
@@ -322,7 +376,13 @@ async function refresh() {
     drawMosaicList(overview.mosaics);
     const row = overview.mosaics.find((m) => m.workflowId === selected);
     // A running mosaic's counts move: read it again; a finished one only when it changes.
-    if (!detailShown || detailShown.workflowId !== selected || detailShown.status === 'running' || (row && row.status !== detailShown.status)) await drawMosaicDetail();
+    if (
+      !detailShown ||
+      detailShown.workflowId !== selected ||
+      detailShown.status === 'running' ||
+      (row && row.status !== detailShown.status)
+    )
+      await drawMosaicDetail();
   } catch (err) {
     say(`could not read the console: ${err.message || err}`);
   }

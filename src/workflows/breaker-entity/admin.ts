@@ -9,11 +9,23 @@ export type RecordedAdminAction = Exclude<AdminAction, { action: 'set-probe' }>;
  * The policy event an admin action sends, and the origin its transitions record. `rateLimits`: see the
  * 'rate-limit' patch; `bounded`: the 'config-bounds' patch.
  */
-export function adminCommand(a: RecordedAdminAction, rateLimits: boolean, newProbeRound = false, bounded = false): { event: PolicyEvent; origin: Origin } {
+export function adminCommand(
+  a: RecordedAdminAction,
+  rateLimits: boolean,
+  newProbeRound = false,
+  bounded = false,
+): { event: PolicyEvent; origin: Origin } {
   // Before rate limits, a configure naming maxRequestsPerSecond was rejected whole (unknown field): so it is here.
   const unknownField = a.action === 'configure' && !rateLimits && 'maxRequestsPerSecond' in a.config;
   const origin = { reason: ADMIN_REASON[a.action], fields: adminOrigin(a) };
-  return { event: adminEvent(unknownField ? { ...a, config: { ...a.config, maxRequestsPerSecond: 'unknown to this run' as never } } : a, newProbeRound, bounded), origin };
+  return {
+    event: adminEvent(
+      unknownField ? { ...a, config: { ...a.config, maxRequestsPerSecond: 'unknown to this run' as never } } : a,
+      newProbeRound,
+      bounded,
+    ),
+    origin,
+  };
 }
 
 /** The transition each admin action records. */
@@ -66,7 +78,12 @@ function adminEvent(a: RecordedAdminAction, newProbeRound: boolean, bounded: boo
     case 'force-open':
       return { type: 'force-open', ...withReason, ...(a.durationMs !== undefined ? { durationMs: a.durationMs } : {}) };
     case 'configure':
-      return { type: 'configure', config: a.config, ...(newProbeRound ? { newRound: true } : {}), ...(bounded ? { bounded: true } : {}) };
+      return {
+        type: 'configure',
+        config: a.config,
+        ...(newProbeRound ? { newRound: true } : {}),
+        ...(bounded ? { bounded: true } : {}),
+      };
     case 'force-close':
     case 'reset':
     case 'disable':

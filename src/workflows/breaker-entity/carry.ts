@@ -68,7 +68,15 @@ export function restore(c: CarriedState): CarryParts {
   let at = 0;
   const brief = (c.brief ?? []).map(([back, from, to, reason, cooldownMs, shadow], i): TransitionRecord => {
     at = i === 0 ? back : at - back;
-    return { at, from, to, reason, detail: '', ...(typeof cooldownMs === 'number' ? { cooldownMs } : {}), ...(shadow ? { shadow: true } : {}) };
+    return {
+      at,
+      from,
+      to,
+      reason,
+      detail: '',
+      ...(typeof cooldownMs === 'number' ? { cooldownMs } : {}),
+      ...(shadow ? { shadow: true } : {}),
+    };
   });
   return {
     policy,
@@ -88,7 +96,9 @@ export function restore(c: CarriedState): CarryParts {
 function build(p: CarryParts, now: number, scale: number): CarriedState {
   const n = (x: number) => Math.max(1, Math.floor(x * scale));
   const full = p.log.slice(0, n(LOG_FULL)).map(trimmed);
-  const brief = p.log.slice(full.length, Math.max(LOG_MIN, n(LOG_CARRIED))).map((t, i, rows) => briefOf(t, i === 0 ? null : rows[i - 1]!.at));
+  const brief = p.log
+    .slice(full.length, Math.max(LOG_MIN, n(LOG_CARRIED)))
+    .map((t, i, rows) => briefOf(t, i === 0 ? null : rows[i - 1]!.at));
   const newest = <T extends readonly unknown[]>(rows: readonly T[], at: (r: T) => number) =>
     rows
       .filter((r) => JSON.stringify(r).length <= ENTRY_MAX)
@@ -121,7 +131,9 @@ function trimmed(t: TransitionRecord): TransitionRecord {
     ...t,
     detail: cut(t.detail),
     ...(t.actor !== undefined ? { actor: cut(t.actor) } : {}),
-    ...(t.sender ? { sender: { identity: cut(t.sender.identity), user: cut(t.sender.user), host: cut(t.sender.host) } } : {}),
+    ...(t.sender
+      ? { sender: { identity: cut(t.sender.identity), user: cut(t.sender.user), host: cut(t.sender.host) } }
+      : {}),
   };
 }
 

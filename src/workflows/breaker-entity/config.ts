@@ -16,7 +16,8 @@ const DEFAULTS: Required<EntityOptions> = {
  */
 export function entityOptions(options: EntityOptions | undefined): Required<EntityOptions> {
   const o = { ...DEFAULTS, ...options };
-  const clamp = (v: number, min: number, max: number, fallback: number) => (Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : fallback);
+  const clamp = (v: number, min: number, max: number, fallback: number) =>
+    Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : fallback;
   return {
     ...o,
     idleMs: clamp(o.idleMs, 1, 30 * 86_400_000, DEFAULTS.idleMs),
@@ -30,7 +31,10 @@ export function entityOptions(options: EntityOptions | undefined): Required<Enti
 export const COMPACT_MAX_HISTORY_EVENTS = 1_000;
 
 /** `opts` with the compact-carry history limit, where the caller's options named none. */
-export function withHistoryDefault(opts: Required<EntityOptions>, options: EntityOptions | undefined): Required<EntityOptions> {
+export function withHistoryDefault(
+  opts: Required<EntityOptions>,
+  options: EntityOptions | undefined,
+): Required<EntityOptions> {
   return options?.maxHistoryEvents === undefined ? { ...opts, maxHistoryEvents: COMPACT_MAX_HISTORY_EVENTS } : opts;
 }
 
@@ -56,10 +60,19 @@ export interface LaterDefaults {
  * A new run's policy state, from the input's configuration. `rateLimits`: the run knows rate limits (see
  * the 'rate-limit' patch); a run recorded before them replays as it ran, without a maxRequestsPerSecond.
  */
-export function initialPolicy(key: string, config: EntityInput['config'], rateLimits: boolean, probeCadence: boolean, smallFleet = false, quorum = false, later: LaterDefaults = {}): PolicyState {
+export function initialPolicy(
+  key: string,
+  config: EntityInput['config'],
+  rateLimits: boolean,
+  probeCadence: boolean,
+  smallFleet = false,
+  quorum = false,
+  later: LaterDefaults = {},
+): PolicyState {
   const parsed = parseConfig(key, rateLimits ? config : withoutRate(config), later.configBounds ?? false);
   // A run recorded before the probe cadence replays with a failed probe waiting the full grown cooldown.
-  if (probeCadence && !(config && 'probeIntervalMs' in config)) parsed.probeIntervalMs = Math.min(parsed.cooldownMs, DEFAULT_PROBE_INTERVAL_MS);
+  if (probeCadence && !(config && 'probeIntervalMs' in config))
+    parsed.probeIntervalMs = Math.min(parsed.cooldownMs, DEFAULT_PROBE_INTERVAL_MS);
   // And one recorded before small fleets' floors replays with volumeFloor holding whatever the concurrency.
   if (smallFleet && !(config && 'smallFleetFloor' in config)) parsed.smallFleetFloor = DEFAULT_SMALL_FLEET_FLOOR;
   // And one recorded before the quorum replays with a single reporter's failures able to trip it.
@@ -69,9 +82,11 @@ export function initialPolicy(key: string, config: EntityInput['config'], rateLi
   // And one recorded before the slow-call rate replays with completed slow calls never counted.
   if (later.slowCalls && !(config && 'slowCallMs' in config)) parsed.slowCallMs = DEFAULT_SLOW_CALL_MS;
   // And one recorded before the fast window followed the latency replays with a one-second fast window.
-  if (later.renderTimeStalls && !(config && 'fastWindowFollowsLatency' in config)) parsed.fastWindowFollowsLatency = true;
+  if (later.renderTimeStalls && !(config && 'fastWindowFollowsLatency' in config))
+    parsed.fastWindowFollowsLatency = true;
   // And one recorded before incidents replays with every failed probe an open, forgiven only by cooldownDecayMs.
-  if (later.oneIncident && !(config && 'flapWindowMs' in config)) parsed.flapWindowMs = Math.min(2 * parsed.cooldownMs, POLICY_BOUNDS.flapWindowMs.max);
+  if (later.oneIncident && !(config && 'flapWindowMs' in config))
+    parsed.flapWindowMs = Math.min(2 * parsed.cooldownMs, POLICY_BOUNDS.flapWindowMs.max);
   // And one recorded before it replays with the fast window following the latency only from latencyMinSamples.
   if (later.stallSpan && !(config && 'fastWindowFollowsFloor' in config)) parsed.fastWindowFollowsFloor = true;
   // And one recorded before it replays with a 503's Retry-After heard only as the next cooldown's least.

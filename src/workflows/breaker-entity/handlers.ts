@@ -40,13 +40,21 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
         }
         fn(...args);
       } catch (err) {
-        log.error('breaker signal rejected', { key, signal: def.name, error: err instanceof Error ? err.message : String(err) });
+        log.error('breaker signal rejected', {
+          key,
+          signal: def.name,
+          error: err instanceof Error ? err.message : String(err),
+        });
       }
     });
 
   onSignal(reportSignal, (r) => {
     entity.counters.reports++;
-    if (r.generation !== undefined && r.generation < entity.policy.lastGeneration && stateName(entity.policy) !== 'closed') {
+    if (
+      r.generation !== undefined &&
+      r.generation < entity.policy.lastGeneration &&
+      stateName(entity.policy) !== 'closed'
+    ) {
       entity.counters.lateReports = (entity.counters.lateReports ?? 0) + 1;
     }
     entity.lastReportAt = Date.now();
@@ -60,7 +68,10 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
     }
     if (r.stalled) entity.counters.stalled = (entity.counters.stalled ?? 0) + r.stalled;
     // Reports from guards that say what they have in flight: the sample floors follow the fleet's concurrency.
-    const concurrency = typeof r.inFlight === 'number' && Number.isFinite(r.inFlight) ? entity.concurrency(r.reporter || 'anonymous', r.inFlight, everyMs) : undefined;
+    const concurrency =
+      typeof r.inFlight === 'number' && Number.isFinite(r.inFlight)
+        ? entity.concurrency(r.reporter || 'anonymous', r.inFlight, everyMs)
+        : undefined;
     const parts = spacing ? splitReport(r) : { counts: r.counts ?? {}, ...(r.latency ? { latency: r.latency } : {}) };
     const out = entity.apply({
       type: 'report',
@@ -117,7 +128,9 @@ export function registerHandlers(entity: EntityState, rateLimits: boolean, pacin
   });
   setHandler(viewQuery, () => entity.view());
   // A limit that is not a whole number of at least 0 reads the whole log.
-  setHandler(transitionsQuery, (limit?: number) => entity.history.slice(0, Number.isSafeInteger(limit) && limit! >= 0 ? limit : entity.history.length));
+  setHandler(transitionsQuery, (limit?: number) =>
+    entity.history.slice(0, Number.isSafeInteger(limit) && limit! >= 0 ? limit : entity.history.length),
+  );
   setHandler(probeDecisionQuery, (requestId: string) => entity.decision(requestId));
   setHandler(statusQuery, () => entity.status());
 }

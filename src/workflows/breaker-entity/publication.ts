@@ -43,12 +43,22 @@ export class Publication {
 export async function searchAttributesRegistered(key: string): Promise<boolean> {
   let on: boolean;
   try {
-    const check = proxyActivities<BreakerActivities>({ startToCloseTimeout: '10s', scheduleToCloseTimeout: '30s', retry: { maximumAttempts: 2 } });
+    const check = proxyActivities<BreakerActivities>({
+      startToCloseTimeout: '10s',
+      scheduleToCloseTimeout: '30s',
+      retry: { maximumAttempts: 2 },
+    });
     on = await check.breakerSearchAttributesRegistered();
   } catch (err) {
     on = false;
-    log.warn('could not check the search attributes; not keeping them', { key, error: err instanceof Error ? err.message : String(err) });
+    log.warn('could not check the search attributes; not keeping them', {
+      key,
+      error: err instanceof Error ? err.message : String(err),
+    });
   }
-  if (!on) log.warn('BreakerState / BreakerKey are not registered in this namespace: breakers will not be listable by state', { key });
+  if (!on)
+    log.warn('BreakerState / BreakerKey are not registered in this namespace: breakers will not be listable by state', {
+      key,
+    });
   return on;
 }

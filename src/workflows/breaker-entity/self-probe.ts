@@ -22,7 +22,14 @@ export class SelfProbe {
   /** When the next self-probe is due, or null: no spec, one running, not automatic half-open, or a token out. */
   due(): number | null {
     const { policy } = this.entity;
-    if (!this.entity.probeSpec || this.running || policy.mode !== 'auto' || policy.phase !== 'half-open' || policy.probes.length > 0) return null;
+    if (
+      !this.entity.probeSpec ||
+      this.running ||
+      policy.mode !== 'auto' ||
+      policy.phase !== 'half-open' ||
+      policy.probes.length > 0
+    )
+      return null;
     return this.entity.lastProbeActivityAt + this.opts.selfProbeDelayMs + this.backoffMs;
   }
 
@@ -56,13 +63,22 @@ export class SelfProbe {
         } else {
           // 404 / 400 / 401 / 429: no verdict on health. Say so loudly, and do not hammer the endpoint.
           this.backOff(result.retryAfterMs ?? 0);
-          log.warn('self-probe got no verdict; check the probe spec', { key, url: spec.url, outcome: result.outcome, reason: result.reason, nextInMs: this.backoffMs });
+          log.warn('self-probe got no verdict; check the probe spec', {
+            key,
+            url: spec.url,
+            outcome: result.outcome,
+            reason: result.reason,
+            nextInMs: this.backoffMs,
+          });
         }
       } catch (err) {
         // The probe activity itself failed (no worker, a crash): that says nothing about the endpoint.
         entity.apply({ type: 'probe-cancel', requestId });
         this.backOff();
-        log.warn('self-probe activity failed; token released', { key, error: err instanceof Error ? err.message : String(err) });
+        log.warn('self-probe activity failed; token released', {
+          key,
+          error: err instanceof Error ? err.message : String(err),
+        });
       }
     } finally {
       this.running = false;
@@ -74,7 +90,10 @@ export class SelfProbe {
   private backOff(atLeastMs = 0): void {
     const { config } = this.entity.policy;
     const cap = config.cooldownMs * config.cooldownMaxFactor;
-    this.backoffMs = Math.min(cap, Math.max(atLeastMs, this.backoffMs ? this.backoffMs * 2 : this.opts.selfProbeDelayMs));
+    this.backoffMs = Math.min(
+      cap,
+      Math.max(atLeastMs, this.backoffMs ? this.backoffMs * 2 : this.opts.selfProbeDelayMs),
+    );
   }
 
   // Options follow the live configuration (a `configure` may change the lease).

@@ -15,7 +15,15 @@ import {
   type TransitionReason,
   type TransitionRecord,
 } from '../../breaker';
-import type { BreakerStatus, CarriedState, EntityCounters, EntityExit, EntityInput, EntityOptions, ProbeSpec } from '../../messages/breaker';
+import type {
+  BreakerStatus,
+  CarriedState,
+  EntityCounters,
+  EntityExit,
+  EntityInput,
+  EntityOptions,
+  ProbeSpec,
+} from '../../messages/breaker';
 import { carry, restore } from './carry';
 import { initialPolicy, type LaterDefaults } from './config';
 import { EntityMetrics } from './metrics';
@@ -119,14 +127,22 @@ export class EntityState {
     // Either form: a run from before the bound carried everything (restore reads it as it is).
     const carried = input.carried ? restore(input.carried) : undefined;
     this.key = key;
-    this.policy = carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum, later);
+    this.policy =
+      carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum, later);
     this.probeSpec = input.probe ?? null;
     this.history = carried ? [...carried.log] : [];
     this.decisions = new Map(carried?.decisions ?? []);
-    this.counters = carried?.counters ?? { reports: 0, probeRequests: 0, selfProbes: 0, ignoredResults: 0, continuedAsNew: 0 };
+    this.counters = carried?.counters ?? {
+      reports: 0,
+      probeRequests: 0,
+      selfProbes: 0,
+      ignoredResults: 0,
+      continuedAsNew: 0,
+    };
     this.lastReportAt = carried?.lastReportAt ?? Date.now();
     this.lastTransitionAt = carried?.lastTransitionAt ?? 0;
-    this.searchAttributesOn = input.carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
+    this.searchAttributesOn =
+      input.carried?.searchAttributesOn ?? (opts.searchAttributes === 'auto' ? null : opts.searchAttributes);
     this.lastProbeActivityAt = Date.now();
     this.operatorSet = carried?.operatorSet ?? false;
     this.probeByOperator = carried?.probeByOperator ?? false;
@@ -156,7 +172,14 @@ export class EntityState {
         const t = origin && made.reason === origin.reason ? { ...made, ...origin.fields } : made;
         this.history.unshift(t);
         this.lastTransitionAt = t.at;
-        log.info('breaker transition', { key: this.key, from: t.from, to: t.to, reason: t.reason, detail: t.detail, cooldownMs: t.cooldownMs });
+        log.info('breaker transition', {
+          key: this.key,
+          from: t.from,
+          to: t.to,
+          reason: t.reason,
+          detail: t.detail,
+          cooldownMs: t.cooldownMs,
+        });
         if (t.to === 'half-open') this.lastProbeActivityAt = t.at;
       }
       this.history.length = Math.min(this.history.length, this.opts.logSize);
@@ -175,7 +198,12 @@ export class EntityState {
   refused(signal: string, problem: string, logged = true): void {
     this.counters.refusedSignals = (this.counters.refusedSignals ?? 0) + 1;
     this.metrics.refused(signal);
-    if (logged) log.warn('breaker signal refused', { key: this.key, signal, problem: problem.length > 500 ? `${problem.slice(0, 499)}…` : problem });
+    if (logged)
+      log.warn('breaker signal refused', {
+        key: this.key,
+        signal,
+        problem: problem.length > 500 ? `${problem.slice(0, 499)}…` : problem,
+      });
   }
 
   /** A worker reported: it shares the endpoint's rate for a while (longer if it says it reports rarely). */
@@ -212,7 +240,13 @@ export class EntityState {
     if (now - this.quorumNotedAt < QUORUM_NOTE_MS) return;
     this.quorumNotedAt = now;
     const state = stateName(this.policy);
-    this.history.unshift({ at: now, from: state, to: state, reason: 'quorum-not-met', detail: `${detail}; reporter ${reporter}` });
+    this.history.unshift({
+      at: now,
+      from: state,
+      to: state,
+      reason: 'quorum-not-met',
+      detail: `${detail}; reporter ${reporter}`,
+    });
     this.history.length = Math.min(this.history.length, this.opts.logSize);
     log.info('breaker trip declined', { key: this.key, reporter, detail });
   }
@@ -235,13 +269,17 @@ export class EntityState {
   view(): BreakerView {
     // Counted once (pure: the `view` and `status` queries call it too): the view is built on every report.
     const now = Date.now();
-    const active = this.policy.config.maxRequestsPerSecond || this.spacing || this.quorum ? this.reporters.active(now) : 0;
+    const active =
+      this.policy.config.maxRequestsPerSecond || this.spacing || this.quorum ? this.reporters.active(now) : 0;
     const v = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? active : 0);
     const view = this.spacing ? { ...v, reporters: coarseCount(active) } : v;
     if (!this.quorum) return view;
     // Coarse (to 0.05), so the memo changes with the fleet's health, not with every report.
     const ratio = Math.round(windowFigures(this.policy, now).failureRatio * 20) / 20;
-    return { ...view, fleet: { failureRatio: ratio, reporters: active, ...(this.stallMs !== null ? { stallMs: this.stallMs } : {}) } };
+    return {
+      ...view,
+      fleet: { failureRatio: ratio, reporters: active, ...(this.stallMs !== null ? { stallMs: this.stallMs } : {}) },
+    };
   }
 
   /**
@@ -290,7 +328,12 @@ export class EntityState {
       asOf: Date.now(),
       openedAt: policy.openedAt,
       consecutiveOpens: policy.consecutiveOpens,
-      probes: policy.probes.map(({ generation, holder, grantedAt, leaseUntil }) => ({ generation, holder, grantedAt, leaseUntil })),
+      probes: policy.probes.map(({ generation, holder, grantedAt, leaseUntil }) => ({
+        generation,
+        holder,
+        grantedAt,
+        leaseUntil,
+      })),
       probeSuccesses: policy.probeSuccesses,
       ...(policy.probeFailures !== undefined ? { probeFailures: policy.probeFailures } : {}),
       ...(policy.failedTrials !== undefined ? { failedTrials: policy.failedTrials } : {}),
@@ -301,7 +344,9 @@ export class EntityState {
       counters: { ...this.counters },
       historyLength: workflowInfo().historyLength,
       searchAttributes: this.searchAttributesOn,
-      ...(this.quorum ? { loneFailers: [...this.loneFailers].reverse().map(([reporter, r]) => ({ reporter, ...r })) } : {}),
+      ...(this.quorum
+        ? { loneFailers: [...this.loneFailers].reverse().map(([reporter, r]) => ({ reporter, ...r })) }
+        : {}),
     };
   }
 
@@ -320,7 +365,13 @@ export class EntityState {
       searchAttributesOn: this.searchAttributesOn ?? false,
     };
     if (this.compactCarry) {
-      const parts = { ...whole, reporters: this.reporters.entries(), inFlight, operatorSet: this.operatorSet, probeByOperator: this.probeByOperator };
+      const parts = {
+        ...whole,
+        reporters: this.reporters.entries(),
+        inFlight,
+        operatorSet: this.operatorSet,
+        probeByOperator: this.probeByOperator,
+      };
       return carry(parts, Date.now());
     }
     // Runs from before the bound carry it whole, with the optional parts only when they hold something.

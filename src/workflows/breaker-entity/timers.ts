@@ -25,7 +25,11 @@ export class EntityTimers {
   /** Waits for the next deadline, a wake from a handler, or a full history. */
   async sleep(): Promise<void> {
     const now = Date.now();
-    const due = [nextDeadline(this.entity.policy, now), this.selfProbe.due(), this.quiet() ? this.idleAt() : null].filter((t): t is number => t !== null);
+    const due = [
+      nextDeadline(this.entity.policy, now),
+      this.selfProbe.due(),
+      this.quiet() ? this.idleAt() : null,
+    ].filter((t): t is number => t !== null);
     const until = due.length ? Math.max(Math.min(...due), now + 1) : null;
     this.entity.wake = false;
     const woken = () => this.entity.wake || this.historyFull();
