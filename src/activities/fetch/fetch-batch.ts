@@ -1,129 +1,39 @@
-import { createHash } from 'node:crypto';
-import { breakerKey, type BreakerStateName, type OutcomeKind } from '../../breaker';
 import type { TileAddress } from '../../sources/request-url';
-import { resendDropped } from './dropped-call';
-import { probeBoundMs } from '../guard/probe-bound';
 export { probeBoundMs } from '../guard/probe-bound';
-import { cutMetatile, requestUnits, type RequestUnit } from './metatiles';
-import type { SourceConfig } from '../../sources/schema';
-import type { BreakerGuard, GuardDecision } from '../guard';
-import { scrubSecrets } from '../../breaker/redact';
-import { applyAuth, credentialValues, redactUrl } from '../http/credentials';
-import type { EndpointPools } from '../http/endpoint-pool';
-import { fetchUrl } from '../http/fetch-url';
-import { redirectPolicy } from '../http/redirects';
+import { requestUnits } from './metatiles';
+import type { GuardDecision } from '../guard';
 import { openTileStore } from '../store/open-store';
 import { servedLedgerRoot } from '../store/served-ledger';
-import { StoreEscapeError } from '../store/store-bounds';
-import type { StoredTile, Tiles } from '../store/tiles';
-import { storageFor } from '../storage/storage';
-import { classify, type Verdict } from '../validate/classify';
-import {
-  judgeRequestFault,
-  processShapes,
-  requestShape,
-  shapeKey,
-  wantsRecord,
-  type ShapeMemory,
-} from '../validate/shape-memory';
-import { backoffMs, DEFAULT_RETRY, retryable, type RetryPolicy } from './retry-policy';
+import { processShapes, requestShape } from '../validate/shape-memory';
+import { DEFAULT_RETRY, type RetryPolicy } from './retry-policy';
 import { activityContext } from '../activity-context';
 import { ApplicationFailure } from '@temporalio/common';
 import { attemptLease } from './heartbeat-lease';
-import { setTimeout as delay } from 'node:timers/promises';
 import { confineLocation } from '../confine/confine-location';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import path from 'node:path';
 import { checkCredentialedSource } from '../confine/credentialed-source';
-import type { WorkerRoots } from '../confine/roots';
-import type { WorkerMetrics } from '../metrics/worker-metrics';
-
-/**
- * Failures a later attempt may cure: the server's, not the request's (and the worker's own, `local`: a re-drive
- * may run on a worker whose resolver works). A mosaic dead-letters such a tile for a
- * re-drive, and the stale fallback draws its stored copy.
- */
-export const CURABLE_KINDS: ReadonlySet<string> = new Set(['transient', 'service-exception', 'rate-limited', 'local']);
-
-/** What to do with a tile the breaker refuses (decided by the pipeline in advance). */
-export type WhenRefused = 'defer' | 'stale' | 'hole';
-
-export interface FetchBatchInput {
-  /** The source's name: the tile store's folder and the manifest's label. */
-  sourceName: string;
-  source: SourceConfig;
-  /** The sources file `source` was read from; on a worker, a source with credentials must match it. */
-  sourcesFile?: string;
-  tiles: TileAddress[];
-  storeRoot: string;
-  /** Go through the fleet-wide breaker (default true). */
-  breaker?: boolean;
-  whenRefused?: WhenRefused;
-  retry?: Partial<RetryPolicy>;
-  /** Send If-None-Match / If-Modified-Since for tiles the store already holds; a 304 renews the stored copy's fetchedAt. */
-  conditional?: boolean;
-  /**
-   * Refresh mode (epoch ms): a unit whose tiles the store all holds from at or after this is not requested;
-   * its tiles are ok from the store.
-   */
-  keepFetchedSince?: number;
-  /**
-   * WMS metatiles are kept whole, not cut into stored tiles: each tile's result points into its chunk
-   * (`path` + `region`). For a mosaic that needs no tile cache.
-   */
-  keepChunks?: boolean;
-  /**
-   * Mirrors whose contract holds, in order: a tile the source's breaker refuses is fetched from the first whose
-   * own breaker lets it through, before the `whenRefused` fallback applies (src/activities/mirror/).
-   */
-  mirrors?: { name: string; source: SourceConfig }[];
-}
-
-export type TileStatus = 'ok' | 'stale' | 'hole' | 'deferred' | 'failed';
-
-/** The account of one tile: every tile of a batch gets exactly one. */
-export interface TileResult extends TileAddress {
-  status: TileStatus;
-  /**
-   * The outcome kind of the last request made (absent when none was): also when the breaker then refused the
-   * next attempt or abandoned this one (`breakerState` set). An abandoned call is `transient`, the stall the
-   * breaker counted it as.
-   */
-  kind?: OutcomeKind;
-  reason: string;
-  attempts: number;
-  httpStatus?: number | null;
-  bytes?: number;
-  latencyMs?: number;
-  path?: string;
-  retryAfterMs?: number;
-  /** With keepChunks: where the tile lies in the chunk image at `path`. */
-  region?: { left: number; top: number };
-  /** The breaker state that decided the tile when it refused a request (or abandoned one in flight). */
-  breakerState?: BreakerStateName;
-  /** The last request was in flight this long (ms) when the breaker opened and abandoned it. */
-  abandonedAfterMs?: number;
-  configError?: boolean;
-  /** `mirror:<name>`: a mirror served it, the source's breaker having refused it. */
-  tier?: `mirror:${string}`;
-}
-
-export interface FetchDeps {
-  pools: EndpointPools;
-  /** The process's guard (only what a batch uses of it, so tests can watch the outcomes); absent: no breaker. */
-  guard?: Pick<BreakerGuard, 'acquire' | 'release' | 'abandon'> &
-    Partial<Pick<BreakerGuard, 'learnProbe' | 'restarted' | 'waitOutPause'>>;
-  /** On a worker: tile stores only under these roots' output folders. */
-  roots?: WorkerRoots;
-  /**
-   * When each request shape last succeeded, and what this process marked and read of the tile store's served
-   * records (default: the process's); tests give their own, and a clock.
-   */
-  shapes?: ShapeMemory;
-  now?: () => number;
-  /** Each request's outcome and duration (default: nowhere). */
-  metrics?: WorkerMetrics;
-}
+import {
+  sourceBreakerKey,
+  type BatchResume,
+  type FetchBatchInput,
+  type FetchDeps,
+  type TileResult,
+} from './batch-types';
+import { keptFresh } from './kept-fresh';
+import { fetchUnit } from './request-unit';
+import { recordOf, type ServedRecords } from './served-records';
+import { sleep } from './sleep';
+export {
+  CURABLE_KINDS,
+  sourceBreakerKey,
+  type BatchResume,
+  type FetchBatchInput,
+  type FetchDeps,
+  type TileResult,
+  type TileStatus,
+  type WhenRefused,
+} from './batch-types';
 
 /**
  * How often a batch records its results as heartbeat details while tiles finish. The worker sends the latest
@@ -137,19 +47,6 @@ export const PULSE_MS = 1_000;
 
 /** Configuration errors for one request shape after which a batch stops requesting it. */
 export const CONFIG_ERRORS_TO_STOP = 3;
-
-/** What a caller keeps of a batch outside Temporal (the mosaic's checkpoint): results to resume from, and each new one. */
-export interface BatchResume {
-  /** Results an earlier attempt recorded, position by position (null where none). */
-  resumed?: readonly (TileResult | null)[];
-  /** Told the positions of the tiles one request finished, once their files are stored. */
-  onFinished?: (indices: readonly number[], results: readonly (TileResult | null)[]) => void;
-}
-
-/** The breaker key a source's requests go through: the `endpoint` label of its request and fallback metrics. */
-export function sourceBreakerKey(source: Pick<SourceConfig, 'url' | 'breakerPartition'>): string {
-  return breakerKey(source.url, source.breakerPartition ? { partition: source.breakerPartition } : {});
-}
 
 /**
  * Fetches a batch of tiles with the source's concurrency (scaled by the breaker's ramp allowance), validates
@@ -259,7 +156,10 @@ export function makeFetchBatch(deps: FetchDeps) {
         const unit = units[u]!;
         if (unit.members.every((i) => results[i])) continue;
         if (halted()) return;
-        if (keepSince !== undefined && (await keptFresh(store, input, unit.members, keepSince, results, keepWhy))) {
+        if (
+          keepSince !== undefined &&
+          (await keptFresh({ store, input, members: unit.members, since: keepSince, results, why: keepWhy }))
+        ) {
           beat();
           continue;
         }
@@ -299,19 +199,19 @@ export function makeFetchBatch(deps: FetchDeps) {
           requesting = false;
         };
         try {
-          const out = await fetchUnit(
+          const out = await fetchUnit({
             deps,
-            served,
+            stores: served,
             input,
             unit,
             key,
             useBreaker,
             policy,
             onDecision,
-            ctx?.cancellationSignal,
-            { made: 0 },
+            signal: ctx?.cancellationSignal,
+            tried: { made: 0 },
             answered,
-          );
+          });
           if (out) {
             unit.members.forEach((i, k) => (results[i] = out[k]!));
             resume.onFinished?.(unit.members, results);
@@ -357,608 +257,4 @@ export function makeFetchBatch(deps: FetchDeps) {
         r ?? { ...input.tiles[i]!, status: 'deferred', reason: 'activity cancelled before this tile', attempts: 0 },
     );
   };
-}
-
-/** A shape's served record in a tile store, as this process's memory names it. */
-const recordOf = (store: Tiles, sourceName: string, shape: string) => `${store.root}\n${sourceName}\n${shape}`;
-
-/** The stores a shape's served record is written to and read from: the tile store, and the source's ledger. */
-interface ServedRecords {
-  store: Tiles;
-  ledger: Tiles | null;
-}
-
-/**
- * Records that the shape was served, in the tile store and in the ledger under the output root: on its first
- * success in this process, then at most every MARK_EVERY_MS each, so it costs nothing per tile. A write that
- * fails costs only the record (the next success tries again): the tiles were stored, or not, on their own.
- */
-async function markServed(
-  shapes: ShapeMemory,
-  served: ServedRecords,
-  sourceName: string,
-  shape: string,
-  now: number,
-): Promise<void> {
-  for (const t of [served.store, served.ledger]) {
-    if (t === null) continue;
-    const where = recordOf(t, sourceName, shape);
-    if (!shapes.claimMark(where, now)) continue;
-    try {
-      await t.markServed(sourceName, shapeKey(shape), now);
-    } catch {
-      shapes.releaseMark(where);
-    }
-  }
-}
-
-/**
- * When the shape was last recorded served, and where: the tile store's record, else the ledger's (a read of the
- * last minute that found one is not repeated); null when neither has one.
- */
-async function recordedServed(
-  shapes: ShapeMemory,
-  served: ServedRecords,
-  sourceName: string,
-  shape: string,
-  now: number,
-): Promise<{ at: number; where: string } | null> {
-  let latest: { at: number; where: string } | null = null;
-  for (const [t, where] of [
-    [served.store, 'the tile store'],
-    [served.ledger, 'the records under the output root'],
-  ] as const) {
-    if (t === null) continue;
-    const name = recordOf(t, sourceName, shape);
-    let at = shapes.recorded(name, now);
-    if (at === null) {
-      // The ledger is a second opinion: one that cannot be read is none (the tile store's errors stand).
-      const read = t.servedAt(sourceName, shapeKey(shape));
-      at = await (t === served.ledger ? read.catch(() => null) : read);
-      if (at !== null) shapes.noteRecord(name, at, now);
-    }
-    if (at !== null && (latest === null || at > latest.at)) latest = { at, where };
-  }
-  return latest;
-}
-
-/**
- * One unit's results. A tile store path that leads outside the store (a symlinked folder or tile) fails the
- * unit's tiles with the refusal, requests counted: recorded like any failure, never a lost batch.
- */
-async function fetchUnit(...args: Parameters<typeof requestUnit>): Promise<TileResult[] | null> {
-  const tried = args[9];
-  try {
-    return await requestUnit(...args);
-  } catch (err) {
-    if (!(err instanceof StoreEscapeError)) throw err;
-    const [, , input, unit] = args;
-    return unit.members.map((i) => ({
-      ...input.tiles[i]!,
-      status: 'failed',
-      kind: 'permanent',
-      reason: err.message,
-      attempts: tried.made,
-    }));
-  }
-}
-
-async function requestUnit(
-  deps: FetchDeps,
-  stores: ServedRecords,
-  input: FetchBatchInput,
-  unit: RequestUnit,
-  key: string,
-  useBreaker: boolean,
-  policy: RetryPolicy,
-  onDecision: (d: GuardDecision) => void,
-  signal: AbortSignal | undefined,
-  tried: { made: number },
-  /** Told once the unit makes no further request: what is left is storing its answer. */
-  answered: () => void = () => undefined,
-): Promise<TileResult[] | null> {
-  const { source } = input;
-  const store = stores.store;
-  const tiles = unit.members.map((i) => input.tiles[i]!);
-  const each = (f: (t: TileAddress, k: number) => TileResult) => tiles.map(f);
-  // Conditional refreshes are per tile: a metatile is always fetched whole.
-  // The credential values this unit sends, read once: masked wherever the server's answer is quoted.
-  const secrets = credentialValues(source.auth);
-  const single = unit.meta === null;
-  const shapes = deps.shapes ?? processShapes;
-  const now = deps.now ?? Date.now;
-  const shape = requestShape(source, unit.url);
-  const conditional = single && input.conditional ? await store.get(input.sourceName, tiles[0]!) : null;
-  let verdict: Verdict | null = null;
-  let url = unit.url;
-  // Calls sent again at once after the server dropped them unanswered: requests too, in `attempts`.
-  let resent = 0;
-  for (let attempt = 1; attempt <= policy.attempts; attempt++) {
-    const headers: Record<string, string> = { 'user-agent': source.userAgent, ...source.headers };
-    if (conditional?.meta.etag) headers['if-none-match'] = conditional.meta.etag;
-    if (conditional?.meta.lastModified) headers['if-modified-since'] = conditional.meta.lastModified;
-    try {
-      url = applyAuth(source.auth, unit.url, headers);
-    } catch (err) {
-      // A missing credential is the configuration's fault: no request, no breaker outcome, a clear reason.
-      return each((t) => ({
-        ...t,
-        status: 'failed',
-        kind: 'permanent',
-        configError: true,
-        attempts: 0,
-        reason: (err as Error).message,
-      }));
-    }
-    // A pause the endpoint asked for (its Retry-After, to this process or the fleet) is waited out holding no
-    // connection; then a connection slot (queued here, not in the pool): the breaker decides, and the clocks
-    // start, only when the request can go out at once.
-    if (useBreaker) await deps.guard!.waitOutPause?.(key, signal);
-    const slot = await deps.pools.slot(source, url, signal);
-    if (!slot) return null;
-    let decision: GuardDecision | null;
-    let x: Awaited<ReturnType<typeof fetchUrl>>;
-    let deadline: AbortSignal;
-    let lease: AbortSignal | null;
-    let shed: AbortSignal | undefined;
-    try {
-      const asked = Date.now();
-      decision = useBreaker ? await deps.guard!.acquire(key) : null;
-      if (decision) onDecision(decision);
-      if (decision?.kind === 'refused') {
-        slot.release();
-        // A retry the breaker refused: the record keeps what the last request got, then the refusal.
-        const last = verdict;
-        const d = last
-          ? {
-              ...decision,
-              reason: `${lastReason(last, attempt - 1, url, source, secrets)}; attempt ${attempt} not sent: ${decision.reason}`,
-            }
-          : decision;
-        const made = last ? { kind: last.kind, httpStatus: last.httpStatus, latencyMs: last.latencyMs } : {};
-        const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, d.reason);
-        if (mirrored === null) return null;
-        const stored = await staleCopies(store, input, tiles, mirrored);
-        return each((t, k) => servedOrRefused(mirrored[k], refused(input, t, d, stored[k] ?? null, tried.made, made)));
-      }
-      tried.made = attempt + resent;
-      deadline = AbortSignal.timeout(source.timeouts.totalMs);
-      // The fleet's only probe ends before its token's lease does: past the lease the entity grants another, and
-      // two probes would hit a recovering server (the lease may be shorter than the source's totalMs).
-      lease = decision?.kind === 'probe' ? AbortSignal.timeout(probeBoundMs(decision.token, Date.now() - asked)) : null;
-      // The guard aborts a stalled call when the breaker opens while it waits (a hanging server).
-      shed = decision?.kind === 'proceed' ? decision.signal : undefined;
-      const options = {
-        dispatcher: deps.pools.for(source),
-        headers,
-        signal: AbortSignal.any([
-          deadline,
-          ...(signal ? [signal] : []),
-          ...(shed ? [shed] : []),
-          ...(lease ? [lease] : []),
-        ]),
-        redirects: redirectPolicy(source),
-        ...(source.auth ? { auth: source.auth } : {}),
-      };
-      x = await fetchUrl(url, options);
-      // A call the server dropped unanswered may have been overtaken by its recovery: ask once more now.
-      if (decision && resendDropped(decision.kind, x) && !options.signal.aborted) {
-        deps.metrics?.request(input.sourceName, key, 'transient', x.latencyMs / 1000);
-        deps.guard!.restarted?.(decision);
-        tried.made = attempt + ++resent;
-        x = await fetchUrl(url, options);
-      }
-    } finally {
-      slot.release();
-    }
-    if (signal?.aborted) {
-      // Our own abort is not the endpoint's failure: report nothing, and leave the tiles unfinished.
-      if (decision) deps.guard!.abandon(decision);
-      return null;
-    }
-    if (shed?.aborted && decision) {
-      // Counted while it stalled; now refused like any call the open breaker stops: the fallback applies.
-      deps.guard!.abandon(decision);
-      const why =
-        shed.reason instanceof Error ? shed.reason.message : 'breaker open: the call stalled and was abandoned';
-      const opened = {
-        kind: 'refused' as const,
-        key,
-        state: 'open' as const,
-        retryAfterMs: null,
-        reason: scrubSecrets(
-          `${why} after ${Math.round(x.latencyMs / 100) / 10} s (${redactUrl(url, source.auth)})`,
-          secrets,
-        ),
-      };
-      // Made, not refused: the breaker counted it as a stall (transient) and abandoned it when it opened.
-      const made = {
-        kind: 'transient' as const,
-        httpStatus: x.status,
-        latencyMs: x.latencyMs,
-        abandonedAfterMs: Math.round(x.latencyMs),
-      };
-      const mirrored = await fromMirrors(deps, store, input, tiles, policy, signal, opened.reason);
-      if (mirrored === null) return null;
-      const stored = await staleCopies(store, input, tiles, mirrored);
-      return each((t, k) =>
-        servedOrRefused(mirrored[k], refused(input, t, opened, stored[k] ?? null, tried.made, made)),
-      );
-    }
-    if (x.status === 304 && conditional) {
-      deps.metrics?.request(input.sourceName, key, 'success', x.latencyMs / 1000);
-      shapes.succeeded(shape, now());
-      if (decision) deps.guard!.release(decision, { kind: 'success', latencyMs: x.latencyMs });
-      answered();
-      await markServed(shapes, stores, input.sourceName, shape, now());
-      await renew(store, input.sourceName, tiles[0]!, conditional, now());
-      return each((t) => ({
-        ...t,
-        status: 'ok',
-        kind: 'success',
-        reason: 'not modified since the stored copy',
-        attempts: tried.made,
-        httpStatus: 304,
-        latencyMs: x.latencyMs,
-        path: conditional.path,
-        bytes: conditional.meta.bytes,
-      }));
-    }
-    // The whole response is validated; the breaker counts this one request, whatever the number of tiles.
-    const chunk = unit.meta !== null && input.keepChunks === true;
-    const classified = await classify(x, {
-      width: unit.width,
-      height: unit.height,
-      blankIsFailure: source.blankTiles === 'fail',
-      keepPixels: unit.meta !== null && !chunk,
-      secrets,
-    });
-    // A request-blaming fault: systemic if this request shape succeeded lately (in this process, or as the tile
-    // store records it for the fleet and earlier runs), otherwise the configuration's. The store is read only
-    // for such a fault that this process's memory cannot judge: rare.
-    const judgedAt = now();
-    const recordedAt = wantsRecord(classified, shape, shapes, judgedAt)
-      ? await recordedServed(shapes, stores, input.sourceName, shape, judgedAt)
-      : null;
-    const judged = judgeRequestFault(classified, shape, shapes, judgedAt, input.sourceName, recordedAt);
-    verdict = judged.verdict;
-    deps.metrics?.request(input.sourceName, key, verdict.kind, x.latencyMs / 1000);
-    if (lease?.aborted && !deadline.aborted && verdict.kind === 'transient') {
-      verdict = {
-        ...verdict,
-        reason: `probe stopped before its lease ended (${Math.round(x.latencyMs)} ms): ${verdict.reason}`,
-      };
-    }
-    if (verdict.kind === 'success') shapes.succeeded(shape, now());
-    // A good tile's URL is the entity's self-probe (a URL this worker fetches anyway). The spec is stored in the
-    // entity's history: a source with credentials or extra headers is named by its sources file instead, and the
-    // probe reads them there on the worker (without a sources file, it gets no self-probe).
-    if (verdict.kind === 'success' && decision) {
-      const plain = !source.auth && !Object.keys(source.headers).length;
-      if (plain) deps.guard!.learnProbe?.(key, unit.url, source.userAgent);
-      else if (input.sourcesFile !== undefined)
-        deps.guard!.learnProbe?.(key, unit.url, source.userAgent, { file: input.sourcesFile, name: input.sourceName });
-    }
-    // A configuration error says nothing about the endpoint's health: never counted toward the host's breaker.
-    const counted = judged.configError ? 'neutral' : verdict.kind;
-    if (decision)
-      deps.guard!.release(decision, {
-        kind: counted,
-        latencyMs: verdict.latencyMs,
-        ...(verdict.retryAfterMs !== undefined ? { retryAfterMs: verdict.retryAfterMs } : {}),
-      });
-    if (verdict.kind === 'success' && chunk) {
-      const v = verdict;
-      answered();
-      const file = await store.putChunk(input.sourceName, tiles[0]!.z, unit, x.body, source.format);
-      await markServed(shapes, stores, input.sourceName, shape, now());
-      const m = unit.meta!;
-      return each((t, k) => ({
-        ...t,
-        status: 'ok',
-        kind: 'success',
-        reason: `${v.reason}, kept whole (${tiles.length} tiles)`,
-        attempts: tried.made,
-        httpStatus: v.httpStatus,
-        bytes: x.body.length,
-        latencyMs: v.latencyMs,
-        path: file,
-        region: { left: m.left + m.cells[k]![0] * source.tileSize, top: m.top + m.cells[k]![1] * source.tileSize },
-      }));
-    }
-    if (verdict.kind === 'success') {
-      const v = verdict;
-      answered();
-      const bodies = unit.meta ? await cutMetatile(v.pixels!, unit.meta, source.tileSize, source.format) : [x.body];
-      const meta = {
-        fetchedAt: Date.now(),
-        contentType: unit.meta ? source.format : (x.headers['content-type'] ?? source.format),
-        ...(!unit.meta && x.headers['etag'] ? { etag: x.headers['etag'] } : {}),
-        ...(!unit.meta && x.headers['last-modified'] ? { lastModified: x.headers['last-modified'] } : {}),
-        width: source.tileSize,
-        height: source.tileSize,
-      };
-      const saved = await Promise.all(tiles.map((t, k) => store.put(input.sourceName, t, bodies[k]!, meta)));
-      await markServed(shapes, stores, input.sourceName, shape, now());
-      const reason = unit.meta ? `${v.reason}, cut into ${tiles.length} tiles` : v.reason;
-      return each((t, k) => ({
-        ...t,
-        status: 'ok',
-        kind: 'success',
-        reason,
-        attempts: tried.made,
-        httpStatus: v.httpStatus,
-        bytes: saved[k]!.bytes,
-        latencyMs: v.latencyMs,
-        path: saved[k]!.path,
-      }));
-    }
-    if (verdict.kind === 'neutral' && !verdict.configError) {
-      const v = verdict;
-      return each((t) => ({
-        ...t,
-        status: 'hole',
-        kind: 'neutral',
-        reason: scrubSecrets(v.reason, secrets),
-        attempts: tried.made,
-        httpStatus: v.httpStatus,
-      }));
-    }
-    const tooLong = (verdict.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
-    if (!retryable(verdict.kind) || attempt === policy.attempts || tooLong || signal?.aborted) break;
-    // Under the breaker a Retry-After is the guard's pause, the fleet's (waited out above, before the next
-    // decision); without one, this call waits it out itself.
-    const pausedByGuard = useBreaker && deps.guard!.waitOutPause !== undefined;
-    await sleep(backoffMs(attempt - 1, policy, pausedByGuard ? 0 : (verdict.retryAfterMs ?? 0)), signal);
-  }
-  const v = verdict!;
-  const redacted = redactUrl(url, source.auth);
-  // A failed metatile fails every tile of it, with the same reason.
-  const failed = each((t) => ({
-    ...t,
-    status: v.kind === 'rate-limited' && v.retryAfterMs !== undefined ? 'deferred' : 'failed',
-    kind: v.kind,
-    // A server may quote the request back (a ServiceException, an error page): never the credential.
-    reason: scrubSecrets(
-      `${v.configError && !v.reason.startsWith('configuration error') ? 'configuration error: ' : ''}${v.reason} (${redacted})`,
-      secrets,
-    ),
-    attempts: tried.made,
-    httpStatus: v.httpStatus,
-    bytes: v.bytes,
-    latencyMs: v.latencyMs,
-    ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
-    ...(v.configError ? { configError: true } : {}),
-  }));
-  // Not for the request's own faults (permanent, configuration): those need fixing, not hiding.
-  if (v.configError || !CURABLE_KINDS.has(v.kind)) return failed;
-  // A tile the source failed to serve after its retries goes to the mirrors as a refused one does.
-  const mirrored = await fromMirrors(
-    deps,
-    store,
-    input,
-    tiles,
-    policy,
-    signal,
-    scrubSecrets(`${v.reason} after ${tried.made} attempts`, secrets),
-  );
-  if (mirrored === null) return null;
-  // `stale` means stale: a tile the server failed to render now is drawn from its last good copy too, as a
-  // refused one is.
-  const stored = await staleCopies(store, input, tiles, mirrored);
-  return failed.map((r, k) => {
-    const mirror = mirrored[k];
-    if (mirror) return servedOrRefused(mirror, r);
-    const copy = stored[k];
-    return copy
-      ? {
-          ...r,
-          status: 'stale',
-          reason: `${r.reason}; served the copy fetched ${new Date(copy.meta.fetchedAt).toISOString()}`,
-          path: copy.path,
-          bytes: copy.meta.bytes,
-        }
-      : r;
-  });
-}
-
-/** What the last failed request got, and where it went (credentials masked), for a record that goes on past it. */
-function lastReason(
-  v: Verdict,
-  attempt: number,
-  url: string,
-  source: SourceConfig,
-  secrets: readonly string[],
-): string {
-  return scrubSecrets(`attempt ${attempt}: ${v.reason} (${redactUrl(url, source.auth)})`, secrets);
-}
-
-/**
- * A tile the breaker stopped: refused before a request (`made` empty), refused before a retry, or abandoned in
- * flight (`made`: what the last request made got). The pipeline's fallback applies either way.
- */
-/**
- * Tiles the source's breaker refused, each from the first mirror that serves it good: a mirror is fetched as a
- * source of its own (its breaker, retries, validation, its folder of the tile store), so its failures count
- * against it, never against the primary. Null where no mirror served the tile (every tile, for a source with
- * no mirrors); null for all when cancelled.
- */
-async function fromMirrors(
-  deps: FetchDeps,
-  store: Tiles,
-  input: FetchBatchInput,
-  tiles: TileAddress[],
-  policy: RetryPolicy,
-  signal: AbortSignal | undefined,
-  why: string,
-): Promise<(TileResult | null)[] | null> {
-  const out: (TileResult | null)[] = tiles.map(() => null);
-  for (const m of input.mirrors ?? []) {
-    const left = out.flatMap((r, k) => (r ? [] : [k]));
-    if (!left.length) break;
-    const mirrorInput: FetchBatchInput = {
-      ...input,
-      sourceName: m.name,
-      source: m.source,
-      tiles: left.map((k) => tiles[k]!),
-      whenRefused: 'defer',
-      conditional: false,
-      mirrors: [],
-    };
-    for (const unit of requestUnits(m.source, mirrorInput.tiles)) {
-      const got = await requestUnit(
-        deps,
-        { store, ledger: null },
-        mirrorInput,
-        unit,
-        sourceBreakerKey(m.source),
-        input.breaker !== false && deps.guard !== undefined,
-        policy,
-        () => undefined,
-        signal,
-        { made: 0 },
-      );
-      if (got === null) return null;
-      unit.members.forEach((j, n) => {
-        const r = got[n]!;
-        if (r.status === 'ok')
-          out[left[j]!] = {
-            ...r,
-            tier: `mirror:${m.name}`,
-            reason: `${why}; served by mirror ${JSON.stringify(m.name)}: ${r.reason}`,
-          };
-      });
-    }
-  }
-  return out;
-}
-
-/**
- * A mirror's tile where it served one, else the primary's record. The mirror's record counts the primary's
- * requests too and keeps the breaker's part (the state that stopped the primary, a call it abandoned).
- */
-function servedOrRefused(mirror: TileResult | null | undefined, primary: TileResult): TileResult {
-  if (!mirror) return primary;
-  return {
-    ...mirror,
-    attempts: primary.attempts + mirror.attempts,
-    ...(primary.breakerState !== undefined ? { breakerState: primary.breakerState } : {}),
-    ...(primary.abandonedAfterMs !== undefined ? { abandonedAfterMs: primary.abandonedAfterMs } : {}),
-  };
-}
-
-/**
- * The last good copies of the tiles no mirror served, read only when they are needed: under the stale
- * fallback, after the mirrors had their turn.
- */
-function staleCopies(
-  store: Tiles,
-  input: FetchBatchInput,
-  tiles: TileAddress[],
-  mirrored: readonly (TileResult | null)[],
-): Promise<(Awaited<ReturnType<Tiles['get']>> | null)[]> {
-  if (input.whenRefused !== 'stale') return Promise.resolve([]);
-  return Promise.all(tiles.map((t, k) => (mirrored[k] ? Promise.resolve(null) : store.get(input.sourceName, t))));
-}
-
-function refused(
-  input: FetchBatchInput,
-  tile: TileAddress,
-  d: Extract<GuardDecision, { kind: 'refused' }>,
-  stored: Awaited<ReturnType<Tiles['get']>>,
-  attempts: number,
-  made: Pick<TileResult, 'kind' | 'httpStatus' | 'latencyMs' | 'abandonedAfterMs'> = {},
-): TileResult {
-  const base = {
-    ...tile,
-    attempts,
-    ...made,
-    breakerState: d.state,
-    ...(d.retryAfterMs !== null ? { retryAfterMs: d.retryAfterMs } : {}),
-  };
-  if (input.whenRefused === 'stale' && stored) {
-    return {
-      ...base,
-      status: 'stale',
-      reason: `${d.reason}; served the copy fetched ${new Date(stored.meta.fetchedAt).toISOString()}`,
-      path: stored.path,
-      bytes: stored.meta.bytes,
-    };
-  }
-  if (input.whenRefused === 'hole')
-    return { ...base, status: 'hole', reason: `${d.reason}; left as a hole (not rendered)` };
-  return {
-    ...base,
-    status: 'deferred',
-    reason: `${d.reason}${input.whenRefused === 'stale' ? '; no stored copy to serve' : ''}`,
-  };
-}
-
-/**
- * Refresh mode, or a retry: the unit's tiles as the store holds them, when every one was fetched at or after
- * `since` (a metatile is kept only whole, as it is fetched whole). True when they were recorded ok with no
- * request, `why` in their reason.
- */
-async function keptFresh(
-  store: Tiles,
-  input: FetchBatchInput,
-  members: number[],
-  since: number,
-  results: (TileResult | null)[],
-  why: string,
-): Promise<boolean> {
-  let stored: (StoredTile | null)[];
-  try {
-    stored = await Promise.all(members.map((i) => store.get(input.sourceName, input.tiles[i]!)));
-  } catch {
-    // A folder that leads out of the store, an unreadable file: fetched instead, where the store's write says why.
-    return false;
-  }
-  // A copy of another size (the source's tileSize changed since) is not this source's tile.
-  const fits = (s: StoredTile) =>
-    s.meta.width === undefined || (s.meta.width === input.source.tileSize && s.meta.height === input.source.tileSize);
-  if (!stored.every((s) => s !== null && s.meta.fetchedAt >= since && fits(s))) return false;
-  members.forEach((i, k) => {
-    const s = stored[k]!;
-    results[i] = {
-      ...input.tiles[i]!,
-      status: 'ok',
-      reason: `kept: in the store since ${new Date(s.meta.fetchedAt).toISOString()}, ${why}`,
-      attempts: 0,
-      path: s.path,
-      bytes: s.meta.bytes,
-    };
-  });
-  return true;
-}
-
-/**
- * A 304 confirmed the stored copy: it counts as fetched now, so the next refresh keeps it. Only the very copy
- * the request named (the store still gives it, with the same content), so a newer one another writer stored
- * meanwhile is never overwritten with the old; and only as a courtesy: if it cannot be done, the tile is still ok.
- */
-async function renew(store: Tiles, sourceName: string, t: TileAddress, stored: StoredTile, at: number): Promise<void> {
-  try {
-    const now = await store.get(sourceName, t);
-    if (now?.path !== stored.path || now.meta.sha256 !== stored.meta.sha256) return;
-    const body = await storageFor(now.path).read(now.path);
-    if (!body || createHash('sha256').update(body).digest('hex') !== stored.meta.sha256) return;
-    const { etag, lastModified, width, height, contentType } = stored.meta;
-    await store.put(sourceName, t, body, {
-      fetchedAt: at,
-      contentType,
-      ...(etag !== undefined ? { etag } : {}),
-      ...(lastModified !== undefined ? { lastModified } : {}),
-      ...(width !== undefined ? { width } : {}),
-      ...(height !== undefined ? { height } : {}),
-    });
-  } catch {
-    // The next refresh asks again.
-  }
-}
-
-/** Waits `ms`, or less if `signal` aborts. The abort listener goes when the timer fires: a batch retries many times on one signal. */
-/** Node's own abortable timer (it removes its abort listener when it fires): resolves early on abort. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, signal ? { signal } : {}).catch(() => undefined);
 }
