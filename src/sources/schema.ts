@@ -5,188 +5,28 @@
  */
 import { z } from 'zod';
 import { ConfigError, parseOrThrow } from '../breaker/config-error';
-import { GEOGRAPHIC_CRS, GEOGRAPHIC_GRID_CRS } from '../geo/crs';
-import { gridProblems } from '../geo/grid';
 import { MAX_ZOOM } from '../geo/mercator';
+import { commonFields, DECODED_FORMAT, httpUrl, sourceNameSchema } from './source-fields';
 
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
-
-export const authSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('bearer'), tokenEnv: envName }).strict(),
-  z.object({ type: z.literal('basic'), userEnv: envName, passwordEnv: envName }).strict(),
-  z.object({ type: z.literal('header'), header: z.string().min(1), valueEnv: envName }).strict(),
-  z.object({ type: z.literal('query'), param: z.string().min(1), valueEnv: envName }).strict(),
-]);
-export type AuthConfig = z.output<typeof authSchema>;
-
-const httpUrl = z
-  .string()
-  .url()
-  .refine((u) => /^https?:\/\//i.test(u), 'must be an http or https URL')
-  .refine((u) => !/^https?:\/\/[^/]*@/i.test(u), 'must not embed credentials; use auth with an environment variable');
-
-const headers = z
-  .record(z.string(), z.string())
-  .refine(
-    (h) => !Object.keys(h).some((k) => /^(authorization|proxy-authorization|cookie)$/i.test(k)),
-    'must not carry credentials; use auth',
-  )
-  .default({});
-
-const zoom = z.number().int().min(0).max(MAX_ZOOM);
-
-const finiteNumber = z.number().finite();
-
-/**
- * A tile grid other than Web Mercator's (src/geo/grid.ts): a projected CRS, the top-left origin, a resolution
- * per level and the extent with tiles. The source's zoom levels are the grid's levels.
- */
-export const gridSchema = z
-  .object({
-    crs: z.string().regex(/^EPSG:[1-9]\d{3,5}$/, 'must be an EPSG code such as EPSG:2056'),
-    origin: z.tuple([finiteNumber, finiteNumber]),
-    origins: z
-      .array(z.tuple([finiteNumber, finiteNumber]))
-      .max(MAX_ZOOM + 1)
-      .optional(),
-    resolutions: z
-      .array(finiteNumber.positive())
-      .min(1)
-      .max(MAX_ZOOM + 1),
-    extent: z.tuple([finiteNumber, finiteNumber, finiteNumber, finiteNumber]),
-    proj4: z.string().min(1).max(1_000).optional(),
-    axisOrder: z.enum(['en', 'ne']).optional(),
-  })
-  .strict()
-  .superRefine((g, ctx) => {
-    for (const p of gridProblems(g)) ctx.addIssue({ code: 'custom', path: p.path, input: g, message: p.message });
-    // Web Mercator is the default grid; as a grid it would be a second, incompatible addressing of the same tiles.
-    if (g.crs === 'EPSG:3857' || g.crs === 'EPSG:900913')
-      ctx.addIssue({
-        code: 'custom',
-        path: ['crs'],
-        input: g.crs,
-        message: 'is the default grid: leave grid out for Web Mercator',
-      });
-    // GeoTIFF's ProjectedCSType key is a short: EPSG's codes for projected CRSs stay below 32767.
-    if (Number(g.crs.slice(5)) > 32766)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['crs'],
-        input: g.crs,
-        message: 'must be an EPSG code up to 32766 (GeoTIFF keys hold no larger code)',
-      });
-    if (GEOGRAPHIC_CRS.has(g.crs) && g.crs !== GEOGRAPHIC_GRID_CRS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['crs'],
-        input: g.crs,
-        message: `must be a projected CRS in metres, or ${GEOGRAPHIC_GRID_CRS} in degrees; other geographic CRSs are not supported`,
-      });
-    }
-  });
-
-/** The raster formats the pipeline decodes and re-encodes (sharp), and tile viewers read: PNG, JPEG, WebP. */
-export const DECODED_FORMAT = /^image\/(png|jpeg|webp)\b/i;
-
-/** A redirects.allowHosts entry: a hostname, or host:port; IPv6 in brackets. */
-export const ALLOW_HOST = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::(\d{1,5}))?$/i;
-
-/** A source's name is a folder of the tile store: never `.`, `..`, a path or a hidden name. */
-export const SOURCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-export const SOURCE_NAME_RULE =
-  'must be a source name: a letter or digit, then letters, digits, ".", "_" or "-", at most 64 characters';
-export const sourceNameSchema = z.string().regex(SOURCE_NAME, SOURCE_NAME_RULE);
-
-/** At most this many mirrors per source: a refused tile may try each in turn, each a breaker read. */
-export const MAX_MIRRORS = 4;
-
-const mirrors = z
-  .array(sourceNameSchema)
-  .max(MAX_MIRRORS, `must list at most ${MAX_MIRRORS} mirrors`)
-  .superRefine((names, ctx) => {
-    names.forEach((n, i) => {
-      if (names.indexOf(n) < i)
-        ctx.addIssue({ code: 'custom', path: [i], input: n, message: `repeats mirrors.${names.indexOf(n)}` });
-    });
-  });
-
-const common = {
-  /** The tile grid, when not Web Mercator's XYZ grid: a WMS is asked for GetMaps in its CRS. */
-  grid: gridSchema.optional(),
-  /** Breaker partition: a layer or path prefix when one host fronts independent backends. */
-  breakerPartition: z.string().min(1).optional(),
-  minZoom: zoom.default(0),
-  maxZoom: zoom.default(22),
-  tileSize: z.number().int().min(16).max(4096).default(256),
-  /** MIME type of the tiles, e.g. image/png, image/jpeg, image/webp. */
-  format: z
-    .string()
-    .regex(/^image\/[a-z0-9.+-]+$/i, 'must be an image MIME type such as image/png')
-    .default('image/png'),
-  headers,
-  userAgent: z.string().min(1).default('tilebreaker (+https://github.com/tilebreaker)'),
-  auth: authSchema.optional(),
-  /** A uniform tile: `allow` it (open sea is blank), or count it as a service failure (EXCEPTIONS=BLANK). */
-  blankTiles: z.enum(['allow', 'fail']).default('allow'),
-  /**
-   * Other sources of the same file that serve the same tiles, tried in order when this source's breaker
-   * refuses a tile; each must keep the mirror contract (src/activities/mirror/contract.ts, docs/sources.md).
-   */
-  mirrors: mirrors.optional(),
-  /** Requests in flight to this source per worker. */
-  concurrency: z.number().int().min(1).max(256).default(8),
-  timeouts: z
-    .object({
-      // Upper bounds: a request that may wait an hour holds a slot, and its buffer, for that long.
-      connectMs: z.number().int().min(1).max(60_000).default(5_000),
-      headersMs: z.number().int().min(1).max(600_000).default(15_000),
-      /** Longest pause between body chunks. */
-      bodyMs: z.number().int().min(1).max(600_000).default(30_000),
-      /** Longest whole request, so a body that drips just fast enough cannot hold a slot forever. */
-      totalMs: z.number().int().min(1).max(600_000).default(60_000),
-    })
-    .strict()
-    .default({ connectMs: 5_000, headersMs: 15_000, bodyMs: 30_000, totalMs: 60_000 }),
-  /** A response body larger than this is aborted (per tile: a WMS metatile response may be this times its tiles). */
-  maxBytes: z
-    .number()
-    .int()
-    .min(1_024)
-    .max(64 * 1024 * 1024)
-    .default(8 * 1024 * 1024),
-  /** Redirect hops followed in one chain; more is a configuration error. */
-  maxRedirects: z.number().int().min(0).max(10).default(3),
-  /**
-   * Redirects go to the source's own origin only (and its upgrade to https), never from https to http;
-   * other hosts only when listed here.
-   */
-  redirects: z
-    .object({
-      /** Other hosts a redirect may go to: a hostname (any port) or host:port, e.g. cdn.example.com:8443. */
-      allowHosts: z.array(
-        z
-          .string()
-          .regex(ALLOW_HOST, 'must be a hostname or host:port')
-          .refine((h) => {
-            const port = ALLOW_HOST.exec(h)?.[2];
-            return port === undefined || (Number(port) >= 1 && Number(port) <= 65_535);
-          }, 'port must be 1..65535'),
-      ),
-      /** Send the source's credentials (auth, credential-like headers) to those hosts too. */
-      sendCredentials: z.boolean().default(false),
-    })
-    .strict()
-    .optional(),
-};
+export { gridSchema } from './grid-schema';
+export {
+  ALLOW_HOST,
+  authSchema,
+  DECODED_FORMAT,
+  MAX_MIRRORS,
+  SOURCE_NAME,
+  SOURCE_NAME_RULE,
+  sourceNameSchema,
+  type AuthConfig,
+} from './source-fields';
 
 /** `url` holds {z}, {x}, {y} (and optionally {s} with `subdomains`). XYZ rows count from the top. */
 const xyz = z
-  .object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
+  .object({ type: z.literal('xyz'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...commonFields })
   .strict();
 /** Like xyz, but rows count from the bottom (TMS). */
 const tms = z
-  .object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...common })
+  .object({ type: z.literal('tms'), url: httpUrl, subdomains: z.array(z.string().min(1)).optional(), ...commonFields })
   .strict();
 /**
  * The TileMatrix identifier of each level, level 0 first, when they are not the level's number (MapProxy
@@ -206,7 +46,7 @@ const wmtsRest = z
     style: z.string().default('default'),
     tileMatrixSet: z.string().min(1).default('GoogleMapsCompatible'),
     tileMatrices,
-    ...common,
+    ...commonFields,
   })
   .strict();
 /** WMTS KVP GetTile on a GoogleMapsCompatible-style matrix set whose matrix ids are the zoom levels. */
@@ -220,7 +60,7 @@ const wmtsKvp = z
     /** Prefix of the TileMatrix identifier (e.g. "EPSG:3857:" for GeoServer's gridsets). */
     tileMatrixPrefix: z.string().default(''),
     tileMatrices,
-    ...common,
+    ...commonFields,
   })
   .strict();
 /** WMS GetMap, one request per tile (or per metatile) in EPSG:3857. */
@@ -250,7 +90,7 @@ const wms = z
     /** The server's largest GetMap (its MaxWidth / MaxHeight; MapServer's MAXSIZE defaults to 4096). */
     // At most what the decoder accepts (LIMIT_INPUT_PIXELS is 8192 x 8192).
     maxRequestSize: z.number().int().min(16).max(8_192).default(4_096),
-    ...common,
+    ...commonFields,
   })
   .strict()
   .superRefine((s, ctx) => {
