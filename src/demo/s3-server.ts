@@ -55,18 +55,77 @@ async function listening(port: number, deadline: number, child: ChildProcess): P
   }
 }
 
+/** Where the gateway listens, with which keys, over which folders. */
+interface GatewayOptions {
+  binary: string;
+  port: number;
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** The objects. */
+  data: string;
+  /** Their metadata. */
+  meta: string;
+}
+
+/** Starts the gateway process, adopted (it ends with this process). */
+function spawnGateway(g: GatewayOptions): ChildProcess {
+  // Metadata in a sidecar folder, not extended attributes: any file system will do.
+  const c = adopt(
+    spawn(
+      g.binary,
+      [
+        '--access',
+        g.accessKeyId,
+        '--secret',
+        g.secretAccessKey,
+        '--port',
+        `127.0.0.1:${g.port}`,
+        '--quiet',
+        'posix',
+        '--sidecar',
+        g.meta,
+        g.data,
+      ],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    ),
+  );
+  c.stderr?.resume();
+  return c;
+}
+
+/** Makes the bucket (one already there will do); on any other failure stops the server and throws. */
+async function makeBucket(client: S3Client, bucket: string, stop: (hard?: boolean) => Promise<void>): Promise<void> {
+  try {
+    await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  } catch (err) {
+    if (!['BucketAlreadyOwnedByYou', 'BucketAlreadyExists'].includes((err as { name?: string }).name ?? '')) {
+      await stop(true);
+      throw err;
+    }
+  }
+}
+
+export interface LocalS3Options {
+  /** The checkout, whose .s3/bin holds the server. */
+  root: string;
+  /** Where objects and their metadata live. */
+  dir: string;
+  /** Default tilebreaker. */
+  bucket?: string;
+  /** Default any free port. */
+  port?: number;
+  /** How long the server may take to listen (default 30 s). */
+  startWithinMs?: number;
+}
+
 /**
  * A real S3-compatible server on loopback (Versity S3 Gateway over a local folder, built by
  * scripts/setup-s3.sh), with one bucket made. Objects and their metadata live under `dir`, so a restart
  * keeps them.
  */
-export async function startLocalS3(opts: {
-  root: string;
-  dir: string;
-  bucket?: string;
-  port?: number;
-  startWithinMs?: number;
-}): Promise<LocalS3> {
+export async function startLocalS3(opts: LocalS3Options): Promise<LocalS3> {
   const binary = s3ServerBinary(opts.root);
   if (!existsSync(binary))
     throw new Error(`S3 test server not built: run bash scripts/setup-s3.sh (expected ${binary})`);
@@ -81,29 +140,7 @@ export async function startLocalS3(opts: {
   const endpoint = `http://127.0.0.1:${port}`;
   let child: ChildProcess | null = null;
   const start = async () => {
-    // Metadata in a sidecar folder, not extended attributes: any file system will do.
-    const c = adopt(
-      spawn(
-        binary,
-        [
-          '--access',
-          accessKeyId,
-          '--secret',
-          secretAccessKey,
-          '--port',
-          `127.0.0.1:${port}`,
-          '--quiet',
-          'posix',
-          '--sidecar',
-          meta,
-          data,
-        ],
-        {
-          stdio: ['ignore', 'ignore', 'pipe'],
-        },
-      ),
-    );
-    c.stderr?.resume();
+    const c = spawnGateway({ binary, port, accessKeyId, secretAccessKey, data, meta });
     child = c;
     await listening(port, Date.now() + (opts.startWithinMs ?? 30_000), c);
   };
@@ -122,14 +159,7 @@ export async function startLocalS3(opts: {
     forcePathStyle: true,
     credentials: { accessKeyId, secretAccessKey },
   });
-  try {
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  } catch (err) {
-    if (!['BucketAlreadyOwnedByYou', 'BucketAlreadyExists'].includes((err as { name?: string }).name ?? '')) {
-      await stop(true);
-      throw err;
-    }
-  }
+  await makeBucket(client, bucket, stop);
   return {
     endpoint,
     bucket,

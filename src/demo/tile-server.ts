@@ -1,6 +1,7 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MAX_ZOOM } from '../geo/mercator';
+import { TileCache } from './tile-cache';
 import { renderTile } from './world-tiles';
 
 export interface DemoTileServerOptions {
@@ -53,57 +54,111 @@ export interface DemoTileServer {
 /** The tile whose size is `tileBytes`: the middle of the demo's mosaic of the Alps (zoom 10), borders and all. */
 const TYPICAL_TILE = { z: 10, x: 540, y: 361 };
 
-/** Rendered tiles kept, at most this many bytes (the benches fetch the same thousands of tiles round after round). */
-const CACHE_BYTES = 256 * 1024 * 1024;
+/** Now, to whole seconds, as HTTP dates have them. */
+const wholeSecond = () => new Date(Math.floor(Date.now() / 1000) * 1000);
 
-/**
- * Each tile is rendered once per drawing and kept, least recently served dropped first. A tile asked for
- * again while it renders shares that render.
- */
-class TileCache {
-  private readonly tiles = new Map<string, Promise<Buffer>>();
-  private readonly sizes = new Map<string, number>();
-  private bytes = 0;
+/** What the server counts and switches: its figures, the outage (on now, or scheduled) and the current drawing. */
+class TileServerState {
+  down = false;
+  readonly stats: DemoTileServer['stats'] = {
+    requests: 0,
+    ok: 0,
+    whileDown: 0,
+    repeats: 0,
+    notModified: 0,
+    outages: [],
+  };
+  generation = 0;
+  drawnAt = wholeSecond();
+  readonly served = new Set<string>();
+  readonly cache = new TileCache();
+  outageAt: number | null;
+  outageMs: number;
 
-  /** After a redraw no request names the old drawing's tiles again. */
-  clear(): void {
-    this.tiles.clear();
-    this.sizes.clear();
-    this.bytes = 0;
+  constructor(readonly opts: DemoTileServerOptions) {
+    this.outageAt = opts.outageAfterRequests ?? null;
+    this.outageMs = opts.outageMs ?? 10_000;
   }
 
-  get(key: string, render: () => Promise<Buffer>): Promise<Buffer> {
-    const hit = this.tiles.get(key);
-    if (hit) {
-      // Most recently used last, in the Map's order.
-      this.tiles.delete(key);
-      this.tiles.set(key, hit);
-      return hit;
-    }
-    const p = render();
-    this.tiles.set(key, p);
-    p.then(
-      (png) => {
-        if (this.tiles.get(key) !== p) return;
-        this.sizes.set(key, png.length);
-        this.bytes += png.length;
-        this.evict();
-      },
-      () => this.tiles.delete(key),
-    );
-    return p;
+  setDown(d: boolean): void {
+    if (d === this.down) return;
+    this.down = d;
+    if (d) this.stats.outages.push({ startedAt: Date.now(), endedAt: null });
+    else this.stats.outages[this.stats.outages.length - 1]!.endedAt = Date.now();
   }
 
-  private evict(): void {
-    for (const key of this.tiles.keys()) {
-      if (this.bytes <= CACHE_BYTES) return;
-      const size = this.sizes.get(key);
-      if (size === undefined) continue; // still rendering
-      this.tiles.delete(key);
-      this.sizes.delete(key);
-      this.bytes -= size;
+  /** Counts a tile request; the scheduled outage starts with the request past its count. */
+  count(): void {
+    this.stats.requests++;
+    if (this.outageAt !== null && this.stats.requests > this.outageAt) {
+      this.outageAt = null;
+      this.setDown(true);
+      setTimeout(() => this.setDown(false), this.outageMs).unref();
     }
   }
+
+  redraw(): void {
+    this.generation++;
+    this.cache.clear();
+    this.drawnAt = wholeSecond();
+  }
+}
+
+type Tile = { z: number; x: number; y: number };
+
+/** The tile a request's path names, or null for any address that is not a tile of the world. */
+function tileOf(url: string): Tile | null {
+  const m = /^\/(\d{1,2})\/(\d{1,10})\/(\d{1,10})\.png$/.exec(url);
+  // Only the tiles of the world: each other address would be a cache entry of its own.
+  if (!m || Number(m[1]) > MAX_ZOOM || Number(m[2]) >= 2 ** Number(m[1]) || Number(m[3]) >= 2 ** Number(m[1]))
+    return null;
+  return { z: Number(m[1]), x: Number(m[2]), y: Number(m[3]) };
+}
+
+function onRequest(state: TileServerState, req: IncomingMessage, res: ServerResponse): void {
+  const tile = tileOf(req.url ?? '');
+  if (!tile) {
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('no such tile\n');
+    return;
+  }
+  state.count();
+  const answer = () => answerTile(state, req, res, tile);
+  if (state.opts.latencyMs) setTimeout(answer, state.opts.latencyMs);
+  else answer();
+}
+
+/** The tile (from the cache, rendered once per drawing), a 304 for its current ETag, or the outage's answer. */
+function answerTile(state: TileServerState, req: IncomingMessage, res: ServerResponse, tile: Tile): void {
+  const { opts, stats } = state;
+  if (state.down) {
+    stats.whileDown++;
+    res.writeHead(opts.outageStatus ?? 503, { 'content-type': 'text/plain' }).end('renderer overloaded\n');
+    return;
+  }
+  const { z, x, y } = tile;
+  const drawing = state.generation;
+  const etag = `"${z}-${x}-${y}-g${drawing}"`;
+  if (opts.validators && req.headers['if-none-match'] === etag) {
+    stats.notModified++;
+    res.writeHead(304, { etag, 'cache-control': 'max-age=3600' }).end();
+    return;
+  }
+  const send = (png: Buffer) => {
+    const validators = opts.validators ? { etag, 'last-modified': state.drawnAt.toUTCString() } : {};
+    // Served once the whole answer has gone out: a request whose connection was closed under it (the
+    // server restarted while it rendered) was not served, and asking again is no duplicate.
+    res.once('finish', () => {
+      stats.ok++;
+      if (state.served.has(req.url!)) stats.repeats++;
+      else state.served.add(req.url!);
+      opts.onServed?.(req.url!);
+    });
+    res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600', ...validators }).end(png);
+  };
+  const fail = (err: unknown) => {
+    res.writeHead(500, { 'content-type': 'text/plain' }).end(`render failed: ${(err as Error).message}\n`);
+  };
+  state.cache.get(`${drawing}/${z}/${x}/${y}`, () => renderTile(z, x, y, drawing)).then(send, fail);
 }
 
 /**
@@ -114,70 +169,10 @@ class TileCache {
  * breaker exists to keep small.
  */
 export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Promise<DemoTileServer> {
-  const cache = new TileCache();
   // Loads the map data before the first request, and gives tileBytes.
   const typical = await renderTile(TYPICAL_TILE.z, TYPICAL_TILE.x, TYPICAL_TILE.y);
-  let down = false;
-  const stats: DemoTileServer['stats'] = { requests: 0, ok: 0, whileDown: 0, repeats: 0, notModified: 0, outages: [] };
-  let generation = 0;
-  // Whole seconds, as HTTP dates have them.
-  let drawnAt = new Date(Math.floor(Date.now() / 1000) * 1000);
-  const served = new Set<string>();
-  const setDown = (d: boolean) => {
-    if (d === down) return;
-    down = d;
-    if (d) stats.outages.push({ startedAt: Date.now(), endedAt: null });
-    else stats.outages[stats.outages.length - 1]!.endedAt = Date.now();
-  };
-  let outageAt = opts.outageAfterRequests ?? null;
-  let outageMs = opts.outageMs ?? 10_000;
-  const server: Server = createServer((req, res) => {
-    const m = /^\/(\d{1,2})\/(\d{1,10})\/(\d{1,10})\.png$/.exec(req.url ?? '');
-    // Only the tiles of the world: each other address would be a cache entry of its own.
-    if (!m || Number(m[1]) > MAX_ZOOM || Number(m[2]) >= 2 ** Number(m[1]) || Number(m[3]) >= 2 ** Number(m[1])) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('no such tile\n');
-      return;
-    }
-    stats.requests++;
-    if (outageAt !== null && stats.requests > outageAt) {
-      outageAt = null;
-      setDown(true);
-      setTimeout(() => setDown(false), outageMs).unref();
-    }
-    const answer = () => {
-      if (down) {
-        stats.whileDown++;
-        res.writeHead(opts.outageStatus ?? 503, { 'content-type': 'text/plain' }).end('renderer overloaded\n');
-        return;
-      }
-      const [z, x, y] = [Number(m[1]), Number(m[2]), Number(m[3])];
-      const drawing = generation;
-      const etag = `"${z}-${x}-${y}-g${drawing}"`;
-      if (opts.validators && req.headers['if-none-match'] === etag) {
-        stats.notModified++;
-        res.writeHead(304, { etag, 'cache-control': 'max-age=3600' }).end();
-        return;
-      }
-      const send = (png: Buffer) => {
-        const validators = opts.validators ? { etag, 'last-modified': drawnAt.toUTCString() } : {};
-        // Served once the whole answer has gone out: a request whose connection was closed under it (the
-        // server restarted while it rendered) was not served, and asking again is no duplicate.
-        res.once('finish', () => {
-          stats.ok++;
-          if (served.has(req.url!)) stats.repeats++;
-          else served.add(req.url!);
-          opts.onServed?.(req.url!);
-        });
-        res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=3600', ...validators }).end(png);
-      };
-      const fail = (err: unknown) => {
-        res.writeHead(500, { 'content-type': 'text/plain' }).end(`render failed: ${(err as Error).message}\n`);
-      };
-      cache.get(`${drawing}/${z}/${x}/${y}`, () => renderTile(z, x, y, drawing)).then(send, fail);
-    };
-    if (opts.latencyMs) setTimeout(answer, opts.latencyMs);
-    else answer();
-  });
+  const state = new TileServerState(opts);
+  const server: Server = createServer((req, res) => onRequest(state, req, res));
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -187,19 +182,15 @@ export async function startDemoTileServer(opts: DemoTileServerOptions = {}): Pro
   return {
     url,
     template: `${url}/{z}/{x}/{y}.png`,
-    stats,
+    stats: state.stats,
     tileBytes: typical.length,
-    setDown,
+    setDown: (d) => state.setDown(d),
     scheduleOutage: (after, forMs) => {
-      outageAt = stats.requests + after;
-      outageMs = forMs;
+      state.outageAt = state.stats.requests + after;
+      state.outageMs = forMs;
     },
-    isDown: () => down,
-    redraw: () => {
-      generation++;
-      cache.clear();
-      drawnAt = new Date(Math.floor(Date.now() / 1000) * 1000);
-    },
+    isDown: () => state.down,
+    redraw: () => state.redraw(),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
