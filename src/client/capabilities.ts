@@ -150,6 +150,20 @@ interface Matrix {
   size: [number, number];
 }
 
+/** A TileMatrixSet as read: its CRS (null when not an EPSG code) and its matrices, level 0 first. */
+interface MatrixSet {
+  crs: string | null;
+  matrices: Matrix[];
+}
+
+/** What every layer of a WMTS document is read with: its matrix sets, its KVP endpoint and where it came from. */
+interface WmtsDocument {
+  sets: Map<string, MatrixSet>;
+  /** GetTile's KVP endpoint (the fetched URL with useFetchedUrl), or null when there is none. */
+  kvp: string | null;
+  from: string;
+}
+
 function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): ImportedSources {
   const contents = (root.Contents ?? {}) as Node;
   const out: ImportedSources = { sources: {}, notes: [] };
@@ -157,7 +171,14 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
   const getTile = list(((root.OperationsMetadata ?? {}) as Node).Operation).find((o) => text(o['@name']) === 'GetTile');
   const reported = text(list(((list(getTile?.DCP)[0]?.HTTP ?? {}) as Node).Get)[0]?.['@href']) || null;
   const kvp = opts.useFetchedUrl && /^https?:/i.test(from) ? endpointOf(from) : reported;
-  const sets = new Map<string, { crs: string | null; matrices: Matrix[] }>();
+  const doc: WmtsDocument = { sets: matrixSetsOf(contents), kvp, from };
+  for (const layer of list(contents.Layer)) addLayer(out, layer, doc);
+  return out;
+}
+
+/** The document's TileMatrixSets by identifier, each matrix's corner easting first and its resolution in CRS units. */
+function matrixSetsOf(contents: Node): Map<string, MatrixSet> {
+  const sets = new Map<string, MatrixSet>();
   for (const set of list(contents.TileMatrixSet)) {
     const supported = text(set.SupportedCRS);
     // OGC's CRS84 is WGS 84 with longitude first: EPSG:4326's grid, its corners read the other way round.
@@ -180,67 +201,66 @@ function fromWmts(root: Node, from: string, opts: CapabilitiesOptions): Imported
     });
     sets.set(text(set.Identifier), { crs, matrices });
   }
-  for (const layer of list(contents.Layer)) {
-    const id = text(layer.Identifier);
-    const formats = list(layer.Format).map(text);
-    const styles = list(layer.Style);
-    const style = text((styles.find((s) => text(s['@isDefault']) === 'true') ?? styles[0])?.Identifier) || 'default';
-    const templates = list(layer.ResourceURL).filter((r) => text(r['@resourceType']) === 'tile');
-    const links = list(layer.TileMatrixSetLink);
-    for (const link of links) {
-      const setId = text(link.TileMatrixSet);
-      const set = sets.get(setId);
-      const what = `layer ${JSON.stringify(id)}, matrix set ${JSON.stringify(setId)}`;
-      if (!set) {
-        out.notes.push(`${what}: the set is not in the document`);
-        continue;
-      }
-      const grid = gridOf(set, what, out.notes);
-      if (grid === undefined) continue;
-      const { matrices } = set;
-      const template =
-        PREFERRED_FORMATS.map((f) => templates.find((t) => text(t['@format']) === f)).find(Boolean) ?? templates[0];
-      const format = template
-        ? text(template['@format'])
-        : (PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats[0] ?? 'image/png');
-      // Levels as the layer limits them (TileMatrixSetLimits), else every matrix of the set.
-      const limited = list((link.TileMatrixSetLimits as Node | undefined)?.TileMatrixLimits).map((l) =>
-        matrices.findIndex((m) => m.id === text(l.TileMatrix)),
-      );
-      const levels = limited.filter((i) => i >= 0);
-      const ids = matrices.map((m) => m.id);
-      const plain = ids.every((m, i) => m === String(i));
-      const common = {
-        format,
-        tileSize: matrices[0]!.tile[0],
-        minZoom: levels.length ? Math.min(...levels) : 0,
-        maxZoom: levels.length ? Math.max(...levels) : matrices.length - 1,
-        tileMatrixSet: setId,
-        style,
-        ...(plain ? {} : { tileMatrices: ids }),
-        ...(grid ? { grid } : {}),
-      };
-      const name = links.length > 1 ? `${id}-${setId}` : id;
-      if (template) addChecked(out, name, { type: 'wmts-rest', url: text(template['@template']), ...common });
-      else if (kvp) addChecked(out, name, { type: 'wmts-kvp', url: kvp, layer: id, ...common });
-      else
-        out.notes.push(
-          `${what}: no ResourceURL template and no GetTile KVP endpoint (the document was read from ${from})`,
-        );
+  return sets;
+}
+
+/** A source for each matrix set a layer links to (named `<layer>-<set>` when it links to several), or a note. */
+function addLayer(out: ImportedSources, layer: Node, doc: WmtsDocument): void {
+  const { sets, kvp, from } = doc;
+  const id = text(layer.Identifier);
+  const formats = list(layer.Format).map(text);
+  const styles = list(layer.Style);
+  const style = text((styles.find((s) => text(s['@isDefault']) === 'true') ?? styles[0])?.Identifier) || 'default';
+  const templates = list(layer.ResourceURL).filter((r) => text(r['@resourceType']) === 'tile');
+  const links = list(layer.TileMatrixSetLink);
+  for (const link of links) {
+    const setId = text(link.TileMatrixSet);
+    const set = sets.get(setId);
+    const what = `layer ${JSON.stringify(id)}, matrix set ${JSON.stringify(setId)}`;
+    if (!set) {
+      out.notes.push(`${what}: the set is not in the document`);
+      continue;
     }
+    const grid = gridOf(set, what, out.notes);
+    if (grid === undefined) continue;
+    const { matrices } = set;
+    const template =
+      PREFERRED_FORMATS.map((f) => templates.find((t) => text(t['@format']) === f)).find(Boolean) ?? templates[0];
+    const format = template
+      ? text(template['@format'])
+      : (PREFERRED_FORMATS.find((f) => formats.includes(f)) ?? formats[0] ?? 'image/png');
+    // Levels as the layer limits them (TileMatrixSetLimits), else every matrix of the set.
+    const limited = list((link.TileMatrixSetLimits as Node | undefined)?.TileMatrixLimits).map((l) =>
+      matrices.findIndex((m) => m.id === text(l.TileMatrix)),
+    );
+    const levels = limited.filter((i) => i >= 0);
+    const ids = matrices.map((m) => m.id);
+    const plain = ids.every((m, i) => m === String(i));
+    const common = {
+      format,
+      tileSize: matrices[0]!.tile[0],
+      minZoom: levels.length ? Math.min(...levels) : 0,
+      maxZoom: levels.length ? Math.max(...levels) : matrices.length - 1,
+      tileMatrixSet: setId,
+      style,
+      ...(plain ? {} : { tileMatrices: ids }),
+      ...(grid ? { grid } : {}),
+    };
+    const name = links.length > 1 ? `${id}-${setId}` : id;
+    if (template) addChecked(out, name, { type: 'wmts-rest', url: text(template['@template']), ...common });
+    else if (kvp) addChecked(out, name, { type: 'wmts-kvp', url: kvp, layer: id, ...common });
+    else
+      out.notes.push(
+        `${what}: no ResourceURL template and no GetTile KVP endpoint (the document was read from ${from})`,
+      );
   }
-  return out;
 }
 
 /**
  * The source grid of a matrix set: null for Web Mercator's own (no grid needed), undefined (and a note) for a
  * set tilebreaker cannot address.
  */
-function gridOf(
-  set: { crs: string | null; matrices: Matrix[] },
-  what: string,
-  notes: string[],
-): SourceInput['grid'] | null | undefined {
+function gridOf(set: MatrixSet, what: string, notes: string[]): SourceInput['grid'] | null | undefined {
   const { crs, matrices } = set;
   const m0 = matrices[0];
   if (!m0 || crs === null) {
