@@ -35,7 +35,7 @@ const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2
 
 const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 
-const requestSchema = z
+const requestFields = z
   .object({
     sourcesFile: z.string().min(1).optional(),
     sourceName: sourceNameSchema.optional(),
@@ -85,89 +85,108 @@ const requestSchema = z
     // Each run of a long wait continues as new past this many history events.
     eventsPerRun: z.number().int().min(MIN_EVENTS_PER_RUN).max(MAX_EVENTS_PER_RUN).optional(),
   })
-  .strict()
-  .superRefine((r, ctx) => {
-    if ((r.sourcesFile === undefined) === (r.source === undefined)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['source'],
-        message: 'give exactly one of sourcesFile (with sourceName) and an inline source',
-        input: r.source,
-      });
-    }
-    if (r.bbox === undefined && r.coverage === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['bbox'], message: 'give a bbox, a coverage, or both', input: r.bbox });
-      return;
-    }
-    // A coverage refused above has been named already.
-    if (r.coverage !== undefined && !Array.isArray(r.coverage)) return;
-    // Without a bbox the coverage's bounds are the area, and what is wrong with them is the coverage's.
-    const field = r.bbox !== undefined ? 'bbox' : 'coverage';
-    const box = r.bbox ?? boundsOf(r.coverage!);
-    const [w, s, e, n] = box;
-    if (!(w < e))
-      ctx.addIssue({
-        code: 'custom',
-        path: [field],
-        message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`,
-        input: box,
-      });
-    if (!(s < n))
-      ctx.addIssue({
-        code: 'custom',
-        path: [field],
-        message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`,
-        input: box,
-      });
-    const [lonMax, latMax] =
-      r.crs === 'EPSG:4326'
-        ? [180, 90]
-        : r.crs === 'EPSG:3857'
-          ? [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M]
-          : [Infinity, Infinity];
-    if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: [field],
-        message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`,
-        input: box,
-      });
-    }
-    // Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events.
-    if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['blockTiles'],
-        message: `makes ${Math.ceil(r.blockTiles / r.batchSize)} batches of batchSize ${r.batchSize} per block, more than ${MAX_BATCHES_PER_BLOCK}; raise batchSize or lower blockTiles`,
-        input: r.blockTiles,
-      });
-    }
-    if (r.maxTiles / Math.max(r.blockTiles, r.batchSize) > MAX_BLOCKS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['blockTiles'],
-        message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`,
-        input: r.blockTiles,
-      });
-    }
-    if (r.refreshBefore !== undefined && r.directChunks) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['refreshBefore'],
-        message: 'needs a tile cache to keep tiles from; directChunks keeps none',
-        input: r.refreshBefore,
-      });
-    }
-    if (r.fallback === 'wait' && r.deadline === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['deadline'],
-        message: 'is required when fallback is "wait" (waiting must end somewhere)',
-        input: r.deadline,
-      });
-    }
-  })
+  .strict();
+
+/** A request as its fields read it, before the checks that look at several fields at once. */
+type RequestFields = z.output<typeof requestFields>;
+type Ctx = z.RefinementCtx<RequestFields>;
+
+const requestSchema = requestFields
+  .superRefine(checkRequest)
   .transform((r) => ({ ...r, bbox: r.bbox ?? boundsOf(r.coverage!), bboxFromCoverage: r.bbox === undefined }));
+
+/** The checks across fields: one source, an area (its box within the CRS's bounds), bounded histories, modes. */
+function checkRequest(r: RequestFields, ctx: Ctx): void {
+  if ((r.sourcesFile === undefined) === (r.source === undefined)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['source'],
+      message: 'give exactly one of sourcesFile (with sourceName) and an inline source',
+      input: r.source,
+    });
+  }
+  if (r.bbox === undefined && r.coverage === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['bbox'], message: 'give a bbox, a coverage, or both', input: r.bbox });
+    return;
+  }
+  // A coverage refused above has been named already.
+  if (r.coverage !== undefined && !Array.isArray(r.coverage)) return;
+  checkArea(r, ctx);
+  checkHistoryBounds(r, ctx);
+  checkModes(r, ctx);
+}
+
+/** The bbox (or, without one, the coverage's bounds): not empty or inverted, and within the CRS's bounds. */
+function checkArea(r: RequestFields, ctx: Ctx): void {
+  // Without a bbox the coverage's bounds are the area, and what is wrong with them is the coverage's.
+  const field = r.bbox !== undefined ? 'bbox' : 'coverage';
+  const box = r.bbox ?? boundsOf(r.coverage!);
+  const [w, s, e, n] = box;
+  if (!(w < e))
+    ctx.addIssue({
+      code: 'custom',
+      path: [field],
+      message: `west must be less than east (empty or inverted box: west ${w}, east ${e})`,
+      input: box,
+    });
+  if (!(s < n))
+    ctx.addIssue({
+      code: 'custom',
+      path: [field],
+      message: `south must be less than north (empty or inverted box: south ${s}, north ${n})`,
+      input: box,
+    });
+  const [lonMax, latMax] =
+    r.crs === 'EPSG:4326' ? [180, 90] : r.crs === 'EPSG:3857' ? [ORIGIN_SHIFT_M, ORIGIN_SHIFT_M] : [Infinity, Infinity];
+  if ([w, e].some((v) => Math.abs(v) > lonMax + 1e-9) || [s, n].some((v) => Math.abs(v) > latMax + 1e-9)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [field],
+      message: `must lie within ${r.crs === 'EPSG:4326' ? 'longitude -180..180 and latitude -90..90' : 'the EPSG:3857 extent ±20037508.34 m'}`,
+      input: box,
+    });
+  }
+}
+
+/** Bounded histories: a block's batches, and a job's blocks, each stay within a few thousand events. */
+function checkHistoryBounds(r: RequestFields, ctx: Ctx): void {
+  if (r.blockTiles / r.batchSize > MAX_BATCHES_PER_BLOCK) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['blockTiles'],
+      message: `makes ${Math.ceil(r.blockTiles / r.batchSize)} batches of batchSize ${r.batchSize} per block, more than ${MAX_BATCHES_PER_BLOCK}; raise batchSize or lower blockTiles`,
+      input: r.blockTiles,
+    });
+  }
+  if (r.maxTiles / Math.max(r.blockTiles, r.batchSize) > MAX_BLOCKS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['blockTiles'],
+      message: `allows ${Math.ceil(r.maxTiles / r.blockTiles)} child workflows for maxTiles ${r.maxTiles}, more than ${MAX_BLOCKS}; raise blockTiles`,
+      input: r.blockTiles,
+    });
+  }
+}
+
+/** Modes that need another field: a refresh needs a tile cache, a wait a deadline. */
+function checkModes(r: RequestFields, ctx: Ctx): void {
+  if (r.refreshBefore !== undefined && r.directChunks) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['refreshBefore'],
+      message: 'needs a tile cache to keep tiles from; directChunks keeps none',
+      input: r.refreshBefore,
+    });
+  }
+  if (r.fallback === 'wait' && r.deadline === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['deadline'],
+      message: 'is required when fallback is "wait" (waiting must end somewhere)',
+      input: r.deadline,
+    });
+  }
+}
 
 /** A coverage's bounds as a bbox: west, south, east, north. */
 export function boundsOf(c: Coverage): [number, number, number, number] {
