@@ -5,7 +5,7 @@ import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { breakerWorkflowId } from '../breaker';
-import { parseDuration } from './breaker-commands';
+import { parseDuration } from './duration-option';
 import { parseBbox, readCoverageFile } from './area-options';
 import { preflight } from './preflight';
 import { printError } from './errors';

@@ -23,7 +23,8 @@ import {
   type ListedBreaker,
 } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
-import { EXIT_SENT_NOT_CONFIRMED, parseDuration } from '../../src/cli/breaker-commands';
+import { EXIT_SENT_NOT_CONFIRMED } from '../../src/cli/breaker/confirm';
+import { parseDuration } from '../../src/cli/duration-option';
 import { adminSignal, viewQuery, type BreakerStatus } from '../../src/messages/breaker';
 import { BREAKER_SEARCH_ATTRIBUTES } from '../../src/messages/search-attributes';
 import { startEntity } from '../helpers/entity';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { breakerView, initialState, parsePolicyConfig, step } from '../../src/breaker';
-import { formatAdmin, formatList } from '../../src/cli/breaker-commands';
+import { formatAdmin, formatList } from '../../src/cli/breaker/format';
 import type { AdminResult } from '../../src/client/breakers';
 
 /** An arbitrary instant far from today: 2001-03-04 05:06:07 UTC. */

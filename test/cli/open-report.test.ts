@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BreakerStateName, TransitionReason, TransitionRecord } from '../../src/breaker';
 import { openReport } from '../../src/client/open-intervals';
-import { formatOpenReport } from '../../src/cli/breaker-commands';
+import { formatOpenReport } from '../../src/cli/breaker/format';
 
 // An arbitrary instant, far from today.
 const T = Date.UTC(2001, 2, 4, 22, 0, 0);

@@ -8,7 +8,8 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import { adminBreaker, configureBreaker, listBreakers, type ListResult } from '../../src/client/breakers';
 import { createWorker } from '../../src/client/worker';
-import { formatList, parseForceOpenFor } from '../../src/cli/breaker-commands';
+import { formatList } from '../../src/cli/breaker/format';
+import { parseForceOpenFor } from '../../src/cli/breaker/options';
 import {
   adminSignal,
   cancelProbeSignal,
