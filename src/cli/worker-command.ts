@@ -12,7 +12,7 @@ import { connectWorker, createWorker } from '../client/worker';
 import { fetchTaskQueue } from '../messages/activities';
 import { logSettings, type LineLogger } from './logging';
 
-/** `tilebreaker worker`'s options, as commander parses them (src/cli/main.ts declares them). */
+/** `tilebreaker worker`'s options, as commander parses them (src/cli/commands/worker.ts declares them). */
 export interface WorkerCommandOptions {
   breakerConfig?: string;
   sourcesDir?: string[];
