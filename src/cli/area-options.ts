@@ -1,4 +1,19 @@
 import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+
+/** The area options `mosaic start` and `seed` take, in this order: --bbox, --coverage, --crs. */
+export function addAreaOptions(cmd: Command): Command {
+  return cmd
+    .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
+    .option(
+      '--coverage <file.geojson>',
+      'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request',
+    )
+    .option(
+      '--crs <crs>',
+      'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)',
+    );
+}
 
 /** `--bbox w,s,e,n` as four numbers. */
 export function parseBbox(text: string): [number, number, number, number] {

@@ -7,7 +7,8 @@ import { startMosaic } from '../client/mosaics';
 import { startDemoTileServer } from '../demo/tile-server';
 import { transitionsQuery } from '../messages/breaker';
 import type { MosaicRequest } from '../messages/mosaic-types';
-import { showMosaicProgress, summaryLine } from './mosaic-commands';
+import { showMosaicProgress } from './mosaic/progress';
+import { summaryLine } from './mosaic/result';
 
 /** The demo's breaker: trips on a handful of failures and cools down in seconds, so a short outage shows the whole cycle. */
 export const DEMO_BREAKER = { config: { minSamples: 6, cooldownMs: 4_000, cooldownMaxFactor: 2, rampMs: 3_000 } };

@@ -73,8 +73,9 @@ const GROUPS: Record<string, () => Promise<void>> = {
     );
   },
   mosaic: async () => {
-    const [{ registerMosaicCommands }, { connectionConfigFromEnv }] = await Promise.all([
+    const [{ registerMosaicCommands }, { registerScheduleCommands }, { connectionConfigFromEnv }] = await Promise.all([
       import('./mosaic-commands.js'),
+      import('./schedule-commands.js'),
       import('../client/connection-config.js'),
     ]);
     const withClient: WithClient = (fn) => run.withClient(fn);
@@ -82,6 +83,7 @@ const GROUPS: Record<string, () => Promise<void>> = {
     const withLocal: WithClient = (fn) =>
       connectionConfigFromEnv().address ? run.withClient(fn) : run.withTemporal(fn);
     registerMosaicCommands(program, { withClient, withLocal });
+    registerScheduleCommands(program, withClient);
     const { registerSeedCommand } = await import('./seed-commands.js');
     registerSeedCommand(program, { withLocal, withClient });
   },
@@ -90,7 +92,7 @@ const GROUPS: Record<string, () => Promise<void>> = {
     registerConsoleCommand(program, run.withClient);
   },
 };
-/** `schedule` is registered with `mosaic`, by the same module; `seed` with them. */
+/** `schedule` and `seed` are registered with `mosaic`. */
 const GROUP_OF: Record<string, keyof typeof GROUPS> = {
   breaker: 'breaker',
   mosaic: 'mosaic',
