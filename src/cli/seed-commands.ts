@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { WorkflowFailedError } from '@temporalio/client';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
 import path from 'node:path';
 import { createSeedSchedule } from '../client/schedules';
 import { seedExitCode, startSeed } from '../client/seeds';
@@ -7,9 +7,10 @@ import { EXIT } from '../client/mosaics';
 import type { MosaicRequest } from '../messages/mosaic-types';
 import { checkSeedRequest, type SeedRequest, type SeedResult } from '../messages/seed-types';
 import { outageLines } from './mosaic/progress';
-import type { WithClient } from './runners';
+import type { ClientRunners, WithClient } from './runners';
 import { TemporalUnreachableError, throughOutages } from '../client/server-wait';
-import { parseBbox, readCoverageFile } from './area-options';
+import { addAreaOptions, parseBbox, readCoverageFile } from './area-options';
+import { addFallbackOptions } from './fallback-options';
 import { preflightPlan } from './preflight';
 import { errorBody, printError } from './errors';
 import { ConfigError } from '../breaker/config-error';
@@ -100,34 +101,22 @@ async function preflightSeed(request: SeedRequest, sourcesOnWorker: boolean): Pr
   }
 }
 
-export function registerSeedCommand(
-  program: Command,
-  { withLocal, withClient }: { withLocal: WithClient; withClient: WithClient },
-): void {
-  program
+/** `tilebreaker seed`: a tile cache over zoom levels into an MBTiles file, now or (--schedule) on a cron spec. */
+export function registerSeedCommand(program: Command, runners: ClientRunners): void {
+  const cmd = program
     .command('seed')
     .description(
       'fill a tile cache over a range of zoom levels into an MBTiles file, each level through the fleet-wide breaker as a mosaic without an image (exit codes as mosaic start --wait)',
     )
     .requiredOption('--sources <file>', 'the sources file')
-    .requiredOption('--source <name>', 'which source in the sources file')
-    .option('--bbox <w,s,e,n>', 'area: west,south,east,north (default: the bounds of --coverage)')
-    .option(
-      '--coverage <file.geojson>',
-      'only the tiles overlapping this GeoJSON (Multi)Polygon, Feature or FeatureCollection, in --crs; read here and sent with the request',
-    )
-    .option(
-      '--crs <crs>',
-      'crs of --bbox: EPSG:4326 (lon/lat, default), EPSG:3857, or the CRS of the source grid (e.g. EPSG:2056)',
-    )
+    .requiredOption('--source <name>', 'which source in the sources file');
+  addAreaOptions(cmd)
     .requiredOption('--levels <a-b>', 'zoom levels, e.g. 10-14 (both included) or 12')
     .requiredOption(
       '--into <file.mbtiles>',
       'the MBTiles file to write, a path or an s3:// URL; each level leaves <file>.z<level>.manifest.json and .mask.png beside it',
-    )
-    .option('--fallback <policy>', 'when the breaker refuses a tile: fail-fast | stale | hole | wait')
-    .option('--after-deadline <policy>', 'for wait, after the deadline: fail-fast | stale | hole')
-    .option('--deadline <when>', 'ISO instant or duration from the start (90m, 2h)')
+    );
+  addFallbackOptions(cmd)
     .option('--store <dir>', 'tile store folder or s3:// prefix (default <into minus .mbtiles>.tiles)')
     .option(
       '--refresh-before <age|instant>',
@@ -146,63 +135,75 @@ export function registerSeedCommand(
     )
     .option('--timezone <tz>', 'IANA time zone for --schedule (default UTC)')
     .option('--json', 'print the result as JSON')
-    .action(async (o: SeedOptions) => {
-      const request = seedRequestFromOptions(o);
-      if (o.schedule === undefined && (o.scheduleId !== undefined || o.timezone !== undefined))
-        throw new Error('--schedule-id and --timezone go with --schedule');
-      // A seed that fails tonight would fail every night: refused now, as a seed started by hand is.
-      await preflightSeed(request, !!o.sourcesOnWorker);
-      if (o.schedule !== undefined) {
-        const id = o.scheduleId ?? `seed-${path.basename(request.into).replace(/\.mbtiles$/i, '')}`;
-        await withClient(async ({ client, taskQueue }) => {
-          await createSeedSchedule(client, taskQueue, id, o.schedule!, request, o.timezone);
-          const tz = o.timezone ?? 'UTC';
-          console.log(
-            o.json
-              ? JSON.stringify({ scheduleId: id, cron: o.schedule, timezone: tz, into: request.into })
-              : `created schedule ${id}: seed levels ${request.levels.join('-')} into ${request.into}, "${o.schedule}" (${tz})`,
-          );
-        });
-        return;
-      }
-      await withLocal(async ({ client, taskQueue }) => {
-        const handle = await startSeed(client, taskQueue, request, o.id);
-        if (!o.json)
-          console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
-        try {
-          const result = await throughOutages(() => handle.result(), { ...outageLines(), what: handle.workflowId });
-          if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
-          else for (const line of summary(result)) console.log(line);
-          if (!o.json && result.notStarted.length > 0)
-            console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
-          process.exitCode = seedExitCode(result);
-        } catch (err) {
-          // Gave up on an unreachable server: the seed was not seen to fail, so exit 2 as any unreachable server.
-          if (err instanceof TemporalUnreachableError) throw err;
-          // The cause that says why: a level's failure is a child's, whose own cause names the field and value.
-          const chain: { message: string; type?: string }[] = [];
-          for (
-            let e: unknown = err instanceof WorkflowFailedError ? err.cause : err;
-            e instanceof Error && chain.length < 6;
-            e = (e as { cause?: unknown }).cause
-          ) {
-            const type = (e as Error & { type?: unknown }).type;
-            chain.push({ message: e.message, ...(typeof type === 'string' ? { type } : {}) });
-          }
-          const why = chain.at(-1)?.message ?? String(err);
-          const exitCode = chain.some((c) => c.type === 'ConfigError') ? EXIT.configError : EXIT.failed;
-          // Under --json, one object on stdout, as every error is (src/cli/errors.ts).
-          if (o.json)
-            printError(
-              errorBody(new Error(`seed ${handle.workflowId} failed: ${why}`), exitCode, {
-                kind: 'failed',
-                workflowId: handle.workflowId,
-              }),
-              true,
-            );
-          else console.error(`seed ${handle.workflowId} failed: ${why}`);
-          process.exitCode = exitCode;
-        }
-      });
-    });
+    .action((o: SeedOptions) => seedAction(o, runners));
+}
+
+async function seedAction(o: SeedOptions, { withLocal, withClient }: ClientRunners): Promise<void> {
+  const request = seedRequestFromOptions(o);
+  if (o.schedule === undefined && (o.scheduleId !== undefined || o.timezone !== undefined))
+    throw new Error('--schedule-id and --timezone go with --schedule');
+  // A seed that fails tonight would fail every night: refused now, as a seed started by hand is.
+  await preflightSeed(request, !!o.sourcesOnWorker);
+  if (o.schedule !== undefined) await scheduleSeed(o, o.schedule, request, withClient);
+  else await withLocal(({ client, taskQueue }) => runSeed(client, taskQueue, o, request));
+}
+
+/** `seed --schedule`: creates the schedule that runs the seed. */
+async function scheduleSeed(o: SeedOptions, cron: string, request: SeedRequest, withClient: WithClient): Promise<void> {
+  const id = o.scheduleId ?? `seed-${path.basename(request.into).replace(/\.mbtiles$/i, '')}`;
+  await withClient(async ({ client, taskQueue }) => {
+    await createSeedSchedule(client, taskQueue, id, cron, request, o.timezone);
+    const tz = o.timezone ?? 'UTC';
+    console.log(
+      o.json
+        ? JSON.stringify({ scheduleId: id, cron, timezone: tz, into: request.into })
+        : `created schedule ${id}: seed levels ${request.levels.join('-')} into ${request.into}, "${cron}" (${tz})`,
+    );
+  });
+}
+
+/** Starts the seed and waits for its result (through server outages), printing it and setting the exit code. */
+async function runSeed(client: Client, taskQueue: string, o: SeedOptions, request: SeedRequest): Promise<void> {
+  const handle = await startSeed(client, taskQueue, request, o.id);
+  if (!o.json)
+    console.error(`started seed ${handle.workflowId}: levels ${request.levels.join('-')} into ${request.into}`);
+  try {
+    const result = await throughOutages(() => handle.result(), { ...outageLines(), what: handle.workflowId });
+    if (o.json) console.log(JSON.stringify({ workflowId: handle.workflowId, result }));
+    else for (const line of summary(result)) console.log(line);
+    if (!o.json && result.notStarted.length > 0)
+      console.error(`levels ${result.notStarted.join(', ')} not seeded: the deadline passed first`);
+    process.exitCode = seedExitCode(result);
+  } catch (err) {
+    // Gave up on an unreachable server: the seed was not seen to fail, so exit 2 as any unreachable server.
+    if (err instanceof TemporalUnreachableError) throw err;
+    process.exitCode = reportSeedFailure(err, handle.workflowId, !!o.json);
+  }
+}
+
+/** Says why a seed failed and returns its exit code: EXIT.configError when a level's configuration was refused. */
+function reportSeedFailure(err: unknown, workflowId: string, json: boolean): number {
+  // The cause that says why: a level's failure is a child's, whose own cause names the field and value.
+  const chain: { message: string; type?: string }[] = [];
+  for (
+    let e: unknown = err instanceof WorkflowFailedError ? err.cause : err;
+    e instanceof Error && chain.length < 6;
+    e = (e as { cause?: unknown }).cause
+  ) {
+    const type = (e as Error & { type?: unknown }).type;
+    chain.push({ message: e.message, ...(typeof type === 'string' ? { type } : {}) });
+  }
+  const why = chain.at(-1)?.message ?? String(err);
+  const exitCode = chain.some((c) => c.type === 'ConfigError') ? EXIT.configError : EXIT.failed;
+  // Under --json, one object on stdout, as every error is (src/cli/errors.ts).
+  if (json)
+    printError(
+      errorBody(new Error(`seed ${workflowId} failed: ${why}`), exitCode, {
+        kind: 'failed',
+        workflowId,
+      }),
+      true,
+    );
+  else console.error(`seed ${workflowId} failed: ${why}`);
+  return exitCode;
 }
