@@ -2,11 +2,16 @@ import { z } from 'zod';
 import { ConfigError, parseOrThrow } from './config-error';
 
 const ms = (min: number) => z.number().int().min(min);
+/** The probe cadence after a failed probe, unless the cooldown is shorter. */
+const DEFAULT_PROBE_INTERVAL_MS = 5_000;
+/** The longest duration a setting may hold, and the longest grown cooldown or trial wait: 30 days, as a timed force-open. */
+export const MAX_POLICY_DURATION_MS = 30 * 86_400_000;
 const fraction = z.number().min(0).max(1);
 
 /**
- * Breaker policy configuration. Every duration is in milliseconds. Defaults are the field's usual
- * starting point (a 30 s window, 20 samples, half failing, 30 s cooldown) and are listed in docs/policy.md.
+ * Breaker policy configuration. Every duration is in milliseconds. The defaults here are the one table of
+ * them: what a new breaker entity runs on, and what docs/policy.md lists (a 30 s window, 20 samples, half
+ * failing from 2 reporters, a 30 s cooldown).
  */
 export const policyConfigSchema = z
   .object({
@@ -28,15 +33,15 @@ export const policyConfigSchema = z
      * The fast window spans at least the endpoint's p95 latency (the window's, once it holds latencyMinSamples
      * of them; at most windowMs / 4). Calls that hang on a renderer taking seconds started over a render time, so
      * their stalls arrive over one too: a one-second fast window never holds enough of them at once. false:
-     * fastWindowMs whatever the latency. (A new breaker entity sets true unless told otherwise.)
+     * fastWindowMs whatever the latency.
      */
-    fastWindowFollowsLatency: z.boolean().default(false),
+    fastWindowFollowsLatency: z.boolean().default(true),
     /**
      * ... as soon as the window holds as many latency samples as the sample floor in force (minSamples, as the
      * fleet's concurrency lowers it), not latencyMinSamples: one worker early in a night has a dozen answers,
-     * and its stalls must be judged together then too. (A new breaker entity sets true unless told otherwise.)
+     * and its stalls must be judged together then too.
      */
-    fastWindowFollowsFloor: z.boolean().default(false),
+    fastWindowFollowsFloor: z.boolean().default(true),
     /** Samples the fast window needs (counted like minSamples; at least minSamples). Default: 2 x minSamples. */
     fastMinSamples: ms(1).optional(),
     /** No rule trips on fewer health-relevant samples than this in the window. */
@@ -49,17 +54,17 @@ export const policyConfigSchema = z
     volumeFloor: ms(1).nullable().default(5),
     /**
      * A fleet with fewer calls in flight than volumeFloor (one worker at concurrency 4) could never reach it on
-     * stalled calls: its floors come down to its concurrency, but not below this. null: volumeFloor holds.
-     * (A new breaker entity sets 3 unless told otherwise.)
+     * stalled calls: its floors come down to its concurrency, but not below this (3, not 2: two calls dropped
+     * together as a hung server comes back are too little to open on). null: volumeFloor holds.
      */
-    smallFleetFloor: ms(1).nullable().default(null),
+    smallFleetFloor: ms(1).nullable().default(3),
     /**
      * The failure-ratio rules (whole window and fast window) trip only when the failures come from at least this
      * many distinct reporters, or from every active one when fewer have reported outcomes in the last 5 s; a
      * reporter counts as failing when its own report's failure ratio reaches half of failureRatio. One worker whose own network
-     * fails cannot open the fleet's breaker. 1: off. (A new breaker entity sets 2 unless told otherwise.)
+     * fails cannot open the fleet's breaker. 1: off.
      */
-    quorum: ms(1).max(16).default(1),
+    quorum: ms(1).max(16).default(2),
     /** Trip when failures / (successes + failures) reaches this. */
     failureRatio: z.number().gt(0).max(1).default(0.5),
     /** The endpoint's p95 latency when healthy; the latency budget is this times latencyBudgetFactor. */
@@ -70,10 +75,11 @@ export const policyConfigSchema = z
     /**
      * Slow-call rate: a completed call slower than this counts as slow, and the breaker trips when slow calls are
      * slowCallRatio or more of the window's latency samples (at least latencyMinSamples of them). A probe slower
-     * than this fails. null: off (a new breaker entity sets 10 s unless told otherwise).
+     * than this fails. null: off. Tile renders take milliseconds to a few seconds (a metatile); a renderer
+     * answering in 10 s or more is drowning, and the header timeout (15 s by default) fails slower calls anyway.
      */
     // At most 100 s: the latency histogram's last bound (slower calls share one bucket).
-    slowCallMs: z.number().positive().max(100_000).nullable().default(null),
+    slowCallMs: z.number().positive().max(100_000).nullable().default(10_000),
     slowCallRatio: z.number().gt(0).max(1).default(0.5),
     /** The latency rule needs this many latency samples in the window (besides minSamples). */
     latencyMinSamples: ms(1).default(20),
@@ -88,9 +94,9 @@ export const policyConfigSchema = z
     /**
      * A failure that came with a Retry-After (a 503 asking to wait) pauses the whole fleet until then, as a 429's
      * wait does (capped at the longest cooldown; nothing counts less as a failure): the server is spared by the
-     * breaker, not by each call sleeping on its own. (A new breaker entity sets true unless told otherwise.)
+     * breaker, not by each call sleeping on its own.
      */
-    retryAfterPauses: z.boolean().default(false),
+    retryAfterPauses: z.boolean().default(true),
     /** Each consecutive open multiplies the cooldown by this ... */
     cooldownMultiplier: z.number().min(1).default(2),
     /** ... up to cooldownMs times this factor (the cap). */
@@ -100,23 +106,22 @@ export const policyConfigSchema = z
     /**
      * One incident is one open: failed probes lengthen it (probeBackoff), and only a trip within this long of
      * the last close (a server that flaps) grows the next cooldown; a later trip starts from cooldownMs again.
-     * null: every open counts, failed probes too, and cooldownDecayMs forgives them. (A new breaker entity
-     * sets twice its cooldownMs unless told otherwise.)
+     * null: every open counts, failed probes too, and cooldownDecayMs forgives them. Default: twice cooldownMs.
      */
-    flapWindowMs: ms(1).nullable().default(null),
+    flapWindowMs: ms(1).nullable().optional(),
     /**
      * After a failed probe, the next probe comes after at most this long (+/- cooldownJitter), however long
      * the grown cooldown: the cooldown decides when testing starts, then the probes test often, so traffic
      * returns within seconds of the server's recovery. null: a failed probe waits the full grown cooldown.
-     * (A new breaker entity sets min(cooldownMs, 5 s) unless told otherwise.)
+     * Default: cooldownMs, at most 5 s.
      */
-    probeIntervalMs: ms(1).nullable().default(null),
+    probeIntervalMs: ms(1).nullable().optional(),
     /**
      * Each failed trial in a row multiplies the wait before the next (probeIntervalMs) by this, up to
      * probeIntervalMs x cooldownMaxFactor, so an endpoint that stays down is tried less and less often. 1: the
-     * wait stays probeIntervalMs. (A new breaker entity sets 2 unless told otherwise.)
+     * wait stays probeIntervalMs.
      */
-    probeBackoff: z.number().min(1).max(16).default(1),
+    probeBackoff: z.number().min(1).max(16).default(2),
     /** A probe token expires this long after it is granted. */
     probeLeaseMs: ms(1).default(30_000),
     /** Probe tokens outstanding at once, fleet-wide. */
@@ -138,10 +143,13 @@ export const policyConfigSchema = z
     maxRequestsPerSecond: z.number().gt(0).max(100_000).nullable().default(null),
   })
   .strict()
-  .transform(({ bucketMs, fastMinSamples, ...c }) => ({
+  .transform(({ bucketMs, fastMinSamples, flapWindowMs, probeIntervalMs, ...c }) => ({
     ...c,
     bucketMs: bucketMs ?? Math.max(250, Math.ceil(c.windowMs / 120)),
     fastMinSamples: fastMinSamples ?? 2 * c.minSamples,
+    flapWindowMs: flapWindowMs === undefined ? Math.min(2 * c.cooldownMs, MAX_POLICY_DURATION_MS) : flapWindowMs,
+    probeIntervalMs:
+      probeIntervalMs === undefined ? Math.min(c.cooldownMs, DEFAULT_PROBE_INTERVAL_MS) : probeIntervalMs,
   }))
   .superRefine((c, ctx) => {
     if (c.fastMinSamples < c.minSamples) {
@@ -189,16 +197,12 @@ export type PolicyConfig = z.output<typeof policyConfigSchema>;
 /** What a user writes: every field optional. */
 export type PolicyConfigInput = z.input<typeof policyConfigSchema>;
 
-/** The longest duration a setting may hold, and the longest grown cooldown or trial wait: 30 days, as a timed force-open. */
-export const MAX_POLICY_DURATION_MS = 30 * 86_400_000;
 /** The most samples a sample floor may ask for (a report's count is at most 1,000,000 too). */
 export const MAX_POLICY_SAMPLES = 1_000_000;
 
 /**
  * Every setting's upper bound, where the schema above has none of its own (those are in docs/policy.md too;
- * bucketMs and fastWindowMs are at most windowMs).
- * Kept out of the schema so that entity runs recorded before the bounds replay as they ran (the schema is what
- * they parsed with); every new configuration goes through `parsePolicyConfig`, which checks them.
+ * bucketMs and fastWindowMs are at most windowMs). `parsePolicyConfig` checks them, with the grown cooldown's.
  */
 export const POLICY_BOUNDS = {
   // Twice minSamples by default, so twice its bound.
@@ -253,13 +257,10 @@ export function checkPolicyBounds(config: Readonly<Record<string, unknown>>, sub
   if (issues.length) throw new ConfigError(subject, issues);
 }
 
-/**
- * Validates and fills defaults; throws ConfigError naming each bad field and the value received. `bounded`
- * false: without POLICY_BOUNDS, only for what entity runs recorded before them must replay as they ran.
- */
-export function parsePolicyConfig(input: unknown = {}, opts: { bounded?: boolean } = {}): PolicyConfig {
+/** Validates and fills defaults; throws ConfigError naming each bad field and the value received. */
+export function parsePolicyConfig(input: unknown = {}): PolicyConfig {
   const config = parseOrThrow(policyConfigSchema, input ?? {}, 'breaker config');
-  if (opts.bounded ?? true) checkPolicyBounds(config);
+  checkPolicyBounds(config);
   return config;
 }
 
@@ -272,19 +273,18 @@ export const DEFAULT_POLICY_CONFIG: PolicyConfig = parsePolicyConfig({});
  * latencySamples must reach.
  */
 export function fastWindowSpanMs(config: PolicyConfig, p95Ms: number | null, latencySamples: number): number {
-  const follows = (config as Partial<PolicyConfig>).fastWindowFollowsLatency ?? false;
-  const needed =
-    ((config as Partial<PolicyConfig>).fastWindowFollowsFloor ?? false)
-      ? Math.min(config.latencyMinSamples, config.minSamples)
-      : config.latencyMinSamples;
-  if (config.fastWindowMs === 0 || !follows || p95Ms === null || latencySamples < needed) return config.fastWindowMs;
+  const needed = config.fastWindowFollowsFloor
+    ? Math.min(config.latencyMinSamples, config.minSamples)
+    : config.latencyMinSamples;
+  if (config.fastWindowMs === 0 || !config.fastWindowFollowsLatency || p95Ms === null || latencySamples < needed)
+    return config.fastWindowMs;
   // At most a quarter of the window: the fast window judges the newest samples, not a slow endpoint's whole window.
   return Math.max(config.fastWindowMs, Math.min(Math.floor(config.windowMs / 4), Math.ceil(p95Ms)));
 }
 
-/** The slow-call threshold in ms, or null when off (and in configurations carried from before it). */
+/** The slow-call threshold in ms, or null when off. */
 export function slowCallMs(config: PolicyConfig): number | null {
-  return (config as Partial<PolicyConfig>).slowCallMs ?? null;
+  return config.slowCallMs;
 }
 
 /**

@@ -44,13 +44,13 @@ export function decayedOpens(
 }
 
 /**
- * The consecutive opens a new open carries. Without flapWindowMs (entities started before it), every open
+ * The consecutive opens a new open carries. Without flapWindowMs (null), every open
  * counts, a failed probe's too, less what cooldownDecayMs forgave. With it, an incident is one open however
  * many probes fail in it (`closedAt` null: not closed since it opened); a trip within flapWindowMs of the
  * last close is the same flapping server again, one more; a later one is a new incident, the first.
  */
 export function opensFor(config: PolicyConfig, consecutiveOpens: number, closedAt: number | null, now: number): number {
-  const flap = (config as Partial<PolicyConfig>).flapWindowMs ?? null;
+  const flap = config.flapWindowMs;
   if (flap === null) return decayedOpens(config, consecutiveOpens, closedAt, now) + 1;
   if (closedAt === null) return Math.max(1, consecutiveOpens);
   return now - closedAt < flap ? consecutiveOpens + 1 : 1;

@@ -3,6 +3,7 @@ export * from './config';
 export * from './config-error';
 export * from './cooldown';
 export * from './latency';
+export * from './migrate';
 export * from './outcome';
 export * from './policy';
 export * from './quorum';

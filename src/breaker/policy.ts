@@ -25,7 +25,7 @@ import { fastFigures, figures, prune, record, recordSpread, windowLatency, type 
 
 export function initialState(config: PolicyConfig): PolicyState {
   return {
-    version: 1,
+    version: 2,
     config,
     mode: 'auto',
     forcedUntil: null,
@@ -42,6 +42,7 @@ export function initialState(config: PolicyConfig): PolicyState {
     probeFailures: 0,
     failedTrials: 0,
     retryAfterHintUntil: null,
+    pacedUntil: null,
   };
 }
 
@@ -101,13 +102,9 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       break;
     case 'reset':
       // Generations keep counting: a token granted before the reset must stay stale after it.
-      // A pause a 429 asked for ends too (named only when set: states from before pauses carry no such field).
+      // A pause a Retry-After asked for ends too.
       out.move(
-        {
-          ...initialState(out.state.config),
-          lastGeneration: out.state.lastGeneration,
-          ...(out.state.pacedUntil != null ? { pacedUntil: null } : {}),
-        },
+        { ...initialState(out.state.config), lastGeneration: out.state.lastGeneration },
         'reset',
         event.reason ?? 'reset',
         true,
@@ -124,7 +121,7 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
       onEnable(out, event.reason ?? 'automatic mode');
       break;
     case 'configure':
-      onConfigure(out, event.config, event.newRound ?? false, event.bounded ?? false);
+      onConfigure(out, event.config);
       break;
   }
   return out.result();
@@ -147,7 +144,7 @@ export function nextDeadline(s: PolicyState, now: number): number | null {
 
 /** The compact view of a state that workers cache (the entity's `view` query). */
 export function breakerView(s: PolicyState, activeReporters = 0): BreakerView {
-  const rate = s.config.maxRequestsPerSecond ?? null;
+  const rate = s.config.maxRequestsPerSecond;
   return {
     ...(rate !== null ? { rateLimit: rate, activeReporters } : {}),
     ...(s.pacedUntil ? { pacedUntil: s.pacedUntil } : {}),
@@ -255,7 +252,7 @@ export function advance(state: PolicyState, now: number): StepResult {
   const probes = s.probes.filter((p) => p.leaseUntil > now);
   if (window.length !== s.window.length || probes.length !== s.probes.length) out.patch({ window, probes });
   // A pause that has ended is forgotten, so the view stops carrying it.
-  if (s.pacedUntil != null && s.pacedUntil <= now) out.patch({ pacedUntil: null });
+  if (s.pacedUntil !== null && s.pacedUntil <= now) out.patch({ pacedUntil: null });
   if (s.mode === 'forced-open' && s.forcedUntil !== null && s.forcedUntil <= now) {
     // Recorded at the moment it became due, not when the next event happened to arrive.
     out.move(
@@ -337,8 +334,7 @@ function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, fa
   const waits: number[] = [];
   if ((event.counts['rate-limited'] ?? 0) > 0) waits.push(event.rateLimitedForMs ?? 0);
   // A failure's Retry-After (a 503 asking to wait), in entities that pause on it.
-  if (failed > 0 && ((out.state.config as Partial<PolicyConfig>).retryAfterPauses ?? false))
-    waits.push(event.retryAfterMs ?? 0);
+  if (failed > 0 && out.state.config.retryAfterPauses) waits.push(event.retryAfterMs ?? 0);
   const ms = Math.max(0, ...waits.filter((w) => typeof w === 'number' && Number.isFinite(w)));
   if (!(ms > 0)) return;
   const until = out.now + Math.min(Math.round(ms), maxCooldownMs(out.state.config));
@@ -409,9 +405,9 @@ function slowerThan(config: PolicyConfig, limitMs: number): string {
     : `latency budget ${Math.round(limitMs)} ms`;
 }
 
-/** The k-of-n round's size (probeTrials), or null for consecutive successes (and in configs carried from before it). */
+/** The k-of-n round's size (probeTrials), or null for consecutive successes. */
 function probeTrials(config: PolicyConfig): number | null {
-  return (config as Partial<PolicyConfig>).probeTrials ?? null;
+  return config.probeTrials;
 }
 
 /**
@@ -422,7 +418,7 @@ function trialFailed(out: Recorder, detail: string, rand: number): void {
   out.trial('failure');
   const s = out.state;
   const trials = probeTrials(s.config);
-  const failures = (s.probeFailures ?? 0) + 1;
+  const failures = s.probeFailures + 1;
   if (trials !== null && trials - failures >= s.config.probesToClose) {
     out.patch({ probeFailures: failures });
     return;
@@ -438,7 +434,7 @@ function probeSucceeded(out: Recorder, detail: string): void {
     out.patch({ probeSuccesses: successes });
     return;
   }
-  const failures = out.state.probeFailures ?? 0;
+  const failures = out.state.probeFailures;
   const how =
     failures > 0
       ? `${successes} successful probes of ${successes + failures} trials`
@@ -458,17 +454,16 @@ function onEnable(out: Recorder, reason: string): void {
   out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
 }
 
-function onConfigure(out: Recorder, patch: object, newRound: boolean, bounded: boolean): void {
+function onConfigure(out: Recorder, patch: object): void {
   try {
     const s = out.state;
-    const config = parsePolicyConfig({ ...s.config, ...patch }, { bounded });
+    const config = parsePolicyConfig({ ...s.config, ...patch });
     const changed = Object.keys(patch).join(', ');
     // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
     // round close on fewer successes or after more trials than either rule allows: the round starts again.
     const ruleChanged =
       config.probesToClose !== s.config.probesToClose || probeTrials(config) !== probeTrials(s.config);
-    const restart =
-      newRound && ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || (s.probeFailures ?? 0) > 0);
+    const restart = ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || s.probeFailures > 0);
     const round = restart ? ROUND_RESET : {};
     const detail = `configuration changed: ${changed}${restart ? '; the probe round starts again' : ''}`;
     out.move({ config, window: prune(s.window, out.now, config), ...round }, 'configured', detail, true);
@@ -482,13 +477,13 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
   const s = out.state;
   const now = out.now;
   const opens = opensFor(s.config, s.consecutiveOpens, s.closedAt, now);
-  const failedTrials = reason === 'probe-failed' ? (s.failedTrials ?? 0) + 1 : 0;
+  const failedTrials = reason === 'probe-failed' ? s.failedTrials + 1 : 0;
   // Where failed probes are not opens, each still grows the incident's cooldown as one did.
-  const grown = (s.config as Partial<PolicyConfig>).flapWindowMs != null ? failedTrials : 0;
+  const grown = s.config.flapWindowMs !== null ? failedTrials : 0;
   let cooldownMs = cooldownDurationMs(s.config, opens + grown, rand);
   // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown; each
   // failed trial in a row waits probeBackoff times longer, up to the cooldown's cap factor.
-  const interval = (s.config as Partial<PolicyConfig>).probeIntervalMs;
+  const interval = s.config.probeIntervalMs;
   if (reason === 'probe-failed' && interval)
     cooldownMs = Math.min(cooldownMs, trialWaitMs(s.config, interval, failedTrials, rand));
   if (s.retryAfterHintUntil !== null && s.retryAfterHintUntil > now) {
@@ -519,7 +514,7 @@ function open(out: Recorder, reason: TransitionReason, detail: string, rand: num
  * probeBackoff^(n-1), at most probeIntervalMs x cooldownMaxFactor, +/- cooldownJitter; at least 1 ms.
  */
 export function trialWaitMs(config: PolicyConfig, intervalMs: number, failedTrials: number, rand: number): number {
-  const backoff = (config as Partial<PolicyConfig>).probeBackoff ?? 1;
+  const backoff = config.probeBackoff;
   const grown = Math.min(
     intervalMs * backoff ** Math.max(0, failedTrials - 1),
     intervalMs * Math.max(1, config.cooldownMaxFactor),

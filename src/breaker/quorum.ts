@@ -39,9 +39,9 @@ export interface QuorumFigures {
   slow: number;
 }
 
-/** The quorum in force: 1 (off) for a state carried from a version without the field. */
+/** The quorum in force (1: off). */
 export function quorumOf(config: PolicyConfig): number {
-  return (config as Partial<PolicyConfig>).quorum ?? 1;
+  return config.quorum;
 }
 
 /** FNV-1a over the id's UTF-16 code units: a stable 32-bit number, the same in every run and replay. */

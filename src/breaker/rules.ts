@@ -110,11 +110,10 @@ function quorumDetail(q: QuorumFigures | null, which: 'fast' | 'whole'): string 
  * the configured floors.
  */
 export function floorsFor(config: PolicyConfig, concurrency: number | undefined): PolicyConfig {
-  // A state carried from a version without volumeFloor has it undefined: the default applies.
-  const volumeFloor = (config as Partial<PolicyConfig>).volumeFloor === undefined ? 5 : config.volumeFloor;
+  const { volumeFloor } = config;
   if (concurrency === undefined || !Number.isFinite(concurrency) || volumeFloor === null) return config;
   // Below volumeFloor's reach, the floor is what the fleet can produce (never below smallFleetFloor).
-  const small = (config as Partial<PolicyConfig>).smallFleetFloor ?? null;
+  const small = config.smallFleetFloor;
   const floor = small !== null && concurrency < volumeFloor ? Math.max(small, Math.ceil(concurrency)) : volumeFloor;
   const cap = Math.max(floor, Math.ceil(concurrency));
   if (cap >= config.fastMinSamples) return config;

@@ -23,9 +23,12 @@ export interface ProbeToken {
   leaseUntil: number;
 }
 
-/** The whole breaker state. Plain JSON (no undefined, no Map): it is carried across continue-as-new. */
+/**
+ * The whole breaker state. Plain JSON (no undefined, no Map): it is carried across continue-as-new. `version`
+ * names its shape; migrate.ts brings every older shape to this one.
+ */
 export interface PolicyState {
-  version: 1;
+  version: 2;
   config: PolicyConfig;
   mode: Mode;
   /** Expiry of a forced-open with a duration; null when forced open until told otherwise. */
@@ -43,20 +46,17 @@ export interface PolicyState {
   lastGeneration: number;
   /** Successful probes in this half-open round. */
   probeSuccesses: number;
-  /** Failed probes in this half-open round that did not reopen it (probeTrials: k-of-n). Absent: 0. */
-  probeFailures?: number;
+  /** Failed probes in this half-open round that did not reopen it (probeTrials: k-of-n). */
+  probeFailures: number;
   /**
    * Failed trials in a row (each reopened the breaker; a successful probe, a close or a reset ends the run): the
-   * wait before the next grows with them (probeBackoff). Absent: 0 (states carried from runs before it).
+   * wait before the next grows with them (probeBackoff).
    */
-  failedTrials?: number;
+  failedTrials: number;
   /** An upstream Retry-After seen with failures: the next cooldown lasts at least until then. */
   retryAfterHintUntil: number | null;
-  /**
-   * A 429's Retry-After: the whole fleet sends nothing to the endpoint until then (null or absent: no pause).
-   * Optional: states carried from runs before it have none, and a run that never sees a 429 never sets it.
-   */
-  pacedUntil?: number | null;
+  /** A Retry-After the fleet heeds (a 429's, or a failure's): nothing goes to the endpoint until then (null: none). */
+  pacedUntil: number | null;
 }
 
 export type TransitionReason =
@@ -153,12 +153,11 @@ export type PolicyEvent =
   | { type: 'disable'; reason?: string }
   | { type: 'enable'; reason?: string }
   /**
-   * Changes fields of the configuration; unnamed fields keep their values. `newRound`: a change to
-   * probesToClose or probeTrials while half-open starts the probe round again, so no round is judged by two
-   * rules (entities recorded before it replay without). `bounded`: the result is held to POLICY_BOUNDS
-   * (entities recorded before the bounds replay without).
+   * Changes fields of the configuration; unnamed fields keep their values, and the result is held to
+   * POLICY_BOUNDS. A change to probesToClose or probeTrials while half-open starts the probe round again, so
+   * no round is judged by two rules.
    */
-  | { type: 'configure'; config: PolicyConfigInput; newRound?: boolean; bounded?: boolean };
+  | { type: 'configure'; config: PolicyConfigInput };
 
 /** Outcomes over a past span of time, in ms before the event: see the report event's `earlier`. */
 export interface SpanCounts {

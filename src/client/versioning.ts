@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { WorkerDeploymentOptions } from '@temporalio/worker';
 import { packageRoot } from './local-server';
+import { finishUpgradeFrom, pinOpenRuns, startsAutoUpgrade } from './upgrade-from-0x';
 
 /**
  * Worker Versioning (Temporal's Worker Deployments) for tilebreaker workers: each worker says which build it
@@ -41,15 +42,14 @@ export const VERSIONING_ENV = 'TILEBREAKER_VERSIONING';
 export const PROMOTE_ENV = 'TILEBREAKER_PROMOTE';
 
 /**
- * Every workflow is auto-upgrade: mosaics run for hours and breaker entities for ever, so pinning them would
- * keep each old build running until its last mosaic ends and stop entities from moving at all. Their moves
- * across builds are kept safe by patched() and the replayed history fixtures, as before versioning.
+ * Every workflow is pinned to the build it started on (src/workflows/index.ts declares it for each type; this is
+ * the default for any other): a mosaic finishes on its build, and a breaker entity moves at its continue-as-new.
  */
 export function deploymentOptions(v: Pick<WorkerVersioning, 'deploymentName' | 'buildId'>): WorkerDeploymentOptions {
   return {
     version: { deploymentName: v.deploymentName, buildId: v.buildId },
     useWorkerVersioning: true,
-    defaultVersioningBehavior: 'AUTO_UPGRADE',
+    defaultVersioningBehavior: 'PINNED',
   };
 }
 
@@ -119,7 +119,8 @@ const TASK_QUEUE_TYPE_WORKFLOW = 1;
 const TASK_QUEUE_TYPE_ACTIVITY = 2;
 
 export type PromoteOutcome =
-  | { promoted: true; previous: string }
+  /** From a 0.x build (upgrade-from-0x.ts): the runs pinned to it, the breaker entities moved off it. */
+  | { promoted: true; previous: string; pinned?: number; moved?: string[]; moveError?: string }
   | {
       promoted: false;
       why: 'already current' | 'was current before' | 'ramping' | 'newer current' | 'not newer' | 'stopped';
@@ -208,14 +209,7 @@ export async function promoteWhenPolling(
           if (order === null || order === 0) return { promoted: false, why: 'not newer' };
           if (order < 0) return { promoted: false, why: 'newer current' };
         }
-        await svc.setWorkerDeploymentCurrentVersion({
-          namespace,
-          deploymentName: v.deploymentName,
-          buildId: v.buildId,
-          ...(d.conflictToken ? { conflictToken: d.conflictToken } : {}),
-          identity: opts.identity ?? `tilebreaker-worker ${v.buildId}`,
-        });
-        return { promoted: true, previous: current ?? 'unversioned' };
+        return await takeOver(client, v, current, d.conflictToken, opts.identity ?? `tilebreaker-worker ${v.buildId}`);
       }
     } catch (err) {
       // Not there yet (the server records a version at its first poll), or a race with another worker's
@@ -231,4 +225,39 @@ export async function promoteWhenPolling(
       });
     });
   }
+}
+
+/**
+ * Makes `v` the deployment's current version in place of `current`. Runs of a 0.x build are pinned to it first,
+ * and its breaker entities moved once this build is current (upgrade-from-0x.ts).
+ */
+async function takeOver(
+  client: Client,
+  v: Pick<WorkerVersioning, 'deploymentName' | 'buildId'>,
+  current: string | null,
+  conflictToken: Uint8Array | null | undefined,
+  identity: string,
+): Promise<PromoteOutcome> {
+  const old = current !== null && startsAutoUpgrade(current) && !startsAutoUpgrade(v.buildId) ? current : null;
+  const pinned = old ? await pinOpenRuns(client, { deploymentName: v.deploymentName, buildId: old }, identity) : 0;
+  await client.workflowService.setWorkerDeploymentCurrentVersion({
+    namespace: client.options.namespace,
+    deploymentName: v.deploymentName,
+    buildId: v.buildId,
+    ...(conflictToken ? { conflictToken } : {}),
+    identity,
+  });
+  if (!old) return { promoted: true, previous: current ?? 'unversioned' };
+  // Now current: a failure from here on is retried here, not by the caller (which would find this build current).
+  let moveError = '';
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    try {
+      const moved = await finishUpgradeFrom(client, { deploymentName: v.deploymentName, buildId: old }, identity);
+      return { promoted: true, previous: old, pinned, moved };
+    } catch (err) {
+      moveError = err instanceof Error ? err.message : String(err);
+      await new Promise((r) => setTimeout(r, 1_000 * attempt));
+    }
+  }
+  return { promoted: true, previous: old, pinned, moved: [], moveError };
 }

@@ -221,8 +221,18 @@ function promoteOnRun(client: Client, v: WorkerVersioning, taskQueue: string, id
         { signal: stop.signal, identity },
       ).then(
         (o) => {
-          if (o.promoted) log.info(`this build is now the current version of its deployment (was ${o.previous})`, meta);
-          else if (o.why === 'timed out')
+          if (o.promoted) {
+            const moves = o.pinned !== undefined ? { pinned: o.pinned, moved: o.moved } : {};
+            log.info(`this build is now the current version of its deployment (was ${o.previous})`, {
+              ...meta,
+              ...moves,
+            });
+            if (o.moveError)
+              log.warn('breaker entities of the 0.x build were not moved; see docs/upgrading.md', {
+                ...meta,
+                error: o.moveError,
+              });
+          } else if (o.why === 'timed out')
             log.warn('could not make this build current; set it with temporal worker deployment set-current-version', {
               ...meta,
               lastError: o.lastError,

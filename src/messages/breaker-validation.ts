@@ -150,7 +150,7 @@ export const adminActionSchema = z.discriminatedUnion('action', [
   z.object({ ...origin, action: z.literal('disable'), reason }),
   z.object({ ...origin, action: z.literal('enable'), reason }),
   // The fields themselves are the policy's to check (it refuses a configuration it cannot run, as a whole); their
-  // bounds are checked here too, in checkSignal (the entity's 'config-bounds' patch).
+  // bounds are checked here too, in checkSignal.
   z.object({
     ...origin,
     action: z.literal('configure'),
@@ -182,27 +182,19 @@ export type CheckedSignal = keyof typeof SIGNAL_SCHEMAS;
 export function checkSignal(
   signal: CheckedSignal,
   payload: unknown,
-  opts: SignalCheckOptions = {},
 ): { ok: true; value: unknown } | { ok: false; problem: string } {
   // Reports are nearly every signal, and every one is checked again whenever the entity's history is replayed:
   // the usual shape is checked by hand (a few microseconds; zod takes about 70), anything else goes to zod.
   if (signal === 'report' && isPlainReport(payload)) return { ok: true, value: payload };
   try {
     const value = parseOrThrow(SIGNAL_SCHEMAS[signal], payload, signal);
-    if (opts.configBounds && signal === 'admin') checkConfigureBounds(value as AdminAction);
+    // A configure's fields must be within the policy's bounds (POLICY_BOUNDS, src/breaker/config.ts).
+    if (signal === 'admin') checkConfigureBounds(value as AdminAction);
     return { ok: true, value };
   } catch (err) {
     if (err instanceof ConfigError) return { ok: false, problem: err.issues.join('; ') };
     throw err;
   }
-}
-
-export interface SignalCheckOptions {
-  /**
-   * A configure's fields must be within the policy's bounds (POLICY_BOUNDS, src/breaker/config.ts): the entity's
-   * 'config-bounds' patch; runs recorded before it accepted what the policy's schema took.
-   */
-  configBounds?: boolean;
 }
 
 /** A configure's fields above the policy's bounds: throws a ConfigError naming each, its value and its bound. */

@@ -7,6 +7,7 @@ import type {
   AdminSender,
   BreakerStateName,
   BreakerView,
+  CarriedPolicyState,
   OutcomeCounts,
   OutcomeKind,
   PackedWindow,
@@ -84,8 +85,8 @@ export interface EntityOptions {
  * from before that bound carried the whole log and the window in `policy`; a new run reads both forms.
  */
 export interface CarriedState {
-  /** The policy state; its window is in `window` when that is present. */
-  policy: PolicyState;
+  /** The policy state (of any release's shape); its window is in `window` when that is present. */
+  policy: PolicyState | CarriedPolicyState;
   /** The policy's window, packed (absent in payloads from before the bound). */
   window?: PackedWindow;
   /** The search-attribute check's answer, so a new run does not ask again. */

@@ -64,6 +64,5 @@ export function checkDrillInput(input: DrillInput): PolicyConfig {
       ]);
     }
   });
-  // Unbounded: the drill workflow replays this check, and drills recorded before the policy's bounds ran without them.
-  return parsePolicyConfig(input.config ?? {}, { bounded: false });
+  return parsePolicyConfig(input.config ?? {});
 }

@@ -1,19 +1,18 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
-  isCancellation,
   log,
-  patched,
   proxyActivities,
-  sleep,
   TimeoutFailure,
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { metatileBatches, planMetatile } from '../messages/metatile-batches';
-import { breakerKey, type BreakerStateName } from '../breaker';
+import type { BreakerStateName } from '../breaker';
 import { runsSelection, toRuns } from '../messages/tile-runs';
-import { NO_BUDGET, type PassCarry, type ProgressCarry, type RunBudget } from './mosaic-continue';
+import { NO_BUDGET, type PassCarry, type RunBudget } from './mosaic-continue';
+import { ProgressTracker } from './mosaic-progress';
+import { waitBetweenPasses } from './mosaic-wait';
 import {
   selectionIndices,
   selectionSize,
@@ -22,7 +21,6 @@ import {
   type MosaicBatchInput,
   type MosaicBatchSummary,
   type MosaicPlan,
-  type MosaicProgress,
   type StatusCounts,
   type TileSelection,
   type WhenRefusedMode,
@@ -31,7 +29,7 @@ import {
 const FETCH_OPTIONS: ActivityOptions = {
   startToCloseTimeout: '2h',
   // A batch heartbeats every second (sent every 1.5 s), whatever it waits for: a lost worker's batch is retried
-  // within 6 s, resuming from its checkpoint. (Replay matches no timeout: old histories replay unchanged.)
+  // within 6 s, resuming from its checkpoint.
   heartbeatTimeout: '6s',
   // Wait for a cancelled batch to write its journal, so the partial manifest sees the tiles it finished.
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -41,8 +39,7 @@ const FETCH_OPTIONS: ActivityOptions = {
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 5 },
   // Batches go through the task queue to whichever worker polls, not eagerly back to the worker that completed
   // the workflow task: with eager dispatch one process ran nearly every batch of a mosaic (29 of 32 with three
-  // workers), so extra workers added nothing and one SIGKILL lost every batch in flight. (Replay matches no
-  // eager flag: old histories replay unchanged.)
+  // workers), so extra workers added nothing and one SIGKILL lost every batch in flight.
   allowEagerDispatch: false,
 };
 const onWorkflowQueue = proxyActivities<MosaicActivities>(FETCH_OPTIONS);
@@ -55,10 +52,6 @@ const onWorkflowQueue = proxyActivities<MosaicActivities>(FETCH_OPTIONS);
  * while another held none. The planning activity names the fetch queue only when a worker polls it (the
  * server's poller list), so a fleet of workers of your own that serve only the main queue gets every batch
  * there, as before the cap.
- *
- * No patched() gate: the choice is the plan's, an activity result in the history. A history recorded before
- * has plans without `fetchQueue` and replays to the same commands (on the workflow's queue); a new run whose
- * plan names the queue replays from that same plan.
  *
  * The poller list lags: the server keeps a poller in it for minutes after its last poll, so a plan may name
  * the queue after its workers have gone (a fleet replaced by workers of your own). A batch there is therefore
@@ -92,24 +85,6 @@ async function fetchMosaicBatch(input: MosaicBatchInput): Promise<MosaicBatchSum
 }
 
 const WHEN_REFUSED: Record<AfterDeadline, WhenRefusedMode> = { 'fail-fast': 'defer', stale: 'stale', hole: 'hole' };
-/** A wait with no Retry-After from the breaker, and the bounds of any wait. */
-const DEFAULT_WAIT_MS = 5_000;
-const MIN_WAIT_MS = 1_000;
-const MAX_WAIT_MS = 10 * 60_000;
-/**
- * A wait the breaker asked for (its retryAfter) that an activity watches may last this long: the watch ends
- * it within a second of the breaker letting traffic through, so waiting out a long cooldown in one piece
- * loses nothing, and a week against a server that stays down takes about 170 passes, not 1,000.
- */
-const MAX_WATCHED_WAIT_MS = 60 * 60_000;
-
-/** The breaker a plan's fetches go through (one per source: its endpoint, and its partition if it has one). */
-/** Batches and blocks of whole metatiles (runs recorded before cut them in row order). */
-export const METATILE_BATCHES_PATCH = 'metatile-batches';
-
-export const planBreakerKey = (plan: MosaicPlan): string =>
-  breakerKey(plan.source.url, plan.source.breakerPartition ? { partition: plan.source.breakerPartition } : {});
-
 export interface BlockResult {
   counts: StatusCounts;
   requests: number;
@@ -119,9 +94,6 @@ export interface BlockResult {
   /** A batch met a configuration error (its reason): the block started no further batches for the source. */
   configError?: string;
 }
-
-/** A configuration error stops a block's (and a mosaic's) fetching: new runs only, so old histories replay. */
-export const CONFIG_ERROR_PATCH = 'config-error-stops-fetch';
 
 /**
  * Records the tiles a run will not request because the source has a configuration error: one record-only
@@ -147,65 +119,6 @@ export async function recordConfigError(
   });
   tracker.add(s.counts, []);
   return s.counts;
-}
-
-/** Live progress shared with a `progress` query handler. */
-export class ProgressTracker {
-  readonly progress: MosaicProgress;
-  private fetchStartedAt: number | null = null;
-  /** Told after every add (the mosaic publishes its progress from it, at coarse steps). */
-  onAdd: ((p: MosaicProgress) => void) | null = null;
-
-  constructor(total: number) {
-    this.progress = {
-      total,
-      done: 0,
-      counts: zeroStatusCounts(),
-      phase: 'planning',
-      etaSeconds: null,
-      runningBlocks: [],
-      breakerStates: [],
-      breakerKeys: [],
-      waitingUntil: null,
-      waitingFor: null,
-    };
-  }
-
-  /** Where the run before this one left off (it continued as new). */
-  restore(c: ProgressCarry): void {
-    const p = this.progress;
-    p.counts = { ...c.counts };
-    p.done = Object.values(c.counts).reduce((a, b) => a + b, 0);
-    p.breakerStates = [...c.breakerStates];
-    this.fetchStartedAt = c.fetchStartedAt;
-    p.phase = 'fetching';
-  }
-
-  carry(): ProgressCarry {
-    return {
-      counts: { ...this.progress.counts },
-      breakerStates: [...this.progress.breakerStates],
-      fetchStartedAt: this.fetchStartedAt,
-    };
-  }
-
-  startFetching(): void {
-    this.progress.phase = 'fetching';
-    this.fetchStartedAt ??= Date.now();
-  }
-
-  add(counts: StatusCounts, states: BreakerStateName[]): void {
-    const p = this.progress;
-    // A count one side lacks is 0: a run carried over from a release before the `outside` status has none.
-    for (const k of Object.keys(counts) as (keyof StatusCounts)[]) {
-      p.counts[k] = (p.counts[k] ?? 0) + (counts[k] ?? 0);
-      p.done += counts[k] ?? 0;
-    }
-    for (const s of states) if (!p.breakerStates.includes(s)) p.breakerStates.push(s);
-    const elapsed = Date.now() - (this.fetchStartedAt ?? Date.now());
-    p.etaSeconds = p.done > 0 && elapsed > 0 ? Math.round(((p.total - p.done) * elapsed) / p.done / 1000) : null;
-    this.onAdd?.(p);
-  }
 }
 
 function batches(sel: TileSelection, size: number): TileSelection[] {
@@ -246,41 +159,6 @@ async function inPool<T>(
   );
   if (failure) throw (failure as { err: unknown }).err;
   return next;
-}
-
-const { awaitBreaker } = proxyActivities<MosaicActivities>({
-  // A wait lasts at most MAX_WATCHED_WAIT_MS; the activity returns by itself at the end of it.
-  startToCloseTimeout: '70m',
-  heartbeatTimeout: '30s',
-  retry: { initialInterval: '1s', maximumAttempts: 2 },
-});
-/** Shorter waits are plain timers: watching would not wake them sooner in any way that matters. */
-const WATCH_FROM_MS = 5_000;
-
-/** Whether a wait of this length is watched (runs recorded before 'wake-on-close' only slept). */
-function watches(plan: MosaicPlan, state: BreakerStateName | null, waitMs: number): boolean {
-  return plan.breaker && state !== null && waitMs >= WATCH_FROM_MS && patched('wake-on-close');
-}
-
-/**
- * Waits out a refusing breaker: on a durable timer, or, for a longer wait, by an activity that watches the
- * breaker and returns as soon as it lets traffic through (an operator's close or reset, a maintenance window
- * ended early, the cooldown's end), so waiting mosaics resume within a second. Runs recorded before this
- * slept the whole wait.
- */
-async function waitForBreaker(plan: MosaicPlan, state: BreakerStateName | null, waitMs: number): Promise<void> {
-  if (!watches(plan, state, waitMs)) {
-    await sleep(waitMs);
-    return;
-  }
-  const until = Date.now() + waitMs;
-  try {
-    await awaitBreaker({ key: planBreakerKey(plan), forMs: waitMs });
-  } catch (err) {
-    // No worker could watch (or the watch failed): sleep what is left, as before.
-    if (isCancellation(err)) throw err;
-    if (until > Date.now()) await sleep(until - Date.now());
-  }
 }
 
 /** How a block's run goes on: the run's budget, and where the run before it left off. */
@@ -377,17 +255,14 @@ export async function fetchBlock(
       if (s.retryAfterMs !== null) retryAfterMs = Math.max(retryAfterMs ?? 0, s.retryAfterMs);
       if (s.configError !== undefined) {
         result.configError ??= s.configError;
-        if (stopped === null && patched(CONFIG_ERROR_PATCH)) stopped = s.configError;
+        stopped ??= s.configError;
       }
       refusedBy = s.breakerStates.includes('open') ? 'open' : (s.breakerStates.at(-1) ?? refusedBy);
       return s;
     };
     const meta = planMetatile(plan);
-    // Batches of whole metatiles: one GetMap per metatile, never split between two batches (runs before: row order).
-    const all =
-      meta && patched(METATILE_BATCHES_PATCH)
-        ? metatileBatches(plan.grid, pending, meta, plan.batchSize)
-        : batches(pending, plan.batchSize);
+    // Batches of whole metatiles: one GetMap per metatile, never split between two batches.
+    const all = meta ? metatileBatches(plan.grid, pending, meta, plan.batchSize) : batches(pending, plan.batchSize);
     let notStarted: TileSelection[] = [];
     if (thisPass === basePass || final || fullPass) {
       notStarted = all.slice(await inPool(all, plan.parallelBatches, run, stop));
@@ -430,25 +305,11 @@ export async function fetchBlock(
     // Only a non-final `wait` pass leaves tiles deferred: wait for the breaker, bounded by the deadline, and
     // longer after each pass that got nothing through.
     futile = deferred.length >= selectionSize(pending) ? futile + 1 : 0;
-    const backoff = Math.min(MAX_WAIT_MS, DEFAULT_WAIT_MS * 2 ** Math.max(0, futile - 1));
-    // But when the breaker said when to come back, come back then: a futile retry pass costs only the guard's
-    // refusals (one batch first), and the grown backoff left a short cooldown's recovery unseen for seconds.
-    // (Only the timer's duration changes, which replay does not match: no patch needed.)
-    const told = retryAfterMs as number | null;
-    const state = refusedBy as BreakerStateName | null;
-    // What the breaker asked for may be waited in one piece when the wait is watched (only the timer's
-    // duration changes: no patch needed).
-    const cap =
-      told !== null && told > MAX_WAIT_MS && watches(plan, state, MAX_WAIT_MS) ? MAX_WATCHED_WAIT_MS : MAX_WAIT_MS;
-    const wanted = Math.max(MIN_WAIT_MS, Math.min(cap, told ?? (futile > 1 ? backoff : DEFAULT_WAIT_MS)));
-    const waitMs = Math.max(0, Math.min(wanted, plan.deadlineAt! - Date.now()));
-    tracker.progress.phase = 'waiting';
-    tracker.progress.waitingUntil = Date.now() + waitMs;
-    tracker.progress.waitingFor =
-      plan.breaker && state !== null ? { key: planBreakerKey(plan), state, deadlineAt: plan.deadlineAt } : null;
-    if (waitMs > 0) await waitForBreaker(plan, state, waitMs);
-    tracker.progress.waitingUntil = null;
-    tracker.progress.waitingFor = null;
+    await waitBetweenPasses(plan, tracker, {
+      futile,
+      told: retryAfterMs,
+      state: refusedBy,
+    });
     deferred.sort((a, b) => a - b);
     if (cont.budget.full()) return carry(deferred, pass + 1, futile, false);
     pending = { indices: deferred };

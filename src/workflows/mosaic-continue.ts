@@ -2,20 +2,12 @@ import {
   allHandlersFinished,
   condition,
   makeContinueAsNewFunc,
-  patched,
   workflowInfo,
   type Workflow,
 } from '@temporalio/workflow';
 import type { BreakerStateName } from '../breaker';
 import type { MosaicPlan, StatusCounts } from '../messages/mosaic-types';
 import type { TileRuns } from '../messages/tile-runs';
-
-/**
- * Mosaic, block and re-drive runs continue as new before their histories grow large (runs recorded before
- * never did: a `wait` against a server that stayed down grew by about 11 events a pass until Temporal
- * terminated the run, some 7 hours in, with no partial manifest).
- */
-export const CONTINUE_AS_NEW_PATCH = 'mosaic-continue-as-new';
 
 /**
  * A run continues as new once its history holds this many events (or the server suggests it). Checked
@@ -26,24 +18,23 @@ export const CONTINUE_AS_NEW_PATCH = 'mosaic-continue-as-new';
  */
 export const DEFAULT_EVENTS_PER_RUN = 2_000;
 
-/** Whether this run should hand over to a new one: never in a run recorded before the patch. */
+/**
+ * Whether this run should hand over to a new one. Mosaic, block and re-drive runs continue as new before their
+ * histories grow large: a `wait` against a server that stays down grows by about 11 events a pass.
+ */
 export interface RunBudget {
   full(): boolean;
 }
 
 export const NO_BUDGET: RunBudget = { full: () => false };
 
-/**
- * The budget of a run of this plan. The patch is asked only once the history is full, so a run that never
- * fills it records no marker (one event fewer); the history's length at a workflow task is in the history,
- * so the question comes at the same point on replay.
- */
+/** The budget of a run of this plan (the history's length at a workflow task is in the history: replay asks alike). */
 export function runBudget(plan: Pick<MosaicPlan, 'eventsPerRun'>): RunBudget {
   const limit = plan.eventsPerRun ?? DEFAULT_EVENTS_PER_RUN;
   return {
     full: () => {
       const info = workflowInfo();
-      return (info.historyLength >= limit || info.continueAsNewSuggested) && patched(CONTINUE_AS_NEW_PATCH);
+      return info.historyLength >= limit || info.continueAsNewSuggested;
     },
   };
 }

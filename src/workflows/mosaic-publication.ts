@@ -1,4 +1,4 @@
-import { log, patched, proxyActivities, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { log, proxyActivities, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
 import { defaultMosaicName, isMosaicName } from '../messages/mosaic-names';
 import { allServed, type MosaicProgress, type MosaicResult } from '../messages/mosaic-types';
@@ -12,9 +12,6 @@ import {
   type MosaicStatusName,
 } from '../messages/search-attributes';
 
-/** Mosaic and re-drive runs keep their memo and search attributes current (runs recorded before did not). */
-export const MOSAIC_PUBLICATION_PATCH = 'mosaic-search-attributes';
-
 const { mosaicSearchAttributesRegistered } = proxyActivities<MosaicActivities>({
   startToCloseTimeout: '10s',
   scheduleToCloseTimeout: '30s',
@@ -23,9 +20,6 @@ const { mosaicSearchAttributesRegistered } = proxyActivities<MosaicActivities>({
 
 /** Progress is published in steps of this many percent, so a run upserts a few times, not per batch. */
 const STEP_PERCENT = 25;
-/** Runs recorded before published every 10 % (each publication is two events: the memo and the attributes). */
-export const QUARTER_STEPS_PATCH = 'mosaic-progress-quarter-steps';
-const OLD_STEP_PERCENT = 10;
 
 export interface MosaicLabel {
   /** Where the name comes from when the start carried none in its memo. */
@@ -44,14 +38,12 @@ export class MosaicPublication {
   private lastStatus: MosaicStatusName | null = null;
 
   private constructor(
-    private readonly on: boolean,
     private readonly attributes: boolean,
     private label: Required<Pick<MosaicMemo, 'name'>> & MosaicMemo,
-    private readonly step = STEP_PERCENT,
   ) {}
 
   /**
-   * Starts publishing (new runs only). A start that carried MosaicName proves the attributes registered;
+   * Starts publishing. A start that carried MosaicName proves the attributes registered;
    * otherwise an activity asks the operator service once (upserting an unregistered attribute would fail
    * every workflow task). No answer counts as no.
    */
@@ -65,7 +57,6 @@ export class MosaicPublication {
       ...(typeof label.source === 'string' ? { source: label.source.slice(0, 200) } : {}),
       ...(Number.isInteger(label.zoom) ? { zoom: label.zoom } : {}),
     };
-    if (!patched(MOSAIC_PUBLICATION_PATCH)) return new MosaicPublication(false, false, full);
     let attributes = workflowInfo().typedSearchAttributes.get(MOSAIC_NAME) !== undefined;
     if (!attributes) {
       try {
@@ -76,12 +67,7 @@ export class MosaicPublication {
         });
       }
     }
-    return new MosaicPublication(
-      true,
-      attributes,
-      full,
-      patched(QUARTER_STEPS_PATCH) ? STEP_PERCENT : OLD_STEP_PERCENT,
-    );
+    return new MosaicPublication(attributes, full);
   }
 
   /** What became known later (a re-drive's source and zoom, from its plan). */
@@ -93,7 +79,10 @@ export class MosaicPublication {
   /** Publishes progress when it has crossed another step (and always the first time). */
   progress(p: Pick<MosaicProgress, 'done' | 'total'>): void {
     const percent = percentOf(p);
-    if (this.lastStatus === 'running' && Math.floor(percent / this.step) === Math.floor(this.lastPercent / this.step))
+    if (
+      this.lastStatus === 'running' &&
+      Math.floor(percent / STEP_PERCENT) === Math.floor(this.lastPercent / STEP_PERCENT)
+    )
       return;
     this.publish('running', percent, p);
   }
@@ -109,7 +98,6 @@ export class MosaicPublication {
   }
 
   private publish(status: MosaicStatusName, percent: number, p: Pick<MosaicProgress, 'done' | 'total'>): void {
-    if (!this.on) return;
     this.lastStatus = status;
     this.lastPercent = percent;
     const memo: MosaicMemo = { ...this.label, status, progress: percent, done: p.done, total: p.total };

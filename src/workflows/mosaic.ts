@@ -5,22 +5,14 @@ import {
   executeChild,
   isCancellation,
   log,
-  patched,
   proxyActivities,
   setHandler,
-  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { MosaicActivities } from '../messages/activities';
-import {
-  CONFIG_ERROR_PATCH,
-  fetchBlock,
-  METATILE_BATCHES_PATCH,
-  planBreakerKey,
-  ProgressTracker,
-  recordConfigError,
-  type BlockResult,
-} from './mosaic-block';
+import { fetchBlock, recordConfigError, type BlockResult } from './mosaic-block';
+import { ProgressTracker } from './mosaic-progress';
+import { planBreakerKey } from './mosaic-wait';
 import { progressQuery } from '../messages/mosaic';
 import { MosaicPublication } from './mosaic-publication';
 import { metatileBlocks, planMetatile } from '../messages/metatile-batches';
@@ -131,9 +123,8 @@ async function fetchAll(
   let configError: string | null = carried?.configError ?? null;
   const blocks: TileSelection[] = [];
   const meta = planMetatile(plan);
-  // Blocks end on metatile row bands, so no GetMap is split between two blocks (runs before: row order).
-  if (meta && patched(METATILE_BATCHES_PATCH))
-    blocks.push(...metatileBlocks(plan.grid, rest, meta[1], plan.blockTiles));
+  // Blocks end on metatile row bands, so no GetMap is split between two blocks.
+  if (meta) blocks.push(...metatileBlocks(plan.grid, rest, meta[1], plan.blockTiles));
   else {
     for (let k = 0; k < count; k += plan.blockTiles) {
       const n = Math.min(plan.blockTiles, count - k);
@@ -162,7 +153,7 @@ async function fetchAll(
     });
     tracker.add(r.counts, r.breakerStates);
     tracker.progress.runningBlocks = [];
-    if (r.configError !== undefined && patched(CONFIG_ERROR_PATCH)) configError = r.configError;
+    if (r.configError !== undefined) configError = r.configError;
   }
   return null;
 }
@@ -243,10 +234,10 @@ export async function mosaicWorkflow(request: MosaicRequest, carried?: MosaicCar
 /**
  * Cancel means cancel, whatever the mosaic's size: a cancel that arrived while the last batches were finishing
  * (they completed before their heartbeats carried it) still stops the run before assembly, with a partial
- * manifest. Runs recorded before this rule went on to assemble.
+ * manifest.
  */
 function stopIfCancelled(): void {
-  if (CancellationScope.current().consideredCancelled && patched('cancel-means-cancel'))
+  if (CancellationScope.current().consideredCancelled)
     throw new CancelledFailure('cancelled while the last batches were finishing');
 }
 
@@ -290,17 +281,15 @@ export interface RedriveInput {
  * Re-drives a mosaic's dead-lettered tiles: fetches only those tiles with the `wait` fallback, so tiles the
  * breaker refuses (open, or half-open while one probe tests the server) wait on durable timers for it to
  * close, up to `waitForMs`; tiles still refused then stay dead-lettered. Then it rebuilds the mosaic and its
- * manifest. (Runs from before 'redrive-waits' slept until the dead letters' retryAfter and fetched them
- * fail-fast: started while the breaker was half-open, such a run got one tile through.)
+ * manifest.
  */
 export async function redriveMosaicWorkflow(input: RedriveInput, carried?: RedriveCarry): Promise<MosaicResult> {
   let tracker = new ProgressTracker(0);
   setHandler(progressQuery, () => tracker.progress);
   if (carried) checkCarry(carried.plan, carried.next, 'redrive carried');
-  const waits = patched('redrive-waits');
   const pub = await MosaicPublication.open({ output: String(input.manifest) });
   const waitForMs = input.waitForMs ?? DEFAULT_REDRIVE_WAIT_MS;
-  if (waits && !(Number.isFinite(waitForMs) && waitForMs > 0)) {
+  if (!(Number.isFinite(waitForMs) && waitForMs > 0)) {
     throw ApplicationFailure.nonRetryable(
       `redrive: waitForMs must be a positive number of ms (got ${JSON.stringify(input.waitForMs)})`,
       'ConfigError',
@@ -312,7 +301,6 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   if (carried) letters = { plan: carried.plan, indices: [], notBefore: 0, nextPass: carried.basePass };
   else {
     try {
-      // The third argument only when asked for: the call of every earlier run is unchanged.
       letters = input.replaceMirrors
         ? await loadDeadLetters(input.manifest, input.sources ?? null, { replaceMirrors: true })
         : input.sources
@@ -325,9 +313,7 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   }
   // Waiting is the breaker's business now: the first pass finds it open (refused at once, no request) or
   // half-open, and the wait follows its retryAfter, not the old journals' notBefore.
-  const plan: MosaicPlan = waits
-    ? { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt }
-    : { ...letters.plan, fallback: 'fail-fast' };
+  const plan: MosaicPlan = { ...letters.plan, fallback: 'wait', afterDeadline: 'fail-fast', deadlineAt };
   const total = carried?.total ?? letters.indices.length;
   tracker = new ProgressTracker(total);
   tracker.progress.breakerKeys = plan.breaker ? [keyOf(plan)] : [];
@@ -335,12 +321,6 @@ export async function redriveMosaicWorkflow(input: RedriveInput, carried?: Redri
   tracker.onAdd = (p) => pub.progress(p);
   pub.relabel({ source: letters.plan.sourceName, zoom: letters.plan.grid.z });
   pub.progress(tracker.progress);
-  const waitMs = waits ? 0 : letters.notBefore - Date.now();
-  if (waitMs > 0) {
-    tracker.progress.phase = 'waiting';
-    tracker.progress.waitingUntil = letters.notBefore;
-    await sleep(waitMs);
-  }
   const budget = runBudget(letters.plan);
   let next: FetchCarry | null = null;
   try {

@@ -1,4 +1,4 @@
-import { ApplicationFailure, executeChild, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { SeedActivities } from '../messages/activities';
 import type { MosaicResult } from '../messages/mosaic-types';
 import { durationMs } from '../messages/duration';
@@ -36,8 +36,7 @@ export async function seedWorkflow(request: SeedRequest): Promise<SeedResult> {
   const deadline = ms !== null ? new Date(Date.now() + ms).toISOString() : request.deadline;
   // Up to three levels run at once: the source's connection slots (per worker process and origin) bound what
   // reaches the server either way, and one level's planning, tail and assembly overlap another's fetches.
-  // Seeds started before this ran their levels one at a time.
-  const atOnce = patched('seed-levels-at-once') ? LEVELS_AT_ONCE : 1;
+  const atOnce = LEVELS_AT_ONCE;
   const byLevel = new Map<number, MosaicResult>();
   const failures = new Map<number, unknown>();
   const notStarted: number[] = [];

@@ -59,6 +59,31 @@ describe('defaults', () => {
     assert.equal(c.rampFloor, 0.1);
   });
 
+  test('an empty configuration gets the rules new breaker entities run on', () => {
+    const c = parsePolicyConfig({});
+    assert.equal(c.quorum, 2);
+    assert.equal(c.probeBackoff, 2);
+    assert.equal(c.slowCallMs, 10_000);
+    assert.equal(c.fastWindowFollowsLatency, true);
+    assert.equal(c.fastWindowFollowsFloor, true);
+    assert.equal(c.retryAfterPauses, true);
+    assert.equal(c.volumeFloor, 5);
+    assert.equal(c.smallFleetFloor, 3);
+    assert.equal(c.flapWindowMs, 60_000, 'twice cooldownMs');
+    assert.equal(c.probeIntervalMs, 5_000, 'cooldownMs, at most 5 s');
+  });
+
+  test('flapWindowMs and probeIntervalMs follow cooldownMs unless named; null turns them off', () => {
+    const short = parsePolicyConfig({ cooldownMs: 2_000 });
+    assert.deepEqual([short.flapWindowMs, short.probeIntervalMs], [4_000, 2_000]);
+    const long = parsePolicyConfig({ cooldownMs: 20 * 86_400_000, cooldownMaxFactor: 1 });
+    assert.deepEqual([long.flapWindowMs, long.probeIntervalMs], [MAX_POLICY_DURATION_MS, 5_000], 'at most 30 days');
+    const named = parsePolicyConfig({ cooldownMs: 2_000, flapWindowMs: 7_000, probeIntervalMs: 300 });
+    assert.deepEqual([named.flapWindowMs, named.probeIntervalMs], [7_000, 300]);
+    const off = parsePolicyConfig({ flapWindowMs: null, probeIntervalMs: null });
+    assert.deepEqual([off.flapWindowMs, off.probeIntervalMs], [null, null]);
+  });
+
   test('DEFAULT_POLICY_CONFIG, no argument, undefined and null all give the same defaults', () => {
     const expected = parsePolicyConfig({});
     assert.deepEqual(DEFAULT_POLICY_CONFIG, expected);
@@ -72,7 +97,12 @@ describe('defaults', () => {
     assert.equal(c.minSamples, 5);
     assert.equal(c.cooldownMs, 1_000);
     assert.equal(c.fastMinSamples, 10, 'the fast window follows minSamples (twice it) unless named');
-    assert.deepEqual({ ...c, minSamples: 20, cooldownMs: 30_000, fastMinSamples: 40 }, DEFAULT_POLICY_CONFIG);
+    assert.equal(c.flapWindowMs, 2_000, 'the flap window follows cooldownMs (twice it) unless named');
+    assert.equal(c.probeIntervalMs, 1_000, 'the probe interval follows cooldownMs (at most 5 s) unless named');
+    assert.deepEqual(
+      { ...c, minSamples: 20, cooldownMs: 30_000, fastMinSamples: 40, flapWindowMs: 60_000, probeIntervalMs: 5_000 },
+      DEFAULT_POLICY_CONFIG,
+    );
   });
 
   test('the default latency budget is 1.5x healthyP95Ms, and none without healthyP95Ms', () => {
@@ -305,9 +335,5 @@ describe('bounds', () => {
     );
     const c = parsePolicyConfig({ cooldownMs: MAX_POLICY_DURATION_MS, cooldownMaxFactor: 1 });
     assert.equal(cooldownCapMs(c), MAX_POLICY_DURATION_MS);
-  });
-
-  test('unbounded, the parse takes what configurations recorded before the bounds held', () => {
-    assert.equal(parsePolicyConfig({ cooldownMs: 1e15 }, { bounded: false }).cooldownMs, 1e15);
   });
 });

@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import {
   floorsFor,
   initialState,
+  migratePolicyState,
   parsePolicyConfig,
   step,
   type PolicyConfigInput,
@@ -26,7 +27,8 @@ function warmed(state: PolicyState, concurrency?: number): PolicyState {
 
 describe('sample floors that follow the fleet concurrency', () => {
   test('floorsFor lowers both floors to the concurrency, never below volumeFloor, and leaves them alone when unknown or off', () => {
-    const c = parsePolicyConfig({});
+    // Without smallFleetFloor, which takes a fleet below volumeFloor further down (the next test).
+    const c = parsePolicyConfig({ smallFleetFloor: null });
     assert.equal(floorsFor(c, undefined), c);
     assert.equal(floorsFor(c, 100), c, 'a fleet that can reach the floors keeps them');
     const eight = floorsFor(c, 8);
@@ -54,10 +56,20 @@ describe('sample floors that follow the fleet concurrency', () => {
     );
     assert.equal(four.state.phase, 'open');
     assert.equal(
-      step(warmed(fresh(), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5).state
-        .phase,
+      step(
+        warmed(fresh({ smallFleetFloor: null }), 4),
+        { type: 'report', counts: { transient: 4 }, concurrency: 4 },
+        T0 + 31_000,
+        0.5,
+      ).state.phase,
       'closed',
       'volumeFloor 5 alone: out of reach',
+    );
+    assert.equal(
+      step(warmed(fresh(), 4), { type: 'report', counts: { transient: 4 }, concurrency: 4 }, T0 + 31_000, 0.5).state
+        .phase,
+      'open',
+      'smallFleetFloor 3 by default: in reach',
     );
   });
 
@@ -98,10 +110,11 @@ describe('sample floors that follow the fleet concurrency', () => {
     assert.equal(r.state.phase, 'closed');
   });
 
-  test('a state carried from a version without volumeFloor gets the default', () => {
+  test('a state carried from a version without volumeFloor is migrated to volumeFloor 5', () => {
     const s = warmed(fresh(), 8);
     const { volumeFloor: _dropped, ...old } = s.config;
-    const carried = { ...s, config: old } as unknown as PolicyState;
+    const carried = migratePolicyState({ ...s, version: 1, config: old });
+    assert.equal(carried.config.volumeFloor, 5);
     assert.equal(
       step(carried, { type: 'report', counts: { transient: 8 }, concurrency: 8 }, T0 + 31_000, 0.5).state.phase,
       'open',

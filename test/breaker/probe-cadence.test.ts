@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { initialState, parsePolicyConfig, step, type PolicyConfigInput, type PolicyState } from '../../src/breaker';
+import {
+  initialState,
+  migratePolicyState,
+  parsePolicyConfig,
+  step,
+  type CarriedPolicyState,
+  type PolicyConfigInput,
+  type PolicyState,
+} from '../../src/breaker';
 
 const T0 = 1_000_000;
 
@@ -20,8 +28,17 @@ function cooldownAfterFailedProbe(input: PolicyConfigInput): { first: number; af
 }
 
 describe('the probe cadence after a failed probe', () => {
-  test('without probeIntervalMs a failed probe waits the grown cooldown (twice the first)', () => {
-    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 30_000 }), { first: 30_000, afterProbe: 60_000 });
+  test('without probeIntervalMs (null) a failed probe waits the grown cooldown (twice the first)', () => {
+    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 30_000, probeIntervalMs: null }), {
+      first: 30_000,
+      afterProbe: 60_000,
+    });
+  });
+
+  test('unless named, probeIntervalMs is cooldownMs, at most 5 s', () => {
+    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 30_000 }), { first: 30_000, afterProbe: 5_000 });
+    // The grown cooldown (4 s) would be shorter than 5 s: the interval is the 2 s cooldown.
+    assert.deepEqual(cooldownAfterFailedProbe({ cooldownMs: 2_000 }), { first: 2_000, afterProbe: 2_000 });
   });
 
   test('with probeIntervalMs the next probe comes after that interval, however long the grown cooldown', () => {
@@ -90,10 +107,17 @@ describe('failed trials back off (probeBackoff)', () => {
     );
   });
 
-  test('probeBackoff 1 (the default for configurations that do not name it) keeps every wait at probeIntervalMs', () => {
+  test('probeBackoff 1 keeps every wait at probeIntervalMs', () => {
+    assert.deepEqual(
+      cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000, probeBackoff: 1 }, 4).afterTrials,
+      [5_000, 5_000, 5_000, 5_000],
+    );
+  });
+
+  test('unless named, probeBackoff is 2', () => {
     assert.deepEqual(
       cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 4).afterTrials,
-      [5_000, 5_000, 5_000, 5_000],
+      [5_000, 10_000, 20_000, 40_000],
     );
   });
 
@@ -122,11 +146,16 @@ describe('failed trials back off (probeBackoff)', () => {
     assert.equal(r.transitions.find((t) => t.reason === 'probe-failed')?.cooldownMs, 5_000);
   });
 
-  test('a state carried from before the fields (no failedTrials, no probeBackoff) keeps every wait at probeIntervalMs', () => {
+  test('a state carried from before the fields (no failedTrials, no probeBackoff) is migrated to keep every wait at probeIntervalMs', () => {
     const { state } = cooldownsThroughFailedTrials({ cooldownMs: 30_000, probeIntervalMs: 5_000 }, 1);
     const { failedTrials: _f, probeFailures: _p, ...old } = state;
     const { probeBackoff: _b, probeTrials: _t, slowCallMs: _s, slowCallRatio: _r, ...oldConfig } = old.config;
-    let r: { state: PolicyState } = { state: JSON.parse(JSON.stringify({ ...old, config: oldConfig })) as PolicyState };
+    const carried = JSON.parse(JSON.stringify({ ...old, version: 1, config: oldConfig })) as CarriedPolicyState;
+    let r: { state: PolicyState } = { state: migratePolicyState(carried) };
+    assert.deepEqual(
+      [r.state.failedTrials, r.state.probeFailures, r.state.config.probeBackoff, r.state.config.probeIntervalMs],
+      [0, 0, 1, 5_000],
+    );
     const waits: number[] = [];
     for (let i = 0; i < 3; i++) {
       const at = r.state.cooldownUntil!;
@@ -268,7 +297,14 @@ function incident(s: PolicyState, at: number): { state: PolicyState; trip: numbe
 }
 
 describe('one incident is one open (flapWindowMs)', () => {
-  const base = { cooldownMs: 30_000, cooldownJitter: 0, probesToClose: 1, cooldownDecayMs: 300_000 };
+  // probeIntervalMs off: a failed probe's wait is the grown cooldown, as the incident counts it.
+  const base = {
+    cooldownMs: 30_000,
+    cooldownJitter: 0,
+    probesToClose: 1,
+    cooldownDecayMs: 300_000,
+    probeIntervalMs: null,
+  };
 
   test('two hangs 90 s apart, each with a failed probe: the second trip waits the base cooldown again; without flapWindowMs it waited four times that', () => {
     const one = incident(initialState(parsePolicyConfig({ ...base, flapWindowMs: 60_000 })), T0);
@@ -277,7 +313,7 @@ describe('one incident is one open (flapWindowMs)', () => {
     const two = incident(one.state, one.state.closedAt! + 90_000);
     assert.equal(two.trip, 30_000);
 
-    const before = incident(initialState(parsePolicyConfig(base)), T0);
+    const before = incident(initialState(parsePolicyConfig({ ...base, flapWindowMs: null })), T0);
     assert.equal(before.state.consecutiveOpens, 2);
     assert.equal(incident(before.state, before.state.closedAt! + 90_000).trip, 120_000);
   });

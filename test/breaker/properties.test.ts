@@ -249,7 +249,7 @@ class ProbeModel {
       if (t.reason !== 'configured') this.live.clear();
       if (!t.shadow && t.to === 'half-open' && t.from !== 'half-open') this.streak = this.fails = 0;
       // A new close rule judges a new round: the counts made under the old one are dropped.
-      if (t.reason === 'configured' && ev.type === 'configure' && ev.newRound && pre.phase === 'half-open') {
+      if (t.reason === 'configured' && ev.type === 'configure' && pre.phase === 'half-open') {
         const after = result.state.config;
         if (
           after.probesToClose !== pre.config.probesToClose ||

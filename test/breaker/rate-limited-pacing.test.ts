@@ -4,6 +4,7 @@ import {
   breakerView,
   initialState,
   maxCooldownMs,
+  migratePolicyState,
   parsePolicyConfig,
   pausedForMs,
   permitFor,
@@ -73,8 +74,13 @@ describe("a 429's Retry-After paces the whole fleet (policy)", () => {
         null,
         String(ms),
       );
-    // A Retry-After with failures is the cooldown hint, not a pause.
-    const hinted = report(fresh(), T0, { transient: 2 }, { retryAfterMs: 5_000 });
+    // Without retryAfterPauses a Retry-After with failures is the cooldown hint, not a pause.
+    const hinted = report(
+      initialState(parsePolicyConfig({ minSamples: 10, retryAfterPauses: false })),
+      T0,
+      { transient: 2 },
+      { retryAfterMs: 5_000 },
+    );
     assert.equal(hinted.state.pacedUntil ?? null, null);
     assert.equal(hinted.state.retryAfterHintUntil, T0 + 5_000);
   });
@@ -88,10 +94,10 @@ describe("a 429's Retry-After paces the whole fleet (policy)", () => {
     assert.equal(step(paced, { type: 'reset' }, T0 + 500, MID).state.pacedUntil, null);
   });
 
-  test('a state carried from a run before pauses (no pacedUntil field) steps as before', () => {
+  test('a state carried from a release before pauses (no pacedUntil field) is migrated to none', () => {
     const { pacedUntil: _none, ...old } = fresh();
-    const r = report(old, T0, { success: 5 });
-    assert.equal('pacedUntil' in r.state, false);
+    const r = report(migratePolicyState({ ...old, version: 1 }), T0, { success: 5 });
+    assert.equal(r.state.pacedUntil, null);
     assert.equal('pacedUntil' in breakerView(r.state), false);
   });
 });
@@ -112,8 +118,18 @@ describe("a failure's Retry-After (retryAfterPauses)", () => {
     assert.equal(windowFigures(r.state, T0).failures, 8);
   });
 
-  test('without it (entities before it) only the next cooldown hears of it', () => {
+  test('on unless named', () => {
     const r = step(failing(), { type: 'report', counts: { transient: 8 }, retryAfterMs: 20_000 }, T0, 0.5);
+    assert.equal(r.state.pacedUntil, T0 + 20_000);
+  });
+
+  test('without it (false) only the next cooldown hears of it', () => {
+    const r = step(
+      failing({ retryAfterPauses: false }),
+      { type: 'report', counts: { transient: 8 }, retryAfterMs: 20_000 },
+      T0,
+      0.5,
+    );
     assert.equal(r.state.pacedUntil ?? null, null);
     assert.equal(r.state.retryAfterHintUntil, T0 + 20_000);
   });

@@ -12,7 +12,7 @@ import {
 } from '../../src/breaker';
 import type { CarriedState, EntityInput } from '../../src/messages/breaker';
 import { carry, LOG_CARRIED, restore } from '../../src/workflows/breaker-entity/carry';
-import { entityOptions, withHistoryDefault } from '../../src/workflows/breaker-entity/config';
+import { entityOptions } from '../../src/workflows/breaker-entity/config';
 import { worstCarried, WORST_CONFIG } from '../helpers/carried-worst-case';
 
 const T0 = Date.UTC(2001, 2, 3, 4, 5, 6);
@@ -127,12 +127,8 @@ describe('the continue-as-new payload', () => {
 });
 
 describe('the history limit', () => {
-  test('runs with the bounded carry continue as new after 1,000 events unless told otherwise (2,000 before)', () => {
-    assert.equal(entityOptions(undefined).maxHistoryEvents, 2_000);
-    assert.equal(withHistoryDefault(entityOptions(undefined), undefined).maxHistoryEvents, 1_000);
-    assert.equal(
-      withHistoryDefault(entityOptions({ maxHistoryEvents: 5_000 }), { maxHistoryEvents: 5_000 }).maxHistoryEvents,
-      5_000,
-    );
+  test('runs continue as new after 1,000 events unless told otherwise', () => {
+    assert.equal(entityOptions(undefined).maxHistoryEvents, 1_000);
+    assert.equal(entityOptions({ maxHistoryEvents: 5_000 }).maxHistoryEvents, 5_000);
   });
 });

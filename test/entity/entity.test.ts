@@ -390,7 +390,7 @@ describe('continue-as-new', () => {
     const firstRun = (await h.describe()).runId;
     // Enough reports to pass 50 events, then quiet: a continue-as-new completes only in a task no new signal
     // interrupts.
-    const sent = 20;
+    const sent = 40;
     for (let i = 1; i < sent; i++) await h.signal(reportSignal, { reporter: `w${i % 7}`, counts: { success: 1 } });
     for (let i = 0; i < 300 && (await h.describe()).runId === firstRun; i++)
       await new Promise((r) => setTimeout(r, 100));

@@ -12,8 +12,10 @@ import {
 import path from 'node:path';
 import { packageRoot } from '../../src/client/local-server';
 
-/** The release before this one: the commit a rolling upgrade starts from (and a rollback returns to). */
+/** A release before object storage: the capability checks are tested against it. */
 export const PREVIOUS_RELEASE = '930c4fb';
+/** Release 0.1.0, the last whose runs were auto-upgrade: the upgrade to 1.x starts from it. */
+export const RELEASE_0_1_0 = '51da02a';
 
 export interface ReleaseBuild {
   commit: string;

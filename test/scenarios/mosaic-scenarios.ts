@@ -316,7 +316,7 @@ const seedScheduled: EntityScenario = ({ client, taskQueue }) =>
 export const mosaicScenarios = {
   // A seed: one mosaic child per level, no image, the levels' tiles packed into MBTiles.
   'seed-levels': seedLevels('seed-levels', 5, 6),
-  // Levels 4-7 with up to three running at once (patch seed-levels-at-once): the fourth starts as one ends.
+  // Levels 4-7 with up to three running at once: the fourth starts as one ends.
   'seed-levels-at-once': seedLevels('seed-levels-at-once', 4, 7),
   // A seed schedule's run: the seed started as a child under the file's own id.
   'seed-scheduled': seedScheduled,
@@ -335,7 +335,7 @@ export const mosaicScenarios = {
   'mosaic-blocks': mosaicRun('mosaic-blocks', {}, { blockTiles: 48 }),
   'mosaic-redrive': redriveAfterOutage,
   'mosaic-redrive-wait': redriveWaits,
-  // Name, source, zoom, status and progress kept current by the workflow (patch mosaic-search-attributes).
+  // Name, source, zoom, status and progress kept current by the workflow.
   'mosaic-search-attributes': mosaicRun('mosaic-search-attributes', { latencyMs: 5 }, { blockTiles: 48 }),
   'mosaic-search-attributes-asked': attributesAsked,
   // The recording worker serves `<task queue>-fetch` too: the plan names it and every batch goes there.
@@ -344,7 +344,7 @@ export const mosaicScenarios = {
   'mosaic-fetch-queue-fallback': fetchQueueFallback,
   // A schedule's run waits for a run by hand of its output to end, then runs the mosaic under the output's id.
   'mosaic-scheduled-waits': scheduledWaits,
-  // Runs continue as new (patch mosaic-continue-as-new): the first run of each chain and its last are recorded.
+  // Runs continue as new: the first run of each chain and its last are recorded.
   'mosaic-wait-continue-as-new': continueAsNew('mosaic-wait-continue-as-new', false),
   'mosaic-block-continue-as-new': continueAsNew('mosaic-block-continue-as-new', true),
   'mosaic-redrive-continue-as-new': redriveContinueAsNew,

@@ -5,27 +5,9 @@ import type { Origin } from './state';
 /** The admin actions that go through the policy (set-probe only changes the entity's probe spec). */
 export type RecordedAdminAction = Exclude<AdminAction, { action: 'set-probe' }>;
 
-/**
- * The policy event an admin action sends, and the origin its transitions record. `rateLimits`: see the
- * 'rate-limit' patch; `bounded`: the 'config-bounds' patch.
- */
-export function adminCommand(
-  a: RecordedAdminAction,
-  rateLimits: boolean,
-  newProbeRound = false,
-  bounded = false,
-): { event: PolicyEvent; origin: Origin } {
-  // Before rate limits, a configure naming maxRequestsPerSecond was rejected whole (unknown field): so it is here.
-  const unknownField = a.action === 'configure' && !rateLimits && 'maxRequestsPerSecond' in a.config;
-  const origin = { reason: ADMIN_REASON[a.action], fields: adminOrigin(a) };
-  return {
-    event: adminEvent(
-      unknownField ? { ...a, config: { ...a.config, maxRequestsPerSecond: 'unknown to this run' as never } } : a,
-      newProbeRound,
-      bounded,
-    ),
-    origin,
-  };
+/** The policy event an admin action sends, and the origin its transitions record. */
+export function adminCommand(a: RecordedAdminAction): { event: PolicyEvent; origin: Origin } {
+  return { event: adminEvent(a), origin: { reason: ADMIN_REASON[a.action], fields: adminOrigin(a) } };
 }
 
 /** The transition each admin action records. */
@@ -38,10 +20,7 @@ const ADMIN_REASON: Record<RecordedAdminAction['action'], TransitionReason> = {
   configure: 'configured',
 };
 
-/**
- * The sender as the signal gave it, as strings whatever arrived (a handler must not throw), or none: admin
- * signals recorded before the CLI sent one have none.
- */
+/** The sender as the signal gave it, as strings whatever arrived (a handler must not throw), or none. */
 function senderOf(a: AdminAction): AdminSender | undefined {
   const s: unknown = a.sender;
   if (!s || typeof s !== 'object') return undefined;
@@ -70,7 +49,7 @@ function adminWho(a: AdminAction): string | undefined {
   return a.actor ? `by ${JSON.stringify(String(a.actor))}, claimed; ${sent}` : sent;
 }
 
-function adminEvent(a: RecordedAdminAction, newProbeRound: boolean, bounded: boolean): PolicyEvent {
+function adminEvent(a: RecordedAdminAction): PolicyEvent {
   const who = adminWho(a);
   const reason = a.reason ? (who ? `${a.reason} (${who})` : a.reason) : who;
   const withReason = reason ? { reason } : {};
@@ -78,12 +57,7 @@ function adminEvent(a: RecordedAdminAction, newProbeRound: boolean, bounded: boo
     case 'force-open':
       return { type: 'force-open', ...withReason, ...(a.durationMs !== undefined ? { durationMs: a.durationMs } : {}) };
     case 'configure':
-      return {
-        type: 'configure',
-        config: a.config,
-        ...(newProbeRound ? { newRound: true } : {}),
-        ...(bounded ? { bounded: true } : {}),
-      };
+      return { type: 'configure', config: a.config };
     case 'force-close':
     case 'reset':
     case 'disable':

@@ -12,10 +12,17 @@
  * - the reporters heard from lately and what they had in flight, the newest FLEET_CARRIED of each;
  * - the counters and the rest, as they are.
  *
- * A payload carried by a run from before this format (the whole log with its figures, the window as it is) is
- * read as it is, and carried in this form at the next continue-as-new.
+ * `restore` reads what any release carried: this form, or the whole one of early 0.x runs (the whole log with
+ * its figures, the window as it is), with a policy state of any version (migrate.ts).
  */
-import { packWindow, unpackWindow, type PolicyState, type ProbeDecision, type TransitionRecord } from '../../breaker';
+import {
+  migratePolicyState,
+  packWindow,
+  unpackWindow,
+  type PolicyState,
+  type ProbeDecision,
+  type TransitionRecord,
+} from '../../breaker';
 import type { BriefTransition, CarriedState, EntityCounters } from '../../messages/breaker';
 
 /** The carried payload's bound, in bytes of JSON (Temporal's JSON payloads are that, as UTF-8). */
@@ -62,9 +69,9 @@ export function carry(parts: CarryParts, now: number): CarriedState {
   return out;
 }
 
-/** The parts a carried state holds, in either format. */
+/** The parts a carried state holds, in either format, brought to this release's shapes. */
 export function restore(c: CarriedState): CarryParts {
-  const policy = c.window ? { ...c.policy, window: unpackWindow(c.window) } : c.policy;
+  const policy = migratePolicyState(c.window ? { ...c.policy, window: unpackWindow(c.window) } : c.policy);
   let at = 0;
   const brief = (c.brief ?? []).map(([back, from, to, reason, cooldownMs, shadow], i): TransitionRecord => {
     at = i === 0 ? back : at - back;

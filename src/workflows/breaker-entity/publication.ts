@@ -1,4 +1,4 @@
-import { log, patched, proxyActivities, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { log, proxyActivities, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import type { BreakerStateName, BreakerView } from '../../breaker';
 import type { BreakerActivities } from '../../messages/activities';
 import { BREAKER_KEY, BREAKER_STATE } from '../../messages/search-attributes';
@@ -10,15 +10,13 @@ import { BREAKER_KEY, BREAKER_STATE } from '../../messages/search-attributes';
 export class Publication {
   // The view also goes into the memo, where guards read it with DescribeWorkflowExecution: the server answers
   // that from its own store, so a read never queues behind the entity's workflow tasks as a query does while
-  // a fleet's reports pour in. (Runs recorded before the memo existed replay without it.)
-  private readonly viewInMemo = patched('view-memo');
+  // a fleet's reports pour in.
   private memoView = '';
 
   constructor(private readonly key: string) {}
 
   /** Puts the view in the memo when it changed. */
   view(v: () => BreakerView): void {
-    if (!this.viewInMemo) return;
     const view = v();
     const text = JSON.stringify(view);
     if (text === this.memoView) return;

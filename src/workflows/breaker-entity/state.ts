@@ -25,7 +25,7 @@ import type {
   ProbeSpec,
 } from '../../messages/breaker';
 import { carry, restore } from './carry';
-import { initialPolicy, type LaterDefaults } from './config';
+import { initialPolicy } from './config';
 import { EntityMetrics } from './metrics';
 import { Publication } from './publication';
 import { coarseCount, Roster } from './roster';
@@ -68,15 +68,6 @@ export class EntityState {
   searchAttributesOn: boolean | null;
   /** The latest moment anything happened around probes: the self-probe waits selfProbeDelayMs past it. */
   lastProbeActivityAt: number;
-  /**
-   * Guards space their reports by the fleet's size (the 'report-spacing' patch): the view publishes the count,
-   * reporters stay counted for their own interval, and a report's older outcomes are spread over their span.
-   */
-  spacing = false;
-  /** A change to the close rule while half-open starts the probe round again (the 'probe-round-rule' patch). */
-  newProbeRound = false;
-  /** Configurations are held to the policy's bounds, in the signal's check and in the policy (the 'config-bounds' patch). */
-  readonly configBounds: boolean;
   /** Set when the main loop must recompute its deadlines; plain reports in the closed state do not set it. */
   wake = false;
   /**
@@ -100,35 +91,18 @@ export class EntityState {
   private readonly loneFailers = new Map<string, { at: number; count: number }>();
   /** When a declined trip was last written to the transition log. */
   private quorumNotedAt = Number.NEGATIVE_INFINITY;
-  /** The view gives the fleet's stall threshold (the 'render-time-stalls' patch). */
-  private readonly stallView: boolean;
   /** The fleet's stall threshold as the view last gave it (null: none yet): moved only by a quarter or more. */
   private stallMs: number | null = null;
 
   constructor(
     input: EntityInput,
     private readonly opts: Required<EntityOptions>,
-    rateLimits: boolean,
-    probeCadence: boolean,
-    /** A probe's latency counts (the 'probe-latency' patch); a run recorded before it replays without. */
-    private readonly probeLatency = true,
-    /** Small fleets' floors (the 'small-fleet-floor' patch). */
-    smallFleet = false,
-    /** Continue-as-new carries the bounded form (the 'compact-carry' patch); runs recorded before carry all. */
-    private readonly compactCarry = false,
-    /** The quorum and the fleet's health in the view (the 'quorum' patch). */
-    private readonly quorum = false,
-    /** New breakers' later defaults (failed trials back off, the slow-call rate), each behind its patch. */
-    later: LaterDefaults = {},
   ) {
-    this.stallView = later.renderTimeStalls ?? false;
-    this.configBounds = later.configBounds ?? false;
     const { key } = input;
-    // Either form: a run from before the bound carried everything (restore reads it as it is).
+    // Whatever release carried it (restore migrates older shapes).
     const carried = input.carried ? restore(input.carried) : undefined;
     this.key = key;
-    this.policy =
-      carried?.policy ?? initialPolicy(key, input.config, rateLimits, probeCadence, smallFleet, quorum, later);
+    this.policy = carried?.policy ?? initialPolicy(key, input.config);
     this.probeSpec = input.probe ?? null;
     this.history = carried ? [...carried.log] : [];
     this.decisions = new Map(carried?.decisions ?? []);
@@ -152,15 +126,11 @@ export class EntityState {
     this.metrics = new EntityMetrics(key, stateName(this.policy), this.history, this.policy.openedAt, Date.now());
     this.metrics.zero();
     // A continued run starts with the threshold its carried window gives, not without one until a report.
-    if (this.stallView && carried) this.noteStallMs(Date.now());
+    if (carried) this.noteStallMs(Date.now());
   }
 
   /** Applies one policy event; `origin`: the operator's action that sent it. */
   apply(event: PolicyEvent, origin?: Origin): StepResult {
-    if (event.type === 'probe-result' && !this.probeLatency && event.latencyMs !== undefined) {
-      const { latencyMs: _unseen, ...rest } = event;
-      event = rest;
-    }
     // The workflow clock stands still within an activation: read once (each read costs, on every report).
     const now = Date.now();
     const before = nextDeadline(this.policy, now);
@@ -186,7 +156,7 @@ export class EntityState {
       this.publishState();
     }
     if (out.transitions.length || nextDeadline(this.policy, now) !== before) this.wake = true;
-    if (this.stallView && event.type === 'report') this.noteStallMs(now);
+    if (event.type === 'report') this.noteStallMs(now);
     this.publishView();
     return out;
   }
@@ -269,11 +239,9 @@ export class EntityState {
   view(): BreakerView {
     // Counted once (pure: the `view` and `status` queries call it too): the view is built on every report.
     const now = Date.now();
-    const active =
-      this.policy.config.maxRequestsPerSecond || this.spacing || this.quorum ? this.reporters.active(now) : 0;
+    const active = this.reporters.active(now);
     const v = breakerView(this.policy, this.policy.config.maxRequestsPerSecond ? active : 0);
-    const view = this.spacing ? { ...v, reporters: coarseCount(active) } : v;
-    if (!this.quorum) return view;
+    const view = { ...v, reporters: coarseCount(active) };
     // Coarse (to 0.05), so the memo changes with the fleet's health, not with every report.
     const ratio = Math.round(windowFigures(this.policy, now).failureRatio * 20) / 20;
     return {
@@ -284,11 +252,11 @@ export class EntityState {
 
   /**
    * How much longer than REPORTER_TTL_MS a reporter that sends a report every `everyMs` stays counted: two of
-   * its intervals and a second (its jitter and a slow signal), at most MAX_LINGER_MS. None before the
-   * 'report-spacing' patch, or when the report does not say.
+   * its intervals and a second (its jitter and a slow signal), at most MAX_LINGER_MS. None when the report does
+   * not say.
    */
   private lingerMs(everyMs: number | undefined): number {
-    if (!this.spacing || typeof everyMs !== 'number' || !Number.isFinite(everyMs) || everyMs <= 0) return 0;
+    if (typeof everyMs !== 'number' || !Number.isFinite(everyMs) || everyMs <= 0) return 0;
     return Math.min(MAX_LINGER_MS, Math.max(0, 2 * everyMs + 1_000 - REPORTER_TTL_MS));
   }
 
@@ -335,8 +303,8 @@ export class EntityState {
         leaseUntil,
       })),
       probeSuccesses: policy.probeSuccesses,
-      ...(policy.probeFailures !== undefined ? { probeFailures: policy.probeFailures } : {}),
-      ...(policy.failedTrials !== undefined ? { failedTrials: policy.failedTrials } : {}),
+      probeFailures: policy.probeFailures,
+      failedTrials: policy.failedTrials,
       figures: windowFigures(policy, Date.now()),
       config: policy.config,
       probe: this.probeSpec,
@@ -344,9 +312,7 @@ export class EntityState {
       counters: { ...this.counters },
       historyLength: workflowInfo().historyLength,
       searchAttributes: this.searchAttributesOn,
-      ...(this.quorum
-        ? { loneFailers: [...this.loneFailers].reverse().map(([reporter, r]) => ({ reporter, ...r })) }
-        : {}),
+      loneFailers: [...this.loneFailers].reverse().map(([reporter, r]) => ({ reporter, ...r })),
     };
   }
 
@@ -355,7 +321,7 @@ export class EntityState {
     this.reporters.prune(Date.now());
     for (const [id, r] of this.inFlight) if (Date.now() - r.at > REPORTER_TTL_MS) this.inFlight.delete(id);
     const inFlight = [...this.inFlight].map(([id, r]): [string, number, number] => [id, r.at, r.n]);
-    const whole = {
+    const parts = {
       policy: this.policy,
       log: this.history,
       lastReportAt: this.lastReportAt,
@@ -363,25 +329,12 @@ export class EntityState {
       decisions: [...this.decisions],
       counters: this.counters,
       searchAttributesOn: this.searchAttributesOn ?? false,
+      reporters: this.reporters.entries(),
+      inFlight,
+      operatorSet: this.operatorSet,
+      probeByOperator: this.probeByOperator,
     };
-    if (this.compactCarry) {
-      const parts = {
-        ...whole,
-        reporters: this.reporters.entries(),
-        inFlight,
-        operatorSet: this.operatorSet,
-        probeByOperator: this.probeByOperator,
-      };
-      return carry(parts, Date.now());
-    }
-    // Runs from before the bound carry it whole, with the optional parts only when they hold something.
-    return {
-      ...whole,
-      ...(this.reporters.size ? { reporters: this.reporters.entries() } : {}),
-      ...(inFlight.length ? { inFlight } : {}),
-      ...(this.operatorSet ? { operatorSet: true } : {}),
-      ...(this.probeByOperator ? { probeByOperator: true } : {}),
-    };
+    return carry(parts, Date.now());
   }
 
   /** What a run that finished idle returns. */

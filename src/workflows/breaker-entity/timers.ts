@@ -1,4 +1,4 @@
-import { condition, patched, workflowInfo } from '@temporalio/workflow';
+import { condition, workflowInfo } from '@temporalio/workflow';
 import { nextDeadline } from '../../breaker';
 import type { EntityOptions } from '../../messages/breaker';
 import type { SelfProbe } from './self-probe';
@@ -10,12 +10,6 @@ import type { EntityState } from './state';
  * when a handler sets `wake` or the history is full.
  */
 export class EntityTimers {
-  // Idle means closed and quiet: no reports and no transitions for idleMs. Runs recorded before this rule
-  // (idle counted from the last report only) keep the old rule on replay.
-  private readonly idleCountsTransitions = patched('idle-after-last-transition');
-  // An operator's configure or set-probe is kept by not ending; runs recorded before this rule ended anyway.
-  private readonly operatorStateStays = patched('operator-state-stays');
-
   constructor(
     private readonly entity: EntityState,
     private readonly selfProbe: SelfProbe,
@@ -40,7 +34,8 @@ export class EntityTimers {
   /** Closed, automatic, no probe out, nothing an operator set: the only state an entity goes idle in. */
   quiet(): boolean {
     const { policy } = this.entity;
-    if (this.operatorStateStays && this.entity.operatorSet) return false;
+    // An operator's configure or set-probe is kept by not ending.
+    if (this.entity.operatorSet) return false;
     return policy.mode === 'auto' && policy.phase === 'closed' && policy.probes.length === 0;
   }
 
@@ -49,13 +44,22 @@ export class EntityTimers {
     return Date.now() >= this.idleAt();
   }
 
-  /** Time to continue as new (or the server suggests it). */
+  /**
+   * Time to continue as new: the history is full (or the server suggests it), or the deployment's current build
+   * is no longer the one this run is pinned to (the next run starts on the current one).
+   */
   historyFull(): boolean {
-    return workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= this.opts.maxHistoryEvents;
+    const info = workflowInfo();
+    return (
+      info.continueAsNewSuggested ||
+      info.historyLength >= this.opts.maxHistoryEvents ||
+      info.targetWorkerDeploymentVersionChanged
+    );
   }
 
   private idleAt(): number {
     const { lastReportAt, lastTransitionAt } = this.entity;
-    return (this.idleCountsTransitions ? Math.max(lastReportAt, lastTransitionAt) : lastReportAt) + this.opts.idleMs;
+    // Idle means closed and quiet: no reports and no transitions for idleMs.
+    return Math.max(lastReportAt, lastTransitionAt) + this.opts.idleMs;
   }
 }
