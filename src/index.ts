@@ -87,18 +87,62 @@ export {
   type ShownBreaker,
 } from './client/breakers';
 export { breakerKey, breakerWorkflowId, isCanonicalKey, isNamedKey, namedBreakerKey } from './breaker/key';
-/** The pure breaker policy: its state machine (`step`), configuration, rules and types. */
-export * as breaker from './breaker';
-export type {
-  BreakerStateName,
-  BreakerView,
-  PolicyConfig,
-  PolicyConfigInput,
-  Permit,
-  TransitionRecord,
+// The pure breaker policy: its state machine (`step`), configuration and types.
+export {
+  breakerView,
+  ConfigError,
+  DEFAULT_POLICY_CONFIG,
+  initialState,
+  migratePolicyState,
+  nextDeadline,
+  parsePolicyConfig,
+  permit,
+  POLICY_BOUNDS,
+  stateName,
+  step,
+  windowFigures,
+  type BreakerStateName,
+  type BreakerView,
+  type Mode,
+  type OutcomeCounts,
+  type OutcomeKind,
+  type Permit,
+  type Phase,
+  type PolicyConfig,
+  type PolicyConfigInput,
+  type PolicyEvent,
+  type PolicyState,
+  type ProbeDecision,
+  type ProbeToken,
+  type StepResult,
+  type TransitionReason,
+  type TransitionRecord,
+  type WindowFigures,
 } from './breaker';
 // The entity's signals, queries and payload types.
-export * from './messages/breaker';
+export {
+  adminSignal,
+  BREAKER_ENTITY_WORKFLOW,
+  cancelProbeSignal,
+  probeDecisionQuery,
+  probeResultSignal,
+  reportSignal,
+  requestProbeSignal,
+  statusQuery,
+  transitionsQuery,
+  viewQuery,
+  type AdminAction,
+  type BreakerEntityWorkflow,
+  type BreakerStatus,
+  type EntityCounters,
+  type EntityExit,
+  type EntityInput,
+  type EntityOptions,
+  type OutcomeReport,
+  type ProbeRequest,
+  type ProbeResult,
+  type ProbeSpec,
+} from './messages/breaker';
 export {
   ALL_SEARCH_ATTRIBUTES,
   BREAKER_KEY,
