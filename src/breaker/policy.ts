@@ -9,19 +9,9 @@ import { cooldownDurationMs, maxCooldownMs, opensFor } from './cooldown';
 import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
-import type {
-  BreakerStateName,
-  BreakerView,
-  Permit,
-  PolicyEvent,
-  PolicyState,
-  ProbeDecision,
-  StepResult,
-  TransitionReason,
-  TransitionRecord,
-} from './state';
-import { stallAfterOfHistogram, totalOf } from './latency';
-import { fastFigures, figures, prune, record, recordSpread, windowLatency, type WindowFigures } from './window';
+import type { PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
+import { stateName } from './view';
+import { fastFigures, figures, prune, record, recordSpread, type WindowFigures } from './window';
 
 export function initialState(config: PolicyConfig): PolicyState {
   return {
@@ -44,10 +34,6 @@ export function initialState(config: PolicyConfig): PolicyState {
     retryAfterHintUntil: null,
     pacedUntil: null,
   };
-}
-
-export function stateName(s: PolicyState): BreakerStateName {
-  return s.mode === 'auto' ? s.phase : s.mode;
 }
 
 /** Applies one event at time `now`. Time-driven changes (cooldown end, lease expiry) happen first. */
@@ -127,11 +113,6 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
   return out.result();
 }
 
-/** What a worker may do at `now` given this (possibly slightly stale) state. */
-export function permit(state: PolicyState, now: number): Permit {
-  return permitFor(breakerView(state), now);
-}
-
 /** The earliest moment after `now` at which the state changes by itself (a cooldown, a lease, a timed force-open), or null. */
 export function nextDeadline(s: PolicyState, now: number): number | null {
   const times = [
@@ -140,108 +121,6 @@ export function nextDeadline(s: PolicyState, now: number): number | null {
     ...s.probes.map((p) => p.leaseUntil),
   ].filter((t): t is number => t !== null && t > now);
   return times.length ? Math.min(...times) : null;
-}
-
-/** The compact view of a state that workers cache (the entity's `view` query). */
-export function breakerView(s: PolicyState, activeReporters = 0): BreakerView {
-  const rate = s.config.maxRequestsPerSecond;
-  return {
-    ...(rate !== null ? { rateLimit: rate, activeReporters } : {}),
-    ...(s.pacedUntil ? { pacedUntil: s.pacedUntil } : {}),
-    state: stateName(s),
-    mode: s.mode,
-    phase: s.phase,
-    cooldownUntil: s.cooldownUntil,
-    forcedUntil: s.forcedUntil,
-    rampStartedAt: s.rampStartedAt,
-    rampMs: s.config.rampMs,
-    rampFloor: s.config.rampFloor,
-    probesOutstanding: s.probes.length,
-    maxConcurrentProbes: s.config.maxConcurrentProbes,
-    generation: s.lastGeneration,
-  };
-}
-
-/**
- * This worker's share of the fleet-wide rate (requests/s), or null for no limit: the rate divided among the
- * workers the entity has heard from, counting this one if it has not reported yet, scaled by the ramp.
- */
-export function rateShare(v: BreakerView, allowance: number, counted: boolean): number | null {
-  if (v.rateLimit === undefined) return null;
-  const workers = Math.max(1, (v.activeReporters ?? 0) + (counted ? 0 : 1));
-  return (v.rateLimit / workers) * allowance;
-}
-
-/**
- * How long a worker must still hold its calls to the endpoint at `now` (its own clock) because a 429 asked the
- * fleet to wait: 0 when it need not. The breaker's state is another matter (permitFor): a paced endpoint is
- * closed, and nothing was counted against it.
- */
-export function pausedForMs(v: Pick<BreakerView, 'pacedUntil'>, now: number): number {
-  return v.pacedUntil === undefined ? 0 : Math.max(0, v.pacedUntil - now);
-}
-
-/**
- * What a worker may do at `now` (its own clock) given a view. A cooldown or timed force-open that has ended
- * by `now` reads as half-open even if the view still says open: the entity's timer is due, so ask for a probe.
- */
-export function permitFor(v: BreakerView, now: number): Permit {
-  const refuse = (retryAfterMs: number | null): Permit => ({
-    state: v.state,
-    allow: false,
-    retryAfterMs,
-    allowance: 0,
-    probeRequired: false,
-  });
-  const halfOpen: Permit = { state: 'half-open', allow: false, retryAfterMs: null, allowance: 0, probeRequired: true };
-  switch (v.state) {
-    case 'closed':
-      return {
-        state: v.state,
-        allow: true,
-        retryAfterMs: null,
-        allowance: rampAllowanceFor(v, now),
-        probeRequired: false,
-      };
-    case 'forced-closed':
-    case 'metrics-only':
-      return { state: v.state, allow: true, retryAfterMs: null, allowance: 1, probeRequired: false };
-    case 'open':
-      if (v.cooldownUntil !== null && v.cooldownUntil <= now) return halfOpen;
-      return refuse(Math.max(0, (v.cooldownUntil ?? now) - now));
-    case 'forced-open':
-      if (v.forcedUntil !== null && v.forcedUntil <= now) return halfOpen;
-      return refuse(v.forcedUntil === null ? null : v.forcedUntil - now);
-    case 'half-open':
-      return halfOpen;
-  }
-}
-
-/** Fraction of normal concurrency allowed: grows linearly from rampFloor to 1 over rampMs after a recovery. */
-export function rampAllowance(s: PolicyState, now: number): number {
-  return rampAllowanceFor(breakerView(s), now);
-}
-
-function rampAllowanceFor(v: BreakerView, now: number): number {
-  if (v.state !== 'closed' || v.rampStartedAt === null || v.rampMs === 0) return 1;
-  const progress = (now - v.rampStartedAt) / v.rampMs;
-  if (progress >= 1) return 1;
-  return v.rampFloor + (1 - v.rampFloor) * Math.max(0, progress);
-}
-
-/** The window's figures at `now`. */
-export function windowFigures(s: PolicyState, now: number): WindowFigures {
-  return figures(s.window, now, s.config);
-}
-
-/**
- * The stall threshold the fleet's calls give (latency.ts's stallAfterOfHistogram over the window, once it holds
- * latencyMinSamples of them; null before then), for a guard that has not yet seen enough calls of its own, and
- * how many latency samples the window holds. One pass over the window: the entity asks on every report.
- */
-export function windowStall(s: PolicyState, now: number): { stallMs: number | null; samples: number } {
-  const latency = windowLatency(s.window, now, s.config);
-  return { stallMs: stallAfterOfHistogram(latency, s.config.latencyMinSamples), samples: totalOf(latency) };
 }
 
 /** The time-driven part of every step: slide the window, expire leases, end cooldowns and timed force-opens. */
