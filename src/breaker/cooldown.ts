@@ -55,3 +55,16 @@ export function opensFor(config: PolicyConfig, consecutiveOpens: number, closedA
   if (closedAt === null) return Math.max(1, consecutiveOpens);
   return now - closedAt < flap ? consecutiveOpens + 1 : 1;
 }
+
+/**
+ * The wait after the `failedTrials`-th failed trial in a row (1 for the first): probeIntervalMs x
+ * probeBackoff^(n-1), at most probeIntervalMs x cooldownMaxFactor, +/- cooldownJitter; at least 1 ms.
+ */
+export function trialWaitMs(config: PolicyConfig, intervalMs: number, failedTrials: number, rand: number): number {
+  const backoff = config.probeBackoff;
+  const grown = Math.min(
+    intervalMs * backoff ** Math.max(0, failedTrials - 1),
+    intervalMs * Math.max(1, config.cooldownMaxFactor),
+  );
+  return Math.max(1, Math.round(grown * (1 + config.cooldownJitter * (2 * rand - 1))));
+}

@@ -5,13 +5,23 @@
  */
 import { ConfigError } from './config-error';
 import { fastWindowSpanMs, parsePolicyConfig, probeLatencyLimitMs, type PolicyConfig } from './config';
-import { cooldownDurationMs, maxCooldownMs, opensFor } from './cooldown';
+import { maxCooldownMs } from './cooldown';
+import {
+  closedFields,
+  halfOpenFields,
+  open,
+  probeSucceeded,
+  probeTrials,
+  ROUND_RESET,
+  trialFailed,
+} from './open-close';
 import { isFailure, type OutcomeCounts } from './outcome';
 import { quorumFigures } from './quorum';
+import { Recorder } from './recorder';
 import { floorsFor, quorumShortfall, shouldTrip } from './rules';
-import type { PolicyEvent, PolicyState, ProbeDecision, StepResult, TransitionReason, TransitionRecord } from './state';
+import type { PolicyEvent, PolicyState, ProbeDecision, StepResult } from './state';
 import { stateName } from './view';
-import { fastFigures, figures, prune, record, recordSpread, type WindowFigures } from './window';
+import { fastFigures, figures, prune, record, recordSpread } from './window';
 
 export function initialState(config: PolicyConfig): PolicyState {
   return {
@@ -52,33 +62,12 @@ export function step(state: PolicyState, event: PolicyEvent, now: number, rand: 
     case 'probe-result':
       onProbeResult(out, event, rand);
       break;
-    case 'probe-cancel': {
-      const held = out.state.probes.filter((p) => p.requestId === event.requestId);
-      if (held.length) out.patch({ probes: out.state.probes.filter((p) => p.requestId !== event.requestId) });
-      else out.ignore(`probe cancel for ${event.requestId} ignored: it holds no live token`);
+    case 'probe-cancel':
+      onProbeCancel(out, event.requestId);
       break;
-    }
-    case 'force-open': {
-      const { durationMs } = event;
-      if (durationMs !== undefined && !(Number.isFinite(durationMs) && durationMs > 0)) {
-        out.ignore(`force-open rejected: durationMs must be a positive number of ms (got ${durationMs})`);
-        break;
-      }
-      // closedAt: null, so time spent forced open does not count as calm time that forgives consecutive opens.
-      out.move(
-        {
-          mode: 'forced-open',
-          forcedUntil: durationMs ? now + durationMs : null,
-          probes: [],
-          ...ROUND_RESET,
-          closedAt: null,
-          rampStartedAt: null,
-        },
-        'forced-open',
-        event.reason ?? (durationMs ? `forced open for ${durationMs} ms` : 'forced open'),
-      );
+    case 'force-open':
+      onForceOpen(out, event);
       break;
-    }
     case 'force-close':
       out.move(
         { ...closedFields(now), mode: 'forced-closed', forcedUntil: null, rampStartedAt: null },
@@ -162,7 +151,59 @@ export function advance(state: PolicyState, now: number): StepResult {
   return out.result();
 }
 
-function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, rand: number): void {
+function onForceOpen(out: Recorder, event: Extract<PolicyEvent, { type: 'force-open' }>): void {
+  const { durationMs } = event;
+  if (durationMs !== undefined && !(Number.isFinite(durationMs) && durationMs > 0)) {
+    out.ignore(`force-open rejected: durationMs must be a positive number of ms (got ${durationMs})`);
+    return;
+  }
+  // closedAt: null, so time spent forced open does not count as calm time that forgives consecutive opens.
+  out.move(
+    {
+      mode: 'forced-open',
+      forcedUntil: durationMs ? out.now + durationMs : null,
+      probes: [],
+      ...ROUND_RESET,
+      closedAt: null,
+      rampStartedAt: null,
+    },
+    'forced-open',
+    event.reason ?? (durationMs ? `forced open for ${durationMs} ms` : 'forced open'),
+  );
+}
+
+function onEnable(out: Recorder, reason: string): void {
+  const s = out.state;
+  if (s.mode === 'auto') return;
+  // Out of a forced open, test recovery first; out of the other modes traffic was flowing anyway.
+  const fields = s.mode === 'forced-open' ? halfOpenFields() : { ...closedFields(out.now), rampStartedAt: null };
+  out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
+}
+
+function onConfigure(out: Recorder, patch: object): void {
+  try {
+    const s = out.state;
+    const config = parsePolicyConfig({ ...s.config, ...patch });
+    const changed = Object.keys(patch).join(', ');
+    // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
+    // round close on fewer successes or after more trials than either rule allows: the round starts again.
+    const ruleChanged =
+      config.probesToClose !== s.config.probesToClose || probeTrials(config) !== probeTrials(s.config);
+    const restart = ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || s.probeFailures > 0);
+    const round = restart ? ROUND_RESET : {};
+    const detail = `configuration changed: ${changed}${restart ? '; the probe round starts again' : ''}`;
+    out.move({ config, window: prune(s.window, out.now, config), ...round }, 'configured', detail, true);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    out.ignore(`configuration rejected: ${err.message}`);
+  }
+}
+
+/** The `report` event. */
+type ReportEvent = Extract<PolicyEvent, { type: 'report' }>;
+
+/** Applies a report: records it, then trips the breaker if a rule holds (or counts it as a shadow probe). */
+function onReport(out: Recorder, event: ReportEvent, rand: number): void {
   const s = out.state;
   const now = out.now;
   const { earlier } = event;
@@ -209,7 +250,7 @@ function onReport(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>
  * rate-limited, a failure as the failure it is). Capped at the longest cooldown, so a server asking for a day
  * does not park the fleet for one.
  */
-function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, failed: number): void {
+function pace(out: Recorder, event: ReportEvent, failed: number): void {
   const waits: number[] = [];
   if ((event.counts['rate-limited'] ?? 0) > 0) waits.push(event.rateLimitedForMs ?? 0);
   // A failure's Retry-After (a 503 asking to wait), in entities that pause on it.
@@ -220,6 +261,7 @@ function pace(out: Recorder, event: Extract<PolicyEvent, { type: 'report' }>, fa
   if (until > (out.state.pacedUntil ?? 0)) out.patch({ pacedUntil: until });
 }
 
+/** Grants a probe token, gives back the one a repeated request holds, or says why not. */
 function onProbeRequest(out: Recorder, requestId: string, requester: string): ProbeDecision {
   const s = out.state;
   const now = out.now;
@@ -247,6 +289,14 @@ function onProbeRequest(out: Recorder, requestId: string, requester: string): Pr
   return { kind: 'granted', token };
 }
 
+/** Releases the tokens a request holds, without counting a trial. */
+function onProbeCancel(out: Recorder, requestId: string): void {
+  const held = out.state.probes.filter((p) => p.requestId === requestId);
+  if (held.length) out.patch({ probes: out.state.probes.filter((p) => p.requestId !== requestId) });
+  else out.ignore(`probe cancel for ${requestId} ignored: it holds no live token`);
+}
+
+/** Releases the result's token and counts the result as a trial (success, failure, or nothing). */
 function onProbeResult(out: Recorder, event: Extract<PolicyEvent, { type: 'probe-result' }>, rand: number): void {
   const s = out.state;
   const token = s.probes.find((p) => p.generation === event.generation);
@@ -282,211 +332,4 @@ function slowerThan(config: PolicyConfig, limitMs: number): string {
   return limitMs === config.slowCallMs
     ? `slow-call threshold ${Math.round(limitMs)} ms`
     : `latency budget ${Math.round(limitMs)} ms`;
-}
-
-/** The k-of-n round's size (probeTrials), or null for consecutive successes. */
-function probeTrials(config: PolicyConfig): number | null {
-  return config.probeTrials;
-}
-
-/**
- * A failed trial reopens the breaker, unless a k-of-n round (probeTrials) can still reach probesToClose
- * successes: then it is counted and the round goes on with the next probe.
- */
-function trialFailed(out: Recorder, detail: string, rand: number): void {
-  out.trial('failure');
-  const s = out.state;
-  const trials = probeTrials(s.config);
-  const failures = s.probeFailures + 1;
-  if (trials !== null && trials - failures >= s.config.probesToClose) {
-    out.patch({ probeFailures: failures });
-    return;
-  }
-  open(out, 'probe-failed', trials === null ? detail : `${detail}; ${failures} of ${trials} trials failed`, rand);
-}
-
-function probeSucceeded(out: Recorder, detail: string): void {
-  // A trial that succeeds ends the run of failed ones: the next failure waits probeIntervalMs again.
-  if (out.state.failedTrials) out.patch({ failedTrials: 0 });
-  const successes = out.state.probeSuccesses + 1;
-  if (successes < out.state.config.probesToClose) {
-    out.patch({ probeSuccesses: successes });
-    return;
-  }
-  const failures = out.state.probeFailures;
-  const how =
-    failures > 0
-      ? `${successes} successful probes of ${successes + failures} trials`
-      : `${successes} consecutive successful probes`;
-  out.move(
-    { ...closedFields(out.now), rampStartedAt: out.state.config.rampMs > 0 ? out.now : null },
-    'probes-succeeded',
-    `${detail}; ${how}`,
-  );
-}
-
-function onEnable(out: Recorder, reason: string): void {
-  const s = out.state;
-  if (s.mode === 'auto') return;
-  // Out of a forced open, test recovery first; out of the other modes traffic was flowing anyway.
-  const fields = s.mode === 'forced-open' ? halfOpenFields() : { ...closedFields(out.now), rampStartedAt: null };
-  out.move({ ...fields, mode: 'auto', forcedUntil: null }, 'enabled', reason);
-}
-
-function onConfigure(out: Recorder, patch: object): void {
-  try {
-    const s = out.state;
-    const config = parsePolicyConfig({ ...s.config, ...patch });
-    const changed = Object.keys(patch).join(', ');
-    // Successes counted toward the old probesToClose, or failures against the old probeTrials, would let a
-    // round close on fewer successes or after more trials than either rule allows: the round starts again.
-    const ruleChanged =
-      config.probesToClose !== s.config.probesToClose || probeTrials(config) !== probeTrials(s.config);
-    const restart = ruleChanged && s.phase === 'half-open' && (s.probeSuccesses > 0 || s.probeFailures > 0);
-    const round = restart ? ROUND_RESET : {};
-    const detail = `configuration changed: ${changed}${restart ? '; the probe round starts again' : ''}`;
-    out.move({ config, window: prune(s.window, out.now, config), ...round }, 'configured', detail, true);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    out.ignore(`configuration rejected: ${err.message}`);
-  }
-}
-
-function open(out: Recorder, reason: TransitionReason, detail: string, rand: number, f?: WindowFigures): void {
-  const s = out.state;
-  const now = out.now;
-  const opens = opensFor(s.config, s.consecutiveOpens, s.closedAt, now);
-  const failedTrials = reason === 'probe-failed' ? s.failedTrials + 1 : 0;
-  // Where failed probes are not opens, each still grows the incident's cooldown as one did.
-  const grown = s.config.flapWindowMs !== null ? failedTrials : 0;
-  let cooldownMs = cooldownDurationMs(s.config, opens + grown, rand);
-  // Testing has begun: a failed probe is followed by the next one soon, whatever the grown cooldown; each
-  // failed trial in a row waits probeBackoff times longer, up to the cooldown's cap factor.
-  const interval = s.config.probeIntervalMs;
-  if (reason === 'probe-failed' && interval)
-    cooldownMs = Math.min(cooldownMs, trialWaitMs(s.config, interval, failedTrials, rand));
-  if (s.retryAfterHintUntil !== null && s.retryAfterHintUntil > now) {
-    cooldownMs = Math.max(cooldownMs, Math.min(s.retryAfterHintUntil - now, maxCooldownMs(s.config)));
-  }
-  out.move(
-    {
-      phase: 'open',
-      openedAt: now,
-      cooldownUntil: now + cooldownMs,
-      consecutiveOpens: opens,
-      closedAt: null,
-      rampStartedAt: null,
-      probes: [],
-      ...ROUND_RESET,
-      failedTrials,
-      retryAfterHintUntil: null,
-    },
-    reason,
-    detail,
-    false,
-    { figures: f ?? figures(s.window, now, s.config), cooldownMs },
-  );
-}
-
-/**
- * The wait after the `failedTrials`-th failed trial in a row (1 for the first): probeIntervalMs x
- * probeBackoff^(n-1), at most probeIntervalMs x cooldownMaxFactor, +/- cooldownJitter; at least 1 ms.
- */
-export function trialWaitMs(config: PolicyConfig, intervalMs: number, failedTrials: number, rand: number): number {
-  const backoff = config.probeBackoff;
-  const grown = Math.min(
-    intervalMs * backoff ** Math.max(0, failedTrials - 1),
-    intervalMs * Math.max(1, config.cooldownMaxFactor),
-  );
-  return Math.max(1, Math.round(grown * (1 + config.cooldownJitter * (2 * rand - 1))));
-}
-
-/** A new half-open round forgets the last one's failed trials. */
-const ROUND_RESET: Partial<PolicyState> = { probeSuccesses: 0, probeFailures: 0 };
-
-function halfOpenFields(): Partial<PolicyState> {
-  return { phase: 'half-open', cooldownUntil: null, probes: [], ...ROUND_RESET };
-}
-
-function closedFields(now: number): Partial<PolicyState> {
-  // A fresh window: the failures that tripped the breaker must not trip it again at once.
-  return {
-    phase: 'closed',
-    window: [],
-    openedAt: null,
-    cooldownUntil: null,
-    closedAt: now,
-    probes: [],
-    ...ROUND_RESET,
-    // Closed: the incident's failed trials are forgotten too.
-    failedTrials: 0,
-    retryAfterHintUntil: null,
-  };
-}
-
-/** Accumulates the new state and the transitions one step makes. */
-class Recorder {
-  readonly transitions: TransitionRecord[] = [];
-  private ignored: string | undefined;
-  private declined: string | undefined;
-  private trialOutcome: 'success' | 'failure' | undefined;
-  constructor(
-    private current: StepResult | PolicyState,
-    readonly now: number,
-  ) {
-    if ('transitions' in current) {
-      this.transitions.push(...current.transitions);
-      this.current = current.state;
-    }
-  }
-
-  get state(): PolicyState {
-    return this.current as PolicyState;
-  }
-
-  patch(fields: Partial<PolicyState>): void {
-    this.current = { ...this.state, ...fields };
-  }
-
-  /** Patches and records the transition; `always` records even when the state name does not change. */
-  move(
-    fields: Partial<PolicyState>,
-    reason: TransitionReason,
-    detail: string,
-    always = false,
-    extra: Partial<TransitionRecord> = {},
-  ): void {
-    const before = this.state;
-    this.patch(fields);
-    const after = this.state;
-    // In metrics-only mode the phase moves in the shadow: recorded, but the fleet still sees metrics-only.
-    const shadow = before.mode === 'metrics-only' && after.mode === 'metrics-only';
-    const from = shadow ? before.phase : stateName(before);
-    const to = shadow ? after.phase : stateName(after);
-    if (from === to && !always) return;
-    this.transitions.push({ at: this.now, from, to, reason, detail, ...extra, ...(shadow ? { shadow: true } : {}) });
-  }
-
-  ignore(why: string): void {
-    this.ignored = why;
-  }
-
-  /** A probe's result counted as a trial, success or failure (whether or not it moved the breaker). */
-  trial(outcome: 'success' | 'failure'): void {
-    this.trialOutcome = outcome;
-  }
-
-  decline(why: string): void {
-    this.declined = why;
-  }
-
-  result(): StepResult {
-    return {
-      state: this.state,
-      transitions: this.transitions,
-      ...(this.ignored ? { ignored: this.ignored } : {}),
-      ...(this.declined ? { declined: this.declined } : {}),
-      ...(this.trialOutcome ? { trial: this.trialOutcome } : {}),
-    };
-  }
 }
