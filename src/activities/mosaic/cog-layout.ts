@@ -158,135 +158,171 @@ export function geoTags(bounds: Bounds3857, width: number, height: number): Entr
 export async function writeCog(input: string, output: string, bounds: Bounds3857): Promise<void> {
   const src = await open(input, 'r');
   try {
-    const { f, ifds } = await readIfds(src);
-    const levels: Level[] = ifds.map((ifd) => ({
-      ifd,
-      width: numbers(
-        ifd.find((e) => e.tag === TAG.ImageWidth),
-        'ImageWidth',
-      )[0]!,
-      offsets: numbers(
-        ifd.find((e) => e.tag === TAG.TileOffsets),
-        'TileOffsets (the TIFF is not tiled)',
-      ),
-      counts: numbers(
-        ifd.find((e) => e.tag === TAG.TileByteCounts),
-        'TileByteCounts',
-      ),
-      at: 0,
-      newOffsets: [],
-    }));
-    // Full resolution first, then the overviews from the largest.
-    levels.sort((a, b) => b.width - a.width);
-    const main = levels[0]!;
-    const height = numbers(
-      main.ifd.find((e) => e.tag === TAG.ImageLength),
-      'ImageLength',
-    )[0]!;
-    main.ifd = [...main.ifd.filter((e) => !GEO_TAGS.includes(e.tag)), ...geoTags(bounds, main.width, height)];
-    for (const l of levels) l.ifd.sort((a, b) => a.tag - b.tag);
-    // Each IFD block: its entries, then its values that do not fit an entry (word aligned).
-    const blockSize = (ifd: Entry[]) =>
-      ifd.reduce(
-        (size, e) => size + (e.bytes.length > f.off ? e.bytes.length + (e.bytes.length & 1) : 0),
-        f.count + ifd.length * f.entry + f.off,
-      );
-    let pos = f.head;
-    for (const l of levels) {
-      l.at = pos;
-      pos += blockSize(l.ifd);
-    }
-    const ifdsEnd = pos;
-    // The tiles: the smallest overview first, the full resolution last.
-    for (const l of [...levels].reverse()) {
-      l.newOffsets = l.offsets.map((_, i) => {
-        if (l.counts[i] === 0) return 0;
-        const at = pos;
-        pos += l.counts[i]!;
-        return at;
-      });
-    }
-    if (!f.big && pos > 2 ** 32 - 1) throw new Error(`cog: ${pos} bytes do not fit a classic TIFF`);
-    const head = Buffer.alloc(ifdsEnd);
-    const writeOffset = (o: number, v: number) =>
-      f.big ? head.writeBigUInt64LE(BigInt(v), o) : head.writeUInt32LE(v, o);
-    head.write('II', 0, 'latin1');
-    if (f.big) {
-      head.writeUInt16LE(43, 2);
-      head.writeUInt16LE(8, 4);
-      head.writeBigUInt64LE(BigInt(f.head), 8);
-    } else {
-      head.writeUInt16LE(42, 2);
-      head.writeUInt32LE(f.head, 4);
-    }
-    levels.forEach((l, li) => {
-      let p = l.at;
-      if (f.big) head.writeBigUInt64LE(BigInt(l.ifd.length), p);
-      else head.writeUInt16LE(l.ifd.length, p);
-      p += f.count;
-      let extra = l.at + f.count + l.ifd.length * f.entry + f.off;
-      for (const e of l.ifd) {
-        let bytes = e.bytes;
-        if (e.tag === TAG.TileOffsets) {
-          bytes = Buffer.alloc(e.bytes.length);
-          l.newOffsets.forEach((v, i) =>
-            e.type === 16 ? bytes.writeBigUInt64LE(BigInt(v), i * 8) : bytes.writeUInt32LE(v, i * 4),
-          );
-        }
-        head.writeUInt16LE(e.tag, p);
-        head.writeUInt16LE(e.type, p + 2);
-        if (f.big) head.writeBigUInt64LE(BigInt(e.count), p + 4);
-        else head.writeUInt32LE(e.count, p + 4);
-        const valueAt = p + (f.big ? 12 : 8);
-        if (bytes.length <= f.off) bytes.copy(head, valueAt);
-        else {
-          writeOffset(valueAt, extra);
-          bytes.copy(head, extra);
-          extra += bytes.length + (bytes.length & 1);
-        }
-        p += f.entry;
-      }
-      writeOffset(p, li + 1 < levels.length ? levels[li + 1]!.at : 0);
-    });
+    const { f, levels } = await readLevels(src, bounds);
+    const { ifdsEnd, end } = layOut(f, levels);
+    const head = encodeHead(f, levels, ifdsEnd);
     const dst = await open(output, 'w');
     try {
       await dst.write(head, 0, head.length, 0);
-      let written = head.length;
-      // Tiles that lie one after another in sharp's file are copied as one run, through an 8 MiB buffer.
-      const buf = Buffer.alloc(8 << 20);
-      const copy = async (from: number, len: number) => {
-        while (len > 0) {
-          const n = Math.min(len, buf.length);
-          const { bytesRead } = await src.read(buf, 0, n, from);
-          if (bytesRead !== n) throw new Error(`cog: short read at ${from}`);
-          await dst.write(buf, 0, n, written);
-          written += n;
-          from += n;
-          len -= n;
-        }
-      };
-      for (const l of [...levels].reverse()) {
-        const order = l.newOffsets
-          .map((_, i) => i)
-          .filter((i) => l.counts[i]! > 0)
-          .sort((a, b) => l.newOffsets[a]! - l.newOffsets[b]!);
-        let runFrom = -1;
-        let runLen = 0;
-        for (const i of order) {
-          if (runFrom >= 0 && l.offsets[i] === runFrom + runLen) runLen += l.counts[i]!;
-          else {
-            if (runLen) await copy(runFrom, runLen);
-            runFrom = l.offsets[i]!;
-            runLen = l.counts[i]!;
-          }
-        }
-        if (runLen) await copy(runFrom, runLen);
-      }
-      if (written !== pos) throw new Error(`cog: wrote ${written} bytes where ${pos} were laid out`);
+      const written = await copyTiles(src, dst, levels, head.length);
+      if (written !== end) throw new Error(`cog: wrote ${written} bytes where ${end} were laid out`);
     } finally {
       await dst.close();
     }
   } finally {
     await src.close();
   }
+}
+
+/**
+ * The file's levels in COG order (full resolution first, then the overviews from the largest), the GeoTIFF
+ * tags over `bounds` in the first, each IFD's entries sorted by tag.
+ */
+async function readLevels(src: FileHandle, bounds: Bounds3857): Promise<{ f: Format; levels: Level[] }> {
+  const { f, ifds } = await readIfds(src);
+  const levels: Level[] = ifds.map((ifd) => ({
+    ifd,
+    width: numbers(
+      ifd.find((e) => e.tag === TAG.ImageWidth),
+      'ImageWidth',
+    )[0]!,
+    offsets: numbers(
+      ifd.find((e) => e.tag === TAG.TileOffsets),
+      'TileOffsets (the TIFF is not tiled)',
+    ),
+    counts: numbers(
+      ifd.find((e) => e.tag === TAG.TileByteCounts),
+      'TileByteCounts',
+    ),
+    at: 0,
+    newOffsets: [],
+  }));
+  // Full resolution first, then the overviews from the largest.
+  levels.sort((a, b) => b.width - a.width);
+  const main = levels[0]!;
+  const height = numbers(
+    main.ifd.find((e) => e.tag === TAG.ImageLength),
+    'ImageLength',
+  )[0]!;
+  main.ifd = [...main.ifd.filter((e) => !GEO_TAGS.includes(e.tag)), ...geoTags(bounds, main.width, height)];
+  for (const l of levels) l.ifd.sort((a, b) => a.tag - b.tag);
+  return { f, levels };
+}
+
+/**
+ * Places every IFD block after the header (sets each level's `at`), then every tile after them (its
+ * `newOffsets`); returns where the IFDs end and where the file ends.
+ */
+function layOut(f: Format, levels: Level[]): { ifdsEnd: number; end: number } {
+  // Each IFD block: its entries, then its values that do not fit an entry (word aligned).
+  const blockSize = (ifd: Entry[]) =>
+    ifd.reduce(
+      (size, e) => size + (e.bytes.length > f.off ? e.bytes.length + (e.bytes.length & 1) : 0),
+      f.count + ifd.length * f.entry + f.off,
+    );
+  let pos = f.head;
+  for (const l of levels) {
+    l.at = pos;
+    pos += blockSize(l.ifd);
+  }
+  const ifdsEnd = pos;
+  // The tiles: the smallest overview first, the full resolution last.
+  for (const l of [...levels].reverse()) {
+    l.newOffsets = l.offsets.map((_, i) => {
+      if (l.counts[i] === 0) return 0;
+      const at = pos;
+      pos += l.counts[i]!;
+      return at;
+    });
+  }
+  if (!f.big && pos > 2 ** 32 - 1) throw new Error(`cog: ${pos} bytes do not fit a classic TIFF`);
+  return { ifdsEnd, end: pos };
+}
+
+/** The file's first `ifdsEnd` bytes: the TIFF header, then each level's IFD block where `layOut` placed it. */
+function encodeHead(f: Format, levels: Level[], ifdsEnd: number): Buffer {
+  const head = Buffer.alloc(ifdsEnd);
+  head.write('II', 0, 'latin1');
+  if (f.big) {
+    head.writeUInt16LE(43, 2);
+    head.writeUInt16LE(8, 4);
+    head.writeBigUInt64LE(BigInt(f.head), 8);
+  } else {
+    head.writeUInt16LE(42, 2);
+    head.writeUInt32LE(f.head, 4);
+  }
+  levels.forEach((l, li) => encodeIfd(f, head, l, li + 1 < levels.length ? levels[li + 1]!.at : 0));
+  return head;
+}
+
+/** One level's IFD block into `head` at `l.at`, its tile offsets the new ones, chained to the IFD at `nextAt`. */
+function encodeIfd(f: Format, head: Buffer, l: Level, nextAt: number): void {
+  const writeOffset = (o: number, v: number) =>
+    f.big ? head.writeBigUInt64LE(BigInt(v), o) : head.writeUInt32LE(v, o);
+  let p = l.at;
+  if (f.big) head.writeBigUInt64LE(BigInt(l.ifd.length), p);
+  else head.writeUInt16LE(l.ifd.length, p);
+  p += f.count;
+  let extra = l.at + f.count + l.ifd.length * f.entry + f.off;
+  for (const e of l.ifd) {
+    let bytes = e.bytes;
+    if (e.tag === TAG.TileOffsets) {
+      bytes = Buffer.alloc(e.bytes.length);
+      l.newOffsets.forEach((v, i) =>
+        e.type === 16 ? bytes.writeBigUInt64LE(BigInt(v), i * 8) : bytes.writeUInt32LE(v, i * 4),
+      );
+    }
+    head.writeUInt16LE(e.tag, p);
+    head.writeUInt16LE(e.type, p + 2);
+    if (f.big) head.writeBigUInt64LE(BigInt(e.count), p + 4);
+    else head.writeUInt32LE(e.count, p + 4);
+    const valueAt = p + (f.big ? 12 : 8);
+    if (bytes.length <= f.off) bytes.copy(head, valueAt);
+    else {
+      writeOffset(valueAt, extra);
+      bytes.copy(head, extra);
+      extra += bytes.length + (bytes.length & 1);
+    }
+    p += f.entry;
+  }
+  writeOffset(p, nextAt);
+}
+
+/**
+ * Copies every level's tiles from `src` into `dst` from `start` on, in the order `layOut` placed them (the
+ * smallest overview first); returns the bytes written in all, the head's included.
+ */
+async function copyTiles(src: FileHandle, dst: FileHandle, levels: Level[], start: number): Promise<number> {
+  let written = start;
+  // Tiles that lie one after another in sharp's file are copied as one run, through an 8 MiB buffer.
+  const buf = Buffer.alloc(8 << 20);
+  const copy = async (from: number, len: number) => {
+    while (len > 0) {
+      const n = Math.min(len, buf.length);
+      const { bytesRead } = await src.read(buf, 0, n, from);
+      if (bytesRead !== n) throw new Error(`cog: short read at ${from}`);
+      await dst.write(buf, 0, n, written);
+      written += n;
+      from += n;
+      len -= n;
+    }
+  };
+  for (const l of [...levels].reverse()) {
+    const order = l.newOffsets
+      .map((_, i) => i)
+      .filter((i) => l.counts[i]! > 0)
+      .sort((a, b) => l.newOffsets[a]! - l.newOffsets[b]!);
+    let runFrom = -1;
+    let runLen = 0;
+    for (const i of order) {
+      if (runFrom >= 0 && l.offsets[i] === runFrom + runLen) runLen += l.counts[i]!;
+      else {
+        if (runLen) await copy(runFrom, runLen);
+        runFrom = l.offsets[i]!;
+        runLen = l.counts[i]!;
+      }
+    }
+    if (runLen) await copy(runFrom, runLen);
+  }
+  return written;
 }
