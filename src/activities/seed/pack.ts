@@ -18,7 +18,7 @@ import { loadDeadLetters } from '../mosaic/dead-letters';
 import { latestRecords, readJournals } from '../mosaic/journal';
 import { tileOf } from '../mosaic/plan';
 import { confineTileFiles } from '../mosaic/tile-files';
-import { SCRATCH_DIR_ENV } from '../mosaic/assemble';
+import { SCRATCH_DIR_ENV } from '../mosaic/scratch';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
 import { readConfinedFile, StoreEscapeError } from '../store/store-bounds';
