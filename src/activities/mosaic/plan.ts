@@ -8,7 +8,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { parseSource, type SourceConfig } from '../../sources/schema';
 import type { MosaicPlan, MosaicRequest, TileGrid } from '../../messages/mosaic-types';
 import { durationMs } from '../../messages/duration';
-import { MAX_DEADLINE_MS, parseMosaicRequest } from '../../messages/mosaic-request';
+import { MAX_DEADLINE_MS, parseMosaicRequest, type ParsedMosaicRequest } from '../../messages/mosaic-request';
 import { MAX_BATCH_SIZE, MAX_PLAN_TILES } from '../../messages/plan-check';
 import { planMetatile } from '../../messages/metatile-batches';
 import { confineLocation } from '../confine/confine-location';
@@ -143,80 +143,11 @@ export interface PlanOptions {
 export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {}): Promise<MosaicPlan> {
   const { now = Date.now(), runTag = 'run', roots } = opts;
   const r = parseMosaicRequest(request);
-  let sourceName: string;
-  let source: SourceConfig;
-  let sourcesFile: string | undefined;
-  let mirrors: { name: string; source: SourceConfig }[] = [];
-  if (r.sourcesFile !== undefined) {
-    try {
-      // On a worker, a relative path is taken from the first sources root.
-      const file = roots ? r.sourcesFile : path.resolve(r.sourcesFile);
-      ({
-        name: sourceName,
-        source,
-        file: sourcesFile,
-        mirrors,
-      } = await loadSource(file, r.sourceName, {
-        subject: 'mosaic request',
-        ...(roots ? { roots: roots.sources } : {}),
-      }));
-    } catch (err) {
-      // An unreadable or invalid sources file will not fix itself on a retry.
-      throw err instanceof ConfigError
-        ? err
-        : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
-    }
-  } else {
-    source = parseSource(r.source, 'mosaic request: source');
-    sourceName = r.sourceName ?? 'inline';
-    if (roots && source.auth) {
-      // The requester would choose both the URL and the variable: any of the worker's secrets, to any host.
-      throw new ConfigError('mosaic request', [
-        "source.auth: credentials are used only with sources read from a sources file under the worker's sources roots, where the operator pairs each with its URL; move this source into such a file",
-      ]);
-    }
-  }
-  source = sourceForPlan(source, r, 'mosaic request');
-  const [w, s, e, n] = r.bbox;
-  let grid: TileGrid;
-  if (source.grid) {
-    const b = bboxInGrid(r.bbox, r.crs, source.grid, 'mosaic request');
-    const [gx0, gy0, gx1, gy1] = source.grid.extent;
-    // Clamped to the grid, a box beyond it would quietly become the edge's tiles.
-    if (!(b.minX < gx1 && b.maxX > gx0 && b.minY < gy1 && b.maxY > gy0)) {
-      throw new ConfigError('mosaic request', [
-        `bbox: ${JSON.stringify(r.bbox)} (${r.crs}) lies outside the source grid's extent ${JSON.stringify(source.grid.extent)} (${source.grid.crs})${r.crs === source.grid.crs ? '' : `; in ${source.grid.crs} it is ${JSON.stringify([b.minX, b.minY, b.maxX, b.maxY].map((v) => Math.round(v)))}`}`,
-      ]);
-    }
-    grid = gridFor(b, r.zoom, source.tileSize, source.grid);
-  } else if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
-    throw new ConfigError('mosaic request', [
-      `crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`,
-    ]);
-  } else {
-    // Web Mercator ends short of the poles; a grid of its own (EPSG:4326) may not.
-    if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
-      throw new ConfigError('mosaic request', [
-        `${r.bboxFromCoverage ? 'coverage' : 'bbox'}: lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)} (got ${JSON.stringify(r.bbox)})`,
-      ]);
-    }
-    const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
-    const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
-    grid = gridFor({ minX, minY, maxX, maxY }, r.zoom, source.tileSize);
-  }
-  const total = gridCols(grid) * gridRows(grid);
-  if (total > r.maxTiles) {
-    const size = `the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}`;
-    // maxTiles stops at MAX_PLAN_TILES (the request schema's cap): past it, "raise maxTiles" would be refused too.
-    const split = `split the bbox into at least ${Math.ceil(total / MAX_PLAN_TILES)} parts, one mosaic each (or, for a tile cache, one seed each), or take a lower zoom`;
-    const advice =
-      r.maxTiles >= MAX_PLAN_TILES
-        ? `maxTiles is at its cap, ${MAX_PLAN_TILES} tiles, and cannot be raised further: ${split}`
-        : total > MAX_PLAN_TILES
-          ? `maxTiles can be raised to ${MAX_PLAN_TILES} at most, fewer than the plan's tiles: ${split}`
-          : `raise maxTiles to ${total} or more (at most ${MAX_PLAN_TILES}) or shrink the bbox`;
-    throw new ConfigError('mosaic request', [`maxTiles: ${size}; ${advice}`]);
-  }
+  const resolved = await resolveSource(r, roots);
+  const { sourceName, sourcesFile, mirrors } = resolved;
+  const source = sourceForPlan(resolved.source, r, 'mosaic request');
+  const grid = planGrid(r, source);
+  const total = checkTileCount(r, grid);
   // A coverage that leaves no tile is refused here; the batches judge their own tiles the same way.
   const coverage = r.coverage ? coverageInPlan(r.coverage, r.crs, source.grid, 'mosaic request') : undefined;
   const outside = coverage ? await countOutside(grid, source.grid, coverage, 'mosaic request') : 0;
@@ -226,35 +157,13 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     r.image === false ? null : outputRefusal(gridCols(grid), gridRows(grid), source.tileSize, r.extraFormats);
   if (refused)
     throw new ConfigError('mosaic request', [`extraFormats: ${refused} (got ${JSON.stringify(r.extraFormats)})`]);
-  const confine = (p: string, field: string) =>
-    roots ? confineLocation(p, roots, field, 'mosaic request') : Promise.resolve(isObjectUrl(p) ? p : path.resolve(p));
-  const output = await confine(r.output, 'output');
-  const storeRoot = await confine(r.storeRoot ?? `${outputBase(output)}.tiles`, 'storeRoot');
-  // Beside the output, but checked on its own: a symlink there must not lead outside the roots.
-  const workDir = await confine(`${outputBase(output)}.work`, 'output');
-  let deadlineAt: number | null = null;
-  if (r.deadline !== undefined) {
-    const d = durationMs(r.deadline);
-    deadlineAt = d !== null ? now + d : Date.parse(r.deadline);
-    if (deadlineAt <= now) {
-      // A fixed instant in a schedule's request is in the past from the second night on: say so, do not wait for nothing.
-      throw new ConfigError('mosaic request', [
-        `deadline: ${r.deadline} is already past (now ${new Date(now).toISOString()}); use a duration such as 2h for a recurring run`,
-      ]);
-    }
-    if (deadlineAt - now > MAX_DEADLINE_MS) {
-      throw new ConfigError('mosaic request', [`deadline: at most 7 days ahead (got ${JSON.stringify(r.deadline)})`]);
-    }
-  }
+  const { output, storeRoot, workDir } = await planLocations(r, roots);
+  const deadlineAt = planDeadline(r.deadline, now);
   // An age counts back from the plan: every block and re-drive of this run keeps the same tiles.
   const age = r.refreshBefore !== undefined ? durationMs(r.refreshBefore) : null;
   const refreshBefore =
     r.refreshBefore === undefined ? undefined : age !== null ? now - age : Date.parse(r.refreshBefore);
-  // A metatiled WMS source: batches of whole metatiles (the workflows pack them so), one GetMap each.
-  const meta = planMetatile({ source });
-  const cells = meta ? meta[0] * meta[1] : 1;
-  const rounded = Math.ceil(r.batchSize / cells) * cells;
-  const batchSize = cells > 1 && rounded <= MAX_BATCH_SIZE ? rounded : r.batchSize;
+  const batchSize = planBatchSize(source, r.batchSize);
   const judged = mirrors.length
     ? await judgeMirrors(
         { sourceName, source, grid, storeRoot },
@@ -293,6 +202,131 @@ export async function planMosaic(request: MosaicRequest, opts: PlanOptions = {})
     ...(capabilitiesFor([output, storeRoot]).length ? { requires: capabilitiesFor([output, storeRoot]) } : {}),
     ...(judged.length ? { mirrors: judged } : {}),
   };
+}
+
+/** The request's source as configured: its name, the sources file it came from (if any) and its mirrors. */
+interface RequestedSource {
+  sourceName: string;
+  source: SourceConfig;
+  sourcesFile: string | undefined;
+  mirrors: { name: string; source: SourceConfig }[];
+}
+
+/** The request's source, read from its sources file or taken inline (never with credentials on a worker). */
+async function resolveSource(r: ParsedMosaicRequest, roots: WorkerRoots | undefined): Promise<RequestedSource> {
+  if (r.sourcesFile !== undefined) {
+    try {
+      // On a worker, a relative path is taken from the first sources root.
+      const file = roots ? r.sourcesFile : path.resolve(r.sourcesFile);
+      const loaded = await loadSource(file, r.sourceName, {
+        subject: 'mosaic request',
+        ...(roots ? { roots: roots.sources } : {}),
+      });
+      return { sourceName: loaded.name, source: loaded.source, sourcesFile: loaded.file, mirrors: loaded.mirrors };
+    } catch (err) {
+      // An unreadable or invalid sources file will not fix itself on a retry.
+      throw err instanceof ConfigError
+        ? err
+        : new ConfigError('mosaic request', [`sourcesFile: ${JSON.stringify(r.sourcesFile)} cannot be read`]);
+    }
+  }
+  const source = parseSource(r.source, 'mosaic request: source');
+  const sourceName = r.sourceName ?? 'inline';
+  if (roots && source.auth) {
+    // The requester would choose both the URL and the variable: any of the worker's secrets, to any host.
+    throw new ConfigError('mosaic request', [
+      "source.auth: credentials are used only with sources read from a sources file under the worker's sources roots, where the operator pairs each with its URL; move this source into such a file",
+    ]);
+  }
+  return { sourceName, source, sourcesFile: undefined, mirrors: [] };
+}
+
+/** The tiles covering the request's bbox, on the source's own grid or on Web Mercator's. */
+function planGrid(r: ParsedMosaicRequest, source: SourceConfig): TileGrid {
+  if (source.grid) {
+    const b = bboxInGrid(r.bbox, r.crs, source.grid, 'mosaic request');
+    const [gx0, gy0, gx1, gy1] = source.grid.extent;
+    // Clamped to the grid, a box beyond it would quietly become the edge's tiles.
+    if (!(b.minX < gx1 && b.maxX > gx0 && b.minY < gy1 && b.maxY > gy0)) {
+      throw new ConfigError('mosaic request', [
+        `bbox: ${JSON.stringify(r.bbox)} (${r.crs}) lies outside the source grid's extent ${JSON.stringify(source.grid.extent)} (${source.grid.crs})${r.crs === source.grid.crs ? '' : `; in ${source.grid.crs} it is ${JSON.stringify([b.minX, b.minY, b.maxX, b.maxY].map((v) => Math.round(v)))}`}`,
+      ]);
+    }
+    return gridFor(b, r.zoom, source.tileSize, source.grid);
+  }
+  if (r.crs !== 'EPSG:4326' && r.crs !== 'EPSG:3857') {
+    throw new ConfigError('mosaic request', [
+      `crs: the source is on the Web Mercator grid; give the bbox in EPSG:4326 or EPSG:3857, or the source a grid in ${r.crs} (got ${JSON.stringify(r.crs)})`,
+    ]);
+  }
+  const [w, s, e, n] = r.bbox;
+  // Web Mercator ends short of the poles; a grid of its own (EPSG:4326) may not.
+  if (r.crs === 'EPSG:4326' && (s >= MAX_LATITUDE || n <= -MAX_LATITUDE)) {
+    throw new ConfigError('mosaic request', [
+      `${r.bboxFromCoverage ? 'coverage' : 'bbox'}: lies beyond web mercator's latitude limit ±${MAX_LATITUDE.toFixed(4)} (got ${JSON.stringify(r.bbox)})`,
+    ]);
+  }
+  const [minX, minY] = r.crs === 'EPSG:4326' ? lonLatToMeters(w, s) : [w, s];
+  const [maxX, maxY] = r.crs === 'EPSG:4326' ? lonLatToMeters(e, n) : [e, n];
+  return gridFor({ minX, minY, maxX, maxY }, r.zoom, source.tileSize);
+}
+
+/** The grid's tile count, refused (with what to do instead) when it is more than the request's maxTiles. */
+function checkTileCount(r: Pick<ParsedMosaicRequest, 'maxTiles' | 'zoom'>, grid: TileGrid): number {
+  const total = gridCols(grid) * gridRows(grid);
+  if (total > r.maxTiles) {
+    const size = `the plan has ${total} tiles (${gridCols(grid)} columns x ${gridRows(grid)} rows at zoom ${r.zoom}), more than maxTiles ${r.maxTiles}`;
+    // maxTiles stops at MAX_PLAN_TILES (the request schema's cap): past it, "raise maxTiles" would be refused too.
+    const split = `split the bbox into at least ${Math.ceil(total / MAX_PLAN_TILES)} parts, one mosaic each (or, for a tile cache, one seed each), or take a lower zoom`;
+    const advice =
+      r.maxTiles >= MAX_PLAN_TILES
+        ? `maxTiles is at its cap, ${MAX_PLAN_TILES} tiles, and cannot be raised further: ${split}`
+        : total > MAX_PLAN_TILES
+          ? `maxTiles can be raised to ${MAX_PLAN_TILES} at most, fewer than the plan's tiles: ${split}`
+          : `raise maxTiles to ${total} or more (at most ${MAX_PLAN_TILES}) or shrink the bbox`;
+    throw new ConfigError('mosaic request', [`maxTiles: ${size}; ${advice}`]);
+  }
+  return total;
+}
+
+/** The output, tile store and work folder, confined to the worker's roots (or resolved, without roots). */
+async function planLocations(
+  r: Pick<ParsedMosaicRequest, 'output' | 'storeRoot'>,
+  roots: WorkerRoots | undefined,
+): Promise<{ output: string; storeRoot: string; workDir: string }> {
+  const confine = (p: string, field: string) =>
+    roots ? confineLocation(p, roots, field, 'mosaic request') : Promise.resolve(isObjectUrl(p) ? p : path.resolve(p));
+  const output = await confine(r.output, 'output');
+  const storeRoot = await confine(r.storeRoot ?? `${outputBase(output)}.tiles`, 'storeRoot');
+  // Beside the output, but checked on its own: a symlink there must not lead outside the roots.
+  const workDir = await confine(`${outputBase(output)}.work`, 'output');
+  return { output, storeRoot, workDir };
+}
+
+/** The request's deadline as an instant (epoch ms), refused when past or more than 7 days ahead; null without one. */
+function planDeadline(deadline: string | undefined, now: number): number | null {
+  if (deadline === undefined) return null;
+  const d = durationMs(deadline);
+  const deadlineAt = d !== null ? now + d : Date.parse(deadline);
+  if (deadlineAt <= now) {
+    // A fixed instant in a schedule's request is in the past from the second night on: say so, do not wait for nothing.
+    throw new ConfigError('mosaic request', [
+      `deadline: ${deadline} is already past (now ${new Date(now).toISOString()}); use a duration such as 2h for a recurring run`,
+    ]);
+  }
+  if (deadlineAt - now > MAX_DEADLINE_MS) {
+    throw new ConfigError('mosaic request', [`deadline: at most 7 days ahead (got ${JSON.stringify(deadline)})`]);
+  }
+  return deadlineAt;
+}
+
+/** The batch size: for a metatiled WMS source, rounded up to whole metatiles when that stays within the cap. */
+function planBatchSize(source: SourceConfig, requested: number): number {
+  // A metatiled WMS source: batches of whole metatiles (the workflows pack them so), one GetMap each.
+  const meta = planMetatile({ source });
+  const cells = meta ? meta[0] * meta[1] : 1;
+  const rounded = Math.ceil(requested / cells) * cells;
+  return cells > 1 && rounded <= MAX_BATCH_SIZE ? rounded : requested;
 }
 
 /** A mirror as the plan would use it (its zoom range, a direct-chunk plan's metatile), or why it cannot be. */
