@@ -7,6 +7,7 @@ import {
   type ManifestTile,
   type MosaicBatchInput,
   type MosaicBatchSummary,
+  type StatusCounts,
 } from '../../messages/mosaic-types';
 import { CURABLE_KINDS, makeFetchBatch, sourceBreakerKey, type FetchDeps, type TileResult } from '../fetch/fetch-batch';
 import { writeJournal } from './journal';
@@ -22,6 +23,7 @@ import { checkSelection } from '../../messages/plan-check';
 import { fallbackTier } from '../metrics/mosaic-metrics';
 import type { FallbackTier } from '../../messages/metrics';
 import type { SourceConfig } from '../../sources/schema';
+import type { TileAddress } from '../../sources/request-url';
 
 /**
  * The manifest status of a fetch result. A tile refused by the breaker (or paced by a 429) that the run will
@@ -59,108 +61,157 @@ export function makeMosaicBatch(deps: FetchDeps) {
     const { inside: indices, outside } = await splitByCoverage(plan, selectionIndices(selection), input.pass);
     const addresses = indices.map((i) => tileOf(plan.grid, i));
     const ctx = activityContext();
-    // Every finished request, outside Temporal: a retry resumes from it whatever became of this attempt.
-    const checkpoint = ctx ? await openCheckpoint(plan.journalDir, input.batchId, ctx) : null;
-    let results: TileResult[];
-    try {
-      // Also on a first attempt: a batch that moved to the main task queue is a new activity of the same batch.
-      // Heartbeating while it loads (a bucket checkpoint of a long attempt is many objects), with the details
-      // the last attempt left, so a retry of this one still resumes from them.
-      const resumed = checkpoint
-        ? await checkpoint.load(addresses, { heartbeat: () => ctx?.heartbeat(ctx.info.heartbeatDetails) })
-        : undefined;
-      results = await fetchTiles(
-        {
-          sourceName: plan.sourceName,
-          source: plan.source,
-          ...(plan.sourcesFile !== undefined ? { sourcesFile: plan.sourcesFile } : {}),
-          tiles: addresses,
-          storeRoot: plan.storeRoot,
-          breaker: plan.breaker,
-          whenRefused: input.whenRefused,
-          ...(plan.refreshBefore !== undefined ? { keepFetchedSince: plan.refreshBefore, conditional: true } : {}),
-          ...(plan.directChunks ? { keepChunks: true } : {}),
-          ...(usableMirrors(plan).length ? { mirrors: usableMirrors(plan) } : {}),
-        },
-        { ...(resumed ? { resumed } : {}), ...(checkpoint ? { onFinished: (k, r) => checkpoint.append(k, r) } : {}) },
-      );
-    } finally {
-      await checkpoint?.close();
-    }
+    const results = await fetchWithCheckpoint({ fetchTiles, plan, input, addresses, ctx });
     if (ctx?.cancellationSignal.aborted && !ctx.cancellationDetails?.cancelRequested) {
       // Not a cancel of the mosaic: a heartbeat timeout (another attempt has the batch now), a worker
       // shutting down, a reset. Write no journal: the retry resumes from the checkpoint and writes it.
       throw ctx.cancellationSignal.reason ?? new Error('fetch batch stopped before it finished');
     }
-    const counts = zeroStatusCounts();
-    counts.outside = outside.length;
-    const fallbacks = new Map<FallbackTier, number>();
-    const deferred: number[] = [];
-    const states = new Set<BreakerStateName>();
-    let retryAfterMs: number | null = null;
-    let requests = 0;
-    let configError: string | undefined;
-    const tiles: ManifestTile[] = results.map((r, k) => {
-      const i = indices[k]!;
-      requests += r.attempts;
-      if (r.configError && r.status === 'failed') configError ??= r.reason;
-      if (r.breakerState) states.add(r.breakerState);
-      const status = manifestStatus(r);
-      // Under `wait`, a tile that failed in a way a later attempt may cure during the first pass (while the
-      // breaker was tripping, typically) waits too, once; one that keeps failing is dead-lettered.
-      const waits =
-        !input.final &&
-        (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered' && input.pass === 0));
-      if (waits) {
-        deferred.push(i);
-        if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
-      } else {
-        counts[status]++;
-        const tier = fallbackTier(status, r.breakerState, r.tier);
-        if (tier) fallbacks.set(tier, (fallbacks.get(tier) ?? 0) + 1);
-      }
-      return {
-        i,
-        z: r.z,
-        x: r.x,
-        y: r.y,
-        status,
-        ...(r.kind !== undefined ? { kind: r.kind } : {}),
-        reason: r.reason,
-        attempts: r.attempts,
-        ...(r.httpStatus !== undefined ? { httpStatus: r.httpStatus } : {}),
-        ...(r.breakerState !== undefined ? { breakerState: r.breakerState } : {}),
-        ...(r.abandonedAfterMs !== undefined ? { abandonedAfterMs: r.abandonedAfterMs } : {}),
-        ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
-        pass: input.pass,
-        ...(r.configError && r.status === 'failed' ? { configError: true as const } : {}),
-        ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
-        ...(r.region !== undefined && status === 'ok' ? { region: r.region } : {}),
-        ...(tierOf(status, r) !== undefined ? { tier: tierOf(status, r)! } : {}),
-      };
-    });
+    const tally = tallyResults({ results, indices, plan, input, outside: outside.length });
     // The checkpoint stays until the assembly: if this completion never reaches Temporal, the retry rewrites
     // this journal from it without a request.
     await writeJournal(plan.journalDir, {
       batchId: input.batchId,
       pass: input.pass,
       writtenAt: Date.now(),
-      tiles: [...tiles, ...outside],
+      tiles: [...tally.tiles, ...outside],
     });
     // Under the source's breaker key, as its requests are: an alert on an endpoint joins its own fallbacks.
-    for (const [tier, n] of fallbacks) deps.metrics?.fallback(plan.sourceName, sourceBreakerKey(plan.source), tier, n);
+    for (const [tier, n] of tally.fallbacks)
+      deps.metrics?.fallback(plan.sourceName, sourceBreakerKey(plan.source), tier, n);
     // The mosaic was cancelled: its tiles are in the journal for the partial manifest; the workflow must see
     // a cancellation, not a finished batch it would go on from.
     if (ctx?.cancellationDetails?.cancelRequested)
       throw new CancelledFailure('mosaic cancelled; the finished tiles are in the journal');
     return {
-      counts,
-      deferred,
-      retryAfterMs,
-      breakerStates: [...states],
-      requests,
-      ...(configError !== undefined ? { configError } : {}),
+      counts: tally.counts,
+      deferred: tally.deferred,
+      retryAfterMs: tally.retryAfterMs,
+      breakerStates: [...tally.states],
+      requests: tally.requests,
+      ...(tally.configError !== undefined ? { configError: tally.configError } : {}),
     };
+  };
+}
+
+/** What a batch fetches, and with what. */
+interface BatchFetch {
+  fetchTiles: ReturnType<typeof makeFetchBatch>;
+  plan: MosaicBatchInput['plan'];
+  input: MosaicBatchInput;
+  /** The batch's tiles inside the coverage. */
+  addresses: TileAddress[];
+  ctx: Context | undefined;
+}
+
+/** The batch's tiles fetched, resuming from (and recording into) its checkpoint when a workflow runs it. */
+async function fetchWithCheckpoint({ fetchTiles, plan, input, addresses, ctx }: BatchFetch): Promise<TileResult[]> {
+  // Every finished request, outside Temporal: a retry resumes from it whatever became of this attempt.
+  const checkpoint = ctx ? await openCheckpoint(plan.journalDir, input.batchId, ctx) : null;
+  try {
+    // Also on a first attempt: a batch that moved to the main task queue is a new activity of the same batch.
+    // Heartbeating while it loads (a bucket checkpoint of a long attempt is many objects), with the details
+    // the last attempt left, so a retry of this one still resumes from them.
+    const resumed = checkpoint
+      ? await checkpoint.load(addresses, { heartbeat: () => ctx?.heartbeat(ctx.info.heartbeatDetails) })
+      : undefined;
+    return await fetchTiles(
+      {
+        sourceName: plan.sourceName,
+        source: plan.source,
+        ...(plan.sourcesFile !== undefined ? { sourcesFile: plan.sourcesFile } : {}),
+        tiles: addresses,
+        storeRoot: plan.storeRoot,
+        breaker: plan.breaker,
+        whenRefused: input.whenRefused,
+        ...(plan.refreshBefore !== undefined ? { keepFetchedSince: plan.refreshBefore, conditional: true } : {}),
+        ...(plan.directChunks ? { keepChunks: true } : {}),
+        ...(usableMirrors(plan).length ? { mirrors: usableMirrors(plan) } : {}),
+      },
+      { ...(resumed ? { resumed } : {}), ...(checkpoint ? { onFinished: (k, r) => checkpoint.append(k, r) } : {}) },
+    );
+  } finally {
+    await checkpoint?.close();
+  }
+}
+
+/** A batch's fetch results, with what the journal and the summary need of them. */
+interface BatchResults {
+  results: TileResult[];
+  /** The plan's index of each result's tile. */
+  indices: number[];
+  plan: MosaicBatchInput['plan'];
+  input: MosaicBatchInput;
+  /** Tiles of the selection outside the coverage. */
+  outside: number;
+}
+
+/** The batch's journal records, counts by status and fallback tier, the tiles left to wait for, and the rest. */
+interface BatchTally {
+  tiles: ManifestTile[];
+  counts: StatusCounts;
+  fallbacks: Map<FallbackTier, number>;
+  deferred: number[];
+  states: Set<BreakerStateName>;
+  retryAfterMs: number | null;
+  requests: number;
+  configError: string | undefined;
+}
+
+/** Each result's record, and the batch's counts, waits and breaker states. */
+function tallyResults({ results, indices, plan, input, outside }: BatchResults): BatchTally {
+  const counts = zeroStatusCounts();
+  counts.outside = outside;
+  const fallbacks = new Map<FallbackTier, number>();
+  const deferred: number[] = [];
+  const states = new Set<BreakerStateName>();
+  let retryAfterMs: number | null = null;
+  let requests = 0;
+  let configError: string | undefined;
+  const tiles: ManifestTile[] = results.map((r, k) => {
+    const i = indices[k]!;
+    requests += r.attempts;
+    if (r.configError && r.status === 'failed') configError ??= r.reason;
+    if (r.breakerState) states.add(r.breakerState);
+    const status = manifestStatus(r);
+    // Under `wait`, a tile that failed in a way a later attempt may cure during the first pass (while the
+    // breaker was tripping, typically) waits too, once; one that keeps failing is dead-lettered.
+    const waits =
+      !input.final &&
+      (r.status === 'deferred' || (plan.fallback === 'wait' && status === 'dead-lettered' && input.pass === 0));
+    if (waits) {
+      deferred.push(i);
+      if (r.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, r.retryAfterMs);
+    } else {
+      counts[status]++;
+      const tier = fallbackTier(status, r.breakerState, r.tier);
+      if (tier) fallbacks.set(tier, (fallbacks.get(tier) ?? 0) + 1);
+    }
+    return journalTile(r, i, status, input.pass);
+  });
+  return { tiles, counts, fallbacks, deferred, states, retryAfterMs, requests, configError };
+}
+
+/** A fetch result as the journal records it. */
+function journalTile(r: TileResult, i: number, status: ManifestStatus, pass: number): ManifestTile {
+  return {
+    i,
+    z: r.z,
+    x: r.x,
+    y: r.y,
+    status,
+    ...(r.kind !== undefined ? { kind: r.kind } : {}),
+    reason: r.reason,
+    attempts: r.attempts,
+    ...(r.httpStatus !== undefined ? { httpStatus: r.httpStatus } : {}),
+    ...(r.breakerState !== undefined ? { breakerState: r.breakerState } : {}),
+    ...(r.abandonedAfterMs !== undefined ? { abandonedAfterMs: r.abandonedAfterMs } : {}),
+    ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
+    pass,
+    ...(r.configError && r.status === 'failed' ? { configError: true as const } : {}),
+    ...(r.path !== undefined && (status === 'ok' || status === 'stale') ? { path: r.path } : {}),
+    ...(r.region !== undefined && status === 'ok' ? { region: r.region } : {}),
+    ...(tierOf(status, r) !== undefined ? { tier: tierOf(status, r)! } : {}),
   };
 }
 
