@@ -55,6 +55,28 @@ const OVERSIZE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
  *                      address or descriptors (EADDRNOTAVAIL, EMFILE, ENFILE, ENOBUFS), the egress proxy refusing
  */
 export async function classify(x: HttpExchange, expected: Expectation): Promise<Verdict> {
+  const j = judging(x, expected);
+  if (x.error) return fromError(j, x.error);
+  const status = x.status!;
+  return fromStatus(j, status) ?? (await fromBody(j, status, expected));
+}
+
+/** What every verdict on one exchange starts from, and the helpers that quote its answer. */
+interface Judging {
+  x: HttpExchange;
+  base: Pick<Verdict, 'httpStatus' | 'bytes' | 'contentType' | 'latencyMs'>;
+  retryAfter: number | undefined;
+  withRetryAfter: { retryAfterMs?: number };
+  /** Text of the answer, credentials masked, cut to `max` characters. */
+  quote: (text: string, max: number) => string;
+  /** A ServiceException, quoted. */
+  describe: (se: { code: string | null; message: string }) => string;
+  /** An HTML page's title, quoted. */
+  title: (body: Buffer) => string;
+}
+
+/** The exchange's fields every verdict carries, its Retry-After, and quoting masked by `expected.secrets`. */
+function judging(x: HttpExchange, expected: Expectation): Judging {
   // Masked before any cut or escaping, so no part of a secret survives either.
   const quote = (text: string, max: number) => scrubSecrets(text, expected.secrets ?? []).slice(0, max);
   const describe = (se: { code: string | null; message: string }) =>
@@ -71,26 +93,37 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
   };
   const retryAfter = retryAfterMs(x.headers['retry-after']);
   const withRetryAfter = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
-  if (x.error) {
-    // The reason already names the hop and the rule, with credentials masked.
-    if (x.error.code === REDIRECT_REFUSED)
-      return { ...base, kind: 'neutral', configError: true, reason: x.error.message };
-    if (x.error.code === OVERSIZE)
-      return {
-        ...base,
-        kind: 'service-exception',
-        reason: `body larger than the source's maxBytes (${x.error.message})`,
-      };
-    // The worker's own failure (its resolver, sockets, proxy): the endpoint was never reached.
-    const local = x.status === null ? localCause(x.error.code, x.error.message) : null;
-    if (local)
-      return { ...base, kind: 'local', reason: `local: ${local}: ${x.error.code}: ${quote(x.error.message, 300)}` };
-    const where = x.status === null ? 'no response' : `HTTP ${x.status}, body cut off`;
-    return { ...base, kind: 'transient', reason: `${where}: ${x.error.code}: ${x.error.message}`, ...withRetryAfter };
-  }
-  const status = x.status!;
-  const exception = () => (sniff(x.body) === 'xml' ? parseServiceException(x.body) : null);
+  return { x, base, retryAfter, withRetryAfter, quote, describe, title };
+}
 
+/**
+ * An exchange that ended in an error: no answer, a body cut off or too large, a refused redirect, or the
+ * worker's own failure.
+ */
+function fromError(j: Judging, error: NonNullable<HttpExchange['error']>): Verdict {
+  const { x, base, quote, withRetryAfter } = j;
+  // The reason already names the hop and the rule, with credentials masked.
+  if (error.code === REDIRECT_REFUSED) return { ...base, kind: 'neutral', configError: true, reason: error.message };
+  if (error.code === OVERSIZE)
+    return {
+      ...base,
+      kind: 'service-exception',
+      reason: `body larger than the source's maxBytes (${error.message})`,
+    };
+  // The worker's own failure (its resolver, sockets, proxy): the endpoint was never reached.
+  const local = x.status === null ? localCause(error.code, error.message) : null;
+  if (local) return { ...base, kind: 'local', reason: `local: ${local}: ${error.code}: ${quote(error.message, 300)}` };
+  const where = x.status === null ? 'no response' : `HTTP ${x.status}, body cut off`;
+  return { ...base, kind: 'transient', reason: `${where}: ${error.code}: ${error.message}`, ...withRetryAfter };
+}
+
+/**
+ * The verdict a status alone decides (rate limited, no tile, credentials, a server failure, a redirect, a
+ * rejection, an informational status); null for a 2xx whose body is to be judged.
+ */
+function fromStatus(j: Judging, status: number): Verdict | null {
+  const { x, base, retryAfter, withRetryAfter, describe } = j;
+  const exception = () => (sniff(x.body) === 'xml' ? parseServiceException(x.body) : null);
   if (status === 429)
     return {
       ...base,
@@ -133,8 +166,12 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
     };
   }
   if (status < 200) return { ...base, kind: 'permanent', reason: `HTTP ${status}: unexpected informational status` };
+  return null;
+}
 
-  // 2xx: only a good image is a success.
+/** A 2xx: only a good image is a success. */
+async function fromBody(j: Judging, status: number, expected: Expectation): Promise<Verdict> {
+  const { x, base, describe, title } = j;
   const kind = sniff(x.body);
   if (kind === 'xml') {
     const se = parseServiceException(x.body);
@@ -159,10 +196,19 @@ export async function classify(x: HttpExchange, expected: Expectation): Promise<
       kind: 'service-exception',
       reason: `not an image (${kind}, Content-Type ${base.contentType ?? 'none'})`,
     };
+  return fromImage(base, kind, expected, x.body);
+}
 
+/** A 2xx image: decoded and checked (size, truncation, blank where blank is a failure). */
+async function fromImage(
+  base: Judging['base'],
+  kind: Parameters<typeof checkImage>[2],
+  expected: Expectation,
+  body: Buffer,
+): Promise<Verdict> {
   const size =
     expected.width !== null && expected.height !== null ? { width: expected.width, height: expected.height } : null;
-  const check = await checkImage(x.body, size, kind, expected.keepPixels === true);
+  const check = await checkImage(body, size, kind, expected.keepPixels === true);
   if (!check.ok) return { ...base, kind: 'service-exception', reason: check.reason };
   const image = { width: check.width!, height: check.height!, format: check.format! };
   if (check.blank && expected.blankIsFailure)
