@@ -134,128 +134,146 @@ const PART_BYTES = 16 * 1024 * 1024;
 /** NoSuchKey means "not there"; a missing bucket is a configuration error and is thrown. */
 const s3Missing = (err: unknown) => ['NoSuchKey', 'NotFound'].includes((err as { name?: string }).name ?? '');
 
+/** Storage in an S3 bucket (or one that speaks its API), through `client`. */
 export function objectStorage(client: S3Client): Storage {
   return {
-    async read(loc) {
-      const { bucket, key } = parseObjectUrl(loc);
-      try {
-        const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-        return out.Body ? Buffer.from(await out.Body.transformToByteArray()) : Buffer.alloc(0);
-      } catch (err) {
-        if (s3Missing(err)) return null;
-        throw storageError('read', loc, err);
-      }
-    },
-    async write(loc, body, opts = {}) {
-      const { bucket, key } = parseObjectUrl(loc);
-      try {
-        await client.send(
-          new PutObjectCommand({
-            Bucket: bucket,
-            Key: key,
-            Body: body,
-            ...(opts.contentType ? { ContentType: opts.contentType } : {}),
-            ...(opts.metadata ? { Metadata: opts.metadata } : {}),
-          }),
-        );
-      } catch (err) {
-        throw storageError('write', loc, err);
-      }
-    },
-    async list(dir) {
-      return listObjects(client, dir, true);
-    },
-    async listFiles(dir) {
-      return listObjects(client, dir, false);
-    },
-    async removeTree(dir) {
-      const { bucket, key } = parseObjectUrl(dir);
-      const prefix = key === '' ? '' : `${key}/`;
-      let previous = '';
-      for (;;) {
-        const out = await client
-          .send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 }))
-          .catch((err: unknown) => {
-            throw storageError('remove', dir, err);
-          });
-        const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
-        if (keys.length === 0) return;
-        // Deleted without an error, yet listed again: deleting them once more would go on for ever.
-        const page = keys.map((k) => k.Key).join('\n');
-        if (page === previous)
-          throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
-        previous = page;
-        await deleteKeys(client, bucket, dir, keys);
-        if (!out.IsTruncated) return;
-      }
-    },
-    async remove(locs) {
-      if (locs.length === 0) return;
-      const { bucket } = parseObjectUrl(locs[0]!);
-      const dir = locs[0]!.slice(0, locs[0]!.lastIndexOf('/'));
-      for (let at = 0; at < locs.length; at += 1_000) {
-        const objects = locs.slice(at, at + 1_000).map((loc) => {
-          const o = parseObjectUrl(loc);
-          if (o.bucket !== bucket)
-            throw new Error(`storage: cannot remove ${loc} with the files of ${dir} (another bucket)`);
-          return { Key: o.key };
-        });
-        await deleteKeys(client, bucket, dir, objects);
-      }
-    },
-    async stat(loc) {
-      const { bucket, key } = parseObjectUrl(loc);
-      try {
-        const out = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
-        return {
-          size: out.ContentLength ?? 0,
-          version: `${out.ETag ?? ''}:${out.LastModified?.getTime() ?? ''}:${out.ContentLength ?? ''}`,
-        };
-      } catch (err) {
-        if (s3Missing(err)) return null;
-        throw storageError('read', loc, err);
-      }
-    },
-    async upload(file, loc, opts = {}) {
-      const { bucket, key } = parseObjectUrl(loc);
-      const upload = new Upload({
-        client,
-        partSize: PART_BYTES,
-        queueSize: 4,
-        leavePartsOnError: false,
-        params: {
-          Bucket: bucket,
-          Key: key,
-          Body: createReadStream(file),
-          ChecksumAlgorithm: 'SHA256',
-          ...(opts.contentType ? { ContentType: opts.contentType } : {}),
-          ...(opts.metadata ? { Metadata: opts.metadata } : {}),
-        },
-      });
-      if (opts.onProgress) upload.on('httpUploadProgress', (p) => opts.onProgress!(p.loaded ?? 0));
-      const abort = () => void upload.abort();
-      opts.signal?.addEventListener('abort', abort, { once: true });
-      try {
-        await upload.done();
-      } catch (err) {
-        throw storageError('upload to', loc, err);
-      } finally {
-        opts.signal?.removeEventListener('abort', abort);
-      }
-    },
-    async download(loc, file) {
-      const { bucket, key } = parseObjectUrl(loc);
-      try {
-        const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-        if (!out.Body) return false;
-        await pipeline(out.Body as NodeJS.ReadableStream, createWriteStream(file, { flags: 'wx' }));
-        return true;
-      } catch (err) {
-        if (s3Missing(err)) return false;
-        throw storageError('read', loc, err);
-      }
-    },
+    read: (loc) => readObject(client, loc),
+    write: (loc, body, opts = {}) => writeObject(client, loc, body, opts),
+    list: (dir) => listObjects(client, dir, true),
+    listFiles: (dir) => listObjects(client, dir, false),
+    removeTree: (dir) => removePrefix(client, dir),
+    remove: (locs) => removeObjects(client, locs),
+    stat: (loc) => statObject(client, loc),
+    upload: (file, loc, opts = {}) => uploadObject(client, file, loc, opts),
+    download: (loc, file) => downloadObject(client, loc, file),
   };
+}
+
+/** The object's bytes, or null when there is none. */
+async function readObject(client: S3Client, loc: string): Promise<Buffer | null> {
+  const { bucket, key } = parseObjectUrl(loc);
+  try {
+    const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    return out.Body ? Buffer.from(await out.Body.transformToByteArray()) : Buffer.alloc(0);
+  } catch (err) {
+    if (s3Missing(err)) return null;
+    throw storageError('read', loc, err);
+  }
+}
+
+/** One PUT of the whole body. */
+async function writeObject(client: S3Client, loc: string, body: Buffer, opts: WriteOptions): Promise<void> {
+  const { bucket, key } = parseObjectUrl(loc);
+  try {
+    await client.send(
+      new PutObjectCommand({
+        Bucket: bucket,
+        Key: key,
+        Body: body,
+        ...(opts.contentType ? { ContentType: opts.contentType } : {}),
+        ...(opts.metadata ? { Metadata: opts.metadata } : {}),
+      }),
+    );
+  } catch (err) {
+    throw storageError('write', loc, err);
+  }
+}
+
+/** Removes every object under `dir/`, a listed page at a time. */
+async function removePrefix(client: S3Client, dir: string): Promise<void> {
+  const { bucket, key } = parseObjectUrl(dir);
+  const prefix = key === '' ? '' : `${key}/`;
+  let previous = '';
+  for (;;) {
+    const out = await client
+      .send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, MaxKeys: 1_000 }))
+      .catch((err: unknown) => {
+        throw storageError('remove', dir, err);
+      });
+    const keys = (out.Contents ?? []).flatMap((c) => (c.Key ? [{ Key: c.Key }] : []));
+    if (keys.length === 0) return;
+    // Deleted without an error, yet listed again: deleting them once more would go on for ever.
+    const page = keys.map((k) => k.Key).join('\n');
+    if (page === previous)
+      throw new Error(`storage: cannot remove ${dir} (${keys.length} keys still listed after they were deleted)`);
+    previous = page;
+    await deleteKeys(client, bucket, dir, keys);
+    if (!out.IsTruncated) return;
+  }
+}
+
+/** Removes these objects of one folder, 1,000 to a request; all must be in the first one's bucket. */
+async function removeObjects(client: S3Client, locs: readonly string[]): Promise<void> {
+  if (locs.length === 0) return;
+  const { bucket } = parseObjectUrl(locs[0]!);
+  const dir = locs[0]!.slice(0, locs[0]!.lastIndexOf('/'));
+  for (let at = 0; at < locs.length; at += 1_000) {
+    const objects = locs.slice(at, at + 1_000).map((loc) => {
+      const o = parseObjectUrl(loc);
+      if (o.bucket !== bucket)
+        throw new Error(`storage: cannot remove ${loc} with the files of ${dir} (another bucket)`);
+      return { Key: o.key };
+    });
+    await deleteKeys(client, bucket, dir, objects);
+  }
+}
+
+/** The object's size and version (ETag, Last-Modified, size), from a HEAD; null when there is none. */
+async function statObject(client: S3Client, loc: string): Promise<{ size: number; version: string } | null> {
+  const { bucket, key } = parseObjectUrl(loc);
+  try {
+    const out = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    return {
+      size: out.ContentLength ?? 0,
+      version: `${out.ETag ?? ''}:${out.LastModified?.getTime() ?? ''}:${out.ContentLength ?? ''}`,
+    };
+  } catch (err) {
+    if (s3Missing(err)) return null;
+    throw storageError('read', loc, err);
+  }
+}
+
+/** A local file put at `loc` by a multipart upload, each part with its SHA-256; aborted with `opts.signal`. */
+async function uploadObject(client: S3Client, file: string, loc: string, opts: WriteOptions): Promise<void> {
+  const { bucket, key } = parseObjectUrl(loc);
+  const upload = new Upload({
+    client,
+    partSize: PART_BYTES,
+    queueSize: 4,
+    leavePartsOnError: false,
+    params: {
+      Bucket: bucket,
+      Key: key,
+      Body: createReadStream(file),
+      ChecksumAlgorithm: 'SHA256',
+      ...(opts.contentType ? { ContentType: opts.contentType } : {}),
+      ...(opts.metadata ? { Metadata: opts.metadata } : {}),
+    },
+  });
+  if (opts.onProgress) upload.on('httpUploadProgress', (p) => opts.onProgress!(p.loaded ?? 0));
+  const abort = () => void upload.abort();
+  opts.signal?.addEventListener('abort', abort, { once: true });
+  try {
+    await upload.done();
+  } catch (err) {
+    throw storageError('upload to', loc, err);
+  } finally {
+    opts.signal?.removeEventListener('abort', abort);
+  }
+}
+
+/** The object streamed into a new local file; false when there is none. */
+async function downloadObject(client: S3Client, loc: string, file: string): Promise<boolean> {
+  const { bucket, key } = parseObjectUrl(loc);
+  try {
+    const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    if (!out.Body) return false;
+    await pipeline(out.Body as NodeJS.ReadableStream, createWriteStream(file, { flags: 'wx' }));
+    return true;
+  } catch (err) {
+    if (s3Missing(err)) return false;
+    throw storageError('read', loc, err);
+  }
 }
 
 /** Names directly under `dir`: objects, and with `folders` the next level of prefixes too. */
