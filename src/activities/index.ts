@@ -64,30 +64,14 @@ export interface ActivityDeps {
  */
 export function createActivityRuntime(deps: ActivityDeps) {
   // Checked before anything is opened.
-  const startWithinMs = deps.fetchQueueStartWithinMs ?? DEFAULT_FETCH_QUEUE_START_WITHIN_MS;
-  if (!Number.isSafeInteger(startWithinMs) || startWithinMs < 1_000 || startWithinMs > 86_400_000)
-    throw new Error(
-      `fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`,
-    );
+  const startWithinMs = fetchQueueStartWithin(deps);
   const pools = new EndpointPools();
   const roots = deps.roots ?? rootsFromEnv();
-  // The guard's warnings (failing open) go to the worker's logger, as structured entries.
-  const logger = {
-    warn: (message: string, meta?: Record<string, unknown>): void => {
-      Runtime.instance().logger.warn(`tilebreaker guard: ${message}`, meta);
-    },
-  };
   const identity = deps.identity ?? processIdentity('worker');
   // Asked for at each event, not now: the runtime is the worker's, created with it.
   const metrics = deps.metrics ?? new WorkerMetrics(() => Runtime.instance().metricMeter);
   const deadLetters = new DeadLetterWatch(metrics);
   const onMosaicEnd = mosaicEndMetrics(metrics, deadLetters);
-  // The queue the planning activity was scheduled on (the workflow's); outside an activity (tests), the worker's.
-  const ownQueue = () => asyncLocalStorage.getStore()?.info.taskQueue ?? deps.taskQueue;
-  // Where a plan's fetch batches go: the fetch queue if a worker polls it now, else the queue the workflow (and
-  // so this planning activity) runs on. Decided in the activity, so the workflow replays it from the history.
-  const routed = (plan: Awaited<ReturnType<typeof planMosaicRun>>) =>
-    withFetchQueue(plan, deps.client, ownQueue(), startWithinMs);
   // The quorum counts hosts: a restarted worker, or a second one on the host, is the same witness.
   const witness = deps.witness ?? witnessIdentity();
   const guard = new BreakerGuard({
@@ -95,51 +79,12 @@ export function createActivityRuntime(deps: ActivityDeps) {
     taskQueue: deps.taskQueue,
     reporter: identity,
     witness,
-    logger,
+    logger: guardLogger,
     metrics,
     ...deps.breaker,
   });
   return {
-    activities: {
-      // Labelled with the probing entity's key (its workflow id is breaker/<key>).
-      probeEndpoint: (spec: ProbeSpec) =>
-        probeEndpoint(
-          spec,
-          metrics,
-          entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId),
-          roots,
-        ),
-      breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
-      mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
-      fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),
-      // Histories recorded before run tags call it with the request alone.
-      planMosaic: async (request: Parameters<typeof planMosaicRun>[0], runTag?: string) =>
-        routed(await planMosaicRun(request, runTag ?? 'run', roots)),
-      fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
-      assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, onMosaicEnd),
-      // A re-drive's batches go where the fleet serves now, not where the first run's did.
-      loadDeadLetters: async (
-        manifestOrOutput: string,
-        sources?: RedriveSources | null,
-        opts?: { replaceMirrors?: boolean },
-      ) => {
-        const letters = await loadDeadLetters(
-          manifestOrOutput,
-          sources ?? undefined,
-          roots,
-          opts?.replaceMirrors === true,
-        );
-        return { ...letters, plan: await routed(letters.plan) };
-      },
-      awaitBreaker: makeAwaitBreaker({ guard }),
-      awaitWorkflowClosed: makeAwaitWorkflowClosed(deps.client),
-      packMbtiles: (input: PackMbtilesInput) => packMbtiles(input, roots),
-      // The workflows schedule these by the contract in src/messages: a drift fails the build here.
-    } satisfies BreakerActivities &
-      MosaicActivities &
-      ScheduledMosaicActivities &
-      SeedActivities &
-      Record<string, ActivityFunction>,
+    activities: workerActivities({ deps, startWithinMs, pools, roots, metrics, onMosaicEnd, guard }),
     roots,
     /** The id this process's guard reports under. */
     identity,
@@ -152,6 +97,84 @@ export function createActivityRuntime(deps: ActivityDeps) {
       await pools.close();
     },
   };
+}
+
+/** `deps.fetchQueueStartWithinMs` or its default, refused when it is not 1 s to 24 h in whole milliseconds. */
+function fetchQueueStartWithin(deps: ActivityDeps): number {
+  const startWithinMs = deps.fetchQueueStartWithinMs ?? DEFAULT_FETCH_QUEUE_START_WITHIN_MS;
+  if (!Number.isSafeInteger(startWithinMs) || startWithinMs < 1_000 || startWithinMs > 86_400_000)
+    throw new Error(
+      `fetchQueueStartWithinMs must be a whole number of milliseconds from 1000 to 86400000 (got ${String(startWithinMs)})`,
+    );
+  return startWithinMs;
+}
+
+/** The guard's warnings (failing open) go to the worker's logger, as structured entries. */
+const guardLogger = {
+  warn: (message: string, meta?: Record<string, unknown>): void => {
+    Runtime.instance().logger.warn(`tilebreaker guard: ${message}`, meta);
+  },
+};
+
+/** What the worker's activities share: its dependencies and the process's pools, guard and metrics. */
+interface ActivityParts {
+  deps: ActivityDeps;
+  startWithinMs: number;
+  pools: EndpointPools;
+  roots: WorkerRoots;
+  metrics: WorkerMetrics;
+  onMosaicEnd: ReturnType<typeof mosaicEndMetrics>;
+  guard: BreakerGuard;
+}
+
+/** The activities, by the names the workflows schedule them under. */
+function workerActivities({ deps, startWithinMs, pools, roots, metrics, onMosaicEnd, guard }: ActivityParts) {
+  // The queue the planning activity was scheduled on (the workflow's); outside an activity (tests), the worker's.
+  const ownQueue = () => asyncLocalStorage.getStore()?.info.taskQueue ?? deps.taskQueue;
+  // Where a plan's fetch batches go: the fetch queue if a worker polls it now, else the queue the workflow (and
+  // so this planning activity) runs on. Decided in the activity, so the workflow replays it from the history.
+  const routed = (plan: Awaited<ReturnType<typeof planMosaicRun>>) =>
+    withFetchQueue(plan, deps.client, ownQueue(), startWithinMs);
+  return {
+    // Labelled with the probing entity's key (its workflow id is breaker/<key>).
+    probeEndpoint: (spec: ProbeSpec) =>
+      probeEndpoint(
+        spec,
+        metrics,
+        entityKeyOf(asyncLocalStorage.getStore()?.info.workflowExecution?.workflowId),
+        roots,
+      ),
+    breakerSearchAttributesRegistered: makeSearchAttributeCheck(deps.client),
+    mosaicSearchAttributesRegistered: makeMosaicSearchAttributeCheck(deps.client),
+    fetchTiles: makeFetchBatch({ pools, guard, roots, metrics }),
+    // Histories recorded before run tags call it with the request alone.
+    planMosaic: async (request: Parameters<typeof planMosaicRun>[0], runTag?: string) =>
+      routed(await planMosaicRun(request, runTag ?? 'run', roots)),
+    fetchMosaicBatch: makeMosaicBatch({ pools, guard, roots, metrics }),
+    assembleMosaic: (input: Parameters<typeof assembleMosaic>[0]) => assembleMosaic(input, roots, onMosaicEnd),
+    // A re-drive's batches go where the fleet serves now, not where the first run's did.
+    loadDeadLetters: async (
+      manifestOrOutput: string,
+      sources?: RedriveSources | null,
+      opts?: { replaceMirrors?: boolean },
+    ) => {
+      const letters = await loadDeadLetters(
+        manifestOrOutput,
+        sources ?? undefined,
+        roots,
+        opts?.replaceMirrors === true,
+      );
+      return { ...letters, plan: await routed(letters.plan) };
+    },
+    awaitBreaker: makeAwaitBreaker({ guard }),
+    awaitWorkflowClosed: makeAwaitWorkflowClosed(deps.client),
+    packMbtiles: (input: PackMbtilesInput) => packMbtiles(input, roots),
+    // The workflows schedule these by the contract in src/messages: a drift fails the build here.
+  } satisfies BreakerActivities &
+    MosaicActivities &
+    ScheduledMosaicActivities &
+    SeedActivities &
+    Record<string, ActivityFunction>;
 }
 
 /** The activities alone (for tests and for workers that manage resources themselves). */
