@@ -5,7 +5,7 @@
  */
 import { makeFetchBatch } from '../../src/activities/fetch/fetch-batch';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
-import { TileStore } from '../../src/activities/store/tile-store';
+import { TileStore } from '../../src/activities/tile-store/tile-store';
 import { parseSource } from '../../src/sources/schema';
 
 export interface TilebreakerSeedOptions {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { geoTransform, type Bounds3857 } from '../../src/activities/mosaic/georef';
 import { stitchMosaic } from '../../src/activities/mosaic/stitch';
-import { TileStore } from '../../src/activities/store/tile-store';
+import { TileStore } from '../../src/activities/tile-store/tile-store';
 
 export interface CogFigures {
   tilebreakerS: number;

@@ -11,7 +11,7 @@ import {
   type WorkerPlugin,
 } from '@temporalio/worker';
 import { createActivityRuntime, type ActivityDeps, type Activities } from '../activities';
-import { atomicWrite } from '../activities/store/atomic-write';
+import { atomicWrite } from '../activities/tile-store/atomic-write';
 import { processIdentity } from '../activities/guard';
 import { fetchTaskQueue } from '../messages/activities';
 import type { ConnectionConfig } from './connection-config';

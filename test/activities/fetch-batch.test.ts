@@ -18,7 +18,7 @@ import {
 } from '../../src/activities/fetch/fetch-batch';
 import { BreakerGuard, BreakerOpenedError } from '../../src/activities/guard';
 import { EndpointPools } from '../../src/activities/http/endpoint-pool';
-import { TileStore } from '../../src/activities/store/tile-store';
+import { TileStore } from '../../src/activities/tile-store/tile-store';
 import type { GuardDecision } from '../../src/activities/guard';
 import { requestShape, shapeKey, ShapeMemory } from '../../src/activities/validate/shape-memory';
 import { breakerKey } from '../../src/breaker';

@@ -15,8 +15,8 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { StoreEscapeError } from '../../src/activities/store/store-bounds';
-import { atomicWrite, TileStore } from '../../src/activities/store/tile-store';
+import { StoreEscapeError } from '../../src/activities/tile-store/store-bounds';
+import { atomicWrite, TileStore } from '../../src/activities/tile-store/tile-store';
 import { shapeKey } from '../../src/activities/validate/shape-memory';
 import { gradientImage } from '../helpers/images';
 

@@ -11,7 +11,7 @@ import { EndpointPools } from '../../src/activities/http/endpoint-pool';
 import { rootsFromEnv, withRoots } from '../../src/activities/confine/roots';
 import { planMosaic } from '../../src/activities/mosaic/plan';
 import { loadSource } from '../../src/activities/sources-file';
-import { TileStore } from '../../src/activities/store/tile-store';
+import { TileStore } from '../../src/activities/tile-store/tile-store';
 import { parseSource, parseSourcesFile } from '../../src/sources/schema';
 import type { MosaicRequest } from '../../src/messages/mosaic-types';
 

@@ -21,8 +21,8 @@ import { readJournals, writeJournal } from '../../src/activities/mosaic/journal'
 import { planMosaic, planMosaicRun, tileOf } from '../../src/activities/mosaic/plan';
 import * as tileFiles from '../../src/activities/mosaic/tile-files';
 import { packMbtiles } from '../../src/activities/seed/pack';
-import { readConfinedFile, StoreEscapeError } from '../../src/activities/store/store-bounds';
-import { TileStore } from '../../src/activities/store/tile-store';
+import { readConfinedFile, StoreEscapeError } from '../../src/activities/tile-store/store-bounds';
+import { TileStore } from '../../src/activities/tile-store/tile-store';
 import { parseSource } from '../../src/sources/schema';
 import { startFaultServer, type FaultServer } from '../helpers/fault-server';
 import { gradientImage } from '../helpers/images';

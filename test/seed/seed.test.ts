@@ -10,7 +10,7 @@ import type { Worker } from '@temporalio/worker';
 import Database from 'better-sqlite3';
 import { createWorker } from '../../src/client/worker';
 import { startDemoTileServer, type DemoTileServer } from '../../src/demo/tile-server';
-import { openTileStore } from '../../src/activities/store/open-store';
+import { openTileStore } from '../../src/activities/tile-store/open-store';
 import { parseMosaicRequest } from '../../src/messages/mosaic-request';
 import { startRedrive } from '../../src/client/mosaics';
 import { seedExitCode, seedWorkflowId, startSeed } from '../../src/client/seeds';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { ObjectTileStore } from '../../src/activities/store/object-tile-store';
+import { ObjectTileStore } from '../../src/activities/tile-store/object-tile-store';
 import { shapeKey } from '../../src/activities/validate/shape-memory';
 import { packageRoot } from '../../src/client/local-server';
 import { startLocalS3, type LocalS3 } from '../../src/demo/s3-server';

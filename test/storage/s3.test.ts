@@ -10,7 +10,7 @@ import type { Worker } from '@temporalio/worker';
 import sharp from 'sharp';
 import { confineLocation } from '../../src/activities/confine/confine-location';
 import { ConfigError } from '../../src/breaker/config-error';
-import { ObjectTileStore } from '../../src/activities/store/object-tile-store';
+import { ObjectTileStore } from '../../src/activities/tile-store/object-tile-store';
 import { openCheckpoint, removeCheckpoints } from '../../src/activities/mosaic/batch-checkpoint';
 import { objectStorage } from '../../src/activities/storage/storage';
 import { s3Client } from '../../src/activities/storage/s3-client';

@@ -6,8 +6,8 @@ import { activityContext } from '../activity-context';
 import { confineLocation } from '../confine/confine-location';
 import { checkCredentialedSource } from '../confine/credentialed-source';
 import type { WorkerRoots } from '../confine/roots';
-import { openTileStore } from '../store/open-store';
-import { servedLedgerRoot } from '../store/served-ledger';
+import { openTileStore } from '../tile-store/open-store';
+import { servedLedgerRoot } from '../tile-store/served-ledger';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import {
   sourceBreakerKey,

@@ -1,4 +1,4 @@
-import type { StoredTile, Tiles } from '../store/tiles';
+import type { StoredTile, Tiles } from '../tile-store/tiles';
 import type { FetchBatchInput, TileResult } from './batch-types';
 
 /** A unit's tiles to keep from the store if it holds them all fresh enough, and where to record them. */

@@ -3,7 +3,7 @@ import type { TileAddress } from '../../sources/request-url';
 import { scrubSecrets } from '../../breaker/redact';
 import type { GuardDecision } from '../guard';
 import { redactUrl } from '../http/credentials';
-import type { StoredTile, Tiles } from '../store/tiles';
+import type { StoredTile, Tiles } from '../tile-store/tiles';
 import type { Verdict } from '../validate/classify';
 import type { FetchBatchInput, TileResult } from './batch-types';
 import type { UnitCall } from './unit-call';

@@ -8,7 +8,7 @@ import type { TileAddress } from '../../sources/request-url';
 import type { GuardDecision } from '../guard';
 import { redactUrl } from '../http/credentials';
 import type { HttpExchange } from '../http/fetch-url';
-import { StoreEscapeError } from '../store/store-bounds';
+import { StoreEscapeError } from '../tile-store/store-bounds';
 import type { Verdict } from '../validate/classify';
 import { CURABLE_KINDS, sourceBreakerKey, type FetchBatchInput, type TileResult } from './batch-types';
 import { countNotModified, judgeAnswer, keptWhole } from './judge-answer';

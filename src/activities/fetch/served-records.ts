@@ -3,7 +3,7 @@
  * output root (served-ledger.ts). They tell a fault of a shape served before (systemic) from a configuration
  * error, across workers and runs.
  */
-import type { Tiles } from '../store/tiles';
+import type { Tiles } from '../tile-store/tiles';
 import { shapeKey, type ShapeMemory } from '../validate/shape-memory';
 
 /** A shape's served record in a tile store, as this process's memory names it. */

@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { TileAddress } from '../../sources/request-url';
 import type { HttpExchange } from '../http/fetch-url';
-import type { StoredTile, Tiles } from '../store/tiles';
+import type { StoredTile, Tiles } from '../tile-store/tiles';
 import { storageFor } from '../storage/storage';
 import type { Verdict } from '../validate/classify';
 import type { TileResult } from './batch-types';

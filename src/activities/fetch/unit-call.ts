@@ -2,7 +2,7 @@ import type { TileAddress } from '../../sources/request-url';
 import type { SourceConfig } from '../../sources/schema';
 import type { GuardDecision } from '../guard';
 import { credentialValues } from '../http/credentials';
-import type { StoredTile, Tiles } from '../store/tiles';
+import type { StoredTile, Tiles } from '../tile-store/tiles';
 import { processShapes, requestShape, type ShapeMemory } from '../validate/shape-memory';
 import type { FetchBatchInput, FetchDeps } from './batch-types';
 import type { RequestUnit } from './metatiles';

@@ -8,7 +8,7 @@ import {
   type MosaicResult,
   type StatusCounts,
 } from '../../messages/mosaic-types';
-import { openTileStore } from '../store/open-store';
+import { openTileStore } from '../tile-store/open-store';
 import { geoTransform, staleSidecars } from './georef';
 import { latestRecords, readJournals } from './journal';
 import { removeCheckpoints } from './batch-checkpoint';

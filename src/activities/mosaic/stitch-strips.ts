@@ -4,7 +4,7 @@
  */
 import { dirname } from 'node:path';
 import sharp from 'sharp';
-import { readConfinedFile, StoreEscapeError } from '../store/store-bounds';
+import { readConfinedFile, StoreEscapeError } from '../tile-store/store-bounds';
 import { StitchInputError, type StitchInput } from './stitch-input';
 
 /** Tiles decoded at once: enough to keep libuv's four threads busy while JS copies rows. */

@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { ManifestTile } from '../../messages/mosaic-types';
 import { within } from '../confine/confine';
 import { isObjectUrl } from '../storage/location';
-import { StoreBounds, StoreEscapeError } from '../store/store-bounds';
+import { StoreBounds, StoreEscapeError } from '../tile-store/store-bounds';
 
 /**
  * The records with every tile file the stitch would read checked against the tile store after symlinks: a

@@ -22,7 +22,7 @@ import { confineTileFiles } from '../mosaic/tile-files';
 import { SCRATCH_DIR_ENV } from '../mosaic/scratch';
 import { isObjectUrl, locationWithin } from '../storage/location';
 import { storageFor } from '../storage/storage';
-import { readConfinedFile, StoreEscapeError } from '../store/store-bounds';
+import { readConfinedFile, StoreEscapeError } from '../tile-store/store-bounds';
 import { writeMbtiles, type MbtilesFormat, type MbtilesMeta, type MbtilesTile, type MbtilesWritten } from './mbtiles';
 
 /** Tile files read ahead of the inserts. */

@@ -13,7 +13,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { makeDirs } from '../confine/confine';
-import { atomicWrite } from '../store/atomic-write';
+import { atomicWrite } from '../tile-store/atomic-write';
 import { isObjectUrl, parseObjectUrl } from './location';
 import { s3Client } from './s3-client';
 
