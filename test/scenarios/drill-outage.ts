@@ -12,6 +12,8 @@ export function outageDrill(): DrillInput {
     key: 'https://tiles.example.test:443',
     config: {
       cooldownMs: 5 * MIN,
+      // A failed probe waits the whole grown cooldown, not the probe cadence: the doubling is what it shows.
+      probeIntervalMs: null,
       cooldownJitter: 0.2,
       minSamples: 20,
       probesToClose: 2,

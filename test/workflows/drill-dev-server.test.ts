@@ -28,7 +28,7 @@ test('the dev server runs a drill and lists it by the BreakerState search attrib
         {
           key,
           upsertSearchAttributes: true,
-          config: { minSamples: 5, cooldownMs: 500, cooldownJitter: 0 },
+          config: { minSamples: 5, cooldownMs: 500, cooldownJitter: 0, probeIntervalMs: null },
           steps: [
             { atMs: 0, event: { type: 'report', counts: { success: 2, 'service-exception': 8 } } },
             // A real 500 ms timer elapses on the dev server: open -> half-open, then a failed probe re-opens.

@@ -7,7 +7,7 @@ import { fetchTaskQueue } from '../../src/messages/activities';
 import type { MosaicPlan } from '../../src/messages/mosaic-types';
 
 // What the committed fixtures (replayed by replay.test.ts) hold about where fetch batches were scheduled: the
-// plan decides it, so a run recorded before plans had `fetchQueue` replays to batches on its own queue.
+// plan decides it.
 
 interface Payloads {
   payloads?: { data?: string }[];
@@ -56,13 +56,6 @@ test('a run recorded while a worker polled <task queue>-fetch: the plan names it
   assert.equal(f.plan.fetchQueue?.taskQueue, fetchTaskQueue(f.queue));
   assert.ok(f.fetchQueues.length > 0);
   assert.deepEqual([...new Set(f.fetchQueues)], [fetchTaskQueue(f.queue)]);
-});
-
-test('a run recorded before: a plan without fetchQueue, fetch batches on the workflow task queue (and it still replays: replay.test.ts)', () => {
-  const f = fixture('mosaic-fail-fast-outage');
-  assert.equal(f.plan.fetchQueue, undefined);
-  assert.ok(f.fetchQueues.length > 0);
-  assert.deepEqual([...new Set(f.fetchQueues)], [f.queue]);
 });
 
 test('a run recorded after its fetch worker had gone: the plan names <task queue>-fetch, and each batch timed out there unstarted and ran on the workflow task queue', () => {
