@@ -157,10 +157,28 @@ export function nextStep(
   // again, but never wait long on it (a busy server must not stall the pipeline).
   if (own.alarm && !p.alarmAwaited) return { step: { kind: 'await-alarm', maxMs: 4 * o.failureFlushMs } };
   if (!p.read) return { step: { kind: 'read' } };
+  const s: StepInputs = { own, o, now, p };
+  const paused = pauseStep(view, s);
+  if (paused) return { step: paused };
+  if (view === undefined) return { step: unreadableStep(s) };
+  return breakerStep(view, s);
+}
 
-  // A 429 asked to wait (this process's own, or the fleet's from the entity): a call that may go waits it out
-  // first; the breaker stays closed. Failing open keeps the last pause known, as it keeps the pace. Once
-  // waiting, the pause is looked at after each wait until none is left; never again once the rate is asked.
+/** What nextStep's rules read besides the view: this process's own state, the options, the clock, the progress. */
+interface StepInputs {
+  own: OwnState;
+  o: DecideOptions;
+  now: number;
+  p: Progress;
+}
+
+/**
+ * A 429 asked to wait (this process's own, or the fleet's from the entity): a call that may go waits it out
+ * first; the breaker stays closed. Failing open keeps the last pause known, as it keeps the pace. Once
+ * waiting, the pause is looked at after each wait until none is left; never again once the rate is asked.
+ * Undefined: no pause holds this call.
+ */
+function pauseStep(view: BreakerView | null | undefined, { own, o, now, p }: StepInputs): GuardStep | undefined {
   if (
     p.share === undefined &&
     !p.paced &&
@@ -169,36 +187,39 @@ export function nextStep(
     const seen = view === undefined ? own.lastView : view;
     const left = pauseLeftMs(own.pausedUntil, seen, now);
     if (left > o.maxPaceWaitMs)
-      return {
-        step: refuse(
-          seen?.state ?? 'closed',
-          left,
-          `paced: the endpoint asked to wait (Retry-After) until ${timeText(now + left)}`,
-        ),
-      };
-    if (left > 0) return { step: { kind: 'wait', untilMs: now + left, why: 'paused', then: 'reread' } };
+      return refuse(
+        seen?.state ?? 'closed',
+        left,
+        `paced: the endpoint asked to wait (Retry-After) until ${timeText(now + left)}`,
+      );
+    if (left > 0) return { kind: 'wait', untilMs: now + left, why: 'paused', then: 'reread' };
   }
+  return undefined;
+}
 
-  // The entity cannot be read: proceed, but at the pace last known for this process (the rate's share), so
-  // an outage of Temporal does not lift an endpoint's rate limit. After a pace already taken, at once.
-  if (view === undefined) {
-    const rate = p.paced ? null : failOpenRate(own.share, own.lastView, o.config?.maxRequestsPerSecond ?? null);
-    if (rate !== null) return { step: { kind: 'pace', rate, then: 'decide' } };
-    return {
-      step: admitted(
-        {
-          kind: 'fail-open',
-          reason: own.wedged ? 'wedged' : 'unreachable',
-          state: 'closed',
-          allowance: 1,
-          quarantineProbe: false,
-        },
-        own,
-        now,
-      ),
-    };
-  }
+/**
+ * The entity cannot be read: proceed, but at the pace last known for this process (the rate's share), so
+ * an outage of Temporal does not lift an endpoint's rate limit. After a pace already taken, at once.
+ */
+function unreadableStep({ own, o, now, p }: StepInputs): GuardStep {
+  const rate = p.paced ? null : failOpenRate(own.share, own.lastView, o.config?.maxRequestsPerSecond ?? null);
+  if (rate !== null) return { kind: 'pace', rate, then: 'decide' };
+  return admitted(
+    {
+      kind: 'fail-open',
+      reason: own.wedged ? 'wedged' : 'unreachable',
+      state: 'closed',
+      allowance: 1,
+      quarantineProbe: false,
+    },
+    own,
+    now,
+  );
+}
 
+/** The step by the breaker's permit, on a view read (null: no entity yet, or it finished idle). */
+function breakerStep(view: BreakerView | null, s: StepInputs): NextStep {
+  const { own, o, now, p } = s;
   // No entity yet (or it finished idle): closed until someone reports otherwise.
   const permit = permitFor(view ?? CLOSED_VIEW, now);
   // This process's last calls all failed and the breaker has not said so yet: hold this one a moment, reading
@@ -223,6 +244,14 @@ export function nextStep(
     };
   if (!permit.probeRequired)
     return { step: refuse(permit.state, permit.retryAfterMs, `breaker ${permit.state}`), spreadSince: null };
+  return probeStep(view, s);
+}
+
+/**
+ * Half-open (or a cooldown or timed force-open that has ended): only a probe token's holder may call. Ask for
+ * the token, wait this process's share of the spread, or refuse.
+ */
+function probeStep(view: BreakerView | null, { own, o, now }: StepInputs): NextStep {
   // Half-open with every token out: refuse here, without a signal (a fleet asking every second would load
   // the entity for nothing). The holder's result or the lease's end frees the slot; the next view shows it.
   // Unless the token out is this process's own, just returned with a success: the round's next probe is
