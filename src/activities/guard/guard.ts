@@ -12,9 +12,7 @@ import { isFailure } from '../../breaker';
 import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
 import { InFlightCalls } from './in-flight';
-import { LearnedProbes } from './learned-probes';
-import type { ProbeSource, ProbeSpec } from '../../messages/breaker';
-import { probeSpecSchema } from '../../messages/breaker-validation';
+import type { ProbeSource } from '../../messages/breaker';
 import { Pacer } from './pacer';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pauses } from './pauses';
@@ -36,6 +34,7 @@ import { ViewCache, type CachedView } from './view-cache';
 import { runChain, type ChainOptions, type ChainResult, type Provider } from './chain';
 import { runOnce, type RunCall, type RunHost, type RunOptions } from './run';
 import { RunSlots } from './run-slots';
+import { SelfProbes } from './self-probes';
 import { WedgeWatch } from './wedge-watch';
 
 /**
@@ -76,10 +75,10 @@ export class BreakerGuard {
   private readonly pauses: Pauses;
   private readonly calls: InFlightCalls;
   private readonly shedding = new Set<string>();
-  private readonly learned = new LearnedProbes();
-  private readonly badProbes = new Set<string>();
   private readonly sweeper: NodeJS.Timeout | null;
   private readonly stateGauge: BreakerStateGauge;
+  /** The self-probe spec given to each key's entity (self-probes.ts). */
+  private readonly selfProbes: SelfProbes;
   private readonly wedges: WedgeWatch;
   /** Keys whose last decision found the entity wedged: a fail-open for them says so. */
   private readonly wedgedNow = new Set<string>();
@@ -95,6 +94,7 @@ export class BreakerGuard {
     // A bad configuration is the caller's error, now: not a failed entity run per report later.
     const config = parsePolicyConfig(options.config ?? {});
     this.o = resolveGuardOptions(options);
+    this.selfProbes = new SelfProbes(this.o);
     const { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, holdAfterFailures, holdMs } = this.o;
     this.decideOptions = {
       failureFlushMs,
@@ -141,7 +141,7 @@ export class BreakerGuard {
       this.views,
       this.stats,
       (key) => this.calls.takePeak(key),
-      (key) => this.probeFor(key),
+      (key) => this.selfProbes.specFor(key),
       new ReportSchedule(this.o, this.fleet),
     );
     // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
@@ -202,26 +202,7 @@ export class BreakerGuard {
    * headers it was sent with, which the probe reads again on the worker.
    */
   learnProbe(key: string, url: string, userAgent?: string, source?: ProbeSource): void {
-    if (this.o.probe === undefined && this.o.learnProbes !== false) this.learned.learn(key, url, userAgent, source);
-  }
-
-  /**
-   * The self-probe spec this process gives `key`'s entity: the options', else one learned from its fetches. One
-   * the entity would refuse (a report carrying it would be refused whole) is left out, and said once.
-   */
-  private probeFor(key: string): ProbeSpec | undefined {
-    const probe = (typeof this.o.probe === 'function' ? this.o.probe(key) : this.o.probe) ?? this.learned.spec(key);
-    if (!probe) return undefined;
-    const checked = probeSpecSchema.safeParse(probe);
-    if (checked.success) return probe;
-    if (!this.badProbes.has(key)) {
-      this.badProbes.add(key);
-      this.o.logger.warn('self-probe spec left out: the entity would refuse it', {
-        key,
-        issues: checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
-      });
-    }
-    return undefined;
+    this.selfProbes.learn(key, url, userAgent, source);
   }
 
   /** The breaker's view as this process sees it (cached): null when no entity exists, undefined when unreachable. */
