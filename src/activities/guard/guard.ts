@@ -1,4 +1,4 @@
-import { maxCooldownMs, parsePolicyConfig, permitFor, type BreakerView } from '../../breaker';
+import { maxCooldownMs, parsePolicyConfig, type BreakerView } from '../../breaker';
 import {
   nextStep,
   pauseLeftMs,
@@ -35,6 +35,7 @@ import { runChain, type ChainOptions, type ChainResult, type Provider } from './
 import { runOnce, type RunCall, type RunHost, type RunOptions } from './run';
 import { RunSlots } from './run-slots';
 import { SelfProbes } from './self-probes';
+import { StallSweep } from './stall-sweep';
 import { WedgeWatch } from './wedge-watch';
 
 /**
@@ -74,8 +75,8 @@ export class BreakerGuard {
   private readonly pacer: Pacer;
   private readonly pauses: Pauses;
   private readonly calls: InFlightCalls;
-  private readonly shedding = new Set<string>();
-  private readonly sweeper: NodeJS.Timeout | null;
+  /** Counts stalled calls and sheds them once the breaker opens (stall-sweep.ts); null: stall detection off. */
+  private readonly stalls: StallSweep | null;
   private readonly stateGauge: BreakerStateGauge;
   /** The self-probe spec given to each key's entity (self-probes.ts). */
   private readonly selfProbes: SelfProbes;
@@ -144,9 +145,17 @@ export class BreakerGuard {
       (key) => this.selfProbes.specFor(key),
       new ReportSchedule(this.o, this.fleet),
     );
-    // Stalled calls are looked at four times a second: a hang is evidence within a quarter second of the threshold.
-    this.sweeper = this.o.stall === false ? null : setInterval(() => this.sweepStalls(), 250);
-    this.sweeper?.unref();
+    this.stalls =
+      this.o.stall === false
+        ? null
+        : new StallSweep({
+            calls: this.calls,
+            stats: this.stats,
+            reports: this.reports,
+            link: this.link,
+            readView: (key) => this.readView(key),
+            fleetStallMs: (key) => this.fleetStallMs(key),
+          });
     this.probes = new ProbeRequests(this.o, this.link, this.views, this.stats);
     this.spread = new ProbeSpread(this.o.probeSpreadMs, this.o.probeJitter);
     this.pacer = new Pacer(this.o, this.link, this.views, this.reports);
@@ -416,33 +425,6 @@ export class BreakerGuard {
     return this.views.last(key)?.fleet?.stallMs;
   }
 
-  private sweepStalls(): void {
-    if (this.closed) return;
-    for (const [key, stalls] of this.calls.sweep(Date.now(), (key) => this.fleetStallMs(key))) {
-      this.stats.stalled += stalls;
-      this.reports.add(key, { stalls });
-    }
-    // Tracked, so close() waits for a state read in flight instead of leaving it to a closed connection.
-    for (const key of this.calls.stalledKeys()) this.link.track(this.shedIfOpen(key));
-  }
-
-  /** Stalled calls wait on nobody's behalf once the breaker is open: abort them (read the state, then act). */
-  private async shedIfOpen(key: string): Promise<void> {
-    if (this.shedding.has(key)) return;
-    this.shedding.add(key);
-    try {
-      const view = await this.readView(key);
-      if (!view || this.closed) return;
-      const p = permitFor(view, Date.now());
-      if (!p.allow)
-        this.stats.shed += this.calls.abortStalled(key, `breaker ${p.state}: the call stalled and was abandoned`);
-    } catch {
-      // The state could not be read: the calls go on until they end or time out, as when failing open.
-    } finally {
-      this.shedding.delete(key);
-    }
-  }
-
   /** Sends every buffered report now. */
   async flush(): Promise<void> {
     await this.reports.flush();
@@ -458,7 +440,7 @@ export class BreakerGuard {
     this.closed = true;
     this.reports.stop();
     this.pacer.stop();
-    if (this.sweeper) clearInterval(this.sweeper);
+    this.stalls?.stop();
     this.stateGauge.stop();
     this.calls.forgetAll();
     await this.flush();
