@@ -16,10 +16,10 @@ import type { ResolvedGuardOptions } from './types';
  * The guard's decision for one call, as one pure function: `nextStep(view, own, options, now, progress)` says
  * what to do next, from the entity's view as last read, this process's own state for the key, the options
  * and the clock. It does no I/O, reads no clock and keeps nothing: the same inputs always give the same step.
- * The guard (guard.ts) is the loop around it: it gathers the state, performs the one step asked for (wait for
- * a failure report to land, read the view, wait out a pause or a probe spread share, ask the pacer for the
- * rate's share and take a slot, ask the entity for the probe token), records it in `progress`, and asks again
- * until the step is a decision (`proceed`, `fail-open`, `refuse`, `probe`).
+ * The guard's decision loop (decision-loop.ts) goes around it: it gathers the state, performs the one step
+ * asked for (wait for a failure report to land, read the view, wait out a pause or a probe spread share, ask
+ * the pacer for the rate's share and take a slot, ask the entity for the probe token), records it in
+ * `progress`, and asks again until the step is a decision (`proceed`, `fail-open`, `refuse`, `probe`).
  */
 
 /** What a breaker that does not exist yet is: a fresh one, closed. */

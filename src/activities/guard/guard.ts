@@ -1,13 +1,6 @@
 import { maxCooldownMs, parsePolicyConfig, type BreakerView } from '../../breaker';
-import {
-  nextStep,
-  pauseLeftMs,
-  START,
-  type DecideOptions,
-  type FinalStep,
-  type OwnState,
-  type Progress,
-} from './decide';
+import { pauseLeftMs } from './decide';
+import { DecisionLoop, watchWedges } from './decision-loop';
 import { isFailure } from '../../breaker';
 import { BreakerStateGauge } from '../metrics/state-gauge';
 import { EntityLink } from './entity-link';
@@ -36,10 +29,9 @@ import { runOnce, type RunCall, type RunHost, type RunOptions } from './run';
 import { RunSlots } from './run-slots';
 import { SelfProbes } from './self-probes';
 import { StallSweep } from './stall-sweep';
-import { WedgeWatch } from './wedge-watch';
 
 /**
- * The worker side of a fleet-wide breaker. Decides each call (decide.ts, a pure function; the loop in `decide`
+ * The worker side of a fleet-wide breaker. Decides each call (decide.ts, a pure function; decision-loop.ts
  * performs its steps) from a per-process view of the entity (read by query, at most `cacheTtlMs` old, one
  * query in flight per key), reports outcomes in batches by
  * signal-with-start (failures at once), takes half-open probe tokens, and fails open when Temporal cannot
@@ -62,7 +54,6 @@ export class BreakerGuard {
     wedged: 0,
   };
   private readonly o: ResolvedGuardOptions;
-  private readonly decideOptions: DecideOptions;
   /** Per key, this process's calls that failed in a row, none succeeding since (the hold after failures). */
   private readonly failStreaks = new Map<string, number>();
   /** Each key's cached view, held for the view cache (test/entity/fail-open.test.ts resets one's fetchedAt). */
@@ -80,9 +71,8 @@ export class BreakerGuard {
   private readonly stateGauge: BreakerStateGauge;
   /** The self-probe spec given to each key's entity (self-probes.ts). */
   private readonly selfProbes: SelfProbes;
-  private readonly wedges: WedgeWatch;
-  /** Keys whose last decision found the entity wedged: a fail-open for them says so. */
-  private readonly wedgedNow = new Set<string>();
+  /** Performs decide.ts's steps for each call (decision-loop.ts). */
+  private readonly loop: DecisionLoop;
   /** This process's own quarantine per endpoint, when its calls fail far more than the fleet's (quarantine.ts). */
   readonly quarantine: Quarantine;
   /** Each key's fleet as its entity publishes it: how far apart this process's reports go. */
@@ -96,17 +86,6 @@ export class BreakerGuard {
     const config = parsePolicyConfig(options.config ?? {});
     this.o = resolveGuardOptions(options);
     this.selfProbes = new SelfProbes(this.o);
-    const { failureFlushMs, maxPaceWaitMs, cacheTtlMs, probeSpreadMs, probeJitter, holdAfterFailures, holdMs } = this.o;
-    this.decideOptions = {
-      failureFlushMs,
-      maxPaceWaitMs,
-      cacheTtlMs,
-      probeSpreadMs,
-      probeJitter,
-      holdAfterFailures,
-      holdMs,
-      ...(this.o.config ? { config: this.o.config } : {}),
-    };
     // This process's own pause after a 429 is capped as the entity caps the fleet's (by this guard's policy).
     this.pauses = new Pauses(maxCooldownMs(config));
     this.link = new EntityLink(this.o, this.stats);
@@ -123,18 +102,7 @@ export class BreakerGuard {
       },
       new ReadBudget(this.o.maxReadsPerSecond),
     );
-    this.wedges = new WedgeWatch(this.o.wedgeGraceMs, {
-      wedged: (key, evidence) => {
-        this.stats.wedged++;
-        this.o.metrics.entityWedged(key);
-        this.o.logger.warn(
-          'breaker entity wedged (its workflow tasks are not done); failing open until it moves again',
-          { key, ...evidence },
-        );
-      },
-      moving: (key, wedgedForMs) =>
-        this.o.logger.warn('breaker entity moving again; no longer failing open for it', { key, wedgedForMs }),
-    });
+    const wedges = watchWedges(this.o, this.stats);
     this.calls = new InFlightCalls(this.o.stall || {});
     this.reports = new ReportSender(
       this.o,
@@ -153,13 +121,27 @@ export class BreakerGuard {
             stats: this.stats,
             reports: this.reports,
             link: this.link,
-            readView: (key) => this.readView(key),
+            readView: (key) => this.loop.readView(key),
             fleetStallMs: (key) => this.fleetStallMs(key),
           });
     this.probes = new ProbeRequests(this.o, this.link, this.views, this.stats);
     this.spread = new ProbeSpread(this.o.probeSpreadMs, this.o.probeJitter);
     this.pacer = new Pacer(this.o, this.link, this.views, this.reports);
     this.quarantine = new Quarantine(this.o.quarantine, this.o.metrics, this.o.logger);
+    this.loop = new DecisionLoop({
+      o: this.o,
+      stats: this.stats,
+      link: this.link,
+      views: this.views,
+      reports: this.reports,
+      probes: this.probes,
+      spread: this.spread,
+      pacer: this.pacer,
+      pauses: this.pauses,
+      quarantine: this.quarantine,
+      wedges,
+      failStreaks: this.failStreaks,
+    });
     this.runHost = {
       acquire: (key) => this.acquire(key),
       release: (decision, outcome) => this.release(decision, outcome),
@@ -198,7 +180,7 @@ export class BreakerGuard {
    */
   async acquire(key: string): Promise<GuardDecision> {
     this.stateGauge.used(key);
-    const decision = await this.decide(key);
+    const decision = await this.loop.decide(key);
     if (decision.kind === 'refused') this.o.metrics.notPermitted(key, decision.state);
     else if (decision.kind === 'proceed' && decision.failOpen) this.o.metrics.failOpen(key, decision.failOpenReason);
     if (decision.kind === 'proceed') decision.signal = this.calls.start(decision, key, Date.now());
@@ -217,144 +199,6 @@ export class BreakerGuard {
   /** The breaker's view as this process sees it (cached): null when no entity exists, undefined when unreachable. */
   view(key: string): Promise<BreakerView | null | undefined> {
     return this.views.get(key);
-  }
-
-  /**
-   * The decision for one call: decide.ts's `nextStep` says what to do next from the view as last read, this
-   * process's own state for the key and the clock; this loop performs the step (the I/O, the waits), notes it
-   * and asks again, until the step is a decision.
-   */
-  private async decide(key: string): Promise<GuardDecision> {
-    let progress: Progress = { ...START };
-    let view: BreakerView | null | undefined;
-    for (;;) {
-      // Gathered, decided and begun in one turn: no other call's step comes between.
-      const now = Date.now();
-      const { step, spreadSince } = nextStep(view, this.own(key, now), this.decideOptions, now, progress);
-      if (spreadSince === null) this.spread.clear(key);
-      else if (spreadSince !== undefined) this.spread.saw(key, spreadSince);
-      switch (step.kind) {
-        case 'await-alarm': {
-          const alarm = this.reports.alarm(key);
-          if (alarm) await Promise.race([alarm, new Promise((r) => setTimeout(r, step.maxMs))]);
-          // The entity's verdict on what was just reported is what the decision wants: read it afresh.
-          progress = { ...progress, alarmAwaited: true, read: false };
-          break;
-        }
-        case 'read':
-          view = await this.readView(key);
-          progress = { ...progress, read: true };
-          break;
-        case 'wait': {
-          if (step.why === 'paused' && !progress.pauseWaited) this.stats.paced++;
-          const heldSince = step.why === 'hold' ? (progress.heldSince ?? now) : progress.heldSince;
-          if (step.why === 'hold' && progress.heldSince === undefined) this.stats.held = (this.stats.held ?? 0) + 1;
-          await sleep(Math.max(0, step.untilMs - Date.now()));
-          if (step.then === 'restart') {
-            this.views.invalidate(key);
-            progress = { ...START };
-            view = undefined;
-          } else
-            progress = {
-              ...progress,
-              pauseWaited: step.why === 'paused' || progress.pauseWaited,
-              read: false,
-              heldSince,
-            };
-          break;
-        }
-        case 'share':
-          progress = { ...progress, share: await this.pacer.rateFor(key, view ?? null, step.allowance) };
-          break;
-        case 'pace':
-          await this.pacer.pace(key, step.rate);
-          progress = { ...progress, paced: true, read: step.then !== 'reread' };
-          break;
-        case 'request-probe': {
-          // A request chained behind this process's own successful probe (probe-requests.ts's nextProbe)
-          // may find the round closed by it: decide again on a fresh view, which carries the ramp.
-          const chained = this.probes.nextProbe(key, now);
-          let answer: GuardDecision;
-          try {
-            answer = await this.probes.request(key);
-          } catch (err) {
-            this.spread.clear(key);
-            throw err;
-          }
-          if (chained && answer.kind === 'proceed') {
-            this.views.invalidate(key);
-            progress = { ...START };
-            view = undefined;
-          } else progress = { ...progress, answer };
-          break;
-        }
-        default:
-          return this.decided(key, step, now);
-      }
-    }
-  }
-
-  /** This process's own state for `key`, as the decision reads it (decide.ts). */
-  private own(key: string, now: number): OwnState {
-    return {
-      alarm: this.reports.alarm(key) !== null,
-      pausedUntil: this.pauses.until(key, now),
-      lastView: this.views.last(key),
-      share: this.pacer.knownShare(key),
-      spreadSince: this.spread.since(key),
-      asking: this.probes.asking(key),
-      nextProbe: this.probes.nextProbe(key, now),
-      failStreak: this.failStreaks.get(key) ?? 0,
-      wedged: this.wedgedNow.has(key),
-      blind: this.link.losses.blind(key),
-      quarantine: this.quarantine.state(key),
-    };
-  }
-
-  /** The decision as the guard hands it out, counted. */
-  private decided(key: string, step: FinalStep, now: number): GuardDecision {
-    let decision: GuardDecision;
-    switch (step.kind) {
-      case 'refuse':
-        this.stats.refused++;
-        return { kind: 'refused', key, state: step.state, retryAfterMs: step.retryAfterMs, reason: step.reason };
-      case 'probe':
-        return { kind: 'probe', key, token: step.token };
-      case 'proceed':
-        decision = { kind: 'proceed', key, state: step.state, allowance: step.allowance, failOpen: false };
-        break;
-      case 'fail-open':
-        if (step.reason === 'reports-dropped') {
-          this.stats.failOpen++;
-          this.stats.blindFailOpen++;
-          decision = {
-            kind: 'proceed',
-            key,
-            state: step.state,
-            allowance: step.allowance,
-            failOpen: true,
-            failOpenReason: step.reason,
-          };
-        } else decision = this.link.failOpen(key, step.reason);
-        break;
-    }
-    if (step.quarantineProbe) this.quarantine.probing(decision, now);
-    return decision;
-  }
-
-  /**
-   * The entity's view for deciding: undefined (fail open) when it cannot be read, and when it is wedged: a
-   * view whose timers are overdue or whose workflow tasks are not done (wedge-watch.ts) hears no report and
-   * moves no state, so deciding on it would refuse (or wait for a probe) with nothing to end it.
-   */
-  private async readView(key: string): Promise<BreakerView | null | undefined> {
-    const view = await this.views.get(key);
-    if (view !== undefined && this.wedges.wedged(key, view, this.views.task(key), Date.now())) {
-      this.wedgedNow.add(key);
-      return undefined;
-    }
-    this.wedgedNow.delete(key);
-    return view;
   }
 
   /**
