@@ -93,12 +93,17 @@ export async function moveEntities(client: Client, old: Build): Promise<string[]
   const query = `WorkflowType = "${BREAKER_ENTITY_WORKFLOW}" AND ${versionQuery(old)}`;
   for await (const wf of client.workflow.list({ query })) {
     const handle = client.workflow.getHandle<BreakerEntityWorkflow>(wf.workflowId, wf.runId);
-    const [status, log, history] = await Promise.all([
+    // The run's start input (its entity options) is its history's first event: one event read, not the history.
+    const [status, log, first] = await Promise.all([
       handle.query(statusQuery),
       handle.query(transitionsQuery),
-      handle.fetchHistory(),
+      client.workflowService.getWorkflowExecutionHistory({
+        namespace: client.options.namespace,
+        execution: { workflowId: wf.workflowId, runId: wf.runId },
+        maximumPageSize: 1,
+      }),
     ]);
-    const started = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+    const started = first.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
     const input = started ? defaultPayloadConverter.fromPayload<EntityInput>(started) : null;
     await client.workflow.start<BreakerEntityWorkflow>(BREAKER_ENTITY_WORKFLOW, {
       workflowId: wf.workflowId,
