@@ -141,7 +141,8 @@ export function carriedFromStatus(status: BreakerStatus, log: TransitionRecord[]
     openedAt: status.openedAt,
     cooldownUntil: v.cooldownUntil,
     consecutiveOpens: status.consecutiveOpens,
-    closedAt: log.find((t) => t.to === 'closed')?.at ?? null,
+    // The last close: a move into closed (a configure or a declined trip is logged closed to closed).
+    closedAt: log.find((t) => t.to === 'closed' && t.from !== 'closed')?.at ?? null,
     rampStartedAt: v.rampStartedAt,
     probes: status.probes.map((p) => ({ ...p, requestId: `moved/${p.generation}` })),
     lastGeneration: v.generation,
